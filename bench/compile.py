@@ -1,0 +1,124 @@
+"""Compile speed: `check` + `build` of a generated 1,000-stage corpus vs naive `sympy.simplify`.
+
+    .venv/bin/python bench/compile.py [--pipelines 100] [--stages 10] [--simplify-sample 50]
+
+Prints one table; the naive simplify column is measured on a sample of the same formulas in the
+same run and extrapolated to the whole corpus (it takes ~16 ms a formula).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dslc.compiler import compile_sources  # noqa: E402
+from dslc.emit import artifact, dumps  # noqa: E402
+from dslc.source import SourceFile  # noqa: E402
+
+ITERATIONS = ["steps", "steps - 1", "len(schedule)", "blocks * 4", "blocks * steps", "ceil(steps / 2)",
+              "if cfg then steps else steps // 2", "max(1, steps - 2)"]
+MEASURES = ["tokens", "tokens * (if cfg then 2 else 1)", "latent_frames * height * width",
+            "tokens + text_tokens", "(height // 8) * (width // 8)", "tokens * 3 / 2", "frames * height * width",
+            "tokens ** 2 / 4096 + tokens"]
+
+
+def pipeline_text(index: int, stages: int, rng: random.Random) -> str:
+    lines = [
+        f"pipeline generated_{index} {{",
+        "    param steps: int = 40 in [1, 1000]",
+        "    param frames: int = 81 in [1, 1021] where frames % 4 == 1",
+        "    param height: int = 720 in [16, 4096] where height % 16 == 0",
+        "    param width: int = 1280 in [16, 4096] where width % 16 == 0",
+        "    param cfg: bool = true",
+        "    param text_tokens: int = 512 in [1, 4096]",
+        "    let latent_frames = (frames - 1) // 4 + 1",
+        "    let tokens = latent_frames * (height // 16) * (width // 16)",
+        "    let blocks = (latent_frames + 7) // 8",
+        "    let schedule = [1000, 750, 500, 250]",
+    ]
+    for stage in range(stages):
+        lines.append(f"    stage Stage{stage} {{ iterations = {rng.choice(ITERATIONS)}; "
+                     f"memory ~ {rng.choice(MEASURES)}; time ~ {rng.choice(MEASURES)} }}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def naive_simplify_seconds(texts: list[str], sample: int, rng: random.Random) -> tuple[float, int]:
+    """Median seconds of `sympy.simplify` on one stage formula with lets inlined by hand."""
+    import sympy
+
+    steps, frames, height, width, text_tokens = sympy.symbols("steps frames height width text_tokens",
+                                                              integer=True, positive=True)
+    cfg = sympy.Symbol("cfg")
+    latent = sympy.floor((frames - 1) / 4) + 1
+    tokens = latent * sympy.floor(height / 16) * sympy.floor(width / 16)
+    blocks = sympy.floor((latent + 7) / 8)
+    guided = sympy.Piecewise((2, sympy.Eq(cfg, True)), (1, True))
+    formulas = {
+        "steps": steps, "steps - 1": steps - 1, "len(schedule)": sympy.Integer(4), "blocks * 4": blocks * 4,
+        "blocks * steps": blocks * steps, "ceil(steps / 2)": sympy.ceiling(steps / 2),
+        "if cfg then steps else steps // 2": sympy.Piecewise((steps, sympy.Eq(cfg, True)),
+                                                             (sympy.floor(steps / 2), True)),
+        "max(1, steps - 2)": sympy.Max(1, steps - 2), "tokens": tokens, "tokens * (if cfg then 2 else 1)":
+        tokens * guided, "latent_frames * height * width": latent * height * width,
+        "tokens + text_tokens": tokens + text_tokens, "(height // 8) * (width // 8)":
+        sympy.floor(height / 8) * sympy.floor(width / 8), "tokens * 3 / 2": tokens * 3 / 2,
+        "frames * height * width": frames * height * width, "tokens ** 2 / 4096 + tokens": tokens ** 2 / 4096 + tokens,
+    }
+    chosen = [rng.choice(list(formulas.values())) for _ in range(sample)]
+    times = []
+    for formula in chosen:
+        start = time.perf_counter()
+        sympy.simplify(formula)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), len(chosen)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pipelines", type=int, default=100)
+    parser.add_argument("--stages", type=int, default=10)
+    parser.add_argument("--simplify-sample", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    rng = random.Random(0)
+    texts = [pipeline_text(i, args.stages, rng) for i in range(args.pipelines)]
+    sources = [SourceFile(f"generated_{i}.wf", text) for i, text in enumerate(texts)]
+    formulas = args.pipelines * args.stages * 3
+    compile_sources(sources[:1])  # warm the parser and imports, as a long-lived process would be
+
+    check_times, build_times = [], []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        result = compile_sources(sources)
+        checked = time.perf_counter()
+        assert result.ok, [d.message for d in result.diagnostics][:5]
+        text = dumps(artifact(result.program))
+        built = time.perf_counter()
+        check_times.append(checked - start)
+        build_times.append(built - start)
+    warnings = sum(not d.is_error for d in result.diagnostics)
+    per_formula, sampled = naive_simplify_seconds(texts, args.simplify_sample, rng)
+    naive_total = per_formula * formulas
+    check, build = statistics.median(check_times), statistics.median(build_times)
+
+    print(f"machine: {platform.processor() or platform.machine()}, {platform.python_implementation()} "
+          f"{platform.python_version()}; corpus: {args.pipelines} pipelines, {args.pipelines * args.stages} "
+          f"stages, {formulas} formulas; artifact {len(text) / 1e6:.1f} MB; {warnings} warnings")
+    print(f"{'what':<42} {'seconds':>10} {'per formula':>13} {'vs build':>10}")
+    rows = [("dslc check (parse, resolve, types, prove)", check), ("dslc build (check + emit JSON)", build),
+            (f"naive sympy.simplify (median of {sampled}, x{formulas})", naive_total)]
+    for name, seconds in rows:
+        print(f"{name:<42} {seconds:>10.3f} {seconds / formulas * 1e3:>10.3f} ms {seconds / build:>9.1f}x")
+    print(f"goal: build <= 2 s: {'met' if build <= 2.0 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+"""dslc: the workload-formula compiler (parse, check, prove, emit the artifact)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,196 @@
+"""The syntax tree: frozen nodes whose source spans never take part in equality."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Union
+
+import attrs
+
+from dslc.source import SourceFile, Span
+
+
+def _span() -> Span | None:
+    return attrs.field(default=None, eq=False, repr=False, kw_only=True)  # type: ignore[no-any-return]
+
+
+@attrs.frozen
+class Num:
+    """A numeric literal; `text` keeps the author's spelling for `fmt`."""
+
+    value: Fraction
+    text: str = attrs.field(default="", eq=False, repr=False)
+    span: Span | None = _span()
+
+
+@attrs.frozen
+class Bool:
+    value: bool
+    span: Span | None = _span()
+
+
+@attrs.frozen
+class Inf:
+    """`inf`, meaningful only as a range's upper bound."""
+
+    span: Span | None = _span()
+
+
+@attrs.frozen
+class Name:
+    id: str
+    span: Span | None = _span()
+
+
+@attrs.frozen
+class ListLit:
+    items: tuple[Expr, ...]
+    span: Span | None = _span()
+
+
+@attrs.frozen
+class Unary:
+    """`-x` (op '-') or `not x` (op 'not')."""
+
+    op: str
+    operand: Expr
+    span: Span | None = _span()
+
+
+@attrs.frozen
+class Binary:
+    """Arithmetic (+ - * / // % **), comparison (== != < <= > >=) and logic (and, or)."""
+
+    op: str
+    left: Expr
+    right: Expr
+    span: Span | None = _span()
+    op_span: Span | None = _span()
+
+
+@attrs.frozen
+class IfElse:
+    cond: Expr
+    then: Expr
+    orelse: Expr
+    span: Span | None = _span()
+
+
+@attrs.frozen
+class Call:
+    func: str
+    args: tuple[Expr, ...]
+    span: Span | None = _span()
+    func_span: Span | None = _span()
+
+
+Expr = Union[Num, Bool, Inf, Name, ListLit, Unary, Binary, IfElse, Call]
+
+ARITHMETIC = frozenset({"+", "-", "*", "/", "//", "%", "**"})
+COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+LOGIC = frozenset({"and", "or"})
+FUNCTIONS = ("ceil", "floor", "abs", "min", "max", "len", "sum")
+FIELDS = ("iterations", "memory", "time")
+TYPES = ("int", "bool")
+
+
+@attrs.frozen
+class Param:
+    """`param NAME: TYPE = DEFAULT in [LO, HI] where PRED`; `type` is None for a default-only override."""
+
+    name: str
+    type: str | None
+    default: Expr
+    lo: Expr | None = None
+    hi: Expr | None = None
+    where: Expr | None = None
+    span: Span | None = _span()
+    name_span: Span | None = _span()
+    type_span: Span | None = _span()
+
+
+@attrs.frozen
+class Let:
+    name: str
+    value: Expr
+    span: Span | None = _span()
+    name_span: Span | None = _span()
+
+
+@attrs.frozen
+class Field:
+    """`iterations = EXPR`, `memory ~ EXPR` or `time ~ EXPR` (op is '=' or '~')."""
+
+    name: str
+    op: str
+    value: Expr
+    span: Span | None = _span()
+    name_span: Span | None = _span()
+
+
+@attrs.frozen
+class Stage:
+    name: str
+    fields: tuple[Field, ...]
+    span: Span | None = _span()
+    name_span: Span | None = _span()
+
+
+Member = Union[Param, Let, Stage]
+
+
+@attrs.frozen
+class Pipeline:
+    name: str
+    parent: str | None
+    members: tuple[Member, ...]
+    span: Span | None = _span()
+    name_span: Span | None = _span()
+    parent_span: Span | None = _span()
+
+
+@attrs.frozen
+class Comment:
+    """A `#` comment, kept beside the tree so that `fmt` never drops one."""
+
+    text: str
+    line: int
+    own_line: bool
+
+
+@attrs.frozen
+class Module:
+    pipelines: tuple[Pipeline, ...]
+    source: SourceFile | None = attrs.field(default=None, eq=False, repr=False)
+    comments: tuple[Comment, ...] = attrs.field(default=(), eq=False, repr=False)
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct sub-expressions of a node, in source order."""
+    if isinstance(expr, ListLit):
+        return expr.items
+    if isinstance(expr, Unary):
+        return (expr.operand,)
+    if isinstance(expr, Binary):
+        return (expr.left, expr.right)
+    if isinstance(expr, IfElse):
+        return (expr.cond, expr.then, expr.orelse)
+    if isinstance(expr, Call):
+        return expr.args
+    return ()
+
+
+def walk(expr: Expr) -> list[Expr]:
+    """Every node of an expression, pre-order, without recursion."""
+    out: list[Expr] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(reversed(children(node)))
+    return out
+
+
+def names(expr: Expr) -> list[Name]:
+    """Every name an expression refers to, in source order."""
+    return [node for node in walk(expr) if isinstance(node, Name)]

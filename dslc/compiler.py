@@ -1,0 +1,141 @@
+"""The compilation driver: sources in, a checked Program and every diagnostic out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import attrs
+
+from dslc import ast
+from dslc.diagnostics import CompileError, Diagnostic, dedupe, error
+from dslc.limits import MAX_ERRORS, MAX_FILE_BYTES
+from dslc.model import Program, ResolvedPipeline
+from dslc.parse import parse
+from dslc.passes.domain import check_domain
+from dslc.passes.prove import check_properties
+from dslc.passes.resolve import check_names, check_pipeline_names, flatten, order_lets
+from dslc.passes.types import check_types
+from dslc.source import SourceFile
+
+
+@attrs.frozen
+class CompileResult:
+    program: Program | None
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.is_error)
+
+    @property
+    def ok(self) -> bool:
+        return self.program is not None and not self.errors
+
+
+def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnostic]]:
+    """Files as given and every `*.wf` below given folders, in a stable order."""
+    found: list[Path] = []
+    problems = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*.wf") if p.is_file())
+        elif path.is_file():
+            found.append(path)
+        else:
+            problems.append(error("syntax", f"no such file or folder: {raw}", None))
+    unique = list(dict.fromkeys(found))
+    return unique, problems
+
+
+def read_source(path: Path) -> tuple[SourceFile | None, list[Diagnostic]]:
+    """Read one file as UTF-8 (size checked before reading it all)."""
+    name = str(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            return None, [error("limit", f"{name} is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}", None)]
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, [error("syntax", f"cannot read {name}: {exc.strerror}", None)]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        source = SourceFile(name, data.decode("utf-8", "replace"))
+        return None, [error("syntax", "the file is not valid UTF-8 text", source.span(exc.start, exc.start + 1),
+                            hints=["is this a binary file?"])]
+    return SourceFile(name, text.removeprefix("\ufeff")), []
+
+
+def _resolve_one(name: str, by_name: dict[str, ast.Pipeline]) -> tuple[ResolvedPipeline | None,
+                                                                         list[Diagnostic]]:
+    """Every pass up to the prover; each reports all it can, and only a clean pipeline goes on."""
+    pipeline, problems = flatten(name, by_name)
+    if pipeline is None:
+        return None, problems
+    lets, cycle = order_lets(pipeline)
+    problems += cycle + check_names(pipeline)
+    if cycle:
+        return None, problems
+    pipeline = attrs.evolve(pipeline, lets=lets)
+    types, type_problems = check_types(pipeline)
+    problems += type_problems
+    if type_problems:
+        return None, problems
+    pipeline = attrs.evolve(pipeline, types=types)
+    resolved, domain_problems = check_domain(pipeline)
+    problems += domain_problems
+    return (None if problems else resolved), problems
+
+
+def compile_sources(sources: Sequence[SourceFile], *, strict: bool = False, prove: bool = True) -> CompileResult:
+    """Parse, resolve, type, check domains and prove every pipeline; collect every diagnostic."""
+    diagnostics: list[Diagnostic] = []
+    modules: list[ast.Module] = []
+    for source in sources:
+        try:
+            modules.append(parse(source))
+        except CompileError as exc:
+            diagnostics += exc.diagnostics
+    by_name, name_problems = check_pipeline_names(modules)
+    diagnostics += name_problems
+    resolved: list[ResolvedPipeline] = []
+    for name in by_name:
+        pipeline, problems = _resolve_one(name, by_name)
+        diagnostics += problems
+        if pipeline is not None:
+            if prove:
+                diagnostics += check_properties(pipeline)
+            resolved.append(pipeline)
+        if sum(d.is_error for d in diagnostics) >= MAX_ERRORS:
+            break
+    if strict:
+        diagnostics = [d.as_error() for d in diagnostics]
+    diagnostics = sorted(dedupe(diagnostics), key=lambda d: d.sort_key())
+    errors = [d for d in diagnostics if d.is_error]
+    if len(errors) > MAX_ERRORS:
+        kept = set(map(id, errors[:MAX_ERRORS]))
+        diagnostics = [d for d in diagnostics if not d.is_error or id(d) in kept]
+    program = None if any(d.is_error for d in diagnostics) else Program(tuple(sources), tuple(modules),
+                                                                         tuple(resolved))
+    return CompileResult(program, tuple(diagnostics))
+
+
+def compile_paths(paths: Iterable[str | Path], *, strict: bool = False, prove: bool = True) -> CompileResult:
+    """Compile files and folders (every `*.wf` below them)."""
+    files, problems = discover(paths)
+    sources = []
+    for path in files:
+        source, read_problems = read_source(path)
+        problems += read_problems
+        if source is not None:
+            sources.append(source)
+    result = compile_sources(sources, strict=strict, prove=prove)
+    if problems:
+        return CompileResult(None, tuple(problems) + result.diagnostics)
+    return result
+
+
+def compile_text(text: str, name: str = "<string>", *, strict: bool = False) -> CompileResult:
+    return compile_sources([SourceFile(name, text)], strict=strict)

@@ -1,0 +1,157 @@
+"""Checked program to the artifact: a versioned JSON document of closed expression trees."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from dslc import __version__, ast
+from dslc.fmt import format_expr
+from dslc.interp import EvalError, evaluate
+from dslc.model import LIST, Program, ResolvedPipeline
+from dslc.source import SourceFile, Span
+
+FORMAT = "workload-formulas"
+FORMAT_VERSION = 1
+
+_BINARY = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod",
+           "==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "and": "and", "or": "or"}
+ONE: dict[str, Any] = {"k": "int", "v": 1}
+
+
+def number(value: Fraction) -> dict[str, Any]:
+    if value.denominator == 1:
+        return {"k": "int", "v": int(value)}
+    return {"k": "frac", "n": value.numerator, "d": value.denominator}
+
+
+class _Emitter:
+    """Lowers one pipeline's expressions; list lets are folded away so the artifact has no lists."""
+
+    def __init__(self, pipeline: ResolvedPipeline):
+        self.params = {p.name for p in pipeline.params}
+        self.types = pipeline.types
+        self.lists = {let.name: let.value for let in pipeline.lets if pipeline.types.get(let.name) == LIST}
+
+    def _items(self, expr: ast.Expr) -> tuple[ast.Expr, ...]:
+        while isinstance(expr, ast.Name) and expr.id in self.lists:
+            expr = self.lists[expr.id]
+        assert isinstance(expr, ast.ListLit), "type checking admits only lists here"
+        return expr.items
+
+    def expr(self, node: ast.Expr) -> dict[str, Any]:
+        if isinstance(node, ast.Num):
+            return number(node.value)
+        if isinstance(node, ast.Bool):
+            return {"k": "bool", "v": node.value}
+        if isinstance(node, ast.Name):
+            return {"k": "param" if node.id in self.params else "let", "name": node.id}
+        if isinstance(node, ast.Unary):
+            return {"k": "not" if node.op == "not" else "neg", "args": [self.expr(node.operand)]}
+        if isinstance(node, ast.Binary):
+            if node.op == "**":
+                exponent = evaluate(node.right)
+                assert isinstance(exponent, Fraction)
+                return {"k": "pow", "args": [self.expr(node.left)], "exp": int(exponent)}
+            return {"k": _BINARY[node.op], "args": [self.expr(node.left), self.expr(node.right)]}
+        if isinstance(node, ast.IfElse):
+            return {"k": "if", "args": [self.expr(node.cond), self.expr(node.then), self.expr(node.orelse)]}
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        raise EvalError("cannot emit this node", node)
+
+    def _call(self, node: ast.Call) -> dict[str, Any]:
+        func, args = node.func, node.args
+        is_list = len(args) == 1 and (isinstance(args[0], ast.ListLit) or
+                                      (isinstance(args[0], ast.Name) and args[0].id in self.lists))
+        if is_list:
+            items = [self.expr(item) for item in self._items(args[0])]
+            if func == "len":
+                return {"k": "int", "v": len(items)}
+            if func == "sum":
+                if not items:
+                    return {"k": "int", "v": 0}
+                total = items[0]
+                for item in items[1:]:
+                    total = {"k": "add", "args": [total, item]}
+                return total
+            return {"k": func, "args": items}
+        return {"k": func, "args": [self.expr(arg) for arg in args]}
+
+
+def _span(span: Span | None, index: dict[str, int]) -> dict[str, int] | None:
+    if span is None:
+        return None
+    return {"source": index[span.source.name], "line": span.line, "column": span.column,
+            "end_line": span.end_line, "end_column": span.end_column}
+
+
+def _pipeline(pipeline: ResolvedPipeline, index: dict[str, int]) -> dict[str, Any]:
+    emitter = _Emitter(pipeline)
+    params = []
+    for p in pipeline.params:
+        entry: dict[str, Any] = {"name": p.name, "type": p.type, "default": p.default}
+        if p.type == "int":
+            entry.update({"min": p.lo, "max": p.hi})
+        entry["span"] = _span(p.decl.span, index)
+        params.append(entry)
+    stages = []
+    for stage in pipeline.stages:
+        entry = {"name": stage.name, "span": _span(stage.decl.name_span, index)}
+        for name in ast.FIELDS:
+            field = stage.field(name)
+            entry[name] = ({"expr": emitter.expr(field.value), "span": _span(field.value.span, index)}
+                           if field is not None else {"expr": ONE, "span": None})
+        stages.append(entry)
+    return {
+        "name": pipeline.name,
+        "extends": pipeline.parent,
+        "span": _span(pipeline.decl.name_span, index),
+        "params": params,
+        "contracts": [{"param": p.name, "text": format_expr(where), "expr": emitter.expr(where),
+                       "span": _span(where.span, index)} for p, where in pipeline.contracts],
+        "lets": [{"name": let.name, "expr": emitter.expr(let.value), "span": _span(let.span, index)}
+                 for let in pipeline.lets if pipeline.types.get(let.name) != LIST],
+        "stages": stages,
+    }
+
+
+def artifact(program: Program) -> dict[str, Any]:
+    """The artifact document of docs/artifact.md for a checked program."""
+    index = {source.name: i for i, source in enumerate(program.sources)}
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "compiler": {"name": "dslc", "version": __version__},
+        "sources": [{"path": _display_path(s), "sha256": s.sha256} for s in program.sources],
+        "pipelines": [_pipeline(p, index) for p in program.pipelines],
+    }
+
+
+def _display_path(source: SourceFile) -> str:
+    return Path(source.name).as_posix()
+
+
+def dumps(document: dict[str, Any]) -> str:
+    """Compact JSON (the C encoder; `indent` would fall back to the pure-Python one)."""
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def write_atomically(path: str | Path, text: str) -> None:
+    """Write through a temporary file in the same folder and rename it, so readers never see half a file."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,76 @@
+"""Domains: constant ranges and defaults evaluated, ranges non-empty, the default workload admissible."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import attrs
+
+from dslc import ast
+from dslc.diagnostics import Diagnostic, error
+from dslc.fmt import format_expr
+from dslc.interp import EvalError, Interpreter, evaluate
+from dslc.model import ResolvedParam, ResolvedPipeline
+
+
+def _constant(expr: ast.Expr, what: str, problems: list[Diagnostic]) -> int | bool | None:
+    try:
+        value = evaluate(expr)
+    except EvalError as exc:
+        code = "division-by-zero" if "zero" in str(exc) else "type"
+        problems.append(error(code, f"{what} cannot be evaluated: {exc}", exc.node.span))
+        return None
+    if isinstance(value, Fraction):
+        if value.denominator != 1:
+            problems.append(error("type", f"{what} must be an integer, not {value}", expr.span))
+            return None
+        return int(value)
+    return value if isinstance(value, bool) else None
+
+
+def _resolve_param(param: ResolvedParam, problems: list[Diagnostic]) -> ResolvedParam | None:
+    default = _constant(param.default_decl.default, f"the default of '{param.name}'", problems)
+    if param.type == "bool":
+        return attrs.evolve(param, default=default) if isinstance(default, bool) else None
+    lo = 0 if param.decl.lo is None else _constant(param.decl.lo, "a range's lower bound", problems)
+    hi_expr = param.decl.hi
+    hi = None if hi_expr is None or isinstance(hi_expr, ast.Inf) else _constant(
+        hi_expr, "a range's upper bound", problems)
+    if not isinstance(default, int) or not isinstance(lo, int) or (hi is not None and not isinstance(hi, int)):
+        return None
+    if hi is not None and lo > hi:
+        problems.append(error("domain", f"the range [{lo}, {hi}] of '{param.name}' is empty", param.decl.lo.span
+                              .to(hi_expr.span) if param.decl.lo is not None and hi_expr is not None else None,
+                              hints=["write the bounds low first: 'in [LO, HI]'"]))
+        return None
+    if default < lo or (hi is not None and default > hi):
+        shown = f"[{lo}, {'inf' if hi is None else hi}]"
+        problems.append(error("domain", f"the default {default} of '{param.name}' lies outside {shown}",
+                              param.default_decl.default.span))
+        return None
+    return attrs.evolve(param, default=default, lo=lo, hi=hi)
+
+
+def check_domain(pipeline: ResolvedPipeline) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
+    """Fill each param's default and range; the default workload must satisfy every contract."""
+    problems: list[Diagnostic] = []
+    params = [_resolve_param(p, problems) for p in pipeline.params]
+    if problems or any(p is None for p in params):
+        return None, problems
+    resolved = attrs.evolve(pipeline, params=tuple(p for p in params if p is not None))
+    point = {p.name: p.default if isinstance(p.default, bool) else Fraction(p.default) for p in resolved.params}
+    interpreter = Interpreter(point, resolved.lets)
+    shown = ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in
+                      resolved.default_workload.items())
+    for param, where in resolved.contracts:
+        try:
+            holds = interpreter.eval(where)
+        except EvalError as exc:
+            problems.append(error("division-by-zero" if "zero" in str(exc) else "type",
+                                  f"contract of '{param.name}' fails at the default workload: {exc}",
+                                  exc.node.span))
+            continue
+        if holds is not True:
+            problems.append(error("domain", f"the default workload violates '{format_expr(where)}'",
+                                  where.span, hints=[f"the default workload is {shown}"]))
+    return (None if problems else resolved), problems

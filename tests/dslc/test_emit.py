@@ -1,0 +1,66 @@
+"""The artifact: schema-valid, versioned, sources hashed, written atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from dslc.compiler import compile_paths, compile_text
+from dslc.emit import FORMAT_VERSION, artifact, dumps, write_atomically
+from tests.examples import LANGUAGE_EXAMPLE, ROOT
+
+SCHEMA = json.loads((ROOT / "dslc" / "schema" / "artifact.schema.json").read_text())
+
+
+def test_language_example_artifact_matches_the_schema(tmp_path: Path) -> None:
+    path = tmp_path / "wan.wf"
+    path.write_text(LANGUAGE_EXAMPLE)
+    result = compile_paths([path])
+    assert result.program is not None
+    doc = artifact(result.program)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["format_version"] == FORMAT_VERSION
+    assert doc["sources"][0]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    wan = doc["pipelines"][0]
+    assert [p["name"] for p in wan["params"]] == ["steps", "frames", "height", "width", "cfg"]
+    assert wan["params"][0] == {"name": "steps", "type": "int", "default": 40, "min": 1, "max": 1000,
+                                "span": {"source": 0, "line": 3, "column": 5, "end_line": 3, "end_column": 43}}
+    assert [c["text"] for c in wan["contracts"]] == ["frames % 4 == 1", "height % 16 == 0", "width % 16 == 0"]
+    text_encoding = wan["stages"][0]
+    assert text_encoding["memory"] == {"expr": {"k": "int", "v": 1}, "span": None}
+
+
+def test_formulas_folder_compiles_clean_to_a_valid_artifact() -> None:
+    result = compile_paths([ROOT / "formulas"], strict=True)
+    assert result.ok, "\n".join(d.message for d in result.diagnostics)
+    doc = artifact(result.program)
+    jsonschema.validate(doc, SCHEMA)
+    assert len(doc["pipelines"]) >= 15
+
+
+def test_decimals_stay_exact() -> None:
+    result = compile_text("pipeline p { stage S { memory ~ 0.725 } }")
+    doc = artifact(result.program)
+    assert doc["pipelines"][0]["stages"][0]["memory"]["expr"] == {"k": "frac", "n": 29, "d": 40}
+
+
+def test_write_atomically_leaves_no_partial_file(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "formulas.json"
+    write_atomically(target, dumps({"a": 1}))
+    assert json.loads(target.read_text()) == {"a": 1}
+
+    class Boom(Exception):
+        pass
+
+    class Exploding(str):
+        def __str__(self) -> str:
+            raise Boom
+
+    with pytest.raises(TypeError):
+        write_atomically(target, 42)  # type: ignore[arg-type]
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert [p.name for p in target.parent.iterdir()] == ["formulas.json"]
