@@ -8,6 +8,7 @@ becomes [3, 99]. Every narrowing keeps all admissible values, so proofs over it 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 
@@ -18,11 +19,17 @@ from dslc.passes.intervals import BOTH, INF, Abstract, Env, Interval
 from dslc.passes.residues import periodic_atoms
 
 SCAN_WINDOW = 1024  # values tried from each end of a range for its first admissible value
+WORK_SECONDS = 3.0  # a safety net on the search work per pipeline (its own budgets normally end it)
+
+
+class OutOfTime(Exception):
+    """The pipeline's time for search work is spent (only pathological formulas get here)."""
 
 
 class Context:
     def __init__(self, pipeline: ResolvedPipeline):
         self.pipeline = pipeline
+        self.deadline = time.monotonic() + WORK_SECONDS
         self.params: dict[str, ResolvedParam] = {p.name: p for p in pipeline.params}
         self.param_types = {p.name: p.type for p in pipeline.params}
         self.let_exprs = {let.name: let.value for let in pipeline.lets}
@@ -37,12 +44,10 @@ class Context:
                           for name, lets in self._let_lets.items()}
         self._sizes: dict[str, int] | None = None
         self._intervals: dict[int, tuple[ast.Expr, Abstract]] = {}
-        self.default = {p.name: p.default if p.type == "bool" else Fraction(p.default) for p in pipeline.params}
+        self.default: dict[str, Fraction | bool] = {
+            p.name: bool(p.default) if p.type == "bool" else Fraction(p.default) for p in pipeline.params}
         self.contracts = [where for _, where in pipeline.contracts]
-        self.box: dict[str, Abstract] = {
-            p.name: BOTH if p.type == "bool" else Interval(Fraction(p.lo), INF if p.hi is None else Fraction(p.hi),
-                                                           True)
-            for p in pipeline.params}
+        self.box: dict[str, Abstract] = {p.name: _range(p) for p in pipeline.params}
         self._single: dict[str, list[ast.Expr]] = {}
         for where in self.contracts:
             deps = self.deps(where)
@@ -125,6 +130,8 @@ class Context:
         lets = tuple({let.name: let for let in sorted(lets, key=lambda let: self.let_index[let.name])}.values())
 
         def ok(value: int) -> bool:
+            if time.monotonic() > self.deadline:
+                raise OutOfTime
             interp = Interpreter({name: Fraction(value)}, lets)
             try:
                 return all(interp.eval(c) is True for c in contracts)
@@ -145,16 +152,25 @@ class Context:
             domain, ok = domains[name], self.admits(name)
             if not isinstance(domain, Interval) or ok is None:
                 continue
-            lo, hi = domain.lo, domain.hi
-            lo = _first(ok, int(lo), 1, None if isinstance(hi, float) else int(hi))
-            if not isinstance(hi, float) and lo is not None:
-                hi = _first(ok, int(hi), -1, int(lo))
-            if lo is not None and hi is not None:
-                domains[name] = Interval(Fraction(lo), hi if isinstance(hi, float) else Fraction(hi), True)
+            hi = domain.hi
+            try:
+                lo = _first(ok, int(domain.lo), 1, None if isinstance(hi, float) else int(hi))
+                if not isinstance(hi, float):
+                    hi = Fraction(_first(ok, int(hi), -1, lo))
+            except OutOfTime:
+                continue
+            domains[name] = Interval(Fraction(lo), hi, True)
         return domains
 
 
-def _first(ok: Callable[[int], bool], start: int, step: int, stop: int | None) -> int | None:
+def _range(param: ResolvedParam) -> Abstract:
+    if param.type == "bool":
+        return BOTH
+    lo = Fraction(param.lo if param.lo is not None else 0)
+    return Interval(lo, INF if param.hi is None else Fraction(param.hi), True)
+
+
+def _first(ok: Callable[[int], bool], start: int, step: int, stop: int | None) -> int:
     """The first value from `start` (towards `stop`, within the window) that `ok` admits; else `start`."""
     value = start
     for _ in range(SCAN_WINDOW):

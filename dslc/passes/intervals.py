@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Union
 
 import attrs
 
@@ -20,7 +19,8 @@ from dslc import ast
 from dslc.interp import EvalError, evaluate
 
 INF = float("inf")
-Bound = Union[Fraction, float]  # a Fraction, or -inf / +inf
+MAX_BITS = 1 << 16  # a bound past this many bits is widened to infinity rather than computed
+Bound = Fraction | float  # a Fraction, or -inf / +inf
 
 
 @attrs.frozen
@@ -53,7 +53,7 @@ class Interval:
 BOTH = frozenset({True, False})
 TOP = Interval(-INF, INF)
 TOP_INT = Interval(-INF, INF, True)
-Abstract = Union[Interval, frozenset, tuple]
+Abstract = Interval | frozenset | tuple
 
 
 def _floor(b: Bound) -> Bound:
@@ -64,8 +64,22 @@ def _ceil(b: Bound) -> Bound:
     return b if isinstance(b, float) else Fraction(math.ceil(b))
 
 
+# Bounds never meet Python's mixed Fraction/float arithmetic, which converts the Fraction to a
+# float (and overflows past 1e308); comparisons between them are exact.
+
+def _plus(a: Bound, b: Bound) -> Bound:
+    """a + b, where a lower bound is never +inf and an upper bound never -inf."""
+    if isinstance(a, float):
+        return a
+    return b if isinstance(b, float) else a + b
+
+
 def _mul(a: Bound, b: Bound) -> Bound:
-    return Fraction(0) if a == 0 or b == 0 else a * b
+    if a == 0 or b == 0:
+        return Fraction(0)
+    if isinstance(a, float) or isinstance(b, float):
+        return INF if (a > 0) == (b > 0) else -INF
+    return a * b
 
 
 def _recip(b: Bound) -> Bound:
@@ -81,7 +95,7 @@ def hull(a: Abstract, b: Abstract) -> Abstract:
 
 
 def add(a: Interval, b: Interval) -> Interval:
-    return Interval(a.lo + b.lo, a.hi + b.hi, a.integer and b.integer)
+    return Interval(_plus(a.lo, b.lo), _plus(a.hi, b.hi), a.integer and b.integer)
 
 
 def neg(a: Interval) -> Interval:
@@ -135,9 +149,15 @@ def mod(a: Interval, b: Interval) -> Interval:
     return Interval(nz.lo, nz.hi, integer)
 
 
+def _bits(b: Bound) -> int:
+    return 0 if isinstance(b, float) else max(b.numerator.bit_length(), b.denominator.bit_length())
+
+
 def power(a: Interval, n: int) -> Interval:
     if n == 0:
         return Interval(Fraction(1), Fraction(1), True)
+    if max(_bits(a.lo), _bits(a.hi)) * n > MAX_BITS:  # `((7 ** 64) ** 64) ** 64`: widen, do not compute
+        return Interval(Fraction(0), INF, a.integer) if n % 2 == 0 else Interval(-INF, INF, a.integer)
     lo, hi = a.lo ** n, a.hi ** n
     if n % 2:
         return Interval(lo, hi, a.integer)
@@ -342,8 +362,8 @@ class Env:
             return self
         if cond.op in ("and", "or"):
             if truth == (cond.op == "and"):  # both operands take `truth`
-                env = self.refine(cond.left, truth)
-                return None if env is None else env.refine(cond.right, truth)
+                first = self.refine(cond.left, truth)
+                return None if first is None else first.refine(cond.right, truth)
             left, right = self.refine(cond.left, truth), self.refine(cond.right, truth)
             if left is None or right is None:
                 return right if left is None else left
@@ -356,7 +376,7 @@ class Env:
         op = cond.op if truth else _NEGATE[cond.op]
         env: Env | None = self
         if isinstance(cond.left, ast.Name):
-            env = env._narrow(cond.left.id, op, env.eval(cond.right))
+            env = self._narrow(cond.left.id, op, self.eval(cond.right))
         if env is not None and isinstance(cond.right, ast.Name):
             env = env._narrow(cond.right.id, _FLIP[op], env.eval(cond.left))
         return env

@@ -15,12 +15,11 @@ settled by the cheapest means that works, over the admissible domain:
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Iterator
 from fractions import Fraction
-
-import attrs
 
 from dslc import ast
 from dslc.diagnostics import Diagnostic, error, warning
@@ -28,41 +27,38 @@ from dslc.fmt import format_expr
 from dslc.interp import EvalError, Interpreter
 from dslc.limits import PROVER_SECONDS
 from dslc.model import ResolvedPipeline
-from dslc.passes.context import Context
+from dslc.passes.context import Context, OutOfTime
 from dslc.passes.intervals import Env, Interval
+from dslc.passes.obligations import (
+    DIVISOR,
+    INTEGER,
+    NONNEG,
+    Obligation,
+    admissible_prefix,
+    collect,
+    guarded,
+    violates,
+)
 from dslc.passes.residues import prove_integer
-from dslc.passes.search import all_points, candidate_values, domain_size, heuristic_points, random_points
+from dslc.passes.search import (
+    all_points,
+    candidate_values,
+    domain_size,
+    heuristic_points,
+    random_points,
+)
 from dslc.passes.split import excludes_zero, holds_everywhere, nonnegative
 from dslc.passes.types import TypeChecker
 
-EXHAUSTIVE_POINTS = 5000
-SEARCH_POINTS = 2000
-RANDOM_POINTS = 200
+EXHAUSTIVE_POINTS = 5000  # a box of the params involved this small is checked point by point
+SEARCH_POINTS = 2000  # candidate points (the product of interesting values, sampled past this)
+RANDOM_POINTS = 200  # then points drawn at random
 SNAP_STEPS = 64  # how far a reported counterexample creeps towards the default
+SHRINK_SECONDS = 1.0  # a safety net on moving one counterexample towards the default
 WORK = 250_000  # nodes evaluated per pipeline by splitting (weighing 5) and search: about a second
 SYMBOLIC_SECONDS = 8 * PROVER_SECONDS  # sympy per pipeline, all formulas together
-
-
-class _OutOfWork(Exception):
-    pass
-
-INTEGER, NONNEG, DIVISOR = "integer", "nonneg", "divisor"
-
-
-@attrs.define(eq=False)
-class Obligation:
-    kind: str
-    expr: ast.Expr  # the whole expression evaluated: a field's value, a let's value, a contract
-    node: ast.Expr  # the culprit: the field's value, or the division
-    what: str  # "'iterations' of stage 'X'", "let 'r'", "the contract of 'steps'"
-    facts: tuple[tuple[ast.Expr, bool], ...] = ()  # conditions under which a division happens
-    contract: int | None = None  # index of the contract a division lies in
-    proved: bool = False
-    refuted: tuple[dict, object] | None = None  # (point, value or EvalError)
-
-    @property
-    def open(self) -> bool:
-        return not self.proved and self.refuted is None
+MAX_DIGITS = 30  # a value shown in a message has at most about this many digits
+MAX_QUOTED = 40  # an expression quoted in a message has at most this many characters
 
 
 def check_properties(pipeline: ResolvedPipeline, *, exhaustive: int = EXHAUSTIVE_POINTS,
@@ -72,7 +68,10 @@ def check_properties(pipeline: ResolvedPipeline, *, exhaustive: int = EXHAUSTIVE
 
 
 class Prover:
-    def __init__(self, pipeline: ResolvedPipeline, *, exhaustive: int = EXHAUSTIVE_POINTS, symbolic: bool = True):
+    """Settles every obligation of one pipeline; `exhaustive` and `symbolic` let tests turn steps off."""
+
+    def __init__(self, pipeline: ResolvedPipeline, *, exhaustive: int = EXHAUSTIVE_POINTS,
+                 symbolic: bool = True):
         self.pipeline = pipeline
         self.ctx = Context(pipeline)
         self.exhaustive = exhaustive
@@ -80,54 +79,7 @@ class Prover:
         self.rng = random.Random(f"dslc-prove:{pipeline.name}")
         self.results: list[Obligation] = []  # after run(): every obligation and how it ended
         self.searched = False  # after run(): whether any obligation needed more than the cheap path
-        self.work = WORK  # evaluations left (each let or expression evaluated counts one)
-
-    # -- obligations --------------------------------------------------------------------------
-
-    def obligations(self) -> list[Obligation]:
-        out: list[Obligation] = []
-        for index, (param, where) in enumerate(self.pipeline.contracts):
-            out += self._divisions(where, f"the contract of '{param.name}'", index)
-        for let in self.pipeline.lets:
-            out += self._divisions(let.value, f"let '{let.name}'", None)
-        for stage in self.pipeline.stages:
-            for name in ast.FIELDS:
-                field = stage.fields.get(name)
-                if field is None:
-                    continue
-                what = f"'{name}' of stage '{stage.name}'{self._inherited(field)}"
-                if name == "iterations":
-                    out.append(Obligation(INTEGER, field.value, field.value, what))
-                out.append(Obligation(NONNEG, field.value, field.value, what))
-                out += self._divisions(field.value, what, None)
-        return out
-
-    def _inherited(self, field: ast.Field) -> str:
-        outer, inner = self.pipeline.span, field.span
-        if outer is None or inner is None:
-            return ""
-        inside = outer.source.name == inner.source.name and \
-            (outer.line, outer.column) <= (inner.line, inner.column) <= (outer.end_line, outer.end_column)
-        return "" if inside else f" in pipeline '{self.pipeline.name}'"
-
-    def _divisions(self, expr: ast.Expr, what: str, contract: int | None) -> list[Obligation]:
-        out = []
-        stack: list[tuple[ast.Expr, tuple[tuple[ast.Expr, bool], ...]]] = [(expr, ())]
-        while stack:
-            node, facts = stack.pop()
-            if isinstance(node, ast.IfElse):
-                stack += [(node.orelse, facts + ((node.cond, False),)), (node.then, facts + ((node.cond, True),)),
-                          (node.cond, facts)]
-                continue
-            if isinstance(node, ast.Binary) and node.op in ("and", "or"):
-                stack += [(node.right, facts + ((node.left, node.op == "and"),)), (node.left, facts)]
-                continue
-            if isinstance(node, ast.Binary) and node.op in ("/", "//", "%"):
-                divisor = self.ctx.constant(node.right)
-                if not (isinstance(divisor, Fraction) and divisor != 0):
-                    out.append(Obligation(DIVISOR, expr, node, what, facts, contract))
-            stack += [(child, facts) for child in reversed(ast.children(node))]
-        return out
+        self.work = WORK  # AST nodes left to evaluate in splitting and search
 
     # -- the cheap path -----------------------------------------------------------------------
 
@@ -146,6 +98,7 @@ class Prover:
         return constrain
 
     def cheap(self, ob: Obligation) -> bool:
+        """Prove an obligation without search or sympy: types, residues, intervals, splitting."""
         ctx = self.ctx
         if ob.kind == INTEGER:
             value = ctx.interval(ob.expr)
@@ -153,11 +106,14 @@ class Prover:
                 return True
             if TypeChecker(self.pipeline.types).infer(ob.expr) == "int":
                 return True
-            return prove_integer(ctx, ob.expr, ctx.atoms)
+            try:
+                return prove_integer(ctx, ob.expr, ctx.atoms)
+            except OutOfTime:
+                return False
         if ob.kind == DIVISOR:
             assert isinstance(ob.node, ast.Binary)
             target, good = ob.node.right, excludes_zero
-            if _guarded(target, ob.facts):
+            if guarded(target, ob.facts):
                 return True
         else:
             target, good = ob.expr, nonnegative
@@ -174,22 +130,26 @@ class Prover:
                                 lambda: self._spend(cost))
 
     def _spend(self, cost: int) -> bool:
-        """Take `cost` from the pipeline's work budget; False once it is gone."""
+        """Take `cost` from the pipeline's work budget; False once it is gone (or the time is: a
+        single evaluation of `(10 ** 6) ** 64 ** 2`-like constants can take a while)."""
         self.work -= cost
-        return self.work >= 0
+        return self.work >= 0 and time.monotonic() < self.ctx.deadline
 
     # -- search -------------------------------------------------------------------------------
 
     def search(self, obs: list[Obligation]) -> None:
+        """Look for counterexamples: fields and lets over the domain, then contracts over the box."""
         for in_contracts in (False, True):
             group = [ob for ob in obs if (ob.contract is not None) == in_contracts and ob.open]
             if group:
                 try:
                     self._search_group(group, in_contracts)
-                except _OutOfWork:
+                except OutOfTime:
                     return
 
-    def _relevant(self, group: list[Obligation], in_contracts: bool) -> list[str]:
+    def _relevant(self, group: list[Obligation]) -> list[str]:
+        """The params the group depends on, closed under sharing a contract; the others can stay at
+        their defaults, which satisfy every contract that involves only them."""
         names: set[str] = set()
         for ob in group:
             names |= self.ctx.deps(ob.expr)
@@ -205,8 +165,9 @@ class Prover:
         return self.ctx.ordered(frozenset(names))
 
     def _search_group(self, group: list[Obligation], in_contracts: bool) -> None:
+        """Candidate points, random points, then every point when few enough (which proves)."""
         ctx = self.ctx
-        relevant = self._relevant(group, in_contracts)
+        relevant = self._relevant(group)
         domains = ctx.box if in_contracts else ctx.domains
         oks = {} if in_contracts else {name: ctx.admits(name) for name in relevant}
         params = [ctx.params[name] for name in relevant]
@@ -220,11 +181,11 @@ class Prover:
             return
         self._examine_all(group, random_points(base, params, domains, oks, self.rng, RANDOM_POINTS))
         size = domain_size(params, domains)
-        if size is not None and size <= self.exhaustive:
-            if not self._examine_all(group, all_points(base, params, domains)):
-                for ob in group:
-                    if ob.open:
-                        ob.proved = True
+        if size is not None and size <= self.exhaustive and \
+                not self._examine_all(group, all_points(base, params, domains)):
+            for ob in group:
+                if ob.open:
+                    ob.proved = True
 
     def _examine_all(self, group: list[Obligation], points: Iterator[dict]) -> bool:
         """Evaluate open obligations at each point; True once none is open."""
@@ -240,13 +201,13 @@ class Prover:
             if not open_exprs:
                 return True
             if not self._spend(base + sum(sizes[key] for key in open_exprs)):
-                raise _OutOfWork
+                raise OutOfTime
             self._examine(point, group, ordered)
         return not any(ob.open for ob in group)
 
     def _examine(self, point: dict, group: list[Obligation], lets: tuple[ast.Let, ...]) -> None:
         interp = Interpreter(point, lets)
-        prefix, failure = _admissible_prefix(interp, self.ctx.contracts)
+        prefix, failure = admissible_prefix(interp, self.ctx.contracts)
         results: dict[int, object] = {}
         for ob in group:
             if not ob.open:
@@ -263,7 +224,7 @@ class Prover:
                     results[key] = interp.eval(ob.expr)
                 except EvalError as exc:
                     results[key] = exc
-            if _violates(ob, results[key]):
+            if violates(ob, results[key]):
                 ob.refuted = (point, results[key])
 
     def violates_at(self, ob: Obligation, point: dict) -> object | None:
@@ -278,7 +239,7 @@ class Prover:
                     (p.hi is not None and value > p.hi):
                 return None
         interp = Interpreter(point, self.pipeline.lets)
-        prefix, failure = _admissible_prefix(interp, self.ctx.contracts)
+        prefix, failure = admissible_prefix(interp, self.ctx.contracts)
         if ob.contract is not None:
             found = prefix == ob.contract and isinstance(failure, EvalError) and failure.node is ob.node
             return failure if found else None
@@ -288,33 +249,38 @@ class Prover:
             result: object = interp.eval(ob.expr)
         except EvalError as exc:
             result = exc
-        return result if _violates(ob, result) else None
+        return result if violates(ob, result) else None
 
     def shrink(self, ob: Obligation) -> None:
         """Move a counterexample's params, one at a time, to the violating value nearest the default."""
         assert ob.refuted is not None
         point, result = ob.refuted
-        for name in self.ctx.ordered(self.ctx.deps(ob.expr)):
-            good, bad = self.ctx.default[name], point[name]
-            if isinstance(bad, bool) or good == bad:
-                continue
-            found = self.violates_at(ob, {**point, name: good})
-            if found is not None:
-                point, result = {**point, name: good}, found
-                continue
-            for _ in range(128):
-                if abs(bad - good) <= 1:
-                    break
-                mid = Fraction((good + bad) // 2)
-                found = self.violates_at(ob, {**point, name: mid})
-                if found is None:
-                    good = mid
-                else:
-                    bad, point, result = mid, {**point, name: mid}, found
-            point, result = self._creep(ob, name, point, result, self.ctx.default[name])
+        stop = time.monotonic() + SHRINK_SECONDS
+        try:
+            for name in self.ctx.ordered(self.ctx.deps(ob.expr)):
+                good, bad = self.ctx.default[name], point[name]
+                if isinstance(bad, bool) or good == bad:
+                    continue
+                found = self.violates_at(ob, {**point, name: good})
+                if found is not None:
+                    point, result = {**point, name: good}, found
+                    continue
+                for _ in range(128):
+                    if abs(bad - good) <= 1 or time.monotonic() > stop:
+                        break
+                    mid = Fraction((good + bad) // 2)
+                    found = self.violates_at(ob, {**point, name: mid})
+                    if found is None:
+                        good = mid
+                    else:
+                        bad, point, result = mid, {**point, name: mid}, found
+                point, result = self._creep(ob, name, point, result, Fraction(self.ctx.default[name]), stop)
+        except OutOfTime:
+            pass  # every point kept was checked: report the last one
         ob.refuted = (point, result)
 
-    def _creep(self, ob: Obligation, name: str, point: dict, result: object, good: Fraction) -> tuple[dict, object]:
+    def _creep(self, ob: Obligation, name: str, point: dict, result: object, good: Fraction,
+               stop: float) -> tuple[dict, object]:
         """Step from a violating value towards `good` over the param's own admissible values (which
         bisection jumps over) while they still violate: `frames = 25`, not 21, under `frames % 4 == 1`."""
         ok = self.ctx.admits(name)
@@ -322,7 +288,7 @@ class Prover:
         step = 1 if good > bad else -1
         value = bad + step
         for _ in range(SNAP_STEPS):
-            if value == good:
+            if value == good or time.monotonic() > stop:
                 break
             if ok is None or ok(int(value)):
                 found = self.violates_at(ob, {**point, name: value})
@@ -335,7 +301,7 @@ class Prover:
     # -- driver -------------------------------------------------------------------------------
 
     def run(self) -> list[Diagnostic]:
-        obs = self.obligations()
+        obs = collect(self.pipeline, self.ctx)
         pending = [ob for ob in obs if not self.cheap(ob)]
         self.results, self.searched = obs, bool(pending)
         for ob in obs:
@@ -373,94 +339,60 @@ class Prover:
         if ob.kind == DIVISOR:
             assert isinstance(ob.node, ast.Binary)
             what = "modulo" if ob.node.op == "%" else "division"
-            divisor = format_expr(ob.node.right)
+            divisor = _quoted(ob.node.right, "DIVISOR")
             return error("division-by-zero", f"{what} by zero in {ob.what}{where}", ob.node.right.span,
-                         hints=[f"guard it with 'if {divisor} != 0 then ... else ...', or exclude such "
-                                f"workloads with a range or a 'where' contract"])
+                         hints=[(f"guard it with 'if {divisor} != 0 then ... else ...', or exclude such "
+                                f"workloads with a range or a 'where' contract")])
         value = ob.refuted[1]
-        said = f"{ob.what} is {value}{where}" if where else f"{ob.what} is always {value}"
+        shown = _show(value)
+        said = f"{ob.what} is {shown}{where}" if where else f"{ob.what} is always {shown}"
         if ob.kind == NONNEG:
             return error("negative", said, ob.node.span,
-                         hints=["clamp it with 'max(0, ...)', or exclude such workloads with a range or a "
-                                "'where' contract"])
+                         hints=[("clamp it with 'max(0, ...)', or exclude such workloads with a range or a "
+                                "'where' contract")])
         return error("non-integer", said, ob.node.span,
-                     hints=["round it with '//', floor() or ceil(), or exclude such workloads with a "
-                            "'where' contract"])
+                     hints=[("round it with '//', floor() or ceil(), or exclude such workloads with a "
+                            "'where' contract")])
 
     def _unproven(self, ob: Obligation) -> Diagnostic:
         if ob.kind == DIVISOR:
             assert isinstance(ob.node, ast.Binary)
-            divisor = format_expr(ob.node.right)
-            return warning("unproven", f"cannot prove that '{divisor}' is never zero in {ob.what}",
+            divisor = _quoted(ob.node.right, "DIVISOR")
+            subject = "the divisor" if divisor == "DIVISOR" else f"'{divisor}'"
+            return warning("unproven", f"cannot prove that {subject} is never zero in {ob.what}",
                            ob.node.right.span,
-                           hints=[f"guard it with 'if {divisor} != 0 then ... else ...', or keep it away "
-                                  f"from zero with a range or a 'where' contract"])
+                           hints=[(f"guard it with 'if {divisor} != 0 then ... else ...', or keep it away "
+                                  f"from zero with a range or a 'where' contract")])
         if ob.kind == NONNEG:
             return warning("unproven", f"cannot prove that {ob.what} is >= 0", ob.node.span,
-                           hints=["give its params a range or a 'where' contract that keeps it >= 0, or "
-                                  "write 'max(0, ...)'"])
+                           hints=[("give its params a range or a 'where' contract that keeps it >= 0, or "
+                                  "write 'max(0, ...)'")])
         return warning("unproven", f"cannot prove that {ob.what} is an integer", ob.node.span,
-                       hints=["round it with '//', floor() or ceil(), or add a 'where' contract that "
-                              "makes it whole"])
+                       hints=[("round it with '//', floor() or ceil(), or add a 'where' contract that "
+                              "makes it whole")])
 
 
 def _nodes(expr: ast.Expr) -> int:
     return len(ast.walk(expr))
 
 
+def _quoted(expr: ast.Expr, otherwise: str) -> str:
+    """An expression as source text when short enough to quote in a message."""
+    text = format_expr(expr)
+    return text if len(text) <= MAX_QUOTED else otherwise
+
+
 def _show(value: object) -> str:
+    """A value for a message: `true`, `-1`, `7/2`, or `about 1.6e+3584` past MAX_DIGITS digits."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
-
-
-def _admissible_prefix(interp: Interpreter, contracts: list[ast.Expr]) -> tuple[int, object]:
-    """How many contracts hold in order, and why the next one does not (False or an EvalError)."""
-    for index, where in enumerate(contracts):
-        try:
-            holds = interp.eval(where)
-        except EvalError as exc:
-            return index, exc
-        if holds is not True:
-            return index, holds
-    return len(contracts), None
-
-
-def _violates(ob: Obligation, result: object) -> bool:
-    if ob.kind == DIVISOR:
-        return isinstance(result, EvalError) and result.node is ob.node
-    if not isinstance(result, Fraction):
-        return False
-    return result < 0 if ob.kind == NONNEG else result.denominator != 1
-
-
-def _guarded(divisor: ast.Expr, facts: tuple[tuple[ast.Expr, bool], ...]) -> bool:
-    """A condition in force says `divisor != 0` (or `> 0`, `< 0`, ...) about this very expression."""
-    stack = list(facts)
-    while stack:
-        cond, truth = stack.pop()
-        if isinstance(cond, ast.Unary) and cond.op == "not":
-            stack.append((cond.operand, not truth))
-            continue
-        if not isinstance(cond, ast.Binary):
-            continue
-        if cond.op in ("and", "or"):
-            if truth == (cond.op == "and"):
-                stack += [(cond.left, truth), (cond.right, truth)]
-            continue
-        if cond.op not in ast.COMPARISONS:
-            continue
-        op = cond.op if truth else _NEGATE[cond.op]
-        for side, other, flip in ((cond.left, cond.right, False), (cond.right, cond.left, True)):
-            if side != divisor or not isinstance(other, ast.Num):
-                continue
-            c = other.value
-            op2 = _FLIP[op] if flip else op
-            if (op2 == "!=" and c == 0) or (op2 == "==" and c != 0) or (op2 == ">" and c >= 0) or \
-                    (op2 == ">=" and c > 0) or (op2 == "<" and c <= 0) or (op2 == "<=" and c < 0):
-                return True
-    return False
-
-
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+    if not isinstance(value, Fraction):
+        return str(value)
+    num, den = abs(value.numerator), value.denominator
+    if num.bit_length() < MAX_DIGITS * 3 and den.bit_length() < MAX_DIGITS * 3:  # under about 30 digits
+        return str(value)
+    if num == 0:
+        return "0"
+    exponent = math.log10(num) - math.log10(den)
+    whole = math.floor(exponent)
+    return f"about {'-' if value < 0 else ''}{10 ** (exponent - whole):.1f}e{whole:+d}"

@@ -12,27 +12,18 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from dslc import ast
 from dslc.interp import EvalError, Interpreter
 from dslc.passes.intervals import Interval
 
+if TYPE_CHECKING:  # the context imports this module
+    from dslc.passes.context import Context
+
 MAX_COMBINATIONS = 4096
-
-
-class _Context(Protocol):
-    param_types: Mapping[str, str]
-    let_exprs: Mapping[str, ast.Expr]
-    domains: Mapping[str, object]
-
-    def deps(self, expr: ast.Expr) -> frozenset[str]: ...
-    def constant(self, expr: ast.Expr) -> object: ...
-    def interval(self, expr: ast.Expr) -> object: ...
-    def admits(self, name: str) -> Callable[[int], bool] | None: ...
-    def needed_lets(self, expr: ast.Expr) -> tuple[ast.Let, ...]: ...
 
 
 class _NotPolynomial(Exception):
@@ -42,7 +33,7 @@ class _NotPolynomial(Exception):
 class _Shape:
     """The denominator D of an expression and its variables (params, opaque integer nodes)."""
 
-    def __init__(self, ctx: _Context):
+    def __init__(self, ctx: Context):
         self.ctx = ctx
         self.params: set[str] = set()
         self.opaque: dict[int, ast.Expr] = {}
@@ -83,7 +74,7 @@ class _Shape:
         raise _NotPolynomial
 
 
-def _evaluate(ctx: _Context, expr: ast.Expr, values: dict[object, Fraction]) -> Fraction:
+def _evaluate(ctx: Context, expr: ast.Expr, values: dict[object, Fraction]) -> Fraction:
     """The polynomial view of `expr` at `values` (params by name, opaque nodes by id; lets are
     added to `values` as they are computed)."""
     if id(expr) in values:
@@ -106,7 +97,7 @@ def _evaluate(ctx: _Context, expr: ast.Expr, values: dict[object, Fraction]) -> 
     return left + right if expr.op == "+" else left - right if expr.op == "-" else left * right
 
 
-def periodic_atoms(ctx: _Context, contracts: Sequence[ast.Expr]) -> dict[str, list[tuple[int, ast.Expr]]]:
+def periodic_atoms(ctx: Context, contracts: Sequence[ast.Expr]) -> dict[str, list[tuple[int, ast.Expr]]]:
     """Per int param, the conjuncts of contracts that read `E % m CMP c` with E an integer polynomial
     of that param alone: each holds or fails alike on every residue class modulo m."""
     found: dict[str, list[tuple[int, ast.Expr]]] = {}
@@ -137,14 +128,14 @@ def periodic_atoms(ctx: _Context, contracts: Sequence[ast.Expr]) -> dict[str, li
     return found
 
 
-def _holds(ctx: _Context, atom: ast.Expr, name: str, value: int) -> bool:
+def _holds(ctx: Context, atom: ast.Expr, name: str, value: int) -> bool:
     try:
         return Interpreter({name: Fraction(value)}, ctx.needed_lets(atom)).eval(atom) is True
     except EvalError:
         return False
 
 
-def prove_integer(ctx: _Context, expr: ast.Expr, atoms: Mapping[str, list[tuple[int, ast.Expr]]]) -> bool:
+def prove_integer(ctx: Context, expr: ast.Expr, atoms: Mapping[str, list[tuple[int, ast.Expr]]]) -> bool:
     """True when `expr` is an integer at every point of the domain (False: not shown this way)."""
     shape = _Shape(ctx)
     try:
@@ -154,31 +145,37 @@ def prove_integer(ctx: _Context, expr: ast.Expr, atoms: Mapping[str, list[tuple[
     if d == 1:
         return True
     axes: list[tuple[object, list[Fraction]]] = []
+    size = 1  # the product of the axes so far: no axis is built past MAX_COMBINATIONS
     for name in sorted(shape.params):
         period = d
         for modulus, _ in atoms.get(name, ()):
             period = math.lcm(period, modulus)
         domain = ctx.domains[name]
-        ok = ctx.admits(name)
         if isinstance(domain, Interval) and not isinstance(domain.hi, float) and \
                 not isinstance(domain.lo, float) and domain.hi - domain.lo < period:
-            values = [v for v in range(int(domain.lo), int(domain.hi) + 1) if ok is None or ok(v)]
+            lo, hi = int(domain.lo), int(domain.hi)
+            if size * (hi - lo + 1) > MAX_COMBINATIONS:
+                return False
+            ok = ctx.admits(name)
+            found = [v for v in range(lo, hi + 1) if ok is None or ok(v)]
         else:
-            values = [r for r in range(period)
-                      if all(_holds(ctx, atom, name, r) for _, atom in atoms.get(name, ()))]
-        axes.append((name, [Fraction(v) for v in values]))
+            if size * period > MAX_COMBINATIONS:
+                return False
+            found = [r for r in range(period)
+                     if all(_holds(ctx, atom, name, r) for _, atom in atoms.get(name, ()))]
+        size *= len(found)
+        axes.append((name, [Fraction(v) for v in found]))
     for key, node in shape.opaque.items():
         value = ctx.interval(node)
         if isinstance(value, Interval) and not isinstance(value.lo, float) and \
                 not isinstance(value.hi, float) and value.hi - value.lo < d:
-            axes.append((key, [Fraction(v) for v in range(int(value.lo), int(value.hi) + 1)]))
+            lo, hi = int(value.lo), int(value.hi)
         else:
-            axes.append((key, [Fraction(v) for v in range(d)]))
-    size = 1
-    for _, values in axes:
-        size *= len(values)
-    if size > MAX_COMBINATIONS:
-        return False
+            lo, hi = 0, d - 1
+        size *= hi - lo + 1
+        if size > MAX_COMBINATIONS:
+            return False
+        axes.append((key, [Fraction(v) for v in range(lo, hi + 1)]))
     keys = [key for key, _ in axes]
     try:
         for combo in itertools.product(*(values for _, values in axes)):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 
 from dslc.model import ResolvedParam
-from dslc.passes.intervals import Interval
+from dslc.passes.intervals import Abstract, Interval
 
 Point = dict  # param name -> Fraction | bool
 SNAP_WINDOW = 64  # how far a candidate moves to satisfy its param's own contracts
@@ -45,15 +45,15 @@ def int_bounds(domain: Interval) -> tuple[int, int | None]:
     return lo, hi
 
 
-def candidate_values(param: ResolvedParam, domain: Interval | frozenset, ok: Callable[[int], bool] | None,
+def candidate_values(param: ResolvedParam, domain: Abstract, ok: Callable[[int], bool] | None,
                      others: Sequence[int], rng: random.Random) -> list[Fraction | bool]:
     """Interesting values of one param, most telling first, each within its (refined) range."""
     if param.type == "bool":
-        return [param.default, not param.default]
+        return [bool(param.default), not param.default]
     assert isinstance(domain, Interval)
     lo, hi = int_bounds(domain)
     d = int(param.default)
-    raw = [d, lo, lo + 1, lo + 2]
+    raw: list[int] = [d, lo, lo + 1, lo + 2]
     if hi is not None:
         raw += [hi, hi - 1, hi - 2]
     raw += [0, 1, -1, 2, d - 1, d + 1]
@@ -109,7 +109,7 @@ def heuristic_points(base: Mapping[str, Fraction | bool], relevant: Sequence[str
 
 
 def random_points(base: Mapping[str, Fraction | bool], params: Sequence[ResolvedParam],
-                  domains: Mapping[str, Interval | frozenset], oks: Mapping[str, Callable[[int], bool] | None],
+                  domains: Mapping[str, Abstract], oks: Mapping[str, Callable[[int], bool] | None],
                   rng: random.Random, count: int) -> Iterator[Point]:
     """Points drawn uniformly from each param's range (log-uniformly up to 10**6 past an infinite end)."""
     for _ in range(count):
@@ -126,12 +126,12 @@ def random_points(base: Mapping[str, Fraction | bool], params: Sequence[Resolved
         yield point
 
 
-def domain_size(params: Sequence[ResolvedParam], domains: Mapping[str, Interval | frozenset]) -> int | None:
+def domain_size(params: Sequence[ResolvedParam], domains: Mapping[str, Abstract]) -> int | None:
     """How many points the box of `params` holds (None when infinite)."""
     size = 1
     for param in params:
         domain = domains[param.name]
-        if isinstance(domain, frozenset):
+        if not isinstance(domain, Interval):
             size *= len(domain)
             continue
         lo, hi = int_bounds(domain)
@@ -142,12 +142,12 @@ def domain_size(params: Sequence[ResolvedParam], domains: Mapping[str, Interval 
 
 
 def all_points(base: Mapping[str, Fraction | bool], params: Sequence[ResolvedParam],
-               domains: Mapping[str, Interval | frozenset]) -> Iterator[Point]:
+               domains: Mapping[str, Abstract]) -> Iterator[Point]:
     """Every point of the box of `params` (others at `base`), lowest values first."""
     axes: list[list[Fraction | bool]] = []
     for param in params:
         domain = domains[param.name]
-        if isinstance(domain, frozenset):
+        if not isinstance(domain, Interval):
             axes.append(sorted(domain))
         else:
             lo, hi = int_bounds(domain)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 
 from dslc import ast
-from dslc.passes.intervals import Abstract, Bound, Env, Interval
+from dslc.passes.intervals import INF, Abstract, Bound, Env, Interval
 
 BUDGET = 96  # pieces evaluated per property
 FAR = 64  # how far past its low end an infinite range is first cut
@@ -30,16 +30,15 @@ def _cut(piece: Interval) -> tuple[Interval, Interval] | None:
     lo, hi = piece.lo, piece.hi
     if isinstance(lo, float) or lo == hi:
         return None
-    if isinstance(hi, float):
-        mid = lo + max(FAR, abs(lo))
-    else:
-        mid = Fraction((lo + hi) // 2)
+    mid = lo + max(Fraction(FAR), abs(lo)) if isinstance(hi, float) else Fraction((lo + hi) // 2)
     return Interval(lo, mid, True), Interval(mid + 1, hi, True)
 
 
 def _width(piece: Abstract) -> Bound:
     if not isinstance(piece, Interval):
         return Fraction(0)
+    if isinstance(piece.lo, float) or isinstance(piece.hi, float):
+        return INF
     return piece.hi - piece.lo
 
 
@@ -60,7 +59,7 @@ def holds_everywhere(params: Mapping[str, Abstract], constrain: Callable[[Env], 
             continue  # no admissible point in this piece
         if good(env.eval(expr)):
             continue
-        widths = [(_width(env.params.get(n)), n) for n in names if isinstance(env.params.get(n), Interval)]
+        widths = [(_width(env.params[n]), n) for n in names if isinstance(env.params.get(n), Interval)]
         widths = [w for w in widths if w[0] > 0]
         if not widths:
             return False

@@ -64,3 +64,13 @@ def test_write_atomically_leaves_no_partial_file(tmp_path: Path) -> None:
         write_atomically(target, 42)  # type: ignore[arg-type]
     assert json.loads(target.read_text()) == {"a": 1}
     assert [p.name for p in target.parent.iterdir()] == ["formulas.json"]
+
+
+def test_schema_rejects_unknown_kinds_and_wrong_arity() -> None:
+    result = compile_text("pipeline p { param s: int = 4\n stage S { iterations = s + 1 } }")
+    doc = artifact(result.program)
+    expr = doc["pipelines"][0]["stages"][0]["iterations"]["expr"]
+    for bad in ({**expr, "k": "exec"}, {**expr, "args": expr["args"][:1]}, {**expr, "code": "1"}):
+        doc["pipelines"][0]["stages"][0]["iterations"]["expr"] = bad
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(doc, SCHEMA)

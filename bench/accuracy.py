@@ -1,0 +1,366 @@
+"""Accuracy of the estimators on real (tiny) diffusers pipelines: predicted vs measured at a target.
+
+    .venv/bin/python bench/accuracy.py [--repeat 5] [--cases wan-area,flux-area,...] [--json FILE]
+
+For each case: build the pipeline (random weights, CPU), record a bounded warmup, then ``--repeat``
+rounds of (the probe, a bounded re-warm, the target) -- interleaved, so load drift on a shared
+machine hits inputs and target alike -- and estimate the target from the warmup, probe and re-warm
+records (margin 1.0 for the prediction, the default 1.2 for the bound). Printed per phase: the measured
+peak, our prediction and its error, our bound and whether it holds, and the seed's two baselines:
+
+- ``seed w*h*f``: the seed's estimator (measurement if one covers the target, else a fit on the two
+  largest sizes, else single-point scaling) in units of width x height x frames instead of the
+  formula's measure, margin 1.0;
+- ``single-point``: the largest record's above-baseline peak x the width x height x frames ratio
+  (``runtime.measure.probe.predict_peak``'s rule), margin 1.0.
+
+Then the request time: predicted vs measured (the fastest of ``--repeat`` runs, as the estimators
+keep the fastest run of each size). Times are this thread's CPU time (other jobs on a shared machine
+do not count); memory is counted exactly by the CPU live-tensor tracker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dslc.calibrate_examples import EXAMPLES
+from dslc.calibrate_run import full_point, load_pipeline, work_ratio
+from dslc.calibrate_session import Session, quiet_libraries, torch_threads
+from runtime.estimate import estimate
+
+FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
+
+#: name -> (example, warmup, probe, target, what it shows); params left out: the probe's / target's.
+CASES: dict[str, tuple[str, dict[str, int] | None, dict[str, int], dict[str, int], str]] = {
+    "wan-area": (
+        "wan",
+        {"height": 32, "width": 32},
+        {"steps": 2, "height": 48, "width": 48},
+        {"steps": 8, "frames": 17, "height": 64, "width": 64},
+        "video, area and steps grow (the `dslc calibrate` default)",
+    ),
+    "wan-far": (
+        "wan",
+        {"height": 16, "width": 16},
+        {"steps": 2, "height": 32, "width": 32},
+        {"steps": 8, "frames": 17, "height": 96, "width": 96},
+        "video, 9x the probe's area, 4x its steps",
+    ),
+    "wan-nocfg": (
+        "wan",
+        {"height": 32, "width": 32},
+        {"steps": 2, "height": 48, "width": 48},
+        {"steps": 6, "frames": 9, "height": 80, "width": 80, "cfg": False},
+        "video without CFG (one transformer pass per step)",
+    ),
+    "wan-frames": (
+        "wan",
+        {"frames": 5},
+        {"steps": 2, "frames": 9},
+        {"steps": 8, "frames": 17, "height": 64, "width": 64},
+        "video, frames-first probe (the area of the target, fewer frames)",
+    ),
+    "wan-single": (
+        "wan",
+        None,
+        {"steps": 2, "height": 48, "width": 48},
+        {"steps": 8, "frames": 17, "height": 64, "width": 64},
+        "video, the probe alone (one measured size: no fit)",
+    ),
+    "flux-area": (
+        "flux",
+        {"height": 64, "width": 64},
+        {"steps": 2, "height": 96, "width": 96},
+        {"steps": 8, "height": 128, "width": 128},
+        "image, area and steps grow (the `dslc calibrate --example flux` default)",
+    ),
+    "flux-single": (
+        "flux",
+        None,
+        {"steps": 2, "height": 96, "width": 96},
+        {"steps": 8, "height": 128, "width": 128},
+        "image, the probe alone (one measured size: no fit)",
+    ),
+    "flux-far": (
+        "flux",
+        {"height": 32, "width": 32},
+        {"steps": 2, "height": 64, "width": 64},
+        {"steps": 8, "height": 192, "width": 192},
+        "image, 9x the probe's area, 4x its steps",
+    ),
+}
+DEFAULT_CASES = tuple(CASES)
+
+
+# --- the seed's two baselines ------------------------------------------------------------------------
+
+
+def units(params: Mapping[str, Any]) -> int:
+    """width x height x frames (frames 1 for an image), the seed's workload units."""
+    return int(params.get("width", 1)) * int(params.get("height", 1)) * int(params.get("frames", 1))
+
+
+def seed_estimate(points: Sequence[tuple[int, int, int]], target: int) -> int | None:
+    """The seed's ``estimate_default_workload_peak_bytes`` at margin 1.0 over (units, peak, baseline)."""
+    if not points:
+        return None
+    by_units: dict[int, int] = {}
+    for u, peak, _ in points:
+        by_units[u] = max(by_units.get(u, 0), peak)
+    covering = [peak for u, peak in by_units.items() if u >= target]
+    if covering:
+        return max(covering)
+    if len(by_units) >= 2:
+        (u2, p2), (u1, p1) = sorted(by_units.items(), reverse=True)[:2]
+        slope = Fraction(p2 - p1, u2 - u1)
+        if slope >= 0:
+            return math.ceil(p2 - slope * u2 + slope * target)
+    return max(
+        baseline + math.ceil(Fraction((peak - min(baseline, peak)) * target, u))
+        for u, peak, baseline in points
+    )
+
+
+def single_point(points: Sequence[tuple[int, int, int]], target: int) -> int | None:
+    """The largest record's above-baseline peak scaled by the units ratio (probe.predict_peak's rule)."""
+    if not points:
+        return None
+    u, peak, baseline = max(points, key=lambda p: (p[0], p[1]))
+    return baseline + math.ceil(Fraction((peak - baseline) * target, u))
+
+
+# --- one case ---------------------------------------------------------------------------------------
+
+
+def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
+    example_name, warmup, probe, target, what = CASES[name]
+    example = EXAMPLES[example_name]
+    pipeline = load_pipeline(FORMULAS / example.formula_file, example.pipeline)
+    target_point = full_point(pipeline, {**example.target, **target}, "target")
+    probe_point = full_point(pipeline, {**target_point, **probe}, "probe")
+    warmup_point = full_point(pipeline, {**probe_point, **(warmup or {})}, "warmup")
+    with quiet_libraries(), torch_threads("cpu", threads):
+        session = Session(example, pipeline, "cpu")
+        # Rounds of (probe, re-warm, target) interleaved, so load drift on a shared machine hits the
+        # estimate's inputs and the target alike; only the probe and warmup records are estimated from.
+        records = [] if warmup is None else [session.run(warmup_point)]
+        runs = []
+        for _ in range(repeat):
+            records.append(session.run(probe_point))
+            if warmup is not None:  # else the probe alone: one measured size
+                records.append(session.run(warmup_point))
+            runs.append(session.run(target_point))
+    measured = min(runs, key=lambda r: (not r.ok, r.duration_s))
+    result = estimate(
+        records, pipeline, target=target_point, margin=1.2, component_weight_bytes=session.weights
+    )
+    ok = [r for r in records if r.ok]
+    target_units = units(target_point)
+    rows = []
+    measured_peaks = {(p.kind, p.name, p.stage): p.peak_allocated for p in measured.phases}
+    for p in result.phases:
+        points = [
+            (units(r.params), ph.peak_allocated, r.baseline_allocated)
+            for r in ok
+            for ph in r.phases
+            if (ph.kind, ph.name, ph.stage) == (p.kind, p.name, p.stage)
+        ]
+        rows.append(
+            _row(
+                p.label,
+                p.peak.method,
+                measured_peaks.get((p.kind, p.name, p.stage)),
+                p.peak.raw_bytes,
+                p.peak.bound_bytes,
+                seed_estimate(points, target_units),
+                single_point(points, target_units),
+            )
+        )
+    request_points = [(units(r.params), r.peak_allocated, r.baseline_allocated) for r in ok]
+    rows.append(
+        _row(
+            "request",
+            result.request_peak.method,
+            measured.peak_allocated,
+            result.request_peak.raw_bytes,
+            result.request_peak.bound_bytes,
+            seed_estimate(request_points, target_units),
+            single_point(request_points, target_units),
+        )
+    )
+    times = sorted(r.duration_s for r in runs if r.ok)
+    return {
+        "case": name,
+        "what": what,
+        "example": example.name,
+        "pipeline": pipeline.name,
+        "warmup": None if warmup is None else warmup_point,
+        "probe": probe_point,
+        "target": target_point,
+        "work_ratio": float(work_ratio(pipeline, probe_point, target_point)),
+        "rows": rows,
+        "time": {
+            "predicted_ms": None if result.timing.seconds is None else result.timing.seconds * 1e3,
+            "measured_ms": measured.duration_s * 1e3,
+            "method": result.timing.method,
+            "spread_ms": [times[0] * 1e3, times[-1] * 1e3] if times else None,
+            "stages": {
+                s.stage: {
+                    "predicted_ms": None if s.seconds is None else s.seconds * 1e3,
+                    "measured_ms": measured.stage_durations.get(s.stage, 0.0) * 1e3,
+                }
+                for s in result.timing.stages
+            },
+        },
+        "errors": [
+            f"{r.error.type}: {r.error.message}" for r in [*records, *runs] if r.error is not None
+        ],
+    }
+
+
+def _row(
+    label: str,
+    method: str,
+    measured: int | None,
+    raw: int | None,
+    bound: int | None,
+    seed: int | None,
+    single: int | None,
+) -> dict[str, Any]:
+    return {
+        "phase": label,
+        "method": method,
+        "measured": measured,
+        "predicted": raw,
+        "bound": bound,
+        "seed_units": seed,
+        "single_point": single,
+    }
+
+
+# --- printing ---------------------------------------------------------------------------------------
+
+
+def _err(value: float | None, measured: float | None) -> str:
+    if value is None or not measured:
+        return "-"
+    return f"{(value - measured) / measured * 100:+.1f}%"
+
+
+def _kib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 1024:,.1f}"
+
+
+def _point(params: Mapping[str, Any]) -> str:
+    return ",".join(
+        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()
+    )
+
+
+def markdown(case: dict[str, Any]) -> str:
+    lines = [
+        f"### {case['case']}: {case['what']}",
+        "",
+        (
+            f"`{case['pipeline']}`; "
+            + (f"warmup `{_point(case['warmup'])}`, " if case["warmup"] else "no warmup, ")
+            + f"probe `{_point(case['probe'])}`, "
+            f"target `{_point(case['target'])}` ({case['work_ratio']:.3g}x the probe in tokens x steps)."
+        ),
+        "",
+        (
+            "| phase | method | measured KiB | ours KiB | err | bound (1.2) KiB | bound >= measured "
+            "| seed w*h*f KiB | err | single-point KiB | err |"
+        ),
+        "| --- | --- | ---: | ---: | ---: | ---: | :---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in case["rows"]:
+        holds = (
+            "-"
+            if r["bound"] is None or r["measured"] is None
+            else ("yes" if r["bound"] >= r["measured"] else "NO")
+        )
+        lines.append(
+            f"| {r['phase']} | {r['method']} | {_kib(r['measured'])} | {_kib(r['predicted'])} | "
+            f"{_err(r['predicted'], r['measured'])} | {_kib(r['bound'])} | {holds} | "
+            f"{_kib(r['seed_units'])} | {_err(r['seed_units'], r['measured'])} | "
+            f"{_kib(r['single_point'])} | {_err(r['single_point'], r['measured'])} |"
+        )
+    t = case["time"]
+    spread = (
+        ""
+        if not t["spread_ms"]
+        else f" (target runs {t['spread_ms'][0]:.0f}-{t['spread_ms'][1]:.0f} ms)"
+    )
+    predicted = "-" if t["predicted_ms"] is None else f"{t['predicted_ms']:.0f} ms"
+    lines += [
+        "",
+        f"Request time ({t['method']}): predicted {predicted}, measured {t['measured_ms']:.0f} ms"
+        f"{spread}: {_err(t['predicted_ms'], t['measured_ms'])}. Per stage: "
+        + "; ".join(
+            f"{s} {v['predicted_ms'] or 0:.0f} / {v['measured_ms']:.0f} ms"
+            for s, v in t["stages"].items()
+        )
+        + ".",
+    ]
+    if case["errors"]:
+        lines += ["", "Failed requests: " + "; ".join(case["errors"])]
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
+            cpu = next(
+                (line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")),
+                cpu,
+            )
+    except OSError:
+        pass
+    load = " / ".join(f"{x:.1f}" for x in __import__("os").getloadavg())
+    return (
+        f"{cpu}, {__import__('os').cpu_count()} cores, torch {torch.__version__}, Python "
+        f"{platform.python_version()}; load average {load}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--cases", default=",".join(DEFAULT_CASES), help=f"comma-separated, from {', '.join(CASES)}"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="probe and target runs per case (fastest counts)"
+    )
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="also write every number to this file")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.cases.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown cases {unknown}; known: {', '.join(CASES)}")
+    results = []
+    for name in names:
+        case = run_case(name, args.repeat, args.threads)
+        results.append(case)
+        print(markdown(case), end="\n\n", flush=True)
+    print(f"Machine: {machine()}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

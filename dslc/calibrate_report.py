@@ -1,0 +1,184 @@
+"""What `dslc calibrate` prints: the --json document and the human tables (data only, no I/O).
+
+The JSON document is documented in docs/estimators.md; ``DOCUMENT_VERSION`` changes when a key is
+removed or changes meaning (new keys may appear at any time).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from dslc.calibrate_run import Calibration, Comparison
+
+DOCUMENT_VERSION = 1
+
+
+def _number(value: Fraction | float | None) -> int | float | None:
+    if value is None:
+        return None
+    if isinstance(value, Fraction):
+        return int(value) if value.denominator == 1 else float(value)
+    return value
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _error(c: Comparison) -> float | None:
+    return None if c.error is None else round(c.error, 5)
+
+
+def document(cal: Calibration) -> dict[str, Any]:
+    """The --json document."""
+    est = cal.estimate
+    peak, time = cal.request_peak(), cal.request_time()
+    return {
+        "version": DOCUMENT_VERSION,
+        "example": cal.example,
+        "pipeline": cal.pipeline,
+        "formulas": cal.formula_path,
+        "device": cal.device,
+        "backend": cal.backend,
+        "margin": est.margin,
+        "warmup": dict(cal.warmup),
+        "probe": dict(cal.probe),
+        "target": dict(cal.target),
+        "work_ratio": _number(cal.work_ratio),
+        "verified": cal.measured is not None,
+        "records": [
+            {
+                "role": role,
+                "params": dict(r.params),
+                "ok": r.ok,
+                "error": None if r.error is None else f"{r.error.type}: {r.error.message}",
+                "baseline_bytes": r.baseline_allocated,
+                "peak_bytes": r.peak_allocated,
+                "duration_ms": _ms(r.duration_s * 1e3),
+            }
+            for role, r in zip(cal.roles, cal.records)
+        ],
+        "phases": [
+            {
+                "label": p.label,
+                "kind": p.kind,
+                "name": p.name,
+                "stage": p.stage,
+                "active_components": list(p.active_components),
+                "method": p.peak.method,
+                "reason": p.peak.reason,
+                "margin": p.peak.margin,
+                "predicted_peak_bytes": c.predicted,
+                "bound_peak_bytes": c.bound,
+                "measured_peak_bytes": c.measured,
+                "error": _error(c),
+            }
+            for p, c in zip(est.phases, cal.phases())
+        ],
+        "request": {
+            "peak_method": peak.method,
+            "peak_reason": peak.reason,
+            "predicted_peak_bytes": peak.predicted,
+            "bound_peak_bytes": peak.bound,
+            "measured_peak_bytes": peak.measured,
+            "peak_error": _error(peak),
+            "time_method": time.method,
+            "time_reason": time.reason,
+            "predicted_ms": _ms(time.predicted),
+            "measured_ms": _ms(time.measured),
+            "time_error": _error(time),
+        },
+        "stages": [
+            {
+                "stage": c.label,
+                "method": c.method,
+                "reason": c.reason,
+                "target_iterations": s.target_iterations,
+                "predicted_ms": _ms(c.predicted),
+                "measured_ms": _ms(c.measured),
+                "error": _error(c),
+            }
+            for s, c in zip(est.timing.stages, cal.stage_times())
+        ],
+        "layer_uses": [
+            {
+                "component": u.component,
+                "layer": u.layer,
+                "stage": u.stage,
+                "calls": u.calls,
+                "measured_calls": u.measured_calls,
+                "method": u.method,
+            }
+            for u in est.layer_uses
+        ],
+        "growth": [
+            {
+                "stage": g.stage,
+                "bytes_per_iteration": _number(g.bytes_per_iteration),
+                "extrapolated_peak_bytes": g.extrapolated_peak_bytes,
+            }
+            for g in est.growth
+        ],
+        "errors": list(cal.errors),
+    }
+
+
+def show_bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{int(value)} B"
+
+
+def show_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+def show_error(c: Comparison) -> str:
+    return "-" if c.error is None else f"{c.error * 100:+.1f}%"
+
+
+def memory_rows(cal: Calibration) -> list[list[str]]:
+    """phase, method, predicted, bound, measured, error, bound ok."""
+    rows = []
+    for c in [*cal.phases(), cal.request_peak()]:
+        ok = (
+            "-"
+            if c.bound is None or c.measured is None
+            else ("yes" if c.bound >= c.measured else "NO")
+        )
+        rows.append(
+            [
+                c.label,
+                c.method,
+                show_bytes(c.predicted),
+                show_bytes(c.bound),
+                show_bytes(c.measured),
+                show_error(c),
+                ok,
+            ]
+        )
+    return rows
+
+
+def time_rows(cal: Calibration) -> list[list[str]]:
+    """stage, method, predicted, measured, error."""
+    rows = [
+        [c.label, c.method, show_ms(c.predicted), show_ms(c.measured), show_error(c)]
+        for c in cal.stage_times()
+    ]
+    untracked = cal.estimate.timing.untracked_s * 1e3
+    measured = None
+    if cal.measured is not None and cal.measured.ok:
+        measured = (cal.measured.duration_s - sum(cal.measured.stage_durations.values())) * 1e3
+    rows.append(["(outside stages)", "measurement", show_ms(untracked), show_ms(measured), "-"])
+    c = cal.request_time()
+    rows.append(["request", c.method, show_ms(c.predicted), show_ms(c.measured), show_error(c)])
+    return rows

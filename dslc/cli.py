@@ -1,0 +1,310 @@
+"""The `dslc` command line: one click group, one function per command.
+
+With `dslc.cli_support` (shared plumbing) and `dslc.render_rich` (plain or coloured output),
+this is the only layer of the project that prints, colours or exits. Exit codes: 0 clean,
+1 errors in the input (a diagnostic, a runtime error such as an inadmissible point, a file that
+cannot be written), 2 usage errors (click's own, a missing path, a malformed NAME=VALUE),
+3 an internal error (a bug in dslc: reported without a traceback unless DSLC_DEBUG is set).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dslc import __version__
+from dslc.cli_support import (
+    DslcGroup,
+    Ui,
+    assignments,
+    compile_files,
+    internal_error,
+    load_book,
+    runtime_errors,
+    summary,
+    ui,
+    wf_files,
+    write_file,
+)
+from dslc.render_rich import COLOR_MODES, json_number, plural, show_number, show_value
+
+HELP = """\
+dslc: the compiler for workload formulas (`.wf` files).
+
+A `.wf` file declares, per diffusion pipeline, its request params (their defaults are
+the default workload), derived `let`s, and for every stage how many times its
+repeated unit runs (`iterations = EXPR`) and what its activation memory and
+per-iteration time are proportional to (`memory ~ EXPR`, `time ~ EXPR`):
+
+\b
+    pipeline minimax_h3 {
+        param steps: int = 50 in [1, 1000]
+        stage DenoisingStage { iterations = steps - 1 }
+    }
+
+dslc checks every formula over all admissible requests (iterations are
+non-negative integers, nothing divides by zero, defaults lie in their ranges)
+and builds one JSON artifact that a serving worker loads with
+`runtime.load_formulas` to extrapolate a cheap warmup probe to the default
+workload.
+
+Workflow: write formulas/*.wf; `dslc fmt` and `dslc check` them; try values
+with `dslc eval` and `dslc explain`; then `dslc build` the artifact and ship it.
+"""
+
+EPILOG = """\
+\b
+Examples:
+  dslc check formulas/                     # every *.wf below formulas/
+  dslc check --strict --format json formulas/
+  dslc build formulas/ -o build/formulas.json
+  dslc eval formulas/ wan2_2_t2v_a14b --set steps=4
+  dslc eval build/formulas.json minimax_h3 --json
+  dslc fmt --check formulas/
+  dslc explain formulas/wan.wf wan2_2_t2v_a14b --probe steps=4
+
+\b
+Exit status: 0 ok, 1 errors in the input, 2 usage error, 3 internal error.
+Colour is used only on a terminal and never when NO_COLOR is set.
+"""
+
+
+PATHS = click.argument("paths", nargs=-1, required=True, metavar="PATH...",
+                       type=click.Path(exists=True, path_type=Path))
+STRICT = click.option("--strict", is_flag=True,
+                      help="Treat warnings (unproven properties) as errors.")
+SOURCE = click.argument("source", metavar="PATH", type=click.Path(exists=True, path_type=Path))
+
+
+def examples(*lines: str) -> str:
+    """A command's epilog: example lines that click must not rewrap."""
+    title = "Examples:" if len(lines) > 1 else "Example:"
+    return "\b\n" + title + "\n" + "\n".join(f"  {line}" for line in lines)
+
+
+@click.group("dslc", cls=DslcGroup, help=HELP, epilog=EPILOG,
+             context_settings={"max_content_width": 100})
+@click.version_option(__version__, prog_name="dslc")
+@click.option("--color", type=click.Choice(COLOR_MODES), default="auto", show_default=True,
+              help="Colour the output: on a terminal (auto), always, or never.")
+@click.pass_context
+def cli(ctx: click.Context, color: str) -> None:
+    ctx.obj = Ui(color)
+
+
+# --- commands --------------------------------------------------------------------------------
+
+@cli.command(short_help="Check .wf files and print every diagnostic.",
+             epilog=examples("dslc check formulas/", "dslc check --strict --format json a.wf b.wf"))
+@PATHS
+@STRICT
+@click.option("--format", "output_format", type=click.Choice(["human", "json"]), default="human",
+              show_default=True, help="json: {\"diagnostics\": [...]} on stdout.")
+def check(paths: tuple[Path, ...], strict: bool, output_format: str) -> None:
+    """Check .wf files (and every *.wf below folders); print every diagnostic.
+
+    Diagnostics go to stdout, a one-line summary to stderr. Exit 0 when clean
+    (warnings allowed unless --strict), 1 on errors.
+    """
+    from dslc.compiler import compile_paths
+    from dslc.diagnostics import to_json
+
+    files = wf_files(paths)
+    result = compile_paths(files, strict=strict)
+    if output_format == "json":
+        ui().out.json({"diagnostics": [to_json(d) for d in result.diagnostics]})
+    else:
+        for diagnostic in result.diagnostics:
+            ui().out.diagnostic(diagnostic)
+    ui().err.line(summary(result, files), style="green" if result.ok else "bold red")
+    if not result.ok:
+        raise click.exceptions.Exit(1)
+
+
+@cli.command(epilog=examples("dslc build formulas/ -o build/formulas.json"))
+@PATHS
+@STRICT
+@click.option("-o", "--output", required=True, metavar="OUT.json",
+              type=click.Path(dir_okay=False, path_type=Path), help="Where to write the artifact.")
+def build(paths: tuple[Path, ...], strict: bool, output: Path) -> None:
+    """Check, then write the artifact (only when there are no errors).
+
+    The file is written atomically: readers see the old file or the new one,
+    never a partial one, and a failed build leaves an existing file untouched.
+    """
+    from dslc.emit import artifact, dumps
+    from runtime import load_formulas
+
+    files = wf_files(paths)
+    program = compile_files(files, strict=strict).program
+    text = dumps(artifact(program))
+    load_formulas(text)  # the runtime must accept what we emit; if not, that is a bug (exit 3)
+    write_file(output, text)
+    ui().out.line(f"wrote {output}: {plural(len(program.pipelines), 'pipeline')} "
+                  f"from {plural(len(files), 'file')}", style="green")
+
+
+@cli.command("eval", short_help="Evaluate every stage of a pipeline.",
+             epilog=examples("dslc eval formulas/ wan2_2_t2v_a14b --set steps=4 --set cfg=false",
+                             "dslc eval build/formulas.json minimax_h3 --json"))
+@SOURCE
+@click.argument("pipeline")
+@click.option("--set", "overrides", multiple=True, callback=assignments, metavar="NAME=VALUE",
+              help="Override a param of the default workload (int, 1_000 allowed, or true/false).")
+@click.option("--json", "as_json", is_flag=True, help="Print the values as JSON.")
+def eval_command(source: Path, pipeline: str, overrides: dict[str, int | bool],
+                 as_json: bool) -> None:
+    """Every stage of PIPELINE at the default workload with overrides.
+
+    PATH is a built .json artifact, or a .wf file or a folder of them
+    (compiled in memory, then loaded exactly as an artifact is).
+    """
+    book, _ = load_book(source)
+    with runtime_errors():
+        formulas = book[pipeline]
+        values = formulas.evaluate(**overrides)
+    point = {**formulas.default_workload, **overrides}
+    if as_json:
+        ui().out.json({
+            "pipeline": pipeline,
+            "params": point,
+            "stages": {stage: {"iterations": v.iterations, "memory": json_number(v.memory),
+                               "time": json_number(v.time)} for stage, v in values.items()},
+        })
+        return
+    out = ui().out
+    out.line(pipeline, style="bold")
+    out.line("params: " + _point(point, overrides))
+    out.table(["stage", "iterations", "memory", "time"],
+              [[stage, str(v.iterations), show_number(v.memory), show_number(v.time)]
+               for stage, v in values.items()], right=[False, True, True, True])
+
+
+def _point(point: dict[str, int | bool], changed: dict[str, int | bool]) -> str:
+    """`steps = 4 (set), frames = 81, ...`."""
+    return ", ".join(f"{name} = {show_value(value)}{' (set)' if name in changed else ''}"
+                     for name, value in point.items()) or "(none)"
+
+
+@cli.command("fmt", epilog=examples("dslc fmt formulas/", "dslc fmt --check formulas/"))
+@PATHS
+@click.option("--check", is_flag=True,
+              help="Change nothing; list the files that would change, exit 1 if any.")
+def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
+    """Rewrite .wf files in canonical form, in place and atomically.
+
+    A file that does not parse is reported and left alone (exit 1).
+    """
+    from dslc.compiler import read_source
+    from dslc.diagnostics import CompileError
+    from dslc.fmt import format_source
+    from dslc.parse import parse
+    from dslc.source import SourceFile
+
+    files = wf_files(paths)
+    changed, broken = 0, 0
+    for path in files:
+        source, problems = read_source(path)
+        try:
+            if source is None:
+                raise CompileError(problems)
+            formatted = format_source(source)
+        except CompileError as exc:
+            for diagnostic in exc.diagnostics:
+                ui().err.diagnostic(diagnostic)
+            broken += 1
+            continue
+        if formatted == source.text:
+            continue
+        if parse(SourceFile(source.name, formatted)) != parse(source):
+            raise AssertionError(f"formatting {path} would change its meaning")
+        changed += 1
+        if check:
+            ui().out.line(f"would reformat {path}")
+        else:
+            write_file(path, formatted)
+            ui().out.line(f"reformatted {path}")
+    verb = "would be reformatted" if check else "reformatted"
+    parts = [f"{plural(changed, 'file')} {verb}", f"{len(files) - changed - broken} unchanged"]
+    if broken:
+        parts.append(f"{broken} with errors (left unchanged)")
+    failed = broken or (check and changed)
+    ui().err.line(", ".join(parts), style="bold red" if failed else "green")
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+@cli.command("explain", short_help="Show formulas and probe-to-target ratios.",
+             epilog=examples("dslc explain formulas/wan.wf wan2_2_t2v_a14b --probe steps=4"))
+@SOURCE
+@click.argument("pipeline")
+@click.option("--probe", multiple=True, callback=assignments, metavar="NAME=VALUE",
+              help="A param of the probe that differs from the default workload.")
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+def explain_command(source: Path, pipeline: str, probe: dict[str, int | bool],
+                    as_json: bool) -> None:
+    """Each stage's formulas and their values at the probe and at the target.
+
+    PATH is a .wf file or a folder. For each stage field: the formula with lets
+    inlined, its value at the probe (the default workload with --probe overrides),
+    at the target (the default workload), and the ratio target/probe, i.e. what
+    a measurement at the probe is multiplied by.
+    """
+    from dslc.explain import explain
+
+    if source.is_file() and source.suffix == ".json":
+        raise click.BadParameter("explain needs the .wf sources, not a built artifact",
+                                 param_hint="PATH")
+    book, program = load_book(source)
+    with runtime_errors():
+        formulas = book[pipeline]
+        result = explain(program.pipeline(pipeline), formulas, probe)
+    if as_json:
+        stages: dict[str, dict[str, Any]] = {}
+        for f in result.fields:
+            stages.setdefault(f.stage, {})[f.field] = {
+                "formula": f.formula, "declared": f.declared, "probe": json_number(f.probe),
+                "target": json_number(f.target),
+                "ratio": None if f.ratio is None else json_number(f.ratio)}
+        ui().out.json({"pipeline": pipeline, "probe": result.probe, "target": result.target,
+                       "stages": stages})
+        return
+    out = ui().out
+    out.line(pipeline, style="bold")
+    out.line("probe:  " + _point(dict(result.probe), probe))
+    out.line("target: " + _point(dict(result.target), {}) + " (the default workload)")
+    out.table(["stage", "field", "probe", "target", "ratio", "formula"],
+              [[f.stage, f.field, show_number(f.probe), show_number(f.target),
+                "-" if f.ratio is None else show_number(f.ratio),
+                f"{f.operator} {f.formula}" + ("" if f.declared else "  (default)")]
+               for f in result.fields], right=[False, False, True, True, True, False])
+
+
+def _register_calibrate() -> None:
+    """`dslc calibrate` lives in its own module; torch and diffusers load only when it runs."""
+    from dslc.calibrate import register
+
+    register(cli)
+
+
+_register_calibrate()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The console script `dslc`."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="dslc")
+    except Exception as exc:  # outside any command (should not happen): still no traceback
+        if os.environ.get("DSLC_DEBUG"):
+            raise
+        internal_error(exc)
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""Plumbing shared by the `dslc` commands (and commands added later, e.g. `calibrate`).
+
+Output streams, the `error: ...` failure, NAME=VALUE options, file discovery, compiling with
+diagnostics, atomic writes, loading a FormulaBook, and the internal-error guard. Part of the
+command line: like `dslc.cli`, it may print and exit; nothing below the CLI imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dslc.limits import MAX_LITERAL_DIGITS
+from dslc.render_rich import Output, plural, use_color
+
+_INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")
+
+
+class Ui:
+    """The two output streams of one invocation."""
+
+    def __init__(self, color: str = "auto"):
+        self.mode = color
+        self.out = Output(sys.stdout, use_color(sys.stdout, color))
+        self.err = Output(sys.stderr, use_color(sys.stderr, color))
+
+
+def ui() -> Ui:
+    ctx = click.get_current_context(silent=True)
+    found = ctx.find_object(Ui) if ctx is not None else None
+    return found if found is not None else Ui()
+
+
+class Failure(click.ClickException):
+    """A one-line `error: ...` on stderr and exit 1: the input is wrong, not the invocation."""
+
+    exit_code = 1
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.err = ui().err
+
+    def show(self, file: Any = None) -> None:
+        self.err.line(f"error: {self.message}", style="bold red")
+
+
+@contextlib.contextmanager
+def runtime_errors() -> Iterator[None]:
+    """The runtime's typed errors (unknown pipeline or param, wrong type, inadmissible point)."""
+    from runtime import FormulaError
+
+    try:
+        yield
+    except FormulaError as exc:
+        raise Failure(str(exc)) from None
+
+
+def parse_value(name: str, text: str) -> int | bool:
+    """`true`, `false`, or an integer (`1_000` allowed; as many digits as a literal may have)."""
+    if text in ("true", "false"):
+        return text == "true"
+    if _INT.fullmatch(text):
+        digits = text.replace("_", "").lstrip("+-")
+        if len(digits) > MAX_LITERAL_DIGITS:
+            raise click.BadParameter(f"{name}: more than {MAX_LITERAL_DIGITS} digits")
+        return int(text.replace("_", ""))
+    raise click.BadParameter(f"{name}: {text!r} is neither an integer nor true/false")
+
+
+def assignments(ctx: click.Context, param: click.Parameter,
+                values: Sequence[str]) -> dict[str, int | bool]:
+    """`NAME=VALUE` options as a dict (ints, `1_000` allowed, and true/false)."""
+    result: dict[str, int | bool] = {}
+    for raw in values:
+        name, sep, text = raw.partition("=")
+        name, text = name.strip(), text.strip()
+        if not sep or not name:
+            raise click.BadParameter(f"expected NAME=VALUE, got {raw!r}")
+        if name in result:
+            raise click.BadParameter(f"{name} is given twice")
+        result[name] = parse_value(name, text)
+    return result
+
+
+def wf_files(paths: Sequence[Path]) -> list[Path]:
+    """The files as given and every `*.wf` below the folders; none at all is a usage error."""
+    from dslc.compiler import discover
+
+    files, problems = discover(paths)
+    if problems:
+        raise click.BadParameter(problems[0].message, param_hint="PATH")
+    if not files:
+        raise click.BadParameter(f"no .wf files in {', '.join(map(str, paths))}", param_hint="PATH")
+    return files
+
+
+def compile_files(files: list[Path], *, strict: bool = False) -> Any:
+    """Compile; every diagnostic to stderr; on errors, a summary and exit 1."""
+    from dslc.compiler import compile_paths
+
+    result = compile_paths(files, strict=strict)
+    for diagnostic in result.diagnostics:
+        ui().err.diagnostic(diagnostic)
+    if not result.ok:
+        ui().err.line(summary(result, files), style="bold red")
+        raise click.exceptions.Exit(1)
+    return result
+
+
+def summary(result: Any, files: Sequence[Path]) -> str:
+    """`2 errors, 1 warning in 3 files` or `ok: 12 pipelines in 9 files`."""
+    errors = len(result.errors)
+    warnings = len(result.diagnostics) - errors
+    where = plural(len(files), "file")
+    if errors or not result.ok:
+        counts = [plural(errors, "error")] + ([plural(warnings, "warning")] if warnings else [])
+        return f"{', '.join(counts)} in {where}"
+    extra = f" ({plural(warnings, 'warning')})" if warnings else ""
+    return f"ok: {plural(len(result.program.pipelines), 'pipeline')} in {where}{extra}"
+
+
+def write_file(path: Path, text: str) -> None:
+    """Atomically (never a partial file), keeping an existing file's mode; else the umask's."""
+    from dslc.emit import write_atomically
+
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = None
+    try:
+        write_atomically(path, text)
+        if mode is None:
+            umask = os.umask(0o022)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(path, mode)
+    except OSError as exc:
+        raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def load_book(source: Path) -> tuple[Any, Any]:
+    """A FormulaBook from a `.json` artifact, or from `.wf` sources compiled in memory.
+
+    Returns (book, program); program is None for an artifact. Either way the values come from
+    the runtime evaluator, loaded from JSON text exactly as a serving worker loads it.
+    """
+    from runtime import load_formulas
+
+    if source.is_file() and source.suffix == ".json":
+        try:
+            with runtime_errors():
+                return load_formulas(source), None
+        except OSError as exc:
+            raise Failure(f"cannot read {source}: {exc.strerror or exc}") from None
+    from dslc.emit import artifact, dumps
+
+    program = compile_files(wf_files([source])).program
+    return load_formulas(dumps(artifact(program))), program
+
+
+def internal_error(exc: BaseException) -> None:
+    """One line naming the exception (its message's first line, shortened), and what to do."""
+    message = (str(exc).splitlines() or [""])[0]
+    if len(message) > 300:
+        message = message[:300] + "..."
+    Ui().err.line(f"internal error: {type(exc).__name__}: {message}", style="bold red")
+    Ui().err.line("this is a bug in dslc; please report it with the command and the input files "
+                  "(run with DSLC_DEBUG=1 to see the traceback)")
+
+
+class DslcGroup(click.Group):
+    """Any exception escaping a command is a bug: one line, no traceback, exit 3."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # Values evaluated from formulas may exceed Python's 4300-digit int-to-text limit; printing
+        # them is this command's whole point, so lift the limit while a command runs.
+        limit = getattr(sys, "get_int_max_str_digits", lambda: None)()
+        if limit is not None:
+            sys.set_int_max_str_digits(0)
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
+            raise
+        except Exception as exc:
+            if os.environ.get("DSLC_DEBUG"):
+                raise
+            internal_error(exc)
+            ctx.exit(3)
+        finally:
+            if limit is not None:
+                sys.set_int_max_str_digits(limit)

@@ -1,0 +1,161 @@
+"""Terminal output for the CLI: plain text by default, colour (rich) only on a terminal.
+
+Nothing here decides *what* to say, only how it looks. Colour is used when the stream is a
+terminal and `NO_COLOR` is unset (or when `--color always` asks for it). User text is never
+interpreted as rich markup: the console is created with `markup=False` and `emoji=False`, and
+every piece of text is handed over as a `rich.text.Text`, so `[bold]` in a file name or a
+message prints as written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import IO, Any
+
+import click
+
+from dslc.diagnostics import Diagnostic, render
+
+COLOR_MODES = ("auto", "always", "never")
+
+_GUTTER = re.compile(r"^( *\d* \| )")
+_CARETS = re.compile(r"^ *\| *(\^+)$")
+_NOTE = re.compile(r"^(?:(.*?): )?(note:)")
+_SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow"}
+# Control characters (but tab and newline), bidi overrides and lone surrogates (undecodable file
+# names) must not reach the terminal: each becomes one U+FFFD, so caret columns stay aligned.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    return _UNPRINTABLE.sub("\ufffd", text)
+
+
+def use_color(stream: IO[str], mode: str = "auto") -> bool:
+    """Whether to colour `stream`: `always`, `never`, or (auto) a terminal without NO_COLOR."""
+    if mode != "auto":
+        return mode == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):
+        return False
+
+
+def show_number(value: int | Fraction) -> str:
+    """A measure or ratio for people: exact when integral, else a short decimal."""
+    if isinstance(value, int) or value.denominator == 1:
+        return str(int(value))
+    text = format(float(value), ".6g")
+    if "e" in text and abs(value) >= 1:
+        text = f"{float(value):.2f}"
+    return text
+
+
+def json_number(value: int | Fraction) -> int | float:
+    """A measure for JSON: an integer when integral, else a float."""
+    if isinstance(value, int) or value.denominator == 1:
+        return int(value)
+    return float(value)
+
+
+def show_value(value: object) -> str:
+    """A param value as the language writes it (`true`, not `True`)."""
+    if value is True or value is False:
+        return "true" if value else "false"
+    return str(value)
+
+
+class Output:
+    """One output stream (stdout or stderr), plain or coloured."""
+
+    def __init__(self, stream: IO[str], color: bool):
+        self.stream = stream
+        self.color = color
+        self._console: Any = None
+
+    @property
+    def console(self) -> Any:
+        if self._console is None:
+            from rich.console import Console  # only when colouring: keeps plain runs light
+
+            self._console = Console(file=self.stream, force_terminal=True, markup=False,
+                                    emoji=False, highlight=False, soft_wrap=True)
+        return self._console
+
+    def _text(self, text: str, style: str | None = None) -> Any:
+        from rich.text import Text
+
+        return Text(printable(text), style=style or "")
+
+    def line(self, text: str = "", style: str | None = None) -> None:
+        """One line of user-facing text; `style` (a rich style) applies only in colour."""
+        if self.color:
+            self.console.print(self._text(text, style))
+        else:
+            click.echo(printable(text), file=self.stream)
+
+    def json(self, document: object) -> None:
+        click.echo(json.dumps(document, indent=2), file=self.stream)
+
+    def diagnostic(self, diagnostic: Diagnostic) -> None:
+        """`render()`'s text, unchanged; in colour the severity, carets and help stand out."""
+        text = printable(render(diagnostic))
+        if not self.color:
+            click.echo(text, file=self.stream)
+            return
+        for number, line in enumerate(text.split("\n")):
+            self.console.print(self._styled_line(diagnostic, number, line))
+
+    def _styled_line(self, diagnostic: Diagnostic, number: int, line: str) -> Any:
+        text = self._text(line)
+        severity = _SEVERITY_STYLE[diagnostic.severity]
+        if number == 0:
+            where = f"{diagnostic.span}: " if diagnostic.span is not None else ""
+            label = f"{diagnostic.severity}[{diagnostic.code}]:"
+            text.stylize("bold", 0, len(where))
+            text.stylize(severity, len(where), len(where) + len(label))
+            text.stylize("bold", len(where) + len(label))
+        elif line.startswith("help: "):
+            text.stylize("bold cyan", 0, len("help:"))
+        elif (carets := _CARETS.match(line)) is not None:
+            text.stylize("blue", 0, line.index("|") + 1)
+            text.stylize(severity, carets.start(1), carets.end(1))
+        elif (gutter := _GUTTER.match(line)) is not None:
+            text.stylize("blue", 0, gutter.end(1))
+        elif (note := _NOTE.match(line)) is not None:
+            text.stylize("bold", 0, note.start(2))
+            text.stylize("bold cyan", note.start(2), note.end(2))
+        return text
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]],
+              right: Sequence[bool] = ()) -> None:
+        """Aligned columns; `right[i]` right-aligns column i (numbers)."""
+        align = list(right) + [False] * (len(headers) - len(right))
+        if self.color:
+            from rich import box
+            from rich.table import Table
+
+            table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+            for header, is_right in zip(headers, align):
+                table.add_column(self._text(header), justify="right" if is_right else "left",
+                                 overflow="fold")
+            for row in rows:
+                table.add_row(*(self._text(cell) for cell in row))
+            self.console.print(table)
+            return
+        widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
+        for row in [list(headers), *rows]:
+            cells = [cell.rjust(w) if r else cell.ljust(w)
+                     for cell, w, r in zip(row, widths, align)]
+            click.echo(printable("  ".join(cells).rstrip()), file=self.stream)
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

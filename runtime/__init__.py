@@ -1,0 +1,34 @@
+"""Runtime for compiled workload formulas: what the serving worker imports (no lark, sympy or torch).
+
+`runtime.measure` and `runtime.record` (which use torch) are deliberately not imported here.
+"""
+
+from .errors import (
+    ArtifactError,
+    EvaluationError,
+    FormulaError,
+    InadmissibleError,
+    ParamError,
+    ParamTypeError,
+    UnknownParamError,
+    UnknownPipelineError,
+    UnknownStageError,
+)
+from .formulas import FormulaBook, ParamInfo, Pipeline, StageValues, load_formulas
+
+__all__ = [
+    "ArtifactError",
+    "EvaluationError",
+    "FormulaBook",
+    "FormulaError",
+    "InadmissibleError",
+    "ParamError",
+    "ParamInfo",
+    "ParamTypeError",
+    "Pipeline",
+    "StageValues",
+    "UnknownParamError",
+    "UnknownPipelineError",
+    "UnknownStageError",
+    "load_formulas",
+]

@@ -1,0 +1,281 @@
+"""Read and validate a compiled artifact into frozen declarations (runtime/ir.py); nothing is executed."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+from .checks import (
+    MAX_DEPTH,
+    MAX_INT_DIGITS,
+    MAX_NAME_LENGTH,
+    MAX_POW_EXPONENT,
+    Scope,
+    as_int,
+    as_list,
+    as_name,
+    as_object,
+    as_span,
+    as_text,
+    check_expr,
+    describe,
+    fail,
+    into,
+    show,
+)
+from .errors import ArtifactError
+from .ir import (
+    NUMERIC,
+    Artifact,
+    ContractDecl,
+    FieldDecl,
+    LetDecl,
+    ParamDecl,
+    PipelineDecl,
+    SourceDecl,
+    StageDecl,
+)
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "MAX_NAME_LENGTH",
+    "MAX_POW_EXPONENT",
+    "parse_artifact",
+    "read_artifact",
+]
+
+FORMAT = "workload-formulas"
+FORMAT_VERSION = 1
+MAX_BYTES = 16 * 1024 * 1024
+
+# ---------------------------------------------------------------- reading the bytes
+
+
+def read_artifact(
+    source: str | bytes | bytearray | os.PathLike[str] | Mapping[str, object],
+) -> Artifact:
+    """Accept a path, JSON text (a str starting with `{` or `[`), JSON bytes or a parsed mapping."""
+    if isinstance(source, Mapping):
+        return parse_artifact(source)
+    if isinstance(source, (bytes, bytearray)):
+        data: str | bytes | bytearray = source
+    elif isinstance(source, str) and source.lstrip()[:1] in ("{", "["):
+        data = source
+    else:
+        data = _read_file(os.fspath(source))
+    size = len(data) if not isinstance(data, str) else len(data.encode("utf-8", "surrogatepass"))
+    if size > MAX_BYTES:
+        raise ArtifactError("", f"artifact is {size} bytes, over the {MAX_BYTES}-byte limit")
+    return parse_artifact(_parse_json(data))
+
+
+def _read_file(path: str) -> bytes:
+    """Read at most the size limit plus one byte, so a huge file is refused without reading it all."""
+    with open(path, "rb") as handle:
+        return handle.read(MAX_BYTES + 1)
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """json object hook: a repeated key would make the document ambiguous."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {show(key)} in a JSON object")
+            seen.add(key)
+    return obj
+
+
+def _reject_constant(name: str) -> object:
+    """json hook: NaN and Infinity are not JSON and not exact."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _parse_json(data: str | bytes | bytearray) -> object:
+    """Parse JSON, turning every failure (syntax, nesting, huge ints, encoding) into ArtifactError."""
+    try:
+        return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ArtifactError("", "JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, int digit limit, our hooks
+        raise ArtifactError("", f"not valid JSON: {exc}") from None
+
+
+# ---------------------------------------------------------------- the document
+
+
+def parse_artifact(doc: object) -> Artifact:
+    """Validate a parsed document field by field; errors name the field by path."""
+    if not isinstance(doc, Mapping):
+        raise fail(None, f"expected a JSON object at the top level, got {describe(doc)}")
+    if doc.get("format") != FORMAT:
+        raise fail(
+            into(None, "format"), f"expected format {FORMAT!r}, got {describe(doc.get('format'))}"
+        )
+    version = doc.get("format_version")
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise fail(
+            into(None, "format_version"),
+            f"unsupported format_version {show(version)}: this loader reads version {FORMAT_VERSION}",
+        )
+    as_object(doc, None, ("format", "format_version", "compiler", "sources", "pipelines"))
+    compiler = as_object(doc["compiler"], into(None, "compiler"), ("name", "version"))
+    compiler_name = as_text(compiler["name"], into(into(None, "compiler"), ".name"))
+    compiler_version = as_text(compiler["version"], into(into(None, "compiler"), ".version"))
+    sources = tuple(
+        _source(s, into(into(None, "sources"), f"[{i}]"))
+        for i, s in enumerate(as_list(doc["sources"], into(None, "sources")))
+    )
+    pipelines_path = into(None, "pipelines")
+    pipelines: list[PipelineDecl] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(as_list(doc["pipelines"], pipelines_path)):
+        pipeline = _pipeline(raw, into(pipelines_path, f"[{i}]"), i, len(sources))
+        if pipeline.name in seen:
+            raise fail(
+                into(into(pipelines_path, f"[{i}]"), ".name"),
+                f"duplicate pipeline {pipeline.name!r} (also pipelines[{seen[pipeline.name]}])",
+            )
+        seen[pipeline.name] = i
+        pipelines.append(pipeline)
+    return Artifact(version, compiler_name, compiler_version, sources, tuple(pipelines))
+
+
+def _source(value: object, path: object) -> SourceDecl:
+    """A compiled source: its path and the sha256 of its bytes."""
+    obj = as_object(value, path, ("path", "sha256"))
+    digest = as_text(obj["sha256"], into(path, ".sha256"))
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise fail(into(path, ".sha256"), "expected 64 lowercase hex digits")
+    return SourceDecl(as_text(obj["path"], into(path, ".path")), digest)
+
+
+_PIPELINE_KEYS = ("name", "extends", "span", "params", "contracts", "lets", "stages")
+
+
+def _pipeline(value: object, path: object, index: int, n_sources: int) -> PipelineDecl:
+    """One pipeline; lets are read before contracts and stages, which may use them."""
+    obj = as_object(value, path, _PIPELINE_KEYS)
+    name = as_name(obj["name"], into(path, ".name"))
+    extends = None if obj["extends"] is None else as_name(obj["extends"], into(path, ".extends"))
+    span = as_span(obj["span"], into(path, ".span"), n_sources)
+    params = _params(obj["params"], into(path, ".params"), n_sources)
+    scope = Scope({p.name: (i, p.type) for i, p in enumerate(params)}, {})
+    lets = _lets(obj["lets"], into(path, ".lets"), n_sources, scope)
+    contracts = _contracts(obj["contracts"], into(path, ".contracts"), n_sources, scope)
+    stages = _stages(obj["stages"], into(path, ".stages"), n_sources, scope)
+    assert span is not None
+    return PipelineDecl(name, extends, params, contracts, lets, stages, span, index)
+
+
+def _params(value: object, path: object, n_sources: int) -> tuple[ParamDecl, ...]:
+    """Params: unique names, `int` with a non-empty range holding the default, or `bool`."""
+    params: list[ParamDecl] = []
+    names: set[str] = set()
+    for i, raw in enumerate(as_list(value, path)):
+        here = into(path, f"[{i}]")
+        head = as_object(raw, here, ("name", "type", "default", "span"), ("min", "max"))
+        kind = head["type"]
+        default: int | bool
+        low: int | None
+        high: int | None
+        if kind == "int":
+            obj = as_object(raw, here, ("name", "type", "default", "min", "max", "span"))
+            default = as_int(obj["default"], into(here, ".default"))
+            low = as_int(obj["min"], into(here, ".min"))
+            high = None if obj["max"] is None else as_int(obj["max"], into(here, ".max"))
+            if high is not None and high < low:
+                raise fail(here, f"empty range [{low}, {high}]")
+            if default < low or (high is not None and default > high):
+                raise fail(
+                    into(here, ".default"),
+                    f"default {default} is outside [{low}, {'inf' if high is None else high}]",
+                )
+        elif kind == "bool":
+            obj = as_object(raw, here, ("name", "type", "default", "span"))
+            if type(obj["default"]) is not bool:
+                raise fail(
+                    into(here, ".default"), f"expected a boolean, got {describe(obj['default'])}"
+                )
+            default, low, high = bool(obj["default"]), None, None
+        else:
+            raise fail(into(here, ".type"), f"expected 'int' or 'bool', got {describe(kind)}")
+        name = as_name(obj["name"], into(here, ".name"))
+        if name in names:
+            raise fail(into(here, ".name"), f"duplicate param {name!r}")
+        names.add(name)
+        span = as_span(obj["span"], into(here, ".span"), n_sources)
+        assert span is not None
+        params.append(ParamDecl(name, kind, default, low, high, span))
+    return tuple(params)
+
+
+def _lets(value: object, path: object, n_sources: int, scope: Scope) -> tuple[LetDecl, ...]:
+    """Lets in order: each refers only to params and earlier lets, and shadows nothing."""
+    lets: list[LetDecl] = []
+    for i, raw in enumerate(as_list(value, path)):
+        here = into(path, f"[{i}]")
+        obj = as_object(raw, here, ("name", "expr", "span"))
+        name = as_name(obj["name"], into(here, ".name"))
+        if name in scope.lets or name in scope.params:
+            raise fail(into(here, ".name"), f"duplicate name {name!r} (a param or an earlier let)")
+        expr = check_expr(obj["expr"], into(here, ".expr"), scope, 1)
+        span = as_span(obj["span"], into(here, ".span"), n_sources)
+        assert span is not None
+        scope.lets[name] = (i, expr.type)
+        lets.append(LetDecl(name, expr, span))
+    return tuple(lets)
+
+
+def _contracts(
+    value: object, path: object, n_sources: int, scope: Scope
+) -> tuple[ContractDecl, ...]:
+    """Contracts: boolean expressions declared by a known param."""
+    contracts: list[ContractDecl] = []
+    for i, raw in enumerate(as_list(value, path)):
+        here = into(path, f"[{i}]")
+        obj = as_object(raw, here, ("param", "text", "expr", "span"))
+        param = as_name(obj["param"], into(here, ".param"))
+        if param not in scope.params:
+            raise fail(into(here, ".param"), f"unknown param {param!r}")
+        text = as_text(obj["text"], into(here, ".text"))
+        expr = check_expr(obj["expr"], into(here, ".expr"), scope, 1)
+        if expr.type != "bool":
+            raise fail(into(here, ".expr"), "a contract must be a boolean expression")
+        span = as_span(obj["span"], into(here, ".span"), n_sources)
+        assert span is not None
+        contracts.append(ContractDecl(param, text, expr, span))
+    return tuple(contracts)
+
+
+def _stages(value: object, path: object, n_sources: int, scope: Scope) -> tuple[StageDecl, ...]:
+    """Stages: unique names, each with three numeric fields."""
+    stages: list[StageDecl] = []
+    names: set[str] = set()
+    for i, raw in enumerate(as_list(value, path)):
+        here = into(path, f"[{i}]")
+        obj = as_object(raw, here, ("name", "span", "iterations", "memory", "time"))
+        name = as_name(obj["name"], into(here, ".name"))
+        if name in names:
+            raise fail(into(here, ".name"), f"duplicate stage {name!r}")
+        names.add(name)
+        fields = []
+        for field in ("iterations", "memory", "time"):
+            at = into(here, "." + field)
+            body = as_object(obj[field], at, ("expr", "span"))
+            expr = check_expr(body["expr"], into(at, ".expr"), scope, 1)
+            if expr.type not in NUMERIC:
+                raise fail(into(at, ".expr"), f"{field} must be a number, not a boolean")
+            fields.append(
+                FieldDecl(expr, as_span(body["span"], into(at, ".span"), n_sources, nullable=True))
+            )
+        span = as_span(obj["span"], into(here, ".span"), n_sources)
+        assert span is not None
+        stages.append(StageDecl(name, fields[0], fields[1], fields[2], span))
+    return tuple(stages)

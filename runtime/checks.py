@@ -1,0 +1,266 @@
+"""Small checks of JSON values, and the checker of expression trees (the artifact's closed IR).
+
+Paths are linked `(parent, segment)` pairs, rendered (`pipelines[0].stages[1].iterations.expr`)
+only when an error is raised.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+
+from .errors import ArtifactError
+from .ir import NUMERIC, Expr, Span
+
+MAX_DEPTH = 200
+MAX_INT_DIGITS = 4300
+MAX_NAME_LENGTH = 64
+MAX_POW_EXPONENT = 64
+MAX_TEXT_LENGTH = 4096
+_INT_BOUND = 10**MAX_INT_DIGITS  # |v| < 10**4300  <=>  at most 4300 decimal digits
+
+
+def into(path: object, segment: str) -> tuple[object, str]:
+    """Extend a linked (parent, segment) path; rendered to text only when an error is raised."""
+    return (path, segment)
+
+
+def render(path: object) -> str:
+    """`pipelines[0].stages[1].iterations.expr` from the linked path."""
+    parts: list[str] = []
+    while isinstance(path, tuple):
+        path, segment = path
+        parts.append(str(segment))
+    return "".join(reversed(parts)).lstrip(".")
+
+
+def fail(path: object, problem: str) -> ArtifactError:
+    """The error to raise for a problem at `path`."""
+    return ArtifactError(render(path), problem)
+
+
+def show(value: object) -> str:
+    """A short, safe rendering of a file value for messages (never evaluated)."""
+    text = repr(value)
+    return text if len(text) <= 48 else text[:45] + "..."
+
+
+def describe(value: object) -> str:
+    """A value as messages name it: its JSON kind and a short rendering."""
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    if value is None:
+        return "null"
+    return f"{names.get(type(value), type(value).__name__)} {show(value)}"
+
+
+def as_object(
+    value: object, path: object, required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> Mapping[str, object]:
+    """Check an object has exactly the expected keys (missing or extra keys are errors)."""
+    if type(value) is not dict and not isinstance(value, Mapping):
+        raise fail(path, f"expected an object, got {describe(value)}")
+    for key in required:
+        if key not in value:
+            raise fail(path, f"missing key {key!r}")
+    if len(value) > len(required):
+        allowed = set(required) | set(optional)
+        for key in value:
+            if key not in allowed:
+                raise fail(path, f"unexpected key {show(key)}")
+    return value
+
+
+def as_list(value: object, path: object) -> list[object] | tuple[object, ...]:
+    """A JSON array (a list or tuple)."""
+    if type(value) is not list and not isinstance(value, (list, tuple)):
+        raise fail(path, f"expected a list, got {describe(value)}")
+    return value
+
+
+def as_int(value: object, path: object, low: int | None = None) -> int:
+    """An exact integer: JSON `true` is not one, nor is `1.0`; at most 4,300 digits."""
+    if type(value) is not int:
+        raise fail(path, f"expected an integer, got {describe(value)}")
+    if not -_INT_BOUND < value < _INT_BOUND:
+        raise fail(path, f"integer has more than {MAX_INT_DIGITS} digits")
+    if low is not None and value < low:
+        raise fail(path, f"expected an integer >= {low}, got {value}")
+    return value
+
+
+def as_text(value: object, path: object) -> str:
+    """A string of bounded length (texts are shown in messages, never parsed)."""
+    if type(value) is not str:
+        raise fail(path, f"expected a string, got {describe(value)}")
+    if len(value) > MAX_TEXT_LENGTH:
+        raise fail(path, f"string longer than {MAX_TEXT_LENGTH} characters")
+    return value
+
+
+def as_name(value: object, path: object) -> str:
+    """An identifier `[A-Za-z_][A-Za-z0-9_]*` of at most 64 characters."""
+    if type(value) is not str:
+        raise fail(path, f"expected a name, got {describe(value)}")
+    if not (value.isascii() and value.isidentifier() and len(value) <= MAX_NAME_LENGTH):
+        raise fail(
+            path,
+            f"invalid name {show(value)} (want [A-Za-z_][A-Za-z0-9_]*, <= {MAX_NAME_LENGTH} chars)",
+        )
+    return value
+
+
+def as_span(value: object, path: object, n_sources: int, nullable: bool = False) -> Span | None:
+    """A span: a source index in range and 1-based positions, end not before start."""
+    if value is None and nullable:
+        return None
+    obj = as_object(value, path, ("source", "line", "column", "end_line", "end_column"))
+    source = as_int(obj["source"], into(path, ".source"), 0)
+    if source >= n_sources:
+        raise fail(into(path, ".source"), f"source index {source} but only {n_sources} sources")
+    line, column = (
+        as_int(obj["line"], into(path, ".line"), 1),
+        as_int(obj["column"], into(path, ".column"), 1),
+    )
+    end_line = as_int(obj["end_line"], into(path, ".end_line"), 1)
+    end_column = as_int(obj["end_column"], into(path, ".end_column"), 1)
+    if (end_line, end_column) < (line, column):
+        raise fail(path, "span ends before it starts")
+    return (source, line, column, end_line, end_column)
+
+
+# ---------------------------------------------------------------- expressions
+
+
+class Scope:
+    """Names an expression may refer to: params, and the lets declared so far."""
+
+    def __init__(
+        self, params: dict[str, tuple[int, str]], lets: dict[str, tuple[int, str]]
+    ) -> None:
+        self.params = params
+        self.lets = lets
+
+
+_UNARY = frozenset({"neg", "abs", "floor", "ceil"})
+_BINARY = frozenset({"add", "sub", "mul", "div", "floordiv", "mod"})
+_VARIADIC = frozenset({"min", "max"})
+_ORDER = frozenset({"lt", "le", "gt", "ge"})
+_EQUALITY = frozenset({"eq", "ne"})
+_LOGIC = frozenset({"and", "or"})
+KINDS = (
+    frozenset({"int", "frac", "bool", "param", "let", "pow", "not", "if"})
+    | _UNARY
+    | _BINARY
+    | _VARIADIC
+    | _ORDER
+    | _EQUALITY
+    | _LOGIC
+)
+
+
+def check_expr(node: object, path: object, scope: Scope, depth: int) -> Expr:
+    """Validate one node and its children; recursion is bounded by MAX_DEPTH, never by the input."""
+    if depth > MAX_DEPTH:
+        raise fail(path, f"expression nested deeper than {MAX_DEPTH} levels")
+    if type(node) is not dict and not isinstance(node, Mapping):
+        raise fail(path, f"expected an expression object, got {describe(node)}")
+    kind = node.get("k")
+    if type(kind) is not str:
+        raise fail(path, "missing or non-string node kind 'k'")
+    if kind not in KINDS:
+        raise fail(into(path, ".k"), f"unknown node kind {show(kind)}")
+    if kind == "int":
+        as_object(node, path, ("k", "v"))
+        return Expr("int", "int", (), as_int(node["v"], into(path, ".v")), None, None)
+    if kind == "frac":
+        as_object(node, path, ("k", "n", "d"))
+        n, d = as_int(node["n"], into(path, ".n")), as_int(node["d"], into(path, ".d"), 2)
+        if math.gcd(n, d) != 1:
+            raise fail(path, f"fraction {n}/{d} is not in lowest terms")
+        return Expr("frac", "rat", (), Fraction(n, d), None, None)
+    if kind == "bool":
+        as_object(node, path, ("k", "v"))
+        if type(node["v"]) is not bool:
+            raise fail(into(path, ".v"), f"expected a boolean, got {describe(node['v'])}")
+        return Expr("bool", "bool", (), node["v"], None, None)
+    if kind in ("param", "let"):
+        as_object(node, path, ("k", "name"))
+        name = as_name(node["name"], into(path, ".name"))
+        table = scope.params if kind == "param" else scope.lets
+        if name not in table:
+            what = "param" if kind == "param" else "let (lets may refer only to earlier lets)"
+            raise fail(into(path, ".name"), f"unknown {what} {name!r}")
+        ref, typ = table[name]
+        return Expr(kind, typ, (), None, ref, None)
+    return _compound(node, kind, path, scope, depth)
+
+
+def _compound(
+    node: Mapping[str, object], kind: str, path: object, scope: Scope, depth: int
+) -> Expr:
+    """A node with `args`: its key set, arity, children (depth + 1) and type."""
+    exp = None
+    if kind == "pow":
+        as_object(node, path, ("k", "args", "exp"))
+        exp = as_int(node["exp"], into(path, ".exp"), 0)
+        if exp > MAX_POW_EXPONENT:
+            raise fail(into(path, ".exp"), f"exponent {exp} is over {MAX_POW_EXPONENT}")
+    else:
+        as_object(node, path, ("k", "args"))
+    raw = as_list(node["args"], into(path, ".args"))
+    want = 1 if kind in _UNARY or kind in ("pow", "not") else 3 if kind == "if" else 2
+    if (len(raw) < 1) if kind in _VARIADIC else (len(raw) != want):
+        expected = "at least 1" if kind in _VARIADIC else str(want)
+        raise fail(into(path, ".args"), f"{kind!r} takes {expected} args, got {len(raw)}")
+    args_path = into(path, ".args")
+    checked = []
+    for i, arg in enumerate(raw):  # a plain loop: two Python frames per tree level, not three
+        checked.append(check_expr(arg, into(args_path, f"[{i}]"), scope, depth + 1))
+    args = tuple(checked)
+    return Expr(kind, _result_type(kind, args, args_path), args, None, None, exp)
+
+
+def _result_type(kind: str, args: tuple[Expr, ...], args_path: object) -> str:
+    """Type-check a node's args and give its type; booleans never mix with numbers."""
+
+    def need(i: int, want: str) -> None:
+        """Insist that arg `i` is a boolean or a number."""
+        ok = args[i].type == "bool" if want == "bool" else args[i].type in NUMERIC
+        if not ok:
+            got = "a boolean" if args[i].type == "bool" else "a number"
+            raise fail(
+                into(args_path, f"[{i}]"),
+                f"{kind!r} needs a {'boolean' if want == 'bool' else 'number'} here, got {got}",
+            )
+
+    if kind in _LOGIC or kind == "not":
+        for i in range(len(args)):
+            need(i, "bool")
+        return "bool"
+    if kind == "if":
+        need(0, "bool")
+        a, b = args[1].type, args[2].type
+        if (a == "bool") != (b == "bool"):
+            raise fail(
+                into(args_path, "[2]"),
+                "the branches of 'if' have different types (number vs boolean)",
+            )
+        return "bool" if a == "bool" else ("int" if a == b == "int" else "rat")
+    if kind in _EQUALITY:
+        if (args[0].type == "bool") != (args[1].type == "bool"):
+            raise fail(into(args_path, "[1]"), f"{kind!r} compares a number with a boolean")
+        return "bool"
+    for i in range(len(args)):
+        need(i, "num")
+    if kind in _ORDER:
+        return "bool"
+    if kind in ("floor", "ceil", "floordiv"):
+        return "int"
+    if kind == "div":
+        return "rat"
+    return "int" if all(a.type == "int" for a in args) else "rat"

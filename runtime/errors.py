@@ -1,0 +1,138 @@
+"""One small exception hierarchy for the runtime, so a serving worker can catch exactly what it means."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "ArtifactError",
+    "EvaluationError",
+    "FormulaError",
+    "InadmissibleError",
+    "ParamError",
+    "ParamTypeError",
+    "UnknownParamError",
+    "UnknownPipelineError",
+    "UnknownStageError",
+    "did_you_mean",
+]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str | None:
+    """Return the closest known name, so messages can suggest a fix for a typo."""
+    import difflib  # only on the error path: keeps `import runtime` light
+
+    matches = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def _hint(name: str, known: Iterable[str]) -> str:
+    """Render the did-you-mean suffix of an unknown-name message (empty when nothing is close)."""
+    best = did_you_mean(name, known)
+    return f"; did you mean {best!r}?" if best is not None else ""
+
+
+class FormulaError(Exception):
+    """Base of every runtime error, so callers can catch the whole family at once."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        """Plain message (KeyError would otherwise repr-quote it)."""
+        return self.message
+
+
+class ArtifactError(FormulaError, ValueError):
+    """The artifact is malformed or of an unknown version; `path` says where (e.g. `pipelines[0].name`)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        where = f"at {path}: " if path else ""
+        super().__init__(f"invalid workload-formulas artifact: {where}{problem}")
+        self.path = path
+        self.problem = problem
+
+
+class ParamError(FormulaError):
+    """A request's params do not fit a pipeline; `pipeline` and `param` name what went wrong."""
+
+    def __init__(self, message: str, pipeline: str, param: str | None) -> None:
+        super().__init__(message)
+        self.pipeline = pipeline
+        self.param = param
+
+
+class UnknownParamError(ParamError, KeyError):
+    """A param name the pipeline does not declare (usually a typo: the message suggests the closest)."""
+
+    def __init__(self, pipeline: str, param: str, known: tuple[str, ...]) -> None:
+        listed = ", ".join(known) if known else "none"
+        super().__init__(
+            f"pipeline {pipeline!r} has no param {param!r}{_hint(param, known)} (params: {listed})",
+            pipeline,
+            param,
+        )
+        self.known = known
+
+
+class ParamTypeError(ParamError, TypeError):
+    """A value of the wrong type (a bool for an int param, an int for a bool param, a float...)."""
+
+    def __init__(
+        self, pipeline: str, param: str, expected: str, value: object, message: str | None = None
+    ) -> None:
+        article = "an" if expected == "int" else "a"
+        super().__init__(
+            message
+            or f"param {param!r} of pipeline {pipeline!r} takes {article} {expected}; "
+            f"got {value!r} ({type(value).__name__})",
+            pipeline,
+            param,
+        )
+        self.expected = expected
+        self.value = value
+
+
+class InadmissibleError(ParamError, ValueError):
+    """A point outside a param's range or violating a contract; `violations` lists each readably."""
+
+    def __init__(self, pipeline: str, violations: tuple[str, ...], params: tuple[str, ...]) -> None:
+        super().__init__(
+            f"point is not admissible for pipeline {pipeline!r}: " + "; ".join(violations),
+            pipeline,
+            params[0] if params else None,
+        )
+        self.violations = violations
+        self.params = params
+
+
+class UnknownStageError(FormulaError, KeyError):
+    """A stage name the pipeline does not declare (the message suggests the closest)."""
+
+    def __init__(self, pipeline: str, stage: str, known: tuple[str, ...]) -> None:
+        super().__init__(
+            f"pipeline {pipeline!r} has no stage {stage!r}{_hint(stage, known)} "
+            f"(stages: {', '.join(known) if known else 'none'})"
+        )
+        self.pipeline = pipeline
+        self.stage = stage
+        self.known = known
+
+
+class UnknownPipelineError(FormulaError, KeyError):
+    """`book[name]` for a pipeline the artifact lacks; a KeyError so Mapping semantics (`get`, `in`) hold."""
+
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        super().__init__(f"no pipeline {name!r} in the artifact{_hint(name, known)}")
+        self.name = name
+        self.known = known
+
+
+class EvaluationError(FormulaError, ArithmeticError):
+    """A formula cannot be evaluated at a point (division by zero, non-integer or negative result)."""
+
+    def __init__(self, message: str, pipeline: str, what: str) -> None:
+        super().__init__(message)
+        self.pipeline = pipeline
+        self.what = what

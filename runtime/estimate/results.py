@@ -1,0 +1,217 @@
+"""What the estimators return: frozen values that say how every figure was obtained.
+
+A figure is never a bare number. Each one carries its ``method`` — one of ``METHODS``:
+
+- ``"measurement"``: a record at (or, for memory, above) the target bounds it directly;
+- ``"fit"``: a line ``constant + slope × measure`` through the two largest measured sizes;
+- ``"scaled"``: one size, scaled by the ratio of the formula's measure (target / measured);
+- ``"none"``: no trustworthy figure; ``reason`` says why (the figure itself is ``None``);
+
+and a ``reason`` in words, plus the numbers it was computed from, so a log line or a report can
+show its work. Bytes are ``int`` (rounded up), seconds ``float``, measures exact (``int`` or
+``Fraction``, as the formulas evaluate them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from types import MappingProxyType
+
+from attrs import field, frozen
+
+METHODS = ("measurement", "fit", "scaled", "none")
+DEFAULT_MARGIN = 1.2
+
+Measure = int | Fraction
+
+
+def _frozen_params(value: Mapping[str, int | bool]) -> Mapping[str, int | bool]:
+    return MappingProxyType(dict(value))
+
+
+@frozen
+class MeasuredPoint:
+    """One measured size behind a peak estimate: the stage's measure there, and what was measured."""
+
+    measure: Measure
+    peak_bytes: int
+    baseline_bytes: int
+    growth_bytes: int = (
+        0  # added to the measured peak by per-iteration growth (see IterationGrowth)
+    )
+
+    @property
+    def adjusted_peak_bytes(self) -> int:
+        """The peak the estimate uses: measured, plus the growth up to the target's last iteration."""
+        return self.peak_bytes + self.growth_bytes
+
+
+@frozen
+class LinearFit:
+    """``value = constant + slope × measure`` through two measured sizes (exact)."""
+
+    constant: Fraction
+    slope: Fraction
+    measures: tuple[Measure, Measure]
+
+    def at(self, measure: Measure, margin: Fraction = Fraction(1)) -> Fraction:
+        """The line at ``measure``, its linear part multiplied by ``margin``."""
+        return self.constant + self.slope * measure * margin
+
+
+@frozen
+class PeakEstimate:
+    """A peak (bytes, allocator-live) at the target: the raw figure and the bound with the margin.
+
+    ``raw_bytes`` is the estimate itself (margin 1.0); ``bound_bytes`` pads what was extrapolated
+    by ``margin`` (the activation part of a scaled figure, the linear part of a fit, the growth of
+    a measurement). ``margin`` is the one in force: 1.0 for a plain measurement and for none.
+    """
+
+    method: str
+    raw_bytes: int | None
+    bound_bytes: int | None
+    margin: float
+    reason: str
+    stage: str | None = None
+    target_measure: Measure | None = None
+    points: tuple[MeasuredPoint, ...] = ()
+    fit: LinearFit | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; expected one of {METHODS}")
+        if (self.method == "none") != (self.raw_bytes is None):
+            raise ValueError("a figure is None exactly when its method is 'none'")
+
+    @property
+    def ok(self) -> bool:
+        """True when there is a figure."""
+        return self.method != "none"
+
+
+@frozen
+class PhaseEstimate:
+    """One phase constraint at the target: phases measured under another component layout are separate."""
+
+    label: str  # unique: "stage:DenoisingStage", "component:vae@DecodingStage", "...#layout2"
+    kind: str
+    name: str
+    stage: str | None
+    active_components: tuple[str, ...]
+    used_components: tuple[str, ...]
+    peak: PeakEstimate
+
+
+@frozen
+class IterationGrowth:
+    """A stage whose per-iteration peaks grow with the iteration index (a KV cache), extrapolated.
+
+    ``bytes_per_iteration`` is the mean growth over the steady iterations (the first one dropped);
+    ``extrapolated_peak_bytes`` is the last measured iteration's peak carried on to the target's
+    last iteration (index ``target_last_index``) of the same record's shape.
+    """
+
+    stage: str
+    record_index: int
+    bytes_per_iteration: Fraction
+    measured_last_index: int
+    measured_last_peak_bytes: int
+    target_last_index: int
+    extrapolated_peak_bytes: int
+
+    @property
+    def growth_bytes(self) -> int:
+        """What the extrapolation adds to the measured peak."""
+        return self.extrapolated_peak_bytes - self.measured_last_peak_bytes
+
+
+@frozen
+class StageTime:
+    """One stage's duration at the target.
+
+    A repeated stage: ``fixed_s`` (its non-iteration time, kept) plus ``per_iteration_s`` (the
+    median steady iteration carried to the target's measure) × ``target_iterations``. A one-shot
+    stage: its time per iteration carried to the target's measure, × ``target_iterations``.
+    """
+
+    stage: str
+    method: str
+    seconds: float | None
+    reason: str
+    repeated: bool
+    measured_iterations: int
+    target_iterations: int
+    fixed_s: float = 0.0
+    per_iteration_s: float | None = None
+    target_measure: Measure | None = None
+
+
+@frozen
+class TimingEstimate:
+    """The request's duration at the target: every stage plus the untracked time (kept as measured)."""
+
+    method: str
+    seconds: float | None
+    reason: str
+    stages: tuple[StageTime, ...] = ()
+    untracked_s: float = 0.0
+
+    def stage(self, name: str) -> StageTime:
+        """The estimate of one stage."""
+        for s in self.stages:
+            if s.stage == name:
+                return s
+        raise KeyError(name)
+
+
+@frozen
+class LayerUseEstimate:
+    """How often one layer of a layerwise component runs in one stage at the target."""
+
+    component: str
+    layer: str
+    stage: str | None
+    calls: int
+    measured_calls: int
+    method: str  # "measurement" (kept as measured) or "scaled"
+    reason: str
+    measured_iterations: int | None = None
+    target_iterations: int | None = None
+
+
+@frozen
+class WorkloadEstimate:
+    """Everything estimated for one target workload of one pipeline from warmup records."""
+
+    pipeline: str
+    target: Mapping[str, int | bool] = field(converter=_frozen_params, hash=False)
+    margin: float
+    phases: tuple[PhaseEstimate, ...]
+    request_peak: PeakEstimate
+    timing: TimingEstimate
+    layer_uses: tuple[LayerUseEstimate, ...]
+    growth: tuple[IterationGrowth, ...]
+    records_used: int
+    records_dropped: int
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """The request's bound (margin applied), or None."""
+        return self.request_peak.bound_bytes
+
+    def phase(self, label: str) -> PhaseEstimate:
+        """A phase estimate by its label (``"stage:DenoisingStage"``)."""
+        for p in self.phases:
+            if p.label == label:
+                return p
+        raise KeyError(f"no phase {label!r}; phases: {[p.label for p in self.phases]}")
+
+    def layer_calls(self) -> dict[tuple[str, str], int]:
+        """Estimated calls per ``(component, layer)``, summed over stages."""
+        totals: dict[tuple[str, str], int] = {}
+        for use in self.layer_uses:
+            key = (use.component, use.layer)
+            totals[key] = totals.get(key, 0) + use.calls
+        return totals

@@ -1,0 +1,193 @@
+"""Time: each stage and the whole request at the target.
+
+A repeated stage (one whose iterations were recorded) costs its non-iteration time (kept as
+measured) plus the median steady iteration (the first one dropped: it pays one-time costs) carried
+to the target's ``time ~`` measure, times the target's iterations. A one-shot stage costs its time
+per iteration carried to the target's measure, times the target's iterations. The request adds the
+time spent outside every stage, kept as measured.
+
+Carrying a per-iteration time to the target's measure: with one measured size, multiply by the
+measure ratio (target / measured). With two or more sizes, fit ``time = constant + slope ×
+measure`` on the two largest and read it at the target, so a fixed per-call cost (launch and
+dispatch overhead, which dominates small models) is not multiplied along with the work; a negative
+slope (noise around a flat cost) is taken as zero. Repeated runs of one size keep the fastest, as
+``timeit`` does. Non-iteration and untracked times come from the representative record: the
+successful one with the most work (sum over stages of iterations × time measure), latest on ties.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from runtime.estimate.points import Workload, fit_line, measured_iterations, show_measure
+from runtime.estimate.results import StageTime, TimingEstimate
+from runtime.record import WarmupRecord
+
+
+def _work(values: Mapping[str, Any], record: WarmupRecord) -> Fraction:
+    return sum(
+        (Fraction(measured_iterations(record, s, values)) * values[s].time for s in values),
+        Fraction(0),
+    )
+
+
+def _sample(
+    record: WarmupRecord, stage: str, values: Mapping[str, Any]
+) -> tuple[float, float, bool] | None:
+    """(per-iteration seconds, fixed seconds, repeated) of one record's stage, or None if it did not run."""
+    durations = record.stage_durations
+    if stage not in durations:
+        return None
+    steps = [
+        i.duration_s
+        for i in sorted((i for i in record.iterations if i.stage == stage), key=lambda i: i.index)
+    ]
+    if steps:
+        steady = steps[1:] if len(steps) > 1 else steps
+        return statistics.median(steady), max(0.0, durations[stage] - sum(steps)), True
+    count = measured_iterations(record, stage, values)
+    if count <= 0:
+        return None
+    return durations[stage] / count, 0.0, False
+
+
+def stage_time(
+    work: Workload, stage: str, representative: tuple[int, WarmupRecord, Mapping[str, Any]]
+) -> StageTime:
+    """One stage's time at the target (see the module docstring)."""
+    target_n = work.target_iterations(stage)
+    target_m = work.target_values[stage].time
+    _, rep, rep_values = representative
+    rep_sample = _sample(rep, stage, rep_values)
+    rep_n = measured_iterations(rep, stage, rep_values)
+    if rep_sample is None:
+        if target_n == 0:
+            return StageTime(
+                stage,
+                "measurement",
+                0.0,
+                "does not run at the target (0 iterations)",
+                False,
+                rep_n,
+                0,
+            )
+        return StageTime(
+            stage,
+            "none",
+            None,
+            "not measured in the representative record",
+            False,
+            rep_n,
+            target_n,
+            target_measure=target_m,
+        )
+    per_iteration, fixed, repeated = rep_sample
+    exact = [
+        (record.stage_durations[stage], i)
+        for i, record, values in work.ok
+        if stage in record.stage_durations
+        and measured_iterations(record, stage, values) == target_n
+        and values[stage].time == target_m
+    ]
+    if exact:
+        seconds = min(exact)[0]
+        return StageTime(
+            stage,
+            "measurement",
+            seconds,
+            "measured at the target's iterations and measure",
+            repeated,
+            target_n,
+            target_n,
+            fixed,
+            None,
+            target_m,
+        )
+    fastest: dict[Any, float] = {}
+    for _, record, values in work.ok:
+        sample = _sample(record, stage, values)
+        if sample is not None and sample[2] == repeated:
+            m = values[stage].time
+            fastest[m] = min(fastest.get(m, sample[0]), sample[0])
+    sizes = sorted(fastest)
+    if len(sizes) >= 2 and sizes[-1] > sizes[-2]:
+        small, large = sizes[-2], sizes[-1]
+        line = fit_line((small, Fraction(fastest[small])), (large, Fraction(fastest[large])))
+        slope = max(line.slope, Fraction(0))
+        constant = line.constant if line.slope >= 0 else Fraction(fastest[large])
+        predicted = max(0.0, float(constant + slope * target_m))
+        method = "fit"
+        how = (
+            f"per-iteration time fitted on measures {show_measure(small)} and {show_measure(large)}"
+            + ("" if line.slope >= 0 else " (negative slope taken as 0)")
+        )
+    else:
+        m = rep_values[stage].time
+        if m == 0:
+            return StageTime(
+                stage,
+                "none",
+                None,
+                "measured where its time measure is 0; cannot scale",
+                repeated,
+                rep_n,
+                target_n,
+                fixed,
+                None,
+                target_m,
+            )
+        predicted = float(
+            Fraction(fastest.get(m, per_iteration)) * Fraction(target_m) / Fraction(m)
+        )
+        method = "scaled"
+        how = f"per-iteration time scaled by measure {show_measure(target_m)} / {show_measure(m)}"
+    what = "median steady iteration" if repeated else "time per iteration"
+    reason = f"{how}; {what} x {target_n} target iterations" + (
+        f" + {fixed:.4g} s outside iterations" if fixed else ""
+    )
+    return StageTime(
+        stage,
+        method,
+        fixed + predicted * target_n,
+        reason,
+        repeated,
+        rep_n,
+        target_n,
+        fixed,
+        predicted,
+        target_m,
+    )
+
+
+def request_time(work: Workload) -> TimingEstimate:
+    """Every stage of the formulas and the untracked time of the representative record."""
+    if not work.ok:
+        return TimingEstimate("none", None, "no successful measurement")
+    representative = max(work.ok, key=lambda item: (_work(item[2], item[1]), item[0]))
+    _, rep, _ = representative
+    stages = tuple(stage_time(work, s, representative) for s in work.stages)
+    untracked = max(0.0, rep.duration_s - sum(rep.stage_durations.values()))
+    missing = [s.stage for s in stages if s.seconds is None]
+    if missing:
+        return TimingEstimate(
+            "none", None, f"stages not measured: {', '.join(missing)}", stages, untracked
+        )
+    methods = {s.method for s in stages}
+    method = (
+        "measurement" if methods == {"measurement"} else ("fit" if "fit" in methods else "scaled")
+    )
+    total = sum(s.seconds or 0.0 for s in stages) + untracked
+    reason = (
+        f"sum of {len(stages)} stages + {untracked:.4g} s outside stages (kept), "
+        f"from the record at {_describe(rep.params)}"
+    )
+    return TimingEstimate(method, total, reason, stages, untracked)
+
+
+def _describe(params: Mapping[str, int | bool]) -> str:
+    return ", ".join(
+        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()
+    )

@@ -1,0 +1,184 @@
+"""Compile a book's generated factories once and instantiate each pipeline's closures from them.
+
+The source comes from runtime/codegen.py and never contains text from the artifact; it is
+compiled as one module per book (identical factories once) and runs with empty builtins.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import types
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+
+from .codegen import PipelinePlan, plan_pipeline
+from .ir import Frozen, PipelineDecl
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = [
+    "NO_POSITIONAL",
+    "CompiledPipeline",
+    "compile_pipeline",
+    "compile_plans",
+    "instantiate",
+    "normalize",
+    "plan_pipeline",
+]
+
+_FIELD_NAMES = ("iterations", "memory", "time")
+
+
+class _Undefined:
+    """The value of a let that divided by zero: it raises only where a taken branch uses it, so lets
+    are as lazy as if they were written inline, yet computed once."""
+
+    __slots__ = ()
+
+    def _raise(self, *_: object) -> object:
+        """Any use of an undefined value is the division by zero it stands for."""
+        raise ZeroDivisionError("division by zero")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _raise
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _raise
+    __pow__ = __rpow__ = __neg__ = __pos__ = __abs__ = __floor__ = __ceil__ = _raise
+    __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __index__ = __int__ = _raise
+    __eq__ = __ne__ = _raise  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]
+    numerator = denominator = property(_raise)
+
+    def __repr__(self) -> str:
+        return "<undefined: division by zero>"
+
+
+numbers.Rational.register(_Undefined)  # so Fraction(x, y) asks for .numerator and raises too
+_UNDEFINED = _Undefined()
+
+
+def normalize(value: int | Fraction) -> int | Fraction:
+    """An integral Fraction becomes an int, so results compare and print as users expect."""
+    if type(value) is int:
+        return value
+    if value.denominator == 1:
+        return value.numerator
+    return value
+
+
+class CompiledPipeline(Frozen):
+    """A pipeline's closures; every one takes the params positionally, in declaration order.
+
+    `source` is the generated Python of its factories, for reading and auditing.
+    """
+
+    __slots__ = ("admissible", "checked", "contracts", "fields", "iterations", "source")
+    fields: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: iterations, memory, time
+    iterations: Callable[..., tuple[Any, ...]]  # all stages' iterations
+    admissible: Callable[..., Any] | None  # every contract at once (None: no contracts)
+    contracts: tuple[Callable[..., Any], ...]  # each contract alone
+    checked: tuple[Callable[..., Any], ...]  # the fast checked entries (iterations, memory, time)
+    source: str
+
+
+def compile_plans(plans: Sequence[PipelinePlan]) -> dict[str, Callable[..., Any]]:
+    """Compile every distinct factory of these plans in one module: factory text -> factory."""
+    unique = list(dict.fromkeys(f.text for plan in plans for f in plan.functions))
+    source = "".join(text.replace("{name}", f"_g{i}", 1) for i, text in enumerate(unique))
+    namespace: dict[str, object] = {
+        "__builtins__": {}, "_F": Fraction, "_floor": math.floor, "_ceil": math.ceil, "_abs": abs,
+        "_min": min, "_max": max, "_n": normalize, "_U": _UNDEFINED, "_Z": ZeroDivisionError,
+        "_type": type, "_int": int, "_P": NO_POSITIONAL,
+    }  # fmt: skip
+    # The source is generated from validated nodes only (runtime/codegen.py); empty builtins are a
+    # second fence. This is the only place the runtime compiles anything.
+    exec(compile(source, "<workload formulas>", "exec"), namespace)  # noqa: S102
+    return {text: namespace[f"_g{i}"] for i, text in enumerate(unique)}  # type: ignore[misc]
+
+
+def instantiate(
+    decl: PipelineDecl,
+    plan: PipelinePlan,
+    factories: dict[str, Callable[..., Any]],
+    fallbacks: tuple[Callable[..., Any], ...],
+) -> CompiledPipeline:
+    """A pipeline's closures from compiled factories, with its constants and defaults.
+
+    `fallbacks[k]` receives `(stage, unknown_kwargs, values, guard)` when the checked entry for
+    field `k` (iterations, memory, time) meets anything irregular; `guard` is NO_POSITIONAL unless
+    params were passed by position.
+    """
+    defaults = tuple(p.default for p in decl.params)
+    *plain, checked_plan = plan.functions
+    built = [factories[f.text](f.consts) if f.factory else factories[f.text] for f in plain]
+    n, m = len(decl.stages), len(decl.contracts)
+    fields = tuple(tuple(built[3 * s : 3 * s + 3]) for s in range(n))
+    contracts = tuple(built[3 * n + 2 : 3 * n + 2 + m])
+    tables = [{st.name: fields[s][k] for s, st in enumerate(decl.stages)} for k in range(3)]
+    integral = (int if plan.rational else None, None, None)  # int-typed code yields ints itself
+    names = tuple(p.name for p in decl.params)
+    make_checked = factories[checked_plan.text]
+    checked = tuple(
+        rename(make_checked(checked_plan.consts, defaults, contracts, tables[k], fallbacks[k], integral[k]),
+               names, _FIELD_NAMES[k])
+        for k in range(3)
+    )  # fmt: skip
+    source = "".join(f.text.replace("{name}", f.role, 1) for f in plan.functions)
+    admissible = built[3 * n + 1] if m else None
+    return CompiledPipeline(fields, built[3 * n], admissible, contracts, checked, source)
+
+
+def compile_pipeline(
+    decl: PipelineDecl, fallbacks: tuple[Callable[..., Any], ...]
+) -> CompiledPipeline:
+    """Plan, compile and instantiate one pipeline on its own (a book compiles all at once)."""
+    plan = plan_pipeline(decl)
+    return instantiate(decl, plan, compile_plans([plan]), fallbacks)
+
+
+class _NoPositional:
+    """Default of a checked entry's guard parameter: anything else means params came by position."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<params are keyword-only>"
+
+
+NO_POSITIONAL = _NoPositional()
+
+
+def rename(
+    fn: Callable[..., object], param_names: tuple[str, ...], name: str
+) -> Callable[..., object]:
+    """Give a checked entry the params' real names as keyword parameters, so CPython binds
+    `steps=4` itself. Only the code object's variable *names* change (locals are read by index),
+    so no text from the file is ever compiled; plain locals get names no identifier can take."""
+    code = fn.__code__  # type: ignore[attr-defined]
+    assert code.co_kwonlyargcount == 0 and not code.co_cellvars  # only names change below
+    mapping = {f"p{i}": pname for i, pname in enumerate(param_names)}
+    mapping["_s"] = _fresh("stage", param_names)
+    mapping["_kw"] = _fresh("params", param_names)
+    mapping["_x"] = _fresh("_", param_names)
+    varnames = tuple(mapping.get(v, f"<{v}>") for v in code.co_varnames)
+    renamed = types.FunctionType(
+        code.replace(co_varnames=varnames, co_name=name, co_qualname=f"Pipeline.{name}")
+        if hasattr(code, "co_qualname")
+        else code.replace(co_varnames=varnames, co_name=name),
+        fn.__globals__,  # type: ignore[attr-defined]
+        name,
+        fn.__defaults__,  # type: ignore[attr-defined]
+        fn.__closure__,  # type: ignore[attr-defined]
+    )
+    kwdefaults = fn.__kwdefaults__  # type: ignore[attr-defined]
+    renamed.__kwdefaults__ = {mapping[k]: v for k, v in kwdefaults.items()} if kwdefaults else None
+    renamed.__qualname__ = f"Pipeline.{name}"
+    return renamed
+
+
+def _fresh(base: str, taken: tuple[str, ...]) -> str:
+    """`base`, or `base_`, `base__`...: a parameter name that no param of the pipeline uses."""
+    while base in taken:
+        base += "_"
+    return base

@@ -1,0 +1,289 @@
+"""FormulaBook and Pipeline: checked, exact evaluation of compiled formulas for a serving worker."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from fractions import Fraction
+from types import MappingProxyType
+
+from .artifact import read_artifact
+from .codegen import PipelinePlan
+from .domain import SEARCH_LIMIT, Args, Domain
+from .errors import (
+    ArtifactError,
+    EvaluationError,
+    ParamError,
+    UnknownPipelineError,
+    UnknownStageError,
+)
+from .evaluator import NO_POSITIONAL, compile_plans, instantiate, plan_pipeline
+from .ir import Artifact, ParamInfo, PipelineDecl, SourceDecl, StageValues
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["SEARCH_LIMIT", "FormulaBook", "ParamInfo", "Pipeline", "StageValues", "load_formulas"]
+
+_FIELDS = ("iterations", "memory", "time")
+
+
+class Pipeline:
+    """One resolved pipeline: checked, exact evaluation over closures built once at load.
+
+    `iterations`, `memory` and `time` below are the reference implementation. Each instance
+    shadows them with generated entries (runtime/evaluator.py) that bind params in C, answer the
+    regular case inline and hand anything irregular back to these methods, so both behave alike.
+    """
+
+    def __init__(
+        self,
+        decl: PipelineDecl,
+        plan: PipelinePlan | None = None,
+        factories: dict[str, Callable[..., Any]] | None = None,
+    ) -> None:
+        """Build from a validated declaration; a FormulaBook passes the plan and the factories it
+        compiled for all its pipelines at once."""
+        self.name = decl.name
+        self.extends = decl.extends
+        self.stages = tuple(s.name for s in decl.stages)
+        self.contracts = tuple(c.text for c in decl.contracts)
+        self.param_names = tuple(p.name for p in decl.params)
+        owned = {
+            p.name: tuple(c.text for c in decl.contracts if c.param == p.name) for p in decl.params
+        }
+        self.params: Mapping[str, ParamInfo] = MappingProxyType(
+            {
+                p.name: ParamInfo(p.name, p.type, p.default, p.min, p.max, owned[p.name])
+                for p in decl.params
+            }
+        )
+        plan = plan or plan_pipeline(decl)
+        factories = factories or compile_plans([plan])
+        compiled = instantiate(decl, plan, factories, tuple(self._fallback(k) for k in range(3)))
+        self._domain = Domain(decl, compiled.admissible, compiled.contracts)
+        self._defaults = self._domain.defaults
+        self._fields = tuple(
+            dict(zip(self.stages, (f[k] for f in compiled.fields))) for k in range(3)
+        )
+        self._iters = compiled.iterations
+        # The generated Python (built from indices only, never from the file's text), for reading.
+        self.source = compiled.source
+        self._default_iterations = self._check_defaults(decl.index)
+        self.iterations, self.memory, self.time = compiled.checked  # type: ignore[assignment]
+        for fast, reference in zip(
+            compiled.checked, (Pipeline.iterations, Pipeline.memory, Pipeline.time)
+        ):
+            fast.__doc__ = reference.__doc__
+
+    def __repr__(self) -> str:
+        return f"<Pipeline {self.name!r}: params {', '.join(self.param_names)}; stages {', '.join(self.stages)}>"
+
+    @property
+    def default_workload(self) -> dict[str, int | bool]:
+        """The params' defaults: the estimators' target workload (a fresh dict)."""
+        return dict(zip(self.param_names, self._defaults))
+
+    def iterations(self, stage: str, /, **params: int | bool) -> int:
+        """How many times the stage's repeated unit runs at this point (missing params: defaults)."""
+        value = self._value(0, stage, params)
+        assert type(value) is int
+        return value
+
+    def memory(self, stage: str, /, **params: int | bool) -> int | Fraction:
+        """What the stage's activation memory is proportional to, exactly."""
+        return self._value(1, stage, params)
+
+    def time(self, stage: str, /, **params: int | bool) -> int | Fraction:
+        """What one iteration's time is proportional to, exactly."""
+        return self._value(2, stage, params)
+
+    def evaluate(self, **params: int | bool) -> dict[str, StageValues]:
+        """Every stage's iterations, memory and time at one point."""
+        args = self._domain.bind(params) if params else self._defaults
+        result = {}
+        for stage in self.stages:
+            iterations, memory, time = (self._field(k, stage, args) for k in range(3))
+            result[stage] = StageValues(int(iterations), memory, time)
+        return result
+
+    def stage_iterations(
+        self, probe: Mapping[str, int | bool], target: Mapping[str, int | bool] | None = None
+    ) -> dict[str, tuple[int, int]]:
+        """Per stage `(measured, target)`: iterations at the probe and at the target (default workload)."""
+        measured = self._all_iterations(probe)
+        wanted = self._default_iterations if target is None else self._all_iterations(target)
+        return {stage: (m, t) for stage, m, t in zip(self.stages, measured, wanted)}
+
+    def is_admissible(self, **params: int | bool) -> bool:
+        """Whether the point lies in every range and satisfies every contract (types are checked)."""
+        args, in_range = self._domain.assign(params)
+        return in_range and self._domain.holds(args)
+
+    def violations(self, **params: int | bool) -> tuple[str, ...]:
+        """Each range or contract the point violates, readably (`frames = 80 violates ...`)."""
+        return self._domain.violations(self._domain.assign(params)[0])[0]
+
+    def largest_admissible(self, name: str, /, at_most: int, **others: int | bool) -> int | None:
+        """The largest value of int param `name`, at most `at_most`, admissible with `others`, found
+        within SEARCH_LIMIT values below `at_most` (capped by the range); else None."""
+        return self._domain.largest(name, at_most, others)
+
+    def compiled_iterations(self, stage: str) -> Callable[..., int | Fraction]:
+        """The raw closure: unchecked, every param positional, in `param_names` order."""
+        return self._raw(0, stage)
+
+    def compiled_memory(self, stage: str) -> Callable[..., int | Fraction]:
+        """The raw memory closure (unchecked; see `compiled_iterations`)."""
+        return self._raw(1, stage)
+
+    def compiled_time(self, stage: str) -> Callable[..., int | Fraction]:
+        """The raw time closure (unchecked; see `compiled_iterations`)."""
+        return self._raw(2, stage)
+
+    # ------------------------------------------------------------ internals
+
+    def _fallback(self, field: int) -> Callable[..., object]:
+        """The general path behind a fast entry: rebuild the params given, call the reference method."""
+        method = (Pipeline.iterations, Pipeline.memory, Pipeline.time)[field]
+
+        def fallback(
+            stage: str, unknown: dict[str, object], values: tuple[object, ...], guard: object
+        ) -> object:
+            """Called by the fast entry with the values it bound, to redo the call the slow way."""
+            if guard is not NO_POSITIONAL:
+                raise TypeError(
+                    f"{_FIELDS[field]}() takes the stage by position and params by keyword only"
+                )
+            params = {
+                n: v for n, v, d in zip(self.param_names, values, self._defaults) if v is not d
+            }
+            params.update(unknown)
+            return method(self, stage, **params)  # type: ignore[arg-type]
+
+        return fallback
+
+    def _value(self, field: int, stage: str, params: Mapping[str, object]) -> int | Fraction:
+        """The reference path of `iterations`, `memory` and `time`."""
+        if stage not in self._fields[field]:
+            raise UnknownStageError(self.name, str(stage), self.stages)
+        args = self._domain.bind(params) if params else self._defaults
+        return self._field(field, stage, args)
+
+    def _field(self, field: int, stage: str, args: Args) -> int | Fraction:
+        """One stage field at a bound point, with its division and result checks."""
+        fn = self._fields[field][stage]
+        return self._check(field, stage, self._call(fn, args, f"{stage}.{_FIELDS[field]}"), args)
+
+    def _call(self, fn: Callable[..., Any], args: Args, what: str | None = None) -> Any:
+        """Call a closure; division by zero becomes an EvaluationError naming the stage field."""
+        try:
+            return fn(*args)
+        except ZeroDivisionError:
+            what = what or self._culprit(args)
+            message = (
+                f"division by zero evaluating {self.name}.{what} at {self._domain.point(args)}"
+            )
+            raise EvaluationError(message, self.name, what) from None
+
+    def _check(self, field: int, stage: str, value: object, args: Args) -> int | Fraction:
+        """Iterations must be a non-negative int, measures non-negative (exact int or Fraction)."""
+        if _valid(field, value):
+            return value  # type: ignore[return-value]
+        want = "a non-negative integer" if field == 0 else "non-negative"
+        what = f"{stage}.{_FIELDS[field]}"
+        message = f"{self.name}.{what} is {value}, not {want}, at {self._domain.point(args)}"
+        raise EvaluationError(message, self.name, what)
+
+    def _all_iterations(self, params: Mapping[str, object]) -> tuple[int, ...]:
+        """Every stage's iterations at one point, in one call (for `stage_iterations`)."""
+        if not isinstance(params, Mapping):
+            message = f"expected a mapping of params, got {type(params).__name__}"
+            raise ParamError(message, self.name, None)
+        args = self._domain.bind(params) if params else self._defaults
+        values = self._call(self._iters, args)
+        assert isinstance(values, tuple)
+        return tuple(int(self._check(0, stage, v, args)) for stage, v in zip(self.stages, values))
+
+    def _raw(self, field: int, stage: str) -> Callable[..., int | Fraction]:
+        """A stage field's closure as is, for callers that check their own points."""
+        fn = self._fields[field].get(stage)
+        if fn is None:
+            raise UnknownStageError(self.name, str(stage), self.stages)
+        return fn  # type: ignore[return-value]
+
+    def _culprit(self, args: Args) -> str:
+        """Which stage field divides by zero (re-evaluated one by one, only on the error path)."""
+        for k, table in enumerate(self._fields):
+            for stage, fn in table.items():
+                try:
+                    fn(*args)
+                except ZeroDivisionError:
+                    return f"{stage}.{_FIELDS[k]}"
+        return "a stage"
+
+    def _check_defaults(self, index: int) -> tuple[int, ...]:
+        """The default workload must be admissible and evaluable, or the artifact is broken."""
+        where = f"pipelines[{index}]"
+        for k in self._domain.failing_contracts(self._defaults)[:1]:
+            message = f"the default workload violates `{self.contracts[k]}`"
+            raise ArtifactError(f"{where}.contracts[{k}]", message)
+        for s, stage in enumerate(self.stages):
+            for k, table in enumerate(self._fields):
+                problem: str | None
+                try:
+                    value = table[stage](*self._defaults)
+                    problem = None if _valid(k, value) else str(value)
+                except ZeroDivisionError:
+                    problem = "division by zero"
+                if problem is not None:
+                    message = f"at the default workload this is {problem}, which is invalid"
+                    raise ArtifactError(f"{where}.stages[{s}].{_FIELDS[k]}.expr", message)
+        return tuple(self._iters(*self._defaults))
+
+
+def _valid(field: int, value: object) -> bool:
+    """Iterations (field 0) are non-negative ints; measures non-negative ints or Fractions."""
+    if type(value) is int:
+        return value >= 0
+    return field != 0 and type(value) is Fraction and value >= 0
+
+
+class FormulaBook(Mapping[str, Pipeline]):
+    """Every pipeline of one artifact by name; `book["x"]` raises UnknownPipelineError (a KeyError)."""
+
+    __slots__ = ("_pipelines", "compiler", "format_version", "sources")
+
+    def __init__(self, artifact: Artifact) -> None:
+        plans = [plan_pipeline(decl) for decl in artifact.pipelines]
+        factories = compile_plans(plans)  # one compile for the book: shared formulas compile once
+        self._pipelines = {
+            decl.name: Pipeline(decl, plan, factories)
+            for decl, plan in zip(artifact.pipelines, plans)
+        }
+        self.format_version = artifact.format_version
+        self.compiler = (artifact.compiler_name, artifact.compiler_version)
+        self.sources: tuple[SourceDecl, ...] = artifact.sources
+
+    def __getitem__(self, name: str) -> Pipeline:
+        try:
+            return self._pipelines[name]
+        except (KeyError, TypeError):
+            raise UnknownPipelineError(str(name), tuple(self._pipelines)) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._pipelines)
+
+    def __len__(self) -> int:
+        return len(self._pipelines)
+
+    def __repr__(self) -> str:
+        return f"<FormulaBook: {', '.join(self._pipelines) or 'no pipelines'}>"
+
+
+def load_formulas(
+    source: str | bytes | bytearray | os.PathLike[str] | Mapping[str, object],
+) -> FormulaBook:
+    """Load and validate an artifact (a path, JSON text or bytes, or a parsed mapping) once, at start-up."""
+    return FormulaBook(read_artifact(source))

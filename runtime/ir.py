@@ -1,0 +1,240 @@
+"""Frozen value types of the runtime: the validated artifact's declarations and evaluation results.
+
+Hand-rolled instead of attrs because `import attrs` alone takes ~30 ms on the serving machines,
+the whole budget for importing the runtime and loading an artifact.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+__all__ = [
+    "NUMERIC",
+    "Artifact",
+    "ContractDecl",
+    "Expr",
+    "FieldDecl",
+    "Frozen",
+    "LetDecl",
+    "ParamDecl",
+    "ParamInfo",
+    "PipelineDecl",
+    "SourceDecl",
+    "Span",
+    "StageDecl",
+    "StageValues",
+]
+
+NUMERIC = ("int", "rat")  # static numeric types of expressions: `rat` may hold a Fraction
+# Where a declaration came from: (source index, line, column, end line, end column), 1-based lines
+# and columns, exclusive end. A plain tuple: there are many, and nothing reads them at run time.
+Span = tuple[int, int, int, int, int]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # tells mypy that subclasses get an __init__ from their annotations
+    from typing import dataclass_transform
+else:
+
+    def dataclass_transform(**_: object) -> object:
+        """A no-op at run time: the decorator only informs type checkers."""
+        return lambda cls: cls
+
+
+@dataclass_transform(frozen_default=True, eq_default=True)
+class Frozen:
+    """Immutable slotted value: fields are the class's annotations, in order, set once by __init__."""
+
+    __slots__ = ()
+    _names: tuple[str, ...] = ()
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        # (not inspect.get_annotations: importing inspect costs ~9 ms of the load budget)
+        cls._names = tuple(cls.__dict__.get("__annotations__", {}))  # noqa: RUF063
+        assert set(cls._names) == set(cls.__slots__), (
+            f"{cls.__name__}: slots and annotations differ"
+        )
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        names = self._names
+        if len(args) == len(names) and not kwargs:  # the loader's case: positional, complete
+            for name, value in zip(names, args):
+                object.__setattr__(self, name, value)
+            return
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes {len(names)} fields, got {len(args)}")
+        values = dict(zip(names, args))
+        for name, value in kwargs.items():
+            if name not in names or name in values:
+                raise TypeError(f"{type(self).__name__}: unexpected or repeated field {name!r}")
+            values[name] = value
+        for name in names:
+            if name not in values:
+                raise TypeError(f"{type(self).__name__}: missing field {name!r}")
+            object.__setattr__(self, name, values[name])
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _fields(self) -> tuple[object, ...]:
+        """The field values in constructor order, for equality, hashing and pickling."""
+        return tuple(getattr(self, name) for name in self._names)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._fields()))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._names)
+        return f"{type(self).__name__}({inner})"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), self._fields())
+
+
+class StageValues(Frozen):
+    """One stage at one point: `iterations` is an int, `memory` and `time` exact (int or Fraction)."""
+
+    __slots__ = ("iterations", "memory", "time")
+    iterations: int
+    memory: int | Fraction
+    time: int | Fraction
+
+
+class ParamInfo(Frozen):
+    """A param's metadata: `type` is "int" or "bool"; `max` None means inf; `contracts` as text."""
+
+    __slots__ = ("contracts", "default", "max", "min", "name", "type")
+    name: str
+    type: str
+    default: int | bool
+    min: int | None
+    max: int | None
+    contracts: tuple[str, ...]
+
+    @property
+    def range_text(self) -> str:
+        """The range as the language writes it (`[1, 1000]`, `[0, inf]`); empty for a bool."""
+        if self.type == "bool":
+            return ""
+        return f"[{self.min}, {'inf' if self.max is None else self.max}]"
+
+
+class Expr(Frozen):
+    """A validated expression node: `type` is int/rat/bool; `ref` indexes params or lets."""
+
+    __slots__ = ("args", "exp", "kind", "ref", "type", "value")
+    kind: str
+    type: str
+    args: tuple[Expr, ...]
+    value: int | Fraction | bool | None
+    ref: int | None
+    exp: int | None
+
+    def __init__(
+        self,
+        kind: str,
+        type: str,
+        args: tuple[Expr, ...],
+        value: int | Fraction | bool | None,
+        ref: int | None,
+        exp: int | None,
+    ) -> None:
+        """Spelled out (twice as fast as the generic one): an artifact has thousands of nodes."""
+        put = object.__setattr__
+        put(self, "kind", kind)
+        put(self, "type", type)
+        put(self, "args", args)
+        put(self, "value", value)
+        put(self, "ref", ref)
+        put(self, "exp", exp)
+
+
+class ParamDecl(Frozen):
+    """A request parameter: `int` (with `min`; `max` None is inf) or `bool` (no range)."""
+
+    __slots__ = ("default", "max", "min", "name", "span", "type")
+    name: str
+    type: str
+    default: int | bool
+    min: int | None
+    max: int | None
+    span: Span
+
+
+class ContractDecl(Frozen):
+    """A `where` predicate: declared by param `param`, shown as `text`, decided by `expr`."""
+
+    __slots__ = ("expr", "param", "span", "text")
+    param: str
+    text: str
+    expr: Expr
+    span: Span
+
+
+class LetDecl(Frozen):
+    """A named derived value; refers only to params and earlier lets."""
+
+    __slots__ = ("expr", "name", "span")
+    name: str
+    expr: Expr
+    span: Span
+
+
+class FieldDecl(Frozen):
+    """One stage field; `span` is None when the source left the field out (its default)."""
+
+    __slots__ = ("expr", "span")
+    expr: Expr
+    span: Span | None
+
+
+class StageDecl(Frozen):
+    """A stage with its three fields, named as the serving code names it."""
+
+    __slots__ = ("iterations", "memory", "name", "span", "time")
+    name: str
+    iterations: FieldDecl
+    memory: FieldDecl
+    time: FieldDecl
+    span: Span
+
+
+class PipelineDecl(Frozen):
+    """A fully resolved pipeline; `index` is its position in `pipelines`, for error paths."""
+
+    __slots__ = ("contracts", "extends", "index", "lets", "name", "params", "span", "stages")
+    name: str
+    extends: str | None
+    params: tuple[ParamDecl, ...]
+    contracts: tuple[ContractDecl, ...]
+    lets: tuple[LetDecl, ...]
+    stages: tuple[StageDecl, ...]
+    span: Span
+    index: int
+
+
+class SourceDecl(Frozen):
+    """A compiled source file and the sha256 of its bytes."""
+
+    __slots__ = ("path", "sha256")
+    path: str
+    sha256: str
+
+
+class Artifact(Frozen):
+    """The whole validated document."""
+
+    __slots__ = ("compiler_name", "compiler_version", "format_version", "pipelines", "sources")
+    format_version: int
+    compiler_name: str
+    compiler_version: str
+    sources: tuple[SourceDecl, ...]
+    pipelines: tuple[PipelineDecl, ...]

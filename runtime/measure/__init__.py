@@ -1,0 +1,80 @@
+"""Measuring warmup requests: recorder, memory backends, layer uses, probes, serving transition.
+
+Imports torch (the runtime's formula evaluation does not); diffusers only inside ``examples``.
+"""
+
+from runtime.measure.backends import (
+    AllocatorBackend,
+    LiveTensorBackend,
+    MemoryBackend,
+    PeakWindows,
+    backend_for,
+)
+from runtime.measure.diffusers_hooks import (
+    WAN_STAGES,
+    diffusers_recorder,
+    run_pipeline,
+    step_callback,
+)
+from runtime.measure.distributed import (
+    LOCAL,
+    Agreement,
+    TorchDistributedAgreement,
+    agree_lighten_steps,
+    agreement,
+    reduce_record,
+)
+from runtime.measure.layers import LayerUseTracker, count_hooks, repeated_layers
+from runtime.measure.probe import (
+    ProbeAxes,
+    ProbeOutcome,
+    ProbePlan,
+    allocator_margin,
+    calibrate,
+    is_out_of_memory,
+    lighten_sequence,
+    plan_probe,
+    predict_peak,
+    run_probe,
+)
+from runtime.measure.recorder import AutoStages, FormulaPipeline, Request, WarmupRecorder
+from runtime.measure.serving import ServingMonitor, ServingPeak, TransitionReport, enter_serving
+
+__all__ = [
+    "LOCAL",
+    "WAN_STAGES",
+    "Agreement",
+    "AllocatorBackend",
+    "AutoStages",
+    "FormulaPipeline",
+    "LayerUseTracker",
+    "LiveTensorBackend",
+    "MemoryBackend",
+    "PeakWindows",
+    "ProbeAxes",
+    "ProbeOutcome",
+    "ProbePlan",
+    "Request",
+    "ServingMonitor",
+    "ServingPeak",
+    "TorchDistributedAgreement",
+    "TransitionReport",
+    "WarmupRecorder",
+    "agree_lighten_steps",
+    "agreement",
+    "allocator_margin",
+    "backend_for",
+    "calibrate",
+    "count_hooks",
+    "diffusers_recorder",
+    "enter_serving",
+    "is_out_of_memory",
+    "lighten_sequence",
+    "plan_probe",
+    "predict_peak",
+    "reduce_record",
+    "repeated_layers",
+    "run_pipeline",
+    "run_probe",
+    "step_callback",
+]

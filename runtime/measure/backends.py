@@ -1,0 +1,319 @@
+"""Memory backends: one interface over the CUDA caching allocator and an exact CPU tensor count.
+
+Both backends expose the same four primitives (current allocated, peak allocated, peak reserved,
+reset the peak to the current value); everything else — nested phase windows, per-iteration peaks,
+the warmup -> serving reset — is written once on top of them (``PeakWindows`` here, the recorder).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from attrs import define, field
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """What the recorder needs of a device: allocator counters, a clock barrier, a pool release."""
+
+    name: str
+    device: torch.device
+
+    def current_allocated(self) -> int:
+        """Bytes held by live tensors now."""
+
+    def peak_allocated(self) -> int:
+        """Highest ``current_allocated`` since the last ``reset_peak``."""
+
+    def peak_reserved(self) -> int:
+        """Highest bytes reserved from the device (allocator pool included) since the last reset."""
+
+    def reset_peak(self) -> None:
+        """Make both peaks equal to the current values: the start of a new measuring window."""
+
+    def synchronize(self) -> None:
+        """Wait for queued device work, so a clock read afterwards means something."""
+
+    def release_pool(self) -> None:
+        """Give cached but unused allocator memory back to the device."""
+
+    def memory_info(self) -> tuple[int, int]:
+        """``(free, total)`` bytes of the device, as the probe planner sees them."""
+
+    def tracking(self) -> contextlib.AbstractContextManager[Any]:
+        """Context in which allocations are counted (the CPU tracker must be active to see them)."""
+
+    def track_existing(self, tensors: Iterable[torch.Tensor]) -> None:
+        """Count tensors created before tracking began (weights), so the baseline includes them."""
+
+
+# --- accelerators: the device module's own allocator statistics --------------------------------
+
+
+@define
+class AllocatorBackend:
+    """CUDA (or any accelerator with the same memory API) through ``torch.get_device_module``."""
+
+    device: torch.device
+    module: Any = field(default=None)
+    name: str = "allocator"
+
+    def __attrs_post_init__(self) -> None:
+        if self.module is None:
+            self.module = torch.get_device_module(self.device)
+        if self.device.index is None:
+            self.device = torch.device(self.device.type, self.module.current_device())
+        self.name = f"{self.device.type}-allocator"
+
+    def current_allocated(self) -> int:
+        return int(self.module.memory_allocated(self.device))
+
+    def peak_allocated(self) -> int:
+        return int(self.module.max_memory_allocated(self.device))
+
+    def peak_reserved(self) -> int:
+        return int(self.module.max_memory_reserved(self.device))
+
+    def reset_peak(self) -> None:
+        self.module.reset_peak_memory_stats(self.device)
+
+    def synchronize(self) -> None:
+        self.module.synchronize(self.device)
+
+    def release_pool(self) -> None:
+        self.module.empty_cache()
+
+    def memory_info(self) -> tuple[int, int]:
+        free, total = self.module.mem_get_info(self.device)
+        return int(free), int(total)
+
+    def tracking(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def track_existing(self, tensors: Iterable[torch.Tensor]) -> None:
+        """The allocator already counts every tensor on the device."""
+
+
+# --- CPU: live tensor storages seen at the dispatcher ------------------------------------------
+
+
+@define
+class LiveStorageCounter:
+    """Live bytes per untyped storage, counted once however many views or in-place ops touch it.
+
+    Storages are keyed by the identity of their Python object (torch keeps one per storage for its
+    whole life) and forgotten by a weakref callback when freed. Not by ``data_ptr``: a resize moves
+    the data and every empty storage shares pointer 0.
+    """
+
+    current: int = 0
+    peak: int = 0
+    _live: dict[int, tuple[int, weakref.ref[Any]]] = field(factory=dict)
+
+    def add(self, storage: torch.UntypedStorage) -> None:
+        """Count a storage the first time it is seen (an op allocated it); forget it when freed."""
+        key = id(storage)
+        entry = self._live.get(key)
+        if entry is not None:
+            self._resize(key, entry, storage)
+            return
+        nbytes = storage.nbytes()
+        self._live[key] = (nbytes, weakref.ref(storage, self._finalizer(key)))
+        self.current += nbytes
+        self.peak = max(self.peak, self.current)
+
+    def refresh(self, storage: torch.UntypedStorage) -> None:
+        """An op wrote into a storage (in place, ``out=``) and may have resized it: follow it."""
+        entry = self._live.get(id(storage))
+        if entry is not None:
+            self._resize(id(storage), entry, storage)
+
+    def _resize(
+        self, key: int, entry: tuple[int, weakref.ref[Any]], storage: torch.UntypedStorage
+    ) -> None:
+        nbytes = storage.nbytes()
+        if nbytes != entry[0] and entry[1]() is storage:
+            self._live[key] = (nbytes, entry[1])
+            self.current += nbytes - entry[0]
+            self.peak = max(self.peak, self.current)
+
+    def _finalizer(self, key: int) -> Callable[[weakref.ref[Any]], None]:
+        def drop(ref: weakref.ref[Any]) -> None:
+            entry = self._live.get(key)
+            if entry is not None and entry[1] is ref:
+                del self._live[key]
+                self.current -= entry[0]
+
+        return drop
+
+    @property
+    def live_storages(self) -> int:
+        """How many storages are being followed."""
+        return len(self._live)
+
+    def reset_peak(self) -> None:
+        self.peak = self.current
+
+
+class _LiveStorageMode(TorchDispatchMode):
+    """Sees every aten op's outputs and counts the storages that the op newly allocated."""
+
+    def __init__(self, counter: LiveStorageCounter, device_type: str) -> None:
+        super().__init__()
+        self.counter = counter
+        self.device_type = device_type
+        self.aliasing: dict[Any, bool] = {}  # per OpOverload: do its outputs alias its inputs?
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """Opt out of wrapping ``__torch_dispatch__`` in ``torch._dynamo.disable``.
+
+        The wrapper imports torch._dynamo on first use (seconds) and costs about a microsecond per
+        op; the tracker measures eager warmup code, which dynamo never traces.
+        """
+        return False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        aliasing = self.aliasing.get(func)
+        if aliasing is None:
+            aliasing = any(r.alias_info is not None for r in func._schema.returns)
+            self.aliasing[func] = aliasing
+        seen = self.counter.refresh if aliasing else self.counter.add
+        if type(out) is torch.Tensor:
+            if out.device.type == self.device_type:
+                seen(out.untyped_storage())
+        elif isinstance(out, (tuple, list)):
+            for t in out:
+                if type(t) is torch.Tensor and t.device.type == self.device_type:
+                    seen(t.untyped_storage())
+        return out
+
+
+def _available_memory() -> tuple[int, int]:
+    """``(available, total)`` host memory from /proc/meminfo, falling back to sysconf."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in handle}
+        return info["MemAvailable"], info["MemTotal"]
+    except (OSError, KeyError, ValueError, IndexError):
+        page = os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
+
+@define
+class LiveTensorBackend:
+    """Exact CPU accounting: bytes of live storages created while tracking (plus those seeded)."""
+
+    device: torch.device = field(factory=lambda: torch.device("cpu"))
+    name: str = "cpu-live-tensors"
+    counter: LiveStorageCounter = field(factory=LiveStorageCounter)
+    _mode: _LiveStorageMode | None = field(default=None, init=False)
+    _depth: int = field(default=0, init=False)
+
+    def current_allocated(self) -> int:
+        return self.counter.current
+
+    def peak_allocated(self) -> int:
+        return self.counter.peak
+
+    def peak_reserved(self) -> int:
+        """No caching pool on the CPU: reserved is what is allocated."""
+        return self.counter.peak
+
+    def reset_peak(self) -> None:
+        self.counter.reset_peak()
+
+    def synchronize(self) -> None:
+        """CPU ops finish before they return."""
+
+    def release_pool(self) -> None:
+        """Nothing cached to release on the CPU."""
+
+    def memory_info(self) -> tuple[int, int]:
+        return _available_memory()
+
+    @contextlib.contextmanager
+    def tracking(self) -> Iterator[None]:
+        """Push the counting dispatch mode (re-entrant: nested uses share one mode)."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self._mode = _LiveStorageMode(self.counter, self.device.type)
+        self._depth = 1
+        try:
+            with self._mode:
+                yield
+        finally:
+            self._depth = 0
+            self._mode = None
+
+    def track_existing(self, tensors: Iterable[torch.Tensor]) -> None:
+        for t in tensors:
+            if t.device.type == self.device.type:
+                self.counter.add(t.untyped_storage())
+
+
+def backend_for(device: str | torch.device = "auto") -> MemoryBackend:
+    """The backend for a device: ``"auto"`` picks CUDA when available, else the CPU tracker."""
+    if isinstance(device, str) and device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    if device.type == "cpu":
+        return LiveTensorBackend(device)
+    return AllocatorBackend(device)
+
+
+# --- nested windows over a backend whose peak is reset at every boundary -----------------------
+
+
+@define(eq=False)
+class Window:
+    """An open measuring window: the highest peaks seen in any segment while it was open."""
+
+    peak_allocated: int = 0
+    peak_reserved: int = 0
+
+
+@define
+class PeakWindows:
+    """Nested peak windows over one resettable counter.
+
+    At every boundary (a window opening or closing) the peak since the previous boundary is folded
+    into every open window and the device peak is reset, so an inner window's reset never hides an
+    outer window's peak. The same code serves CUDA and the CPU tracker.
+    """
+
+    backend: MemoryBackend
+    _open: list[Window] = field(factory=list)
+
+    def fold(self) -> None:
+        """Bring every open window up to date and start a new segment."""
+        allocated, reserved = self.backend.peak_allocated(), self.backend.peak_reserved()
+        for window in self._open:
+            window.peak_allocated = max(window.peak_allocated, allocated)
+            window.peak_reserved = max(window.peak_reserved, reserved)
+        self.backend.reset_peak()
+
+    def open(self) -> Window:
+        """Start a window at the current allocation."""
+        self.fold()
+        window = Window(self.backend.peak_allocated(), self.backend.peak_reserved())
+        self._open.append(window)
+        return window
+
+    def close(self, window: Window) -> Window:
+        """End a window (in any order) and return its final peaks."""
+        self.fold()
+        self._open.remove(window)
+        return window

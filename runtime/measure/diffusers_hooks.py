@@ -1,0 +1,96 @@
+"""Instrument a diffusers pipeline: component hooks mark stages, the step callback iterations.
+
+A diffusers pipeline does not say where its stages begin, so the recorder opens them from component
+use (``AutoStages``): the text encoder's forward opens the text-encoding stage, the
+transformer's the denoising stage (one iteration per ``callback_on_step_end``), ``vae.decode``
+the decoding stage.
+Nothing here imports diffusers: any object with the pipeline's attributes works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from runtime.measure.recorder import AutoStages, FormulaPipeline, Request, WarmupRecorder
+
+#: Stage names of the Wan family as the formulas (and the serving code) name them.
+WAN_STAGES = AutoStages(
+    stage_for={
+        "text_encoder": "TextEncodingStage",
+        "image_encoder": "ImageEncodingStage",
+        "transformer": "DenoisingStage",
+        "transformer_2": "DenoisingStage",
+        "vae": "DecodingStage",
+    },
+    iterative=frozenset({"DenoisingStage"}),
+)
+
+#: Components whose pipeline entry point is a method other than ``forward``.
+ENTRY_POINTS = {"vae": "decode"}
+
+#: How the formula params of a video pipeline map onto ``pipe(...)`` keyword arguments.
+WAN_CALL_ARGS = {
+    "steps": "num_inference_steps",
+    "frames": "num_frames",
+    "height": "height",
+    "width": "width",
+}
+
+
+def pipeline_modules(pipe: Any) -> dict[str, nn.Module]:
+    """The pipeline's ``nn.Module`` components by name (no schedulers, tokenizers or None)."""
+    return {name: c for name, c in pipe.components.items() if isinstance(c, nn.Module)}
+
+
+def diffusers_recorder(
+    formulas: FormulaPipeline,
+    pipe: Any,
+    device: str | torch.device = "auto",
+    *,
+    stages: AutoStages = WAN_STAGES,
+    layerwise: Iterable[str] = ("transformer",),
+    entry_points: Mapping[str, str] = ENTRY_POINTS,
+    **options: Any,
+) -> WarmupRecorder:
+    """A recorder wired to ``pipe``: its modules hooked, stages opened from component use."""
+    modules = pipeline_modules(pipe)
+    return WarmupRecorder(
+        formulas,
+        device,
+        components=modules,
+        layerwise=tuple(c for c in layerwise if c in modules),
+        entry_points={k: v for k, v in entry_points.items() if k in modules},
+        auto_stages=stages,
+        **options,
+    )
+
+
+def step_callback(
+    req: Request, chained: Callable[..., Any] | None = None
+) -> Callable[..., dict[str, Any]]:
+    """A ``callback_on_step_end`` ending the request's iteration, then calling ``chained``."""
+
+    def on_step_end(
+        pipe: Any, step: int, timestep: Any, callback_kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        req.step_end()
+        if chained is not None:
+            return chained(pipe, step, timestep, callback_kwargs)
+        return {}
+
+    return on_step_end
+
+
+def run_pipeline(
+    pipe: Any, req: Request, call_args: Mapping[str, str] = WAN_CALL_ARGS, **kwargs: Any
+) -> Any:
+    """Call ``pipe`` at the request's params (mapped by ``call_args``), step callback installed."""
+    for param, arg in call_args.items():
+        if param in req.params:
+            kwargs.setdefault(arg, req.params[param])
+    kwargs["callback_on_step_end"] = step_callback(req, kwargs.get("callback_on_step_end"))
+    return pipe(**kwargs)

@@ -1,0 +1,351 @@
+"""Warmup records: what one warmup request measured, as frozen values with an exact JSON round trip.
+
+A record is what the recorder (``runtime.measure``) hands to the estimators: memory peaks per
+phase and per iteration, durations, the stage ``(measured, target)`` iteration pairs taken from
+the compiled formulas, and how often each layer of a layerwise component ran. The JSON form is
+versioned (``RECORD_VERSION``) and checked strictly on the way in, so a file written by another
+version or edited by hand is refused with a ``RecordFormatError`` rather than half-read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+from attrs import field, frozen
+
+RECORD_FORMAT = "warmup-records"
+RECORD_VERSION = 1
+
+#: Phase kinds the recorder writes itself; users may add their own with ``req.phase(kind)``.
+PHASE_KINDS = ("stage", "component", "prefetch", "transition")
+#: Where a stage's ``measured`` iteration count came from, most authoritative first.
+ITERATION_SOURCES = ("explicit", "counted", "formula")
+
+ParamValue = int | bool
+
+
+class RecordFormatError(ValueError):
+    """A record file or JSON value that is not a valid warmup record of this version."""
+
+
+def _freeze_params(value: Mapping[str, ParamValue]) -> Mapping[str, ParamValue]:
+    """Params are read-only so a record can never be changed after the fact."""
+    return MappingProxyType(dict(value))
+
+
+def _strings(value: Iterable[str]) -> tuple[str, ...]:
+    """Component lists are stored as tuples so records stay immutable and comparable."""
+    return tuple(value)
+
+
+def _phases(value: Iterable[Phase]) -> tuple[Phase, ...]:
+    """Nested values are tuples, so a record is immutable all the way down."""
+    return tuple(value)
+
+
+def _iterations(value: Iterable[Iteration]) -> tuple[Iteration, ...]:
+    """Nested values are tuples, so a record is immutable all the way down."""
+    return tuple(value)
+
+
+def _pairs(value: Iterable[StageIterations]) -> tuple[StageIterations, ...]:
+    """Nested values are tuples, so a record is immutable all the way down."""
+    return tuple(value)
+
+
+def _uses(value: Iterable[LayerUse]) -> tuple[LayerUse, ...]:
+    """Nested values are tuples, so a record is immutable all the way down."""
+    return tuple(value)
+
+
+@frozen
+class ErrorInfo:
+    """Why a request failed: the exception's qualified type name and its message."""
+
+    type: str
+    message: str
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> ErrorInfo:
+        """Keep only strings, so a record never holds a traceback (and the tensors it pins)."""
+        kind = type(exc)
+        name = (
+            kind.__qualname__
+            if kind.__module__ == "builtins"
+            else f"{kind.__module__}.{kind.__qualname__}"
+        )
+        return cls(type=name, message=str(exc))
+
+
+@frozen
+class Phase:
+    """One phase of a request: its windows merged by (kind, name, stage), with their peak."""
+
+    kind: str
+    name: str
+    stage: str | None
+    count: int
+    allocated_before: int
+    peak_allocated: int
+    peak_reserved: int
+    duration_s: float
+    active_components: tuple[str, ...] = field(converter=_strings, default=())
+    used_components: tuple[str, ...] = field(converter=_strings, default=())
+
+
+@frozen
+class Iteration:
+    """One run of a stage's repeated unit (a denoising step): its peak and duration."""
+
+    stage: str
+    index: int
+    peak_allocated: int
+    peak_reserved: int
+    duration_s: float
+
+
+@frozen
+class StageIterations:
+    """How often a stage's unit ran in the probe (measured) and runs at the default workload."""
+
+    stage: str
+    measured: int
+    target: int
+    source: str
+
+
+@frozen
+class LayerUse:
+    """How often one layer of a layerwise component ran within one stage (None: no stage)."""
+
+    component: str
+    layer: str
+    stage: str | None
+    calls: int
+
+
+@frozen
+class WarmupRecord:
+    """Everything one warmup request measured; the estimators' only input besides the formulas."""
+
+    pipeline: str
+    device: str
+    backend: str
+    params: Mapping[str, ParamValue] = field(converter=_freeze_params, hash=False)
+    error: ErrorInfo | None
+    baseline_allocated: int
+    peak_allocated: int
+    peak_reserved: int
+    duration_s: float
+    phases: tuple[Phase, ...] = field(converter=_phases, default=())
+    iterations: tuple[Iteration, ...] = field(converter=_iterations, default=())
+    stage_iterations: tuple[StageIterations, ...] = field(converter=_pairs, default=())
+    layer_uses: tuple[LayerUse, ...] = field(converter=_uses, default=())
+
+    @property
+    def ok(self) -> bool:
+        """True when the request finished without raising."""
+        return self.error is None
+
+    @property
+    def peak_above_baseline(self) -> int:
+        """Activation memory of the request: its allocator peak minus what was live before it."""
+        return self.peak_allocated - self.baseline_allocated
+
+    @property
+    def stage_durations(self) -> dict[str, float]:
+        """Seconds spent in each stage, in stage order."""
+        return {p.name: p.duration_s for p in self.phases if p.kind == "stage"}
+
+    def iteration_pairs(self) -> dict[str, tuple[int, int]]:
+        """``{stage: (measured, target)}`` as the estimators consume it."""
+        return {s.stage: (s.measured, s.target) for s in self.stage_iterations}
+
+    def layer_totals(self) -> dict[tuple[str, str], int]:
+        """Calls per ``(component, layer)`` summed over stages."""
+        totals: dict[tuple[str, str], int] = {}
+        for use in self.layer_uses:
+            key = (use.component, use.layer)
+            totals[key] = totals.get(key, 0) + use.calls
+        return totals
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle through the JSON form (the read-only params mapping cannot be pickled itself)."""
+        return (WarmupRecord.from_json, (self.to_json(),))
+
+    def to_json(self) -> dict[str, Any]:
+        """The versioned JSON value of this record (plain dicts, lists, strings and numbers)."""
+        return {"version": RECORD_VERSION, **_encode(self)}
+
+    @classmethod
+    def from_json(cls, value: Any) -> WarmupRecord:
+        """Rebuild a record from ``to_json``'s value, refusing anything else."""
+        obj = _expect_keys(value, {"version"} | _FIELDS[cls], "record")
+        if obj["version"] != RECORD_VERSION or type(obj["version"]) is not int:
+            raise RecordFormatError(
+                f"record version {obj['version']!r} is not supported "
+                f"(this runtime reads version {RECORD_VERSION})"
+            )
+        return _decode(cls, {k: v for k, v in obj.items() if k != "version"}, "record")
+
+
+# --- JSON encoding: one table of field kinds, so encode and decode cannot drift apart ----------
+
+_NESTED: dict[type, dict[str, type]] = {
+    WarmupRecord: {
+        "error": ErrorInfo,
+        "phases": Phase,
+        "iterations": Iteration,
+        "stage_iterations": StageIterations,
+        "layer_uses": LayerUse,
+    },
+}
+_FIELDS: dict[type, set[str]] = {
+    cls: {f.name for f in attrs.fields(cls)}
+    for cls in (WarmupRecord, ErrorInfo, Phase, Iteration, StageIterations, LayerUse)
+}
+
+
+def _encode(value: Any) -> Any:
+    """Attrs values become dicts, tuples lists, mappings dicts; scalars pass through."""
+    if attrs.has(type(value)):
+        return {f.name: _encode(getattr(value, f.name)) for f in attrs.fields(type(value))}
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _encode(v) for k, v in value.items()}
+    return value
+
+
+def _expect_keys(value: Any, keys: set[str], where: str) -> dict[str, Any]:
+    """Exactly these keys, so a typo or a field from another version is an error, not a default."""
+    if not isinstance(value, dict):
+        raise RecordFormatError(f"{where}: expected an object, got {type(value).__name__}")
+    missing, extra = keys - value.keys(), value.keys() - keys
+    if missing or extra:
+        raise RecordFormatError(
+            f"{where}: missing keys {sorted(missing)}, unexpected keys {sorted(extra)}"
+        )
+    return value
+
+
+def _check(ok: bool, where: str, what: str, value: Any) -> None:
+    """Raise a RecordFormatError naming the field unless ``ok``."""
+    if not ok:
+        raise RecordFormatError(f"{where}: expected {what}, got {value!r}")
+
+
+def _scalar(kind: Any, value: Any, where: str) -> Any:
+    """Check one scalar field against its annotation (a bool is never an int, nor the reverse)."""
+    if kind in ("str", str):
+        _check(isinstance(value, str), where, "a string", value)
+    elif kind in ("str | None",):
+        _check(value is None or isinstance(value, str), where, "a string or null", value)
+    elif kind in ("int", int):
+        _check(type(value) is int and value >= 0, where, "a non-negative integer", value)
+    elif kind in ("float", float):
+        ok = type(value) in (int, float) and math.isfinite(value) and value >= 0
+        _check(ok, where, "a finite non-negative number", value)
+        value = float(value)
+    elif kind == "tuple[str, ...]":
+        _check(
+            isinstance(value, list) and all(isinstance(v, str) for v in value),
+            where,
+            "a list of strings",
+            value,
+        )
+    elif kind == "Mapping[str, ParamValue]":
+        ok = isinstance(value, dict) and all(type(v) in (int, bool) for v in value.values())
+        _check(ok, where, "an object of integers and booleans", value)
+    else:  # pragma: no cover - guards the table above against a new field type
+        raise AssertionError(f"no decoder for field type {kind!r}")
+    return value
+
+
+def _decode(cls: type, obj: dict[str, Any], where: str) -> Any:
+    """Build ``cls`` from a checked dict, recursing into the nested value types."""
+    nested = _NESTED.get(cls, {})
+    kwargs: dict[str, Any] = {}
+    for f in attrs.fields(cls):
+        raw, at = obj[f.name], f"{where}.{f.name}"
+        inner = nested.get(f.name)
+        if inner is None:
+            kwargs[f.name] = _scalar(f.type, raw, at)
+        elif f.name == "error":
+            kwargs[f.name] = (
+                None if raw is None else _decode(inner, _expect_keys(raw, _FIELDS[inner], at), at)
+            )
+        else:
+            _check(isinstance(raw, list), at, "a list", raw)
+            kwargs[f.name] = tuple(
+                _decode(inner, _expect_keys(item, _FIELDS[inner], f"{at}[{i}]"), f"{at}[{i}]")
+                for i, item in enumerate(raw)
+            )
+    return cls(**kwargs)
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def dumps_records(records: Iterable[WarmupRecord]) -> str:
+    """The text of a records file: format name, version and the records in order."""
+    doc = {
+        "format": RECORD_FORMAT,
+        "version": RECORD_VERSION,
+        "records": [r.to_json() for r in records],
+    }
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+
+def loads_records(text: str) -> list[WarmupRecord]:
+    """Parse a records file's text, refusing another format or version."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordFormatError(f"records file is not JSON: {exc}") from None
+    doc = _expect_keys(doc, {"format", "version", "records"}, "records file")
+    if doc["format"] != RECORD_FORMAT:
+        raise RecordFormatError(f"records file: format {doc['format']!r} is not {RECORD_FORMAT!r}")
+    if doc["version"] != RECORD_VERSION or type(doc["version"]) is not int:
+        raise RecordFormatError(
+            f"records file version {doc['version']!r} is not supported "
+            f"(this runtime reads version {RECORD_VERSION})"
+        )
+    _check(isinstance(doc["records"], list), "records file.records", "a list", doc["records"])
+    return [WarmupRecord.from_json(r) for r in doc["records"]]
+
+
+def save_records(path: str | os.PathLike[str], records: Iterable[WarmupRecord]) -> None:
+    """Write records atomically: a temp file in the same folder, fsync, then ``os.replace``."""
+    target = Path(path)
+    text = dumps_records(records)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_records(path: str | os.PathLike[str]) -> list[WarmupRecord]:
+    """Read a records file written by ``save_records``."""
+    return loads_records(Path(path).read_text(encoding="utf-8"))
+
+
+def append_records(path: str | os.PathLike[str], records: Iterable[WarmupRecord]) -> None:
+    """Add records to a file (created when missing), still atomically."""
+    target = Path(path)
+    existing = load_records(target) if target.exists() else []
+    save_records(target, [*existing, *records])

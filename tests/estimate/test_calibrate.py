@@ -1,0 +1,128 @@
+"""`dslc calibrate` end to end on real (tiny) diffusers pipelines, and its usage errors.
+
+The pipelines are built from tiny configs with random weights on the CPU; the runs are a few hundred
+milliseconds each. Memory on the CPU is counted exactly (live tensors), so the accuracy of the peak
+estimates is asserted; times are not (a shared machine's clocks are noisy).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from dslc.calibrate import calibrate, register
+from runtime.record import load_records
+
+pytest.importorskip("diffusers")
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(calibrate, list(args), catch_exceptions=False)
+
+
+def test_register_adds_the_command_to_a_group():
+    group = click.Group("dslc")
+    register(group)
+    assert group.get_command(click.Context(group), "calibrate") is calibrate
+
+
+@pytest.mark.slow
+def test_wan_verify_json_plot_and_records(tmp_path):
+    plot, records = tmp_path / "wan.png", tmp_path / "records.json"
+    result = invoke(
+        "--verify", "--json", "--repeat", "1", "--plot", str(plot), "--records", str(records)
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["example"], doc["pipeline"], doc["verified"], doc["device"]) == (
+        "wan",
+        "wan2_1_t2v_1_3b",
+        True,
+        "cpu",
+    )
+    assert doc["target"] == {"steps": 8, "frames": 17, "height": 64, "width": 64, "cfg": True}
+    assert doc["work_ratio"] >= 4
+    assert [r["role"] for r in doc["records"]] == ["warmup", "probe", "re-warm"]
+    labels = [p["label"] for p in doc["phases"]]
+    assert {"stage:TextEncodingStage", "stage:DenoisingStage", "stage:DecodingStage"} <= set(labels)
+    for entry in [*doc["phases"], doc["request"]]:
+        measured, predicted, bound = (
+            entry["measured_peak_bytes"],
+            entry["predicted_peak_bytes"],
+            entry["bound_peak_bytes"],
+        )
+        assert measured is not None and predicted <= bound
+        assert abs(predicted - measured) <= 0.05 * measured, entry  # the raw estimate within 5 %
+        assert bound >= measured, entry  # the bound never below what the target needed
+    request = doc["request"]
+    assert request["predicted_ms"] > 0 and request["measured_ms"] > 0
+    assert [s["stage"] for s in doc["stages"]] == [
+        "TextEncodingStage",
+        "DenoisingStage",
+        "DecodingStage",
+    ]
+    # 2 transformer calls a step (CFG) x 8 steps: ceil(4 calls x 8 / 2 measured iterations) = 16.
+    assert {(u["layer"], u["calls"]) for u in doc["layer_uses"]} == {
+        ("blocks.0", 16),
+        ("blocks.1", 16),
+    }
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    assert [dict(r.params)["height"] for r in load_records(records)] == [32, 48, 32, 64]
+
+
+@pytest.mark.slow
+def test_flux_tables_without_verify():
+    result = invoke(
+        "--example",
+        "flux",
+        "--repeat",
+        "1",
+        "--target",
+        "steps=4,height=96,width=96",
+        "--probe",
+        "height=64",
+        "--probe",
+        "width=64",
+        "--warmup",
+        "height=32,width=32",
+    )
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "flux1_dev: example flux on cpu" in out
+    assert "target:  steps=4, height=96, width=96, cfg=false" in out
+    assert "stage:DenoisingStage" in out and "run with --verify" in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--target", "frames=18"], "target: "),
+        (["--probe", "nope=1"], "probe: "),
+    ],
+)
+def test_inadmissible_or_unknown_points_exit_1(args, message):
+    result = invoke(*args)
+    assert result.exit_code == 1
+    assert message in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--probe", "steps"],
+        ["--target", "steps=x"],
+        ["--probe", "steps=1,steps=2"],
+        ["--margin", "0.5"],
+        ["--example", "nope"],
+    ],
+)
+def test_usage_errors_exit_2(args):
+    assert invoke(*args).exit_code == 2
+
+
+def test_a_missing_formulas_folder_exits_1(tmp_path):
+    result = invoke("--formulas", str(tmp_path))
+    assert result.exit_code == 1 and "no formula file" in result.stderr

@@ -1,0 +1,201 @@
+"""Memory backends: the CPU live-tensor tracker against peaks computed by hand; CUDA on a GPU only."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from runtime.measure.backends import AllocatorBackend, LiveTensorBackend, PeakWindows, backend_for
+
+F32 = 4
+B, I, H, O = 8, 16, 32, 4  # batch, in, hidden, out
+
+
+class HandMLP(nn.Module):
+    """An MLP whose forward keeps exactly known tensors alive: the test computes its peak by hand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(I, H)
+        self.fc2 = nn.Linear(H, O)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)  # new: B*H floats (addmm; the weight transpose is a view)
+        h.relu_()  # in place: nothing new
+        flat = h.view(-1)  # a view: nothing new
+        flat.mul_(2)  # in place through the view: nothing new
+        y = self.fc2(h)  # new: B*O floats, while x and h are alive
+        return y  # h and flat die here
+
+
+def weight_bytes(m: nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in m.parameters())
+
+
+def test_mlp_peak_is_exact():
+    torch.manual_seed(0)
+    mlp = HandMLP().eval()
+    backend = LiveTensorBackend()
+    backend.track_existing(mlp.parameters())
+    weights = (H * I + H + O * H + O) * F32
+    assert backend.current_allocated() == weights == weight_bytes(mlp)
+    with torch.no_grad(), backend.tracking():
+        backend.reset_peak()
+        x = torch.randn(B, I)
+        y = mlp(x)
+        assert backend.peak_allocated() == weights + (B * I + B * H + B * O) * F32
+        assert backend.current_allocated() == weights + (B * I + B * O) * F32  # h freed on return
+        del x
+        assert backend.current_allocated() == weights + B * O * F32
+    assert y.shape == (B, O)
+    assert backend.peak_reserved() == backend.peak_allocated()  # no caching pool on the CPU
+
+
+def test_views_and_inplace_count_once_and_free_with_the_last_view():
+    backend = LiveTensorBackend()
+    outside = torch.ones(100)  # created before tracking: never counted, even when written in place
+    with torch.no_grad(), backend.tracking():
+        a = torch.empty(1000)
+        assert backend.current_allocated() == 1000 * F32
+        views = [
+            a.view(10, 100),
+            a[10:],
+            a.t(),
+            a.detach(),
+            a.unsqueeze(0),
+            a.as_strided((10,), (2,)),
+        ]
+        a.add_(1)
+        torch.add(a, 1, out=a)
+        outside.mul_(2)
+        assert backend.current_allocated() == 1000 * F32
+        del a
+        assert backend.current_allocated() == 1000 * F32  # the views keep it alive
+        views.clear()
+        assert backend.current_allocated() == 0
+        assert backend.peak_allocated() == 1000 * F32
+
+
+def test_tensor_freed_mid_phase_and_multi_output_ops():
+    backend = LiveTensorBackend()
+    with backend.tracking():
+        keep = torch.zeros(10)
+        backend.reset_peak()
+        temp = torch.zeros(500)
+        del temp
+        small = torch.zeros(20)
+        values, indices = torch.zeros(4, 8).max(
+            dim=1
+        )  # two new storages (float, int64); the input dies
+        assert backend.current_allocated() == (10 + 20 + 4) * F32 + 4 * 8
+        assert backend.peak_allocated() == (10 + 500) * F32
+    del keep, small, values, indices
+    assert backend.current_allocated() == 0  # freed after tracking ended still counts down
+
+
+def test_out_resize_is_followed():
+    backend = LiveTensorBackend()
+    with backend.tracking():
+        out = torch.empty(0)
+        torch.add(torch.ones(100), 1, out=out)  # resizes `out` from 0 to 100 floats
+        del out
+        assert backend.current_allocated() == 0
+        assert backend.peak_allocated() == 200 * F32  # the ones(100) input and the resized output
+
+
+def test_nested_windows_keep_the_outer_peak():
+    backend = LiveTensorBackend()
+    windows = PeakWindows(backend)
+    with backend.tracking():
+        outer = windows.open()
+        big = torch.zeros(1000)
+        del big
+        inner = windows.open()  # resets the device peak: the outer window must not lose the 1000
+        small = torch.zeros(10)
+        windows.close(inner)
+        windows.close(outer)
+        assert (inner.peak_allocated, outer.peak_allocated) == (10 * F32, 1000 * F32)
+        del small
+
+
+def test_backend_for():
+    assert isinstance(backend_for("cpu"), LiveTensorBackend)
+    auto = backend_for("auto")
+    assert auto.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+    free, total = backend_for("cpu").memory_info()
+    assert 0 < free <= total
+
+
+class _FakeDeviceModule:
+    """Stands in for ``torch.cuda``: checks that the allocator backend only forwards calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def __getattr__(self, name: str):
+        values = {
+            "memory_allocated": 10,
+            "max_memory_allocated": 30,
+            "max_memory_reserved": 64,
+            "mem_get_info": (5, 80),
+            "current_device": 1,
+        }
+
+        def call(*args):
+            self.calls.append((name, args))
+            return values.get(name)
+
+        return call
+
+
+def test_allocator_backend_forwards_to_the_device_module():
+    fake = _FakeDeviceModule()
+    backend = AllocatorBackend(torch.device("cuda"), fake)
+    assert backend.device == torch.device("cuda", 1) and backend.name == "cuda-allocator"
+    assert (backend.current_allocated(), backend.peak_allocated(), backend.peak_reserved()) == (
+        10,
+        30,
+        64,
+    )
+    backend.reset_peak()
+    backend.release_pool()
+    assert backend.memory_info() == (5, 80)
+    assert ("reset_peak_memory_stats", (torch.device("cuda", 1),)) in fake.calls
+    assert ("empty_cache", ()) in fake.calls
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_backend_against_a_known_allocation():
+    backend = backend_for("cuda")
+    windows = PeakWindows(backend)
+    torch.cuda.synchronize()
+    base = backend.current_allocated()
+    outer = windows.open()
+    big = torch.empty(
+        64 << 20, dtype=torch.uint8, device="cuda"
+    )  # 64 MiB: a multiple of the 512 B rounding
+    del big
+    inner = windows.open()
+    small = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+    windows.close(inner)
+    windows.close(outer)
+    assert outer.peak_allocated - base == 64 << 20
+    assert inner.peak_allocated - base == 1 << 20
+    assert outer.peak_reserved >= outer.peak_allocated
+    del small
+    backend.release_pool()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_recorder_against_a_known_allocation(wan):
+    from runtime.measure import WarmupRecorder
+
+    recorder = WarmupRecorder(wan, device="cuda")
+    with recorder.request(steps=1) as req, req.stage("DenoisingStage"), req.iteration():
+        x = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
+        del x
+    record = recorder.records[-1]
+    assert record.backend == "cuda-allocator" and record.device.startswith("cuda:")
+    assert record.iterations[0].peak_allocated - record.baseline_allocated == 32 << 20
+    assert record.peak_above_baseline == 32 << 20

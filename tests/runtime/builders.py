@@ -1,0 +1,101 @@
+"""Small builders for hand-made artifact documents (plain JSON data), shared by the runtime tests."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+SPAN = {"source": 0, "line": 1, "column": 1, "end_line": 1, "end_column": 2}
+SHA = "0" * 64
+
+
+def I(v: int) -> dict[str, Any]:
+    return {"k": "int", "v": v}
+
+
+def B(v: bool) -> dict[str, Any]:
+    return {"k": "bool", "v": v}
+
+
+def F(n: int, d: int) -> dict[str, Any]:
+    return {"k": "frac", "n": n, "d": d}
+
+
+def P(name: str) -> dict[str, Any]:
+    return {"k": "param", "name": name}
+
+
+def L(name: str) -> dict[str, Any]:
+    return {"k": "let", "name": name}
+
+
+def op(kind: str, *args: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"k": kind, "args": list(args), **extra}
+
+
+def int_param(name: str, default: int, lo: int = 0, hi: int | None = None) -> dict[str, Any]:
+    return {"name": name, "type": "int", "default": default, "min": lo, "max": hi, "span": SPAN}
+
+
+def bool_param(name: str, default: bool) -> dict[str, Any]:
+    return {"name": name, "type": "bool", "default": default, "span": SPAN}
+
+
+def stage(
+    name: str, iterations: Any = None, memory: Any = None, time: Any = None
+) -> dict[str, Any]:
+    def field(expr: Any) -> dict[str, Any]:
+        return {"expr": I(1) if expr is None else expr, "span": None if expr is None else SPAN}
+
+    return {
+        "name": name,
+        "span": SPAN,
+        "iterations": field(iterations),
+        "memory": field(memory),
+        "time": field(time),
+    }
+
+
+def let(name: str, expr: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "expr": expr, "span": SPAN}
+
+
+def contract(param: str, text: str, expr: dict[str, Any]) -> dict[str, Any]:
+    return {"param": param, "text": text, "expr": expr, "span": SPAN}
+
+
+def pipeline(
+    name: str, params: list[Any], stages: list[Any], lets: list[Any] = (), contracts: list[Any] = ()
+) -> dict[str, Any]:  # type: ignore[assignment]
+    return {
+        "name": name,
+        "extends": None,
+        "span": SPAN,
+        "params": list(params),
+        "contracts": list(contracts),
+        "lets": list(lets),
+        "stages": list(stages),
+    }
+
+
+def document(*pipelines: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "format": "workload-formulas",
+        "format_version": 1,
+        "compiler": {"name": "dslc", "version": "test"},
+        "sources": [{"path": "test.wf", "sha256": SHA}],
+        "pipelines": copy.deepcopy(list(pipelines)),
+    }
+
+
+def one_stage(
+    iterations: Any = None,
+    memory: Any = None,
+    time: Any = None,
+    params: list[Any] | None = None,
+    lets: list[Any] = (),
+    contracts: list[Any] = (),
+) -> dict[str, Any]:  # type: ignore[assignment]
+    """A document with one pipeline `p` and one stage `S`."""
+    params = params if params is not None else [int_param("steps", 40, 1, 1000)]
+    return document(pipeline("p", params, [stage("S", iterations, memory, time)], lets, contracts))

@@ -1,0 +1,31 @@
+"""`import runtime` and loading an artifact stay light: no lark, sympy or torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from .conftest import WAN_PATH
+
+SCRIPT = """
+import sys, time, json
+start = time.perf_counter()
+import runtime
+book = runtime.load_formulas(sys.argv[1])
+elapsed = time.perf_counter() - start
+assert book["wan2_2_t2v_a14b"].iterations("DenoisingStage", steps=4) == 4
+heavy = sorted(m for m in ("lark", "sympy", "torch", "numpy", "runtime.measure", "runtime.record") if m in sys.modules)
+print(json.dumps({"heavy": heavy, "ms": elapsed * 1000}))
+"""
+
+
+def test_import_and_load_do_not_pull_heavy_modules() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(WAN_PATH)], capture_output=True, text=True, check=True
+    )
+    report = json.loads(out.stdout)
+    assert report["heavy"] == []
+    assert (
+        report["ms"] < 1000
+    )  # the budget (30 ms) is measured by bench/eval.py; this only catches disasters
