@@ -95,7 +95,7 @@ def _excerpt(span: Span, gutter: int) -> list[str]:
     text = span.source.line(span.line).expandtabs(1)
     end = span.end_column if span.end_line == span.line else len(text) + 1
     width = max(1, min(end, len(text) + 1) - span.column)
-    start = max(0, span.column - 1 - EXCERPT_WIDTH // 2)
+    start = 0 if len(text) <= EXCERPT_WIDTH else max(0, span.column - 1 - EXCERPT_WIDTH // 2)
     shown = text[start:start + EXCERPT_WIDTH]
     prefix = "..." if start else ""
     suffix = "..." if start + EXCERPT_WIDTH < len(text) else ""

@@ -10,6 +10,7 @@ MAX_LIST_ITEMS = 1024
 MAX_PIPELINES = 1000  # per compilation
 MAX_STAGES = 64  # per pipeline
 MAX_MEMBERS = 512  # params + lets + stages per pipeline
+MAX_CONSTANT_BITS = 4096  # bit length of a constant built with `**`
 MAX_DEGREE = 1024  # polynomial degree bound of a formula with lets inlined
 MAX_ERRORS = 50  # diagnostics reported per run
 PROVER_SECONDS = 0.5  # sympy budget per formula

@@ -42,6 +42,8 @@ def fail(path: object, problem: str) -> ArtifactError:
 
 def show(value: object) -> str:
     """A short, safe rendering of a file value for messages (never evaluated)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 160:
+        return f"of {value.bit_length():,} bits"  # repr() refuses ints over 4,300 digits
     text = repr(value)
     return text if len(text) <= 48 else text[:45] + "..."
 

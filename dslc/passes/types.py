@@ -8,7 +8,7 @@ from fractions import Fraction
 from dslc import ast
 from dslc.diagnostics import Diagnostic, did_you_mean, error
 from dslc.interp import EvalError, evaluate
-from dslc.limits import MAX_DEGREE, MAX_EXPONENT, MAX_LIST_ITEMS
+from dslc.limits import MAX_CONSTANT_BITS, MAX_DEGREE, MAX_EXPONENT, MAX_LIST_ITEMS
 from dslc.model import BOOL, INT, LIST, RAT, ResolvedParam, ResolvedPipeline
 
 _NUMERIC = (RAT, INT)
@@ -116,9 +116,12 @@ class TypeChecker:
             return BOOL
         if op == "**":
             base = self.expect(expr.left, _NUMERIC, "the base of '**'")
-            _, problem = constant_exponent(expr)
+            exponent, problem = constant_exponent(expr)
             if problem is not None:
                 self.problems.append(problem)
+                return None
+            if exponent and constant_bits(expr.left) * exponent > MAX_CONSTANT_BITS:
+                self._fail("limit", f"this power of a constant exceeds {MAX_CONSTANT_BITS:,} bits", expr)
                 return None
             return base
         left = self.expect(expr.left, _NUMERIC, f"an operand of '{op}'")
@@ -177,6 +180,23 @@ class TypeChecker:
             return self.env.get(node.id + "[]", RAT)
         kinds = {self.infer(item) for item in node.items} if isinstance(node, ast.ListLit) else {RAT}
         return INT if kinds <= {INT} else RAT
+
+
+def constant_bits(expr: ast.Expr) -> int:
+    """An upper bound of the bit length of a constant expression's value (0 when it names anything)."""
+    if isinstance(expr, ast.Num):
+        return max(expr.value.numerator.bit_length(), expr.value.denominator.bit_length())
+    if isinstance(expr, (ast.Name, ast.Bool, ast.Inf)):
+        return 0
+    kids = [constant_bits(child) for child in ast.children(expr)]
+    if isinstance(expr, ast.Binary):
+        if expr.op == "**":
+            exponent, _ = constant_exponent(expr)
+            return kids[0] * (exponent or 0)
+        if expr.op in ("*", "/", "//", "%"):
+            return kids[0] + kids[1]
+        return max(kids) + 1
+    return max(kids, default=0) + 1
 
 
 def degree(expr: ast.Expr, let_degrees: Mapping[str, int]) -> int:
