@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from dslc.calibrate_examples import EXAMPLES
-from dslc.cli_support import Failure, parse_value, ui
+from dslc.cli_support import Failure, assignments, ui
 
 #: The repository's formulas/ folder (next to the dslc package in a checkout or editable install).
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
@@ -26,17 +26,8 @@ def shape_option(
     ctx: click.Context, param: click.Parameter, values: Sequence[str]
 ) -> dict[str, int | bool]:
     """`NAME=VALUE[,NAME=VALUE...]`, the option repeatable; values as in `dslc eval --set`."""
-    result: dict[str, int | bool] = {}
-    for raw in values:
-        for item in filter(None, (part.strip() for part in raw.split(","))):
-            name, sep, text = item.partition("=")
-            name, text = name.strip(), text.strip()
-            if not sep or not name:
-                raise click.BadParameter(f"expected NAME=VALUE, got {item!r}")
-            if name in result:
-                raise click.BadParameter(f"{name} is given twice")
-            result[name] = parse_value(name, text)
-    return result
+    items = [part.strip() for raw in values for part in raw.split(",") if part.strip()]
+    return assignments(ctx, param, items)
 
 
 def _shape(params: dict[str, int | bool]) -> str:

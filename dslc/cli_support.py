@@ -131,16 +131,7 @@ def write_file(path: Path, text: str) -> None:
     from dslc.emit import write_atomically
 
     try:
-        mode = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = None
-    try:
         write_atomically(path, text)
-        if mode is None:
-            umask = os.umask(0o022)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(path, mode)
     except OSError as exc:
         raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,9 @@ from dslc.fmt import format_expr
 from dslc.interp import EvalError, evaluate
 from dslc.model import LIST, Program, ResolvedPipeline
 from dslc.source import SourceFile, Span
+from runtime.atomic import write_atomically
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "artifact", "dumps", "number", "write_atomically"]
 
 FORMAT = "workload-formulas"
 FORMAT_VERSION = 1
@@ -139,24 +140,3 @@ def _display_path(source: SourceFile) -> str:
 def dumps(document: dict[str, Any]) -> str:
     """Compact JSON (the C encoder; `indent` would fall back to the pure-Python one)."""
     return json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n"
-
-
-def write_atomically(path: str | Path, text: str) -> None:
-    """Write through a temporary file in the same folder and rename it, so readers never see half a file."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        # mkstemp makes 0600 files: keep an existing file's mode, else the umask's usual 0666 default.
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~umask
-        os.chmod(tmp, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -20,6 +19,8 @@ from typing import Any
 
 import attrs
 from attrs import field, frozen
+
+from runtime.atomic import write_atomically
 
 RECORD_FORMAT = "warmup-records"
 RECORD_VERSION = 1
@@ -324,19 +325,8 @@ def loads_records(text: str) -> list[WarmupRecord]:
 
 
 def save_records(path: str | os.PathLike[str], records: Iterable[WarmupRecord]) -> None:
-    """Write records atomically: a temp file in the same folder, fsync, then ``os.replace``."""
-    target = Path(path)
-    text = dumps_records(records)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write records atomically (a temp file in the same folder, then a rename)."""
+    write_atomically(path, dumps_records(records))
 
 
 def load_records(path: str | os.PathLike[str]) -> list[WarmupRecord]:
