@@ -8,6 +8,7 @@ from fractions import Fraction
 from types import MappingProxyType
 
 from .artifact import read_artifact
+from .checks import show
 from .codegen import PipelinePlan
 from .domain import SEARCH_LIMIT, Args, Domain
 from .errors import (
@@ -193,7 +194,7 @@ class Pipeline:
             return value  # type: ignore[return-value]
         want = "a non-negative integer" if field == 0 else "non-negative"
         what = f"{stage}.{_FIELDS[field]}"
-        message = f"{self.name}.{what} is {value}, not {want}, at {self._domain.point(args)}"
+        message = f"{self.name}.{what} is {show(value)}, not {want}, at {self._domain.point(args)}"
         raise EvaluationError(message, self.name, what)
 
     def _all_iterations(self, params: Mapping[str, object]) -> tuple[int, ...]:
@@ -234,7 +235,7 @@ class Pipeline:
                 problem: str | None
                 try:
                     value = table[stage](*self._defaults)
-                    problem = None if _valid(k, value) else str(value)
+                    problem = None if _valid(k, value) else show(value)
                 except ZeroDivisionError:
                     problem = "division by zero"
                 if problem is not None:

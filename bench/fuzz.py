@@ -1,0 +1,132 @@
+"""Long mutation-fuzzing run of the compiler and the artifact loader, bounded by wall time.
+
+    .venv/bin/python bench/fuzz.py --seconds 60
+
+Sources (the real `formulas/*.wf` and `dslc.testing.sources()` examples) are mutated token-wise
+(`dslc.fuzzing.SOURCE_MUTATORS`) and compiled with `dslc.compiler.compile_text`; the artifact of
+`formulas/` is mutated (`dslc.fuzzing.ARTIFACT_MUTATORS`, plus JSON-text mutations) and loaded with
+`runtime.load_formulas`. A case fails when anything but a CompileResult / a FormulaError comes
+out, or when it takes over `dslc.fuzzing.CASE_SECONDS`. Failures are printed with the seed and
+case number that reproduce them (`--replay KIND CASE`); the exit status is 1 when any case failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dslc import fuzzing
+
+KINDS = ("source", "artifact")
+
+
+def corpus(generated: int, seed: int) -> list[str]:
+    """The real formula files and `generated` examples of `dslc.testing.sources()`."""
+    texts = fuzzing.real_sources(str(ROOT / "formulas"))
+    if generated:
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import strategies as st
+
+        from dslc.testing import sources
+
+        @settings(max_examples=generated, database=None, derandomize=True, deadline=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(sources(), st.just(seed))
+        def collect(text: str, _: int) -> None:
+            texts.append(text)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            collect()
+    return texts
+
+
+def case(kind: str, seed: int, index: int, texts: list[str], doc: dict) -> tuple[str, object]:
+    """The mutation name and payload of case `index` of `kind` (deterministic in seed and index)."""
+    rng = random.Random(f"{seed}:{kind}:{index}")
+    if kind == "source":
+        return fuzzing.mutate_source(rng, rng.choice(texts))
+    return fuzzing.mutate_artifact(rng, doc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="wall-time budget (default 60)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--generated", type=int, default=50, help="dslc.testing.sources() examples to seed with")
+    parser.add_argument("--replay", nargs=2, metavar=("KIND", "CASE"), help="rerun one case and show its payload")
+    parser.add_argument("--max-shown", type=int, default=5, help="failures printed per kind")
+    args = parser.parse_args(argv)
+
+    texts = corpus(args.generated, args.seed)
+    doc = fuzzing.real_artifact(str(ROOT / "formulas"))
+    check = {"source": fuzzing.check_source, "artifact": fuzzing.check_artifact}
+
+    if args.replay:
+        kind, index = args.replay[0], int(args.replay[1])
+        mutation, payload = case(kind, args.seed, index, texts, doc)
+        print(f"{kind} case {index} ({mutation}); payload:\n{payload!r}"[:4000])
+        try:
+            print(f"ok in {check[kind](payload, mutation):.4f} s")
+        except fuzzing.Failure as failure:
+            raise failure.__cause__ or failure
+        return 0
+
+    runs = dict.fromkeys(KINDS, 0)
+    failures: dict[str, list[str]] = {kind: [] for kind in KINDS}
+    slowest = dict.fromkeys(KINDS, (0.0, ""))
+    busy = dict.fromkeys(KINDS, 0.0)
+    start = time.perf_counter()
+    deadline = start + args.seconds
+    index = 0
+    while time.perf_counter() < deadline:
+        for kind in KINDS:
+            mutation, payload = case(kind, args.seed, index, texts, doc)
+            begin = time.perf_counter()
+            try:
+                elapsed = check[kind](payload, mutation)
+            except fuzzing.Failure as failure:
+                elapsed = time.perf_counter() - begin
+                failures[kind].append(f"{failure} (reproduce: bench/fuzz.py --seed {args.seed} "
+                                      f"--replay {kind} {index})")
+                if len(failures[kind]) <= args.max_shown:
+                    print(f"FAIL {failures[kind][-1]}", flush=True)
+            runs[kind] += 1
+            busy[kind] += elapsed
+            if elapsed > slowest[kind][0]:
+                slowest[kind] = (elapsed, f"#{index} {mutation}")
+        index += 1
+    total = time.perf_counter() - start
+
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, CPython {platform.python_version()}; "
+          f"{args.seconds:g} s budget, seed {args.seed}, corpus {len(texts)} sources "
+          f"({len(texts) - args.generated} real + {args.generated} generated)")
+    print(f"{'kind':<10}{'cases':>8}{'failures':>10}{'slowest':>11}  {'cases/s':>8}  slowest case")
+    for kind in KINDS:
+        rate = runs[kind] / busy[kind] if busy[kind] else 0.0
+        print(f"{kind:<10}{runs[kind]:>8}{len(failures[kind]):>10}{slowest[kind][0] * 1e3:>9.1f} ms  "
+              f"{rate:>8.0f}  {slowest[kind][1]}")
+    count = sum(runs.values())
+    print(f"{'all':<10}{count:>8}{sum(map(len, failures.values())):>10}{'':>11}  {count / total:>8.0f}  "
+          f"(wall {total:.1f} s)")
+    distinct: dict[str, int] = {}
+    for kind in KINDS:
+        for line in failures[kind]:
+            key = line.split("]: ", 1)[-1].split(" (reproduce")[0][:100]
+            distinct[f"{kind}: {key}"] = distinct.get(f"{kind}: {key}", 0) + 1
+    for key, count in distinct.items():
+        print(f"distinct failure x{count}: {key}")
+    return 1 if any(failures.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

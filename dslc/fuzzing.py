@@ -1,0 +1,474 @@
+"""Mutation fuzzing of `.wf` sources and compiled artifacts (shared by bench/fuzz.py and tests/test_fuzz.py).
+
+Two targets, one contract each:
+
+- a mutated source through `dslc.compiler.compile_text` gives a `CompileResult` (clean, or with
+  diagnostics), never any other exception;
+- a mutated artifact through `runtime.load_formulas` loads, or raises a `runtime.FormulaError`.
+
+Either must finish within `CASE_SECONDS`. Every mutator takes a `random.Random` so a case is
+reproducible from its seed: `mutate_source(random.Random(seed), text)`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = [
+    "ARTIFACT_MUTATORS",
+    "CASE_SECONDS",
+    "SOURCE_MUTATORS",
+    "Failure",
+    "check_artifact",
+    "check_source",
+    "mutate_artifact",
+    "mutate_source",
+    "tokenize",
+]
+
+CASE_SECONDS = 1.0  # a single case slower than this is a failure
+
+# --------------------------------------------------------------------------- outcomes
+
+
+class Failure(Exception):
+    """A case broke the contract: an unexpected exception, a wrong result type, or too slow."""
+
+    def __init__(self, kind: str, mutation: str, problem: str, payload: object) -> None:
+        super().__init__(f"{kind} [{mutation}]: {problem}")
+        self.kind = kind
+        self.mutation = mutation
+        self.problem = problem
+        self.payload = payload
+
+
+def check_source(text: str, mutation: str = "?") -> float:
+    """Compile `text`; return the seconds taken, or raise `Failure`."""
+    from dslc.compiler import CompileResult, compile_text
+    from dslc.diagnostics import Diagnostic
+
+    start = time.perf_counter()
+    try:
+        result = compile_text(text, "fuzz.wf")
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise Failure("source", mutation, f"{type(exc).__name__}: {exc}"[:500], text) from exc
+    elapsed = time.perf_counter() - start
+    if not isinstance(result, CompileResult) or not all(isinstance(d, Diagnostic) for d in result.diagnostics):
+        raise Failure("source", mutation, f"not a clean CompileResult: {result!r}"[:500], text)
+    if not (result.ok or result.errors):
+        raise Failure("source", mutation, "no program and no error diagnostic", text)
+    if elapsed > CASE_SECONDS:
+        raise Failure("source", mutation, f"took {elapsed:.2f} s (limit {CASE_SECONDS} s)", text)
+    return elapsed
+
+
+def check_artifact(payload: object, mutation: str = "?") -> float:
+    """Load `payload` (a mapping or JSON text) and evaluate every pipeline at its default workload;
+    return the seconds taken, or raise `Failure`. A `FormulaError` anywhere is a clean outcome."""
+    from runtime import FormulaError, load_formulas
+
+    start = time.perf_counter()
+    try:
+        book = load_formulas(payload)
+        for name in book:
+            book[name].evaluate()
+    except FormulaError:
+        pass
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise Failure("artifact", mutation, f"{type(exc).__name__}: {exc}"[:500], payload) from exc
+    elapsed = time.perf_counter() - start
+    if elapsed > CASE_SECONDS:
+        raise Failure("artifact", mutation, f"took {elapsed:.2f} s (limit {CASE_SECONDS} s)", payload)
+    return elapsed
+
+
+# --------------------------------------------------------------------------- sources
+
+_TOKEN = re.compile(r"\s+|#[^\n]*|[A-Za-z_][A-Za-z0-9_]*|\d[\d_]*(?:\.\d+)?|\*\*|//|[<>=!]=|.", re.DOTALL)
+KEYWORDS = ("pipeline", "extends", "param", "let", "stage", "in", "where", "if", "then", "else", "and",
+            "or", "not", "true", "false", "inf", "int", "bool", "iterations", "memory", "time",
+            "len", "sum", "min", "max", "floor", "ceil", "abs")
+OPERATORS = ("+", "-", "*", "/", "//", "%", "**", "==", "!=", "<", "<=", ">", ">=", "=", "~", ":",
+             ",", ";", "(", ")", "[", "]", "{", "}", "\n", ".", "..", "@", "$", "\\", "\"", "'")
+HUGE_NUMBERS = ("9" * 31, "9" * 5000, "1" + "0" * 400, "1_000_000_000_000_000_000", "0.000000000000001",
+                "1e400", "0x10", "007", "1__0", "18446744073709551617", "99999999999999999999.5")
+
+
+def tokenize(text: str) -> list[str]:
+    """Split into tokens, keeping whitespace and comments, so `"".join(tokenize(t)) == t`."""
+    return _TOKEN.findall(text)
+
+
+def _solid(tokens: Sequence[str]) -> list[int]:
+    return [i for i, t in enumerate(tokens) if t.strip() and not t.startswith("#")] or [0]
+
+
+def _delete(rng: random.Random, tokens: list[str]) -> list[str]:
+    i = rng.choice(_solid(tokens))
+    return tokens[:i] + tokens[i + 1:]
+
+
+def _duplicate(rng: random.Random, tokens: list[str]) -> list[str]:
+    i = rng.choice(_solid(tokens))
+    return tokens[:i + 1] + [" "] * rng.randint(0, 1) + tokens[i:]
+
+
+def _swap(rng: random.Random, tokens: list[str]) -> list[str]:
+    solid = _solid(tokens)
+    i, j = rng.choice(solid), rng.choice(solid)
+    tokens = list(tokens)
+    if i < len(tokens) and j < len(tokens):
+        tokens[i], tokens[j] = tokens[j], tokens[i]
+    return tokens
+
+
+def _insert(rng: random.Random, tokens: list[str], new: str) -> list[str]:
+    i = rng.randint(0, len(tokens))
+    return tokens[:i] + [rng.choice(["", " "]) + new + rng.choice(["", " "])] + tokens[i:]
+
+
+def _operator(rng: random.Random, tokens: list[str]) -> list[str]:
+    return _insert(rng, tokens, rng.choice(OPERATORS))
+
+
+def _keyword(rng: random.Random, tokens: list[str]) -> list[str]:
+    return _insert(rng, tokens, rng.choice(KEYWORDS))
+
+
+def _huge_number(rng: random.Random, tokens: list[str]) -> list[str]:
+    numbers = [i for i, t in enumerate(tokens) if t[:1].isdigit()]
+    if numbers and rng.random() < 0.6:
+        tokens = list(tokens)
+        tokens[rng.choice(numbers)] = rng.choice(HUGE_NUMBERS)
+        return tokens
+    return _insert(rng, tokens, rng.choice(HUGE_NUMBERS))
+
+
+def _power(rng: random.Random, tokens: list[str]) -> list[str]:
+    """`** N` after a name or number: exponents around and far over the limit, chained powers."""
+    solid = [i for i in _solid(tokens) if i < len(tokens) and (tokens[i][:1].isalnum() or tokens[i] == ")")]
+    if not solid:
+        return _operator(rng, tokens)
+    i = rng.choice(solid)
+    tail = rng.choice(["** 64", "** 65", "** 1000", "** 99999999", "** 2 ** 2 ** 2 ** 2", "** -1", "** 0.5",
+                       "** steps", "** (2 ** 40)"])
+    return tokens[:i + 1] + [" " + tail + " "] + tokens[i + 1:]
+
+
+def _deep_brackets(rng: random.Random, tokens: list[str]) -> list[str]:
+    depth = rng.choice([8, 63, 64, 65, 100, 101, 500, 5000])
+    opener, closer = rng.choice([("(", ")"), ("[", "]"), ("{", "}"), ("-", ""), ("not ", ""),
+                                 ("abs(", ")"), ("1 + (", ")")])
+    balanced = rng.random() < 0.7
+    return _insert(rng, tokens, opener * depth + "1" + (closer * depth if balanced else ""))
+
+
+def _long_chain(rng: random.Random, tokens: list[str]) -> list[str]:
+    """A flat but long expression or list: many tokens, a long list, a long `and` chain."""
+    n = rng.choice([100, 1025, 3000, 9000])
+    piece = rng.choice([" + 1", " * x", ", 1", " and true", " if 1 then"])
+    return _insert(rng, tokens, "1" + piece * n)
+
+
+def _truncate(rng: random.Random, tokens: list[str]) -> list[str]:
+    return tokens[:rng.randint(0, len(tokens))]
+
+
+def _random_bytes(rng: random.Random, tokens: list[str]) -> list[str]:
+    alphabet = "\x00\x01\x7f\ufeff\u00e9\u200b\u2028\U0001f600\ud800\t\r\v\f" + "".join(map(chr, range(32, 127)))
+    junk = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 16)))
+    return _insert(rng, tokens, junk)
+
+
+def _rename(rng: random.Random, tokens: list[str]) -> list[str]:
+    """Replace a name with a keyword, another name of the file, or a nasty one."""
+    names = [i for i, t in enumerate(tokens) if t[:1].isalpha() or t[:1] == "_"]
+    if not names:
+        return _keyword(rng, tokens)
+    tokens = list(tokens)
+    others = [tokens[i] for i in names]
+    tokens[rng.choice(names)] = rng.choice(others + list(KEYWORDS) + ["__import__", "_" * 70, "x" * 200,
+                                                                      "__class__", "None", "lambda"])
+    return tokens
+
+
+SOURCE_MUTATORS: dict[str, Callable[[random.Random, list[str]], list[str]]] = {
+    "delete": _delete,
+    "duplicate": _duplicate,
+    "swap": _swap,
+    "operator": _operator,
+    "keyword": _keyword,
+    "huge-number": _huge_number,
+    "power": _power,
+    "deep-brackets": _deep_brackets,
+    "long-chain": _long_chain,
+    "truncate": _truncate,
+    "random-bytes": _random_bytes,
+    "rename": _rename,
+}
+
+
+def mutate_source(rng: random.Random, text: str, *, rounds: int | None = None) -> tuple[str, str]:
+    """Apply 1-3 random token mutations; return (`+`-joined mutator names, mutated text)."""
+    tokens = tokenize(text)
+    names = []
+    for _ in range(rounds if rounds is not None else rng.randint(1, 3)):
+        name = rng.choice(list(SOURCE_MUTATORS))
+        tokens = SOURCE_MUTATORS[name](rng, tokens)
+        names.append(name)
+    return "+".join(names), "".join(tokens)
+
+
+# --------------------------------------------------------------------------- artifacts
+
+KINDS = ("int", "frac", "bool", "param", "let", "neg", "abs", "floor", "ceil", "add", "sub", "mul", "div",
+         "floordiv", "mod", "pow", "min", "max", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not",
+         "if", "call", "attr", "lambda", "import", "", "INT")
+CODE_NAMES = ("__import__('os').system('x')", "steps; import os", "__class__", "__builtins__", "lambda: 0",
+              "exec", "eval", "os.system", "steps\nimport os", "a" * 65, "", "1steps", "stéps", "None",
+              "True", "_", "globals()")
+WEIRD_VALUES: tuple[Any, ...] = (None, True, False, 0, -1, 1.5, float("inf"), "", "x", [], {}, [[]], {"k": "int"},
+                                 10**4300, -(10**4301), 2**64, "40", [1, 2], {"k": "int", "v": 1})
+
+
+def _nodes(value: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
+    """Every (path, value) in a JSON tree, the root included."""
+    out = [(path, value)]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            out += _nodes(child, path + (key,))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            out += _nodes(child, path + (index,))
+    return out
+
+
+def _expr_nodes(doc: Any) -> list[tuple[tuple, dict]]:
+    return [(p, v) for p, v in _nodes(doc) if isinstance(v, dict) and "k" in v]
+
+
+def _set(doc: Any, path: tuple, value: Any) -> Any:
+    if not path:
+        return value
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return doc
+
+
+def _pick_expr(rng: random.Random, doc: Any) -> tuple[tuple, dict] | None:
+    nodes = _expr_nodes(doc)
+    return rng.choice(nodes) if nodes else None
+
+
+def _flip_kind(rng: random.Random, doc: Any) -> Any:
+    picked = _pick_expr(rng, doc)
+    if picked:
+        picked[1]["k"] = rng.choice(KINDS)
+    return doc
+
+
+def _drop_arg(rng: random.Random, doc: Any) -> Any:
+    nodes = [(p, v) for p, v in _expr_nodes(doc) if isinstance(v.get("args"), list) and v["args"]]
+    if nodes:
+        node = rng.choice(nodes)[1]
+        node["args"].pop(rng.randrange(len(node["args"])))
+    return doc
+
+
+def _add_arg(rng: random.Random, doc: Any) -> Any:
+    picked = _pick_expr(rng, doc)
+    if picked:
+        node = picked[1]
+        extra = copy.deepcopy(rng.choice(_expr_nodes(doc))[1]) if rng.random() < 0.5 else rng.choice(WEIRD_VALUES)
+        if not isinstance(node.get("args"), list):
+            node["args"] = []
+        node["args"].append(extra)
+    return doc
+
+
+def _huge_int(rng: random.Random, doc: Any) -> Any:
+    ints = [(p, v) for p, v in _nodes(doc) if isinstance(v, int) and not isinstance(v, bool)]
+    if ints:
+        path, _ = rng.choice(ints)
+        _set(doc, path, rng.choice([10**4299, 10**4300, -(10**4300), 2**63, -(2**63) - 1, 10**30, 65, 10**6, -1, 0]))
+    return doc
+
+
+def _deep_tree(rng: random.Random, doc: Any) -> Any:
+    picked = _pick_expr(rng, doc)
+    if picked:
+        depth = rng.choice([50, 199, 200, 201, 300])  # deeper trees travel as text (`deep-json`)
+        node: Any = picked[1]
+        for _ in range(depth):
+            node = rng.choice([{"k": "neg", "args": [node]}, {"k": "abs", "args": [node]},
+                               {"k": "add", "args": [node, {"k": "int", "v": 1}]}])
+        _set(doc, picked[0], node)
+    return doc
+
+
+def _wide_tree(rng: random.Random, doc: Any) -> Any:
+    """Many args (`min`/`max` take any number) or a huge power: work, not depth."""
+    picked = _pick_expr(rng, doc)
+    if picked:
+        if rng.random() < 0.5:
+            node = {"k": rng.choice(["min", "max", "add"]), "args": [picked[1]] * rng.choice([2, 3, 10_000])}
+        else:
+            node = {"k": "pow", "args": [{"k": "int", "v": 10**4299}], "exp": rng.choice([2, 64, 65, 10**9])}
+        _set(doc, picked[0], node)
+    return doc
+
+
+def _code_name(rng: random.Random, doc: Any) -> Any:
+    named = [(p, v) for p, v in _nodes(doc) if isinstance(v, dict) and isinstance(v.get("name"), str)]
+    if named:
+        _, node = rng.choice(named)
+        node["name"] = rng.choice(CODE_NAMES)
+    return doc
+
+
+def _wrong_version(rng: random.Random, doc: Any) -> Any:
+    key, value = rng.choice([("format_version", 2), ("format_version", 0), ("format_version", "1"),
+                             ("format_version", 1.0), ("format_version", True), ("format", "workload-formula"),
+                             ("format", None), ("compiler", None), ("sources", {}), ("pipelines", None)])
+    if isinstance(doc, dict):
+        doc[key] = value
+    return doc
+
+
+def _wrong_type(rng: random.Random, doc: Any) -> Any:
+    path, _ = rng.choice(_nodes(doc))
+    return _set(doc, path, copy.deepcopy(rng.choice(WEIRD_VALUES)))
+
+
+def _drop_key(rng: random.Random, doc: Any) -> Any:
+    keyed = [(p, v) for p, v in _nodes(doc) if isinstance(v, dict) and v]
+    if keyed:
+        node = rng.choice(keyed)[1]
+        del node[rng.choice(list(node))]
+    return doc
+
+
+def _add_key(rng: random.Random, doc: Any) -> Any:
+    keyed = [(p, v) for p, v in _nodes(doc) if isinstance(v, dict)]
+    if keyed:
+        node = rng.choice(keyed)[1]
+        node[rng.choice(["extra", "__proto__", "k", "v", "exp", "args", "name", "code"])] = rng.choice(WEIRD_VALUES)
+    return doc
+
+
+def _duplicate_item(rng: random.Random, doc: Any) -> Any:
+    lists = [(p, v) for p, v in _nodes(doc) if isinstance(v, list) and v]
+    if lists:
+        items = rng.choice(lists)[1]
+        items.insert(rng.randrange(len(items) + 1), copy.deepcopy(rng.choice(items)))
+    return doc
+
+
+def _swap_subtrees(rng: random.Random, doc: Any) -> Any:
+    nodes = _expr_nodes(doc)
+    if len(nodes) >= 2:
+        (pa, a), (pb, b) = rng.sample(nodes, 2)
+        if pa[:len(pb)] != pb and pb[:len(pa)] != pa:  # neither inside the other
+            _set(doc, pa, copy.deepcopy(b))
+            _set(doc, pb, copy.deepcopy(a))
+    return doc
+
+
+ARTIFACT_MUTATORS: dict[str, Callable[[random.Random, Any], Any]] = {
+    "flip-kind": _flip_kind,
+    "drop-arg": _drop_arg,
+    "add-arg": _add_arg,
+    "huge-int": _huge_int,
+    "deep-tree": _deep_tree,
+    "wide-tree": _wide_tree,
+    "code-name": _code_name,
+    "wrong-version": _wrong_version,
+    "wrong-type": _wrong_type,
+    "drop-key": _drop_key,
+    "add-key": _add_key,
+    "duplicate-item": _duplicate_item,
+    "swap-subtrees": _swap_subtrees,
+}
+TEXT_MUTATIONS = ("json-text", "deep-json", "truncated-json", "json-bytes-flip")
+
+
+def _dumps(doc: Any) -> str:
+    try:
+        return json.dumps(doc, allow_nan=True)
+    except (ValueError, RecursionError):  # an int over Python's str-conversion limit: the loader sees the mapping instead
+        return ""
+
+
+def _clone(doc: Any) -> Any:
+    """A deep copy; a JSON round trip is several times faster than `copy.deepcopy` on a clean document."""
+    try:
+        return json.loads(json.dumps(doc))
+    except (ValueError, TypeError, RecursionError):
+        return copy.deepcopy(doc)
+
+
+def mutate_artifact(rng: random.Random, doc: dict[str, Any], *, rounds: int | None = None
+                    ) -> tuple[str, object]:
+    """Mutate a deep copy of `doc` 1-3 times; return (names, payload). The payload is usually the
+    mutated mapping, sometimes its JSON text: whole, truncated, or with random bytes flipped."""
+    doc = _clone(doc)
+    names = []
+    for _ in range(rounds if rounds is not None else rng.randint(1, 3)):
+        name = rng.choice(list(ARTIFACT_MUTATORS))
+        doc = ARTIFACT_MUTATORS[name](rng, doc)
+        names.append(name)
+        if name == "deep-tree":  # keep our own deepcopy and walks clear of the recursion limit
+            break
+    if not isinstance(doc, dict):  # the whole document replaced: a file whose JSON is not an object
+        text = _dumps(doc)
+        return "+".join(names + ["json-bytes"]), (text or "null").encode()
+    roll = rng.random()
+    if roll < 0.7:
+        return "+".join(names), doc
+    text = _dumps(doc)
+    if not text:
+        return "+".join(names), doc
+    if roll < 0.75:
+        return "+".join(names + ["json-text"]), text
+    if roll < 0.8:  # a tree far deeper than the loader's limit, deeper than Python's recursion limit
+        depth = rng.choice([1000, 10_000, 100_000])
+        wrap = rng.choice(['{"k": "neg", "args": [', "[", '{"a": '])
+        close = {"[": "]", '{"a": ': "}"}.get(wrap, "]}")
+        deep = wrap * depth + '{"k": "int", "v": 1}' + close * depth
+        return "+".join(names + ["deep-json"]), text.replace('{"k": "int", "v": 1}', deep, 1)
+    if roll < 0.9:
+        return "+".join(names + ["truncated-json"]), text[:rng.randint(0, len(text))]
+    data = bytearray(text.encode())
+    for _ in range(rng.randint(1, 8)):
+        data[rng.randrange(len(data))] = rng.randrange(256)
+    return "+".join(names + ["json-bytes-flip"]), bytes(data)
+
+
+def real_sources(folder: str = "formulas") -> list[str]:
+    """The text of every `*.wf` file under `folder`, sorted by path: the seed corpus."""
+    from pathlib import Path
+
+    return [p.read_text() for p in sorted(Path(folder).rglob("*.wf"))]
+
+
+def real_artifact(folder: str = "formulas") -> dict[str, Any]:
+    """The artifact document of `folder`, compiled in memory (a fresh JSON round trip)."""
+    from dslc import emit
+    from dslc.compiler import compile_paths
+
+    result = compile_paths([folder])
+    if not result.ok:
+        raise RuntimeError(f"{folder} does not compile cleanly: {result.errors[:1]}")
+    return json.loads(emit.dumps(emit.artifact(result.program)))

@@ -1,0 +1,79 @@
+"""The pytest example of docs/tutorial.md, run against `formulas/` compiled in memory.
+
+The tutorial loads `build/formulas.json`; here the same book is compiled from `formulas/` so the
+test never depends on a stale build. `test_tutorial_shows_this_code` keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dslc.compiler
+import dslc.emit
+import runtime
+from dslc.testing import admissible_params, assert_non_decreasing, assert_probe_within_target
+
+ROOT = Path(__file__).resolve().parent.parent
+TUTORIAL = ROOT / "docs" / "tutorial.md"
+
+book = runtime.load_formulas(dslc.emit.dumps(dslc.emit.artifact(dslc.compiler.compile_paths([ROOT / "formulas"]).program)))
+wan = book["wan2_2_t2v_a14b"]
+longlive = book["longlive2"]
+
+
+@given(admissible_params(wan))
+def test_more_steps_never_mean_fewer_denoising_iterations(point):
+    assert_non_decreasing(wan, "DenoisingStage", "steps", point)
+
+
+@given(admissible_params(longlive))
+def test_longer_videos_never_mean_fewer_longlive_iterations(point):
+    assert_non_decreasing(longlive, "DenoisingStage", "frames", point)
+    assert_non_decreasing(longlive, "DecodingStage", "frames", point)
+
+
+@given(st.integers(1, 40), st.sampled_from([1, 5, 17, 41, 81]))
+def test_a_cheap_probe_stays_within_the_default_workload(steps, frames):
+    assert_probe_within_target(wan, {"steps": steps, "frames": frames})
+
+
+@settings(max_examples=50)
+@given(admissible_params(wan, fixed={"cfg": False}))
+def test_every_admissible_point_evaluates(point):
+    for stage, values in wan.evaluate(**point).items():
+        assert values.iterations >= 0 and values.memory >= 0 and values.time >= 0, stage
+
+
+# --------------------------------------------------------------------------- the tutorial itself
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", TUTORIAL.read_text(), re.DOTALL)
+
+
+def test_tutorial_shows_this_code() -> None:
+    """Every test function above appears verbatim in the tutorial's pytest example."""
+    example = next(block for block in _blocks("python") if "def test_" in block)
+    assert 'book = load_formulas("build/formulas.json")' in example
+    for name, function in list(globals().items()):
+        if name.startswith("test_") and not name.startswith("test_tutorial"):
+            source = inspect.getsource(function)
+            assert source in example, f"{name} differs from docs/tutorial.md"
+
+
+def test_tutorial_formula_compiles_and_evaluates_as_shown() -> None:
+    text = next(block for block in _blocks("wf") if "pipeline my_model" in block)
+    result = dslc.compiler.compile_text(text, "my_model.wf")
+    assert result.ok, result.diagnostics
+    model = runtime.load_formulas(dslc.emit.dumps(dslc.emit.artifact(result.program)))["my_model"]
+    values = model.evaluate(steps=4, frames=17)
+    assert (values["DenoisingStage"].iterations, values["DenoisingStage"].memory,
+            values["DenoisingStage"].time) == (4, 7800, 15600)
+    assert values["DecodingStage"].iterations == 5
+    half = dslc.compiler.compile_text(text.replace("iterations = steps\n", "iterations = steps / 2\n"), "half.wf")
+    assert [d.code for d in half.errors] == ["non-integer"]
