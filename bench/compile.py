@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dslc.compiler import compile_sources  # noqa: E402
-from dslc.emit import artifact, dumps  # noqa: E402
-from dslc.source import SourceFile  # noqa: E402
+from dslc.compiler import compile_sources
+from dslc.emit import artifact, dumps
+from dslc.source import SourceFile
 
 ITERATIONS = ["steps", "steps - 1", "len(schedule)", "blocks * 4", "blocks * steps", "ceil(steps / 2)",
               "if cfg then steps else steps // 2", "max(1, steps - 2)"]

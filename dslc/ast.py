@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Union
 
 import attrs
 
@@ -84,7 +83,7 @@ class Call:
     func_span: Span | None = _span()
 
 
-Expr = Union[Num, Bool, Inf, Name, ListLit, Unary, Binary, IfElse, Call]
+Expr = Num | Bool | Inf | Name | ListLit | Unary | Binary | IfElse | Call
 
 ARITHMETIC = frozenset({"+", "-", "*", "/", "//", "%", "**"})
 COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
@@ -136,7 +135,7 @@ class Stage:
     name_span: Span | None = _span()
 
 
-Member = Union[Param, Let, Stage]
+Member = Param | Let | Stage
 
 
 @attrs.frozen

@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Union
 
 from dslc import ast
 from dslc.limits import MAX_EXPONENT
 
-Value = Union[Fraction, bool, tuple[Fraction, ...]]
+Value = Fraction | bool | tuple[Fraction, ...]
 
 
 class EvalError(Exception):

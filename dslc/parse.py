@@ -10,8 +10,8 @@ from fractions import Fraction
 from importlib import resources
 from typing import Any
 
-import lark
 import attrs
+import lark
 from lark import Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
