@@ -77,7 +77,7 @@ def check_artifact(payload: object, mutation: str = "?") -> float:
 
     start = time.perf_counter()
     try:
-        book = load_formulas(payload)
+        book = load_formulas(payload)  # type: ignore[arg-type]  # mutated on purpose
         for name in book:
             book[name].evaluate()
     except FormulaError:
@@ -322,6 +322,7 @@ def _wide_tree(rng: random.Random, doc: Any) -> Any:
     """Many args (`min`/`max` take any number) or a huge power: work, not depth."""
     picked = _pick_expr(rng, doc)
     if picked:
+        node: dict[str, Any]
         if rng.random() < 0.5:
             node = {"k": rng.choice(["min", "max", "add"]), "args": [picked[1]] * rng.choice([2, 3, 10_000])}
         else:
@@ -469,6 +470,6 @@ def real_artifact(folder: str = "formulas") -> dict[str, Any]:
     from dslc.compiler import compile_paths
 
     result = compile_paths([folder])
-    if not result.ok:
+    if result.program is None or not result.ok:
         raise RuntimeError(f"{folder} does not compile cleanly: {result.errors[:1]}")
     return json.loads(emit.dumps(emit.artifact(result.program)))

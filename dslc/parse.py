@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from fractions import Fraction
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import lark
@@ -199,7 +199,7 @@ def parse(source: SourceFile) -> ast.Module:
     state = _ParseState(source)
     token = _STATE.set(state)
     try:
-        module = _parser().parse(source.text)
+        module = cast(ast.Module, _parser().parse(source.text))  # the embedded transformer's result
     except _LimitHit as hit:
         raise CompileError([error("limit", hit.message, _token_span(source, hit.token),
                                   hints=["name part of the expression with a 'let'"])]) from None

@@ -39,8 +39,10 @@ def _resolve_param(param: ResolvedParam, problems: list[Diagnostic]) -> Resolved
     if not isinstance(default, int) or not isinstance(lo, int) or (hi is not None and not isinstance(hi, int)):
         return None
     if hi is not None and lo > hi:
-        problems.append(error("domain", f"the range [{lo}, {hi}] of '{param.name}' is empty", param.decl.lo.span
-                              .to(hi_expr.span) if param.decl.lo is not None and hi_expr is not None else None,
+        lo_span = param.decl.lo.span if param.decl.lo is not None else None
+        hi_span = hi_expr.span if hi_expr is not None else None
+        span = lo_span.to(hi_span) if lo_span is not None and hi_span is not None else lo_span
+        problems.append(error("domain", f"the range [{lo}, {hi}] of '{param.name}' is empty", span,
                               hints=["write the bounds low first: 'in [LO, HI]'"]))
         return None
     if default < lo or (hi is not None and default > hi):
