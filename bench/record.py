@@ -83,6 +83,18 @@ def interleaved(
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+def recorded_forward(recorder: WarmupRecorder, model: torch.nn.Module, x: torch.Tensor) -> None:
+    """One forward as a one-iteration denoising request (the MLP rows, CPU and CUDA alike)."""
+    with (
+        torch.no_grad(),
+        recorder.request(**PARAMS) as req,
+        req.stage("DenoisingStage", components=("transformer",)),
+        req.iteration(),
+    ):
+        model(x)
+    recorder._records.clear()  # keep the recorder's list from growing over thousands of calls
+
+
 def mlp_variants(wan) -> dict[str, Callable[[], object]]:
     """Plain forward, tracker alone, full recorder, MemTracker — on a no-grad MLP step."""
     torch.manual_seed(0)
@@ -103,14 +115,7 @@ def mlp_variants(wan) -> dict[str, Callable[[], object]]:
             model(x)
 
     def recorded() -> None:
-        with (
-            torch.no_grad(),
-            recorder.request(**PARAMS) as req,
-            req.stage("DenoisingStage", components=("transformer",)),
-            req.iteration(),
-        ):
-            model(x)
-        recorder._records.clear()  # keep the recorder's list from growing over thousands of calls
+        recorded_forward(recorder, model, x)
 
     variants = {
         "plain forward": plain,
@@ -202,14 +207,7 @@ def cuda_rows(wan, rounds: int) -> list[tuple[str, str, float, float]]:
         torch.cuda.synchronize()
 
     def recorded() -> None:
-        with (
-            torch.no_grad(),
-            recorder.request(**PARAMS) as req,
-            req.stage("DenoisingStage", components=("transformer",)),
-            req.iteration(),
-        ):
-            model(x)
-        recorder._records.clear()
+        recorded_forward(recorder, model, x)
 
     times = interleaved({"plain forward": plain, "recorder (CUDA allocator)": recorded}, rounds, 5)
     base = times["plain forward"]
