@@ -40,8 +40,11 @@ from runtime.estimate import estimate
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 
-#: name -> (example, warmup, probe, target, what it shows); params left out: the probe's / target's.
-CASES: dict[str, tuple[str, dict[str, int] | None, dict[str, int], dict[str, int], str]] = {
+Point = dict[str, int | bool]
+
+#: name -> (example, warmup, probe (or probes: the first is *the* probe, the others more sizes
+#: recorded alongside it), target, what it shows); params left out: the first probe's / target's.
+CASES: dict[str, tuple[str, Point | None, Point | tuple[Point, ...], Point, str]] = {
     "wan-area": (
         "wan",
         {"height": 32, "width": 32},
@@ -65,10 +68,17 @@ CASES: dict[str, tuple[str, dict[str, int] | None, dict[str, int], dict[str, int
     ),
     "wan-frames": (
         "wan",
-        {"frames": 5},
-        {"steps": 2, "frames": 9},
-        {"steps": 8, "frames": 17, "height": 64, "width": 64},
+        {"frames": 9},
+        {"steps": 2, "frames": 13},
+        {"steps": 8, "frames": 33, "height": 64, "width": 64},
         "video, frames-first probe (the area of the target, fewer frames)",
+    ),
+    "wan-mixed": (
+        "wan",
+        {"frames": 9, "height": 32, "width": 32},
+        ({"steps": 2, "frames": 9, "height": 48, "width": 48}, {"steps": 2, "frames": 13}),
+        {"steps": 8, "frames": 33, "height": 64, "width": 64},
+        "video, area and frames grow: two probes, one wider, one longer (both memory terms move)",
     ),
     "wan-single": (
         "wan",
@@ -143,11 +153,13 @@ def single_point(points: Sequence[tuple[int, int, int]], target: int) -> int | N
 
 
 def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
-    example_name, warmup, probe, target, what = CASES[name]
+    example_name, warmup, probes, target, what = CASES[name]
     example = EXAMPLES[example_name]
     pipeline = load_pipeline(FORMULAS / example.formula_file, example.pipeline)
     target_point = full_point(pipeline, {**example.target, **target}, "target")
+    probe, *more = probes if isinstance(probes, tuple) else (probes,)
     probe_point = full_point(pipeline, {**target_point, **probe}, "probe")
+    more_points = [full_point(pipeline, {**probe_point, **m}, "probe") for m in more]
     warmup_point = full_point(pipeline, {**probe_point, **(warmup or {})}, "warmup")
     with quiet_libraries(), torch_threads("cpu", threads):
         session = Session(example, pipeline, "cpu")
@@ -157,6 +169,7 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
         runs = []
         for _ in range(repeat):
             records.append(session.run(probe_point))
+            records.extend(session.run(point) for point in more_points)
             if warmup is not None:  # else the probe alone: one measured size
                 records.append(session.run(warmup_point))
             runs.append(session.run(target_point))
@@ -206,6 +219,7 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
         "pipeline": pipeline.name,
         "warmup": None if warmup is None else warmup_point,
         "probe": probe_point,
+        "more_probes": more_points,
         "target": target_point,
         "work_ratio": float(work_ratio(pipeline, probe_point, target_point)),
         "rows": rows,
@@ -275,7 +289,8 @@ def markdown(case: dict[str, Any]) -> str:
             f"`{case['pipeline']}`; "
             + (f"warmup `{_point(case['warmup'])}`, " if case["warmup"] else "no warmup, ")
             + f"probe `{_point(case['probe'])}`, "
-            f"target `{_point(case['target'])}` ({case['work_ratio']:.3g}x the probe in tokens x steps)."
+            + "".join(f"second probe `{_point(m)}`, " for m in case["more_probes"])
+            + f"target `{_point(case['target'])}` ({case['work_ratio']:.3g}x the probe in tokens x steps)."
         ),
         "",
         (

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -168,21 +169,31 @@ def eval_command(source: Path, pipeline: str, overrides: dict[str, int | bool],
     with runtime_errors():
         formulas = book[pipeline]
         values = formulas.evaluate(**overrides)
+        terms = _memory_terms(formulas, overrides)
     point = {**formulas.default_workload, **overrides}
     if as_json:
-        ui().out.json({
-            "pipeline": pipeline,
-            "params": point,
-            "stages": {stage: {"iterations": v.iterations, "memory": json_number(v.memory),
-                               "time": json_number(v.time)} for stage, v in values.items()},
-        })
+        stages: dict[str, dict[str, Any]] = {}
+        for stage, v in values.items():
+            stages[stage] = {"iterations": v.iterations, "memory": json_number(v.memory),
+                             "time": json_number(v.time)}
+            if stage in terms:
+                stages[stage]["memory_terms"] = [json_number(t) for t in terms[stage]]
+        ui().out.json({"pipeline": pipeline, "params": point, "stages": stages})
         return
     out = ui().out
     out.line(pipeline, style="bold")
     out.line("params: " + _point(point, overrides))
-    out.table(["stage", "iterations", "memory", "time"],
-              [[stage, str(v.iterations), show_number(v.memory), show_number(v.time)]
-               for stage, v in values.items()], right=[False, True, True, True])
+    rows = []
+    for stage, v in values.items():
+        rows.append([stage, str(v.iterations), show_number(v.memory), show_number(v.time)])
+        rows += [[f"  memory[{i}]", "", show_number(t), ""] for i, t in enumerate(terms.get(stage, ()))]
+    out.table(["stage", "iterations", "memory", "time"], rows, right=[False, True, True, True])
+
+
+def _memory_terms(formulas: Any, overrides: dict[str, int | bool]) -> dict[str, tuple[int | Fraction, ...]]:
+    """The terms of each stage whose memory has several (`memory ~ [a, b]`), by the runtime."""
+    found = {stage: formulas.memory_terms(stage, **overrides) for stage in formulas.stages}
+    return {stage: terms for stage, terms in found.items() if len(terms) > 1}
 
 
 def _point(point: dict[str, int | bool], changed: dict[str, int | bool]) -> str:
@@ -267,10 +278,15 @@ def explain_command(source: Path, pipeline: str, probe: dict[str, int | bool],
     if as_json:
         stages: dict[str, dict[str, Any]] = {}
         for f in result.fields:
-            stages.setdefault(f.stage, {})[f.field] = {
-                "formula": f.formula, "declared": f.declared, "probe": json_number(f.probe),
-                "target": json_number(f.target),
-                "ratio": None if f.ratio is None else json_number(f.ratio)}
+            entry = {"formula": f.formula, "declared": f.declared, "probe": json_number(f.probe),
+                     "target": json_number(f.target),
+                     "ratio": None if f.ratio is None else json_number(f.ratio)}
+            fields = stages.setdefault(f.stage, {})
+            if f.term is None:
+                fields[f.field] = entry
+            else:  # a memory's terms, in order, under the memory's total
+                del entry["declared"]
+                fields[f.field].setdefault("terms", []).append(entry)
         ui().out.json({"pipeline": pipeline, "probe": result.probe, "target": result.target,
                        "stages": stages})
         return
@@ -279,7 +295,7 @@ def explain_command(source: Path, pipeline: str, probe: dict[str, int | bool],
     out.line("probe:  " + _point(dict(result.probe), probe))
     out.line("target: " + _point(dict(result.target), {}) + " (the default workload)")
     out.table(["stage", "field", "probe", "target", "ratio", "formula"],
-              [[f.stage, f.field, show_number(f.probe), show_number(f.target),
+              [[f.stage, f.label, show_number(f.probe), show_number(f.target),
                 "-" if f.ratio is None else show_number(f.ratio),
                 f"{f.operator} {f.formula}" + ("" if f.declared else "  (default)")]
                for f in result.fields], right=[False, False, True, True, True, False])

@@ -74,14 +74,28 @@ class _Emitter:
             if func == "len":
                 return {"k": "int", "v": len(items)}
             if func == "sum":
-                if not items:
-                    return {"k": "int", "v": 0}
-                total = items[0]
-                for item in items[1:]:
-                    total = {"k": "add", "args": [total, item]}
-                return total
+                return add_all(items) if items else {"k": "int", "v": 0}
             return {"k": func, "args": items}
         return {"k": func, "args": [self.expr(arg) for arg in args]}
+
+    def field(self, pipeline: ResolvedPipeline, field: ast.Field | None,
+              index: dict[str, int]) -> dict[str, Any]:
+        """`{"expr", "span"}`, plus `"terms"` (each `{"expr", "span"}`) for a memory of several terms."""
+        if field is None:
+            return {"expr": ONE, "span": None}
+        terms = pipeline.terms(field)
+        if len(terms) == 1:
+            return {"expr": self.expr(terms[0]), "span": _span(terms[0].span, index)}
+        return {"expr": add_all([self.expr(term) for term in terms]), "span": _span(field.value.span, index),
+                "terms": [{"expr": self.expr(term), "span": _span(term.span, index)} for term in terms]}
+
+
+def add_all(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The left fold `((a + b) + c) + ...` that `sum([...])` and a memory's terms both emit."""
+    total = items[0]
+    for item in items[1:]:
+        total = {"k": "add", "args": [total, item]}
+    return total
 
 
 def _span(span: Span | None, index: dict[str, int]) -> dict[str, int] | None:
@@ -104,9 +118,7 @@ def _pipeline(pipeline: ResolvedPipeline, index: dict[str, int]) -> dict[str, An
     for stage in pipeline.stages:
         entry = {"name": stage.name, "span": _span(stage.decl.name_span, index)}
         for name in ast.FIELDS:
-            field = stage.field(name)
-            entry[name] = ({"expr": emitter.expr(field.value), "span": _span(field.value.span, index)}
-                           if field is not None else {"expr": ONE, "span": None})
+            entry[name] = emitter.field(pipeline, stage.field(name), index)
         stages.append(entry)
     return {
         "name": pipeline.name,

@@ -1,5 +1,7 @@
 """`dslc explain` as data: each stage field's formula (lets inlined) and its values.
 
+A memory of several terms is explained as its total, then each term on its own (`memory[0]`, ...).
+
 The formulas come from `dslc.lower` (sympy, in sympy's automatic canonical form: constants
 folded, like terms collected; no costly `simplify`) and are printed in the language's own
 notation; the values come from the runtime evaluator, the same one a serving worker uses.
@@ -28,10 +30,16 @@ class FieldExplanation:
     probe: int | Fraction
     target: int | Fraction
     ratio: Fraction | None  # target / probe; None when the probe value is 0
+    term: int | None = None  # a memory's term, 0-based as in `memory_terms()` (the total: None)
 
     @property
     def operator(self) -> str:
         return "=" if self.field == "iterations" else "~"
+
+    @property
+    def label(self) -> str:
+        """`memory`, or `memory[1]` for a memory's second term (indexed as the runtime names it)."""
+        return self.field if self.term is None else f"{self.field}[{self.term}]"
 
 
 @attrs.frozen
@@ -66,12 +74,19 @@ def explain(resolved: ResolvedPipeline, runtime_pipeline: Any, overrides: Mappin
     for stage in resolved.stages:
         for name in ast.FIELDS:
             declared = stage.field(name)
-            formula = (lower_field(resolved, declared.value) if declared is not None
+            formula = (lower_field(resolved, resolved.field_value(declared)) if declared is not None
                        else sympy.Integer(1))
             p = getattr(at_probe[stage.name], name)
             t = getattr(at_target[stage.name], name)
             fields.append(FieldExplanation(stage.name, name, show_formula(formula),
                                            declared is not None, p, t, ratio(t, p)))
+            terms = resolved.terms(declared) if declared is not None else ()
+            if len(terms) > 1:
+                probes = runtime_pipeline.memory_terms(stage.name, **overrides)
+                targets = runtime_pipeline.memory_terms(stage.name)
+                fields += [FieldExplanation(stage.name, name, show_formula(lower_field(resolved, term)), True,
+                                            p, t, ratio(t, p), index)
+                           for index, (term, p, t) in enumerate(zip(terms, probes, targets))]
     return Explanation(resolved.name, probe, target, tuple(fields))
 
 

@@ -71,15 +71,18 @@ def check_source(text: str, mutation: str = "?") -> float:
 
 
 def check_artifact(payload: object, mutation: str = "?") -> float:
-    """Load `payload` (a mapping or JSON text) and evaluate every pipeline at its default workload;
-    return the seconds taken, or raise `Failure`. A `FormulaError` anywhere is a clean outcome."""
+    """Load `payload` (a mapping or JSON text) and evaluate every pipeline, memory terms too, at its
+    default workload; return the seconds taken, or raise `Failure`. A `FormulaError` is a clean outcome."""
     from runtime import FormulaError, load_formulas
 
     start = time.perf_counter()
     try:
         book = load_formulas(payload)  # type: ignore[arg-type]  # mutated on purpose
         for name in book:
-            book[name].evaluate()
+            pipeline = book[name]
+            pipeline.evaluate()
+            for stage in pipeline.stages:  # a memory's terms have evaluators of their own
+                pipeline.memory_terms(stage)
     except FormulaError:
         pass
     except BaseException as exc:

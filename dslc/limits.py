@@ -7,6 +7,7 @@ MAX_DEPTH = 100  # expression tree depth after parsing
 MAX_LITERAL_DIGITS = 30  # digits in one numeric literal
 MAX_EXPONENT = 64  # `**` exponent
 MAX_LIST_ITEMS = 1024
+MAX_MEASURE_TERMS = 16  # terms of one memory measure (each adds a slope the estimators fit)
 MAX_PIPELINES = 1000  # per compilation
 MAX_STAGES = 64  # per pipeline
 MAX_MEMBERS = 512  # params + lets + stages per pipeline

@@ -149,5 +149,9 @@ class Lowerer:
 
 
 def lower_field(pipeline: ResolvedPipeline, expr: ast.Expr) -> sympy.Expr:
-    """`expr` of `pipeline` as a sympy expression over its params (lets inlined, not simplified)."""
-    return Lowerer(pipeline).lower(expr)
+    """`expr` of `pipeline` as a sympy expression over its params (lets inlined, not simplified).
+
+    A list (a memory's terms) is never one expression: lower `pipeline.field_value(field)` or each
+    of `pipeline.terms(field)`; a list here is a LowerError.
+    """
+    return Lowerer.number(Lowerer(pipeline).lower(expr))

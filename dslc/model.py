@@ -60,6 +60,20 @@ class ResolvedPipeline:
     def let(self, name: str) -> ast.Let | None:
         return next((let for let in self.lets if let.name == name), None)
 
+    def terms(self, field: ast.Field) -> tuple[ast.Expr, ...]:
+        """A field's terms: the items of a memory's list (a literal or a list let), else its value."""
+        if field.name != "memory":
+            return (field.value,)
+        return list_items(field.value, {let.name: let.value for let in self.lets}) or (field.value,)
+
+    def field_value(self, field: ast.Field) -> ast.Expr:
+        """What a field evaluates to: its only term, or `sum([...])` of a memory's terms."""
+        terms = self.terms(field)
+        if len(terms) == 1:
+            return terms[0]
+        span = field.value.span
+        return ast.Call("sum", (ast.ListLit(terms, span=span),), span=span, func_span=span)
+
     @property
     def contracts(self) -> tuple[tuple[ResolvedParam, ast.Expr], ...]:
         return tuple((p, p.where) for p in self.params if p.where is not None)
@@ -67,6 +81,15 @@ class ResolvedPipeline:
     @property
     def default_workload(self) -> dict[str, int | bool]:
         return {p.name: p.default for p in self.params}
+
+
+def list_items(expr: ast.Expr, lets: Mapping[str, ast.Expr]) -> tuple[ast.Expr, ...] | None:
+    """The items of a list literal, or of the list literal a let names (through other lets)."""
+    seen: set[str] = set()
+    while isinstance(expr, ast.Name) and expr.id in lets and expr.id not in seen:
+        seen.add(expr.id)
+        expr = lets[expr.id]
+    return expr.items if isinstance(expr, ast.ListLit) else None
 
 
 @attrs.frozen

@@ -161,9 +161,14 @@ def _param_decl(draw: st.DrawFn, name: str) -> str:
     return text
 
 
+# How many terms a generated memory has: mostly one, sometimes a list of two or three.
+_TERMS = st.sampled_from([1, 1, 2, 3])
+
+
 @st.composite
 def sources(draw: st.DrawFn, *, max_params: int = 3, max_stages: int = 3) -> str:
-    """A whole `.wf` pipeline that compiles clean by construction (iterations are `max(0, floor(..))`)."""
+    """A whole `.wf` pipeline that compiles clean by construction (iterations are `max(0, floor(..))`,
+    measures `abs(..)`; a memory is sometimes a list of terms)."""
     params = [f"p{i}" for i in range(draw(st.integers(1, max_params)))]
     lines = [draw(_param_decl(name)) for name in params]
     has_flag = draw(st.booleans())
@@ -175,10 +180,11 @@ def sources(draw: st.DrawFn, *, max_params: int = 3, max_stages: int = 3) -> str
         names.append(f"l{index}")
     for index in range(draw(st.integers(1, max_stages))):
         iterations = format_expr(draw(expressions(names)))
-        memory = format_expr(draw(expressions(names)))
+        terms = [f"abs({format_expr(draw(expressions(names)))})" for _ in range(draw(_TERMS))]
+        memory = terms[0] if len(terms) == 1 else "[" + ", ".join(terms) + "]"
         time = format_expr(draw(expressions(names)))
         time = f"if flag then abs({time}) else abs({time}) + 1" if has_flag else f"abs({time})"
-        lines.append(f"stage S{index} {{ iterations = max(0, floor({iterations})); memory ~ abs({memory}); "
+        lines.append(f"stage S{index} {{ iterations = max(0, floor({iterations})); memory ~ {memory}; "
                      f"time ~ {time} }}")
     body = "\n".join(f"    {line}" for line in lines)
     return f"pipeline generated {{\n{body}\n}}\n"

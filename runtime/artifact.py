@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from .checks import (
     MAX_DEPTH,
     MAX_INT_DIGITS,
+    MAX_MEMORY_TERMS,
     MAX_NAME_LENGTH,
     MAX_POW_EXPONENT,
     Scope,
@@ -22,6 +23,7 @@ from .checks import (
     describe,
     fail,
     into,
+    same_tree,
     show,
 )
 from .errors import ArtifactError
@@ -29,6 +31,7 @@ from .ir import (
     NUMERIC,
     Artifact,
     ContractDecl,
+    Expr,
     FieldDecl,
     LetDecl,
     ParamDecl,
@@ -43,6 +46,7 @@ __all__ = [
     "MAX_BYTES",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
+    "MAX_MEMORY_TERMS",
     "MAX_NAME_LENGTH",
     "MAX_POW_EXPONENT",
     "parse_artifact",
@@ -255,7 +259,7 @@ def _contracts(
 
 
 def _stages(value: object, path: object, n_sources: int, scope: Scope) -> tuple[StageDecl, ...]:
-    """Stages: unique names, each with three numeric fields."""
+    """Stages: unique names, each with three numeric fields; `memory` may list its terms."""
     stages: list[StageDecl] = []
     names: set[str] = set()
     for i, raw in enumerate(as_list(value, path)):
@@ -266,16 +270,55 @@ def _stages(value: object, path: object, n_sources: int, scope: Scope) -> tuple[
             raise fail(into(here, ".name"), f"duplicate stage {name!r}")
         names.add(name)
         fields = []
+        terms: tuple[FieldDecl, ...] = ()
         for field in ("iterations", "memory", "time"):
             at = into(here, "." + field)
-            body = as_object(obj[field], at, ("expr", "span"))
-            expr = check_expr(body["expr"], into(at, ".expr"), scope, 1)
-            if expr.type not in NUMERIC:
-                raise fail(into(at, ".expr"), f"{field} must be a number, not a boolean")
-            fields.append(
-                FieldDecl(expr, as_span(body["span"], into(at, ".span"), n_sources, nullable=True))
-            )
+            optional = ("terms",) if field == "memory" else ()
+            body = as_object(obj[field], at, ("expr", "span"), optional)
+            fields.append(_field(body, at, field, n_sources, scope))
+            if "terms" in body:
+                terms = _memory_terms(body["terms"], into(at, ".terms"), n_sources, scope)
+                if not same_tree(fields[1].expr, _left_sum(terms)):
+                    raise fail(
+                        into(at, ".expr"),
+                        "memory.expr must be the sum of memory.terms "
+                        "(add(add(t1, t2), t3)..., in order)",
+                    )
         span = as_span(obj["span"], into(here, ".span"), n_sources)
         assert span is not None
-        stages.append(StageDecl(name, fields[0], fields[1], fields[2], span))
+        stages.append(StageDecl(name, fields[0], fields[1], fields[2], span, terms))
     return tuple(stages)
+
+
+def _field(
+    body: Mapping[str, object], at: object, what: str, n_sources: int, scope: Scope
+) -> FieldDecl:
+    """A numeric expression with its span (null when the source left it out)."""
+    expr = check_expr(body["expr"], into(at, ".expr"), scope, 1)
+    if expr.type not in NUMERIC:
+        raise fail(into(at, ".expr"), f"{what} must be a number, not a boolean")
+    return FieldDecl(expr, as_span(body["span"], into(at, ".span"), n_sources, nullable=True))
+
+
+def _memory_terms(
+    value: object, path: object, n_sources: int, scope: Scope
+) -> tuple[FieldDecl, ...]:
+    """The terms of `memory ~ [t1, t2, ...]`: 2 to MAX_MEMORY_TERMS numeric expressions."""
+    raw = as_list(value, path)
+    if not 2 <= len(raw) <= MAX_MEMORY_TERMS:
+        raise fail(path, f"expected 2 to {MAX_MEMORY_TERMS} terms, got {len(raw)}")
+    terms = []
+    for j, item in enumerate(raw):
+        here = into(path, f"[{j}]")
+        body = as_object(item, here, ("expr", "span"))
+        terms.append(_field(body, here, "a memory term", n_sources, scope))
+    return tuple(terms)
+
+
+def _left_sum(terms: tuple[FieldDecl, ...]) -> Expr:
+    """`add(add(t1, t2), t3)...`: the one tree a memory with these terms may have."""
+    total = terms[0].expr
+    for term in terms[1:]:
+        typ = "int" if total.type == term.expr.type == "int" else "rat"
+        total = Expr("add", typ, (total, term.expr), None, None, None)
+    return total

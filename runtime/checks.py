@@ -18,6 +18,7 @@ MAX_INT_DIGITS = 4300
 MAX_NAME_LENGTH = 64
 MAX_POW_EXPONENT = 64
 MAX_TEXT_LENGTH = 4096
+MAX_MEMORY_TERMS = 16  # terms of one stage's `memory ~ [t1, t2, ...]`; at least 2 when listed
 _INT_BOUND = 10**MAX_INT_DIGITS  # |v| < 10**4300  <=>  at most 4300 decimal digits
 
 
@@ -272,3 +273,24 @@ def _result_type(kind: str, args: tuple[Expr, ...], args_path: object) -> str:
     if kind == "div":
         return "rat"
     return "int" if all(a.type == "int" for a in args) else "rat"
+
+
+def same_tree(a: Expr, b: Expr) -> bool:
+    """Whether two validated trees are the same node for node (an iterative walk, no recursion)."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if (
+            x.kind != y.kind
+            or x.type != y.type
+            or x.ref != y.ref
+            or x.exp != y.exp
+            or type(x.value) is not type(y.value)
+            or x.value != y.value
+            or len(x.args) != len(y.args)
+        ):
+            return False
+        stack.extend(zip(x.args, y.args))
+    return True

@@ -25,14 +25,15 @@ class FunctionPlan(Frozen):
     needs constants or helpers, a factory taking them (`factory`)."""
 
     __slots__ = ("consts", "factory", "role", "text")
-    role: str  # s<stage>f<field>, iters, ok, k<contract>, checked: names it in `source`
+    role: str  # s<stage>f<field>, iters, ok, k<contract>, s<stage>t<term>, checked (in `source`)
     text: str
     consts: tuple[object, ...]
     factory: bool
 
 
 class PipelinePlan(Frozen):
-    """Every factory of one pipeline, in order: 3 per stage, iters, ok, one per contract, checked."""
+    """Every factory of one pipeline, in order: 3 per stage, iters, ok, one per contract, one per
+    memory term of each stage whose memory lists terms (stage by stage), checked."""
 
     __slots__ = ("functions", "rational")
     functions: tuple[FunctionPlan, ...]
@@ -255,6 +256,9 @@ def plan_pipeline(decl: PipelineDecl) -> PipelinePlan:
     plans.append(emit.function("ok", [c.expr for c in decl.contracts], "all"))
     for k, contract in enumerate(decl.contracts):
         plans.append(emit.function(f"k{k}", [contract.expr], "single"))
+    for s, stage in enumerate(decl.stages):  # one closure per term, so an error can name its term
+        for t, term in enumerate(stage.memory_terms):
+            plans.append(emit.function(f"s{s}t{t}", [term.expr], "single"))
     plans.append(emit.checked())
     rational = any(st.iterations.expr.type == "rat" for st in decl.stages)
     return PipelinePlan(tuple(plans), rational)

@@ -73,13 +73,14 @@ class CompiledPipeline(Frozen):
     `source` is the generated Python of its factories, for reading and auditing.
     """
 
-    __slots__ = ("admissible", "checked", "contracts", "fields", "iterations", "source")
+    __slots__ = ("admissible", "checked", "contracts", "fields", "iterations", "source", "terms")
     fields: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: iterations, memory, time
     iterations: Callable[..., tuple[Any, ...]]  # all stages' iterations
     admissible: Callable[..., Any] | None  # every contract at once (None: no contracts)
     contracts: tuple[Callable[..., Any], ...]  # each contract alone
     checked: tuple[Callable[..., Any], ...]  # the fast checked entries (iterations, memory, time)
     source: str
+    terms: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: its memory terms (or none)
 
 
 def compile_plans(plans: Sequence[PipelinePlan]) -> dict[str, Callable[..., Any]]:
@@ -115,6 +116,12 @@ def instantiate(
     n, m = len(decl.stages), len(decl.contracts)
     fields = tuple(tuple(built[3 * s : 3 * s + 3]) for s in range(n))
     contracts = tuple(built[3 * n + 2 : 3 * n + 2 + m])
+    terms = []
+    start = 3 * n + 2 + m  # then each stage's memory terms, stage by stage
+    for st in decl.stages:
+        terms.append(tuple(built[start : start + len(st.memory_terms)]))
+        start += len(st.memory_terms)
+    assert start == len(built)
     tables = [{st.name: fields[s][k] for s, st in enumerate(decl.stages)} for k in range(3)]
     integral = (int if plan.rational else None, None, None)  # int-typed code yields ints itself
     names = tuple(p.name for p in decl.params)
@@ -126,7 +133,10 @@ def instantiate(
     )  # fmt: skip
     source = "".join(f.text.replace("{name}", f.role, 1) for f in plan.functions)
     admissible = built[3 * n + 1] if m else None
-    return CompiledPipeline(fields, built[3 * n], admissible, contracts, checked, source)
+    iterations = built[3 * n]
+    return CompiledPipeline(
+        fields, iterations, admissible, contracts, checked, source, tuple(terms)
+    )
 
 
 def compile_pipeline(

@@ -69,6 +69,7 @@ class Pipeline:
             dict(zip(self.stages, (f[k] for f in compiled.fields))) for k in range(3)
         )
         self._iters = compiled.iterations
+        self._terms = {st: t for st, t in zip(self.stages, compiled.terms) if t}
         # The generated Python (built from indices only, never from the file's text), for reading.
         self.source = compiled.source
         self._default_iterations = self._check_defaults(decl.index)
@@ -99,6 +100,24 @@ class Pipeline:
     def time(self, stage: str, /, **params: int | bool) -> int | Fraction:
         """What one iteration's time is proportional to, exactly."""
         return self._value(2, stage, params)
+
+    def memory_terms(self, stage: str, /, **params: int | bool) -> tuple[int | Fraction, ...]:
+        """Each term of the stage's memory measure at this point (one term: `(memory,)`), exactly.
+
+        Params are bound and checked as by `memory`; every term must be non-negative, and
+        `memory` is their sum.
+        """
+        if stage not in self._fields[1]:
+            raise UnknownStageError(self.name, str(stage), self.stages)
+        args = self._domain.bind(params) if params else self._defaults
+        terms = self._terms.get(stage)
+        if terms is None:
+            return (self._field(1, stage, args),)
+        values = []
+        for j, fn in enumerate(terms):
+            what = f"{stage}.memory[{j}]"
+            values.append(self._check(1, stage, self._call(fn, args, what), args, what))
+        return tuple(values)
 
     def evaluate(self, **params: int | bool) -> dict[str, StageValues]:
         """Every stage's iterations, memory and time at one point."""
@@ -188,12 +207,15 @@ class Pipeline:
             )
             raise EvaluationError(message, self.name, what) from None
 
-    def _check(self, field: int, stage: str, value: object, args: Args) -> int | Fraction:
-        """Iterations must be a non-negative int, measures non-negative (exact int or Fraction)."""
+    def _check(
+        self, field: int, stage: str, value: object, args: Args, what: str | None = None
+    ) -> int | Fraction:
+        """Iterations must be a non-negative int, measures (and memory terms, `what` naming the
+        term) non-negative, exact int or Fraction."""
         if _valid(field, value):
             return value  # type: ignore[return-value]
         want = "a non-negative integer" if field == 0 else "non-negative"
-        what = f"{stage}.{_FIELDS[field]}"
+        what = what or f"{stage}.{_FIELDS[field]}"
         message = f"{self.name}.{what} is {show(value)}, not {want}, at {self._domain.point(args)}"
         raise EvaluationError(message, self.name, what)
 
@@ -230,17 +252,22 @@ class Pipeline:
         for k in self._domain.failing_contracts(self._defaults)[:1]:
             message = f"the default workload violates `{self.contracts[k]}`"
             raise ArtifactError(f"{where}.contracts[{k}]", message)
+        checks = []  # (field, closure, path): each stage's fields, then its memory terms
         for s, stage in enumerate(self.stages):
             for k, table in enumerate(self._fields):
-                problem: str | None
-                try:
-                    value = table[stage](*self._defaults)
-                    problem = None if _valid(k, value) else show(value)
-                except ZeroDivisionError:
-                    problem = "division by zero"
-                if problem is not None:
-                    message = f"at the default workload this is {problem}, which is invalid"
-                    raise ArtifactError(f"{where}.stages[{s}].{_FIELDS[k]}.expr", message)
+                checks.append((k, table[stage], f"{where}.stages[{s}].{_FIELDS[k]}.expr"))
+            for j, term in enumerate(self._terms.get(stage, ())):
+                checks.append((1, term, f"{where}.stages[{s}].memory.terms[{j}].expr"))
+        for k, fn, path in checks:
+            problem: str | None
+            try:
+                value = fn(*self._defaults)
+                problem = None if _valid(k, value) else show(value)
+            except ZeroDivisionError:
+                problem = "division by zero"
+            if problem is not None:
+                message = f"at the default workload this is {problem}, which is invalid"
+                raise ArtifactError(path, message)
         return tuple(self._iters(*self._defaults))
 
 

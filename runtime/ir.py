@@ -197,14 +197,19 @@ class FieldDecl(Frozen):
 
 
 class StageDecl(Frozen):
-    """A stage with its three fields, named as the serving code names it."""
+    """A stage with its three fields, named as the serving code names it.
 
-    __slots__ = ("iterations", "memory", "name", "span", "time")
+    `memory_terms` holds the terms of `memory ~ [t1, t2, ...]` (then `memory` is their sum, folded
+    from the left); it is empty for a memory of one term.
+    """
+
+    __slots__ = ("iterations", "memory", "memory_terms", "name", "span", "time")
     name: str
     iterations: FieldDecl
     memory: FieldDecl
     time: FieldDecl
     span: Span
+    memory_terms: tuple[FieldDecl, ...]
 
 
 class PipelineDecl(Frozen):

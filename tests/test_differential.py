@@ -29,5 +29,9 @@ def test_runtime_equals_the_oracle_at_admissible_points(data: st.DataObject, tex
         for stage in resolved.stages:
             for name in ("iterations", "memory", "time"):
                 field = stage.field(name)
-                expected = as_python(oracle.eval(field.value)) if field is not None else 1
+                expected = as_python(oracle.eval(resolved.field_value(field))) if field is not None else 1
                 assert getattr(values[stage.name], name) == expected, (stage.name, name, point)
+            memory = stage.field("memory")
+            terms = resolved.terms(memory) if memory is not None else (None,)
+            expected_terms = tuple(as_python(oracle.eval(t)) if t is not None else 1 for t in terms)
+            assert pipeline.memory_terms(stage.name, **point) == expected_terms, (stage.name, point)

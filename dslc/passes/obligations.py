@@ -1,8 +1,9 @@
 """Obligations: what the prover must show of a pipeline, and how one is checked at a point.
 
-Each stage field owes `>= 0` (and `iterations` an integer value); each division in a field, let or
-contract owes a non-zero divisor wherever it is evaluated: under the conditions of the `if`
-branches and `and`/`or` operands it sits in, and for a contract, where the contracts before it hold.
+Each stage field owes `>= 0` (a memory of several terms: each term on its own) and `iterations` an
+integer value; each division in a field, let or contract owes a non-zero divisor wherever it is
+evaluated: under the conditions of the `if` branches and `and`/`or` operands it sits in, and for a
+contract, where the contracts before it hold.
 A let is a value on the whole domain, so its divisions are checked there, used or not.
 """
 
@@ -51,8 +52,19 @@ def collect(pipeline: ResolvedPipeline, ctx: Context) -> list[Obligation]:
             what = f"'{name}' of stage '{stage.name}'{_inherited(pipeline, field)}"
             if name == "iterations":
                 out.append(Obligation(INTEGER, field.value, field.value, what))
-            out.append(Obligation(NONNEG, field.value, field.value, what))
-            out += _divisions(ctx, field.value, what, None)
+            out += _measure(ctx, pipeline.terms(field), field.value, what)
+    return out
+
+
+def _measure(ctx: Context, terms: tuple[ast.Expr, ...], value: ast.Expr, what: str) -> list[Obligation]:
+    """Each term of a measure owes `>= 0` on its own (so the sum does); an inline term's divisions too
+    (a list let's are the let's)."""
+    out = []
+    for index, term in enumerate(terms, 1):
+        label = f"term {index} of {what}" if len(terms) > 1 else what
+        out.append(Obligation(NONNEG, term, term, label))
+        if not isinstance(value, ast.Name) or term is value:
+            out += _divisions(ctx, term, label, None)
     return out
 
 

@@ -8,8 +8,23 @@ from fractions import Fraction
 from dslc import ast
 from dslc.diagnostics import Diagnostic, did_you_mean, error
 from dslc.interp import EvalError, evaluate
-from dslc.limits import MAX_CONSTANT_BITS, MAX_DEGREE, MAX_EXPONENT, MAX_LIST_ITEMS
-from dslc.model import BOOL, INT, LIST, RAT, ResolvedParam, ResolvedPipeline
+from dslc.limits import (
+    MAX_CONSTANT_BITS,
+    MAX_DEGREE,
+    MAX_EXPONENT,
+    MAX_LIST_ITEMS,
+    MAX_MEASURE_TERMS,
+)
+from dslc.model import (
+    BOOL,
+    INT,
+    LIST,
+    RAT,
+    ResolvedParam,
+    ResolvedPipeline,
+    ResolvedStage,
+    list_items,
+)
 
 _NUMERIC = (RAT, INT)
 _LIST_FUNCTIONS = ("len", "sum", "min", "max")
@@ -75,8 +90,8 @@ class TypeChecker:
             return kind
         if isinstance(expr, ast.ListLit):
             if not list_ok:
-                self._fail("type", "a list may only be a let's value or the argument of len, sum, min or max",
-                           expr)
+                self._fail("type", "a list may only be a let's value, a memory measure's terms or the "
+                           "argument of len, sum, min or max", expr)
                 return None
             if len(expr.items) > MAX_LIST_ITEMS:
                 self._fail("limit", f"list has {len(expr.items):,} items; the limit is {MAX_LIST_ITEMS}", expr)
@@ -243,13 +258,48 @@ def check_types(pipeline: ResolvedPipeline) -> tuple[dict[str, str], list[Diagno
         if param.where is not None:
             checker.expect(param.where, (BOOL,), "a 'where' contract")
         _check_constants(checker, param)
+    lets = {let.name: let.value for let in pipeline.lets}
     for stage in pipeline.stages:
         for field in stage.fields.values():
-            checker.expect(field.value, _NUMERIC, f"'{field.name}'")
-            if degree(field.value, degrees) > MAX_DEGREE:
-                problems.append(error("limit", f"'{field.name}' of stage '{stage.name}' has a polynomial "
-                                      f"degree above {MAX_DEGREE}", field.value.span))
+            problems += _check_field(checker, stage, field, lets, degrees)
     return {k: v for k, v in checker.env.items() if not k.endswith("[]")}, problems + checker.problems
+
+
+def _check_field(checker: TypeChecker, stage: ResolvedStage, field: ast.Field, lets: Mapping[str, ast.Expr],
+                 degrees: Mapping[str, int]) -> list[Diagnostic]:
+    """A field is a number; only `memory` may be a list (literal or list let) of numeric terms."""
+    value = field.value
+    is_list = isinstance(value, ast.ListLit) or \
+        (isinstance(value, ast.Name) and checker.env.get(value.id) == LIST)
+    if is_list and field.name != "memory":
+        checker._fail("type", f"'{field.name}' cannot be a list: only a memory measure takes a list of terms",
+                      value, ("use the list in len(), sum(), min() or max()",))
+        return []
+    if not is_list:
+        checker.expect(value, _NUMERIC, f"'{field.name}'")
+        return _degree_limit(value, f"'{field.name}' of stage '{stage.name}'", degrees)
+    items = list_items(value, lets) or ()
+    if not items:
+        checker._fail("type", "a memory measure needs at least one term", value)
+        return []
+    if len(items) > MAX_MEASURE_TERMS:
+        return [error("limit", f"'memory' of stage '{stage.name}' has {len(items)} terms; the limit is "
+                      f"{MAX_MEASURE_TERMS}", value.span)]
+    if not isinstance(value, ast.ListLit):
+        return []  # a list let's items are typed and bounded at the let
+    problems = []
+    for index, item in enumerate(items, 1):
+        label = f"term {index} of 'memory'" if len(items) > 1 else "'memory'"
+        checker.expect(item, _NUMERIC, label)
+        problems += _degree_limit(item, f"{label} of stage '{stage.name}'", degrees)
+    return problems
+
+
+def _degree_limit(expr: ast.Expr, what: str, degrees: Mapping[str, int]) -> list[Diagnostic]:
+    """A field's (or term's) degree bound, lets inlined: keeps sympy and the prover from blowing up."""
+    if degree(expr, degrees) > MAX_DEGREE:
+        return [error("limit", f"{what} has a polynomial degree above {MAX_DEGREE}", expr.span)]
+    return []
 
 
 def _check_constants(checker: TypeChecker, param: ResolvedParam) -> None:

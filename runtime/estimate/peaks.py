@@ -3,12 +3,15 @@
 The rules, in order of preference, for one phase constraint (and for the request):
 
 1. a measurement at or above the target's ``memory ~`` measure bounds it directly (the smallest
-   such measure, the tightest bound);
+   such measure, the tightest bound); with a measure of several terms, every term at or above;
 2. two or more measured sizes: fit ``peak = constant + slope × measure`` on the two largest (the
    constant floored at the active components' weight bytes), extrapolate; the bound pads only the
-   linear part by the margin. A negative slope is noise: fall through to 3;
+   linear part by the margin. A negative slope is noise: fall through to 3. With several terms, the
+   fit is the plane ``constant + Σ slope_i × term_i`` through the sizes nearest the target that add
+   a direction, used only when they determine its value at the target (runtime/estimate/planes.py);
 3. one size: scale what lies above the pre-request baseline (the baseline floored at the active
-   components' weight bytes) by the measure ratio; the bound pads the scaled part by the margin.
+   components' weight bytes) by the measure ratio (with several terms, the largest term ratio);
+   the bound pads the scaled part by the margin.
 
 None when the phase has no measure (outside every stage of the formulas), when nothing was measured,
 or when a probe at or below the target failed. A stage whose per-iteration peaks grow with the
@@ -22,16 +25,21 @@ from fractions import Fraction
 from itertools import pairwise
 from typing import Any
 
-from runtime.estimate.points import Workload, ceil_bytes, fit_line, show_measure
+from attrs import frozen
+
+from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
+from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
     LinearFit,
     MeasuredPoint,
     PeakEstimate,
     PhaseEstimate,
+    PlaneFit,
 )
 from runtime.record import Iteration, Phase, WarmupRecord
 
+Terms = tuple[Any, ...]
 PhaseKey = tuple[str, str, str | None, tuple[str, ...], tuple[str, ...]]
 
 
@@ -90,89 +98,165 @@ def none(reason: str, stage: str | None = None, target_measure: Any = None) -> P
     return PeakEstimate("none", None, None, 1.0, reason, stage, target_measure)
 
 
+@frozen
+class _Where:
+    """What every estimate of one constraint shares: its stage and the target's measure."""
+
+    stage: str | None
+    target_measure: Any
+    target_terms: Terms
+
+    def estimate(
+        self,
+        method: str,
+        raw: int | None,
+        bound: int | None,
+        margin: float,
+        reason: str,
+        points: Sequence[MeasuredPoint] = (),
+        fit: LinearFit | PlaneFit | None = None,
+    ) -> PeakEstimate:
+        return PeakEstimate(
+            method,
+            raw,
+            bound,
+            margin,
+            reason,
+            self.stage,
+            self.target_measure,
+            tuple(points),
+            fit,
+            self.target_terms,
+        )
+
+
+def _size(terms: Terms, target: Terms) -> tuple[Fraction, Fraction]:
+    """How large a size is next to the target: the sum of its terms' ratios to the target's."""
+    ratios = sum((Fraction(t) / Fraction(g) for t, g in zip(terms, target) if g), Fraction(0))
+    return ratios, Fraction(sum(terms))
+
+
+def _covers(terms: Terms, target: Terms) -> bool:
+    return all(t >= g for t, g in zip(terms, target))
+
+
 def peak_from_points(
-    points: Sequence[MeasuredPoint], target: Any, margin: Fraction, floor: int, stage: str | None
+    points: Sequence[MeasuredPoint],
+    target: Any,
+    margin: Fraction,
+    floor: int,
+    stage: str | None,
 ) -> PeakEstimate:
-    """Rules 1-3 of the module docstring over the measured sizes of one constraint."""
+    """Rules 1-3 of the module docstring over the measured sizes of one constraint.
+
+    ``target`` is the target's measure, or the tuple of its terms when the measure has several (the
+    points' ``terms`` then have as many).
+    """
+    target_terms: Terms = tuple(target) if isinstance(target, tuple) else (target,)
+    target_measure = sum(target_terms) if isinstance(target, tuple) else target
+    if any(len(p.terms) != len(target_terms) for p in points):
+        raise ValueError(f"every measured size needs {len(target_terms)} memory terms")
+    shown_t = show_terms(target_terms)
+    base = _Where(stage, target_measure, target_terms)
     if not points:
-        return none("no successful measurement", stage, target)
-    show_t = show_measure(target)
-    covering = [p for p in points if p.measure >= target]
+        return base.estimate("none", None, None, 1.0, "no successful measurement")
+    covering = [p for p in points if _covers(p.terms, target_terms)]
     if covering:
-        smallest = min(p.measure for p in covering)
+        smallest = min(_size(p.terms, target_terms) for p in covering)
         best = max(
-            (p for p in covering if p.measure == smallest), key=lambda p: p.adjusted_peak_bytes
+            (p for p in covering if _size(p.terms, target_terms) == smallest),
+            key=lambda p: p.adjusted_peak_bytes,
         )
         raw = best.adjusted_peak_bytes
         bound = best.peak_bytes + ceil_bytes(best.growth_bytes * margin)
-        reason = f"measured at measure {show_measure(smallest)} >= target {show_t}"
+        reason = f"measured at measure {show_terms(best.terms)} >= target {shown_t}"
         if best.growth_bytes:
             reason += f", plus {best.growth_bytes} B of per-iteration growth"
-        return PeakEstimate(
-            "measurement",
-            raw,
-            bound,
-            float(margin) if best.growth_bytes else 1.0,
-            reason,
-            stage,
-            target,
-            tuple(points),
-        )
-    largest: dict[Any, MeasuredPoint] = {}
+        margin_used = float(margin) if best.growth_bytes else 1.0
+        return base.estimate("measurement", raw, bound, margin_used, reason, points)
+    fitted, fallback = _fit(points, target_terms, margin, floor)
+    if fitted is not None:
+        raw, bound, fit, reason = fitted
+        return base.estimate("fit", raw, bound, float(margin), reason, points, fit)
+    return _scaled(points, target_terms, margin, floor, fallback, base)
+
+
+def _fit(
+    points: Sequence[MeasuredPoint], target: Terms, margin: Fraction, floor: int
+) -> tuple[tuple[int, int, LinearFit | PlaneFit, str] | None, str]:
+    """Rule 2: the fit through the sizes nearest the target that determine it, or why there is none."""
+    largest: dict[Terms, MeasuredPoint] = {}
     for p in points:
-        if (
-            p.measure not in largest
-            or p.adjusted_peak_bytes > largest[p.measure].adjusted_peak_bytes
-        ):
-            largest[p.measure] = p
-    fallback = ""
-    if len(largest) >= 2:
-        small, large = (largest[m] for m in sorted(largest)[-2:])
-        line = fit_line(
-            (small.measure, small.adjusted_peak_bytes), (large.measure, large.adjusted_peak_bytes)
+        if p.terms not in largest or p.adjusted_peak_bytes > largest[p.terms].adjusted_peak_bytes:
+            largest[p.terms] = p
+    ordered = sorted(largest.values(), key=lambda p: _size(p.terms, target), reverse=True)
+    chosen = [ordered[i] for i in independent_rows([row(p.terms) for p in ordered])]
+    if len(chosen) < 2:
+        return None, ""
+    sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
+    rows = [row(p.terms) for p in chosen]
+    if not estimable(rows, row(target)):
+        return None, (
+            f"; the measured sizes {sizes} do not determine the memory terms at the target "
+            "(measure a size that varies the others)"
         )
-        if line.slope >= 0:
-            constant = max(line.constant, Fraction(min(floor, large.adjusted_peak_bytes)))
-            line = LinearFit(constant, line.slope, line.measures)
-            reason = (
-                f"fit on measures {show_measure(small.measure)} and {show_measure(large.measure)}: "
-                f"{float(constant):.0f} B + {float(line.slope):.6g} B x measure, at target {show_t}"
-            )
-            return PeakEstimate(
-                "fit",
-                ceil_bytes(line.at(target)),
-                ceil_bytes(line.at(target, margin)),
-                float(margin),
-                reason,
-                stage,
-                target,
-                tuple(points),
-                line,
-            )
-        fallback = (
-            f"; the fit on measures {show_measure(small.measure)} and {show_measure(large.measure)} "
-            "has a negative slope (noise)"
+    constant, *slopes = basic_solution(rows, [Fraction(p.adjusted_peak_bytes) for p in chosen])
+    if any(s < 0 for s in slopes):
+        return None, f"; the fit on measures {sizes} has a negative slope (noise)"
+    constant = max(constant, Fraction(min(floor, chosen[0].adjusted_peak_bytes)))
+    if len(target) == 1:
+        small, large = chosen[1].measure, chosen[0].measure
+        line = LinearFit(constant, slopes[0], (small, large))
+        raw, bound = line.at(target[0]), line.at(target[0], margin)
+        reason = (
+            f"fit on measures {show_measure(small)} and {show_measure(large)}: "
+            f"{float(constant):.0f} B + {float(slopes[0]):.6g} B x measure, "
+            f"at target {show_measure(target[0])}"
         )
-    best_estimate: PeakEstimate | None = None
+        return (ceil_bytes(raw), ceil_bytes(bound), line, reason), ""
+    plane = PlaneFit(constant, tuple(slopes), tuple(p.terms for p in reversed(chosen)))
+    linear = " + ".join(f"{float(s):.6g} B x term {i + 1}" for i, s in enumerate(slopes))
+    reason = f"fit on measures {sizes}: {float(constant):.0f} B + {linear}, at target {show_terms(target)}"
+    if len(chosen) < len(target) + 1:
+        reason += " (terms that do not vary among them ride in the constant, as at the target)"
+    raw, bound = plane.at(target), plane.at(target, margin)
+    return (ceil_bytes(raw), ceil_bytes(bound), plane, reason), ""
+
+
+def _scaled(
+    points: Sequence[MeasuredPoint],
+    target: Terms,
+    margin: Fraction,
+    floor: int,
+    fallback: str,
+    base: _Where,
+) -> PeakEstimate:
+    """Rule 3: scale what lies above the baseline by the measure's ratio (with several terms, the
+    largest term ratio: an upper bound of every non-negative combination of the terms)."""
+    best: PeakEstimate | None = None
     for p in points:
-        if p.measure == 0:
+        if any(g and not t for t, g in zip(p.terms, target)):
             continue
-        base = min(max(p.baseline_bytes, floor), p.adjusted_peak_bytes)
-        above = Fraction(p.adjusted_peak_bytes - base) * Fraction(target) / Fraction(p.measure)
-        raw, bound = base + ceil_bytes(above), base + ceil_bytes(above * margin)
-        if best_estimate is None or bound > (best_estimate.bound_bytes or 0):
+        ratios = [Fraction(g) / Fraction(t) for t, g in zip(p.terms, target) if t]
+        ratio = max(ratios, default=Fraction(0))
+        floor_p = min(max(p.baseline_bytes, floor), p.adjusted_peak_bytes)
+        above = Fraction(p.adjusted_peak_bytes - floor_p) * ratio
+        raw, bound = floor_p + ceil_bytes(above), floor_p + ceil_bytes(above * margin)
+        if best is None or bound > (best.bound_bytes or 0):
+            if len(target) == 1:
+                by = f"measure {show_measure(target[0])} / {show_measure(p.terms[0])}"
+            else:
+                term = ratios.index(ratio) + 1 if ratios else 1
+                by = f"the largest term ratio ({float(ratio):.6g}, term {term}) of {show_terms(target)} / {show_terms(p.terms)}"
             reason = (
-                f"scaled {p.adjusted_peak_bytes - base} B above the baseline {base} B by measure "
-                f"{show_t} / {show_measure(p.measure)}{fallback}"
+                f"scaled {p.adjusted_peak_bytes - floor_p} B above the baseline {floor_p} B by "
+                f"{by}{fallback}"
             )
-            best_estimate = PeakEstimate(
-                "scaled", raw, bound, float(margin), reason, stage, target, tuple(points)
-            )
-    if best_estimate is None:
-        return none(
-            f"measured only where the measure is 0; cannot scale to {show_t}", stage, target
-        )
-    return best_estimate
+            best = base.estimate("scaled", raw, bound, float(margin), reason, points)
+    if best is None:
+        reason = f"measured only where the measure is 0; cannot scale to {show_terms(target)}"
+        return base.estimate("none", None, None, 1.0, reason)
+    return best
 
 
 # --- phases and the request ---------------------------------------------------------------------------
@@ -223,13 +307,20 @@ def phase_peaks(
                     phase.peak_allocated,
                     record.baseline_allocated,
                     _growth_for(growth, index, stage, phase.peak_allocated),
+                    work.terms[index][stage],
                 )
                 for index, record, values, phase in members
             ]
             floor = sum(weights.get(c, 0) for c in active)
-            peak = peak_from_points(points, work.target_values[stage].memory, margin, floor, stage)
+            peak = peak_from_points(points, _target(work, stage), margin, floor, stage)
         out.append(PhaseEstimate(label, kind, name, stage, active, used, peak))
     return tuple(out)
+
+
+def _target(work: Workload, stage: str) -> Any:
+    """The target's memory measure of a stage: a number, or the tuple of its terms when several."""
+    terms = work.target_terms[stage]
+    return terms if len(terms) > 1 else work.target_values[stage].memory
 
 
 def _dominant_stage(work: Workload) -> str | None:
@@ -269,13 +360,14 @@ def request_peak(
                     (_growth_for(growth, index, g.stage, record.peak_allocated) for g in growth),
                     default=0,
                 ),
+                work.terms[index][stage],
             )
             for index, record, values in work.ok
         ]
         active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
         own = peak_from_points(
             points,
-            work.target_values[stage].memory,
+            _target(work, stage),
             margin,
             sum(weights.get(c, 0) for c in active),
             stage,
@@ -300,4 +392,5 @@ def request_peak(
         chosen.target_measure,
         chosen.points,
         chosen.fit,
+        chosen.target_terms,
     )

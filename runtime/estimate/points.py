@@ -10,7 +10,7 @@ the target in some stage says nothing about the target and is dropped.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -39,13 +39,18 @@ def ceil_bytes(value: Fraction | int) -> int:
     return math.ceil(value)
 
 
-def fit_line(
-    small: tuple[Measure, Fraction | int], large: tuple[Measure, Fraction | int]
-) -> LinearFit:
-    """The line through two points ``(measure, value)`` with distinct measures."""
-    (m1, v1), (m2, v2) = small, large
-    slope = Fraction(v2 - v1) / Fraction(m2 - m1)
-    return LinearFit(Fraction(v2) - slope * m2, slope, (m1, m2))
+def least_squares(points: Sequence[tuple[Measure, Fraction]]) -> LinearFit:
+    """The least-squares line through ``(measure, value)`` points (two or more distinct measures),
+    exact; through two points it is the line through them."""
+    n = len(points)
+    mean_m = sum((Fraction(m) for m, _ in points), Fraction(0)) / n
+    mean_v = sum((v for _, v in points), Fraction(0)) / n
+    spread = sum(((m - mean_m) ** 2 for m, _ in points), Fraction(0))
+    if not spread:
+        raise ValueError("a line needs two distinct measures")
+    slope = sum(((m - mean_m) * (v - mean_v) for m, v in points), Fraction(0)) / spread
+    measures = sorted(m for m, _ in points)
+    return LinearFit(mean_v - slope * mean_m, slope, (measures[0], measures[-1]))
 
 
 def show_measure(value: Measure) -> str:
@@ -53,6 +58,18 @@ def show_measure(value: Measure) -> str:
     if isinstance(value, int) or value.denominator == 1:
         return str(int(value))
     return format(float(value), ".6g")
+
+
+def show_terms(terms: tuple[Measure, ...]) -> str:
+    """A measure's terms for a reason text: the measure alone when it has one term."""
+    if len(terms) == 1:
+        return show_measure(terms[0])
+    return "[" + ", ".join(show_measure(t) for t in terms) + "]"
+
+
+def memory_terms(pipeline: Any, params: Mapping[str, int | bool]) -> dict[str, tuple[Measure, ...]]:
+    """Every stage's memory terms at ``params`` (one term per stage for a plain ``memory ~``)."""
+    return {stage: tuple(pipeline.memory_terms(stage, **params)) for stage in pipeline.stages}
 
 
 class Workload:
@@ -67,7 +84,9 @@ class Workload:
         self.pipeline = pipeline
         self.target = resolve_target(pipeline, target)
         self.target_values = pipeline.evaluate(**self.target)
+        self.target_terms = memory_terms(pipeline, self.target)
         self.records = tuple(records)
+        self.terms: dict[int, dict[str, tuple[Measure, ...]]] = {}
         self.ok: list[tuple[int, WarmupRecord, dict[str, Any]]] = []
         self.blocking: list[WarmupRecord] = []
         self.dropped: list[WarmupRecord] = []
@@ -76,10 +95,15 @@ class Workload:
                 raise ValueError(
                     f"record {index} is of pipeline {record.pipeline!r}, not {pipeline.name!r}"
                 )
-            values = pipeline.evaluate(**_params(pipeline, record))
+            params = _params(pipeline, record)
+            values = pipeline.evaluate(**params)
+            terms = memory_terms(pipeline, params)
             if record.ok:
                 self.ok.append((index, record, values))
-            elif all(values[s].memory <= self.target_values[s].memory for s in pipeline.stages):
+                self.terms[index] = terms
+            elif all(
+                all(t <= g for t, g in zip(terms[s], self.target_terms[s])) for s in pipeline.stages
+            ):
                 self.blocking.append(record)
             else:
                 self.dropped.append(record)

@@ -3,7 +3,9 @@
 A figure is never a bare number. Each one carries its ``method`` — one of ``METHODS``:
 
 - ``"measurement"``: a record at (or, for memory, above) the target bounds it directly;
-- ``"fit"``: a line ``constant + slope × measure`` through the two largest measured sizes;
+- ``"fit"``: a line ``constant + slope × measure`` through the two largest measured sizes (with a
+  memory measure of several terms, a plane ``constant + Σ slope_i × term_i`` through the sizes
+  nearest the target that determine it);
 - ``"scaled"``: one size, scaled by the ratio of the formula's measure (target / measured);
 - ``"none"``: no trustworthy figure; ``reason`` says why (the figure itself is ``None``);
 
@@ -14,11 +16,11 @@ show its work. Bytes are ``int`` (rounded up), seconds ``float``, measures exact
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from types import MappingProxyType
 
-from attrs import field, frozen
+from attrs import Factory, field, frozen
 
 METHODS = ("measurement", "fit", "scaled", "none")
 DEFAULT_MARGIN = 1.2
@@ -30,15 +32,30 @@ def _frozen_params(value: Mapping[str, int | bool]) -> Mapping[str, int | bool]:
     return MappingProxyType(dict(value))
 
 
+def _one_term(point: MeasuredPoint) -> tuple[Measure, ...]:
+    return (point.measure,)
+
+
+def _terms(value: Iterable[Measure]) -> tuple[Measure, ...]:
+    return tuple(value)
+
+
 @frozen
 class MeasuredPoint:
-    """One measured size behind a peak estimate: the stage's measure there, and what was measured."""
+    """One measured size behind a peak estimate: the stage's measure there, and what was measured.
+
+    ``measure`` is the whole memory measure (the sum of its terms); ``terms`` its terms, one for a
+    plain ``memory ~ EXPR``.
+    """
 
     measure: Measure
     peak_bytes: int
     baseline_bytes: int
     growth_bytes: int = (
         0  # added to the measured peak by per-iteration growth (see IterationGrowth)
+    )
+    terms: tuple[Measure, ...] = field(
+        default=Factory(_one_term, takes_self=True), converter=_terms
     )
 
     @property
@@ -61,6 +78,25 @@ class LinearFit:
 
 
 @frozen
+class PlaneFit:
+    """``value = constant + Σ slope_i × term_i`` through the sizes in ``terms`` (exact).
+
+    A term the measured sizes do not determine has slope 0: its part rides in the constant, which
+    is exact at targets that do not move it (the only ones a plane fit is used for).
+    """
+
+    constant: Fraction
+    slopes: tuple[Fraction, ...]
+    terms: tuple[tuple[Measure, ...], ...]  # the measured sizes it passes through
+
+    def at(self, terms: tuple[Measure, ...], margin: Fraction = Fraction(1)) -> Fraction:
+        """The plane at ``terms``, its linear part multiplied by ``margin``."""
+        return self.constant + margin * sum(
+            (s * t for s, t in zip(self.slopes, terms)), Fraction(0)
+        )
+
+
+@frozen
 class PeakEstimate:
     """A peak (bytes, allocator-live) at the target: the raw figure and the bound with the margin.
 
@@ -77,7 +113,8 @@ class PeakEstimate:
     stage: str | None = None
     target_measure: Measure | None = None
     points: tuple[MeasuredPoint, ...] = ()
-    fit: LinearFit | None = None
+    fit: LinearFit | PlaneFit | None = None
+    target_terms: tuple[Measure, ...] = ()  # the memory measure's terms at the target (2+ terms)
 
     def __attrs_post_init__(self) -> None:
         if self.method not in METHODS:

@@ -8,10 +8,11 @@ time spent outside every stage, kept as measured.
 
 Carrying a per-iteration time to the target's measure: with one measured size, multiply by the
 measure ratio (target / measured). With two or more sizes, fit ``time = constant + slope ×
-measure`` on the two largest and read it at the target, so a fixed per-call cost (launch and
-dispatch overhead, which dominates small models) is not multiplied along with the work; a negative
-slope (noise around a flat cost) is taken as zero. Repeated runs of one size keep the fastest, as
-``timeit`` does. Non-iteration and untracked times come from the representative record: the
+measure`` by least squares over every measured size and read it at the target, so a fixed per-call
+cost (launch and dispatch overhead, which dominates small models) is not multiplied along with the
+work; a negative slope (noise around a flat cost) is taken as zero. Timings are noisy where memory
+is exact, so every size counts (two close sizes alone would multiply their noise by the distance to
+the target). Repeated runs of one size keep the fastest, as ``timeit`` does. Non-iteration and untracked times come from the representative record: the
 successful one with the most work (sum over stages of iterations × time measure), latest on ties.
 """
 
@@ -22,7 +23,12 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from runtime.estimate.points import Workload, fit_line, measured_iterations, show_measure
+from runtime.estimate.points import (
+    Workload,
+    least_squares,
+    measured_iterations,
+    show_measure,
+)
 from runtime.estimate.results import StageTime, TimingEstimate
 from runtime.record import WarmupRecord
 
@@ -113,16 +119,15 @@ def stage_time(
             m = values[stage].time
             fastest[m] = min(fastest.get(m, sample[0]), sample[0])
     sizes = sorted(fastest)
-    if len(sizes) >= 2 and sizes[-1] > sizes[-2]:
-        small, large = sizes[-2], sizes[-1]
-        line = fit_line((small, Fraction(fastest[small])), (large, Fraction(fastest[large])))
+    if len(sizes) >= 2:
+        line = least_squares([(m, Fraction(fastest[m])) for m in sizes])
         slope = max(line.slope, Fraction(0))
-        constant = line.constant if line.slope >= 0 else Fraction(fastest[large])
+        constant = line.constant if line.slope >= 0 else Fraction(fastest[sizes[-1]])
         predicted = max(0.0, float(constant + slope * target_m))
         method = "fit"
-        how = (
-            f"per-iteration time fitted on measures {show_measure(small)} and {show_measure(large)}"
-            + ("" if line.slope >= 0 else " (negative slope taken as 0)")
+        shown = ", ".join(show_measure(m) for m in sizes)
+        how = f"per-iteration time fitted (least squares) on measures {shown}" + (
+            "" if line.slope >= 0 else " (negative slope taken as 0)"
         )
     else:
         m = rep_values[stage].time

@@ -46,8 +46,11 @@ def build_tiny_wan(seed: int = 0, num_layers: int = 2, dtype: torch.dtype = torc
     from transformers import UMT5Config, UMT5EncoderModel
 
     torch.manual_seed(seed)
+    # 16 channels: like the real Wan VAE (96), the decoder's per-chunk working set outweighs the
+    # 3-channel video it accumulates, so decoding memory is a working set ~ height x width plus the
+    # output ~ frames x height x width (with 3 channels the output alone set the peak).
     vae = AutoencoderKLWan(
-        base_dim=3,
+        base_dim=16,
         z_dim=16,
         dim_mult=[1, 1, 1, 1],
         num_res_blocks=1,

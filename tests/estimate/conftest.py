@@ -86,9 +86,10 @@ def record(
     layer_uses: Iterable[LayerUse] = (),
     error: str | None = None,
     pipeline: str = "toy",
+    defaults: Mapping[str, int | bool] | None = None,
 ) -> WarmupRecord:
     phases = tuple(phases)
-    full = {"steps": 10, "size": 100, "blocks": 1, **params}
+    full = {**({"steps": 10, "size": 100, "blocks": 1} if defaults is None else defaults), **params}
     top = peak if peak is not None else max([baseline, *(p.peak_allocated for p in phases)])
     return WarmupRecord(
         pipeline=pipeline,

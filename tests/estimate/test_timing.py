@@ -81,6 +81,25 @@ def test_two_sizes_fit_the_per_iteration_time(toy):
     assert timing.method == "fit"
 
 
+def test_three_sizes_fit_the_per_iteration_time_by_least_squares(toy):
+    # steady medians: size 10 -> 0.1, 20 -> 0.16, 30 -> 0.19. Means 20 and 0.15; slope
+    # ((-10)(-0.05) + 0 + (10)(0.04)) / (100 + 0 + 100) = 0.0045, constant 0.15 - 0.09 = 0.06:
+    # 0.51 per iteration at 100. (The two largest alone would give 0.003 and 0.37.) The
+    # representative (size 30) keeps 0.6 - 0.57 = 0.03 s outside iterations: 0.03 + 5.1 = 5.13.
+    records = [
+        timed(10, [0.4, 0.1, 0.1], 0.65),
+        timed(20, [0.3, 0.16, 0.16], 0.7),
+        timed(30, [0.19, 0.19, 0.19], 0.6),
+    ]
+    denoise = estimate_default_workload_timing(records, toy).stage("DenoisingStage")
+    assert (denoise.method, denoise.seconds, denoise.per_iteration_s) == (
+        "fit",
+        pytest.approx(5.13),
+        pytest.approx(0.51),
+    )
+    assert "least squares) on measures 10, 20, 30" in denoise.reason
+
+
 def test_a_negative_time_slope_is_taken_as_flat(toy):
     # size 10 -> 0.2, size 20 -> 0.15: the larger size's 0.15 per iteration: 0.05 + 1.5 = 1.55.
     records = [timed(10, [0.4, 0.2, 0.2], 0.85), timed(20, [0.2, 0.15, 0.15], 0.55)]

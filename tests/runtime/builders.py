@@ -42,18 +42,37 @@ def bool_param(name: str, default: bool) -> dict[str, Any]:
 
 
 def stage(
-    name: str, iterations: Any = None, memory: Any = None, time: Any = None
+    name: str,
+    iterations: Any = None,
+    memory: Any = None,
+    time: Any = None,
+    memory_terms: list[Any] | None = None,
 ) -> dict[str, Any]:
+    """A stage; `memory_terms` lists the terms of `memory ~ [t1, t2, ...]` (memory: their sum)."""
+
     def field(expr: Any) -> dict[str, Any]:
         return {"expr": I(1) if expr is None else expr, "span": None if expr is None else SPAN}
 
-    return {
+    built: dict[str, Any] = {
         "name": name,
         "span": SPAN,
         "iterations": field(iterations),
-        "memory": field(memory),
+        "memory": field(
+            memory if memory is not None or not memory_terms else left_sum(memory_terms)
+        ),
         "time": field(time),
     }
+    if memory_terms is not None:
+        built["memory"]["terms"] = [{"expr": t, "span": SPAN} for t in memory_terms]
+    return built
+
+
+def left_sum(terms: list[dict[str, Any]]) -> dict[str, Any]:
+    """`add(add(t1, t2), t3)...`: the memory a list of terms must come with."""
+    total = terms[0]
+    for term in terms[1:]:
+        total = op("add", total, term)
+    return total
 
 
 def let(name: str, expr: dict[str, Any]) -> dict[str, Any]:

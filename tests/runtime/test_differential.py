@@ -283,6 +283,51 @@ def test_checked_paths_match_the_oracle(tree: Any, sample: list[dict[str, Any]])
             assert p.evaluate(**point)["S"].memory == expected
 
 
+@st.composite
+def terms_case(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Lets and 2 or 3 memory terms (half of them under `abs`, so more documents load)."""
+    lets = draw(let_list())
+    scope = typed_lets(lets)
+    terms = []
+    for _ in range(draw(st.integers(2, 3))):
+        term = draw(number(3, scope))
+        terms.append({"k": "abs", "args": [term]} if draw(st.booleans()) else term)
+    return lets, terms
+
+
+@SETTINGS
+@given(terms_case(), st.lists(points, min_size=1, max_size=4))
+def test_memory_terms_match_the_oracle(tree: Any, sample: list[dict[str, Any]]) -> None:
+    lets, terms = tree
+    doc = document(pipeline("p", PARAMS, [stage("S", memory_terms=terms)], lets))
+    try:
+        p = load_formulas(doc)["p"]
+    except ArtifactError:  # a term or the sum invalid at the default workload
+        assume(False)
+        return
+    let_table = {e["name"]: e["expr"] for e in lets}
+    for point in sample:
+        expected = [outcome(oracle, t, env_of(point), let_table) for t in terms]
+        # terms are evaluated in order: the first that divides by zero or is negative is the error
+        bad = next((j for j, v in enumerate(expected) if v == "ZeroDivisionError" or v < 0), None)
+        if bad is not None:
+            try:
+                p.memory_terms("S", **point)
+            except EvaluationError as exc:
+                assert exc.what == f"S.memory[{bad}]"
+                assert str(exc).startswith(
+                    "division by zero"
+                    if expected[bad] == "ZeroDivisionError"
+                    else f"p.S.memory[{bad}] is "
+                )
+                continue
+            raise AssertionError(f"expected an EvaluationError at {point}")
+        got = p.memory_terms("S", **point)
+        assert got == tuple(expected)
+        assert [type(v) is int for v in got] == [v.denominator == 1 for v in expected]
+        assert p.memory("S", **point) == sum(expected)
+
+
 WAN_STAGES = ["TextEncodingStage", "DenoisingStage", "DecodingStage", "Denoising", "nope"]
 values = st.one_of(
     st.integers(-5, 1100), st.sampled_from([True, False, None, 4.0, "4", 81, 720, 1280])

@@ -1,0 +1,106 @@
+"""Exact fits of ``value = constant + Σ slope_i × term_i`` through measured sizes.
+
+A memory measure may have several terms (``memory ~ [height * width, frames * height * width]``).
+With ``k`` terms a fit needs ``k + 1`` measured sizes in general position, but a probe plan often
+varies fewer directions than that (every size at the target's frame count, say). The target can
+still be predicted exactly when its row ``(1, T_1, ..., T_k)`` is a combination of the measured
+rows: the prediction is then the same for every solution of the fit (an *estimable* function, in
+the language of linear models), even though the slopes are not all determined. So:
+
+1. :func:`independent_rows` picks, in the caller's order (nearest the target first), the measured
+   rows that are linearly independent (at most ``k + 1``);
+2. :func:`basic_solution` solves them exactly with the constant pivoted first and every term that
+   the rows do not determine given slope 0 (its part rides in the constant, which is right exactly
+   where the target does not move it);
+3. :func:`estimable` says whether the target's row lies in their span: only then is the fit's
+   value at the target the same for every solution.
+
+Everything is ``Fraction``: a few rows of a few terms, solved once per phase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+Row = tuple[Fraction, ...]
+
+
+def row(terms: Sequence[int | Fraction]) -> Row:
+    """The design row of one size: 1 for the constant, then its terms."""
+    return (Fraction(1), *(Fraction(t) for t in terms))
+
+
+def _reduce(vector: Row, basis: Sequence[tuple[int, Row]]) -> Row:
+    """``vector`` minus its components along an echelon ``basis`` of ``(pivot, row)`` pairs."""
+    out = list(vector)
+    for pivot, b in basis:
+        if out[pivot]:
+            factor = out[pivot] / b[pivot]
+            out = [x - factor * y for x, y in zip(out, b)]
+    return tuple(out)
+
+
+def _echelon(rows: Sequence[Row]) -> list[tuple[int, Row]]:
+    """An echelon basis of the rows' span: each entry's pivot column is zero in the entries after it."""
+    basis: list[tuple[int, Row]] = []
+    for r in rows:
+        reduced = _reduce(r, basis)
+        pivot = next((i for i, x in enumerate(reduced) if x), None)
+        if pivot is not None:
+            basis.append((pivot, reduced))
+    return basis
+
+
+def independent_rows(rows: Sequence[Row]) -> list[int]:
+    """Indices of the rows (in the given order) that each add a new direction to the span."""
+    basis: list[tuple[int, Row]] = []
+    chosen: list[int] = []
+    width = len(rows[0]) if rows else 0
+    for index, r in enumerate(rows):
+        if len(chosen) == width:
+            break
+        reduced = _reduce(r, basis)
+        pivot = next((i for i, x in enumerate(reduced) if x), None)
+        if pivot is not None:
+            basis.append((pivot, reduced))
+            chosen.append(index)
+    return chosen
+
+
+def estimable(rows: Sequence[Row], target: Row) -> bool:
+    """Whether ``target`` lies in the span of ``rows`` (the fit's value there is then unique)."""
+    return not any(_reduce(target, _echelon(rows)))
+
+
+def basic_solution(rows: Sequence[Row], values: Sequence[Fraction]) -> tuple[Fraction, ...]:
+    """Coefficients ``(constant, slope_1, ...)`` with ``rows · x == values`` exactly.
+
+    ``rows`` must be linearly independent. Columns are pivoted left to right (the constant first),
+    and a column without a pivot gets coefficient 0.
+    """
+    width = len(rows[0])
+    augmented = [list(r) + [Fraction(v)] for r, v in zip(rows, values)]
+    pivots: list[int] = []
+    line = 0
+    for column in range(width):
+        found = next((i for i in range(line, len(augmented)) if augmented[i][column]), None)
+        if found is None:
+            continue
+        augmented[line], augmented[found] = augmented[found], augmented[line]
+        lead = augmented[line][column]
+        augmented[line] = [x / lead for x in augmented[line]]
+        for i, other in enumerate(augmented):
+            if i != line and other[column]:
+                factor = other[column]
+                augmented[i] = [x - factor * y for x, y in zip(other, augmented[line])]
+        pivots.append(column)
+        line += 1
+        if line == len(augmented):
+            break
+    if line != len(augmented):
+        raise ValueError("the rows are not linearly independent")
+    solution = [Fraction(0)] * width
+    for i, column in enumerate(pivots):
+        solution[column] = augmented[i][-1]
+    return tuple(solution)
