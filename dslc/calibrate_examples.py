@@ -6,9 +6,9 @@ stages, and default shapes: a bounded warmup, the probe, and a demo target. The 
 default workloads (e.g. 81 frames at 480x832) are far too big for a CPU demo, so calibrate targets
 an admissible demo point instead.
 
-Default shapes keep the frame count of the target and shrink the area: the Wan VAE's decoding peak
-is not affine in the latent frame count at small counts (a causal chunk's working set gives way to
-the accumulated output), so a frames-first probe misses it (see bench/README.md, "accuracy").
+Default shapes keep the frame count of the target and shrink the area, so the Wan VAE's two memory
+terms (a chunk's working set ~ height x width, the accumulated output ~ frames x height x width)
+move together and the warmup and probe determine them at the target (docs/estimators.md).
 
 Imports torch, diffusers and transformers lazily (only when an example is built).
 """
