@@ -8,6 +8,12 @@ the model's alignment. Nothing goes below the bounded warmup shape (``floor``).
 
 The predicted peak of a shape is deliberately simple (the estimators refine it later): the largest
 successful record's above-baseline peak, scaled by the ratio of ``frames * height * width``.
+
+A stage whose memory measure has several terms (``memory ~ [height * width, latent_frames * height
+* width]``) is estimated from a plane through the measured sizes, which is defined at the target
+only when the sizes move in the directions the target does (runtime/estimate/planes.py). A
+frames-lightened probe and the floor leave the frames direction open, so ``calibrate`` then runs
+one more, lighter shape of the sequence that closes it (``undetermined_stages``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 from attrs import field, frozen
 
+from runtime.estimate.planes import estimable, row
 from runtime.measure.distributed import LOCAL, Agreement
 from runtime.measure.recorder import FormulaPipeline, Request, WarmupRecorder
 from runtime.record import ErrorInfo, WarmupRecord
@@ -235,7 +242,11 @@ class ProbeAttempt:
 
 @frozen
 class ProbeOutcome:
-    """The end of a warmup: calibrated with a record, or not (serving goes on uncalibrated)."""
+    """The end of a warmup: calibrated with a record, or not (serving goes on uncalibrated).
+
+    ``determining`` holds the probe run after the main one so that the records determine every
+    stage's memory terms at the target (empty when they already did, or nothing lighter could).
+    """
 
     calibrated: bool
     record: WarmupRecord | None
@@ -243,6 +254,7 @@ class ProbeOutcome:
     lighten_steps: int | None
     reason: str
     plan: ProbePlan | None = None
+    determining: tuple[ProbeAttempt, ...] = ()
 
 
 def _attempt(
@@ -306,8 +318,11 @@ def calibrate(
     axes: ProbeAxes = ProbeAxes(),
     max_retries: int = 3,
     agreement: Agreement = LOCAL,
+    determine_terms: bool = True,
 ) -> ProbeOutcome:
-    """The whole warmup: the bounded shape first (if nothing is recorded), then the largest fit.
+    """The whole warmup: the bounded shape first (if nothing is recorded), then the largest fit,
+    then (``determine_terms``) a lighter shape if the records leave a stage's memory terms at
+    ``start`` undetermined.
 
     Never raises for a failing warmup: the outcome says ``calibrated=False`` and why.
     """
@@ -334,14 +349,79 @@ def calibrate(
             max_retries=max_retries,
             agreement=agreement,
         )
+        determining: tuple[ProbeAttempt, ...] = ()
+        reason = outcome.reason
+        if outcome.calibrated and determine_terms and outcome.lighten_steps is not None:
+            determining, note = _determine_terms(
+                recorder, plan.shapes, outcome.lighten_steps, start, body, agreement, max_retries
+            )
+            reason += note
         return ProbeOutcome(
             outcome.calibrated,
             outcome.record,
             outcome.attempts,
             outcome.lighten_steps,
-            outcome.reason,
+            reason,
             plan,
+            determining,
         )
     except Exception as exc:  # noqa: BLE001 - fail open: serving goes on without calibration
         log.warning("warmup fails open: %s: %s", type(exc).__name__, exc)
         return ProbeOutcome(False, None, (), None, f"warmup failed: {type(exc).__name__}: {exc}")
+
+
+# --- a probe that determines every memory term at the target ----------------------------------------
+
+
+def undetermined_stages(
+    pipeline: FormulaPipeline, measured: Sequence[Mapping[str, Any]], target: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """Stages with several memory terms whose plane through the ``measured`` points is not defined
+    at ``target`` (and that no measured point covers term by term)."""
+    terms_of = getattr(pipeline, "memory_terms", None)
+    if terms_of is None:
+        return ()
+    open_stages = []
+    for stage in pipeline.stages:
+        wanted = tuple(terms_of(stage, **target))
+        if len(wanted) < 2:
+            continue
+        seen = [tuple(terms_of(stage, **params)) for params in measured]
+        if any(all(t >= w for t, w in zip(terms, wanted)) for terms in seen):
+            continue
+        if not seen or not estimable([row(terms) for terms in seen], row(wanted)):
+            open_stages.append(stage)
+    return tuple(open_stages)
+
+
+def _determine_terms(
+    recorder: WarmupRecorder,
+    shapes: Sequence[Mapping[str, Any]],
+    chosen: int,
+    target: Mapping[str, Any],
+    body: Callable[[Request], object],
+    agreement: Agreement,
+    max_retries: int,
+) -> tuple[tuple[ProbeAttempt, ...], str]:
+    """Run the first lighter shape that closes every open stage (retrying lighter ones on failure)."""
+    measured = [dict(r.params) for r in recorder.records if r.ok]
+    open_stages = undetermined_stages(recorder.pipeline, measured, target)
+    if not open_stages:
+        return (), ""
+    candidates = [
+        shape
+        for shape in shapes[chosen + 1 :]
+        if not undetermined_stages(recorder.pipeline, [*measured, shape], target)
+    ]
+    attempts: list[ProbeAttempt] = []
+    for shape in candidates[: max_retries + 1]:
+        outcome = run_probe(recorder, [shape], body, max_retries=0, agreement=agreement)
+        attempts += outcome.attempts
+        if outcome.calibrated:
+            return tuple(
+                attempts
+            ), f"; {', '.join(open_stages)} determined by a probe at {dict(shape)}"
+    why = "failed" if attempts else "no lighter shape determines them"
+    note = f"; memory terms of {', '.join(open_stages)} stay undetermined at the target ({why})"
+    log.warning("warmup: %s", note[2:])
+    return tuple(attempts), note

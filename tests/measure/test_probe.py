@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +22,7 @@ from runtime.measure.probe import (
     plan_probe,
     predict_peak,
     run_probe,
+    undetermined_stages,
 )
 from runtime.record import WarmupRecord
 
@@ -280,3 +282,76 @@ def test_calibrate_fails_open(wan):
 
     outcome = calibrate(WarmupRecorder(Broken(), device="cpu"), body, start=START, floor=FLOOR)
     assert not outcome.calibrated and "formulas unavailable" in outcome.reason
+
+
+@pytest.fixture(scope="module")
+def real_wan():
+    """formulas/wan.wf's Wan 2.1 T2V 14B, compiled: its DecodingStage has two memory terms."""
+    from dslc.calibrate_run import load_pipeline
+
+    root = Path(__file__).resolve().parents[2]
+    return load_pipeline(root / "formulas" / "wan.wf", "wan2_1_t2v_14b")
+
+
+def test_undetermined_stages_follow_the_decoding_terms(real_wan):
+    # DecodingStage: memory ~ [height * width, latent_frames * height * width] (formulas/wan.wf).
+    shapes = lighten_sequence(real_wan, START, FLOOR)
+    assert (shapes[1]["height"], shapes[2]["height"]) == (720, 720)  # frames go first
+    assert shapes[1]["frames"] > shapes[2]["frames"]
+    # The floor and a frames-lightened probe move area and frames together: the target is open.
+    assert undetermined_stages(real_wan, [FLOOR, shapes[1]], START) == ("DecodingStage",)
+    # Two sizes at the target's area determine it whatever their frames; the target covers itself.
+    assert undetermined_stages(real_wan, [shapes[1], shapes[2]], START) == ()
+    assert undetermined_stages(real_wan, [FLOOR, START], START) == ()
+    assert undetermined_stages(real_wan, [], START) == ("DecodingStage",)
+
+    class NoTerms:
+        stages = ("DecodingStage",)
+
+    assert undetermined_stages(NoTerms(), [FLOOR], START) == ()
+
+
+def _calibrated_at(wan, step: int, model: Thresholded):
+    """A recorder whose floor ran and a device sized so that the plan picks ``shapes[step]``."""
+    shapes = lighten_sequence(wan, START, FLOOR)
+    backend = BudgetBackend(total=100 * GiB)
+    recorder = WarmupRecorder(wan, backend=backend, components={"transformer": model})
+    with recorder.request(**FLOOR) as req:
+        body_for(model)(req)
+    floor_peak = recorder.records[-1].peak_above_baseline
+    volume = [s["frames"] * s["height"] * s["width"] for s in shapes]
+    floor_volume = FLOOR["frames"] * FLOOR["height"] * FLOOR["width"]
+    backend.free = allocator_margin(backend.total) + -(-floor_peak * volume[step] // floor_volume)
+    return shapes, recorder
+
+
+def test_calibrate_runs_a_lighter_probe_that_determines_the_memory_terms(real_wan):
+    model = Thresholded(limit=10**9)
+    shapes, recorder = _calibrated_at(real_wan, 1, model)
+    outcome = calibrate(recorder, body_for(model), start=START, floor=FLOOR)
+    assert outcome.calibrated and outcome.lighten_steps == 1
+    # shapes[2] keeps the target's area with fewer frames: with shapes[1] it spans the target.
+    assert [dict(a.params) for a in outcome.determining] == [shapes[2]]
+    assert [dict(r.params) for r in recorder.records] == [FLOOR, shapes[1], shapes[2]]
+    assert "DecodingStage determined by a probe at" in outcome.reason
+    assert undetermined_stages(real_wan, [r.params for r in recorder.records], START) == ()
+
+
+def test_calibrate_says_when_no_lighter_probe_can_determine_the_terms(real_wan):
+    # The probe lands where frames are already at the floor's: every lighter shape only shrinks the
+    # area, so the frames direction stays open; nothing more runs and the reason says so.
+    shapes = lighten_sequence(real_wan, START, FLOOR)
+    step = next(k for k, s in enumerate(shapes) if s["frames"] == FLOOR["frames"])
+    model = Thresholded(limit=10**9)
+    _, recorder = _calibrated_at(real_wan, step, model)
+    outcome = calibrate(recorder, body_for(model), start=START, floor=FLOOR)
+    assert outcome.calibrated and outcome.lighten_steps == step and outcome.determining == ()
+    assert "stay undetermined at the target (no lighter shape determines them)" in outcome.reason
+    assert len(recorder.records) == 2
+
+
+def test_calibrate_can_skip_determining_the_terms(real_wan):
+    model = Thresholded(limit=10**9)
+    _, recorder = _calibrated_at(real_wan, 1, model)
+    outcome = calibrate(recorder, body_for(model), start=START, floor=FLOOR, determine_terms=False)
+    assert outcome.determining == () and len(recorder.records) == 2
