@@ -274,7 +274,10 @@ def _show(cal: Any, plot: Path | None) -> None:
         f"{cal.pipeline}: example {cal.example} on {cal.device} ({cal.backend}), formulas {cal.formula_path}",
         style="bold",
     )
-    for role, point in (("warmup", cal.warmup), ("probe", cal.probe), ("target", cal.target)):
+    shown = [("warmup", cal.warmup), ("probe", cal.probe)]
+    if cal.second_probe is not None:
+        shown.append(("probe 2", cal.second_probe))
+    for role, point in (*shown, ("target", cal.target)):
         out.line(
             f"{role + ':':8} "
             + ", ".join(

@@ -48,6 +48,7 @@ def document(cal: Calibration) -> dict[str, Any]:
         "margin": est.margin,
         "warmup": dict(cal.warmup),
         "probe": dict(cal.probe),
+        "second_probe": None if cal.second_probe is None else dict(cal.second_probe),
         "target": dict(cal.target),
         "work_ratio": _number(cal.work_ratio),
         "verified": cal.measured is not None,

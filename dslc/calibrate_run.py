@@ -1,7 +1,8 @@
 """The calibration session behind `dslc calibrate` (and bench/accuracy.py): no printing here.
 
 compile the example's formula file in memory -> load it like an artifact -> build the tiny diffusers
-pipeline -> record a bounded warmup, the probe and a bounded re-warm -> estimate the target ->
+pipeline -> record a bounded warmup, the probe (and a second probe when the warmup and the probe
+leave a stage's memory terms open at the target) and a bounded re-warm -> estimate the target ->
 optionally run the target for real (``verify``) and compare.
 
 Progress is reported through a callback ``progress(step, total, what)``; the CLI draws it.
@@ -24,7 +25,7 @@ from dslc.calibrate_session import (
     resolve_device,
     torch_threads,
 )
-from runtime.estimate import WorkloadEstimate, estimate
+from runtime.estimate import WorkloadEstimate, estimate, undetermined_stages
 from runtime.record import WarmupRecord
 
 Progress = Callable[[int, int, str], None]
@@ -68,6 +69,7 @@ class Calibration:
     measured: WarmupRecord | None
     component_weight_bytes: Mapping[str, int] = field(hash=False)
     errors: tuple[str, ...] = ()
+    second_probe: Params | None = field(default=None, hash=False)
 
     def phases(self) -> list[Comparison]:
         """Per phase constraint: raw estimate, bound and (with verify) the measured peak."""
@@ -204,10 +206,7 @@ def calibrate_example(
     verified target is the fastest of ``repeat`` runs (memory peaks do not depend on the run).
     """
     tick = progress or (lambda step, total, what: None)
-    # probe and re-warm alternate, so load drift on a shared machine hits both sizes alike
-    roles = ("warmup", *(["probe", "re-warm"] * repeat))
-    total = 3 + len(roles) + (repeat if verify else 0)
-    tick(0, total, f"compiling {example.formula_file}")
+    tick(0, 3 + 2 * repeat, f"compiling {example.formula_file}")
     formula_path = formulas_dir / example.formula_file
     pipeline = load_pipeline(formula_path, example.pipeline)
     target_point = full_point(pipeline, {**example.target, **(target or {})}, "target")
@@ -215,11 +214,18 @@ def calibrate_example(
     warmup_point = full_point(
         pipeline, {**probe_point, **example.warmup, **(warmup or {})}, "warmup"
     )
+    second = second_probe(pipeline, warmup_point, probe_point, target_point)
+    # the sizes alternate, so load drift on a shared machine hits them all alike
+    rounds = ["probe", *(["second probe"] if second else []), "re-warm"]
+    roles = ("warmup", *(rounds * repeat))
+    total = 3 + len(roles) + (repeat if verify else 0)
     device = resolve_device(device)
     with quiet_libraries(), torch_threads(device, threads):
         tick(1, total, f"building the tiny {example.name} pipeline")
         session = Session(example, pipeline, device, seed, clock)
         points = {"warmup": warmup_point, "probe": probe_point, "re-warm": warmup_point}
+        if second:
+            points["second probe"] = second
         records = []
         for step, role in enumerate(roles, start=2):
             tick(step, total, f"{role} {_describe(points[role])}")
@@ -266,7 +272,42 @@ def calibrate_example(
         measured=measured,
         component_weight_bytes=session.weights,
         errors=errors,
+        second_probe=second,
     )
+
+
+def second_probe(
+    pipeline: Any, warmup: Params, probe: Params, target: Params
+) -> dict[str, int | bool] | None:
+    """A third size when the warmup and the probe leave a stage's memory terms open at the target.
+
+    A stage whose memory has several terms is fitted by a plane, defined at the target only when the
+    measured sizes move in the directions the target does (docs/estimators.md); a warmup and a probe
+    that differ in area *and* frames do not. The candidates take the probe (or the warmup) with one
+    of their differing params from the other; the cheapest admissible one that closes every stage
+    (least total memory measure x iterations) is run alongside the probe. None when none is needed
+    or none helps.
+    """
+    if not undetermined_stages(pipeline, [warmup, probe], target):
+        return None
+    candidates = []
+    for name in (k for k in probe if probe[k] != warmup[k]):
+        for base, other in ((probe, warmup), (warmup, probe)):
+            point = {**base, name: other[name]}
+            if (
+                point not in (dict(warmup), dict(probe))
+                and pipeline.is_admissible(**point)
+                and not undetermined_stages(pipeline, [warmup, probe, point], target)
+            ):
+                candidates.append(point)
+    if not candidates:
+        return None
+
+    def cost(point: dict[str, int | bool]) -> Fraction:
+        values = pipeline.evaluate(**point)
+        return sum((Fraction(v.iterations * v.memory) for v in values.values()), Fraction(0))
+
+    return min(candidates, key=cost)
 
 
 def _describe(params: Mapping[str, int | bool]) -> str:

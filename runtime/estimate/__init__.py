@@ -28,7 +28,12 @@ from typing import Any
 
 from runtime.estimate.layers import layer_uses
 from runtime.estimate.peaks import iteration_growth, phase_peaks, request_peak
-from runtime.estimate.points import Workload, margin_fraction, resolve_target
+from runtime.estimate.points import (
+    Workload,
+    margin_fraction,
+    resolve_target,
+    undetermined_stages,
+)
 from runtime.estimate.results import (
     DEFAULT_MARGIN,
     METHODS,
@@ -66,6 +71,7 @@ __all__ = [
     "estimate_layerwise_layer_uses",
     "estimate_workload_phase_peaks",
     "resolve_target",
+    "undetermined_stages",
 ]
 
 Records = Iterable[WarmupRecord]

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from runtime.estimate.planes import estimable, row
 from runtime.estimate.results import LinearFit, Measure
 from runtime.record import WarmupRecord
 
@@ -70,6 +71,27 @@ def show_terms(terms: tuple[Measure, ...]) -> str:
 def memory_terms(pipeline: Any, params: Mapping[str, int | bool]) -> dict[str, tuple[Measure, ...]]:
     """Every stage's memory terms at ``params`` (one term per stage for a plain ``memory ~``)."""
     return {stage: tuple(pipeline.memory_terms(stage, **params)) for stage in pipeline.stages}
+
+
+def undetermined_stages(
+    pipeline: Any, measured: Sequence[Mapping[str, Any]], target: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """Stages with several memory terms whose plane through the ``measured`` points is not defined
+    at ``target`` (and that no measured point covers term by term)."""
+    terms_of = getattr(pipeline, "memory_terms", None)
+    if terms_of is None:
+        return ()
+    open_stages = []
+    for stage in pipeline.stages:
+        wanted = tuple(terms_of(stage, **target))
+        if len(wanted) < 2:
+            continue
+        seen = [tuple(terms_of(stage, **params)) for params in measured]
+        if any(all(t >= w for t, w in zip(terms, wanted)) for terms in seen):
+            continue
+        if not seen or not estimable([row(terms) for terms in seen], row(wanted)):
+            open_stages.append(stage)
+    return tuple(open_stages)
 
 
 class Workload:

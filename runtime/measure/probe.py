@@ -27,7 +27,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from runtime.estimate.planes import estimable, row
+from runtime.estimate.points import undetermined_stages
 from runtime.measure.distributed import LOCAL, Agreement
 from runtime.measure.recorder import FormulaPipeline, Request, WarmupRecorder
 from runtime.record import ErrorInfo, WarmupRecord
@@ -371,27 +371,6 @@ def calibrate(
 
 
 # --- a probe that determines every memory term at the target ----------------------------------------
-
-
-def undetermined_stages(
-    pipeline: FormulaPipeline, measured: Sequence[Mapping[str, Any]], target: Mapping[str, Any]
-) -> tuple[str, ...]:
-    """Stages with several memory terms whose plane through the ``measured`` points is not defined
-    at ``target`` (and that no measured point covers term by term)."""
-    terms_of = getattr(pipeline, "memory_terms", None)
-    if terms_of is None:
-        return ()
-    open_stages = []
-    for stage in pipeline.stages:
-        wanted = tuple(terms_of(stage, **target))
-        if len(wanted) < 2:
-            continue
-        seen = [tuple(terms_of(stage, **params)) for params in measured]
-        if any(all(t >= w for t, w in zip(terms, wanted)) for terms in seen):
-            continue
-        if not seen or not estimable([row(terms) for terms in seen], row(wanted)):
-            open_stages.append(stage)
-    return tuple(open_stages)
 
 
 def _determine_terms(

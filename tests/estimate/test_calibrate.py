@@ -126,3 +126,52 @@ def test_usage_errors_exit_2(args):
 def test_a_missing_formulas_folder_exits_1(tmp_path):
     result = invoke("--formulas", str(tmp_path))
     assert result.exit_code == 1 and "no formula file" in result.stderr
+
+
+def test_a_second_probe_when_warmup_and_probe_leave_the_decoding_terms_open():
+    from pathlib import Path
+
+    from dslc.calibrate_run import load_pipeline, second_probe
+
+    wan = load_pipeline(
+        Path(__file__).resolve().parents[2] / "formulas" / "wan.wf", "wan2_1_t2v_1_3b"
+    )
+    base = {"steps": 2, "cfg": True}
+    warmup = {**base, "frames": 17, "height": 32, "width": 32}
+    probe = {**base, "frames": 9, "height": 64, "width": 64}
+    target = {**base, "steps": 8, "frames": 33, "height": 64, "width": 64}
+    # Same frames: the frames term moves with the area term, the target is determined.
+    assert second_probe(wan, warmup, {**probe, "frames": 33}, target) is None
+    # Area and frames both differ: of the six one-param swaps, every one determines the plane;
+    # the cheapest is the warmup at the probe's frames (rows (1, 1024, 5120), (1, 4096, 12288),
+    # (1, 1024, 3072) are independent).
+    assert second_probe(wan, warmup, probe, target) == {
+        **base,
+        "frames": 9,
+        "height": 32,
+        "width": 32,
+    }
+
+
+@pytest.mark.slow
+def test_calibrate_adds_the_second_probe_and_fits_the_decoding_plane():
+    result = invoke(
+        "--verify",
+        "--json",
+        "--repeat",
+        "1",
+        "--probe",
+        "frames=9",
+        "--target",
+        "steps=8,frames=33,height=64,width=64",
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["second_probe"] == {"steps": 2, "frames": 9, "height": 32, "width": 32, "cfg": True}
+    assert [r["role"] for r in doc["records"]] == ["warmup", "probe", "second probe", "re-warm"]
+    decoding = next(p for p in doc["phases"] if p["label"] == "stage:DecodingStage")
+    assert decoding["method"] == "fit" and "term 2" in decoding["reason"]
+    assert (
+        abs(decoding["error"]) <= 0.05
+        and decoding["bound_peak_bytes"] >= decoding["measured_peak_bytes"]
+    )
