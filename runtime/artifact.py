@@ -11,7 +11,9 @@ from .checks import (
     MAX_INT_DIGITS,
     MAX_MEMORY_TERMS,
     MAX_NAME_LENGTH,
+    MAX_NODES,
     MAX_POW_EXPONENT,
+    NodeBudget,
     Scope,
     as_int,
     as_list,
@@ -48,6 +50,7 @@ __all__ = [
     "MAX_INT_DIGITS",
     "MAX_MEMORY_TERMS",
     "MAX_NAME_LENGTH",
+    "MAX_NODES",
     "MAX_POW_EXPONENT",
     "parse_artifact",
     "read_artifact",
@@ -139,8 +142,9 @@ def parse_artifact(doc: object) -> Artifact:
     pipelines_path = into(None, "pipelines")
     pipelines: list[PipelineDecl] = []
     seen: dict[str, int] = {}
+    budget = NodeBudget()
     for i, raw in enumerate(as_list(doc["pipelines"], pipelines_path)):
-        pipeline = _pipeline(raw, into(pipelines_path, f"[{i}]"), i, len(sources))
+        pipeline = _pipeline(raw, into(pipelines_path, f"[{i}]"), i, len(sources), budget)
         if pipeline.name in seen:
             raise fail(
                 into(into(pipelines_path, f"[{i}]"), ".name"),
@@ -163,14 +167,16 @@ def _source(value: object, path: object) -> SourceDecl:
 _PIPELINE_KEYS = ("name", "extends", "span", "params", "contracts", "lets", "stages")
 
 
-def _pipeline(value: object, path: object, index: int, n_sources: int) -> PipelineDecl:
+def _pipeline(
+    value: object, path: object, index: int, n_sources: int, budget: NodeBudget
+) -> PipelineDecl:
     """One pipeline; lets are read before contracts and stages, which may use them."""
     obj = as_object(value, path, _PIPELINE_KEYS)
     name = as_name(obj["name"], into(path, ".name"))
     extends = None if obj["extends"] is None else as_name(obj["extends"], into(path, ".extends"))
     span = as_span(obj["span"], into(path, ".span"), n_sources)
     params = _params(obj["params"], into(path, ".params"), n_sources)
-    scope = Scope({p.name: (i, p.type) for i, p in enumerate(params)}, {})
+    scope = Scope({p.name: (i, p.type) for i, p in enumerate(params)}, {}, budget)
     lets = _lets(obj["lets"], into(path, ".lets"), n_sources, scope)
     contracts = _contracts(obj["contracts"], into(path, ".contracts"), n_sources, scope)
     stages = _stages(obj["stages"], into(path, ".stages"), n_sources, scope)

@@ -18,6 +18,7 @@ MAX_INT_DIGITS = 4300
 MAX_NAME_LENGTH = 64
 MAX_POW_EXPONENT = 64
 MAX_TEXT_LENGTH = 4096
+MAX_NODES = 200_000  # expression nodes in one artifact (formulas/ compiles to about 1,300): bounds load time
 MAX_MEMORY_TERMS = 16  # terms of one stage's `memory ~ [t1, t2, ...]`; at least 2 when listed
 _INT_BOUND = 10**MAX_INT_DIGITS  # |v| < 10**4300  <=>  at most 4300 decimal digits
 
@@ -145,14 +146,31 @@ def as_span(value: object, path: object, n_sources: int, nullable: bool = False)
 # ---------------------------------------------------------------- expressions
 
 
+class NodeBudget:
+    """Expression nodes left for the rest of an artifact: its bytes are bounded, but a file of tiny
+    nodes would still take seconds to check and compile."""
+
+    def __init__(self, limit: int = MAX_NODES) -> None:
+        self.left = limit
+
+    def take(self, count: int, path: object) -> None:
+        self.left -= count
+        if self.left < 0:
+            raise fail(path, f"the artifact has over {MAX_NODES:,} expression nodes")
+
+
 class Scope:
     """Names an expression may refer to: params, and the lets declared so far."""
 
     def __init__(
-        self, params: dict[str, tuple[int, str]], lets: dict[str, tuple[int, str]]
+        self,
+        params: dict[str, tuple[int, str]],
+        lets: dict[str, tuple[int, str]],
+        budget: NodeBudget | None = None,
     ) -> None:
         self.params = params
         self.lets = lets
+        self.budget = budget or NodeBudget()
 
 
 _UNARY = frozenset({"neg", "abs", "floor", "ceil"})
@@ -227,6 +245,7 @@ def _compound(
         expected = "at least 1" if kind in _VARIADIC else str(want)
         raise fail(into(path, ".args"), f"{kind!r} takes {expected} args, got {len(raw)}")
     args_path = into(path, ".args")
+    scope.budget.take(len(raw), args_path)
     checked = []
     for i, arg in enumerate(raw):  # a plain loop: two Python frames per tree level, not three
         checked.append(check_expr(arg, into(args_path, f"[{i}]"), scope, depth + 1))

@@ -162,3 +162,23 @@ def test_constant_contract_and_unbounded_range() -> None:
     assert p.memory("S", n=-3) == 3
     assert p.memory("S", n=10**40) == 10**40
     assert p.violations(n=-4) == ("n = -4 is outside [-3, inf]",)
+
+
+def test_the_node_count_is_bounded_across_the_artifact() -> None:
+    from runtime.artifact import MAX_NODES
+
+    # Within the byte limit, but over the node limit: refused before any code is generated.
+    wide = one_stage(memory=op("max", *[I(1)] * (MAX_NODES + 1)))
+    with pytest.raises(ArtifactError) as info:
+        load_formulas(json.dumps(wide))
+    assert f"over {MAX_NODES:,} expression nodes" in str(info.value)
+    assert info.value.path == "pipelines[0].stages[0].memory.expr.args"
+    # The budget is shared: two stages of 60 % each are refused at the second.
+    half = op("max", *[I(1)] * (MAX_NODES * 3 // 5))
+    doc = one_stage(memory=half)
+    doc["pipelines"][0]["stages"].append({**doc["pipelines"][0]["stages"][0], "name": "T"})
+    with pytest.raises(ArtifactError) as info:
+        load_formulas(doc)
+    assert info.value.path == "pipelines[0].stages[1].memory.expr.args"
+    # Just under the limit loads.
+    assert load_formulas(one_stage(memory=op("max", *[I(1)] * (MAX_NODES - 1))))["p"].memory("S") == 1
