@@ -1,9 +1,8 @@
 """One example pipeline on one device, wired to a recorder: the measuring half of `dslc calibrate`.
 
 ``Session.run`` records one request and never raises for a failed request (the record keeps the
-error). The harness makes requests comparable: each starts from a fresh scheduler, and the stage
-that is open when the latents are prepared is closed first (see the functions below). Imports torch
-and diffusers lazily.
+error). The harness makes requests comparable: each starts from a fresh scheduler (see below).
+Imports torch and diffusers lazily.
 """
 
 from __future__ import annotations
@@ -124,7 +123,7 @@ class Session:
         _fresh_scheduler(self.pipe)
         request = self.recorder.request(**params)
         try:
-            with request as req, _text_stage_ends_at_latents(self.pipe, req):
+            with request as req:
                 run_pipeline(
                     self.pipe,
                     req,
@@ -143,29 +142,3 @@ def _fresh_scheduler(pipe: Any) -> None:
     scheduler = getattr(pipe, "scheduler", None)
     if scheduler is not None and hasattr(scheduler, "config"):
         pipe.scheduler = type(scheduler).from_config(scheduler.config)
-
-
-@contextlib.contextmanager
-def _text_stage_ends_at_latents(pipe: Any, req: Any) -> Iterator[None]:
-    """Close the open stage when ``prepare_latents`` starts.
-
-    Stages open from component use and stay open until the next component runs, so without this the
-    text-encoding stage would also hold the latents' preparation, which grows with the shape while the
-    formulas say text encoding does not. The latents are then prepared outside any stage (they still
-    count in the request's peak).
-    """
-    original = getattr(pipe, "prepare_latents", None)
-    if original is None:
-        yield
-        return
-
-    def prepare_latents(*args: Any, **kwargs: Any) -> Any:
-        if req.current_stage is not None:
-            req.end_stage()
-        return original(*args, **kwargs)
-
-    pipe.prepare_latents = prepare_latents
-    try:
-        yield
-    finally:
-        del pipe.prepare_latents

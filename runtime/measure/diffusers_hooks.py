@@ -3,13 +3,15 @@
 A diffusers pipeline does not say where its stages begin, so the recorder opens them from component
 use (``AutoStages``): the text encoder's forward opens the text-encoding stage, the
 transformer's the denoising stage (one iteration per ``callback_on_step_end``), ``vae.decode``
-the decoding stage.
+the decoding stage. ``prepare_latents`` closes the open stage (``run_pipeline``'s ``stage_breaks``):
+the latents are prepared outside every stage.
 Nothing here imports diffusers: any object with the pipeline's attributes works.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -85,12 +87,50 @@ def step_callback(
     return on_step_end
 
 
+#: Pipeline methods that start work outside every stage: an auto stage open when they run is closed.
+STAGE_BREAKS = ("prepare_latents",)
+
+
 def run_pipeline(
-    pipe: Any, req: Request, call_args: Mapping[str, str] = WAN_CALL_ARGS, **kwargs: Any
+    pipe: Any,
+    req: Request,
+    call_args: Mapping[str, str] = WAN_CALL_ARGS,
+    *,
+    stage_breaks: Iterable[str] = STAGE_BREAKS,
+    **kwargs: Any,
 ) -> Any:
-    """Call ``pipe`` at the request's params (mapped by ``call_args``), step callback installed."""
+    """Call ``pipe`` at the request's params (mapped by ``call_args``), step callback installed.
+
+    Each method of ``pipe`` named in ``stage_breaks`` closes the auto stage open when it starts
+    (``Request.end_auto_stage``): stages open on component use and would otherwise hold, say, the
+    latents' preparation in the text-encoding stage, which the formulas say does not grow with the
+    shape. The work then counts in the request's peak, outside any stage.
+    """
     for param, arg in call_args.items():
         if param in req.params:
             kwargs.setdefault(arg, req.params[param])
     kwargs["callback_on_step_end"] = step_callback(req, kwargs.get("callback_on_step_end"))
-    return pipe(**kwargs)
+    with _breaking(pipe, req, tuple(stage_breaks)):
+        return pipe(**kwargs)
+
+
+@contextlib.contextmanager
+def _breaking(pipe: Any, req: Request, names: tuple[str, ...]) -> Iterator[None]:
+    """Wrap ``names`` on the instance for one call; the class's methods are never touched."""
+    wrapped = []
+    for name in names:
+        original = getattr(pipe, name, None)
+        if original is None or name in vars(pipe):
+            continue  # not a method of this pipeline, or already wrapped by the caller
+
+        def breaking(*args: Any, _original: Any = original, **kw: Any) -> Any:
+            req.end_auto_stage()
+            return _original(*args, **kw)
+
+        setattr(pipe, name, breaking)
+        wrapped.append(name)
+    try:
+        yield
+    finally:
+        for name in wrapped:
+            delattr(pipe, name)

@@ -179,6 +179,16 @@ class Request:
         self._stage_auto = auto
         self._open_setup()
 
+    def end_auto_stage(self) -> None:
+        """Close the open stage if it was opened from component use (an explicit one stays).
+
+        Auto stages stay open until the next component runs; work between components that belongs
+        to no stage (a diffusers pipeline's ``prepare_latents`` after its text encoders) calls this
+        so that it is not counted in the previous stage.
+        """
+        if self._stage is not None and self._stage_auto:
+            self.end_stage()
+
     def end_stage(self) -> None:
         """Close the open stage (and an iteration left open in it)."""
         if self._stage is None:

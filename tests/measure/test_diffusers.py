@@ -103,3 +103,42 @@ def test_instrumented_run(wan):
     for module in modules.values():
         assert count_hooks(module) == 0
     assert "decode" not in vars(pipe.vae)
+
+
+def test_prepare_latents_closes_the_text_stage(wan):
+    # Auto stages stay open until the next component runs; without the break the latents (16
+    # channels x 2 latent frames x 16 x 16 floats = 32 KiB at 128x128) land in the text stage.
+    pipe = build_tiny_wan(seed=0)
+    recorder = diffusers_recorder(wan, pipe, device="cpu")
+
+    def text_peak(params, **options) -> int:
+        with recorder.request(**params) as req:
+            run_pipeline(
+                pipe, req, **TINY_WAN_CALL, generator=torch.Generator().manual_seed(0), **options
+            )
+        record = recorder.records[-1]
+        return next(
+            p.peak_allocated - record.baseline_allocated
+            for p in record.phases
+            if p.kind == "stage" and p.name == "TextEncodingStage"
+        )
+
+    small, large = {**PARAMS, "steps": 1}, {**PARAMS, "steps": 1, "height": 128, "width": 128}
+    assert text_peak(small) == text_peak(large)  # text encoding does not grow with the shape
+    assert "prepare_latents" not in vars(pipe)  # the wrapper lives for one call only
+    held = text_peak(large, stage_breaks=())
+    assert held > text_peak(large) and held >= 16 * 2 * 16 * 16 * 4
+
+
+def test_a_stage_break_never_closes_an_explicit_stage(wan):
+    pipe = build_tiny_wan(seed=0)
+    recorder = diffusers_recorder(wan, pipe, device="cpu")
+    with (
+        recorder.request(**{**PARAMS, "steps": 1}) as req,
+        req.stage("TextEncodingStage", components=("text_encoder",)),
+    ):
+        pipe.encode_prompt("a cat", do_classifier_free_guidance=False, max_sequence_length=16)
+        req.end_auto_stage()  # what a break does: the explicit stage stays open
+        assert req.current_stage == "TextEncodingStage"
+    stages = [p.name for p in recorder.records[-1].phases if p.kind == "stage"]
+    assert stages == ["TextEncodingStage"]
