@@ -22,19 +22,22 @@ do not count); memory is counted exactly by the CPU live-tensor tracker.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import platform
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dslc.calibrate_examples import EXAMPLES
-from dslc.calibrate_run import full_point, load_pipeline, work_ratio
+from dslc.calibrate_run import full_point, load_pipeline, second_probe, work_ratio
 from dslc.calibrate_session import Session, quiet_libraries, torch_threads
 from runtime.estimate import estimate
 
@@ -42,8 +45,10 @@ FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 
 Point = dict[str, int | bool]
 
-#: name -> (example, warmup, probe (or probes: the first is *the* probe, the others more sizes
-#: recorded alongside it), target, what it shows); params left out: the first probe's / target's.
+#: name -> (example or variant, warmup, probe (or probes: the first is *the* probe, the others more
+#: sizes recorded alongside it; without them, `dslc calibrate`'s second probe when the warmup and
+#: the probe leave a memory term open), target, what it shows); params left out: the first probe's /
+#: target's.
 CASES: dict[str, tuple[str, Point | None, Point | tuple[Point, ...], Point, str]] = {
     "wan-area": (
         "wan",
@@ -80,6 +85,13 @@ CASES: dict[str, tuple[str, Point | None, Point | tuple[Point, ...], Point, str]
         {"steps": 8, "frames": 33, "height": 64, "width": 64},
         "video, area and frames grow: two probes, one wider, one longer (both memory terms move)",
     ),
+    "wan-math-attention": (
+        "wan-math-attention",
+        {"height": 32, "width": 32},
+        {"steps": 2, "height": 64, "width": 64},
+        {"steps": 8, "frames": 17, "height": 128, "width": 128},
+        "video, attention without a fused kernel (tokens x tokens scores): two memory terms",
+    ),
     "wan-single": (
         "wan",
         None,
@@ -110,6 +122,21 @@ CASES: dict[str, tuple[str, Point | None, Point | tuple[Point, ...], Point, str]
     ),
 }
 DEFAULT_CASES = tuple(CASES)
+
+
+@contextlib.contextmanager
+def math_attention() -> Iterator[None]:
+    """SDPA's math backend: what runs when no fused kernel applies; it materialises the scores."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        yield
+
+
+#: example variants: name -> (example, the formula pipeline that describes it, what every run is in)
+VARIANTS: dict[str, tuple[str, str, Callable[[], contextlib.AbstractContextManager[None]]]] = {
+    "wan-math-attention": ("wan", "wan2_1_t2v_1_3b_math_attention", math_attention),
+}
 
 
 # --- the seed's two baselines ------------------------------------------------------------------------
@@ -154,14 +181,22 @@ def single_point(points: Sequence[tuple[int, int, int]], target: int) -> int | N
 
 def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
     example_name, warmup, probes, target, what = CASES[name]
-    example = EXAMPLES[example_name]
+    context: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+    if example_name in VARIANTS:
+        base, formula_pipeline, context = VARIANTS[example_name]
+        example = attrs.evolve(EXAMPLES[base], pipeline=formula_pipeline)
+    else:
+        example = EXAMPLES[example_name]
     pipeline = load_pipeline(FORMULAS / example.formula_file, example.pipeline)
     target_point = full_point(pipeline, {**example.target, **target}, "target")
     probe, *more = probes if isinstance(probes, tuple) else (probes,)
     probe_point = full_point(pipeline, {**target_point, **probe}, "probe")
     more_points = [full_point(pipeline, {**probe_point, **m}, "probe") for m in more]
     warmup_point = full_point(pipeline, {**probe_point, **(warmup or {})}, "warmup")
-    with quiet_libraries(), torch_threads("cpu", threads):
+    if warmup is not None and not more_points:
+        second = second_probe(pipeline, warmup_point, probe_point, target_point)
+        more_points = [second] if second else []
+    with quiet_libraries(), torch_threads("cpu", threads), context():
         session = Session(example, pipeline, "cpu")
         # Rounds of (probe, re-warm, target) interleaved, so load drift on a shared machine hits the
         # estimate's inputs and the target alike; only the probe and warmup records are estimated from.

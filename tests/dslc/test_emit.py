@@ -74,3 +74,15 @@ def test_schema_rejects_unknown_kinds_and_wrong_arity() -> None:
         doc["pipelines"][0]["stages"][0]["iterations"]["expr"] = bad
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(doc, SCHEMA)
+
+
+def test_the_wan_formulas_declare_the_memory_terms_the_estimators_fit() -> None:
+    from runtime import load_formulas
+
+    book = load_formulas(dumps(artifact(compile_paths([ROOT / "formulas"], strict=True).program)))
+    wan = book["wan2_1_t2v_1_3b"]  # 81 frames at 480x832: 21 latent frames, 21 x 30 x 52 tokens
+    assert wan.memory_terms("DecodingStage") == (480 * 832, 21 * 480 * 832)
+    assert wan.memory_terms("DenoisingStage") == (21 * 30 * 52,)
+    math = book["wan2_1_t2v_1_3b_math_attention"]
+    assert math.memory_terms("DenoisingStage") == (21 * 30 * 52, (21 * 30 * 52) ** 2)
+    assert math.iterations("DenoisingStage") == 50 and math.time("DenoisingStage") == 2 * 21 * 30 * 52
