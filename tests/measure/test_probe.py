@@ -242,17 +242,25 @@ class BudgetBackend(LiveTensorBackend):
         return self.free, self.total
 
 
-def test_calibrate_end_to_end(wan):
+def _calibrated_at(wan, step: int, model: Thresholded):
+    """A recorder whose floor ran and a device sized so that the plan picks ``shapes[step]``."""
     shapes = lighten_sequence(wan, START, FLOOR)
-    model = Thresholded(limit=tokens(shapes[3]) * 16)
     backend = BudgetBackend(total=100 * GiB)
     recorder = WarmupRecorder(wan, backend=backend, components={"transformer": model})
-    # The floor runs first; its measured peak then predicts the others. Leave room for shape 2 exactly.
     with recorder.request(**FLOOR) as req:
         body_for(model)(req)
     floor_peak = recorder.records[-1].peak_above_baseline
     volume = [s["frames"] * s["height"] * s["width"] for s in shapes]
-    backend.free = allocator_margin(backend.total) + -(-floor_peak * volume[2] // volume[-1])
+    floor_volume = FLOOR["frames"] * FLOOR["height"] * FLOOR["width"]
+    backend.free = allocator_margin(backend.total) + -(-floor_peak * volume[step] // floor_volume)
+    return shapes, recorder
+
+
+def test_calibrate_end_to_end(wan):
+    shapes = lighten_sequence(wan, START, FLOOR)
+    model = Thresholded(limit=tokens(shapes[3]) * 16)
+    # The floor runs first; its measured peak then predicts the others. Leave room for shape 2 exactly.
+    _, recorder = _calibrated_at(wan, 2, model)
     outcome = calibrate(recorder, body_for(model), start=START, floor=FLOOR)
     assert outcome.plan.lighten_steps == 2 and outcome.plan.fits
     assert (
@@ -309,20 +317,6 @@ def test_undetermined_stages_follow_the_decoding_terms(real_wan):
         stages = ("DecodingStage",)
 
     assert undetermined_stages(NoTerms(), [FLOOR], START) == ()
-
-
-def _calibrated_at(wan, step: int, model: Thresholded):
-    """A recorder whose floor ran and a device sized so that the plan picks ``shapes[step]``."""
-    shapes = lighten_sequence(wan, START, FLOOR)
-    backend = BudgetBackend(total=100 * GiB)
-    recorder = WarmupRecorder(wan, backend=backend, components={"transformer": model})
-    with recorder.request(**FLOOR) as req:
-        body_for(model)(req)
-    floor_peak = recorder.records[-1].peak_above_baseline
-    volume = [s["frames"] * s["height"] * s["width"] for s in shapes]
-    floor_volume = FLOOR["frames"] * FLOOR["height"] * FLOOR["width"]
-    backend.free = allocator_margin(backend.total) + -(-floor_peak * volume[step] // floor_volume)
-    return shapes, recorder
 
 
 def test_calibrate_runs_a_lighter_probe_that_determines_the_memory_terms(real_wan):
