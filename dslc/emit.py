@@ -10,7 +10,7 @@ from typing import Any
 from dslc import __version__, ast
 from dslc.fmt import format_expr
 from dslc.interp import EvalError, evaluate
-from dslc.model import LIST, Program, ResolvedPipeline
+from dslc.model import LIST, Program, ResolvedPipeline, list_items
 from dslc.source import SourceFile, Span
 from runtime.atomic import write_atomically
 
@@ -39,10 +39,9 @@ class _Emitter:
         self.lists = {let.name: let.value for let in pipeline.lets if pipeline.types.get(let.name) == LIST}
 
     def _items(self, expr: ast.Expr) -> tuple[ast.Expr, ...]:
-        while isinstance(expr, ast.Name) and expr.id in self.lists:
-            expr = self.lists[expr.id]
-        assert isinstance(expr, ast.ListLit), "type checking admits only lists here"
-        return expr.items
+        items = list_items(expr, self.lists)
+        assert items is not None, "type checking admits only lists here"
+        return items
 
     def expr(self, node: ast.Expr) -> dict[str, Any]:
         if isinstance(node, ast.Num):
