@@ -22,11 +22,26 @@ from dslc.compiler import compile_sources
 from dslc.emit import artifact, dumps
 from dslc.source import SourceFile
 
-ITERATIONS = ["steps", "steps - 1", "len(schedule)", "blocks * 4", "blocks * steps", "ceil(steps / 2)",
-              "if cfg then steps else steps // 2", "max(1, steps - 2)"]
-MEASURES = ["tokens", "tokens * (if cfg then 2 else 1)", "latent_frames * height * width",
-            "tokens + text_tokens", "(height // 8) * (width // 8)", "tokens * 3 / 2", "frames * height * width",
-            "tokens ** 2 / 4096 + tokens"]
+ITERATIONS = [
+    "steps",
+    "steps - 1",
+    "len(schedule)",
+    "blocks * 4",
+    "blocks * steps",
+    "ceil(steps / 2)",
+    "if cfg then steps else steps // 2",
+    "max(1, steps - 2)",
+]
+MEASURES = [
+    "tokens",
+    "tokens * (if cfg then 2 else 1)",
+    "latent_frames * height * width",
+    "tokens + text_tokens",
+    "(height // 8) * (width // 8)",
+    "tokens * 3 / 2",
+    "frames * height * width",
+    "tokens ** 2 / 4096 + tokens",
+]
 
 
 def pipeline_text(index: int, stages: int, rng: random.Random) -> str:
@@ -44,8 +59,10 @@ def pipeline_text(index: int, stages: int, rng: random.Random) -> str:
         "    let schedule = [1000, 750, 500, 250]",
     ]
     for stage in range(stages):
-        lines.append(f"    stage Stage{stage} {{ iterations = {rng.choice(ITERATIONS)}; "
-                     f"memory ~ {rng.choice(MEASURES)}; time ~ {rng.choice(MEASURES)} }}")
+        lines.append(
+            f"    stage Stage{stage} {{ iterations = {rng.choice(ITERATIONS)}; "
+            f"memory ~ {rng.choice(MEASURES)}; time ~ {rng.choice(MEASURES)} }}"
+        )
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -54,23 +71,33 @@ def naive_simplify_seconds(texts: list[str], sample: int, rng: random.Random) ->
     """Median seconds of `sympy.simplify` on one stage formula with lets inlined by hand."""
     import sympy
 
-    steps, frames, height, width, text_tokens = sympy.symbols("steps frames height width text_tokens",
-                                                              integer=True, positive=True)
+    steps, frames, height, width, text_tokens = sympy.symbols(
+        "steps frames height width text_tokens", integer=True, positive=True
+    )
     cfg = sympy.Symbol("cfg")
     latent = sympy.floor((frames - 1) / 4) + 1
     tokens = latent * sympy.floor(height / 16) * sympy.floor(width / 16)
     blocks = sympy.floor((latent + 7) / 8)
     guided = sympy.Piecewise((2, sympy.Eq(cfg, True)), (1, True))
     formulas = {
-        "steps": steps, "steps - 1": steps - 1, "len(schedule)": sympy.Integer(4), "blocks * 4": blocks * 4,
-        "blocks * steps": blocks * steps, "ceil(steps / 2)": sympy.ceiling(steps / 2),
-        "if cfg then steps else steps // 2": sympy.Piecewise((steps, sympy.Eq(cfg, True)),
-                                                             (sympy.floor(steps / 2), True)),
-        "max(1, steps - 2)": sympy.Max(1, steps - 2), "tokens": tokens, "tokens * (if cfg then 2 else 1)":
-        tokens * guided, "latent_frames * height * width": latent * height * width,
-        "tokens + text_tokens": tokens + text_tokens, "(height // 8) * (width // 8)":
-        sympy.floor(height / 8) * sympy.floor(width / 8), "tokens * 3 / 2": tokens * 3 / 2,
-        "frames * height * width": frames * height * width, "tokens ** 2 / 4096 + tokens": tokens ** 2 / 4096 + tokens,
+        "steps": steps,
+        "steps - 1": steps - 1,
+        "len(schedule)": sympy.Integer(4),
+        "blocks * 4": blocks * 4,
+        "blocks * steps": blocks * steps,
+        "ceil(steps / 2)": sympy.ceiling(steps / 2),
+        "if cfg then steps else steps // 2": sympy.Piecewise(
+            (steps, sympy.Eq(cfg, True)), (sympy.floor(steps / 2), True)
+        ),
+        "max(1, steps - 2)": sympy.Max(1, steps - 2),
+        "tokens": tokens,
+        "tokens * (if cfg then 2 else 1)": tokens * guided,
+        "latent_frames * height * width": latent * height * width,
+        "tokens + text_tokens": tokens + text_tokens,
+        "(height // 8) * (width // 8)": sympy.floor(height / 8) * sympy.floor(width / 8),
+        "tokens * 3 / 2": tokens * 3 / 2,
+        "frames * height * width": frames * height * width,
+        "tokens ** 2 / 4096 + tokens": tokens**2 / 4096 + tokens,
     }
     chosen = [rng.choice(list(formulas.values())) for _ in range(sample)]
     times = []
@@ -82,7 +109,9 @@ def naive_simplify_seconds(texts: list[str], sample: int, rng: random.Random) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pipelines", type=int, default=100)
     parser.add_argument("--stages", type=int, default=10)
     parser.add_argument("--simplify-sample", type=int, default=50)
@@ -109,14 +138,21 @@ def main() -> None:
     naive_total = per_formula * formulas
     check, build = statistics.median(check_times), statistics.median(build_times)
 
-    print(f"machine: {platform.processor() or platform.machine()}, {platform.python_implementation()} "
-          f"{platform.python_version()}; corpus: {args.pipelines} pipelines, {args.pipelines * args.stages} "
-          f"stages, {formulas} formulas; artifact {len(text) / 1e6:.1f} MB; {warnings} warnings")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {platform.python_implementation()} "
+        f"{platform.python_version()}; corpus: {args.pipelines} pipelines, {args.pipelines * args.stages} "
+        f"stages, {formulas} formulas; artifact {len(text) / 1e6:.1f} MB; {warnings} warnings"
+    )
     print(f"{'what':<42} {'seconds':>10} {'per formula':>13} {'vs build':>10}")
-    rows = [("dslc check (parse, resolve, types, prove)", check), ("dslc build (check + emit JSON)", build),
-            (f"naive sympy.simplify (median of {sampled}, x{formulas})", naive_total)]
+    rows = [
+        ("dslc check (parse, resolve, types, prove)", check),
+        ("dslc build (check + emit JSON)", build),
+        (f"naive sympy.simplify (median of {sampled}, x{formulas})", naive_total),
+    ]
     for name, seconds in rows:
-        print(f"{name:<42} {seconds:>10.3f} {seconds / formulas * 1e3:>10.3f} ms {seconds / build:>9.1f}x")
+        print(
+            f"{name:<42} {seconds:>10.3f} {seconds / formulas * 1e3:>10.3f} ms {seconds / build:>9.1f}x"
+        )
     print(f"goal: build <= 2 s: {'met' if build <= 2.0 else 'MISSED'}")
 
 

@@ -38,8 +38,13 @@ def corpus(generated: int, seed: int) -> list[str]:
 
         from dslc.testing import sources
 
-        @settings(max_examples=generated, database=None, derandomize=True, deadline=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=generated,
+            database=None,
+            derandomize=True,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(sources(), st.just(seed))
         def collect(text: str, _: int) -> None:
             texts.append(text)
@@ -62,8 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="wall-time budget (default 60)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--generated", type=int, default=50, help="dslc.testing.sources() examples to seed with")
-    parser.add_argument("--replay", nargs=2, metavar=("KIND", "CASE"), help="rerun one case and show its payload")
+    parser.add_argument(
+        "--generated", type=int, default=50, help="dslc.testing.sources() examples to seed with"
+    )
+    parser.add_argument(
+        "--replay", nargs=2, metavar=("KIND", "CASE"), help="rerun one case and show its payload"
+    )
     parser.add_argument("--max-shown", type=int, default=5, help="failures printed per kind")
     args = parser.parse_args(argv)
 
@@ -96,8 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                 elapsed = check[kind](payload, mutation)
             except fuzzing.Failure as failure:
                 elapsed = time.perf_counter() - begin
-                failures[kind].append(f"{failure} (reproduce: bench/fuzz.py --seed {args.seed} "
-                                      f"--replay {kind} {index})")
+                failures[kind].append(
+                    f"{failure} (reproduce: bench/fuzz.py --seed {args.seed} "
+                    f"--replay {kind} {index})"
+                )
                 if len(failures[kind]) <= args.max_shown:
                     print(f"FAIL {failures[kind][-1]}", flush=True)
             runs[kind] += 1
@@ -107,17 +118,23 @@ def main(argv: list[str] | None = None) -> int:
         index += 1
     total = time.perf_counter() - start
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, CPython {platform.python_version()}; "
-          f"{args.seconds:g} s budget, seed {args.seed}, corpus {len(texts)} sources "
-          f"({len(texts) - args.generated} real + {args.generated} generated)")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, CPython {platform.python_version()}; "
+        f"{args.seconds:g} s budget, seed {args.seed}, corpus {len(texts)} sources "
+        f"({len(texts) - args.generated} real + {args.generated} generated)"
+    )
     print(f"{'kind':<10}{'cases':>8}{'failures':>10}{'slowest':>11}  {'cases/s':>8}  slowest case")
     for kind in KINDS:
         rate = runs[kind] / busy[kind] if busy[kind] else 0.0
-        print(f"{kind:<10}{runs[kind]:>8}{len(failures[kind]):>10}{slowest[kind][0] * 1e3:>9.1f} ms  "
-              f"{rate:>8.0f}  {slowest[kind][1]}")
+        print(
+            f"{kind:<10}{runs[kind]:>8}{len(failures[kind]):>10}{slowest[kind][0] * 1e3:>9.1f} ms  "
+            f"{rate:>8.0f}  {slowest[kind][1]}"
+        )
     count = sum(runs.values())
-    print(f"{'all':<10}{count:>8}{sum(map(len, failures.values())):>10}{'':>11}  {count / total:>8.0f}  "
-          f"(wall {total:.1f} s)")
+    print(
+        f"{'all':<10}{count:>8}{sum(map(len, failures.values())):>10}{'':>11}  {count / total:>8.0f}  "
+        f"(wall {total:.1f} s)"
+    )
     distinct: dict[str, int] = {}
     for kind in KINDS:
         for line in failures[kind]:

@@ -75,10 +75,16 @@ Colour is used only on a terminal and never when NO_COLOR is set.
 """
 
 
-PATHS = click.argument("paths", nargs=-1, required=True, metavar="PATH...",
-                       type=click.Path(exists=True, path_type=Path))
-STRICT = click.option("--strict", is_flag=True,
-                      help="Treat warnings (unproven properties) as errors.")
+PATHS = click.argument(
+    "paths",
+    nargs=-1,
+    required=True,
+    metavar="PATH...",
+    type=click.Path(exists=True, path_type=Path),
+)
+STRICT = click.option(
+    "--strict", is_flag=True, help="Treat warnings (unproven properties) as errors."
+)
 SOURCE = click.argument("source", metavar="PATH", type=click.Path(exists=True, path_type=Path))
 
 
@@ -88,11 +94,17 @@ def examples(*lines: str) -> str:
     return "\b\n" + title + "\n" + "\n".join(f"  {line}" for line in lines)
 
 
-@click.group("dslc", cls=DslcGroup, help=HELP, epilog=EPILOG,
-             context_settings={"max_content_width": 100})
+@click.group(
+    "dslc", cls=DslcGroup, help=HELP, epilog=EPILOG, context_settings={"max_content_width": 100}
+)
 @click.version_option(__version__, prog_name="dslc")
-@click.option("--color", type=click.Choice(COLOR_MODES), default="auto", show_default=True,
-              help="Colour the output: on a terminal (auto), always, or never.")
+@click.option(
+    "--color",
+    type=click.Choice(COLOR_MODES),
+    default="auto",
+    show_default=True,
+    help="Colour the output: on a terminal (auto), always, or never.",
+)
 @click.pass_context
 def cli(ctx: click.Context, color: str) -> None:
     ctx.obj = Ui(color)
@@ -100,12 +112,21 @@ def cli(ctx: click.Context, color: str) -> None:
 
 # --- commands --------------------------------------------------------------------------------
 
-@cli.command(short_help="Check .wf files and print every diagnostic.",
-             epilog=examples("dslc check formulas/", "dslc check --strict --format json a.wf b.wf"))
+
+@cli.command(
+    short_help="Check .wf files and print every diagnostic.",
+    epilog=examples("dslc check formulas/", "dslc check --strict --format json a.wf b.wf"),
+)
 @PATHS
 @STRICT
-@click.option("--format", "output_format", type=click.Choice(["human", "json"]), default="human",
-              show_default=True, help="json: {\"diagnostics\": [...]} on stdout.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["human", "json"]),
+    default="human",
+    show_default=True,
+    help='json: {"diagnostics": [...]} on stdout.',
+)
 def check(paths: tuple[Path, ...], strict: bool, output_format: str) -> None:
     """Check .wf files (and every *.wf below folders); print every diagnostic.
 
@@ -130,8 +151,14 @@ def check(paths: tuple[Path, ...], strict: bool, output_format: str) -> None:
 @cli.command(epilog=examples("dslc build formulas/ -o build/formulas.json"))
 @PATHS
 @STRICT
-@click.option("-o", "--output", required=True, metavar="OUT.json",
-              type=click.Path(dir_okay=False, path_type=Path), help="Where to write the artifact.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="OUT.json",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the artifact.",
+)
 def build(paths: tuple[Path, ...], strict: bool, output: Path) -> None:
     """Check, then write the artifact (only when there are no errors).
 
@@ -146,20 +173,35 @@ def build(paths: tuple[Path, ...], strict: bool, output: Path) -> None:
     text = dumps(artifact(program))
     load_formulas(text)  # the runtime must accept what we emit; if not, that is a bug (exit 3)
     write_file(output, text)
-    ui().out.line(f"wrote {output}: {plural(len(program.pipelines), 'pipeline')} "
-                  f"from {plural(len(files), 'file')}", style="green")
+    ui().out.line(
+        f"wrote {output}: {plural(len(program.pipelines), 'pipeline')} "
+        f"from {plural(len(files), 'file')}",
+        style="green",
+    )
 
 
-@cli.command("eval", short_help="Evaluate every stage of a pipeline.",
-             epilog=examples("dslc eval formulas/ wan2_2_t2v_a14b --set steps=4 --set cfg=false",
-                             "dslc eval build/formulas.json minimax_h3 --json"))
+@cli.command(
+    "eval",
+    short_help="Evaluate every stage of a pipeline.",
+    epilog=examples(
+        "dslc eval formulas/ wan2_2_t2v_a14b --set steps=4 --set cfg=false",
+        "dslc eval build/formulas.json minimax_h3 --json",
+    ),
+)
 @SOURCE
 @click.argument("pipeline")
-@click.option("--set", "overrides", multiple=True, callback=assignments, metavar="NAME=VALUE",
-              help="Override a param of the default workload (int, 1_000 allowed, or true/false).")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    callback=assignments,
+    metavar="NAME=VALUE",
+    help="Override a param of the default workload (int, 1_000 allowed, or true/false).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the values as JSON.")
-def eval_command(source: Path, pipeline: str, overrides: dict[str, int | bool],
-                 as_json: bool) -> None:
+def eval_command(
+    source: Path, pipeline: str, overrides: dict[str, int | bool], as_json: bool
+) -> None:
     """Every stage of PIPELINE at the default workload with overrides.
 
     PATH is a built .json artifact, or a .wf file or a folder of them
@@ -174,8 +216,11 @@ def eval_command(source: Path, pipeline: str, overrides: dict[str, int | bool],
     if as_json:
         stages: dict[str, dict[str, Any]] = {}
         for stage, v in values.items():
-            stages[stage] = {"iterations": v.iterations, "memory": json_number(v.memory),
-                             "time": json_number(v.time)}
+            stages[stage] = {
+                "iterations": v.iterations,
+                "memory": json_number(v.memory),
+                "time": json_number(v.time),
+            }
             if stage in terms:
                 stages[stage]["memory_terms"] = [json_number(t) for t in terms[stage]]
         ui().out.json({"pipeline": pipeline, "params": point, "stages": stages})
@@ -186,11 +231,15 @@ def eval_command(source: Path, pipeline: str, overrides: dict[str, int | bool],
     rows = []
     for stage, v in values.items():
         rows.append([stage, str(v.iterations), show_number(v.memory), show_number(v.time)])
-        rows += [[f"  memory[{i}]", "", show_number(t), ""] for i, t in enumerate(terms.get(stage, ()))]
+        rows += [
+            [f"  memory[{i}]", "", show_number(t), ""] for i, t in enumerate(terms.get(stage, ()))
+        ]
     out.table(["stage", "iterations", "memory", "time"], rows, right=[False, True, True, True])
 
 
-def _memory_terms(formulas: Any, overrides: dict[str, int | bool]) -> dict[str, tuple[int | Fraction, ...]]:
+def _memory_terms(
+    formulas: Any, overrides: dict[str, int | bool]
+) -> dict[str, tuple[int | Fraction, ...]]:
     """The terms of each stage whose memory has several (`memory ~ [a, b]`), by the runtime."""
     found = {stage: formulas.memory_terms(stage, **overrides) for stage in formulas.stages}
     return {stage: terms for stage, terms in found.items() if len(terms) > 1}
@@ -198,14 +247,20 @@ def _memory_terms(formulas: Any, overrides: dict[str, int | bool]) -> dict[str, 
 
 def _point(point: dict[str, int | bool], changed: dict[str, int | bool]) -> str:
     """`steps = 4 (set), frames = 81, ...`."""
-    return ", ".join(f"{name} = {show_value(value)}{' (set)' if name in changed else ''}"
-                     for name, value in point.items()) or "(none)"
+    return (
+        ", ".join(
+            f"{name} = {show_value(value)}{' (set)' if name in changed else ''}"
+            for name, value in point.items()
+        )
+        or "(none)"
+    )
 
 
 @cli.command("fmt", epilog=examples("dslc fmt formulas/", "dslc fmt --check formulas/"))
 @PATHS
-@click.option("--check", is_flag=True,
-              help="Change nothing; list the files that would change, exit 1 if any.")
+@click.option(
+    "--check", is_flag=True, help="Change nothing; list the files that would change, exit 1 if any."
+)
 def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
     """Rewrite .wf files in canonical form, in place and atomically.
 
@@ -250,15 +305,24 @@ def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
-@cli.command("explain", short_help="Show formulas and probe-to-target ratios.",
-             epilog=examples("dslc explain formulas/wan.wf wan2_2_t2v_a14b --probe steps=4"))
+@cli.command(
+    "explain",
+    short_help="Show formulas and probe-to-target ratios.",
+    epilog=examples("dslc explain formulas/wan.wf wan2_2_t2v_a14b --probe steps=4"),
+)
 @SOURCE
 @click.argument("pipeline")
-@click.option("--probe", multiple=True, callback=assignments, metavar="NAME=VALUE",
-              help="A param of the probe that differs from the default workload.")
+@click.option(
+    "--probe",
+    multiple=True,
+    callback=assignments,
+    metavar="NAME=VALUE",
+    help="A param of the probe that differs from the default workload.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
-def explain_command(source: Path, pipeline: str, probe: dict[str, int | bool],
-                    as_json: bool) -> None:
+def explain_command(
+    source: Path, pipeline: str, probe: dict[str, int | bool], as_json: bool
+) -> None:
     """Each stage's formulas and their values at the probe and at the target.
 
     PATH is a .wf file or a folder. For each stage field: the formula with lets
@@ -269,8 +333,9 @@ def explain_command(source: Path, pipeline: str, probe: dict[str, int | bool],
     from dslc.explain import explain
 
     if source.is_file() and source.suffix == ".json":
-        raise click.BadParameter("explain needs the .wf sources, not a built artifact",
-                                 param_hint="PATH")
+        raise click.BadParameter(
+            "explain needs the .wf sources, not a built artifact", param_hint="PATH"
+        )
     book, program = load_book(source)
     with runtime_errors():
         formulas = book[pipeline]
@@ -278,27 +343,42 @@ def explain_command(source: Path, pipeline: str, probe: dict[str, int | bool],
     if as_json:
         stages: dict[str, dict[str, Any]] = {}
         for f in result.fields:
-            entry = {"formula": f.formula, "declared": f.declared, "probe": json_number(f.probe),
-                     "target": json_number(f.target),
-                     "ratio": None if f.ratio is None else json_number(f.ratio)}
+            entry = {
+                "formula": f.formula,
+                "declared": f.declared,
+                "probe": json_number(f.probe),
+                "target": json_number(f.target),
+                "ratio": None if f.ratio is None else json_number(f.ratio),
+            }
             fields = stages.setdefault(f.stage, {})
             if f.term is None:
                 fields[f.field] = entry
             else:  # a memory's terms, in order, under the memory's total
                 del entry["declared"]
                 fields[f.field].setdefault("terms", []).append(entry)
-        ui().out.json({"pipeline": pipeline, "probe": result.probe, "target": result.target,
-                       "stages": stages})
+        ui().out.json(
+            {"pipeline": pipeline, "probe": result.probe, "target": result.target, "stages": stages}
+        )
         return
     out = ui().out
     out.line(pipeline, style="bold")
     out.line("probe:  " + _point(dict(result.probe), probe))
     out.line("target: " + _point(dict(result.target), {}) + " (the default workload)")
-    out.table(["stage", "field", "probe", "target", "ratio", "formula"],
-              [[f.stage, f.label, show_number(f.probe), show_number(f.target),
+    out.table(
+        ["stage", "field", "probe", "target", "ratio", "formula"],
+        [
+            [
+                f.stage,
+                f.label,
+                show_number(f.probe),
+                show_number(f.target),
                 "-" if f.ratio is None else show_number(f.ratio),
-                f"{f.operator} {f.formula}" + ("" if f.declared else "  (default)")]
-               for f in result.fields], right=[False, False, True, True, True, False])
+                f"{f.operator} {f.formula}" + ("" if f.declared else "  (default)"),
+            ]
+            for f in result.fields
+        ],
+        right=[False, False, True, True, True, False],
+    )
 
 
 def _register_calibrate() -> None:

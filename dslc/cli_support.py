@@ -74,8 +74,9 @@ def parse_value(name: str, text: str) -> int | bool:
     raise click.BadParameter(f"{name}: {text!r} is neither an integer nor true/false")
 
 
-def assignments(ctx: click.Context, param: click.Parameter,
-                values: Sequence[str]) -> dict[str, int | bool]:
+def assignments(
+    ctx: click.Context, param: click.Parameter, values: Sequence[str]
+) -> dict[str, int | bool]:
     """`NAME=VALUE` options as a dict (ints, `1_000` allowed, and true/false)."""
     result: dict[str, int | bool] = {}
     for raw in values:
@@ -162,8 +163,10 @@ def internal_error(exc: BaseException) -> None:
     if len(message) > 300:
         message = message[:300] + "..."
     Ui().err.line(f"internal error: {type(exc).__name__}: {message}", style="bold red")
-    Ui().err.line("this is a bug in dslc; please report it with the command and the input files "
-                  "(run with DSLC_DEBUG=1 to see the traceback)")
+    Ui().err.line(
+        "this is a bug in dslc; please report it with the command and the input files "
+        "(run with DSLC_DEBUG=1 to see the traceback)"
+    )
 
 
 class DslcGroup(click.Group):

@@ -55,7 +55,9 @@ def read_source(path: Path) -> tuple[SourceFile | None, list[Diagnostic]]:
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
-            return None, [error("limit", f"{name} is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}", None)]
+            return None, [
+                error("limit", f"{name} is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}", None)
+            ]
         data = path.read_bytes()
     except OSError as exc:
         return None, [error("syntax", f"cannot read {name}: {exc.strerror}", None)]
@@ -63,13 +65,20 @@ def read_source(path: Path) -> tuple[SourceFile | None, list[Diagnostic]]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         source = SourceFile(name, data.decode("utf-8", "replace"))
-        return None, [error("syntax", "the file is not valid UTF-8 text", source.span(exc.start, exc.start + 1),
-                            hints=["is this a binary file?"])]
+        return None, [
+            error(
+                "syntax",
+                "the file is not valid UTF-8 text",
+                source.span(exc.start, exc.start + 1),
+                hints=["is this a binary file?"],
+            )
+        ]
     return SourceFile(name, text.removeprefix("\ufeff")), []
 
 
-def _resolve_one(name: str, by_name: dict[str, ast.Pipeline]) -> tuple[ResolvedPipeline | None,
-                                                                         list[Diagnostic]]:
+def _resolve_one(
+    name: str, by_name: dict[str, ast.Pipeline]
+) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
     """Every pass up to the prover; each reports all it can, and only a clean pipeline goes on."""
     pipeline, problems = flatten(name, by_name)
     if pipeline is None:
@@ -89,7 +98,9 @@ def _resolve_one(name: str, by_name: dict[str, ast.Pipeline]) -> tuple[ResolvedP
     return (None if problems else resolved), problems
 
 
-def compile_sources(sources: Sequence[SourceFile], *, strict: bool = False, prove: bool = True) -> CompileResult:
+def compile_sources(
+    sources: Sequence[SourceFile], *, strict: bool = False, prove: bool = True
+) -> CompileResult:
     """Parse, resolve, type, check domains and prove every pipeline; collect every diagnostic."""
     diagnostics: list[Diagnostic] = []
     modules: list[ast.Module] = []
@@ -117,12 +128,17 @@ def compile_sources(sources: Sequence[SourceFile], *, strict: bool = False, prov
     if len(errors) > MAX_ERRORS:
         kept = set(map(id, errors[:MAX_ERRORS]))
         diagnostics = [d for d in diagnostics if not d.is_error or id(d) in kept]
-    program = None if any(d.is_error for d in diagnostics) else Program(tuple(sources), tuple(modules),
-                                                                         tuple(resolved))
+    program = (
+        None
+        if any(d.is_error for d in diagnostics)
+        else Program(tuple(sources), tuple(modules), tuple(resolved))
+    )
     return CompileResult(program, tuple(diagnostics))
 
 
-def compile_paths(paths: Iterable[str | Path], *, strict: bool = False, prove: bool = True) -> CompileResult:
+def compile_paths(
+    paths: Iterable[str | Path], *, strict: bool = False, prove: bool = True
+) -> CompileResult:
     """Compile files and folders (every `*.wf` below them)."""
     files, problems = discover(paths)
     sources = []

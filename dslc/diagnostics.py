@@ -61,8 +61,14 @@ class Diagnostic:
         return (self.span.source.name, self.span.line, self.span.column, self.code)
 
 
-def error(code: str, message: str, span: Span | None, *, notes: Iterable[Note] = (),
-          hints: Iterable[str] = ()) -> Diagnostic:
+def error(
+    code: str,
+    message: str,
+    span: Span | None,
+    *,
+    notes: Iterable[Note] = (),
+    hints: Iterable[str] = (),
+) -> Diagnostic:
     return Diagnostic("error", code, message, span, tuple(notes), tuple(hints))
 
 
@@ -96,7 +102,7 @@ def _excerpt(span: Span, gutter: int) -> list[str]:
     end = span.end_column if span.end_line == span.line else len(text) + 1
     width = max(1, min(end, len(text) + 1) - span.column)
     start = 0 if len(text) <= EXCERPT_WIDTH else max(0, span.column - 1 - EXCERPT_WIDTH // 2)
-    shown = text[start:start + EXCERPT_WIDTH]
+    shown = text[start : start + EXCERPT_WIDTH]
     prefix = "..." if start else ""
     suffix = "..." if start + EXCERPT_WIDTH < len(text) else ""
     width = min(width, EXCERPT_WIDTH - (span.column - 1 - start))

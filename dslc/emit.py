@@ -19,8 +19,22 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "artifact", "dumps", "number", "write_ato
 FORMAT = "workload-formulas"
 FORMAT_VERSION = 1
 
-_BINARY = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod",
-           "==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "and": "and", "or": "or"}
+_BINARY = {
+    "+": "add",
+    "-": "sub",
+    "*": "mul",
+    "/": "div",
+    "//": "floordiv",
+    "%": "mod",
+    "==": "eq",
+    "!=": "ne",
+    "<": "lt",
+    "<=": "le",
+    ">": "gt",
+    ">=": "ge",
+    "and": "and",
+    "or": "or",
+}
 ONE: dict[str, Any] = {"k": "int", "v": 1}
 
 
@@ -36,7 +50,9 @@ class _Emitter:
     def __init__(self, pipeline: ResolvedPipeline):
         self.params = {p.name for p in pipeline.params}
         self.types = pipeline.types
-        self.lists = {let.name: let.value for let in pipeline.lets if pipeline.types.get(let.name) == LIST}
+        self.lists = {
+            let.name: let.value for let in pipeline.lets if pipeline.types.get(let.name) == LIST
+        }
 
     def _items(self, expr: ast.Expr) -> tuple[ast.Expr, ...]:
         items = list_items(expr, self.lists)
@@ -59,15 +75,20 @@ class _Emitter:
                 return {"k": "pow", "args": [self.expr(node.left)], "exp": int(exponent)}
             return {"k": _BINARY[node.op], "args": [self.expr(node.left), self.expr(node.right)]}
         if isinstance(node, ast.IfElse):
-            return {"k": "if", "args": [self.expr(node.cond), self.expr(node.then), self.expr(node.orelse)]}
+            return {
+                "k": "if",
+                "args": [self.expr(node.cond), self.expr(node.then), self.expr(node.orelse)],
+            }
         if isinstance(node, ast.Call):
             return self._call(node)
         raise EvalError("cannot emit this node", node)
 
     def _call(self, node: ast.Call) -> dict[str, Any]:
         func, args = node.func, node.args
-        is_list = len(args) == 1 and (isinstance(args[0], ast.ListLit) or
-                                      (isinstance(args[0], ast.Name) and args[0].id in self.lists))
+        is_list = len(args) == 1 and (
+            isinstance(args[0], ast.ListLit)
+            or (isinstance(args[0], ast.Name) and args[0].id in self.lists)
+        )
         if is_list:
             items = [self.expr(item) for item in self._items(args[0])]
             if func == "len":
@@ -77,16 +98,20 @@ class _Emitter:
             return {"k": func, "args": items}
         return {"k": func, "args": [self.expr(arg) for arg in args]}
 
-    def field(self, pipeline: ResolvedPipeline, field: ast.Field | None,
-              index: dict[str, int]) -> dict[str, Any]:
+    def field(
+        self, pipeline: ResolvedPipeline, field: ast.Field | None, index: dict[str, int]
+    ) -> dict[str, Any]:
         """`{"expr", "span"}`, plus `"terms"` (each `{"expr", "span"}`) for a memory of several terms."""
         if field is None:
             return {"expr": ONE, "span": None}
         terms = pipeline.terms(field)
         if len(terms) == 1:
             return {"expr": self.expr(terms[0]), "span": _span(terms[0].span, index)}
-        return {"expr": add_all([self.expr(term) for term in terms]), "span": _span(field.value.span, index),
-                "terms": [{"expr": self.expr(term), "span": _span(term.span, index)} for term in terms]}
+        return {
+            "expr": add_all([self.expr(term) for term in terms]),
+            "span": _span(field.value.span, index),
+            "terms": [{"expr": self.expr(term), "span": _span(term.span, index)} for term in terms],
+        }
 
 
 def add_all(items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -100,8 +125,13 @@ def add_all(items: list[dict[str, Any]]) -> dict[str, Any]:
 def _span(span: Span | None, index: dict[str, int]) -> dict[str, int] | None:
     if span is None:
         return None
-    return {"source": index[span.source.name], "line": span.line, "column": span.column,
-            "end_line": span.end_line, "end_column": span.end_column}
+    return {
+        "source": index[span.source.name],
+        "line": span.line,
+        "column": span.column,
+        "end_line": span.end_line,
+        "end_column": span.end_column,
+    }
 
 
 def _pipeline(pipeline: ResolvedPipeline, index: dict[str, int]) -> dict[str, Any]:
@@ -124,10 +154,20 @@ def _pipeline(pipeline: ResolvedPipeline, index: dict[str, int]) -> dict[str, An
         "extends": pipeline.parent,
         "span": _span(pipeline.decl.name_span, index),
         "params": params,
-        "contracts": [{"param": p.name, "text": format_expr(where), "expr": emitter.expr(where),
-                       "span": _span(where.span, index)} for p, where in pipeline.contracts],
-        "lets": [{"name": let.name, "expr": emitter.expr(let.value), "span": _span(let.span, index)}
-                 for let in pipeline.lets if pipeline.types.get(let.name) != LIST],
+        "contracts": [
+            {
+                "param": p.name,
+                "text": format_expr(where),
+                "expr": emitter.expr(where),
+                "span": _span(where.span, index),
+            }
+            for p, where in pipeline.contracts
+        ],
+        "lets": [
+            {"name": let.name, "expr": emitter.expr(let.value), "span": _span(let.span, index)}
+            for let in pipeline.lets
+            if pipeline.types.get(let.name) != LIST
+        ],
         "stages": stages,
     }
 

@@ -56,8 +56,9 @@ def ratio(target: int | Fraction, probe: int | Fraction) -> Fraction | None:
     return Fraction(target) / Fraction(probe)
 
 
-def explain(resolved: ResolvedPipeline, runtime_pipeline: Any, overrides: Mapping[str, int | bool]
-            ) -> Explanation:
+def explain(
+    resolved: ResolvedPipeline, runtime_pipeline: Any, overrides: Mapping[str, int | bool]
+) -> Explanation:
     """Explain `resolved` (the compiler's view), with values from `runtime_pipeline` (loaded).
 
     Raises the runtime's typed errors for an unknown param, a wrong type or an inadmissible probe.
@@ -74,19 +75,35 @@ def explain(resolved: ResolvedPipeline, runtime_pipeline: Any, overrides: Mappin
     for stage in resolved.stages:
         for name in ast.FIELDS:
             declared = stage.field(name)
-            formula = (lower_field(resolved, resolved.field_value(declared)) if declared is not None
-                       else sympy.Integer(1))
+            formula = (
+                lower_field(resolved, resolved.field_value(declared))
+                if declared is not None
+                else sympy.Integer(1)
+            )
             p = getattr(at_probe[stage.name], name)
             t = getattr(at_target[stage.name], name)
-            fields.append(FieldExplanation(stage.name, name, show_formula(formula),
-                                           declared is not None, p, t, ratio(t, p)))
+            fields.append(
+                FieldExplanation(
+                    stage.name, name, show_formula(formula), declared is not None, p, t, ratio(t, p)
+                )
+            )
             terms = resolved.terms(declared) if declared is not None else ()
             if len(terms) > 1:
                 probes = runtime_pipeline.memory_terms(stage.name, **overrides)
                 targets = runtime_pipeline.memory_terms(stage.name)
-                fields += [FieldExplanation(stage.name, name, show_formula(lower_field(resolved, term)), True,
-                                            p, t, ratio(t, p), index)
-                           for index, (term, p, t) in enumerate(zip(terms, probes, targets))]
+                fields += [
+                    FieldExplanation(
+                        stage.name,
+                        name,
+                        show_formula(lower_field(resolved, term)),
+                        True,
+                        p,
+                        t,
+                        ratio(t, p),
+                        index,
+                    )
+                    for index, (term, p, t) in enumerate(zip(terms, probes, targets))
+                ]
     return Explanation(resolved.name, probe, target, tuple(fields))
 
 

@@ -43,6 +43,7 @@ _LITERAL = re.compile(r"[0-9](_?[0-9])*(\.[0-9](_?[0-9])*)?")  # INT or DECIMAL 
 
 # --- expressions -----------------------------------------------------------------------------
 
+
 def format_expr(expr: ast.Expr) -> str:
     """An expression as source text, e.g. `frames % 4 == 1`."""
     return _operand(expr, _IF)
@@ -76,8 +77,10 @@ def _render(expr: ast.Expr) -> tuple[str, int]:
         level, left, right = _BINARY[expr.op]
         return f"{_operand(expr.left, left)} {expr.op} {_operand(expr.right, right)}", level
     if isinstance(expr, ast.IfElse):
-        return (f"if {format_expr(expr.cond)} then {format_expr(expr.then)} "
-                f"else {format_expr(expr.orelse)}"), _IF
+        return (
+            f"if {format_expr(expr.cond)} then {format_expr(expr.then)} "
+            f"else {format_expr(expr.orelse)}"
+        ), _IF
     raise TypeError(f"cannot format {expr!r}")
 
 
@@ -105,6 +108,7 @@ def _number(value: Fraction, text: str = "") -> str:
 
 
 # --- declarations ----------------------------------------------------------------------------
+
 
 def _param(param: ast.Param) -> str:
     if param.type is None:
@@ -194,8 +198,11 @@ class _Printer:
         found = self._indexes.get(id(container))
         if found is None:
             pairs = [(lines, item) for item in self._children(container) if (lines := _lines(item))]
-            found = ([lines[0] for lines, _ in pairs], [lines for lines, _ in pairs],
-                     [item for _, item in pairs])
+            found = (
+                [lines[0] for lines, _ in pairs],
+                [lines for lines, _ in pairs],
+                [item for _, item in pairs],
+            )
             self._indexes[id(container)] = found
         return found
 
@@ -233,8 +240,9 @@ class _Printer:
         top = min(before - 1, len(self.blank_prefix) - 1)
         return top > after and self.blank_prefix[top] - self.blank_prefix[after] > 0
 
-    def _comment_block(self, out: list[str], comments: list[ast.Comment], indent: str,
-                       before: int | None) -> None:
+    def _comment_block(
+        self, out: list[str], comments: list[ast.Comment], indent: str, before: int | None
+    ) -> None:
         """Own-line comments before line `before`; a blank line kept where the source had one.
 
         Comments from inside a multi-line member (at or after `before`) follow, without blanks.
@@ -249,7 +257,7 @@ class _Printer:
             last = comment.line
         if last is not None and before is not None and self._blank(last, before):
             out.append("")
-        out.extend(indent + c.text for c in ordered[len(above):])
+        out.extend(indent + c.text for c in ordered[len(above) :])
 
     def _chunk_start(self, item: Item) -> int | None:
         lines = _lines(item)
@@ -303,8 +311,11 @@ class _Printer:
         # `{}` on one line, unless that would put two trailing comments on it.
         head, close_trail = self.head.get(key), self.close_trail.get(key)
         if empty and not self.close_lead.get(key) and not (head and close_trail):
-            out.append(self._with_trailing(f"{indent}{header} {{}}", self.head.get(key),
-                                           self.close_trail.get(key)))
+            out.append(
+                self._with_trailing(
+                    f"{indent}{header} {{}}", self.head.get(key), self.close_trail.get(key)
+                )
+            )
             return
         out.append(self._with_trailing(f"{indent}{header} {{", self.head.get(key)))
         self._body(out, block, depth + 1)

@@ -61,7 +61,9 @@ def check_source(text: str, mutation: str = "?") -> float:
             raise
         raise Failure("source", mutation, f"{type(exc).__name__}: {exc}"[:500], text) from exc
     elapsed = time.perf_counter() - start
-    if not isinstance(result, CompileResult) or not all(isinstance(d, Diagnostic) for d in result.diagnostics):
+    if not isinstance(result, CompileResult) or not all(
+        isinstance(d, Diagnostic) for d in result.diagnostics
+    ):
         raise Failure("source", mutation, f"not a clean CompileResult: {result!r}"[:500], text)
     if not (result.ok or result.errors):
         raise Failure("source", mutation, "no program and no error diagnostic", text)
@@ -91,20 +93,94 @@ def check_artifact(payload: object, mutation: str = "?") -> float:
         raise Failure("artifact", mutation, f"{type(exc).__name__}: {exc}"[:500], payload) from exc
     elapsed = time.perf_counter() - start
     if elapsed > CASE_SECONDS:
-        raise Failure("artifact", mutation, f"took {elapsed:.2f} s (limit {CASE_SECONDS} s)", payload)
+        raise Failure(
+            "artifact", mutation, f"took {elapsed:.2f} s (limit {CASE_SECONDS} s)", payload
+        )
     return elapsed
 
 
 # --------------------------------------------------------------------------- sources
 
-_TOKEN = re.compile(r"\s+|#[^\n]*|[A-Za-z_][A-Za-z0-9_]*|\d[\d_]*(?:\.\d+)?|\*\*|//|[<>=!]=|.", re.DOTALL)
-KEYWORDS = ("pipeline", "extends", "param", "let", "stage", "in", "where", "if", "then", "else", "and",
-            "or", "not", "true", "false", "inf", "int", "bool", "iterations", "memory", "time",
-            "len", "sum", "min", "max", "floor", "ceil", "abs")
-OPERATORS = ("+", "-", "*", "/", "//", "%", "**", "==", "!=", "<", "<=", ">", ">=", "=", "~", ":",
-             ",", ";", "(", ")", "[", "]", "{", "}", "\n", ".", "..", "@", "$", "\\", "\"", "'")
-HUGE_NUMBERS = ("9" * 31, "9" * 5000, "1" + "0" * 400, "1_000_000_000_000_000_000", "0.000000000000001",
-                "1e400", "0x10", "007", "1__0", "18446744073709551617", "99999999999999999999.5")
+_TOKEN = re.compile(
+    r"\s+|#[^\n]*|[A-Za-z_][A-Za-z0-9_]*|\d[\d_]*(?:\.\d+)?|\*\*|//|[<>=!]=|.", re.DOTALL
+)
+KEYWORDS = (
+    "pipeline",
+    "extends",
+    "param",
+    "let",
+    "stage",
+    "in",
+    "where",
+    "if",
+    "then",
+    "else",
+    "and",
+    "or",
+    "not",
+    "true",
+    "false",
+    "inf",
+    "int",
+    "bool",
+    "iterations",
+    "memory",
+    "time",
+    "len",
+    "sum",
+    "min",
+    "max",
+    "floor",
+    "ceil",
+    "abs",
+)
+OPERATORS = (
+    "+",
+    "-",
+    "*",
+    "/",
+    "//",
+    "%",
+    "**",
+    "==",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "=",
+    "~",
+    ":",
+    ",",
+    ";",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "\n",
+    ".",
+    "..",
+    "@",
+    "$",
+    "\\",
+    '"',
+    "'",
+)
+HUGE_NUMBERS = (
+    "9" * 31,
+    "9" * 5000,
+    "1" + "0" * 400,
+    "1_000_000_000_000_000_000",
+    "0.000000000000001",
+    "1e400",
+    "0x10",
+    "007",
+    "1__0",
+    "18446744073709551617",
+    "99999999999999999999.5",
+)
 
 
 def tokenize(text: str) -> list[str]:
@@ -118,12 +194,12 @@ def _solid(tokens: Sequence[str]) -> list[int]:
 
 def _delete(rng: random.Random, tokens: list[str]) -> list[str]:
     i = rng.choice(_solid(tokens))
-    return tokens[:i] + tokens[i + 1:]
+    return tokens[:i] + tokens[i + 1 :]
 
 
 def _duplicate(rng: random.Random, tokens: list[str]) -> list[str]:
     i = rng.choice(_solid(tokens))
-    return tokens[:i + 1] + [" "] * rng.randint(0, 1) + tokens[i:]
+    return tokens[: i + 1] + [" "] * rng.randint(0, 1) + tokens[i:]
 
 
 def _swap(rng: random.Random, tokens: list[str]) -> list[str]:
@@ -159,19 +235,35 @@ def _huge_number(rng: random.Random, tokens: list[str]) -> list[str]:
 
 def _power(rng: random.Random, tokens: list[str]) -> list[str]:
     """`** N` after a name or number: exponents around and far over the limit, chained powers."""
-    solid = [i for i in _solid(tokens) if i < len(tokens) and (tokens[i][:1].isalnum() or tokens[i] == ")")]
+    solid = [
+        i
+        for i in _solid(tokens)
+        if i < len(tokens) and (tokens[i][:1].isalnum() or tokens[i] == ")")
+    ]
     if not solid:
         return _operator(rng, tokens)
     i = rng.choice(solid)
-    tail = rng.choice(["** 64", "** 65", "** 1000", "** 99999999", "** 2 ** 2 ** 2 ** 2", "** -1", "** 0.5",
-                       "** steps", "** (2 ** 40)"])
-    return tokens[:i + 1] + [" " + tail + " "] + tokens[i + 1:]
+    tail = rng.choice(
+        [
+            "** 64",
+            "** 65",
+            "** 1000",
+            "** 99999999",
+            "** 2 ** 2 ** 2 ** 2",
+            "** -1",
+            "** 0.5",
+            "** steps",
+            "** (2 ** 40)",
+        ]
+    )
+    return tokens[: i + 1] + [" " + tail + " "] + tokens[i + 1 :]
 
 
 def _deep_brackets(rng: random.Random, tokens: list[str]) -> list[str]:
     depth = rng.choice([8, 63, 64, 65, 100, 101, 500, 5000])
-    opener, closer = rng.choice([("(", ")"), ("[", "]"), ("{", "}"), ("-", ""), ("not ", ""),
-                                 ("abs(", ")"), ("1 + (", ")")])
+    opener, closer = rng.choice(
+        [("(", ")"), ("[", "]"), ("{", "}"), ("-", ""), ("not ", ""), ("abs(", ")"), ("1 + (", ")")]
+    )
     balanced = rng.random() < 0.7
     return _insert(rng, tokens, opener * depth + "1" + (closer * depth if balanced else ""))
 
@@ -184,11 +276,13 @@ def _long_chain(rng: random.Random, tokens: list[str]) -> list[str]:
 
 
 def _truncate(rng: random.Random, tokens: list[str]) -> list[str]:
-    return tokens[:rng.randint(0, len(tokens))]
+    return tokens[: rng.randint(0, len(tokens))]
 
 
 def _random_bytes(rng: random.Random, tokens: list[str]) -> list[str]:
-    alphabet = "\x00\x01\x7f\ufeff\u00e9\u200b\u2028\U0001f600\ud800\t\r\v\f" + "".join(map(chr, range(32, 127)))
+    alphabet = "\x00\x01\x7f\ufeff\u00e9\u200b\u2028\U0001f600\ud800\t\r\v\f" + "".join(
+        map(chr, range(32, 127))
+    )
     junk = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 16)))
     return _insert(rng, tokens, junk)
 
@@ -200,8 +294,9 @@ def _rename(rng: random.Random, tokens: list[str]) -> list[str]:
         return _keyword(rng, tokens)
     tokens = list(tokens)
     others = [tokens[i] for i in names]
-    tokens[rng.choice(names)] = rng.choice(others + list(KEYWORDS) + ["__import__", "_" * 70, "x" * 200,
-                                                                      "__class__", "None", "lambda"])
+    tokens[rng.choice(names)] = rng.choice(
+        others + list(KEYWORDS) + ["__import__", "_" * 70, "x" * 200, "__class__", "None", "lambda"]
+    )
     return tokens
 
 
@@ -234,14 +329,82 @@ def mutate_source(rng: random.Random, text: str, *, rounds: int | None = None) -
 
 # --------------------------------------------------------------------------- artifacts
 
-KINDS = ("int", "frac", "bool", "param", "let", "neg", "abs", "floor", "ceil", "add", "sub", "mul", "div",
-         "floordiv", "mod", "pow", "min", "max", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not",
-         "if", "call", "attr", "lambda", "import", "", "INT")
-CODE_NAMES = ("__import__('os').system('x')", "steps; import os", "__class__", "__builtins__", "lambda: 0",
-              "exec", "eval", "os.system", "steps\nimport os", "a" * 65, "", "1steps", "stéps", "None",
-              "True", "_", "globals()")
-WEIRD_VALUES: tuple[Any, ...] = (None, True, False, 0, -1, 1.5, float("inf"), "", "x", [], {}, [[]], {"k": "int"},
-                                 10**4300, -(10**4301), 2**64, "40", [1, 2], {"k": "int", "v": 1})
+KINDS = (
+    "int",
+    "frac",
+    "bool",
+    "param",
+    "let",
+    "neg",
+    "abs",
+    "floor",
+    "ceil",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "floordiv",
+    "mod",
+    "pow",
+    "min",
+    "max",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "and",
+    "or",
+    "not",
+    "if",
+    "call",
+    "attr",
+    "lambda",
+    "import",
+    "",
+    "INT",
+)
+CODE_NAMES = (
+    "__import__('os').system('x')",
+    "steps; import os",
+    "__class__",
+    "__builtins__",
+    "lambda: 0",
+    "exec",
+    "eval",
+    "os.system",
+    "steps\nimport os",
+    "a" * 65,
+    "",
+    "1steps",
+    "stéps",
+    "None",
+    "True",
+    "_",
+    "globals()",
+)
+WEIRD_VALUES: tuple[Any, ...] = (
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1.5,
+    float("inf"),
+    "",
+    "x",
+    [],
+    {},
+    [[]],
+    {"k": "int"},
+    10**4300,
+    -(10**4301),
+    2**64,
+    "40",
+    [1, 2],
+    {"k": "int", "v": 1},
+)
 
 
 def _nodes(value: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
@@ -294,7 +457,11 @@ def _add_arg(rng: random.Random, doc: Any) -> Any:
     picked = _pick_expr(rng, doc)
     if picked:
         node = picked[1]
-        extra = copy.deepcopy(rng.choice(_expr_nodes(doc))[1]) if rng.random() < 0.5 else rng.choice(WEIRD_VALUES)
+        extra = (
+            copy.deepcopy(rng.choice(_expr_nodes(doc))[1])
+            if rng.random() < 0.5
+            else rng.choice(WEIRD_VALUES)
+        )
         if not isinstance(node.get("args"), list):
             node["args"] = []
         node["args"].append(extra)
@@ -305,7 +472,13 @@ def _huge_int(rng: random.Random, doc: Any) -> Any:
     ints = [(p, v) for p, v in _nodes(doc) if isinstance(v, int) and not isinstance(v, bool)]
     if ints:
         path, _ = rng.choice(ints)
-        _set(doc, path, rng.choice([10**4299, 10**4300, -(10**4300), 2**63, -(2**63) - 1, 10**30, 65, 10**6, -1, 0]))
+        _set(
+            doc,
+            path,
+            rng.choice(
+                [10**4299, 10**4300, -(10**4300), 2**63, -(2**63) - 1, 10**30, 65, 10**6, -1, 0]
+            ),
+        )
     return doc
 
 
@@ -315,8 +488,13 @@ def _deep_tree(rng: random.Random, doc: Any) -> Any:
         depth = rng.choice([50, 199, 200, 201, 300])  # deeper trees travel as text (`deep-json`)
         node: Any = picked[1]
         for _ in range(depth):
-            node = rng.choice([{"k": "neg", "args": [node]}, {"k": "abs", "args": [node]},
-                               {"k": "add", "args": [node, {"k": "int", "v": 1}]}])
+            node = rng.choice(
+                [
+                    {"k": "neg", "args": [node]},
+                    {"k": "abs", "args": [node]},
+                    {"k": "add", "args": [node, {"k": "int", "v": 1}]},
+                ]
+            )
         _set(doc, picked[0], node)
     return doc
 
@@ -327,15 +505,24 @@ def _wide_tree(rng: random.Random, doc: Any) -> Any:
     if picked:
         node: dict[str, Any]
         if rng.random() < 0.5:
-            node = {"k": rng.choice(["min", "max", "add"]), "args": [picked[1]] * rng.choice([2, 3, 10_000])}
+            node = {
+                "k": rng.choice(["min", "max", "add"]),
+                "args": [picked[1]] * rng.choice([2, 3, 10_000]),
+            }
         else:
-            node = {"k": "pow", "args": [{"k": "int", "v": 10**4299}], "exp": rng.choice([2, 64, 65, 10**9])}
+            node = {
+                "k": "pow",
+                "args": [{"k": "int", "v": 10**4299}],
+                "exp": rng.choice([2, 64, 65, 10**9]),
+            }
         _set(doc, picked[0], node)
     return doc
 
 
 def _code_name(rng: random.Random, doc: Any) -> Any:
-    named = [(p, v) for p, v in _nodes(doc) if isinstance(v, dict) and isinstance(v.get("name"), str)]
+    named = [
+        (p, v) for p, v in _nodes(doc) if isinstance(v, dict) and isinstance(v.get("name"), str)
+    ]
     if named:
         _, node = rng.choice(named)
         node["name"] = rng.choice(CODE_NAMES)
@@ -343,9 +530,20 @@ def _code_name(rng: random.Random, doc: Any) -> Any:
 
 
 def _wrong_version(rng: random.Random, doc: Any) -> Any:
-    key, value = rng.choice([("format_version", 2), ("format_version", 0), ("format_version", "1"),
-                             ("format_version", 1.0), ("format_version", True), ("format", "workload-formula"),
-                             ("format", None), ("compiler", None), ("sources", {}), ("pipelines", None)])
+    key, value = rng.choice(
+        [
+            ("format_version", 2),
+            ("format_version", 0),
+            ("format_version", "1"),
+            ("format_version", 1.0),
+            ("format_version", True),
+            ("format", "workload-formula"),
+            ("format", None),
+            ("compiler", None),
+            ("sources", {}),
+            ("pipelines", None),
+        ]
+    )
     if isinstance(doc, dict):
         doc[key] = value
     return doc
@@ -368,7 +566,9 @@ def _add_key(rng: random.Random, doc: Any) -> Any:
     keyed = [(p, v) for p, v in _nodes(doc) if isinstance(v, dict)]
     if keyed:
         node = rng.choice(keyed)[1]
-        node[rng.choice(["extra", "__proto__", "k", "v", "exp", "args", "name", "code"])] = rng.choice(WEIRD_VALUES)
+        node[rng.choice(["extra", "__proto__", "k", "v", "exp", "args", "name", "code"])] = (
+            rng.choice(WEIRD_VALUES)
+        )
     return doc
 
 
@@ -384,7 +584,7 @@ def _swap_subtrees(rng: random.Random, doc: Any) -> Any:
     nodes = _expr_nodes(doc)
     if len(nodes) >= 2:
         (pa, a), (pb, b) = rng.sample(nodes, 2)
-        if pa[:len(pb)] != pb and pb[:len(pa)] != pa:  # neither inside the other
+        if pa[: len(pb)] != pb and pb[: len(pa)] != pa:  # neither inside the other
             _set(doc, pa, copy.deepcopy(b))
             _set(doc, pb, copy.deepcopy(a))
     return doc
@@ -411,7 +611,10 @@ TEXT_MUTATIONS = ("json-text", "deep-json", "truncated-json", "json-bytes-flip")
 def _dumps(doc: Any) -> str:
     try:
         return json.dumps(doc, allow_nan=True)
-    except (ValueError, RecursionError):  # an int over Python's str-conversion limit: the loader sees the mapping instead
+    except (
+        ValueError,
+        RecursionError,
+    ):  # an int over Python's str-conversion limit: the loader sees the mapping instead
         return ""
 
 
@@ -423,8 +626,9 @@ def _clone(doc: Any) -> Any:
         return copy.deepcopy(doc)
 
 
-def mutate_artifact(rng: random.Random, doc: dict[str, Any], *, rounds: int | None = None
-                    ) -> tuple[str, object]:
+def mutate_artifact(
+    rng: random.Random, doc: dict[str, Any], *, rounds: int | None = None
+) -> tuple[str, object]:
     """Mutate a deep copy of `doc` 1-3 times; return (names, payload). The payload is usually the
     mutated mapping, sometimes its JSON text: whole, truncated, or with random bytes flipped."""
     doc = _clone(doc)
@@ -446,14 +650,16 @@ def mutate_artifact(rng: random.Random, doc: dict[str, Any], *, rounds: int | No
         return "+".join(names), doc
     if roll < 0.75:
         return "+".join(names + ["json-text"]), text
-    if roll < 0.8:  # a tree far deeper than the loader's limit, deeper than Python's recursion limit
+    if (
+        roll < 0.8
+    ):  # a tree far deeper than the loader's limit, deeper than Python's recursion limit
         depth = rng.choice([1000, 10_000, 100_000])
         wrap = rng.choice(['{"k": "neg", "args": [', "[", '{"a": '])
         close = {"[": "]", '{"a": ': "}"}.get(wrap, "]}")
         deep = wrap * depth + '{"k": "int", "v": 1}' + close * depth
         return "+".join(names + ["deep-json"]), text.replace('{"k": "int", "v": 1}', deep, 1)
     if roll < 0.9:
-        return "+".join(names + ["truncated-json"]), text[:rng.randint(0, len(text))]
+        return "+".join(names + ["truncated-json"]), text[: rng.randint(0, len(text))]
     data = bytearray(text.encode())
     for _ in range(rng.randint(1, 8)):
         data[rng.randrange(len(data))] = rng.randrange(256)

@@ -73,7 +73,9 @@ def _binary(op: str, a: Value, b: Value, node: ast.Binary) -> Value:
 
 
 def _call(func: str, args: list[Value], node: ast.Call) -> Value:
-    if func in ("len", "sum") or (func in ("min", "max") and len(args) == 1 and isinstance(args[0], tuple)):
+    if func in ("len", "sum") or (
+        func in ("min", "max") and len(args) == 1 and isinstance(args[0], tuple)
+    ):
         items = args[0]
         if not isinstance(items, tuple):
             raise EvalError(f"{func}() takes a list", node)
@@ -142,8 +144,9 @@ class Interpreter:
         raise EvalError("'inf' is only a range's upper bound", expr)
 
 
-def evaluate(expr: ast.Expr, point: Mapping[str, Value] | None = None,
-             lets: tuple[ast.Let, ...] = ()) -> Value:
+def evaluate(
+    expr: ast.Expr, point: Mapping[str, Value] | None = None, lets: tuple[ast.Let, ...] = ()
+) -> Value:
     """The exact value of `expr` at `point` (params as Fraction or bool)."""
     return Interpreter(point or {}, lets).eval(expr)
 

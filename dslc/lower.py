@@ -16,7 +16,14 @@ import sympy
 from dslc import ast
 from dslc.model import ResolvedParam, ResolvedPipeline
 
-_COMPARE = {"==": sympy.Eq, "!=": sympy.Ne, "<": sympy.Lt, "<=": sympy.Le, ">": sympy.Gt, ">=": sympy.Ge}
+_COMPARE = {
+    "==": sympy.Eq,
+    "!=": sympy.Ne,
+    "<": sympy.Lt,
+    "<=": sympy.Le,
+    ">": sympy.Gt,
+    ">=": sympy.Ge,
+}
 
 
 class LowerError(Exception):
@@ -38,8 +45,11 @@ class Lowerer:
     """Lowers expressions of one pipeline; each let is lowered once, on first use."""
 
     def __init__(self, pipeline: ResolvedPipeline, symbols: Mapping[str, Any] | None = None):
-        self.symbols: dict[str, Any] = dict(symbols) if symbols is not None else {
-            p.name: param_symbol(p) for p in pipeline.params}
+        self.symbols: dict[str, Any] = (
+            dict(symbols)
+            if symbols is not None
+            else {p.name: param_symbol(p) for p in pipeline.params}
+        )
         self.let_exprs = {let.name: let.value for let in pipeline.lets}
         self.order = [let.name for let in pipeline.lets]  # dependency order
         self.lets: dict[str, Any] = {}
@@ -61,7 +71,11 @@ class Lowerer:
         stack = [ident]
         while stack:
             for node in ast.names(self.let_exprs[stack.pop()]):
-                if node.id in self.let_exprs and node.id not in seen and node.id not in self.symbols:
+                if (
+                    node.id in self.let_exprs
+                    and node.id not in seen
+                    and node.id not in self.symbols
+                ):
                     seen.add(node.id)
                     stack.append(node.id)
         return [name for name in self.order if name in seen]
@@ -122,7 +136,7 @@ class Lowerer:
             return sympy.Mod(a, b)
         if not (b.is_Integer and 0 <= b <= 64):
             raise LowerError("the exponent must be a constant integer in [0, 64]")
-        return a ** b
+        return a**b
 
     def _call(self, expr: ast.Call) -> Any:
         args = [self.lower(arg) for arg in expr.args]

@@ -48,8 +48,24 @@ TERMINAL_NAMES = {
     "LBRACE": "'{'",
     "RBRACE": "'}'",
 }
-KEYWORDS = ("pipeline", "extends", "param", "let", "stage", "in", "where", "if", "then", "else",
-            "and", "or", "not", "true", "false", "inf")
+KEYWORDS = (
+    "pipeline",
+    "extends",
+    "param",
+    "let",
+    "stage",
+    "in",
+    "where",
+    "if",
+    "then",
+    "else",
+    "and",
+    "or",
+    "not",
+    "true",
+    "false",
+    "inf",
+)
 for _kw in KEYWORDS:
     TERMINAL_NAMES[_kw.upper()] = f"'{_kw}'"
     TERMINAL_NAMES["_" + _kw.upper()] = f"'{_kw}'"
@@ -94,8 +110,16 @@ class _Separators(lark.lark.PostLex):
 def _parser() -> lark.Lark:
     """The LALR parser, built once per process (it holds no per-parse state)."""
     grammar = resources.files("dslc.grammar").joinpath("workload.lark").read_text()
-    return lark.Lark(grammar, start="module", parser="lalr", lexer="contextual", strict=True,
-                     maybe_placeholders=False, postlex=_Separators(), transformer=_AstBuilder())
+    return lark.Lark(
+        grammar,
+        start="module",
+        parser="lalr",
+        lexer="contextual",
+        strict=True,
+        maybe_placeholders=False,
+        postlex=_Separators(),
+        transformer=_AstBuilder(),
+    )
 
 
 def _token_span(source: SourceFile, token: Token) -> Span:
@@ -107,7 +131,19 @@ def _token_span(source: SourceFile, token: Token) -> Span:
     return Span(source, line, column, end_line, end_column)
 
 
-_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "DSLASH", "PERCENT", "POW", "CMPOP", "AND", "OR", "LPAR"}
+_OPERATORS = {
+    "PLUS",
+    "MINUS",
+    "STAR",
+    "SLASH",
+    "DSLASH",
+    "PERCENT",
+    "POW",
+    "CMPOP",
+    "AND",
+    "OR",
+    "LPAR",
+}
 
 
 def _describe_expected(expected: set[str]) -> str:
@@ -151,7 +187,13 @@ def _syntax_diagnostic(source: SourceFile, exc: UnexpectedInput) -> Diagnostic:
         offset = exc.pos_in_stream or 0
         char = source.text[offset] if offset < len(source.text) else ""
         span = source.span(offset, offset + 1)
-        shown = repr(char)[1:-1] if char.isprintable() else f"\\x{ord(char):02x}" if ord(char) < 256 else repr(char)
+        shown = (
+            repr(char)[1:-1]
+            if char.isprintable()
+            else f"\\x{ord(char):02x}"
+            if ord(char) < 256
+            else repr(char)
+        )
         message = f"unexpected character '{shown}'"
         if char in _HINT_CHARACTERS:
             hints.append(_HINT_CHARACTERS[char])
@@ -174,8 +216,11 @@ def _syntax_diagnostic(source: SourceFile, exc: UnexpectedInput) -> Diagnostic:
         return error("syntax", message, span, hints=hints)
     if isinstance(exc, UnexpectedEOF):
         end = len(source.text)
-        return error("syntax", f"unexpected end of input; expected {_describe_expected(set(exc.expected))}",
-                     source.span(end, end))
+        return error(
+            "syntax",
+            f"unexpected end of input; expected {_describe_expected(set(exc.expected))}",
+            source.span(end, end),
+        )
     return error("syntax", "the text does not parse", source.span(0, 0))
 
 
@@ -183,26 +228,58 @@ def parse(source: SourceFile) -> ast.Module:
     """Parse one file; raise CompileError with diagnostics on anything malformed."""
     size = len(source.text.encode("utf-8", "surrogatepass"))
     if size > MAX_FILE_BYTES:
-        raise CompileError([error("limit", f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}",
-                                  source.span(0, 0), hints=["split the pipelines across several files"])])
+        raise CompileError(
+            [
+                error(
+                    "limit",
+                    f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}",
+                    source.span(0, 0),
+                    hints=["split the pipelines across several files"],
+                )
+            ]
+        )
     bad = re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]", source.text)
     if bad:
         char = bad.group()
-        raise CompileError([error("syntax", f"unexpected character '\\x{ord(char):02x}'"
-                                  if ord(char) < 256 else "the file is not valid UTF-8 text",
-                                  source.span(bad.start(), bad.start() + 1),
-                                  hints=["is this a binary file?"])])
+        raise CompileError(
+            [
+                error(
+                    "syntax",
+                    f"unexpected character '\\x{ord(char):02x}'"
+                    if ord(char) < 256
+                    else "the file is not valid UTF-8 text",
+                    source.span(bad.start(), bad.start() + 1),
+                    hints=["is this a binary file?"],
+                )
+            ]
+        )
     tokens = _count_tokens(source.text)
     if tokens > MAX_TOKENS:
-        raise CompileError([error("limit", f"file has about {tokens:,} tokens; the limit is {MAX_TOKENS:,}",
-                                  source.span(0, 0), hints=["split the pipelines across several files"])])
+        raise CompileError(
+            [
+                error(
+                    "limit",
+                    f"file has about {tokens:,} tokens; the limit is {MAX_TOKENS:,}",
+                    source.span(0, 0),
+                    hints=["split the pipelines across several files"],
+                )
+            ]
+        )
     state = _ParseState(source)
     token = _STATE.set(state)
     try:
         module = cast(ast.Module, _parser().parse(source.text))  # the embedded transformer's result
     except _LimitHit as hit:
-        raise CompileError([error("limit", hit.message, _token_span(source, hit.token),
-                                  hints=["name part of the expression with a 'let'"])]) from None
+        raise CompileError(
+            [
+                error(
+                    "limit",
+                    hit.message,
+                    _token_span(source, hit.token),
+                    hints=["name part of the expression with a 'let'"],
+                )
+            ]
+        ) from None
     except UnexpectedInput as exc:
         raise CompileError([_syntax_diagnostic(source, exc)]) from None
     finally:
@@ -279,8 +356,14 @@ def _expr(node: Any, *kids: Any) -> Any:
     depth = 1 + max((state.depth.get(id(k), 1) for k in kids), default=0)
     state.depth[id(node)] = depth
     if depth == MAX_DEPTH + 1:
-        state.problems.append(error("limit", f"expression nests deeper than {MAX_DEPTH} levels", node.span,
-                                    hints=["name part of the expression with a 'let'"]))
+        state.problems.append(
+            error(
+                "limit",
+                f"expression nests deeper than {MAX_DEPTH} levels",
+                node.span,
+                hints=["name part of the expression with a 'let'"],
+            )
+        )
     return node
 
 
@@ -289,8 +372,13 @@ def _number(token: Token, kind: str) -> ast.Num:
     span = _tok(token)
     count = len(digits) - (kind == "decimal")
     if count > MAX_LITERAL_DIGITS:
-        _STATE.get().problems.append(error("limit", f"{kind} literal has {count:,} digits; "
-                                           f"the limit is {MAX_LITERAL_DIGITS}", span))
+        _STATE.get().problems.append(
+            error(
+                "limit",
+                f"{kind} literal has {count:,} digits; the limit is {MAX_LITERAL_DIGITS}",
+                span,
+            )
+        )
         return _expr(ast.Num(Fraction(0), token.value[:20], span=span))
     value = Fraction(int(digits)) if kind == "integer" else Fraction(digits)
     return _expr(ast.Num(value, token.value, span=span))
@@ -332,7 +420,9 @@ class _AstBuilder(Transformer):
 
     def _binary(self, children: list[Any], op: str) -> ast.Binary:
         left, token, right = children
-        return _expr(ast.Binary(op, left, right, span=_cover(left, right), op_span=_tok(token)), left, right)
+        return _expr(
+            ast.Binary(op, left, right, span=_cover(left, right), op_span=_tok(token)), left, right
+        )
 
     def binop(self, children: list[Any]) -> ast.Binary:
         return self._binary(children, _BINOPS[children[1].type])
@@ -376,12 +466,23 @@ class _AstBuilder(Transformer):
             else:
                 where = item[1]
             last = item[-1]
-        return ast.Param(str(name), str(type_name), default, lo, hi, where, span=_cover(keyword, last),
-                         name_span=_tok(name), type_span=_tok(type_name))
+        return ast.Param(
+            str(name),
+            str(type_name),
+            default,
+            lo,
+            hi,
+            where,
+            span=_cover(keyword, last),
+            name_span=_tok(name),
+            type_span=_tok(type_name),
+        )
 
     def param_override(self, children: list[Any]) -> ast.Param:
         keyword, name, _eq, default = children
-        return ast.Param(str(name), None, default, span=_cover(keyword, default), name_span=_tok(name))
+        return ast.Param(
+            str(name), None, default, span=_cover(keyword, default), name_span=_tok(name)
+        )
 
     def let_decl(self, children: list[Any]) -> ast.Let:
         keyword, name, _eq, value = children
@@ -398,16 +499,23 @@ class _AstBuilder(Transformer):
     def stage_decl(self, children: list[Any]) -> ast.Stage:
         keyword, name = children[0], children[1]
         fields = tuple(_nodes(children))
-        return ast.Stage(str(name), fields, span=_cover(keyword, children[-1]), name_span=_tok(name))
+        return ast.Stage(
+            str(name), fields, span=_cover(keyword, children[-1]), name_span=_tok(name)
+        )
 
     def pipeline(self, children: list[Any]) -> ast.Pipeline:
         names = [c for c in children if isinstance(c, Token) and c.type == "NAME"]
         members = tuple(_nodes(children))
         name = names[0]
         parent = names[1] if len(names) > 1 else None
-        return ast.Pipeline(str(name), str(parent) if parent else None, members,
-                            span=_cover(children[0], children[-1]), name_span=_tok(name),
-                            parent_span=_tok(parent) if parent else None)
+        return ast.Pipeline(
+            str(name),
+            str(parent) if parent else None,
+            members,
+            span=_cover(children[0], children[-1]),
+            name_span=_tok(name),
+            parent_span=_tok(parent) if parent else None,
+        )
 
     def module(self, children: list[Any]) -> ast.Module:
         return ast.Module(tuple(_nodes(children)))

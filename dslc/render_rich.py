@@ -85,8 +85,14 @@ class Output:
         if self._console is None:
             from rich.console import Console  # only when colouring: keeps plain runs light
 
-            self._console = Console(file=self.stream, force_terminal=True, markup=False,
-                                    emoji=False, highlight=False, soft_wrap=True)
+            self._console = Console(
+                file=self.stream,
+                force_terminal=True,
+                markup=False,
+                emoji=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         return self._console
 
     def _text(self, text: str, style: str | None = None) -> Any:
@@ -134,8 +140,9 @@ class Output:
             text.stylize("bold cyan", note.start(2), note.end(2))
         return text
 
-    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]],
-              right: Sequence[bool] = ()) -> None:
+    def table(
+        self, headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] = ()
+    ) -> None:
         """Aligned columns; `right[i]` right-aligns column i (numbers)."""
         align = list(right) + [False] * (len(headers) - len(right))
         if self.color:
@@ -144,16 +151,18 @@ class Output:
 
             table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
             for header, is_right in zip(headers, align):
-                table.add_column(self._text(header), justify="right" if is_right else "left",
-                                 overflow="fold")
+                table.add_column(
+                    self._text(header), justify="right" if is_right else "left", overflow="fold"
+                )
             for row in rows:
                 table.add_row(*(self._text(cell) for cell in row))
             self.console.print(table)
             return
         widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
         for row in [list(headers), *rows]:
-            cells = [cell.rjust(w) if r else cell.ljust(w)
-                     for cell, w, r in zip(row, widths, align)]
+            cells = [
+                cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, align)
+            ]
             click.echo(printable("  ".join(cells).rstrip()), file=self.stream)
 
 

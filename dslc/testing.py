@@ -1,14 +1,14 @@
 """Hypothesis strategies and claims for property-testing formula files (public API for model authors).
 
-    from hypothesis import given
-    from dslc.testing import admissible_params, assert_non_decreasing
-    from runtime import load_formulas
+from hypothesis import given
+from dslc.testing import admissible_params, assert_non_decreasing
+from runtime import load_formulas
 
-    wan = load_formulas("build/formulas.json")["wan2_2_t2v_a14b"]
+wan = load_formulas("build/formulas.json")["wan2_2_t2v_a14b"]
 
-    @given(admissible_params(wan))
-    def test_more_steps_never_mean_fewer_iterations(point):
-        assert_non_decreasing(wan, "DenoisingStage", "steps", point)
+@given(admissible_params(wan))
+def test_more_steps_never_mean_fewer_iterations(point):
+    assert_non_decreasing(wan, "DenoisingStage", "steps", point)
 """
 
 from __future__ import annotations
@@ -43,11 +43,14 @@ class PipelineLike(Protocol):
     @property
     def default_workload(self) -> dict[str, int | bool]: ...
     def is_admissible(self, **params: int | bool) -> bool: ...
-    def largest_admissible(self, name: str, /, at_most: int, **others: int | bool) -> int | None: ...
+    def largest_admissible(
+        self, name: str, /, at_most: int, **others: int | bool
+    ) -> int | None: ...
     def iterations(self, stage: str, /, **params: int | bool) -> int: ...
 
 
 # --------------------------------------------------------------------------- admissible points
+
 
 def _int_candidates(info: _ParamInfo) -> st.SearchStrategy[int]:
     lo = info.min if info.min is not None else 0
@@ -58,8 +61,9 @@ def _int_candidates(info: _ParamInfo) -> st.SearchStrategy[int]:
 
 
 @st.composite
-def admissible_params(draw: st.DrawFn, pipeline: PipelineLike, *, fixed: Mapping[str, int | bool] | None = None
-                      ) -> dict[str, int | bool]:
+def admissible_params(
+    draw: st.DrawFn, pipeline: PipelineLike, *, fixed: Mapping[str, int | bool] | None = None
+) -> dict[str, int | bool]:
     """Points inside every range and contract, biased towards bounds, defaults and contract edges.
 
     Each int param is drawn near an edge or uniformly, then walked down to the largest admissible
@@ -86,8 +90,10 @@ def admissible_params(draw: st.DrawFn, pipeline: PipelineLike, *, fixed: Mapping
 
 # --------------------------------------------------------------------------- claims
 
-def assert_non_decreasing(pipeline: PipelineLike, stage: str, param: str,
-                          point: Mapping[str, int | bool]) -> None:
+
+def assert_non_decreasing(
+    pipeline: PipelineLike, stage: str, param: str, point: Mapping[str, int | bool]
+) -> None:
     """`stage`'s iterations never drop when `param` grows to its next admissible value."""
     here = dict(point)
     info = pipeline.params[param]
@@ -97,21 +103,29 @@ def assert_non_decreasing(pipeline: PipelineLike, stage: str, param: str,
         there = {**here, param: bigger}
         if pipeline.is_admissible(**there):
             before, after = pipeline.iterations(stage, **here), pipeline.iterations(stage, **there)
-            assert after >= before, (f"{stage} iterations drop from {before} to {after} when {param} "
-                                     f"grows from {value} to {bigger} at {here}")
+            assert after >= before, (
+                f"{stage} iterations drop from {before} to {after} when {param} "
+                f"grows from {value} to {bigger} at {here}"
+            )
             return
 
 
-def assert_probe_within_target(pipeline: PipelineLike, probe: Mapping[str, int | bool],
-                               target: Mapping[str, int | bool] | None = None) -> None:
+def assert_probe_within_target(
+    pipeline: PipelineLike,
+    probe: Mapping[str, int | bool],
+    target: Mapping[str, int | bool] | None = None,
+) -> None:
     """A probe never runs more iterations of any stage than its target does."""
     target = dict(target or pipeline.default_workload)
     for stage in pipeline.stages:
         measured, wanted = pipeline.iterations(stage, **probe), pipeline.iterations(stage, **target)
-        assert measured <= wanted, f"{stage}: the probe runs {measured} iterations, the target only {wanted}"
+        assert measured <= wanted, (
+            f"{stage}: the probe runs {measured} iterations, the target only {wanted}"
+        )
 
 
 # --------------------------------------------------------------------------- expressions and sources
+
 
 def _num(value: int | Fraction) -> ast.Num:
     return ast.Num(Fraction(value))
@@ -122,7 +136,9 @@ def _positive(expr: ast.Expr) -> ast.Expr:
     return ast.Binary("+", ast.Call("abs", (expr,)), _num(1))
 
 
-def expressions(names: Sequence[str], *, max_leaves: int = 8, safe: bool = True) -> st.SearchStrategy[ast.Expr]:
+def expressions(
+    names: Sequence[str], *, max_leaves: int = 8, safe: bool = True
+) -> st.SearchStrategy[ast.Expr]:
     """Well-typed numeric expressions over `names`; with `safe`, every divisor is `abs(..) + 1`."""
     leaves = st.one_of(
         st.integers(0, 12).map(_num),
@@ -136,14 +152,32 @@ def expressions(names: Sequence[str], *, max_leaves: int = 8, safe: bool = True)
             return st.builds(lambda a, b: ast.Binary(op, a, b), children, right)
 
         return st.one_of(
-            st.builds(lambda op, a, b: ast.Binary(op, a, b), st.sampled_from(["+", "-", "*"]), children, children),
-            divide("/"), divide("//"), divide("%"),
+            st.builds(
+                lambda op, a, b: ast.Binary(op, a, b),
+                st.sampled_from(["+", "-", "*"]),
+                children,
+                children,
+            ),
+            divide("/"),
+            divide("//"),
+            divide("%"),
             st.builds(lambda a, e: ast.Binary("**", a, _num(e)), children, st.integers(0, 3)),
             children.map(lambda a: ast.Unary("-", a)),
-            st.builds(lambda f, a: ast.Call(f, (a,)), st.sampled_from(["ceil", "floor", "abs"]), children),
-            st.builds(lambda f, a, b: ast.Call(f, (a, b)), st.sampled_from(["min", "max"]), children, children),
-            st.builds(lambda c, a, b: ast.IfElse(ast.Binary(c, a, b), a, b),
-                      st.sampled_from(["<", "<=", "==", "!=", ">", ">="]), children, children),
+            st.builds(
+                lambda f, a: ast.Call(f, (a,)), st.sampled_from(["ceil", "floor", "abs"]), children
+            ),
+            st.builds(
+                lambda f, a, b: ast.Call(f, (a, b)),
+                st.sampled_from(["min", "max"]),
+                children,
+                children,
+            ),
+            st.builds(
+                lambda c, a, b: ast.IfElse(ast.Binary(c, a, b), a, b),
+                st.sampled_from(["<", "<=", "==", "!=", ">", ">="]),
+                children,
+                children,
+            ),
         )
 
     return st.recursive(leaves, extend, max_leaves=max_leaves)
@@ -184,7 +218,9 @@ def sources(draw: st.DrawFn, *, max_params: int = 3, max_stages: int = 3) -> str
         memory = terms[0] if len(terms) == 1 else "[" + ", ".join(terms) + "]"
         time = format_expr(draw(expressions(names)))
         time = f"if flag then abs({time}) else abs({time}) + 1" if has_flag else f"abs({time})"
-        lines.append(f"stage S{index} {{ iterations = max(0, floor({iterations})); memory ~ {memory}; "
-                     f"time ~ {time} }}")
+        lines.append(
+            f"stage S{index} {{ iterations = max(0, floor({iterations})); memory ~ {memory}; "
+            f"time ~ {time} }}"
+        )
     body = "\n".join(f"    {line}" for line in lines)
     return f"pipeline generated {{\n{body}\n}}\n"

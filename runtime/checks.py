@@ -46,8 +46,10 @@ def show(value: object) -> str:
     """A short, safe rendering of a file value for messages (never evaluated)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 160:
         return f"of {value.bit_length():,} bits"  # repr() refuses ints over 4,300 digits
-    if isinstance(value, Fraction) and max(value.numerator.bit_length(),
-                                           value.denominator.bit_length()) > 160:
+    if (
+        isinstance(value, Fraction)
+        and max(value.numerator.bit_length(), value.denominator.bit_length()) > 160
+    ):
         bits = value.numerator.bit_length(), value.denominator.bit_length()
         return f"a fraction of {bits[0]:,}/{bits[1]:,} bits"
     if isinstance(value, Fraction):

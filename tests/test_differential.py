@@ -14,7 +14,11 @@ from dslc.testing import admissible_params, sources
 from runtime import load_formulas
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(st.data(), sources())
 def test_runtime_equals_the_oracle_at_admissible_points(data: st.DataObject, text: str) -> None:
     result = compile_text(text, "generated.wf")
@@ -23,13 +27,16 @@ def test_runtime_equals_the_oracle_at_admissible_points(data: st.DataObject, tex
     pipeline = load_formulas(dumps(artifact(result.program)))["generated"]
     for _ in range(5):
         point = data.draw(admissible_params(pipeline))
-        oracle = Interpreter({k: v if isinstance(v, bool) else Fraction(v) for k, v in point.items()},
-                             resolved.lets)
+        oracle = Interpreter(
+            {k: v if isinstance(v, bool) else Fraction(v) for k, v in point.items()}, resolved.lets
+        )
         values = pipeline.evaluate(**point)
         for stage in resolved.stages:
             for name in ("iterations", "memory", "time"):
                 field = stage.field(name)
-                expected = as_python(oracle.eval(resolved.field_value(field))) if field is not None else 1
+                expected = (
+                    as_python(oracle.eval(resolved.field_value(field))) if field is not None else 1
+                )
                 assert getattr(values[stage.name], name) == expected, (stage.name, name, point)
             memory = stage.field("memory")
             terms = resolved.terms(memory) if memory is not None else (None,)

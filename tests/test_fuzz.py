@@ -21,7 +21,9 @@ from runtime import ArtifactError, load_formulas
 from runtime import checks as runtime_checks
 from runtime.artifact import MAX_BYTES
 
-FUZZ = settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
 SEEDS = st.integers(0, 2**64 - 1)
 
 
@@ -129,7 +131,10 @@ def test_huge_int_of_the_wrong_type_is_an_artifact_error() -> None:
         load_formulas(doc)
 
 
-HUGE_NEGATIVE = {"k": "neg", "args": [{"k": "pow", "args": [{"k": "int", "v": 10**100}], "exp": 64}]}  # -10**6400
+HUGE_NEGATIVE = {
+    "k": "neg",
+    "args": [{"k": "pow", "args": [{"k": "int", "v": 10**100}], "exp": 64}],
+}  # -10**6400
 
 
 def test_huge_invalid_value_at_the_default_workload_is_an_artifact_error() -> None:
@@ -145,7 +150,10 @@ def test_huge_invalid_value_at_a_point_is_an_evaluation_error() -> None:
     doc = real_artifact()
     stage = doc["pipelines"][0]["stages"][-1]
     steps_is_1000 = {"k": "eq", "args": [{"k": "param", "name": "steps"}, {"k": "int", "v": 1000}]}
-    stage["iterations"]["expr"] = {"k": "if", "args": [steps_is_1000, HUGE_NEGATIVE, {"k": "int", "v": 1}]}
+    stage["iterations"]["expr"] = {
+        "k": "if",
+        "args": [steps_is_1000, HUGE_NEGATIVE, {"k": "int", "v": 1}],
+    }
     pipeline = load_formulas(doc)[doc["pipelines"][0]["name"]]
     with pytest.raises(EvaluationError):
         pipeline.iterations(stage["name"], steps=1000)
@@ -193,8 +201,12 @@ def test_limit_token_count() -> None:
 
 def test_limit_bracket_nesting() -> None:
     depth = limits.MAX_NESTING + 1
-    assert_limit(compile_within_a_second(pipeline(f"    stage S {{ iterations = {'(' * depth}x{')' * depth} }}")),
-                 "nest")
+    assert_limit(
+        compile_within_a_second(
+            pipeline(f"    stage S {{ iterations = {'(' * depth}x{')' * depth} }}")
+        ),
+        "nest",
+    )
 
 
 def test_limit_expression_depth() -> None:
@@ -219,7 +231,10 @@ def test_limit_list_length() -> None:
 
 
 def test_limit_pipeline_count() -> None:
-    text = "".join(f"pipeline p{i} {{ stage S {{ iterations = 1 }} }}\n" for i in range(limits.MAX_PIPELINES + 1))
+    text = "".join(
+        f"pipeline p{i} {{ stage S {{ iterations = 1 }} }}\n"
+        for i in range(limits.MAX_PIPELINES + 1)
+    )
     assert_limit(compile_within_a_second(text), "pipelines")
 
 
@@ -230,18 +245,25 @@ def test_limit_stage_count() -> None:
 
 def test_limit_member_count() -> None:
     lets = "\n".join(f"    let l{i} = {i}" for i in range(limits.MAX_MEMBERS + 1))
-    assert_limit(compile_within_a_second(pipeline(lets + "\n    stage S { iterations = 1 }")), "members")
+    assert_limit(
+        compile_within_a_second(pipeline(lets + "\n    stage S { iterations = 1 }")), "members"
+    )
 
 
 def test_limit_polynomial_degree() -> None:
-    body = ("    let a = x ** 64\n    let b = a ** 64\n"  # degree 4,096 > MAX_DEGREE
-            "    stage S { iterations = 1; memory ~ b }")
+    body = (
+        "    let a = x ** 64\n    let b = a ** 64\n"  # degree 4,096 > MAX_DEGREE
+        "    stage S { iterations = 1; memory ~ b }"
+    )
     assert 64 * 64 > limits.MAX_DEGREE
     assert_limit(compile_within_a_second(pipeline(body)), "degree")
 
 
 def test_limit_error_count() -> None:
-    text = "\n".join(pipeline("    stage S { iterations = nope }", f"p{i}") for i in range(limits.MAX_ERRORS + 20))
+    text = "\n".join(
+        pipeline("    stage S { iterations = nope }", f"p{i}")
+        for i in range(limits.MAX_ERRORS + 20)
+    )
     result = compile_within_a_second(text)
     assert 0 < len(result.errors) <= limits.MAX_ERRORS
 
@@ -277,7 +299,7 @@ def test_loader_limit_expression_depth() -> None:
 
 
 def test_loader_limit_json_nesting() -> None:
-    text = real_artifact_text().replace('{"k": "int", "v": 1}', '[' * 100_000 + ']' * 100_000, 1)
+    text = real_artifact_text().replace('{"k": "int", "v": 1}', "[" * 100_000 + "]" * 100_000, 1)
     assert "nested" in load_within_a_second(text).problem
 
 
@@ -288,13 +310,19 @@ def test_loader_limit_int_digits() -> None:
 
 
 def test_loader_limit_int_digits_in_json_text() -> None:
-    text = real_artifact_text().replace('{"k": "int", "v": 1}', '{"k": "int", "v": 1' + "0" * 5000 + "}", 1)
+    text = real_artifact_text().replace(
+        '{"k": "int", "v": 1}', '{"k": "int", "v": 1' + "0" * 5000 + "}", 1
+    )
     load_within_a_second(text)
 
 
 def test_loader_limit_exponent() -> None:
     doc = real_artifact()
-    first_expr(doc)["expr"] = {"k": "pow", "args": [{"k": "int", "v": 2}], "exp": runtime_checks.MAX_POW_EXPONENT + 1}
+    first_expr(doc)["expr"] = {
+        "k": "pow",
+        "args": [{"k": "int", "v": 2}],
+        "exp": runtime_checks.MAX_POW_EXPONENT + 1,
+    }
     assert "exponent" in load_within_a_second(doc).problem
 
 

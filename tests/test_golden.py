@@ -29,16 +29,22 @@ def rendered(case: Path) -> str:
 
 
 def test_there_are_golden_cases_for_every_code() -> None:
-    text = "".join(p.with_suffix(".expected").read_text() for p in CASES if p.with_suffix(".expected").exists())
+    text = "".join(
+        p.with_suffix(".expected").read_text() for p in CASES if p.with_suffix(".expected").exists()
+    )
     for code in ("syntax", "undefined-name", "duplicate", "cycle", "type", "domain", "limit"):
         assert text.count(f"error[{code}]") >= 3, code
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.relative_to(ROOT / "tests" / "golden").as_posix() for c in CASES])
+@pytest.mark.parametrize(
+    "case", CASES, ids=[c.relative_to(ROOT / "tests" / "golden").as_posix() for c in CASES]
+)
 def test_golden(case: Path) -> None:
     expected_file = case.with_suffix(".expected")
     actual = rendered(case)
     if os.environ.get("UPDATE_GOLDEN"):
         expected_file.write_text(actual)
-    assert expected_file.exists(), f"missing {expected_file}; run with UPDATE_GOLDEN=1 and review it"
+    assert expected_file.exists(), (
+        f"missing {expected_file}; run with UPDATE_GOLDEN=1 and review it"
+    )
     assert actual == expected_file.read_text()

@@ -22,7 +22,13 @@ def book():  # type: ignore[no-untyped-def]
 def test_loader_example_values() -> None:
     wan = book()["wan2_2_t2v_a14b"]
     assert wan.stages == ("TextEncodingStage", "DenoisingStage", "DecodingStage")
-    assert wan.default_workload == {"steps": 40, "frames": 81, "height": 720, "width": 1280, "cfg": True}
+    assert wan.default_workload == {
+        "steps": 40,
+        "frames": 81,
+        "height": 720,
+        "width": 1280,
+        "cfg": True,
+    }
     assert wan.iterations("DenoisingStage", steps=4) == 4
     values = wan.evaluate(steps=4)
     assert values["DenoisingStage"].iterations == 4
@@ -45,7 +51,25 @@ def test_inheritance_examples() -> None:
 def test_eval_json_of_the_command_line(tmp_path: Path) -> None:
     source = tmp_path / "wan.wf"
     source.write_text(LANGUAGE_EXAMPLE)
-    out = subprocess.run([sys.executable, "-m", "dslc.cli", "eval", str(source), "minimax_h3", "--set",
-                          "steps=4", "--json"], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert json.loads(out.stdout) == {"pipeline": "minimax_h3", "params": {"steps": 4},
-                                      "stages": {"DenoisingStage": {"iterations": 3, "memory": 1, "time": 1}}}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dslc.cli",
+            "eval",
+            str(source),
+            "minimax_h3",
+            "--set",
+            "steps=4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    assert json.loads(out.stdout) == {
+        "pipeline": "minimax_h3",
+        "params": {"steps": 4},
+        "stages": {"DenoisingStage": {"iterations": 3, "memory": 1, "time": 1}},
+    }

@@ -21,7 +21,9 @@ from dslc.testing import admissible_params, assert_non_decreasing, assert_probe_
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 
-book = runtime.load_formulas(dslc.emit.dumps(dslc.emit.artifact(dslc.compiler.compile_paths([ROOT / "formulas"]).program)))
+book = runtime.load_formulas(
+    dslc.emit.dumps(dslc.emit.artifact(dslc.compiler.compile_paths([ROOT / "formulas"]).program))
+)
 wan = book["wan2_2_t2v_a14b"]
 longlive = book["longlive2"]
 
@@ -72,8 +74,13 @@ def test_tutorial_formula_compiles_and_evaluates_as_shown() -> None:
     assert result.ok, result.diagnostics
     model = runtime.load_formulas(dslc.emit.dumps(dslc.emit.artifact(result.program)))["my_model"]
     values = model.evaluate(steps=4, frames=17)
-    assert (values["DenoisingStage"].iterations, values["DenoisingStage"].memory,
-            values["DenoisingStage"].time) == (4, 7800, 15600)
+    assert (
+        values["DenoisingStage"].iterations,
+        values["DenoisingStage"].memory,
+        values["DenoisingStage"].time,
+    ) == (4, 7800, 15600)
     assert values["DecodingStage"].iterations == 5
-    half = dslc.compiler.compile_text(text.replace("iterations = steps\n", "iterations = steps / 2\n"), "half.wf")
+    half = dslc.compiler.compile_text(
+        text.replace("iterations = steps\n", "iterations = steps / 2\n"), "half.wf"
+    )
     assert [d.code for d in half.errors] == ["non-integer"]

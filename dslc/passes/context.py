@@ -40,12 +40,16 @@ class Context:
             params, lets = self._direct(let.value)
             self._let_params[let.name] = params
             self._let_lets[let.name] = lets
-        self.let_needs = {name: tuple(sorted(lets, key=self.let_index.__getitem__))
-                          for name, lets in self._let_lets.items()}
+        self.let_needs = {
+            name: tuple(sorted(lets, key=self.let_index.__getitem__))
+            for name, lets in self._let_lets.items()
+        }
         self._sizes: dict[str, int] | None = None
         self._intervals: dict[int, tuple[ast.Expr, Abstract]] = {}
         self.default: dict[str, Fraction | bool] = {
-            p.name: bool(p.default) if p.type == "bool" else Fraction(p.default) for p in pipeline.params}
+            p.name: bool(p.default) if p.type == "bool" else Fraction(p.default)
+            for p in pipeline.params
+        }
         self.contracts = [where for _, where in pipeline.contracts]
         self.box: dict[str, Abstract] = {p.name: _range(p) for p in pipeline.params}
         self._single: dict[str, list[ast.Expr]] = {}
@@ -97,8 +101,10 @@ class Context:
 
     def _count(self, expr: ast.Expr) -> int:
         assert self._sizes is not None
-        return sum(1 + (self._sizes.get(node.id, 0) if isinstance(node, ast.Name) else 0)
-                   for node in ast.walk(expr))
+        return sum(
+            1 + (self._sizes.get(node.id, 0) if isinstance(node, ast.Name) else 0)
+            for node in ast.walk(expr)
+        )
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -127,7 +133,11 @@ class Context:
         if not contracts:
             return None
         lets = tuple(let for c in contracts for let in self.needed_lets(c))
-        lets = tuple({let.name: let for let in sorted(lets, key=lambda let: self.let_index[let.name])}.values())
+        lets = tuple(
+            {
+                let.name: let for let in sorted(lets, key=lambda let: self.let_index[let.name])
+            }.values()
+        )
 
         def ok(value: int) -> bool:
             if time.monotonic() > self.deadline:

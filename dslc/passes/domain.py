@@ -34,21 +34,39 @@ def _resolve_param(param: ResolvedParam, problems: list[Diagnostic]) -> Resolved
         return attrs.evolve(param, default=default) if isinstance(default, bool) else None
     lo = 0 if param.decl.lo is None else _constant(param.decl.lo, "a range's lower bound", problems)
     hi_expr = param.decl.hi
-    hi = None if hi_expr is None or isinstance(hi_expr, ast.Inf) else _constant(
-        hi_expr, "a range's upper bound", problems)
-    if not isinstance(default, int) or not isinstance(lo, int) or (hi is not None and not isinstance(hi, int)):
+    hi = (
+        None
+        if hi_expr is None or isinstance(hi_expr, ast.Inf)
+        else _constant(hi_expr, "a range's upper bound", problems)
+    )
+    if (
+        not isinstance(default, int)
+        or not isinstance(lo, int)
+        or (hi is not None and not isinstance(hi, int))
+    ):
         return None
     if hi is not None and lo > hi:
         lo_span = param.decl.lo.span if param.decl.lo is not None else None
         hi_span = hi_expr.span if hi_expr is not None else None
         span = lo_span.to(hi_span) if lo_span is not None and hi_span is not None else lo_span
-        problems.append(error("domain", f"the range [{lo}, {hi}] of '{param.name}' is empty", span,
-                              hints=["write the bounds low first: 'in [LO, HI]'"]))
+        problems.append(
+            error(
+                "domain",
+                f"the range [{lo}, {hi}] of '{param.name}' is empty",
+                span,
+                hints=["write the bounds low first: 'in [LO, HI]'"],
+            )
+        )
         return None
     if default < lo or (hi is not None and default > hi):
         shown = f"[{lo}, {'inf' if hi is None else hi}]"
-        problems.append(error("domain", f"the default {default} of '{param.name}' lies outside {shown}",
-                              param.default_decl.default.span))
+        problems.append(
+            error(
+                "domain",
+                f"the default {default} of '{param.name}' lies outside {shown}",
+                param.default_decl.default.span,
+            )
+        )
         return None
     return attrs.evolve(param, default=default, lo=lo, hi=hi)
 
@@ -60,19 +78,34 @@ def check_domain(pipeline: ResolvedPipeline) -> tuple[ResolvedPipeline | None, l
     if problems or any(p is None for p in params):
         return None, problems
     resolved = attrs.evolve(pipeline, params=tuple(p for p in params if p is not None))
-    point = {p.name: p.default if isinstance(p.default, bool) else Fraction(p.default) for p in resolved.params}
+    point = {
+        p.name: p.default if isinstance(p.default, bool) else Fraction(p.default)
+        for p in resolved.params
+    }
     interpreter = Interpreter(point, resolved.lets)
-    shown = ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in
-                      resolved.default_workload.items())
+    shown = ", ".join(
+        f"{k} = {str(v).lower() if isinstance(v, bool) else v}"
+        for k, v in resolved.default_workload.items()
+    )
     for param, where in resolved.contracts:
         try:
             holds = interpreter.eval(where)
         except EvalError as exc:
-            problems.append(error("division-by-zero" if "zero" in str(exc) else "type",
-                                  f"contract of '{param.name}' fails at the default workload: {exc}",
-                                  exc.node.span))
+            problems.append(
+                error(
+                    "division-by-zero" if "zero" in str(exc) else "type",
+                    f"contract of '{param.name}' fails at the default workload: {exc}",
+                    exc.node.span,
+                )
+            )
             continue
         if holds is not True:
-            problems.append(error("domain", f"the default workload violates '{format_expr(where)}'",
-                                  where.span, hints=[f"the default workload is {shown}"]))
+            problems.append(
+                error(
+                    "domain",
+                    f"the default workload violates '{format_expr(where)}'",
+                    where.span,
+                    hints=[f"the default workload is {shown}"],
+                )
+            )
     return (None if problems else resolved), problems

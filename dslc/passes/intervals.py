@@ -67,6 +67,7 @@ def _ceil(b: Bound) -> Bound:
 # Bounds never meet Python's mixed Fraction/float arithmetic, which converts the Fraction to a
 # float (and overflows past 1e308); comparisons between them are exact.
 
+
 def _plus(a: Bound, b: Bound) -> Bound:
     """a + b, where a lower bound is never +inf and an upper bound never -inf."""
     if isinstance(a, float):
@@ -156,9 +157,13 @@ def _bits(b: Bound) -> int:
 def power(a: Interval, n: int) -> Interval:
     if n == 0:
         return Interval(Fraction(1), Fraction(1), True)
-    if max(_bits(a.lo), _bits(a.hi)) * n > MAX_BITS:  # `((7 ** 64) ** 64) ** 64`: widen, do not compute
-        return Interval(Fraction(0), INF, a.integer) if n % 2 == 0 else Interval(-INF, INF, a.integer)
-    lo, hi = a.lo ** n, a.hi ** n
+    if (
+        max(_bits(a.lo), _bits(a.hi)) * n > MAX_BITS
+    ):  # `((7 ** 64) ** 64) ** 64`: widen, do not compute
+        return (
+            Interval(Fraction(0), INF, a.integer) if n % 2 == 0 else Interval(-INF, INF, a.integer)
+        )
+    lo, hi = a.lo**n, a.hi**n
     if n % 2:
         return Interval(lo, hi, a.integer)
     if a.lo <= 0 <= a.hi:
@@ -194,9 +199,13 @@ _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 class Env:
     """Abstract values of params (given) and lets (computed lazily); refinement makes a new Env."""
 
-    def __init__(self, params: Mapping[str, Abstract], lets: Mapping[str, ast.Expr],
-                 fixed: Mapping[str, Abstract] | None = None,
-                 needs: Mapping[str, tuple[str, ...]] | None = None):
+    def __init__(
+        self,
+        params: Mapping[str, Abstract],
+        lets: Mapping[str, ast.Expr],
+        fixed: Mapping[str, Abstract] | None = None,
+        needs: Mapping[str, tuple[str, ...]] | None = None,
+    ):
         self.params = dict(params)
         self.let_exprs = lets
         self.fixed = dict(fixed or {})  # lets narrowed by a condition

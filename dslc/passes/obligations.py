@@ -56,7 +56,9 @@ def collect(pipeline: ResolvedPipeline, ctx: Context) -> list[Obligation]:
     return out
 
 
-def _measure(ctx: Context, terms: tuple[ast.Expr, ...], value: ast.Expr, what: str) -> list[Obligation]:
+def _measure(
+    ctx: Context, terms: tuple[ast.Expr, ...], value: ast.Expr, what: str
+) -> list[Obligation]:
     """Each term of a measure owes `>= 0` on its own (so the sum does); an inline term's divisions too
     (a list let's are the let's)."""
     out = []
@@ -73,8 +75,10 @@ def _inherited(pipeline: ResolvedPipeline, field: ast.Field) -> str:
     outer, inner = pipeline.span, field.span
     if outer is None or inner is None:
         return ""
-    inside = outer.source.name == inner.source.name and \
-        (outer.line, outer.column) <= (inner.line, inner.column) <= (outer.end_line, outer.end_column)
+    inside = outer.source.name == inner.source.name and (outer.line, outer.column) <= (
+        inner.line,
+        inner.column,
+    ) <= (outer.end_line, outer.end_column)
     return "" if inside else f" in pipeline '{pipeline.name}'"
 
 
@@ -85,8 +89,11 @@ def _divisions(ctx: Context, expr: ast.Expr, what: str, contract: int | None) ->
     while stack:
         node, facts = stack.pop()
         if isinstance(node, ast.IfElse):
-            stack += [(node.orelse, facts + ((node.cond, False),)), (node.then, facts + ((node.cond, True),)),
-                      (node.cond, facts)]
+            stack += [
+                (node.orelse, facts + ((node.cond, False),)),
+                (node.then, facts + ((node.cond, True),)),
+                (node.cond, facts),
+            ]
             continue
         if isinstance(node, ast.Binary) and node.op in ("and", "or"):
             stack += [(node.right, facts + ((node.left, node.op == "and"),)), (node.left, facts)]
@@ -142,8 +149,14 @@ def guarded(divisor: ast.Expr, facts: tuple[tuple[ast.Expr, bool], ...]) -> bool
                 continue
             c = other.value
             op2 = _FLIP[op] if flip else op
-            if (op2 == "!=" and c == 0) or (op2 == "==" and c != 0) or (op2 == ">" and c >= 0) or \
-                    (op2 == ">=" and c > 0) or (op2 == "<" and c <= 0) or (op2 == "<=" and c < 0):
+            if (
+                (op2 == "!=" and c == 0)
+                or (op2 == "==" and c != 0)
+                or (op2 == ">" and c >= 0)
+                or (op2 == ">=" and c > 0)
+                or (op2 == "<" and c <= 0)
+                or (op2 == "<=" and c < 0)
+            ):
                 return True
     return False
 

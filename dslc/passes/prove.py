@@ -61,8 +61,9 @@ MAX_DIGITS = 30  # a value shown in a message has at most about this many digits
 MAX_QUOTED = 40  # an expression quoted in a message has at most this many characters
 
 
-def check_properties(pipeline: ResolvedPipeline, *, exhaustive: int = EXHAUSTIVE_POINTS,
-                     symbolic: bool = True) -> list[Diagnostic]:
+def check_properties(
+    pipeline: ResolvedPipeline, *, exhaustive: int = EXHAUSTIVE_POINTS, symbolic: bool = True
+) -> list[Diagnostic]:
     """Every property of LANGUAGE.md's "What the compiler proves" for one pipeline."""
     return Prover(pipeline, exhaustive=exhaustive, symbolic=symbolic).run()
 
@@ -70,8 +71,13 @@ def check_properties(pipeline: ResolvedPipeline, *, exhaustive: int = EXHAUSTIVE
 class Prover:
     """Settles every obligation of one pipeline; `exhaustive` and `symbolic` let tests turn steps off."""
 
-    def __init__(self, pipeline: ResolvedPipeline, *, exhaustive: int = EXHAUSTIVE_POINTS,
-                 symbolic: bool = True):
+    def __init__(
+        self,
+        pipeline: ResolvedPipeline,
+        *,
+        exhaustive: int = EXHAUSTIVE_POINTS,
+        symbolic: bool = True,
+    ):
         self.pipeline = pipeline
         self.ctx = Context(pipeline)
         self.exhaustive = exhaustive
@@ -85,7 +91,7 @@ class Prover:
 
     def _constrain(self, ob: Obligation) -> Callable[[Env], Env | None]:
         """Refine an environment by the contracts in force and the conditions a division sits under."""
-        contracts = self.ctx.contracts if ob.contract is None else self.ctx.contracts[:ob.contract]
+        contracts = self.ctx.contracts if ob.contract is None else self.ctx.contracts[: ob.contract]
         facts = [(where, True) for where in contracts] + list(ob.facts)
 
         def constrain(env: Env | None) -> Env | None:
@@ -126,8 +132,9 @@ class Prover:
         start = ctx.domains if ob.contract is None else ctx.box
         names = [n for n in ctx.ordered(ctx.deps(target)) if ctx.param_types[n] == "int"]
         cost = 5 * (_nodes(target) + sum(_nodes(let.value) for let in ctx.needed_lets(target)))
-        return holds_everywhere(start, self._constrain(ob), ctx.new_env, target, names, good,
-                                lambda: self._spend(cost))
+        return holds_everywhere(
+            start, self._constrain(ob), ctx.new_env, target, names, good, lambda: self._spend(cost)
+        )
 
     def _spend(self, cost: int) -> bool:
         """Take `cost` from the pipeline's work budget; False once it is gone (or the time is: a
@@ -153,7 +160,10 @@ class Prover:
         names: set[str] = set()
         for ob in group:
             names |= self.ctx.deps(ob.expr)
-        limit = max((ob.contract for ob in group if ob.contract is not None), default=len(self.ctx.contracts))
+        limit = max(
+            (ob.contract for ob in group if ob.contract is not None),
+            default=len(self.ctx.contracts),
+        )
         contracts = [self.ctx.deps(where) for where in self.ctx.contracts[:limit]]
         grown = True
         while grown:
@@ -172,17 +182,27 @@ class Prover:
         oks = {} if in_contracts else {name: ctx.admits(name) for name in relevant}
         params = [ctx.params[name] for name in relevant]
         defaults = [int(ctx.default[p.name]) for p in params if p.type == "int"]
-        values = {p.name: candidate_values(p, domains[p.name], oks.get(p.name),
-                                           [d for d in defaults if d != ctx.default[p.name]], self.rng)
-                  for p in params}
+        values = {
+            p.name: candidate_values(
+                p,
+                domains[p.name],
+                oks.get(p.name),
+                [d for d in defaults if d != ctx.default[p.name]],
+                self.rng,
+            )
+            for p in params
+        }
         base = dict(ctx.default)
         points: Iterator[dict] = heuristic_points(base, relevant, values, self.rng, SEARCH_POINTS)
         if self._examine_all(group, points):
             return
         self._examine_all(group, random_points(base, params, domains, oks, self.rng, RANDOM_POINTS))
         size = domain_size(params, domains)
-        if size is not None and size <= self.exhaustive and \
-                not self._examine_all(group, all_points(base, params, domains)):
+        if (
+            size is not None
+            and size <= self.exhaustive
+            and not self._examine_all(group, all_points(base, params, domains))
+        ):
             for ob in group:
                 if ob.open:
                     ob.proved = True
@@ -194,7 +214,9 @@ class Prover:
             for let in self.ctx.needed_lets(expr):
                 lets[let.name] = let
         ordered = tuple(let for let in self.pipeline.lets if let.name in lets)
-        base = sum(_nodes(let.value) for let in ordered) + sum(_nodes(c) for c in self.ctx.contracts)
+        base = sum(_nodes(let.value) for let in ordered) + sum(
+            _nodes(c) for c in self.ctx.contracts
+        )
         sizes = {id(ob.expr): _nodes(ob.expr) for ob in group}
         for point in points:
             open_exprs = {id(ob.expr) for ob in group if ob.open}
@@ -213,7 +235,11 @@ class Prover:
             if not ob.open:
                 continue
             if ob.contract is not None:
-                if prefix == ob.contract and isinstance(failure, EvalError) and failure.node is ob.node:
+                if (
+                    prefix == ob.contract
+                    and isinstance(failure, EvalError)
+                    and failure.node is ob.node
+                ):
                     ob.refuted = (point, failure)
                 continue
             if prefix < len(self.ctx.contracts):
@@ -235,13 +261,19 @@ class Prover:
             if p.type == "bool":
                 if not isinstance(value, bool):
                     return None
-            elif isinstance(value, bool) or value.denominator != 1 or value < p.lo or \
-                    (p.hi is not None and value > p.hi):
+            elif (
+                isinstance(value, bool)
+                or value.denominator != 1
+                or value < p.lo
+                or (p.hi is not None and value > p.hi)
+            ):
                 return None
         interp = Interpreter(point, self.pipeline.lets)
         prefix, failure = admissible_prefix(interp, self.ctx.contracts)
         if ob.contract is not None:
-            found = prefix == ob.contract and isinstance(failure, EvalError) and failure.node is ob.node
+            found = (
+                prefix == ob.contract and isinstance(failure, EvalError) and failure.node is ob.node
+            )
             return failure if found else None
         if prefix < len(self.ctx.contracts):
             return None
@@ -274,13 +306,16 @@ class Prover:
                         good = mid
                     else:
                         bad, point, result = mid, {**point, name: mid}, found
-                point, result = self._creep(ob, name, point, result, Fraction(self.ctx.default[name]), stop)
+                point, result = self._creep(
+                    ob, name, point, result, Fraction(self.ctx.default[name]), stop
+                )
         except OutOfTime:
             pass  # every point kept was checked: report the last one
         ob.refuted = (point, result)
 
-    def _creep(self, ob: Obligation, name: str, point: dict, result: object, good: Fraction,
-               stop: float) -> tuple[dict, object]:
+    def _creep(
+        self, ob: Obligation, name: str, point: dict, result: object, good: Fraction, stop: float
+    ) -> tuple[dict, object]:
         """Step from a violating value towards `good` over the param's own admissible values (which
         bisection jumps over) while they still violate: `frames = 25`, not 21, under `frames % 4 == 1`."""
         ok = self.ctx.admits(name)
@@ -340,36 +375,83 @@ class Prover:
             assert isinstance(ob.node, ast.Binary)
             what = "modulo" if ob.node.op == "%" else "division"
             divisor = _quoted(ob.node.right, "DIVISOR")
-            return error("division-by-zero", f"{what} by zero in {ob.what}{where}", ob.node.right.span,
-                         hints=[(f"guard it with 'if {divisor} != 0 then ... else ...', or exclude such "
-                                f"workloads with a range or a 'where' contract")])
+            return error(
+                "division-by-zero",
+                f"{what} by zero in {ob.what}{where}",
+                ob.node.right.span,
+                hints=[
+                    (
+                        f"guard it with 'if {divisor} != 0 then ... else ...', or exclude such "
+                        f"workloads with a range or a 'where' contract"
+                    )
+                ],
+            )
         value = ob.refuted[1]
         shown = _show(value)
         said = f"{ob.what} is {shown}{where}" if where else f"{ob.what} is always {shown}"
         if ob.kind == NONNEG:
-            return error("negative", said, ob.node.span,
-                         hints=[("clamp it with 'max(0, ...)', or exclude such workloads with a range or a "
-                                "'where' contract")])
-        return error("non-integer", said, ob.node.span,
-                     hints=[("round it with '//', floor() or ceil(), or exclude such workloads with a "
-                            "'where' contract")])
+            return error(
+                "negative",
+                said,
+                ob.node.span,
+                hints=[
+                    (
+                        "clamp it with 'max(0, ...)', or exclude such workloads with a range or a "
+                        "'where' contract"
+                    )
+                ],
+            )
+        return error(
+            "non-integer",
+            said,
+            ob.node.span,
+            hints=[
+                (
+                    "round it with '//', floor() or ceil(), or exclude such workloads with a "
+                    "'where' contract"
+                )
+            ],
+        )
 
     def _unproven(self, ob: Obligation) -> Diagnostic:
         if ob.kind == DIVISOR:
             assert isinstance(ob.node, ast.Binary)
             divisor = _quoted(ob.node.right, "DIVISOR")
             subject = "the divisor" if divisor == "DIVISOR" else f"'{divisor}'"
-            return warning("unproven", f"cannot prove that {subject} is never zero in {ob.what}",
-                           ob.node.right.span,
-                           hints=[(f"guard it with 'if {divisor} != 0 then ... else ...', or keep it away "
-                                  f"from zero with a range or a 'where' contract")])
+            return warning(
+                "unproven",
+                f"cannot prove that {subject} is never zero in {ob.what}",
+                ob.node.right.span,
+                hints=[
+                    (
+                        f"guard it with 'if {divisor} != 0 then ... else ...', or keep it away "
+                        f"from zero with a range or a 'where' contract"
+                    )
+                ],
+            )
         if ob.kind == NONNEG:
-            return warning("unproven", f"cannot prove that {ob.what} is >= 0", ob.node.span,
-                           hints=[("give its params a range or a 'where' contract that keeps it >= 0, or "
-                                  "write 'max(0, ...)'")])
-        return warning("unproven", f"cannot prove that {ob.what} is an integer", ob.node.span,
-                       hints=[("round it with '//', floor() or ceil(), or add a 'where' contract that "
-                              "makes it whole")])
+            return warning(
+                "unproven",
+                f"cannot prove that {ob.what} is >= 0",
+                ob.node.span,
+                hints=[
+                    (
+                        "give its params a range or a 'where' contract that keeps it >= 0, or "
+                        "write 'max(0, ...)'"
+                    )
+                ],
+            )
+        return warning(
+            "unproven",
+            f"cannot prove that {ob.what} is an integer",
+            ob.node.span,
+            hints=[
+                (
+                    "round it with '//', floor() or ceil(), or add a 'where' contract that "
+                    "makes it whole"
+                )
+            ],
+        )
 
 
 def _nodes(expr: ast.Expr) -> int:
@@ -389,7 +471,9 @@ def _show(value: object) -> str:
     if not isinstance(value, Fraction):
         return str(value)
     num, den = abs(value.numerator), value.denominator
-    if num.bit_length() < MAX_DIGITS * 3 and den.bit_length() < MAX_DIGITS * 3:  # under about 30 digits
+    if (
+        num.bit_length() < MAX_DIGITS * 3 and den.bit_length() < MAX_DIGITS * 3
+    ):  # under about 30 digits
         return str(value)
     if num == 0:
         return "0"

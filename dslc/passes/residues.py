@@ -97,7 +97,9 @@ def _evaluate(ctx: Context, expr: ast.Expr, values: dict[object, Fraction]) -> F
     return left + right if expr.op == "+" else left - right if expr.op == "-" else left * right
 
 
-def periodic_atoms(ctx: Context, contracts: Sequence[ast.Expr]) -> dict[str, list[tuple[int, ast.Expr]]]:
+def periodic_atoms(
+    ctx: Context, contracts: Sequence[ast.Expr]
+) -> dict[str, list[tuple[int, ast.Expr]]]:
     """Per int param, the conjuncts of contracts that read `E % m CMP c` with E an integer polynomial
     of that param alone: each holds or fails alike on every residue class modulo m."""
     found: dict[str, list[tuple[int, ast.Expr]]] = {}
@@ -135,7 +137,9 @@ def _holds(ctx: Context, atom: ast.Expr, name: str, value: int) -> bool:
         return False
 
 
-def prove_integer(ctx: Context, expr: ast.Expr, atoms: Mapping[str, list[tuple[int, ast.Expr]]]) -> bool:
+def prove_integer(
+    ctx: Context, expr: ast.Expr, atoms: Mapping[str, list[tuple[int, ast.Expr]]]
+) -> bool:
     """True when `expr` is an integer at every point of the domain (False: not shown this way)."""
     shape = _Shape(ctx)
     try:
@@ -151,8 +155,12 @@ def prove_integer(ctx: Context, expr: ast.Expr, atoms: Mapping[str, list[tuple[i
         for modulus, _ in atoms.get(name, ()):
             period = math.lcm(period, modulus)
         domain = ctx.domains[name]
-        if isinstance(domain, Interval) and not isinstance(domain.hi, float) and \
-                not isinstance(domain.lo, float) and domain.hi - domain.lo < period:
+        if (
+            isinstance(domain, Interval)
+            and not isinstance(domain.hi, float)
+            and not isinstance(domain.lo, float)
+            and domain.hi - domain.lo < period
+        ):
             lo, hi = int(domain.lo), int(domain.hi)
             if size * (hi - lo + 1) > MAX_COMBINATIONS:
                 return False
@@ -161,14 +169,21 @@ def prove_integer(ctx: Context, expr: ast.Expr, atoms: Mapping[str, list[tuple[i
         else:
             if size * period > MAX_COMBINATIONS:
                 return False
-            found = [r for r in range(period)
-                     if all(_holds(ctx, atom, name, r) for _, atom in atoms.get(name, ()))]
+            found = [
+                r
+                for r in range(period)
+                if all(_holds(ctx, atom, name, r) for _, atom in atoms.get(name, ()))
+            ]
         size *= len(found)
         axes.append((name, [Fraction(v) for v in found]))
     for key, node in shape.opaque.items():
         value = ctx.interval(node)
-        if isinstance(value, Interval) and not isinstance(value.lo, float) and \
-                not isinstance(value.hi, float) and value.hi - value.lo < d:
+        if (
+            isinstance(value, Interval)
+            and not isinstance(value.lo, float)
+            and not isinstance(value.hi, float)
+            and value.hi - value.lo < d
+        ):
             lo, hi = int(value.lo), int(value.hi)
         else:
             lo, hi = 0, d - 1

@@ -12,13 +12,23 @@ from dslc.model import ResolvedParam, ResolvedPipeline, ResolvedStage
 _FIELD_OPS = {"iterations": "=", "memory": "~", "time": "~"}
 
 
-def _duplicate(kind: str, name: str, first: ast.Param | ast.Let | ast.Stage | ast.Field | ast.Pipeline,
-               again: ast.Param | ast.Let | ast.Stage | ast.Field | ast.Pipeline) -> Diagnostic:
-    return error("duplicate", f"{kind} '{name}' is declared twice", again.name_span or again.span,
-                 notes=[Note("first declared here", first.name_span or first.span)])
+def _duplicate(
+    kind: str,
+    name: str,
+    first: ast.Param | ast.Let | ast.Stage | ast.Field | ast.Pipeline,
+    again: ast.Param | ast.Let | ast.Stage | ast.Field | ast.Pipeline,
+) -> Diagnostic:
+    return error(
+        "duplicate",
+        f"{kind} '{name}' is declared twice",
+        again.name_span or again.span,
+        notes=[Note("first declared here", first.name_span or first.span)],
+    )
 
 
-def check_pipeline_names(modules: Sequence[ast.Module]) -> tuple[dict[str, ast.Pipeline], list[Diagnostic]]:
+def check_pipeline_names(
+    modules: Sequence[ast.Module],
+) -> tuple[dict[str, ast.Pipeline], list[Diagnostic]]:
     """Pipeline names are unique across the whole compilation."""
     found: dict[str, ast.Pipeline] = {}
     problems = []
@@ -27,11 +37,15 @@ def check_pipeline_names(modules: Sequence[ast.Module]) -> tuple[dict[str, ast.P
         for pipeline in module.pipelines:
             count += 1
             if pipeline.name in found:
-                problems.append(_duplicate("pipeline", pipeline.name, found[pipeline.name], pipeline))
+                problems.append(
+                    _duplicate("pipeline", pipeline.name, found[pipeline.name], pipeline)
+                )
             else:
                 found[pipeline.name] = pipeline
     if count > MAX_PIPELINES:
-        problems.append(error("limit", f"{count:,} pipelines; the limit is {MAX_PIPELINES:,}", None))
+        problems.append(
+            error("limit", f"{count:,} pipelines; the limit is {MAX_PIPELINES:,}", None)
+        )
     return found, problems
 
 
@@ -42,8 +56,14 @@ def _own_members(pipeline: ast.Pipeline) -> tuple[list[ast.Member], list[Diagnos
     stages: dict[str, ast.Stage] = {}
     kept: list[ast.Member] = []
     if len(pipeline.members) > MAX_MEMBERS:
-        problems.append(error("limit", f"pipeline '{pipeline.name}' has {len(pipeline.members):,} members; "
-                              f"the limit is {MAX_MEMBERS}", pipeline.name_span))
+        problems.append(
+            error(
+                "limit",
+                f"pipeline '{pipeline.name}' has {len(pipeline.members):,} members; "
+                f"the limit is {MAX_MEMBERS}",
+                pipeline.name_span,
+            )
+        )
     for member in pipeline.members:
         if isinstance(member, ast.Stage):
             if member.name in stages:
@@ -64,25 +84,50 @@ def _own_members(pipeline: ast.Pipeline) -> tuple[list[ast.Member], list[Diagnos
             values[member.name] = member
         kept.append(member)
     if len(stages) > MAX_STAGES:
-        problems.append(error("limit", f"pipeline '{pipeline.name}' has {len(stages)} stages; "
-                              f"the limit is {MAX_STAGES}", pipeline.name_span))
+        problems.append(
+            error(
+                "limit",
+                f"pipeline '{pipeline.name}' has {len(stages)} stages; the limit is {MAX_STAGES}",
+                pipeline.name_span,
+            )
+        )
     return kept, problems
 
 
 def _check_field(field: ast.Field) -> list[Diagnostic]:
     expected = _FIELD_OPS.get(field.name)
     if expected is None:
-        return [error("syntax", f"unknown stage field '{field.name}'; a stage has iterations, memory and time",
-                      field.name_span, hints=did_you_mean(field.name, _FIELD_OPS))]
+        return [
+            error(
+                "syntax",
+                f"unknown stage field '{field.name}'; a stage has iterations, memory and time",
+                field.name_span,
+                hints=did_you_mean(field.name, _FIELD_OPS),
+            )
+        ]
     if field.op != expected:
         example = "iterations = steps" if expected == "=" else f"{field.name} ~ tokens"
-        return [error("syntax", f"'{field.name}' takes '{expected}', not '{field.op}'", field.name_span,
-                      hints=[f"write '{example}'" + ("" if expected == "=" else
-                             ": a measure says what the quantity is proportional to")])]
+        return [
+            error(
+                "syntax",
+                f"'{field.name}' takes '{expected}', not '{field.op}'",
+                field.name_span,
+                hints=[
+                    f"write '{example}'"
+                    + (
+                        ""
+                        if expected == "="
+                        else ": a measure says what the quantity is proportional to"
+                    )
+                ],
+            )
+        ]
     return []
 
 
-def _parent_chain(name: str, by_name: dict[str, ast.Pipeline]) -> tuple[list[ast.Pipeline], Diagnostic | None]:
+def _parent_chain(
+    name: str, by_name: dict[str, ast.Pipeline]
+) -> tuple[list[ast.Pipeline], Diagnostic | None]:
     """The pipeline and its ancestors, root first; a cycle or unknown parent is a diagnostic."""
     chain: list[ast.Pipeline] = []
     seen: set[str] = set()
@@ -96,13 +141,19 @@ def _parent_chain(name: str, by_name: dict[str, ast.Pipeline]) -> tuple[list[ast
         chain.append(node)
         parent = node.parent
         if parent is not None and parent not in by_name:
-            return [], error("undefined-name", f"unknown parent pipeline '{parent}'", node.parent_span,
-                             hints=did_you_mean(parent, by_name))
+            return [], error(
+                "undefined-name",
+                f"unknown parent pipeline '{parent}'",
+                node.parent_span,
+                hints=did_you_mean(parent, by_name),
+            )
         current = parent
     return list(reversed(chain)), None
 
 
-def flatten(name: str, by_name: dict[str, ast.Pipeline]) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
+def flatten(
+    name: str, by_name: dict[str, ast.Pipeline]
+) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
     """Apply `extends`: overrides replace by name, stage overrides merge field-wise in place."""
     chain, problem = _parent_chain(name, by_name)
     if problem is not None:
@@ -120,13 +171,22 @@ def flatten(name: str, by_name: dict[str, ast.Pipeline]) -> tuple[ResolvedPipeli
                 if member.type is None:  # `param NAME = VALUE`: only the default changes
                     inherited = params.get(member.name)
                     if inherited is None:
-                        problems.append(error(
-                            "undefined-name", f"'param {member.name} = ...' overrides a default, but no parent "
-                            f"declares '{member.name}'", member.name_span,
-                            hints=[*did_you_mean(member.name, params),
-                                   f"declare it in full: 'param {member.name}: int = ...'"][:1]))
+                        problems.append(
+                            error(
+                                "undefined-name",
+                                f"'param {member.name} = ...' overrides a default, but no parent "
+                                f"declares '{member.name}'",
+                                member.name_span,
+                                hints=[
+                                    *did_you_mean(member.name, params),
+                                    f"declare it in full: 'param {member.name}: int = ...'",
+                                ][:1],
+                            )
+                        )
                         continue
-                    params[member.name] = ResolvedParam(member.name, inherited.type, inherited.decl, member)
+                    params[member.name] = ResolvedParam(
+                        member.name, inherited.type, inherited.decl, member
+                    )
                 else:
                     if member.name in lets and index == len(chain) - 1:
                         problems.append(_duplicate("name", member.name, lets[member.name], member))
@@ -134,7 +194,9 @@ def flatten(name: str, by_name: dict[str, ast.Pipeline]) -> tuple[ResolvedPipeli
                     params[member.name] = ResolvedParam(member.name, member.type, member, member)
             elif isinstance(member, ast.Let):
                 if member.name in params:
-                    problems.append(_duplicate("name", member.name, params[member.name].decl, member))
+                    problems.append(
+                        _duplicate("name", member.name, params[member.name].decl, member)
+                    )
                     continue
                 lets[member.name] = member
             else:
@@ -144,8 +206,14 @@ def flatten(name: str, by_name: dict[str, ast.Pipeline]) -> tuple[ResolvedPipeli
                 merged = dict(stages[member.name].fields) if member.name in stages else {}
                 merged.update({f.name: f for f in member.fields if f.name in _FIELD_OPS})
                 stages[member.name] = ResolvedStage(member.name, member, merged)
-    resolved = ResolvedPipeline(name, chain[-1].parent, chain[-1], tuple(params.values()),
-                                tuple(lets.values()), tuple(stages.values()))
+    resolved = ResolvedPipeline(
+        name,
+        chain[-1].parent,
+        chain[-1],
+        tuple(params.values()),
+        tuple(lets.values()),
+        tuple(stages.values()),
+    )
     return resolved, problems
 
 
@@ -167,27 +235,46 @@ def check_names(pipeline: ResolvedPipeline, *, own_only: bool = True) -> list[Di
         for node in ast.walk(expr):
             if isinstance(node, ast.Name) and node.id not in known:
                 kind = "function" if node.id in ast.FUNCTIONS else "name"
-                hint = (f"'{node.id}' is a function: call it, e.g. '{node.id}(x)'",) if kind == "function" \
+                hint = (
+                    (f"'{node.id}' is a function: call it, e.g. '{node.id}(x)'",)
+                    if kind == "function"
                     else did_you_mean(node.id, known)
-                problems.append(error("undefined-name", f"unknown {kind} '{node.id}'", node.span, hints=hint))
+                )
+                problems.append(
+                    error("undefined-name", f"unknown {kind} '{node.id}'", node.span, hints=hint)
+                )
             elif isinstance(node, ast.Call) and node.func not in ast.FUNCTIONS:
-                problems.append(error("undefined-name", f"unknown function '{node.func}'", node.func_span,
-                                      hints=did_you_mean(node.func, ast.FUNCTIONS) or
-                                      (f"functions: {', '.join(ast.FUNCTIONS)}",)))
+                problems.append(
+                    error(
+                        "undefined-name",
+                        f"unknown function '{node.func}'",
+                        node.func_span,
+                        hints=did_you_mean(node.func, ast.FUNCTIONS)
+                        or (f"functions: {', '.join(ast.FUNCTIONS)}",),
+                    )
+                )
     # Range bounds and defaults are constant: they may not name anything.
     for param in pipeline.params:
         for bound in (param.decl.lo, param.decl.hi, param.default_decl.default):
             for node in ast.walk(bound) if bound is not None else ():
                 if isinstance(node, ast.Name):
-                    problems.append(error("type", f"'{node.id}' is not a constant; defaults and ranges "
-                                          "must be constant expressions", node.span))
+                    problems.append(
+                        error(
+                            "type",
+                            f"'{node.id}' is not a constant; defaults and ranges "
+                            "must be constant expressions",
+                            node.span,
+                        )
+                    )
     return problems
 
 
 def order_lets(pipeline: ResolvedPipeline) -> tuple[tuple[ast.Let, ...], list[Diagnostic]]:
     """Lets in dependency order (Kahn's algorithm, stable); a cycle is a diagnostic naming it."""
     by_name = {let.name: let for let in pipeline.lets}
-    deps = {let.name: [n.id for n in ast.names(let.value) if n.id in by_name] for let in pipeline.lets}
+    deps = {
+        let.name: [n.id for n in ast.names(let.value) if n.id in by_name] for let in pipeline.lets
+    }
     ordered: list[ast.Let] = []
     state: dict[str, int] = {}  # 1 visiting, 2 done
     problems: list[Diagnostic] = []
@@ -205,12 +292,19 @@ def order_lets(pipeline: ResolvedPipeline) -> tuple[tuple[ast.Let, ...], list[Di
                 stack.append((name, index + 1))
                 dep = deps[name][index]
                 if state.get(dep) == 1:
-                    cycle = path[path.index(dep):] + [dep]
+                    cycle = path[path.index(dep) :] + [dep]
                     let = by_name[dep]
-                    problems.append(error("cycle", "lets refer back to themselves: " + " -> ".join(cycle),
-                                          let.name_span,
-                                          notes=[Note(f"'{n}' is defined here", by_name[n].name_span)
-                                                 for n in cycle[1:-1]]))
+                    problems.append(
+                        error(
+                            "cycle",
+                            "lets refer back to themselves: " + " -> ".join(cycle),
+                            let.name_span,
+                            notes=[
+                                Note(f"'{n}' is defined here", by_name[n].name_span)
+                                for n in cycle[1:-1]
+                            ],
+                        )
+                    )
                     return tuple(pipeline.lets), problems
                 if not state.get(dep):
                     stack.append((dep, 0))

@@ -40,13 +40,18 @@ def snap(value: int, lo: int, hi: int | None, ok: Callable[[int], bool] | None) 
 
 
 def int_bounds(domain: Interval) -> tuple[int, int | None]:
-    lo = int(domain.lo) if not isinstance(domain.lo, float) else -10**6
+    lo = int(domain.lo) if not isinstance(domain.lo, float) else -(10**6)
     hi = None if isinstance(domain.hi, float) else int(domain.hi)
     return lo, hi
 
 
-def candidate_values(param: ResolvedParam, domain: Abstract, ok: Callable[[int], bool] | None,
-                     others: Sequence[int], rng: random.Random) -> list[Fraction | bool]:
+def candidate_values(
+    param: ResolvedParam,
+    domain: Abstract,
+    ok: Callable[[int], bool] | None,
+    others: Sequence[int],
+    rng: random.Random,
+) -> list[Fraction | bool]:
     """Interesting values of one param, most telling first, each within its (refined) range."""
     if param.type == "bool":
         return [bool(param.default), not param.default]
@@ -73,9 +78,13 @@ def candidate_values(param: ResolvedParam, domain: Abstract, ok: Callable[[int],
     return [Fraction(v) for v in out]
 
 
-def heuristic_points(base: Mapping[str, Fraction | bool], relevant: Sequence[str],
-                     values: Mapping[str, Sequence[Fraction | bool]], rng: random.Random,
-                     cap: int) -> Iterator[Point]:
+def heuristic_points(
+    base: Mapping[str, Fraction | bool],
+    relevant: Sequence[str],
+    values: Mapping[str, Sequence[Fraction | bool]],
+    rng: random.Random,
+    cap: int,
+) -> Iterator[Point]:
     """The default point, one param moved at a time, then a product of values (sampled past `cap`)."""
     seen: set[tuple] = set()
 
@@ -108,9 +117,14 @@ def heuristic_points(base: Mapping[str, Fraction | bool], relevant: Sequence[str
             yield point
 
 
-def random_points(base: Mapping[str, Fraction | bool], params: Sequence[ResolvedParam],
-                  domains: Mapping[str, Abstract], oks: Mapping[str, Callable[[int], bool] | None],
-                  rng: random.Random, count: int) -> Iterator[Point]:
+def random_points(
+    base: Mapping[str, Fraction | bool],
+    params: Sequence[ResolvedParam],
+    domains: Mapping[str, Abstract],
+    oks: Mapping[str, Callable[[int], bool] | None],
+    rng: random.Random,
+    count: int,
+) -> Iterator[Point]:
     """Points drawn uniformly from each param's range (log-uniformly up to 10**6 past an infinite end)."""
     for _ in range(count):
         point = dict(base)
@@ -141,8 +155,11 @@ def domain_size(params: Sequence[ResolvedParam], domains: Mapping[str, Abstract]
     return size
 
 
-def all_points(base: Mapping[str, Fraction | bool], params: Sequence[ResolvedParam],
-               domains: Mapping[str, Abstract]) -> Iterator[Point]:
+def all_points(
+    base: Mapping[str, Fraction | bool],
+    params: Sequence[ResolvedParam],
+    domains: Mapping[str, Abstract],
+) -> Iterator[Point]:
     """Every point of the box of `params` (others at `base`), lowest values first."""
     axes: list[list[Fraction | bool]] = []
     for param in params:

@@ -42,10 +42,16 @@ def _width(piece: Abstract) -> Bound:
     return piece.hi - piece.lo
 
 
-def holds_everywhere(params: Mapping[str, Abstract], constrain: Callable[[Env], Env | None],
-                     make_env: Callable[[Mapping[str, Abstract]], Env], expr: ast.Expr, names: list[str],
-                     good: Callable[[Abstract], bool], spend: Callable[[], bool] = lambda: True,
-                     budget: int = BUDGET) -> bool:
+def holds_everywhere(
+    params: Mapping[str, Abstract],
+    constrain: Callable[[Env], Env | None],
+    make_env: Callable[[Mapping[str, Abstract]], Env],
+    expr: ast.Expr,
+    names: list[str],
+    good: Callable[[Abstract], bool],
+    spend: Callable[[], bool] = lambda: True,
+    budget: int = BUDGET,
+) -> bool:
     """True when `good` holds of `expr` on every piece of the box `params`, split along `names`;
     `spend` is asked before each piece (False: the caller's budget is gone)."""
     stack = [dict(params)]
@@ -59,7 +65,9 @@ def holds_everywhere(params: Mapping[str, Abstract], constrain: Callable[[Env], 
             continue  # no admissible point in this piece
         if good(env.eval(expr)):
             continue
-        widths = [(_width(env.params[n]), n) for n in names if isinstance(env.params.get(n), Interval)]
+        widths = [
+            (_width(env.params[n]), n) for n in names if isinstance(env.params.get(n), Interval)
+        ]
         widths = [w for w in widths if w[0] > 0]
         if not widths:
             return False

@@ -35,7 +35,9 @@ class _OutOfTime(BaseException):
 @contextlib.contextmanager
 def _budget(seconds: float) -> Iterator[None]:
     """Abort the body after `seconds` (only in the main thread, where signals can be used)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "setitimer"
+    ):
         yield
         return
 
@@ -64,8 +66,16 @@ def prove_symbolically(ctx: Context, ob: Any) -> bool:
             return _prove(ctx, ob.kind, target, ctx.box if ob.contract is not None else ctx.domains)
     except _OutOfTime:
         return False
-    except (LowerError, BasePolynomialError, RuntimeError, ArithmeticError, TypeError, ValueError,
-            AttributeError, LookupError):  # sympy gave up in its own way (RecursionError too): not proved
+    except (
+        LowerError,
+        BasePolynomialError,
+        RuntimeError,
+        ArithmeticError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        LookupError,
+    ):  # sympy gave up in its own way (RecursionError too): not proved
         return False
 
 
@@ -77,11 +87,15 @@ def _prove(ctx: Context, kind: str, target: ast.Expr, domains: dict) -> bool:
             bools.append(name)
             continue
         domain = domains[name]
-        lo = domain.lo if isinstance(domain, Interval) and not isinstance(domain.lo, float) else None
+        lo = (
+            domain.lo if isinstance(domain, Interval) and not isinstance(domain.lo, float) else None
+        )
         if lo is None:
             symbols[name] = sympy.Symbol(name + "_", integer=True)
         else:
-            symbols[name] = sympy.Rational(lo) + sympy.Symbol(name + "_", integer=True, nonnegative=True)
+            symbols[name] = sympy.Rational(lo) + sympy.Symbol(
+                name + "_", integer=True, nonnegative=True
+            )
     if len(bools) > MAX_BOOL_SPLIT:
         return False
     for case in itertools.product((sympy.true, sympy.false), repeat=len(bools)):

@@ -37,19 +37,30 @@ def _describe(kind: str) -> str:
 def constant_exponent(node: ast.Binary) -> tuple[int | None, Diagnostic | None]:
     """The value of a `**` exponent, which must be a constant integer in [0, MAX_EXPONENT]."""
     if any(isinstance(n, ast.Name) for n in ast.walk(node.right)):
-        return None, error("type", "the exponent of '**' must be a constant", node.right.span,
-                           hints=["multiply it out, or use a constant such as 'x ** 2'"])
+        return None, error(
+            "type",
+            "the exponent of '**' must be a constant",
+            node.right.span,
+            hints=["multiply it out, or use a constant such as 'x ** 2'"],
+        )
     try:
         value = evaluate(node.right)
     except EvalError as exc:
-        return None, error("type", f"the exponent of '**' cannot be evaluated: {exc}", node.right.span)
+        return None, error(
+            "type", f"the exponent of '**' cannot be evaluated: {exc}", node.right.span
+        )
     if not isinstance(value, Fraction):
         return None, error("type", "the exponent of '**' must be a number", node.right.span)
     if value.denominator != 1 or value < 0:
-        return None, error("type", f"the exponent of '**' must be a non-negative integer, not {value}",
-                           node.right.span)
+        return None, error(
+            "type",
+            f"the exponent of '**' must be a non-negative integer, not {value}",
+            node.right.span,
+        )
     if value > MAX_EXPONENT:
-        return None, error("limit", f"exponent {value} exceeds the limit of {MAX_EXPONENT}", node.right.span)
+        return None, error(
+            "limit", f"exponent {value} exceeds the limit of {MAX_EXPONENT}", node.right.span
+        )
     return int(value), None
 
 
@@ -68,8 +79,12 @@ class TypeChecker:
     def expect(self, expr: ast.Expr, wanted: tuple[str, ...], what: str) -> str | None:
         kind = self.infer(expr)
         if kind is not None and kind not in wanted:
-            hint = ("compare it, e.g. 'x > 0', or use 'if x then 1 else 0'",) if kind == BOOL else ()
-            self._fail("type", f"{what} must be {_describe(wanted[0])}, not {_describe(kind)}", expr, hint)
+            hint = (
+                ("compare it, e.g. 'x > 0', or use 'if x then 1 else 0'",) if kind == BOOL else ()
+            )
+            self._fail(
+                "type", f"{what} must be {_describe(wanted[0])}, not {_describe(kind)}", expr, hint
+            )
             return None
         return kind
 
@@ -85,16 +100,26 @@ class TypeChecker:
         if isinstance(expr, ast.Name):
             kind = self.env.get(expr.id)
             if kind == LIST and not list_ok:
-                self._fail("type", f"'{expr.id}' is a list; use it in len(), sum(), min() or max()", expr)
+                self._fail(
+                    "type", f"'{expr.id}' is a list; use it in len(), sum(), min() or max()", expr
+                )
                 return None
             return kind
         if isinstance(expr, ast.ListLit):
             if not list_ok:
-                self._fail("type", "a list may only be a let's value, a memory measure's terms or the "
-                           "argument of len, sum, min or max", expr)
+                self._fail(
+                    "type",
+                    "a list may only be a let's value, a memory measure's terms or the "
+                    "argument of len, sum, min or max",
+                    expr,
+                )
                 return None
             if len(expr.items) > MAX_LIST_ITEMS:
-                self._fail("limit", f"list has {len(expr.items):,} items; the limit is {MAX_LIST_ITEMS}", expr)
+                self._fail(
+                    "limit",
+                    f"list has {len(expr.items):,} items; the limit is {MAX_LIST_ITEMS}",
+                    expr,
+                )
             for item in expr.items:
                 self.expect(item, _NUMERIC, "a list item")
             return LIST
@@ -110,8 +135,12 @@ class TypeChecker:
             if then is None or orelse is None:
                 return None
             if (then == BOOL) != (orelse == BOOL):
-                self._fail("type", f"'if' branches must have one type, not {_describe(then)} and "
-                           f"{_describe(orelse)}", expr)
+                self._fail(
+                    "type",
+                    f"'if' branches must have one type, not {_describe(then)} and "
+                    f"{_describe(orelse)}",
+                    expr,
+                )
                 return None
             return then if then == orelse else RAT
         if isinstance(expr, ast.Call):
@@ -127,7 +156,9 @@ class TypeChecker:
         if op in ("==", "!="):
             left, right = self.infer(expr.left), self.infer(expr.right)
             if left and right and (left == BOOL) != (right == BOOL):
-                self._fail("type", f"cannot compare {_describe(left)} with {_describe(right)}", expr)
+                self._fail(
+                    "type", f"cannot compare {_describe(left)} with {_describe(right)}", expr
+                )
             return BOOL
         if op == "**":
             base = self.expect(expr.left, _NUMERIC, "the base of '**'")
@@ -136,7 +167,9 @@ class TypeChecker:
                 self.problems.append(problem)
                 return None
             if exponent and constant_bits(expr.left) * exponent > MAX_CONSTANT_BITS:
-                self._fail("limit", f"this power of a constant exceeds {MAX_CONSTANT_BITS:,} bits", expr)
+                self._fail(
+                    "limit", f"this power of a constant exceeds {MAX_CONSTANT_BITS:,} bits", expr
+                )
                 return None
             return base
         left = self.expect(expr.left, _NUMERIC, f"an operand of '{op}'")
@@ -155,15 +188,23 @@ class TypeChecker:
         func, args = expr.func, expr.args
         if func not in ast.FUNCTIONS:
             return None  # reported by name resolution
-        single_list = len(args) == 1 and (isinstance(args[0], ast.ListLit) or
-                                          (isinstance(args[0], ast.Name) and self.env.get(args[0].id) == LIST))
+        single_list = len(args) == 1 and (
+            isinstance(args[0], ast.ListLit)
+            or (isinstance(args[0], ast.Name) and self.env.get(args[0].id) == LIST)
+        )
         if func in _LIST_FUNCTIONS and (func in ("len", "sum") or single_list):
             if len(args) != 1:
-                self._fail("type", f"{func}() takes exactly one list, got {len(args)} arguments", expr)
+                self._fail(
+                    "type", f"{func}() takes exactly one list, got {len(args)} arguments", expr
+                )
                 return None
             if self.infer(args[0], list_ok=True) != LIST:
-                self._fail("type", f"{func}() takes a list", args[0],
-                           (f"write {func}([a, b, ...])",) if func == "sum" else ())
+                self._fail(
+                    "type",
+                    f"{func}() takes a list",
+                    args[0],
+                    (f"write {func}([a, b, ...])",) if func == "sum" else (),
+                )
                 return None
             size = self._list_size(args[0])
             if func in ("min", "max") and size == 0:
@@ -193,7 +234,9 @@ class TypeChecker:
     def _list_item_type(self, node: ast.Expr) -> str:
         if isinstance(node, ast.Name):
             return self.env.get(node.id + "[]", RAT)
-        kinds = {self.infer(item) for item in node.items} if isinstance(node, ast.ListLit) else {RAT}
+        kinds = (
+            {self.infer(item) for item in node.items} if isinstance(node, ast.ListLit) else {RAT}
+        )
         return INT if kinds <= {INT} else RAT
 
 
@@ -236,8 +279,14 @@ def check_types(pipeline: ResolvedPipeline) -> tuple[dict[str, str], list[Diagno
     problems: list[Diagnostic] = []
     for param in pipeline.params:
         if param.type not in ast.TYPES:
-            problems.append(error("type", f"unknown type '{param.type}'; a param is 'int' or 'bool'",
-                                  param.decl.type_span, hints=did_you_mean(param.type, ast.TYPES)))
+            problems.append(
+                error(
+                    "type",
+                    f"unknown type '{param.type}'; a param is 'int' or 'bool'",
+                    param.decl.type_span,
+                    hints=did_you_mean(param.type, ast.TYPES),
+                )
+            )
             continue
         env[param.name] = param.type
     checker = TypeChecker(env)
@@ -251,8 +300,14 @@ def check_types(pipeline: ResolvedPipeline) -> tuple[dict[str, str], list[Diagno
                 checker.env[let.name + "[]"] = checker._list_item_type(let.value)
         degrees[let.name] = degree(let.value, degrees)
         if degrees[let.name] > MAX_DEGREE:
-            problems.append(error("limit", f"'{let.name}' has polynomial degree {degrees[let.name]:,}; the "
-                                  f"limit is {MAX_DEGREE}", let.name_span))
+            problems.append(
+                error(
+                    "limit",
+                    f"'{let.name}' has polynomial degree {degrees[let.name]:,}; the "
+                    f"limit is {MAX_DEGREE}",
+                    let.name_span,
+                )
+            )
             degrees[let.name] = 0
     for param in pipeline.params:
         if param.where is not None:
@@ -262,18 +317,30 @@ def check_types(pipeline: ResolvedPipeline) -> tuple[dict[str, str], list[Diagno
     for stage in pipeline.stages:
         for field in stage.fields.values():
             problems += _check_field(checker, stage, field, lets, degrees)
-    return {k: v for k, v in checker.env.items() if not k.endswith("[]")}, problems + checker.problems
+    return {
+        k: v for k, v in checker.env.items() if not k.endswith("[]")
+    }, problems + checker.problems
 
 
-def _check_field(checker: TypeChecker, stage: ResolvedStage, field: ast.Field, lets: Mapping[str, ast.Expr],
-                 degrees: Mapping[str, int]) -> list[Diagnostic]:
+def _check_field(
+    checker: TypeChecker,
+    stage: ResolvedStage,
+    field: ast.Field,
+    lets: Mapping[str, ast.Expr],
+    degrees: Mapping[str, int],
+) -> list[Diagnostic]:
     """A field is a number; only `memory` may be a list (literal or list let) of numeric terms."""
     value = field.value
-    is_list = isinstance(value, ast.ListLit) or \
-        (isinstance(value, ast.Name) and checker.env.get(value.id) == LIST)
+    is_list = isinstance(value, ast.ListLit) or (
+        isinstance(value, ast.Name) and checker.env.get(value.id) == LIST
+    )
     if is_list and field.name != "memory":
-        checker._fail("type", f"'{field.name}' cannot be a list: only a memory measure takes a list of terms",
-                      value, ("use the list in len(), sum(), min() or max()",))
+        checker._fail(
+            "type",
+            f"'{field.name}' cannot be a list: only a memory measure takes a list of terms",
+            value,
+            ("use the list in len(), sum(), min() or max()",),
+        )
         return []
     if not is_list:
         checker.expect(value, _NUMERIC, f"'{field.name}'")
@@ -283,8 +350,14 @@ def _check_field(checker: TypeChecker, stage: ResolvedStage, field: ast.Field, l
         checker._fail("type", "a memory measure needs at least one term", value)
         return []
     if len(items) > MAX_MEASURE_TERMS:
-        return [error("limit", f"'memory' of stage '{stage.name}' has {len(items)} terms; the limit is "
-                      f"{MAX_MEASURE_TERMS}", value.span)]
+        return [
+            error(
+                "limit",
+                f"'memory' of stage '{stage.name}' has {len(items)} terms; the limit is "
+                f"{MAX_MEASURE_TERMS}",
+                value.span,
+            )
+        ]
     if not isinstance(value, ast.ListLit):
         return []  # a list let's items are typed and bounded at the let
     problems = []

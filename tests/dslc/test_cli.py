@@ -85,6 +85,7 @@ def eval_json(*args: str) -> dict:
 
 # --- check -----------------------------------------------------------------------------------
 
+
 def test_check_clean_file_exits_0_with_a_summary_on_stderr(wan: Path) -> None:
     result = run("check", str(wan))
     assert result.exit_code == 0
@@ -109,8 +110,14 @@ def test_check_json_format(typo: Path, wan: Path) -> None:
     (entry,) = json.loads(result.stdout)["diagnostics"]
     keys = ("severity", "code", "file", "line", "column", "end_line", "end_column")
     assert {k: entry[k] for k in keys} == {
-        "severity": "error", "code": "undefined-name", "file": str(typo),
-        "line": 3, "column": 28, "end_line": 3, "end_column": 33}
+        "severity": "error",
+        "code": "undefined-name",
+        "file": str(typo),
+        "line": 3,
+        "column": 28,
+        "end_line": 3,
+        "end_column": 33,
+    }
     assert result.stderr.strip() == "1 error in 2 files"
     clean = run("check", "--format", "json", str(wan))
     assert (clean.exit_code, json.loads(clean.stdout)) == (0, {"diagnostics": []})
@@ -140,12 +147,15 @@ def test_check_warnings_pass_unless_strict(tmp_path: Path) -> None:
     assert strict.stderr.strip() == "1 error in 1 file"
 
 
-@pytest.mark.parametrize("args", [
-    ["check"],  # no path
-    ["check", "missing.wf"],  # a path that does not exist
-    ["check", "--format", "xml", "x.wf"],
-    ["frobnicate"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check"],  # no path
+        ["check", "missing.wf"],  # a path that does not exist
+        ["check", "--format", "xml", "x.wf"],
+        ["frobnicate"],
+    ],
+)
 def test_usage_errors_exit_2(args: list[str], tmp_path: Path) -> None:
     result = run(*args)
     assert result.exit_code == 2
@@ -190,6 +200,7 @@ def test_control_characters_in_a_source_line_are_neutralised(tmp_path: Path) -> 
 
 # --- build -----------------------------------------------------------------------------------
 
+
 def test_build_writes_a_loadable_artifact(wan: Path, tmp_path: Path) -> None:
     from runtime import load_formulas
 
@@ -207,8 +218,9 @@ def test_build_writes_a_loadable_artifact(wan: Path, tmp_path: Path) -> None:
     assert [p.name for p in out.parent.iterdir()] == ["formulas.json"]  # no temporary left behind
 
 
-def test_a_failed_build_leaves_the_existing_artifact_untouched(wan: Path, typo: Path,
-                                                                tmp_path: Path) -> None:
+def test_a_failed_build_leaves_the_existing_artifact_untouched(
+    wan: Path, typo: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "formulas.json"
     assert run("build", str(wan), "-o", str(out)).exit_code == 0
     before = (out.read_bytes(), out.stat().st_mtime_ns)
@@ -229,6 +241,7 @@ def test_build_into_a_folder_is_a_usage_error(wan: Path, tmp_path: Path) -> None
 
 # --- eval ------------------------------------------------------------------------------------
 
+
 def test_eval_json_at_the_default_workload(wan: Path) -> None:
     doc = eval_json(str(wan), "wan2_2_t2v_a14b")
     assert doc["pipeline"] == "wan2_2_t2v_a14b"
@@ -242,6 +255,7 @@ def test_eval_json_with_overrides(wan: Path) -> None:
     doc = eval_json(str(wan), "wan2_2_t2v_a14b", "--set", "steps=4", "--set", "cfg=false")
     assert doc["params"]["steps"] == 4 and doc["params"]["cfg"] is False
     assert doc["stages"]["DenoisingStage"] == {"iterations": 4, "memory": 75600, "time": 75600}
+
     def denoising(*args: str) -> int:
         return eval_json(str(wan), *args)["stages"]["DenoisingStage"]["iterations"]
 
@@ -271,22 +285,27 @@ def test_eval_prints_a_table_and_the_params_used(wan: Path) -> None:
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert lines[0] == "wan2_2_t2v_a14b"
-    assert lines[1] == ("params: steps = 4 (set), frames = 81, height = 720, width = 1280, "
-                        "cfg = true")
+    assert lines[1] == (
+        "params: steps = 4 (set), frames = 81, height = 720, width = 1280, cfg = true"
+    )
     assert lines[2].split() == ["stage", "iterations", "memory", "time"]
     assert lines[4].split() == ["DenoisingStage", "4", "75600", "151200"]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["nope"], "no pipeline 'nope'"),
-    (["minimax_h3", "--set", "stepz=3"], "no param 'stepz'; did you mean 'steps'?"),
-    (["minimax_h3", "--set", "steps=true"], "takes an int"),
-    (["wan2_2_t2v_a14b", "--set", "cfg=1"], "takes a bool"),
-    (["minimax_h3", "--set", "steps=0"], "steps = 0 is outside [1, 1000]"),
-    (["wan2_2_t2v_a14b", "--set", "frames=80"], "frames = 80 violates `frames % 4 == 1`"),
-])
-def test_eval_runtime_errors_are_one_line_and_exit_1(wan: Path, args: list[str],
-                                                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "no pipeline 'nope'"),
+        (["minimax_h3", "--set", "stepz=3"], "no param 'stepz'; did you mean 'steps'?"),
+        (["minimax_h3", "--set", "steps=true"], "takes an int"),
+        (["wan2_2_t2v_a14b", "--set", "cfg=1"], "takes a bool"),
+        (["minimax_h3", "--set", "steps=0"], "steps = 0 is outside [1, 1000]"),
+        (["wan2_2_t2v_a14b", "--set", "frames=80"], "frames = 80 violates `frames % 4 == 1`"),
+    ],
+)
+def test_eval_runtime_errors_are_one_line_and_exit_1(
+    wan: Path, args: list[str], message: str
+) -> None:
     result = run("eval", str(wan), *args)
     assert result.exit_code == 1
     assert result.stdout == ""
@@ -294,14 +313,17 @@ def test_eval_runtime_errors_are_one_line_and_exit_1(wan: Path, args: list[str],
     assert line.startswith("error: ") and message in line
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ("steps=x", "steps: 'x' is neither an integer nor true/false"),
-    ("steps=1.5", "steps: '1.5'"),
-    ("steps=True", "steps: 'True'"),
-    ("steps", "expected NAME=VALUE"),
-    ("=4", "expected NAME=VALUE"),
-    ("steps=1" + "0" * 30, "steps: more than 30 digits"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("steps=x", "steps: 'x' is neither an integer nor true/false"),
+        ("steps=1.5", "steps: '1.5'"),
+        ("steps=True", "steps: 'True'"),
+        ("steps", "expected NAME=VALUE"),
+        ("=4", "expected NAME=VALUE"),
+        ("steps=1" + "0" * 30, "steps: more than 30 digits"),
+    ],
+)
 def test_eval_malformed_set_is_a_usage_error(wan: Path, value: str, message: str) -> None:
     result = run("eval", str(wan), "minimax_h3", "--set", value)
     assert result.exit_code == 2
@@ -310,8 +332,10 @@ def test_eval_malformed_set_is_a_usage_error(wan: Path, value: str, message: str
 
 def test_eval_prints_values_beyond_pythons_digit_limit(tmp_path: Path) -> None:
     path = tmp_path / "big.wf"
-    path.write_text("pipeline big {\n  param n: int = 2 in [0, inf]\n"
-                    "  stage S { memory ~ (n ** 64) ** 16 }\n}\n")
+    path.write_text(
+        "pipeline big {\n  param n: int = 2 in [0, inf]\n"
+        "  stage S { memory ~ (n ** 64) ** 16 }\n}\n"
+    )
     result = run("eval", str(path), "big", "--set", f"n={10**29}", "--json")
     assert result.exit_code == 0
     assert '"memory": 1' + "0" * 29 * 1024 + "," in result.stdout  # (10**29)**1024, every digit
@@ -335,6 +359,7 @@ def test_eval_rejects_a_malformed_artifact(tmp_path: Path) -> None:
 
 
 # --- fmt -------------------------------------------------------------------------------------
+
 
 def test_fmt_check_then_fmt_then_check_again(tmp_path: Path) -> None:
     path = tmp_path / "q.wf"
@@ -373,23 +398,40 @@ def test_fmt_check_on_canonical_files_exits_0(tmp_path: Path) -> None:
 
 # --- explain ---------------------------------------------------------------------------------
 
+
 def test_explain_shows_the_ratio_of_target_to_probe(wan: Path) -> None:
     result = run("explain", str(wan), "wan2_2_t2v_a14b", "--probe", "steps=4")
     assert result.exit_code == 0, result.output
-    (row,) = [line for line in result.stdout.splitlines()
-              if line.startswith("DenoisingStage") and "iterations" in line]
+    (row,) = [
+        line
+        for line in result.stdout.splitlines()
+        if line.startswith("DenoisingStage") and "iterations" in line
+    ]
     assert row.split() == ["DenoisingStage", "iterations", "4", "40", "10", "=", "steps"]
     assert "if cfg then 2 else 1" in result.stdout
 
 
 def test_explain_json(wan: Path) -> None:
-    result = run("explain", str(wan), "wan2_2_t2v_a14b", "--probe", "steps=4",
-                 "--probe", "frames=21", "--json")
+    result = run(
+        "explain",
+        str(wan),
+        "wan2_2_t2v_a14b",
+        "--probe",
+        "steps=4",
+        "--probe",
+        "frames=21",
+        "--json",
+    )
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
     assert doc["probe"]["steps"] == 4 and doc["target"]["steps"] == 40
     assert doc["stages"]["DenoisingStage"]["iterations"] == {
-        "formula": "steps", "declared": True, "probe": 4, "target": 40, "ratio": 10}
+        "formula": "steps",
+        "declared": True,
+        "probe": 4,
+        "target": 40,
+        "ratio": 10,
+    }
     memory = doc["stages"]["DenoisingStage"]["memory"]
     assert (memory["probe"], memory["target"], memory["ratio"]) == (6 * 45 * 80, 21 * 45 * 80, 3.5)
     assert doc["stages"]["DecodingStage"]["iterations"]["declared"] is False
@@ -411,6 +453,7 @@ def test_explain_needs_sources_and_a_known_pipeline(wan: Path, tmp_path: Path) -
 
 
 # --- help, version, colour, internal errors ----------------------------------------------------
+
 
 def test_help_and_version() -> None:
     result = run("--help")
@@ -447,8 +490,9 @@ def test_use_color_respects_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
     assert use_color(Tty(), "always") is True
 
 
-def test_an_internal_error_is_one_line_and_exit_3(wan: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_internal_error_is_one_line_and_exit_3(
+    wan: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import dslc.compiler
 
     def boom(*args: object, **kwargs: object) -> None:
@@ -465,9 +509,16 @@ def test_an_internal_error_is_one_line_and_exit_3(wan: Path,
 
 # --- the installed console script ------------------------------------------------------------
 
+
 def script(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(DSLC), *args], check=False, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "NO_COLOR": "1"})
+    proc = subprocess.run(
+        [str(DSLC), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     assert "Traceback" not in proc.stderr and "internal error:" not in proc.stderr
     return proc
 

@@ -23,16 +23,28 @@ def test_language_example_compiles_clean_and_flattens() -> None:
     assert program is not None
     i2v = program.pipeline("wan2_2_i2v_a14b")
     assert i2v is not None
-    assert [s.name for s in i2v.stages] == ["TextEncodingStage", "DenoisingStage", "DecodingStage",
-                                            "ImageEncodingStage"]
+    assert [s.name for s in i2v.stages] == [
+        "TextEncodingStage",
+        "DenoisingStage",
+        "DecodingStage",
+        "ImageEncodingStage",
+    ]
     dmd = program.pipeline("wan2_1_t2v_dmd")
     assert dmd is not None
-    assert dmd.default_workload == {"steps": 4, "frames": 81, "height": 720, "width": 1280, "cfg": True}
+    assert dmd.default_workload == {
+        "steps": 4,
+        "frames": 81,
+        "height": 720,
+        "width": 1280,
+        "cfg": True,
+    }
     steps = dmd.param("steps")
     assert steps is not None and (steps.lo, steps.hi) == (1, 1000)  # type and domain stay
     denoise = dmd.stages[1]
     assert format_expr(denoise.fields["iterations"].value) == "len(schedule)"
-    assert format_expr(denoise.fields["memory"].value) == "tokens"  # field-wise override keeps the rest
+    assert (
+        format_expr(denoise.fields["memory"].value) == "tokens"
+    )  # field-wise override keeps the rest
 
 
 def test_full_param_replacement_and_let_replacement() -> None:
@@ -69,7 +81,9 @@ pipeline p {
 
 
 def test_parents_may_live_in_other_files() -> None:
-    parent = SourceFile("parent.wf", "pipeline base { param steps: int = 40\n stage S { iterations = steps } }")
+    parent = SourceFile(
+        "parent.wf", "pipeline base { param steps: int = 40\n stage S { iterations = steps } }"
+    )
     child = SourceFile("child.wf", "pipeline fast extends base { param steps = 4 }")
     result = compile_sources([child, parent])
     assert result.ok
@@ -77,12 +91,15 @@ def test_parents_may_live_in_other_files() -> None:
 
 
 def test_every_error_of_a_run_is_reported_not_just_the_first() -> None:
-    result = compile_text("""
+    result = compile_text(
+        """
 pipeline a { stage S { iterations = nope } }
 pipeline b { param steps: int = 0 in [1, 2] }
 pipeline c { param cfg: bool = true
     stage S { iterations = cfg + 1 } }
-""", "many.wf")
+""",
+        "many.wf",
+    )
     assert [d.code for d in result.errors] == ["undefined-name", "domain", "type"]
     assert result.program is None
 

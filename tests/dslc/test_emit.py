@@ -27,9 +27,19 @@ def test_language_example_artifact_matches_the_schema(tmp_path: Path) -> None:
     assert doc["sources"][0]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     wan = doc["pipelines"][0]
     assert [p["name"] for p in wan["params"]] == ["steps", "frames", "height", "width", "cfg"]
-    assert wan["params"][0] == {"name": "steps", "type": "int", "default": 40, "min": 1, "max": 1000,
-                                "span": {"source": 0, "line": 3, "column": 5, "end_line": 3, "end_column": 43}}
-    assert [c["text"] for c in wan["contracts"]] == ["frames % 4 == 1", "height % 16 == 0", "width % 16 == 0"]
+    assert wan["params"][0] == {
+        "name": "steps",
+        "type": "int",
+        "default": 40,
+        "min": 1,
+        "max": 1000,
+        "span": {"source": 0, "line": 3, "column": 5, "end_line": 3, "end_column": 43},
+    }
+    assert [c["text"] for c in wan["contracts"]] == [
+        "frames % 4 == 1",
+        "height % 16 == 0",
+        "width % 16 == 0",
+    ]
     text_encoding = wan["stages"][0]
     assert text_encoding["memory"] == {"expr": {"k": "int", "v": 1}, "span": None}
 
@@ -85,4 +95,6 @@ def test_the_wan_formulas_declare_the_memory_terms_the_estimators_fit() -> None:
     assert wan.memory_terms("DenoisingStage") == (21 * 30 * 52,)
     math = book["wan2_1_t2v_1_3b_math_attention"]
     assert math.memory_terms("DenoisingStage") == (21 * 30 * 52, (21 * 30 * 52) ** 2)
-    assert math.iterations("DenoisingStage") == 50 and math.time("DenoisingStage") == 2 * 21 * 30 * 52
+    assert (
+        math.iterations("DenoisingStage") == 50 and math.time("DenoisingStage") == 2 * 21 * 30 * 52
+    )

@@ -21,7 +21,7 @@ def fmt(text: str) -> str:
 
 def comment_texts(text: str) -> list[str]:
     """Every comment of a text, found independently of the parser."""
-    return sorted(line[line.index("#"):].rstrip() for line in text.split("\n") if "#" in line)
+    return sorted(line[line.index("#") :].rstrip() for line in text.split("\n") if "#" in line)
 
 
 def assert_canonical(source: str) -> str:
@@ -93,13 +93,7 @@ LAYOUT = [
     ),
     pytest.param(
         "pipeline p { stage S {\n  iterations = 1\n\n\n  memory ~ 2\n} }",
-        "pipeline p {\n"
-        "    stage S {\n"
-        "        iterations = 1\n"
-        "\n"
-        "        memory ~ 2\n"
-        "    }\n"
-        "}\n",
+        "pipeline p {\n    stage S {\n        iterations = 1\n\n        memory ~ 2\n    }\n}\n",
         id="blank-lines-between-fields",
     ),
     pytest.param(
@@ -114,11 +108,7 @@ LAYOUT = [
     ),
     pytest.param(
         "pipeline p { let a = 1; let b = 2;; stage S { iterations = 1; }; }",
-        "pipeline p {\n"
-        "    let a = 1\n"
-        "    let b = 2\n"
-        "    stage S { iterations = 1 }\n"
-        "}\n",
+        "pipeline p {\n    let a = 1\n    let b = 2\n    stage S { iterations = 1 }\n}\n",
         id="semicolons",
     ),
     pytest.param(
@@ -138,11 +128,16 @@ def test_layout(source: str, expected: str) -> None:
 
 def test_stage_goes_to_block_past_100_columns() -> None:
     fits = "x" * (100 - len("    stage S { iterations =  }"))
-    assert fmt(f"pipeline p {{ stage S {{ iterations = {fits} }} }}").splitlines()[1] == \
-        f"    stage S {{ iterations = {fits} }}"
+    assert (
+        fmt(f"pipeline p {{ stage S {{ iterations = {fits} }} }}").splitlines()[1]
+        == f"    stage S {{ iterations = {fits} }}"
+    )
     too_long = fits + "y"
     assert fmt(f"pipeline p {{ stage S {{ iterations = {too_long} }} }}").splitlines()[1:4] == [
-        "    stage S {", f"        iterations = {too_long}", "    }"]
+        "    stage S {",
+        f"        iterations = {too_long}",
+        "    }",
+    ]
 
 
 # --- expressions -----------------------------------------------------------------------------
@@ -208,21 +203,27 @@ def _num(value: Fraction | int, text: str = "") -> ast.Num:
     return ast.Num(Fraction(value), text)
 
 
-@pytest.mark.parametrize(("node", "expected"), [
-    (_num(5), "5"),
-    (_num(Fraction(29, 40)), "0.725"),
-    (_num(Fraction(1, 8)), "0.125"),
-    (_num(Fraction(-5, 2)), "-2.5"),
-    (_num(Fraction(1, 3)), "(1 / 3)"),
-    (_num(1000, "1_000"), "1_000"),
-    (_num(3, "1_000"), "3"),  # a stale spelling is not trusted
-    (ast.Binary("**", _num(-2), _num(2)), "(-2) ** 2"),
-    (ast.Unary("-", _num(-2)), "- -2"),
-    (ast.Binary("*", _num(Fraction(2, 3)), ast.Name("x")), "(2 / 3) * x"),
-    (ast.Binary("==", ast.Binary("%", ast.Name("frames"), _num(4)), _num(1)), "frames % 4 == 1"),
-    (ast.Binary(">=", ast.Name("steps"), _num(1)), "steps >= 1"),
-    (ast.Inf(), "inf"),
-])
+@pytest.mark.parametrize(
+    ("node", "expected"),
+    [
+        (_num(5), "5"),
+        (_num(Fraction(29, 40)), "0.725"),
+        (_num(Fraction(1, 8)), "0.125"),
+        (_num(Fraction(-5, 2)), "-2.5"),
+        (_num(Fraction(1, 3)), "(1 / 3)"),
+        (_num(1000, "1_000"), "1_000"),
+        (_num(3, "1_000"), "3"),  # a stale spelling is not trusted
+        (ast.Binary("**", _num(-2), _num(2)), "(-2) ** 2"),
+        (ast.Unary("-", _num(-2)), "- -2"),
+        (ast.Binary("*", _num(Fraction(2, 3)), ast.Name("x")), "(2 / 3) * x"),
+        (
+            ast.Binary("==", ast.Binary("%", ast.Name("frames"), _num(4)), _num(1)),
+            "frames % 4 == 1",
+        ),
+        (ast.Binary(">=", ast.Name("steps"), _num(1)), "steps >= 1"),
+        (ast.Inf(), "inf"),
+    ],
+)
 def test_format_expr(node: ast.Expr, expected: str) -> None:
     assert format_expr(node) == expected
 
@@ -233,17 +234,26 @@ def test_format_expr_rejects_unknown_nodes() -> None:
 
 
 def test_format_module_without_spans() -> None:
-    module = ast.Module((ast.Pipeline("p", None, (
-        ast.Param("steps", "int", _num(40), _num(1), _num(1000)),
-        ast.Let("t", ast.Binary("*", ast.Name("steps"), _num(Fraction(1, 2)))),
-        ast.Stage("S", (ast.Field("iterations", "=", ast.Name("steps")),)),
-    )),))
+    module = ast.Module(
+        (
+            ast.Pipeline(
+                "p",
+                None,
+                (
+                    ast.Param("steps", "int", _num(40), _num(1), _num(1000)),
+                    ast.Let("t", ast.Binary("*", ast.Name("steps"), _num(Fraction(1, 2)))),
+                    ast.Stage("S", (ast.Field("iterations", "=", ast.Name("steps")),)),
+                ),
+            ),
+        )
+    )
     assert format_module(module) == (
         "pipeline p {\n"
         "    param steps: int = 40 in [1, 1000]\n"
         "    let t = steps * 0.5\n"
         "    stage S { iterations = steps }\n"
-        "}\n")
+        "}\n"
+    )
 
 
 def test_deep_nesting_round_trips_within_the_parser_limits() -> None:
@@ -341,21 +351,34 @@ def test_comments_golden() -> None:
     assert assert_canonical(COMMENTED) == COMMENTED_FORMATTED
 
 
-@pytest.mark.parametrize(("source", "expected"), [
-    ("# only\n\n\n# comments", "# only\n\n# comments\n"),
-    ("pipeline a { let x = 1 } pipeline b {  # b\n}",
-     "pipeline a {\n    let x = 1\n}\n\npipeline b {}  # b\n"),
-    ("pipeline a {\n  # lonely\n}", "pipeline a {\n    # lonely\n}\n"),
-    ("pipeline a { let x = 1; let y = 2 # y\n}",
-     "pipeline a {\n    let x = 1\n    let y = 2  # y\n}\n"),
-    ("pipeline a {\n  let x = 1\n} # end\n\n\n# trailer\n",
-     "pipeline a {\n    let x = 1\n}  # end\n\n# trailer\n"),
-    ("pipeline a { stage S { iterations = (1 + # why\n 2) } }",
-     "pipeline a {\n    stage S {\n        # why\n        iterations = 1 + 2\n    }\n}\n"),
-    ("pipeline a {\n  ; # after a separator\n  let x = 1\n}",
-     "pipeline a {\n    # after a separator\n    let x = 1\n}\n"),
-    ("pipeline a {    #   spaced   \n}", "pipeline a {}  #   spaced\n"),
-])
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("# only\n\n\n# comments", "# only\n\n# comments\n"),
+        (
+            "pipeline a { let x = 1 } pipeline b {  # b\n}",
+            "pipeline a {\n    let x = 1\n}\n\npipeline b {}  # b\n",
+        ),
+        ("pipeline a {\n  # lonely\n}", "pipeline a {\n    # lonely\n}\n"),
+        (
+            "pipeline a { let x = 1; let y = 2 # y\n}",
+            "pipeline a {\n    let x = 1\n    let y = 2  # y\n}\n",
+        ),
+        (
+            "pipeline a {\n  let x = 1\n} # end\n\n\n# trailer\n",
+            "pipeline a {\n    let x = 1\n}  # end\n\n# trailer\n",
+        ),
+        (
+            "pipeline a { stage S { iterations = (1 + # why\n 2) } }",
+            "pipeline a {\n    stage S {\n        # why\n        iterations = 1 + 2\n    }\n}\n",
+        ),
+        (
+            "pipeline a {\n  ; # after a separator\n  let x = 1\n}",
+            "pipeline a {\n    # after a separator\n    let x = 1\n}\n",
+        ),
+        ("pipeline a {    #   spaced   \n}", "pipeline a {}  #   spaced\n"),
+    ],
+)
 def test_comment_placement(source: str, expected: str) -> None:
     assert assert_canonical(source) == expected
 
@@ -411,25 +434,27 @@ pipeline minimax_h3 {
 def test_wan_example_round_trips() -> None:
     out = assert_canonical(WAN)
     # Only the column alignment of the params changes.
-    assert out == WAN.replace("steps:  int  = 40   in", "steps: int = 40 in") \
-        .replace("frames: int  = 81   in", "frames: int = 81 in") \
-        .replace("height: int  = 720  in", "height: int = 720 in") \
-        .replace("width:  int  = 1280 in", "width: int = 1280 in") \
-        .replace("cfg:    bool = true", "cfg: bool = true")
+    assert out == WAN.replace("steps:  int  = 40   in", "steps: int = 40 in").replace(
+        "frames: int  = 81   in", "frames: int = 81 in"
+    ).replace("height: int  = 720  in", "height: int = 720 in").replace(
+        "width:  int  = 1280 in", "width: int = 1280 in"
+    ).replace("cfg:    bool = true", "cfg: bool = true")
 
 
 # --- properties ------------------------------------------------------------------------------
 
 NAMES = st.sampled_from(["a", "b", "steps", "frames", "x_1"])
-DECIMALS = st.builds(lambda n, places: Fraction(n, 10**places),
-                     st.integers(0, 10**6), st.integers(1, 4))
+DECIMALS = st.builds(
+    lambda n, places: Fraction(n, 10**places), st.integers(0, 10**6), st.integers(1, 4)
+)
 
 
 def _spelled_int(n: int) -> st.SearchStrategy[ast.Num]:
     plain = str(n)
     grouped = f"{n:_}"
-    return st.sampled_from([ast.Num(Fraction(n)), ast.Num(Fraction(n), plain),
-                            ast.Num(Fraction(n), grouped)])
+    return st.sampled_from(
+        [ast.Num(Fraction(n)), ast.Num(Fraction(n), plain), ast.Num(Fraction(n), grouped)]
+    )
 
 
 LEAVES = st.one_of(
@@ -447,8 +472,9 @@ def _extend(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr
         st.builds(ast.Unary, st.sampled_from(["-", "not"]), children),
         st.builds(ast.Binary, BINARY_OPS, children, children),
         st.builds(ast.IfElse, children, children, children),
-        st.builds(ast.Call, st.sampled_from(ast.FUNCTIONS),
-                  st.lists(children, max_size=3).map(tuple)),
+        st.builds(
+            ast.Call, st.sampled_from(ast.FUNCTIONS), st.lists(children, max_size=3).map(tuple)
+        ),
         st.builds(ast.ListLit, st.lists(children, max_size=3).map(tuple)),
     )
 
@@ -486,6 +512,7 @@ def separators(draw: st.DrawFn, counter: list[int]) -> str:
     def comment() -> str:
         counter[0] += 1
         return f"# c{counter[0]}"
+
     kind = draw(st.sampled_from(["nl", "nls", "semi", "trail", "own", "block"]))
     if kind == "nl":
         return "\n"

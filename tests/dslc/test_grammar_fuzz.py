@@ -14,21 +14,57 @@ from dslc.compiler import compile_text
 GRAMMAR = resources.files("dslc.grammar").joinpath("workload.lark").read_text()
 # A plain Lark over the same grammar; terminals are spaced so keywords never fuse with names.
 FUZZ_PARSER = lark.Lark(GRAMMAR, start="module", parser="lalr", lexer="basic")
-TEXT = from_lark(FUZZ_PARSER, explicit={
-    "_SEP": st.sampled_from(["\n", ";", "\r\n"]),
-    "NAME": st.sampled_from(["steps", "frames", "x", "tokens", "S", "p", "min", "len", "int", "bool",
-                             "iterations", "memory", "time"]).map(lambda s: f" {s} "),
-    "INT": st.sampled_from(["0", "1", "4", "1_000", "99999999999999999999999999999999"]).map(lambda s: f" {s} "),
-    "DECIMAL": st.sampled_from(["0.5", "0.725"]).map(lambda s: f" {s} "),
-})
+TEXT = from_lark(
+    FUZZ_PARSER,
+    explicit={
+        "_SEP": st.sampled_from(["\n", ";", "\r\n"]),
+        "NAME": st.sampled_from(
+            [
+                "steps",
+                "frames",
+                "x",
+                "tokens",
+                "S",
+                "p",
+                "min",
+                "len",
+                "int",
+                "bool",
+                "iterations",
+                "memory",
+                "time",
+            ]
+        ).map(lambda s: f" {s} "),
+        "INT": st.sampled_from(["0", "1", "4", "1_000", "99999999999999999999999999999999"]).map(
+            lambda s: f" {s} "
+        ),
+        "DECIMAL": st.sampled_from(["0.5", "0.725"]).map(lambda s: f" {s} "),
+    },
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(TEXT)
 def test_grammatical_text_compiles_or_gives_diagnostics(text: str) -> None:
     spaced = text
-    for keyword in ("pipeline", "extends", "param", "let", "stage", "in", "where", "if", "then", "else",
-                    "and", "or", "not", "true", "false", "inf"):
+    for keyword in (
+        "pipeline",
+        "extends",
+        "param",
+        "let",
+        "stage",
+        "in",
+        "where",
+        "if",
+        "then",
+        "else",
+        "and",
+        "or",
+        "not",
+        "true",
+        "false",
+        "inf",
+    ):
         spaced = spaced.replace(keyword, f" {keyword} ")
     result = compile_text(spaced, "fuzz.wf")
     assert result.ok or result.errors

@@ -53,7 +53,7 @@ def where(d: Diagnostic) -> tuple[str, str, int, int, str]:
     """Code, message, line, column, and the source text under the caret."""
     span = d.span
     assert span is not None and span.line == span.end_line
-    text = span.source.text.splitlines()[span.line - 1][span.column - 1:span.end_column - 1]
+    text = span.source.text.splitlines()[span.line - 1][span.column - 1 : span.end_column - 1]
     return d.code, d.message, span.line, span.column, text
 
 
@@ -78,16 +78,23 @@ def test_a_list_memory_parses_as_a_list_literal() -> None:
     (pipeline,) = parse_text("pipeline p { stage S { memory ~ [h, 2 * h] } }").pipelines
     stage = pipeline.members[0]
     assert isinstance(stage, ast.Stage)
-    assert stage.fields[0].value == ast.ListLit((ast.Name("h"), ast.Binary("*", ast.Num(Fraction(2)),
-                                                                           ast.Name("h"))))
+    assert stage.fields[0].value == ast.ListLit(
+        (ast.Name("h"), ast.Binary("*", ast.Num(Fraction(2)), ast.Name("h")))
+    )
 
 
 def test_terms_of_a_literal_a_list_let_one_item_and_a_plain_memory() -> None:
     pipeline = vae()
-    text = {s.name: [format_expr(t) for t in pipeline.terms(s.fields["memory"])] for s in pipeline.stages}
-    assert text == {"DecodingStage": ["height * width", "latent_frames * height * width"],
-                    "LetStage": ["height * width", "latent_frames * height * width"],
-                    "OneStage": ["height * width"], "PlainStage": ["height * width"]}
+    text = {
+        s.name: [format_expr(t) for t in pipeline.terms(s.fields["memory"])]
+        for s in pipeline.stages
+    }
+    assert text == {
+        "DecodingStage": ["height * width", "latent_frames * height * width"],
+        "LetStage": ["height * width", "latent_frames * height * width"],
+        "OneStage": ["height * width"],
+        "PlainStage": ["height * width"],
+    }
     time = pipeline.stages[0].fields["time"]
     assert pipeline.terms(time) == (time.value,)
 
@@ -99,12 +106,19 @@ def test_the_oracle_and_sympy_value_a_list_memory_as_the_sum_of_its_terms() -> N
     for stage in pipeline.stages:
         field = stage.fields["memory"]
         value = oracle.eval(pipeline.field_value(field))
-        assert value == (16 * 32 + 2 * 16 * 32 if len(pipeline.terms(field)) > 1 else 16 * 32), stage.name
+        assert value == (16 * 32 + 2 * 16 * 32 if len(pipeline.terms(field)) > 1 else 16 * 32), (
+            stage.name
+        )
         assert value == sum(_number(oracle.eval(term)) for term in pipeline.terms(field))
         lowered = lower_field(pipeline, pipeline.field_value(field))
         assert lowered.subs({s: point[s.name] for s in lowered.free_symbols}) == value
-    for whole in (pipeline.stages[0].fields["memory"].value, pipeline.stages[1].fields["memory"].value):
-        with pytest.raises(LowerError):  # a whole list is never one number: only its terms are lowered
+    for whole in (
+        pipeline.stages[0].fields["memory"].value,
+        pipeline.stages[1].fields["memory"].value,
+    ):
+        with pytest.raises(
+            LowerError
+        ):  # a whole list is never one number: only its terms are lowered
             lower_field(pipeline, whole)
 
 
@@ -138,11 +152,25 @@ def test_an_empty_list_is_a_type_error_at_the_list() -> None:
 def test_more_than_sixteen_terms_is_a_limit_error() -> None:
     many = ", ".join(["h"] * (MAX_MEASURE_TERMS + 1))
     (d,) = diagnostics(f"    param h: int = 4\n    stage S {{ memory ~ [{many}] }}")
-    assert where(d) == ("limit", "'memory' of stage 'S' has 17 terms; the limit is 16", 3, 24, f"[{many}]")
+    assert where(d) == (
+        "limit",
+        "'memory' of stage 'S' has 17 terms; the limit is 16",
+        3,
+        24,
+        f"[{many}]",
+    )
     sixteen = ", ".join(["h"] * MAX_MEASURE_TERMS)
     assert diagnostics(f"    param h: int = 4\n    stage S {{ memory ~ [{sixteen}] }}") == []
-    (d,) = diagnostics(f"    param h: int = 4\n    let parts = [{many}]\n    stage S {{ memory ~ parts }}")
-    assert where(d) == ("limit", "'memory' of stage 'S' has 17 terms; the limit is 16", 4, 24, "parts")
+    (d,) = diagnostics(
+        f"    param h: int = 4\n    let parts = [{many}]\n    stage S {{ memory ~ parts }}"
+    )
+    assert where(d) == (
+        "limit",
+        "'memory' of stage 'S' has 17 terms; the limit is 16",
+        4,
+        24,
+        "parts",
+    )
 
 
 def test_a_bool_term_is_a_type_error_at_the_term() -> None:
@@ -152,7 +180,9 @@ def test_a_bool_term_is_a_type_error_at_the_term() -> None:
     assert where(d) == ("type", "'memory' must be a number, not a boolean", 2, 25, "1 > 0")
 
 
-@pytest.mark.parametrize("field", ["time ~ [1, 2]", "iterations = [1, 2]", "time ~ parts", "iterations = parts"])
+@pytest.mark.parametrize(
+    "field", ["time ~ [1, 2]", "iterations = [1, 2]", "time ~ parts", "iterations = parts"]
+)
 def test_only_memory_takes_a_list(field: str) -> None:
     (d,) = diagnostics(f"    let parts = [1, 2]\n    stage S {{ {field} }}")
     name = field.split()[0]
@@ -168,10 +198,17 @@ def test_a_list_elsewhere_names_memory_terms_in_its_message() -> None:
 
 
 def test_the_degree_limit_applies_to_each_term() -> None:
-    (d,) = diagnostics("    param h: int = 2\n    let a = h ** 64\n    let b = a ** 16\n"
-                       "    stage S { memory ~ [h, b * a] }")
-    assert where(d) == ("limit", "term 2 of 'memory' of stage 'S' has a polynomial degree above 1024",
-                        5, 28, "b * a")
+    (d,) = diagnostics(
+        "    param h: int = 2\n    let a = h ** 64\n    let b = a ** 16\n"
+        "    stage S { memory ~ [h, b * a] }"
+    )
+    assert where(d) == (
+        "limit",
+        "term 2 of 'memory' of stage 'S' has a polynomial degree above 1024",
+        5,
+        28,
+        "b * a",
+    )
 
 
 # -- proofs -----------------------------------------------------------------------------------------
@@ -181,20 +218,39 @@ def test_each_term_is_one_nonnegativity_obligation() -> None:
     pipeline = vae()
     obligations = collect(pipeline, Context(pipeline))
     nonneg = [ob.what for ob in obligations if ob.kind == NONNEG and "memory" in ob.what]
-    assert nonneg == ["term 1 of 'memory' of stage 'DecodingStage'", "term 2 of 'memory' of stage 'DecodingStage'",
-                      "term 1 of 'memory' of stage 'LetStage'", "term 2 of 'memory' of stage 'LetStage'",
-                      "'memory' of stage 'OneStage'", "'memory' of stage 'PlainStage'"]
+    assert nonneg == [
+        "term 1 of 'memory' of stage 'DecodingStage'",
+        "term 2 of 'memory' of stage 'DecodingStage'",
+        "term 1 of 'memory' of stage 'LetStage'",
+        "term 2 of 'memory' of stage 'LetStage'",
+        "'memory' of stage 'OneStage'",
+        "'memory' of stage 'PlainStage'",
+    ]
 
 
 def test_a_negative_term_is_an_error_at_the_term_even_when_the_sum_is_not() -> None:
     (d,) = diagnostics("    param h: int = 4 in [0, 10]\n    stage S { memory ~ [h + 5, h - 1] }")
-    assert where(d) == ("negative", "term 2 of 'memory' of stage 'S' is -1 at h = 0", 3, 32, "h - 1")
+    assert where(d) == (
+        "negative",
+        "term 2 of 'memory' of stage 'S' is -1 at h = 0",
+        3,
+        32,
+        "h - 1",
+    )
 
 
 def test_a_negative_term_of_a_list_let_is_shown_in_the_let() -> None:
-    (d,) = diagnostics("    param h: int = 4 in [0, 10]\n    let parts = [h - 1, h + 5]\n"
-                       "    stage S { memory ~ parts }")
-    assert where(d) == ("negative", "term 1 of 'memory' of stage 'S' is -1 at h = 0", 3, 18, "h - 1")
+    (d,) = diagnostics(
+        "    param h: int = 4 in [0, 10]\n    let parts = [h - 1, h + 5]\n"
+        "    stage S { memory ~ parts }"
+    )
+    assert where(d) == (
+        "negative",
+        "term 1 of 'memory' of stage 'S' is -1 at h = 0",
+        3,
+        18,
+        "h - 1",
+    )
 
 
 def test_a_one_item_list_is_the_plain_measure() -> None:
@@ -204,26 +260,41 @@ def test_a_one_item_list_is_the_plain_measure() -> None:
 
 def test_a_division_by_zero_in_a_term() -> None:
     (d,) = diagnostics("    param h: int = 4 in [0, 10]\n    stage S { memory ~ [h, 10 / h] }")
-    assert where(d) == ("division-by-zero", "division by zero in term 2 of 'memory' of stage 'S' at h = 0",
-                        3, 33, "h")
+    assert where(d) == (
+        "division-by-zero",
+        "division by zero in term 2 of 'memory' of stage 'S' at h = 0",
+        3,
+        33,
+        "h",
+    )
 
 
 def test_a_division_in_a_list_let_is_the_lets_alone() -> None:
     body = "    param h: int = 4 in [0, 10]\n    let parts = [h, 10 / h]\n    stage S { memory ~ parts }"
     (d,) = diagnostics(body)
     assert where(d) == ("division-by-zero", "division by zero in let 'parts' at h = 0", 3, 26, "h")
-    pipeline = compile_text("pipeline p {\n" + body.replace("10 / h", "10 / (h + 1)") + "\n}\n").program
+    pipeline = compile_text(
+        "pipeline p {\n" + body.replace("10 / h", "10 / (h + 1)") + "\n}\n"
+    ).program
     assert pipeline is not None
-    divisors = [ob.what for ob in collect(pipeline.pipelines[0], Context(pipeline.pipelines[0]))
-                if ob.kind == DIVISOR]
+    divisors = [
+        ob.what
+        for ob in collect(pipeline.pipelines[0], Context(pipeline.pipelines[0]))
+        if ob.kind == DIVISOR
+    ]
     assert divisors == ["let 'parts'"]
 
 
 def test_an_unprovable_term_is_a_warning_naming_it() -> None:
-    (d,) = diagnostics("    param a: int = 3 in [0, inf]\n    param b: int = 2 in [0, inf]\n"
-                       "    stage S { memory ~ [a, a*a*a*a - 4*a*a*a*b + 6*a*a*b*b - 4*a*b*b*b + b*b*b*b + 1] }")
-    assert (d.severity, d.code, d.message) == ("warning", "unproven",
-                                               "cannot prove that term 2 of 'memory' of stage 'S' is >= 0")
+    (d,) = diagnostics(
+        "    param a: int = 3 in [0, inf]\n    param b: int = 2 in [0, inf]\n"
+        "    stage S { memory ~ [a, a*a*a*a - 4*a*a*a*b + 6*a*a*b*b - 4*a*b*b*b + b*b*b*b + 1] }"
+    )
+    assert (d.severity, d.code, d.message) == (
+        "warning",
+        "unproven",
+        "cannot prove that term 2 of 'memory' of stage 'S' is >= 0",
+    )
 
 
 def test_a_childs_override_replaces_every_term() -> None:
@@ -241,7 +312,8 @@ pipeline grandchild extends child {
 """
     result = compile_text(text, "t.wf")
     assert [(d.code, d.message) for d in result.diagnostics] == [
-        ("negative", "term 2 of 'memory' of stage 'S' is -1 at h = 0")]
+        ("negative", "term 2 of 'memory' of stage 'S' is -1 at h = 0")
+    ]
     fixed = compile_text(text.replace("h - 1", "h + 1"), "t.wf")
     assert fixed.program is not None
     doc = artifact(fixed.program)
@@ -258,16 +330,29 @@ pipeline grandchild extends child {
 
 def test_the_artifact_lists_terms_and_their_left_folded_sum() -> None:
     h_w = {"k": "mul", "args": [{"k": "param", "name": "height"}, {"k": "param", "name": "width"}]}
-    out = {"k": "mul", "args": [{"k": "mul", "args": [{"k": "let", "name": "latent_frames"},
-                                                      {"k": "param", "name": "height"}]},
-                                {"k": "param", "name": "width"}]}
+    out = {
+        "k": "mul",
+        "args": [
+            {
+                "k": "mul",
+                "args": [{"k": "let", "name": "latent_frames"}, {"k": "param", "name": "height"}],
+            },
+            {"k": "param", "name": "width"},
+        ],
+    }
     memory = stage_json("DecodingStage")["memory"]
     assert memory == {
         "expr": {"k": "add", "args": [h_w, out]},
         "span": {"source": 0, "line": 8, "column": 18, "end_line": 8, "end_column": 66},
         "terms": [
-            {"expr": h_w, "span": {"source": 0, "line": 8, "column": 19, "end_line": 8, "end_column": 33}},
-            {"expr": out, "span": {"source": 0, "line": 8, "column": 35, "end_line": 8, "end_column": 65}},
+            {
+                "expr": h_w,
+                "span": {"source": 0, "line": 8, "column": 19, "end_line": 8, "end_column": 33},
+            },
+            {
+                "expr": out,
+                "span": {"source": 0, "line": 8, "column": 35, "end_line": 8, "end_column": 65},
+            },
         ],
     }
     assert "terms" not in stage_json("DecodingStage")["time"]
@@ -283,7 +368,13 @@ def test_three_terms_fold_from_the_left() -> None:
 
 def test_a_list_let_memory_spans_the_name_and_its_terms_the_items() -> None:
     memory = stage_json("LetStage")["memory"]
-    assert memory["span"] == {"source": 0, "line": 11, "column": 31, "end_line": 11, "end_column": 36}
+    assert memory["span"] == {
+        "source": 0,
+        "line": 11,
+        "column": 31,
+        "end_line": 11,
+        "end_column": 36,
+    }
     assert [t["span"]["line"] for t in memory["terms"]] == [6, 6]
     literal = stage_json("DecodingStage")["memory"]
     assert [t["expr"] for t in memory["terms"]] == [t["expr"] for t in literal["terms"]]
@@ -294,7 +385,13 @@ def test_a_one_item_list_emits_the_plain_measure() -> None:
     one, plain = stage_json("OneStage")["memory"], stage_json("PlainStage")["memory"]
     assert "terms" not in one
     assert one["expr"] == plain["expr"]
-    assert one["span"] == {"source": 0, "line": 12, "column": 32, "end_line": 12, "end_column": 46}  # the item
+    assert one["span"] == {
+        "source": 0,
+        "line": 12,
+        "column": 32,
+        "end_line": 12,
+        "end_column": 46,
+    }  # the item
 
 
 def test_the_schema_takes_terms_on_memory_only_and_bounds_their_number() -> None:
@@ -303,10 +400,12 @@ def test_the_schema_takes_terms_on_memory_only_and_bounds_their_number() -> None
     doc = artifact(result.program)
     stage = doc["pipelines"][0]["stages"][0]
     terms = stage["memory"]["terms"]
-    for bad in ({**stage, "time": {**stage["time"], "terms": terms}},
-                {**stage, "memory": {**stage["memory"], "terms": terms[:1]}},
-                {**stage, "memory": {**stage["memory"], "terms": terms * 9}},
-                {**stage, "memory": {**stage["memory"], "terms": [{**terms[0], "extra": 1}, terms[1]]}}):
+    for bad in (
+        {**stage, "time": {**stage["time"], "terms": terms}},
+        {**stage, "memory": {**stage["memory"], "terms": terms[:1]}},
+        {**stage, "memory": {**stage["memory"], "terms": terms * 9}},
+        {**stage, "memory": {**stage["memory"], "terms": [{**terms[0], "extra": 1}, terms[1]]}},
+    ):
         doc["pipelines"][0]["stages"][0] = bad
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(doc, SCHEMA)
@@ -333,6 +432,9 @@ def test_fmt_writes_a_list_memory_canonically_and_idempotently() -> None:
     assert format_source(SourceFile("t.wf", once)) == once
     text = "pipeline p {\n    param h: int = 4\n    stage S {\n        memory~[ h*2 ,\n  h ,]  # two parts\n    }\n}\n"
     once = format_source(SourceFile("t.wf", text))
-    assert once == "pipeline p {\n    param h: int = 4\n    stage S {\n        memory ~ [h * 2, h]  # two parts\n    }\n}\n"
+    assert (
+        once
+        == "pipeline p {\n    param h: int = 4\n    stage S {\n        memory ~ [h * 2, h]  # two parts\n    }\n}\n"
+    )
     assert format_source(SourceFile("t.wf", once)) == once
     assert format_source(SourceFile("vae.wf", VAE)) == VAE

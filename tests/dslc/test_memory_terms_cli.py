@@ -42,8 +42,12 @@ def run(*args: str):  # type: ignore[no-untyped-def]
 
 def test_eval_json_has_memory_terms_only_where_there_are_several(vae: Path) -> None:
     doc = json.loads(run("eval", str(vae), "vae", "--set", "frames=5", "--json").stdout)
-    assert doc["stages"]["DecodingStage"] == {"iterations": 1, "memory": 3 * PIXELS, "time": 2 * PIXELS,
-                                              "memory_terms": [PIXELS, 2 * PIXELS]}
+    assert doc["stages"]["DecodingStage"] == {
+        "iterations": 1,
+        "memory": 3 * PIXELS,
+        "time": 2 * PIXELS,
+        "memory_terms": [PIXELS, 2 * PIXELS],
+    }
     assert doc["stages"]["TextEncodingStage"] == {"iterations": 1, "memory": 1, "time": 1}
 
 
@@ -53,7 +57,10 @@ def test_eval_json_from_a_built_artifact_agrees(vae: Path, tmp_path: Path) -> No
     memory = json.loads(out.read_text())["pipelines"][0]["stages"][1]["memory"]
     assert len(memory["terms"]) == 2
     assert json.loads(out.read_text())["compiler"] == {"name": "dslc", "version": __version__}
-    assert run("eval", str(out), "vae", "--json").stdout == run("eval", str(vae), "vae", "--json").stdout
+    assert (
+        run("eval", str(out), "vae", "--json").stdout
+        == run("eval", str(vae), "vae", "--json").stdout
+    )
 
 
 def test_eval_table_shows_each_term_under_its_stage(vae: Path) -> None:
@@ -65,7 +72,9 @@ def test_eval_table_shows_each_term_under_its_stage(vae: Path) -> None:
         ["memory[0]", str(PIXELS)],
         ["memory[1]", str(2 * PIXELS)],
     ]
-    assert lines[5].startswith("  memory[0]")  # indexed as runtime.Pipeline.memory_terms() names them
+    assert lines[5].startswith(
+        "  memory[0]"
+    )  # indexed as runtime.Pipeline.memory_terms() names them
 
 
 def test_explain_shows_the_total_then_each_term(vae: Path) -> None:
@@ -86,11 +95,19 @@ def test_explain_shows_the_total_then_each_term(vae: Path) -> None:
 def test_explain_json_nests_the_terms_under_the_memory(vae: Path) -> None:
     doc = json.loads(run("explain", str(vae), "vae", "--probe", "frames=5", "--json").stdout)
     memory = doc["stages"]["DecodingStage"]["memory"]
-    assert (memory["probe"], memory["target"], memory["declared"]) == (3 * PIXELS, 22 * PIXELS, True)
+    assert (memory["probe"], memory["target"], memory["declared"]) == (
+        3 * PIXELS,
+        22 * PIXELS,
+        True,
+    )
     assert memory["terms"] == [
         {"formula": "height*width", "probe": PIXELS, "target": PIXELS, "ratio": 1},
-        {"formula": "height*width*(floor(frames/4 - 1/4) + 1)", "probe": 2 * PIXELS, "target": 21 * PIXELS,
-         "ratio": 10.5},
+        {
+            "formula": "height*width*(floor(frames/4 - 1/4) + 1)",
+            "probe": 2 * PIXELS,
+            "target": 21 * PIXELS,
+            "ratio": 10.5,
+        },
     ]
     assert "terms" not in doc["stages"]["DecodingStage"]["time"]
     assert "terms" not in doc["stages"]["TextEncodingStage"]["memory"]

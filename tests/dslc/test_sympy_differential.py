@@ -26,16 +26,30 @@ def test_sympy_lowering_equals_the_oracle(data: st.DataObject, text: str) -> Non
     symbols = {p.name: param_symbol(p) for p in resolved.params}
     for _ in range(3):
         point = data.draw(admissible_params(pipeline))
-        oracle = Interpreter({k: v if isinstance(v, bool) else Fraction(v) for k, v in point.items()},
-                             resolved.lets)
-        substitution = {symbols[k]: (sympy.true if v is True else sympy.false if v is False else sympy.Integer(v))
-                        for k, v in point.items()}
+        oracle = Interpreter(
+            {k: v if isinstance(v, bool) else Fraction(v) for k, v in point.items()}, resolved.lets
+        )
+        substitution = {
+            symbols[k]: (
+                sympy.true if v is True else sympy.false if v is False else sympy.Integer(v)
+            )
+            for k, v in point.items()
+        }
         for stage in resolved.stages:
             for field in stage.fields.values():
-                for expr in (resolved.field_value(field), *resolved.terms(field)):  # a memory: sum, terms
+                for expr in (
+                    resolved.field_value(field),
+                    *resolved.terms(field),
+                ):  # a memory: sum, terms
                     expected = oracle.eval(expr)
                     value = lower_field(resolved, expr).subs(substitution)
-                    if not value.is_Rational:  # nsimplify only what is not already exact: it can turn
+                    if (
+                        not value.is_Rational
+                    ):  # nsimplify only what is not already exact: it can turn
                         value = sympy.nsimplify(value)  # 29/3400 into a product of radicals
                     assert value.is_Rational, (field.name, value)
-                    assert Fraction(int(value.p), int(value.q)) == expected, (stage.name, field.name, point)
+                    assert Fraction(int(value.p), int(value.q)) == expected, (
+                        stage.name,
+                        field.name,
+                        point,
+                    )

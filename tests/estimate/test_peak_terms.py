@@ -54,7 +54,9 @@ def at(area: int, frames: int, peak: int | None = None):
 
 
 def decode(records, video, **kwargs):
-    return {p.label: p.peak for p in estimate_workload_phase_peaks(records, video, **kwargs)}[DECODE]
+    return {p.label: p.peak for p in estimate_workload_phase_peaks(records, video, **kwargs)}[
+        DECODE
+    ]
 
 
 def test_the_loader_gives_the_terms(video):
@@ -66,7 +68,12 @@ def test_three_sizes_in_general_position_fit_the_plane_exactly(video):
     # (100, 300) -> 4500, (200, 600) -> 8000, (100, 500) -> 5500 determine c=1000, s=(20, 5):
     # raw 1000 + 20*400 + 5*3600 = 27000; bound 1000 + 1.2 * 26000 = 32200.
     peak = decode([at(100, 3), at(200, 3), at(100, 5)], video)
-    assert (peak.method, peak.raw_bytes, peak.bound_bytes, peak.margin) == ("fit", 27000, 32200, 1.2)
+    assert (peak.method, peak.raw_bytes, peak.bound_bytes, peak.margin) == (
+        "fit",
+        27000,
+        32200,
+        1.2,
+    )
     assert peak.fit == PlaneFit(Fraction(1000), (Fraction(20), Fraction(5)), peak.fit.terms)
     assert set(peak.fit.terms) == {(100, 300), (200, 600), (100, 500)}
     assert peak.target_terms == (400, 3600) and peak.target_measure == 4000

@@ -181,4 +181,6 @@ def test_the_node_count_is_bounded_across_the_artifact() -> None:
         load_formulas(doc)
     assert info.value.path == "pipelines[0].stages[1].memory.expr.args"
     # Just under the limit loads.
-    assert load_formulas(one_stage(memory=op("max", *[I(1)] * (MAX_NODES - 1))))["p"].memory("S") == 1
+    assert (
+        load_formulas(one_stage(memory=op("max", *[I(1)] * (MAX_NODES - 1))))["p"].memory("S") == 1
+    )
