@@ -1,0 +1,1 @@
+"""Built-in example pipelines: real diffusers pipelines from tiny configs with random weights."""
