@@ -16,7 +16,7 @@ from runtime.estimate import (
     estimate_default_workload_peak_bytes,
     estimate_workload_phase_peaks,
 )
-from tests.estimate.conftest import phase, record, stage
+from tests.runtime.estimate.conftest import phase, record, stage
 
 DENOISE = "stage:DenoisingStage"
 

@@ -15,7 +15,7 @@ import pytest
 from runtime import Pipeline, load_formulas
 from runtime.estimate import PlaneFit, estimate, estimate_workload_phase_peaks
 from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
-from tests.estimate.conftest import record, stage
+from tests.runtime.estimate.conftest import record, stage
 
 VIDEO = """
 pipeline video {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runtime.estimate import estimate, estimate_layerwise_layer_uses
 from runtime.record import LayerUse, StageIterations
-from tests.estimate.conftest import record
+from tests.runtime.estimate.conftest import record
 
 USES = [
     LayerUse("transformer", "blocks.0", "DenoisingStage", 8),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from runtime.estimate import estimate, estimate_iteration_growth
-from tests.estimate.conftest import phase, record, stage, steps
+from tests.runtime.estimate.conftest import phase, record, stage, steps
 
 
 def growing(peaks, *, stage_peak=450, size=100):

@@ -10,7 +10,7 @@ import pytest
 
 import runtime.estimate as est
 from runtime.record import LayerUse, StageIterations
-from tests.estimate.conftest import phase, record, stage, steps
+from tests.runtime.estimate.conftest import phase, record, stage, steps
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import torch.multiprocessing as mp
 
 from runtime.measure import LOCAL, agree_lighten_steps, reduce_record
 from runtime.record import WarmupRecord
-from tests.measure import _dist_worker
+from tests.runtime.measure import _dist_worker
 
 F32 = 4
 DATA = Path(__file__).parent / "data"

@@ -7,7 +7,7 @@ import pytest
 
 from runtime.estimate import estimate, estimate_default_workload_timing
 from runtime.record import StageIterations
-from tests.estimate.conftest import record, stage, steps
+from tests.runtime.estimate.conftest import record, stage, steps
 
 
 def timed(
