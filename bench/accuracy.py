@@ -12,7 +12,7 @@ peak, our prediction and its error, our bound and whether it holds, and the seed
   largest sizes, else single-point scaling) in units of width x height x frames instead of the
   formula's measure, margin 1.0;
 - ``single-point``: the largest record's above-baseline peak x the width x height x frames ratio
-  (``runtime.measure.probe.predict_peak``'s rule), margin 1.0.
+  (``calibration.warmup.predict_peak``'s rule), margin 1.0.
 
 Then the request time: predicted vs measured (the fastest of ``--repeat`` runs, as the estimators
 keep the fastest run of each size). Times are this thread's CPU time (other jobs on a shared machine
@@ -36,9 +36,9 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dslc.calibrate_examples import EXAMPLES
-from dslc.calibrate_run import full_point, load_pipeline, second_probe, work_ratio
-from dslc.calibrate_session import Session, quiet_libraries, torch_threads
+from calibration.examples import EXAMPLES
+from calibration.run import full_point, load_pipeline, second_probe, work_ratio
+from calibration.session import Session, quiet_libraries, torch_threads
 from runtime.estimate import estimate
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"

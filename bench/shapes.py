@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dslc.calibrate_examples import EXAMPLES
-from dslc.calibrate_run import full_point, load_pipeline
-from dslc.calibrate_session import Session, quiet_libraries, torch_threads
+from calibration.examples import EXAMPLES
+from calibration.run import full_point, load_pipeline
+from calibration.session import Session, quiet_libraries, torch_threads
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 

@@ -381,16 +381,6 @@ def explain_command(
     )
 
 
-def _register_calibrate() -> None:
-    """`dslc calibrate` lives in its own module; torch and diffusers load only when it runs."""
-    from dslc.calibrate import register
-
-    register(cli)
-
-
-_register_calibrate()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """The console script `dslc`."""
     try:

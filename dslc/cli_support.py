@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
@@ -169,8 +170,34 @@ def internal_error(exc: BaseException) -> None:
     )
 
 
+#: Entry-point group of commands that other packages add to `dslc` (calibration adds
+#: `calibrate` and `plan`); loaded only when listed or run, so the compiler never imports them.
+PLUGIN_GROUP = "dslc.commands"
+
+
+def plugin_commands() -> dict[str, EntryPoint]:
+    """The installed plugin commands by name (not imported)."""
+    return {ep.name: ep for ep in entry_points(group=PLUGIN_GROUP)}
+
+
 class DslcGroup(click.Group):
-    """Any exception escaping a command is a bug: one line, no traceback, exit 3."""
+    """Any exception escaping a command is a bug: one line, no traceback, exit 3.
+
+    Commands of other packages (entry points in ``dslc.commands``) join the built-in ones lazily.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *plugin_commands()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            return command
+        plugin = plugin_commands().get(cmd_name)
+        if plugin is None:
+            return None
+        loaded = plugin.load()
+        return loaded if isinstance(loaded, click.Command) else None
 
     def invoke(self, ctx: click.Context) -> Any:
         # Values evaluated from formulas may exceed Python's 4300-digit int-to-text limit; printing

@@ -1,4 +1,4 @@
-"""Measuring warmup requests: recorder, memory backends, layer uses, probes, serving transition.
+"""Measuring warmup requests: recorder, memory backends, layer uses, serving transition.
 
 Imports torch (the runtime's formula evaluation does not); diffusers only inside ``examples``.
 """
@@ -25,18 +25,6 @@ from runtime.measure.distributed import (
     reduce_record,
 )
 from runtime.measure.layers import LayerUseTracker, count_hooks, repeated_layers
-from runtime.measure.probe import (
-    ProbeAxes,
-    ProbeOutcome,
-    ProbePlan,
-    allocator_margin,
-    calibrate,
-    is_out_of_memory,
-    lighten_sequence,
-    plan_probe,
-    predict_peak,
-    run_probe,
-)
 from runtime.measure.recorder import AutoStages, FormulaPipeline, Request, WarmupRecorder
 from runtime.measure.serving import ServingMonitor, ServingPeak, TransitionReport, enter_serving
 
@@ -51,9 +39,6 @@ __all__ = [
     "LiveTensorBackend",
     "MemoryBackend",
     "PeakWindows",
-    "ProbeAxes",
-    "ProbeOutcome",
-    "ProbePlan",
     "Request",
     "ServingMonitor",
     "ServingPeak",
@@ -62,19 +47,12 @@ __all__ = [
     "WarmupRecorder",
     "agree_lighten_steps",
     "agreement",
-    "allocator_margin",
     "backend_for",
-    "calibrate",
     "count_hooks",
     "diffusers_recorder",
     "enter_serving",
-    "is_out_of_memory",
-    "lighten_sequence",
-    "plan_probe",
-    "predict_peak",
     "reduce_record",
     "repeated_layers",
     "run_pipeline",
-    "run_probe",
     "step_callback",
 ]

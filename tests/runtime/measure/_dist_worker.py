@@ -23,6 +23,7 @@ def worker(rank: int, world: int, port: int, out_dir: str, artifact: str) -> Non
         timeout=datetime.timedelta(seconds=60),
     )
     try:
+        from calibration.warmup import run_probe
         from runtime import load_formulas
         from runtime.measure import (
             TorchDistributedAgreement,
@@ -30,7 +31,6 @@ def worker(rank: int, world: int, port: int, out_dir: str, artifact: str) -> Non
             agree_lighten_steps,
             reduce_record,
         )
-        from runtime.measure.probe import run_probe
 
         wan = load_formulas(artifact)["wan2_1_t2v_14b"]
         recorder = WarmupRecorder(wan, device="cpu")

@@ -17,8 +17,8 @@ from typing import Any
 
 from attrs import field, frozen
 
-from dslc.calibrate_examples import Example, Params
-from dslc.calibrate_session import (
+from calibration.examples import Example, Params
+from calibration.session import (
     CalibrateError,
     Session,
     quiet_libraries,

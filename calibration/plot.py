@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dslc.calibrate_run import Calibration
+from calibration.run import Calibration
 
 MiB = float(1 << 20)
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dslc.calibrate_examples import Example, Params
+from calibration.examples import Example, Params
 from runtime.record import WarmupRecord
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from dslc.calibrate import calibrate, register
+from calibration.cli import calibrate, register
 from runtime.record import load_records
 
 pytest.importorskip("diffusers")
@@ -131,7 +131,7 @@ def test_a_missing_formulas_folder_exits_1(tmp_path):
 def test_a_second_probe_when_warmup_and_probe_leave_the_decoding_terms_open():
     from pathlib import Path
 
-    from dslc.calibrate_run import load_pipeline, second_probe
+    from calibration.run import load_pipeline, second_probe
 
     wan = load_pipeline(
         Path(__file__).resolve().parents[3] / "formulas" / "wan.wf", "wan2_1_t2v_1_3b"

@@ -1,8 +1,8 @@
 """`dslc calibrate`: warm up a real (tiny) diffusers pipeline, estimate a target, optionally verify it.
 
 Registered into the `dslc` group by ``register(cli)``. Everything heavy (torch, diffusers) is
-imported only when the command runs. The session itself lives in ``dslc.calibrate_run``, the
-document and tables in ``dslc.calibrate_report``, the figure in ``dslc.calibrate_plot``.
+imported only when the command runs. The session itself lives in ``calibration.run``, the
+document and tables in ``calibration.report``, the figure in ``calibration.plot``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from dslc.calibrate_examples import EXAMPLES
+from calibration.examples import EXAMPLES
 from dslc.cli_support import Failure, assignments, ui
 
 #: The repository's formulas/ folder (next to the dslc package in a checkout or editable install).
@@ -184,8 +184,8 @@ def calibrate(
     margin), the request's peak and time, and the layer uses. With --verify it runs
     the target too and prints predicted vs measured and the error.
     """
-    from dslc.calibrate_run import calibrate_example
-    from dslc.calibrate_session import CalibrateError
+    from calibration.run import calibrate_example
+    from calibration.session import CalibrateError
 
     try:
         with _progress(enabled=sys.stderr.isatty()) as tick:
@@ -209,14 +209,14 @@ def calibrate(
     if records_path is not None:
         _save(records_path, cal)
     if plot is not None:
-        from dslc.calibrate_plot import plot as draw
+        from calibration.plot import plot as draw
 
         try:
             draw(cal, plot)
         except OSError as exc:
             raise Failure(f"cannot write {plot}: {exc.strerror or exc}") from None
     if as_json:
-        from dslc.calibrate_report import document
+        from calibration.report import document
 
         ui().out.json(document(cal))
     else:
@@ -267,7 +267,7 @@ def _save(path: Path, cal: Any) -> None:
 
 
 def _show(cal: Any, plot: Path | None) -> None:
-    from dslc.calibrate_report import memory_rows, show_bytes, time_rows
+    from calibration.report import memory_rows, show_bytes, time_rows
 
     out = ui().out
     out.line(

@@ -10,9 +10,7 @@ import torch
 from attrs import define
 from torch import nn
 
-from runtime.measure import WarmupRecorder
-from runtime.measure.backends import LiveTensorBackend
-from runtime.measure.probe import (
+from calibration.warmup import (
     GiB,
     ProbeAxes,
     allocator_margin,
@@ -24,6 +22,8 @@ from runtime.measure.probe import (
     run_probe,
     undetermined_stages,
 )
+from runtime.measure import WarmupRecorder
+from runtime.measure.backends import LiveTensorBackend
 from runtime.record import WarmupRecord
 
 START = {"steps": 2, "frames": 81, "height": 720, "width": 1280, "cfg": True}
@@ -295,7 +295,7 @@ def test_calibrate_fails_open(wan):
 @pytest.fixture(scope="module")
 def real_wan():
     """formulas/wan.wf's Wan 2.1 T2V 14B, compiled: its DecodingStage has two memory terms."""
-    from dslc.calibrate_run import load_pipeline
+    from calibration.run import load_pipeline
 
     root = Path(__file__).resolve().parents[3]
     return load_pipeline(root / "formulas" / "wan.wf", "wan2_1_t2v_14b")

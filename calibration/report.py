@@ -9,7 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from dslc.calibrate_run import Calibration, Comparison
+from calibration.run import Calibration, Comparison
 
 DOCUMENT_VERSION = 1
 

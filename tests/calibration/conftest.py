@@ -1,0 +1,27 @@
+"""Shared fixtures for the calibration tests: formulas compiled from the repository's own files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+FORMULAS = Path(__file__).resolve().parents[2] / "formulas"
+
+
+@pytest.fixture(scope="session")
+def wan():
+    """formulas/wan.wf's Wan 2.1 T2V 14B: steps, frames (% 4 == 1), height and width (% 16 == 0), cfg."""
+    from calibration.run import load_pipeline
+
+    return load_pipeline(FORMULAS / "wan.wf", "wan2_1_t2v_14b")
+
+
+@pytest.fixture(autouse=True, scope="package")
+def _one_thread():
+    """One intra-op thread: the 2-core test machine is shared; oversubscription makes runs erratic."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
