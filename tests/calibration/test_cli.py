@@ -134,7 +134,7 @@ def test_a_second_probe_when_warmup_and_probe_leave_the_decoding_terms_open():
     from calibration.run import load_pipeline, second_probe
 
     wan = load_pipeline(
-        Path(__file__).resolve().parents[3] / "formulas" / "wan.wf", "wan2_1_t2v_1_3b"
+        Path(__file__).resolve().parents[2] / "formulas" / "wan.wf", "wan2_1_t2v_1_3b"
     )
     base = {"steps": 2, "cfg": True}
     warmup = {**base, "frames": 17, "height": 32, "width": 32}

@@ -297,7 +297,7 @@ def real_wan():
     """formulas/wan.wf's Wan 2.1 T2V 14B, compiled: its DecodingStage has two memory terms."""
     from calibration.run import load_pipeline
 
-    root = Path(__file__).resolve().parents[3]
+    root = Path(__file__).resolve().parents[2]
     return load_pipeline(root / "formulas" / "wan.wf", "wan2_1_t2v_14b")
 
 
