@@ -32,7 +32,14 @@ from dslc.cli_support import (
     wf_files,
     write_file,
 )
-from dslc.render_rich import COLOR_MODES, json_number, plural, show_number, show_value
+from dslc.render_rich import (
+    COLOR_MODES,
+    MAX_TABLE_WIDTH,
+    json_number,
+    plural,
+    show_number,
+    show_value,
+)
 
 HELP = """\
 dslc: the compiler for workload formulas (`.wf` files).
@@ -105,9 +112,16 @@ def examples(*lines: str) -> str:
     show_default=True,
     help="Colour the output: on a terminal (auto), always, or never.",
 )
+@click.option(
+    "--width",
+    type=click.IntRange(0, MAX_TABLE_WIDTH),
+    default=None,
+    metavar="COLUMNS",
+    help="Fit tables to this width (0: never wrap). Default: the terminal's; a pipe: never wrap.",
+)
 @click.pass_context
-def cli(ctx: click.Context, color: str) -> None:
-    ctx.obj = Ui(color)
+def cli(ctx: click.Context, color: str, width: int | None) -> None:
+    ctx.obj = Ui(color, width)
 
 
 # --- commands --------------------------------------------------------------------------------
@@ -227,7 +241,7 @@ def eval_command(
         return
     out = ui().out
     out.line(pipeline, style="bold")
-    out.line("params: " + _point(point, overrides))
+    out.labelled("params: ", _point(point, overrides))
     rows = []
     for stage, v in values.items():
         rows.append([stage, str(v.iterations), show_number(v.memory), show_number(v.time)])
@@ -245,15 +259,12 @@ def _memory_terms(
     return {stage: terms for stage, terms in found.items() if len(terms) > 1}
 
 
-def _point(point: dict[str, int | bool], changed: dict[str, int | bool]) -> str:
-    """`steps = 4 (set), frames = 81, ...`."""
-    return (
-        ", ".join(
-            f"{name} = {show_value(value)}{' (set)' if name in changed else ''}"
-            for name, value in point.items()
-        )
-        or "(none)"
-    )
+def _point(point: dict[str, int | bool], changed: dict[str, int | bool]) -> list[str]:
+    """`steps = 4 (set)`, `frames = 81`, ...: one item per param (`(none)` for no params)."""
+    return [
+        f"{name} = {show_value(value)}{' (set)' if name in changed else ''}"
+        for name, value in point.items()
+    ] or ["(none)"]
 
 
 @cli.command("fmt", epilog=examples("dslc fmt formulas/", "dslc fmt --check formulas/"))
@@ -362,8 +373,9 @@ def explain_command(
         return
     out = ui().out
     out.line(pipeline, style="bold")
-    out.line("probe:  " + _point(dict(result.probe), probe))
-    out.line("target: " + _point(dict(result.target), {}) + " (the default workload)")
+    out.labelled("probe:  ", _point(dict(result.probe), probe))
+    target = _point(dict(result.target), {})
+    out.labelled("target: ", [*target[:-1], target[-1] + " (the default workload)"])
     out.table(
         ["stage", "field", "probe", "target", "ratio", "formula"],
         [

@@ -27,10 +27,10 @@ _INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")
 class Ui:
     """The two output streams of one invocation."""
 
-    def __init__(self, color: str = "auto"):
+    def __init__(self, color: str = "auto", width: int | None = None):
         self.mode = color
-        self.out = Output(sys.stdout, use_color(sys.stdout, color))
-        self.err = Output(sys.stderr, use_color(sys.stderr, color))
+        self.out = Output(sys.stdout, use_color(sys.stdout, color), width)
+        self.err = Output(sys.stderr, use_color(sys.stderr, color), width)
 
 
 def ui() -> Ui:

@@ -21,6 +21,7 @@ import click
 from dslc.diagnostics import Diagnostic, render
 
 COLOR_MODES = ("auto", "always", "never")
+MAX_TABLE_WIDTH = 10_000  # a larger COLUMNS is ignored (natural width)
 
 _GUTTER = re.compile(r"^( *\d* \| )")
 _CARETS = re.compile(r"^ *\| *(\^+)$")
@@ -75,9 +76,10 @@ def show_value(value: object) -> str:
 class Output:
     """One output stream (stdout or stderr), plain or coloured."""
 
-    def __init__(self, stream: IO[str], color: bool):
+    def __init__(self, stream: IO[str], color: bool, width: int | None = None):
         self.stream = stream
         self.color = color
+        self.width = table_width(stream, width)
         self._console: Any = None
 
     @property
@@ -106,6 +108,15 @@ class Output:
             self.console.print(self._text(text, style))
         else:
             click.echo(printable(text), file=self.stream)
+
+    def labelled(self, label: str, items: Sequence[str]) -> None:
+        """`label` then `items` joined by ", ", wrapped between items to `table_width`."""
+        from dslc.tables import pack
+
+        width = self.width
+        lines = pack(items, None if width is None else max(width - len(label), 20))
+        for index, part in enumerate(lines):
+            self.line((label if index == 0 else " " * len(label)) + part)
 
     def json(self, document: object) -> None:
         click.echo(json.dumps(document, indent=2), file=self.stream)
@@ -143,27 +154,34 @@ class Output:
     def table(
         self, headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] = ()
     ) -> None:
-        """Aligned columns; `right[i]` right-aligns column i (numbers)."""
-        align = list(right) + [False] * (len(headers) - len(right))
-        if self.color:
-            from rich import box
-            from rich.table import Table
+        """Aligned columns (`right[i]` right-aligns column i) fitted to `table_width` (dslc.tables)."""
+        from dslc.tables import layout
 
-            table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
-            for header, is_right in zip(headers, align):
-                table.add_column(
-                    self._text(header), justify="right" if is_right else "left", overflow="fold"
-                )
-            for row in rows:
-                table.add_row(*(self._text(cell) for cell in row))
-            self.console.print(table)
-            return
-        widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
-        for row in [list(headers), *rows]:
-            cells = [
-                cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, align)
-            ]
-            click.echo(printable("  ".join(cells).rstrip()), file=self.stream)
+        for line in layout(headers, rows, right, self.width):
+            self.line(line.text, style="bold" if line.role in ("header", "title") else None)
+
+
+def table_width(stream: IO[str], requested: int | None = None) -> int | None:
+    """The width tables fit: `--width` (0: natural), else a terminal's (COLUMNS first), else None.
+
+    None, the natural width, is what a pipe or a file gets whatever COLUMNS says (tools such as
+    pytest-xdist export COLUMNS), so piped output never depends on the environment.
+    """
+    if requested is not None:
+        return requested or None
+    isatty = getattr(stream, "isatty", None)
+    try:
+        if not (isatty and isatty()):
+            return None
+    except (OSError, ValueError):
+        return None
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and 0 < int(columns) <= MAX_TABLE_WIDTH:
+        return int(columns)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def plural(count: int, noun: str) -> str:
