@@ -104,3 +104,30 @@ def basic_solution(rows: Sequence[Row], values: Sequence[Fraction]) -> tuple[Fra
     for i, column in enumerate(pivots):
         solution[column] = augmented[i][-1]
     return tuple(solution)
+
+
+def least_squares_at(
+    rows: Sequence[Row], values: Sequence[Fraction], target: Row
+) -> tuple[Fraction, tuple[Fraction, ...]] | None:
+    """The least-squares plane's value at ``target`` (and its coefficients), exactly; None unless
+    ``target`` lies in the rows' span (only there is the value the same for every solution).
+
+    Columns that are combinations of others over the rows are dropped first (the estimable value
+    does not depend on how they are split), then the normal equations are solved exactly.
+    """
+    if not rows or not estimable(rows, target):
+        return None
+    columns = [tuple(r[j] for r in rows) for j in range(len(rows[0]))]
+    kept = independent_rows(columns)
+    a = [tuple(r[j] for j in kept) for r in rows]
+    size = len(kept)
+    normal = [
+        tuple(sum((x[i] * x[j] for x in a), Fraction(0)) for j in range(size)) for i in range(size)
+    ]
+    rhs = [sum((x[i] * v for x, v in zip(a, values)), Fraction(0)) for i in range(size)]
+    solution = basic_solution(normal, rhs)
+    coefficients = [Fraction(0)] * len(rows[0])
+    for j, c in zip(kept, solution):
+        coefficients[j] = c
+    value = sum((c * t for c, t in zip(coefficients, target)), Fraction(0))
+    return value, tuple(coefficients)

@@ -7,12 +7,13 @@ per iteration carried to the target's measure, times the target's iterations. Th
 time spent outside every stage, kept as measured.
 
 Carrying a per-iteration time to the target's measure: with one measured size, multiply by the
-measure ratio (target / measured). With two or more sizes, fit ``time = constant + slope ×
-measure`` by least squares over every measured size and read it at the target, so a fixed per-call
-cost (launch and dispatch overhead, which dominates small models) is not multiplied along with the
-work; a negative slope (noise around a flat cost) is taken as zero. Timings are noisy where memory
-is exact, so every size counts (two close sizes alone would multiply their noise by the distance to
-the target). Repeated runs of one size keep the fastest, as ``timeit`` does. Non-iteration and untracked times come from the representative record: the
+measure ratio (target / measured). With two or more sizes, fit ``time = constant + Σ slope_i ×
+term_i`` over the terms of ``time ~`` (one term for a plain measure) by least squares over every
+measured size and read it at the target, so a fixed per-call cost (launch and dispatch overhead,
+which dominates small models) is not multiplied along with the work. The fit is used when the
+target's terms lie in the span of the measured ones (runtime/estimate/planes.py), else the ratio.
+Timings are noisy where memory is exact, so every size counts, and repeated runs of one size count
+by their median. Non-iteration and untracked times come from the representative record: the
 successful one with the most work (sum over stages of iterations × time measure), latest on ties.
 """
 
@@ -23,11 +24,13 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from runtime.estimate.planes import least_squares_at, row
 from runtime.estimate.points import (
     Workload,
-    least_squares,
     measured_iterations,
     show_measure,
+    show_terms,
+    time_terms,
 )
 from runtime.estimate.results import StageTime, TimingEstimate
 from runtime.record import WarmupRecord
@@ -112,23 +115,34 @@ def stage_time(
             None,
             target_m,
         )
-    fastest: dict[Any, float] = {}
+    samples: dict[tuple[Fraction, ...], list[float]] = {}
     for _, record, values in work.ok:
         sample = _sample(record, stage, values)
         if sample is not None and sample[2] == repeated:
-            m = values[stage].time
-            fastest[m] = min(fastest.get(m, sample[0]), sample[0])
-    sizes = sorted(fastest)
-    if len(sizes) >= 2:
-        line = least_squares([(m, Fraction(fastest[m])) for m in sizes])
-        slope = max(line.slope, Fraction(0))
-        constant = line.constant if line.slope >= 0 else Fraction(fastest[sizes[-1]])
-        predicted = max(0.0, float(constant + slope * target_m))
-        method = "fit"
-        shown = ", ".join(show_measure(m) for m in sizes)
-        how = f"per-iteration time fitted (least squares) on measures {shown}" + (
-            "" if line.slope >= 0 else " (negative slope taken as 0)"
+            terms = time_terms(work.pipeline, stage, record.params)
+            samples.setdefault(terms, []).append(sample[0])
+    typical = {terms: statistics.median(seconds) for terms, seconds in samples.items()}
+    target_terms = time_terms(work.pipeline, stage, work.target)
+    sizes = sorted(typical, key=sum)
+    fitted = (
+        least_squares_at(
+            [row(t) for t in sizes], [Fraction(typical[t]) for t in sizes], row(target_terms)
         )
+        if len(sizes) >= 2
+        else None
+    )
+    if fitted is not None:
+        value, coefficients = fitted
+        predicted = max(0.0, float(value))
+        method = "fit"
+        shown = ", ".join(show_terms(t) for t in sizes)
+        how = f"per-iteration time fitted (least squares) on measures {shown}: " + (
+            f"{float(coefficients[0]):.4g} s + "
+            + " + ".join(f"{float(c):.4g} s x term {i + 1}" for i, c in enumerate(coefficients[1:]))
+        )
+        if any(c < 0 for c in coefficients[1:]):
+            predicted = typical[sizes[-1]]
+            how += " (negative slope taken as flat: the largest size's time)"
     else:
         m = rep_values[stage].time
         if m == 0:
@@ -144,11 +158,13 @@ def stage_time(
                 None,
                 target_m,
             )
-        predicted = float(
-            Fraction(fastest.get(m, per_iteration)) * Fraction(target_m) / Fraction(m)
-        )
+        rep_terms = time_terms(work.pipeline, stage, rep.params)
+        base = typical.get(rep_terms, per_iteration)
+        predicted = float(Fraction(base) * Fraction(target_m) / Fraction(m))
         method = "scaled"
         how = f"per-iteration time scaled by measure {show_measure(target_m)} / {show_measure(m)}"
+        if len(sizes) >= 2:
+            how += " (the measured sizes do not determine the time terms at the target)"
     what = "median steady iteration" if repeated else "time per iteration"
     reason = f"{how}; {what} x {target_n} target iterations" + (
         f" + {fixed:.4g} s outside iterations" if fixed else ""

@@ -11,7 +11,7 @@ Nothing here imports diffusers: any object with the pipeline's attributes works.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -55,7 +55,7 @@ def diffusers_recorder(
     *,
     stages: AutoStages = WAN_STAGES,
     layerwise: Iterable[str] = ("transformer",),
-    entry_points: Mapping[str, str] = ENTRY_POINTS,
+    entry_points: Mapping[str, str | Sequence[str]] = ENTRY_POINTS,
     **options: Any,
 ) -> WarmupRecorder:
     """A recorder wired to ``pipe``: its modules hooked, stages opened from component use."""

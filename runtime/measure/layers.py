@@ -7,7 +7,7 @@ held by one ``HookSet`` and removed when measuring ends, so the model is left as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from attrs import define, field
@@ -19,8 +19,8 @@ from runtime.record import LayerUse
 class ComponentListener(Protocol):
     """Told when a component's entry point starts and ends."""
 
-    def component_entered(self, name: str) -> None:
-        """A component's forward (or entry method) started."""
+    def component_entered(self, name: str, method: str = "forward") -> None:
+        """A component's forward (or entry ``method``) started."""
 
     def component_exited(self, name: str) -> None:
         """It returned or raised."""
@@ -95,24 +95,27 @@ def hook_components(
     hooks: HookSet,
     components: Mapping[str, nn.Module],
     listener: ComponentListener,
-    entry_points: Mapping[str, str] | None = None,
+    entry_points: Mapping[str, str | Sequence[str]] | None = None,
 ) -> None:
-    """Tell ``listener`` when each component runs: forward, or its method in ``entry_points``."""
+    """Tell ``listener`` when each component runs: forward, or the methods in ``entry_points``
+    (one name or several: ``{"vae": ("encode", "decode")}``)."""
     entry_points = entry_points or {}
     for name, module in components.items():
-        method = entry_points.get(name, "forward")
+        declared = entry_points.get(name, "forward")
+        methods = (declared,) if isinstance(declared, str) else tuple(declared)
+        for method in methods:
 
-        def enter(*_: Any, _name: str = name) -> None:
-            listener.component_entered(_name)
+            def enter(*_: Any, _name: str = name, _method: str = method) -> None:
+                listener.component_entered(_name, _method)
 
-        def leave(*_: Any, _name: str = name) -> None:
-            listener.component_exited(_name)
+            def leave(*_: Any, _name: str = name) -> None:
+                listener.component_exited(_name)
 
-        if method == "forward":
-            hooks.add(module.register_forward_pre_hook(enter))
-            hooks.add(module.register_forward_hook(leave, always_call=True))
-        else:
-            hooks.wrap_method(module, method, enter, leave)
+            if method == "forward":
+                hooks.add(module.register_forward_pre_hook(enter))
+                hooks.add(module.register_forward_hook(leave, always_call=True))
+            else:
+                hooks.wrap_method(module, method, enter, leave)
 
 
 @define

@@ -18,7 +18,7 @@ recorder decides whether to retry lighter.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import torch
 from attrs import define, field
@@ -48,7 +48,7 @@ class WarmupRecorder:
     components: Mapping[str, nn.Module] = field(factory=dict)
     layerwise: tuple[str, ...] = field(converter=_names, default=())
     layer_groups: Mapping[str, Iterable[str]] | None = None
-    entry_points: Mapping[str, str] = field(factory=dict)
+    entry_points: Mapping[str, str | Sequence[str]] = field(factory=dict)
     auto_stages: AutoStages | None = None
     synchronize: bool = True
     clock: Callable[[], float] = time.perf_counter

@@ -44,7 +44,7 @@ class FormulaPipeline(Protocol):
 
     def violations(self, **params: Any) -> Any: ...
 
-    def largest_admissible(self, name: str, at_most: int, **others: Any) -> int | None: ...
+    def largest_admissible(self, name: str, /, at_most: int, **others: Any) -> int | None: ...
 
 
 def _stage_set(value: Iterable[str]) -> frozenset[str]:
@@ -54,10 +54,18 @@ def _stage_set(value: Iterable[str]) -> frozenset[str]:
 
 @frozen
 class AutoStages:
-    """Stages opened from component use, for pipelines (diffusers) that do not mark their stages."""
+    """Stages opened from component use, for pipelines (diffusers) that do not mark their stages.
+
+    ``stage_for`` keys are a component (``"transformer"``: any of its entry points) or a component
+    and method (``"vae.encode"``), which wins over the component alone.
+    """
 
     stage_for: Mapping[str, str]
     iterative: frozenset[str] = field(converter=_stage_set, default=frozenset())
+
+    def stage_of(self, component: str, method: str = "forward") -> str | None:
+        """The stage that ``component.method`` opens, if any."""
+        return self.stage_for.get(f"{component}.{method}", self.stage_for.get(component))
 
 
 @define(eq=False)
@@ -247,15 +255,16 @@ class Request:
 
     # --- component hooks ------------------------------------------------------------------------
 
-    def component_entered(self, name: str) -> None:
+    def component_entered(self, name: str, method: str = "forward") -> None:
         """A component started running: switch stage when automatic, open its component phase."""
         depth = self._component_depth.get(name, 0)
         self._component_depth[name] = depth + 1
         if depth:
             return
         auto = self._recorder.auto_stages
-        if auto is not None and name in auto.stage_for:
-            self._auto_stage(auto.stage_for[name], name, auto.iterative)
+        stage = auto.stage_of(name, method) if auto is not None else None
+        if auto is not None and stage is not None:
+            self._auto_stage(stage, name, auto.iterative)
         for opened in self._open_windows():
             opened.used[name] = None
         active = (*(self._stage.active if self._stage else ()), name)
