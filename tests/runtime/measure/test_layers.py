@@ -94,8 +94,8 @@ class _Listener:
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
 
-    def component_entered(self, name: str) -> None:
-        self.events.append(("in", name))
+    def component_entered(self, name: str, method: str = "forward") -> None:
+        self.events.append(("in", name if method == "forward" else f"{name}.{method}"))
 
     def component_exited(self, name: str) -> None:
         self.events.append(("out", name))
@@ -113,12 +113,33 @@ def test_component_hooks_forward_and_method_are_removed():
         ("in", "dec"),
         ("out", "dec"),
         ("out", "net"),
-        ("in", "vae"),
+        ("in", "vae.decode"),
         ("out", "vae"),
     ]
     hooks.remove()
     assert count_hooks(net) == 0 and "decode" not in vars(decoder)
     assert decoder.decode(torch.ones(1)).item() == 2.0
+
+
+def test_several_entry_methods_of_one_component_are_told_apart():
+    class Codec(nn.Module):
+        def encode(self, x):
+            return x + 1
+
+        def decode(self, x):
+            return x - 1
+
+    codec, listener, hooks = Codec(), _Listener(), HookSet()
+    hook_components(hooks, {"vae": codec}, listener, {"vae": ("encode", "decode")})
+    codec.decode(codec.encode(torch.zeros(1)))
+    assert listener.events == [
+        ("in", "vae.encode"),
+        ("out", "vae"),
+        ("in", "vae.decode"),
+        ("out", "vae"),
+    ]
+    hooks.remove()
+    assert "encode" not in vars(codec) and "decode" not in vars(codec)
 
 
 def test_exit_is_reported_when_forward_raises():
