@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from dslc import __version__
+from dslc.cli_list import list_command
 from dslc.cli_support import (
     DslcGroup,
     Ui,
@@ -26,6 +27,7 @@ from dslc.cli_support import (
     compile_files,
     internal_error,
     load_book,
+    pipeline_named,
     runtime_errors,
     summary,
     ui,
@@ -223,7 +225,7 @@ def eval_command(
     """
     book, _ = load_book(source)
     with runtime_errors():
-        formulas = book[pipeline]
+        formulas = pipeline_named(book, pipeline, source)
         values = formulas.evaluate(**overrides)
         terms = _memory_terms(formulas, overrides)
     point = {**formulas.default_workload, **overrides}
@@ -267,15 +269,26 @@ def _point(point: dict[str, int | bool], changed: dict[str, int | bool]) -> list
     ] or ["(none)"]
 
 
-@cli.command("fmt", epilog=examples("dslc fmt formulas/", "dslc fmt --check formulas/"))
+@cli.command(
+    "fmt",
+    epilog=examples(
+        "dslc fmt formulas/", "dslc fmt --check formulas/", "dslc fmt --check --diff a.wf"
+    ),
+)
 @PATHS
 @click.option(
     "--check", is_flag=True, help="Change nothing; list the files that would change, exit 1 if any."
 )
-def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
+@click.option(
+    "--diff",
+    is_flag=True,
+    help="Change nothing; print a unified diff of each file that would change.",
+)
+def fmt_command(paths: tuple[Path, ...], check: bool, diff: bool) -> None:
     """Rewrite .wf files in canonical form, in place and atomically.
 
-    A file that does not parse is reported and left alone (exit 1).
+    A file that does not parse is reported and left alone (exit 1). With --diff
+    (alone or with --check) nothing is written: stdout gets a unified diff per file.
     """
     from dslc.compiler import read_source
     from dslc.diagnostics import CompileError
@@ -301,12 +314,15 @@ def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
         if parse(SourceFile(source.name, formatted)) != parse(source):
             raise AssertionError(f"formatting {path} would change its meaning")
         changed += 1
-        if check:
+        if diff:
+            for line in unified_diff(source.text, formatted, str(path)):
+                ui().out.line(line, style=_DIFF_STYLES.get(line[:1]))
+        elif check:
             ui().out.line(f"would reformat {path}")
         else:
             write_file(path, formatted)
             ui().out.line(f"reformatted {path}")
-    verb = "would be reformatted" if check else "reformatted"
+    verb = "would be reformatted" if check or diff else "reformatted"
     parts = [f"{plural(changed, 'file')} {verb}", f"{len(files) - changed - broken} unchanged"]
     if broken:
         parts.append(f"{broken} with errors (left unchanged)")
@@ -314,6 +330,24 @@ def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
     ui().err.line(", ".join(parts), style="bold red" if failed else "green")
     if failed:
         raise click.exceptions.Exit(1)
+
+
+_DIFF_STYLES = {"+": "green", "-": "red", "@": "cyan"}
+
+
+def unified_diff(before: str, after: str, name: str) -> list[str]:
+    """`--- NAME` / `+++ NAME (formatted)` and the hunks, each line without its line ending."""
+    import difflib
+
+    return list(
+        difflib.unified_diff(
+            before.splitlines(),
+            after.splitlines(),
+            fromfile=name,
+            tofile=f"{name} (formatted)",
+            lineterm="",
+        )
+    )
 
 
 @cli.command(
@@ -349,7 +383,7 @@ def explain_command(
         )
     book, program = load_book(source)
     with runtime_errors():
-        formulas = book[pipeline]
+        formulas = pipeline_named(book, pipeline, source)
         result = explain(program.pipeline(pipeline), formulas, probe)
     if as_json:
         stages: dict[str, dict[str, Any]] = {}
@@ -391,6 +425,9 @@ def explain_command(
         ],
         right=[False, False, True, True, True, False],
     )
+
+
+cli.add_command(list_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -158,6 +158,23 @@ def load_book(source: Path) -> tuple[Any, Any]:
     return load_formulas(dumps(artifact(program))), program
 
 
+def pipeline_named(book: Any, name: str, source: Path) -> Any:
+    """`book[name]`; an unknown name fails naming the closest pipelines and `dslc list SOURCE`."""
+    from runtime import UnknownPipelineError
+
+    try:
+        return book[name]
+    except UnknownPipelineError as exc:
+        from runtime.errors import one_of
+
+        where = "artifact" if source.is_file() and source.suffix == ".json" else "sources"
+        hint = f"; did you mean {one_of(exc.closest)}?" if exc.closest else ""
+        raise Failure(
+            f"no pipeline {name!r} in the {where} {source}{hint} "
+            f"(list all {len(exc.known)} with: dslc list {source})"
+        ) from None
+
+
 def internal_error(exc: BaseException) -> None:
     """One line naming the exception (its message's first line, shortened), and what to do."""
     message = (str(exc).splitlines() or [""])[0]

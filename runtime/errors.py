@@ -14,7 +14,9 @@ __all__ = [
     "UnknownParamError",
     "UnknownPipelineError",
     "UnknownStageError",
+    "closest",
     "did_you_mean",
+    "one_of",
 ]
 
 
@@ -120,13 +122,39 @@ class UnknownStageError(FormulaError, KeyError):
         self.known = known
 
 
+def closest(name: str, known: Iterable[str], count: int = 3) -> tuple[str, ...]:
+    """Up to `count` known names closest to `name`: those it begins, then difflib's (0.6 at least)."""
+    import difflib
+
+    names = list(known)
+    extending = [n for n in names if n.startswith(name) and n != name] if name else []
+    similar = difflib.get_close_matches(name, names, n=count, cutoff=0.6)
+    return tuple(dict.fromkeys(extending + similar))[:count]
+
+
+def one_of(names: Iterable[str]) -> str:
+    """`'a'`, `'a' or 'b'`, `'a', 'b' or 'c'`."""
+    quoted = [repr(n) for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
 class UnknownPipelineError(FormulaError, KeyError):
-    """`book[name]` for a pipeline the artifact lacks; a KeyError so Mapping semantics (`get`, `in`) hold."""
+    """`book[name]` for a pipeline the artifact lacks; a KeyError so Mapping semantics (`get`, `in`) hold.
+
+    The message names the closest pipelines (`closest`) and how to list them all.
+    """
 
     def __init__(self, name: str, known: tuple[str, ...]) -> None:
-        super().__init__(f"no pipeline {name!r} in the artifact{_hint(name, known)}")
         self.name = name
         self.known = known
+        self.closest = closest(name, known)
+        hint = f"; did you mean {one_of(self.closest)}?" if self.closest else ""
+        listing = (
+            f" ({len(known)} pipelines: list(book) names them, `dslc list ARTIFACT` shows them)"
+            if known
+            else " (it has no pipelines)"
+        )
+        super().__init__(f"no pipeline {name!r} in the artifact{hint}{listing}")
 
 
 class EvaluationError(FormulaError, ArithmeticError):

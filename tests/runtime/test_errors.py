@@ -21,6 +21,7 @@ from runtime import (
     UnknownStageError,
     load_formulas,
 )
+from runtime.errors import closest, one_of
 
 from .builders import I, P, int_param, one_stage, op
 
@@ -172,13 +173,23 @@ def test_unknown_pipeline_keeps_mapping_semantics(book: FormulaBook) -> None:
     with pytest.raises(UnknownPipelineError) as info:
         book["wan2_2_t2v"]
     assert isinstance(info.value, KeyError) and isinstance(info.value, FormulaError)
-    assert (
-        str(info.value)
-        == "no pipeline 'wan2_2_t2v' in the artifact; did you mean 'wan2_2_t2v_a14b'?"
+    assert str(info.value) == (
+        "no pipeline 'wan2_2_t2v' in the artifact; did you mean 'wan2_2_t2v_a14b', "
+        "'wan2_1_t2v_dmd' or 'wan2_2_i2v_a14b'? "
+        "(4 pipelines: list(book) names them, `dslc list ARTIFACT` shows them)"
     )
+    assert info.value.closest[0] == "wan2_2_t2v_a14b"  # the name it begins comes first
     assert "nope" not in book
     assert book.get("nope") is None
     assert len(book) == 4
+
+
+def test_closest_names_prefer_the_ones_a_name_begins() -> None:
+    known = ("wan2_2_ti2v_5b", "wan2_2_t2v_a14b", "flux")
+    assert closest("wan2_2_t2v", known)[0] == "wan2_2_t2v_a14b"
+    assert closest("flux", known) == ("flux",)
+    assert closest("zzz", known) == ()
+    assert one_of(["a"]) == "'a'" and one_of(["a", "b", "c"]) == "'a', 'b' or 'c'"
 
 
 def test_params_are_keyword_only(wan: Pipeline) -> None:
