@@ -1,0 +1,264 @@
+"""Residency planning: which components stay on the device, which are offloaded, how many layers.
+
+Pure (no torch): the inputs are frozen values built from a calibration (``calibration.plan_inputs``)
+or by hand; ``solve`` returns a ``Plan`` that says, per component, where it lives, why, and what it
+costs in host-to-device transfer per request. See docs/planning.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+
+from attrs import field, frozen, validators
+
+GiB = 1 << 30
+DEFAULT_BANDWIDTH = 25 * 10**9  # bytes/s: a PCIe 4.0 x16 link's pinned host-to-device copy rate
+
+RESIDENT = "resident"
+OFFLOADED = "offloaded"
+LAYERWISE = "layerwise"
+KINDS = (RESIDENT, OFFLOADED, LAYERWISE)
+
+
+class PlanInputError(ValueError):
+    """Inputs that cannot describe a planning problem (unknown component, negative bytes, ...)."""
+
+
+def allocator_margin(total_bytes: int) -> int:
+    """Room left for allocator fragmentation and workspaces: max(1 GiB, 2 % of the device)."""
+    return max(GiB, -(-total_bytes * 2 // 100))
+
+
+def _non_negative(_instance: object, attribute: object, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise PlanInputError(
+            f"{getattr(attribute, 'name', '?')} must be an int >= 0, got {value!r}"
+        )
+
+
+def _int_tuple(value: Iterable[int]) -> tuple[int, ...]:
+    return tuple(value)
+
+
+def _name_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _all_non_negative(_instance: object, attribute: object, value: tuple[int, ...]) -> None:
+    for item in value:
+        _non_negative(None, attribute, item)
+
+
+@frozen
+class Component:
+    """A pipeline component's weights: all of them, and its repeated layers (streamable one by one).
+
+    ``layer_bytes[i]`` is layer i's weights, in the module's own order; the rest of
+    ``weight_bytes`` (embeddings, norms, heads) stays on the device while any layer does.
+    """
+
+    name: str
+    weight_bytes: int = field(validator=_non_negative)
+    layer_bytes: tuple[int, ...] = field(default=(), converter=_int_tuple)
+
+    def __attrs_post_init__(self) -> None:
+        _all_non_negative(None, "layer_bytes", self.layer_bytes)
+        if sum(self.layer_bytes) > self.weight_bytes:
+            raise PlanInputError(
+                f"component {self.name!r}: its layers ({sum(self.layer_bytes)} B) weigh more than "
+                f"the whole component ({self.weight_bytes} B)"
+            )
+
+    @classmethod
+    def uniform(cls, name: str, weight_bytes: int, layers: int, bytes_per_layer: int) -> Component:
+        """A component of ``layers`` equal layers (a transformer's blocks)."""
+        return cls(name, weight_bytes, (bytes_per_layer,) * layers)
+
+
+@frozen
+class Phase:
+    """A part of a request that must fit: its peak beyond the weights, and who is on the device.
+
+    ``bound_bytes`` is the phase's peak *excluding* every component's weights (activations,
+    workspaces); ``active_components`` must be on the device while it runs.
+    """
+
+    label: str
+    bound_bytes: int = field(validator=_non_negative)
+    active_components: tuple[str, ...] = field(default=(), converter=_name_tuple)
+
+
+def _phase_tuple(value: Iterable[Phase]) -> tuple[Phase, ...]:
+    return tuple(value)
+
+
+def _frozen_counts(value: Mapping[str, int]) -> Mapping[str, int]:
+    return MappingProxyType(dict(value))
+
+
+def _frozen_layer_counts(value: Mapping[str, Iterable[int]]) -> Mapping[str, tuple[int, ...]]:
+    return MappingProxyType({k: tuple(v) for k, v in value.items()})
+
+
+@frozen
+class Target:
+    """One serving shape: its phases, and how often each component and layer runs per request.
+
+    ``uses[c]``: how many times component c is onloaded per request when offloaded whole (once per
+    stretch of phases that use it: 1 for most). ``layer_uses[c][i]``: calls of layer i per request.
+    ``weight`` counts this shape in the objective (the sum over targets of weight x transfer).
+    """
+
+    name: str
+    phases: tuple[Phase, ...] = field(converter=_phase_tuple)
+    uses: Mapping[str, int] = field(factory=dict, converter=_frozen_counts, hash=False)
+    layer_uses: Mapping[str, tuple[int, ...]] = field(
+        factory=dict, converter=_frozen_layer_counts, hash=False
+    )
+    weight: int = field(default=1, validator=_non_negative)
+
+
+@frozen
+class Device:
+    """The device to plan for: capacity, the reserve kept free, the host pin budget, the link."""
+
+    capacity_bytes: int = field(validator=_non_negative)
+    reserve_bytes: int | None = None  # None: allocator_margin(capacity)
+    pin_budget_bytes: int | None = None  # None: unlimited pinned host memory
+    bandwidth_bytes_per_s: float = field(
+        default=float(DEFAULT_BANDWIDTH), validator=validators.gt(0)
+    )
+
+    @property
+    def reserve(self) -> int:
+        """The reserve in force."""
+        if self.reserve_bytes is None:
+            return allocator_margin(self.capacity_bytes)
+        return self.reserve_bytes
+
+    @property
+    def usable_bytes(self) -> int:
+        """What the plan may fill: capacity minus the reserve (may be negative: nothing fits)."""
+        return self.capacity_bytes - self.reserve
+
+
+def most_cautious_device(devices: Sequence[Device]) -> Device:
+    """Ranks agree on the smallest usable device, the smallest pin budget and the slowest link."""
+    if not devices:
+        raise PlanInputError("no device reports to agree on")
+    smallest = min(devices, key=lambda d: d.usable_bytes)
+    pins = [d.pin_budget_bytes for d in devices if d.pin_budget_bytes is not None]
+    return Device(
+        capacity_bytes=smallest.capacity_bytes,
+        reserve_bytes=smallest.reserve,
+        pin_budget_bytes=min(pins) if pins else None,
+        bandwidth_bytes_per_s=min(d.bandwidth_bytes_per_s for d in devices),
+    )
+
+
+def most_cautious_targets(reports: Sequence[Sequence[Target]]) -> tuple[Target, ...]:
+    """Ranks agree per target and phase on the largest bound and the most uses (by name/label)."""
+    if not reports:
+        raise PlanInputError("no rank reports to agree on")
+    merged: dict[str, Target] = {}
+    for report in reports:
+        for target in report:
+            merged[target.name] = (
+                _merge_targets(merged[target.name], target) if target.name in merged else target
+            )
+    return tuple(merged.values())
+
+
+def _merge_targets(a: Target, b: Target) -> Target:
+    phases = {p.label: p for p in a.phases}
+    for p in b.phases:
+        if p.label in phases:
+            q = phases[p.label]
+            active = tuple(dict.fromkeys(q.active_components + p.active_components))
+            phases[p.label] = Phase(p.label, max(p.bound_bytes, q.bound_bytes), active)
+        else:
+            phases[p.label] = p
+    uses = dict(a.uses)
+    for name, n in b.uses.items():
+        uses[name] = max(n, uses.get(name, 0))
+    layer_uses = dict(a.layer_uses)
+    for name, calls in b.layer_uses.items():
+        mine = layer_uses.get(name, ())
+        width = max(len(mine), len(calls))
+        padded = [mine + (0,) * (width - len(mine)), calls + (0,) * (width - len(calls))]
+        layer_uses[name] = tuple(max(x, y) for x, y in zip(*padded))
+    return Target(a.name, tuple(phases.values()), uses, layer_uses, max(a.weight, b.weight))
+
+
+@frozen
+class Placement:
+    """Where one component lives, why, and what it costs per request."""
+
+    component: str
+    kind: str  # one of KINDS
+    resident_layers: tuple[int, ...]  # layer indices kept on the device (layerwise only)
+    layers: int  # N: the component's repeated layers
+    device_bytes: int  # always on the device (weights kept resident)
+    onload_bytes: int  # added in the phases that use it: the whole weights, or the stream buffer
+    pinned_bytes: int  # host copy that is streamed or onloaded
+    transfer_bytes: int  # bytes moved per request, summed over targets by weight
+    transfer_s: float
+    binding_phase: str | None  # the phase that would overflow first were it fully resident
+    missing_bytes: int  # ... by how much (0 when resident)
+
+
+@frozen
+class PhaseUse:
+    """One phase under the plan: what it holds and the headroom left (negative: overflow)."""
+
+    target: str
+    label: str
+    bound_bytes: int
+    weights_bytes: int  # resident weights + what is onloaded for this phase
+    headroom_bytes: int
+
+
+@frozen
+class Plan:
+    """The solver's answer: feasible with placements, or infeasible with a reason."""
+
+    feasible: bool
+    reason: str
+    placements: tuple[Placement, ...]
+    phases: tuple[PhaseUse, ...]
+    transfer_bytes: int
+    transfer_s: float
+    device: Device
+    pinned_bytes: int = 0
+    nodes: int = 0  # search nodes visited (how hard the instance was)
+
+    def placement(self, component: str) -> Placement:
+        """One component's placement by name."""
+        for p in self.placements:
+            if p.component == component:
+                return p
+        raise KeyError(component)
+
+
+from calibration.plan_explain import solve  # (the solver uses the types above)
+
+__all__ = [
+    "DEFAULT_BANDWIDTH",
+    "KINDS",
+    "LAYERWISE",
+    "OFFLOADED",
+    "RESIDENT",
+    "Component",
+    "Device",
+    "Phase",
+    "PhaseUse",
+    "Placement",
+    "Plan",
+    "PlanInputError",
+    "Target",
+    "allocator_margin",
+    "most_cautious_device",
+    "most_cautious_targets",
+    "solve",
+]

@@ -1,0 +1,192 @@
+"""From inputs to an explained ``Plan``: validate, collapse phases, search, then say why.
+
+Never raises on an infeasible problem: the ``Plan`` says so, with the phase and the bytes missing.
+Inputs that describe no problem at all (an unknown component in a phase, a duplicate name) raise
+``PlanInputError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from calibration.plan import (
+    RESIDENT,
+    Component,
+    Device,
+    Phase,
+    PhaseUse,
+    Placement,
+    Plan,
+    PlanInputError,
+    Target,
+)
+from calibration.plan_solve import Candidate, Group, candidates, search
+
+
+def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[str, int]:
+    index: dict[str, int] = {}
+    for i, c in enumerate(components):
+        if c.name in index:
+            raise PlanInputError(f"component {c.name!r} is listed twice")
+        index[c.name] = i
+    if not targets:
+        raise PlanInputError("no target to plan for")
+    names: set[str] = set()
+    for t in targets:
+        if t.name in names:
+            raise PlanInputError(f"target {t.name!r} is listed twice")
+        names.add(t.name)
+        for p in t.phases:
+            for name in p.active_components:
+                if name not in index:
+                    raise PlanInputError(
+                        f"target {t.name!r}, phase {p.label!r}: unknown component {name!r}; "
+                        f"components: {sorted(index)}"
+                    )
+    return index
+
+
+def _groups(
+    targets: Sequence[Target], index: dict[str, int], order: Sequence[int], usable: int
+) -> list[Group]:
+    """One constraint per active set: the largest bound among its phases (first label on ties)."""
+    position = {component: k for k, component in enumerate(order)}
+    tightest: dict[frozenset[int], tuple[int, str, str]] = {}
+    for t in targets:
+        for p in t.phases:
+            members = frozenset(position[index[n]] for n in p.active_components)
+            if members not in tightest or p.bound_bytes > tightest[members][0]:
+                tightest[members] = (p.bound_bytes, p.label, t.name)
+    return [
+        Group(members, usable - bound, label, target)
+        for members, (bound, label, target) in tightest.items()
+    ]
+
+
+def _uses_per_byte(cands: Sequence[Candidate]) -> Fraction:
+    """The most transfer a byte of this component costs per request when it is not resident."""
+    best = Fraction(0)
+    for c in cands:
+        if c.pinned:
+            best = max(best, Fraction(c.cost, c.pinned))
+    return best
+
+
+def solve(components: Sequence[Component], targets: Sequence[Target], device: Device) -> Plan:
+    """The least-transfer placement of every component that fits every phase of every target."""
+    components, targets = tuple(components), tuple(targets)
+    index = _check(components, targets)
+    cands = [candidates(c, targets) for c in components]
+    # most used first: the most calls per byte (layer or whole), then the heaviest, then the name
+    order = sorted(
+        range(len(components)),
+        key=lambda i: (-_uses_per_byte(cands[i]), -components[i].weight_bytes, components[i].name),
+    )
+    usable = device.usable_bytes
+    groups = _groups(targets, index, order, usable)
+    total = sum(c.weight_bytes for c in components)
+    pin = device.pin_budget_bytes
+    min_always = 0 if pin is None else total - pin
+    outcome = search([cands[i] for i in order], groups, min_always, range(len(order)))
+    if outcome.choice is None:
+        reason = _infeasible_reason(components, cands, targets, index, device, min_always)
+        return Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
+    picked = [cands[i][0] for i in range(len(components))]
+    for position, component in enumerate(order):
+        picked[component] = cands[component][outcome.choice[position]]
+    return _explain(components, picked, targets, index, device, outcome.nodes)
+
+
+def _phase_weights(
+    picked: Sequence[Candidate], phase: Phase, index: dict[str, int], always: int
+) -> int:
+    return always + sum(picked[index[n]].onload for n in set(phase.active_components))
+
+
+def _explain(
+    components: Sequence[Component],
+    picked: Sequence[Candidate],
+    targets: Sequence[Target],
+    index: dict[str, int],
+    device: Device,
+    nodes: int,
+) -> Plan:
+    usable = device.usable_bytes
+    always = sum(c.always for c in picked)
+    uses = []
+    for t in targets:
+        for p in t.phases:
+            weights = _phase_weights(picked, p, index, always)
+            uses.append(
+                PhaseUse(t.name, p.label, p.bound_bytes, weights, usable - weights - p.bound_bytes)
+            )
+    placements = []
+    bandwidth = device.bandwidth_bytes_per_s
+    for component, cand in zip(components, picked):
+        binding, missing = None, 0
+        if cand.kind != RESIDENT:
+            extra = component.weight_bytes - cand.always
+            for t in targets:
+                for p in t.phases:
+                    active = component.name in p.active_components
+                    weights = _phase_weights(picked, p, index, always) + extra
+                    weights -= cand.onload if active else 0
+                    short = weights + p.bound_bytes - usable
+                    if short > missing:
+                        binding, missing = f"{t.name}/{p.label}", short
+        placements.append(
+            Placement(
+                component=component.name,
+                kind=cand.kind,
+                resident_layers=cand.resident_layers,
+                layers=len(component.layer_bytes),
+                device_bytes=cand.always,
+                onload_bytes=cand.onload,
+                pinned_bytes=cand.pinned,
+                transfer_bytes=cand.cost,
+                transfer_s=cand.cost / bandwidth,
+                binding_phase=binding,
+                missing_bytes=missing,
+            )
+        )
+    cost = sum(c.cost for c in picked)
+    pinned = sum(c.pinned for c in picked)
+    return Plan(
+        True, "fits", tuple(placements), tuple(uses), cost, cost / bandwidth, device, pinned, nodes
+    )
+
+
+def _infeasible_reason(
+    components: Sequence[Component],
+    cands: Sequence[Sequence[Candidate]],
+    targets: Sequence[Target],
+    index: dict[str, int],
+    device: Device,
+    min_always: int,
+) -> str:
+    """Why nothing fits: a phase that overflows alone, the pin budget, or the phases together."""
+    usable = device.usable_bytes
+    worst: tuple[int, str] | None = None
+    for t in targets:
+        for p in t.phases:
+            active = set(p.active_components)
+            least = p.bound_bytes + sum(
+                min(c.always + (c.onload if comp.name in active else 0) for c in cs)
+                for comp, cs in zip(components, cands)
+            )
+            short = least - usable
+            if short > 0 and (worst is None or short > worst[0]):
+                worst = (short, f"{t.name}/{p.label}")
+    if worst is not None:
+        return (
+            f"phase {worst[1]} needs {worst[0]} B more than the device's usable "
+            f"{usable} B (capacity {device.capacity_bytes} B - reserve {device.reserve} B), "
+            "even with every component offloaded or streamed"
+        )
+    if min_always > 0:
+        return (
+            f"the pin budget ({device.pin_budget_bytes} B) needs at least {min_always} B of "
+            "weights resident, and no placement keeping that much fits every phase"
+        )
+    return "each phase fits on its own, but no single placement fits every phase at once"
