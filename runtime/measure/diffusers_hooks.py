@@ -11,6 +11,7 @@ Nothing here imports diffusers: any object with the pipeline's attributes works.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -101,6 +102,9 @@ def run_pipeline(
 ) -> Any:
     """Call ``pipe`` at the request's params (mapped by ``call_args``), step callback installed.
 
+    The step callback is ``callback_on_step_end``, or the legacy ``callback`` (at every step) for a
+    pipeline that has only that one (``legacy_step_callback``).
+
     Each method of ``pipe`` named in ``stage_breaks`` closes the auto stage open when it starts
     (``Request.end_auto_stage``): stages open on component use and would otherwise hold, say, the
     latents' preparation in the text-encoding stage, which the formulas say does not grow with the
@@ -109,9 +113,38 @@ def run_pipeline(
     for param, arg in call_args.items():
         if param in req.params:
             kwargs.setdefault(arg, req.params[param])
-    kwargs["callback_on_step_end"] = step_callback(req, kwargs.get("callback_on_step_end"))
+    if _takes_legacy_callback(pipe):
+        every = kwargs.setdefault("callback_steps", 1)
+        kwargs["callback"] = legacy_step_callback(req, kwargs.get("callback"), every)
+        kwargs["callback_steps"] = 1
+    else:
+        kwargs["callback_on_step_end"] = step_callback(req, kwargs.get("callback_on_step_end"))
     with _breaking(pipe, req, tuple(stage_breaks)):
         return pipe(**kwargs)
+
+
+def _takes_legacy_callback(pipe: Any) -> bool:
+    """Whether ``pipe`` reports steps only through the legacy ``callback(step, timestep, latents)``
+    (PixArt, older pipelines): its ``__call__`` has ``callback`` but no ``callback_on_step_end``."""
+    try:
+        names = inspect.signature(pipe.__call__).parameters
+    except (TypeError, ValueError):  # not introspectable: assume the current diffusers API
+        return False
+    return "callback" in names and "callback_on_step_end" not in names
+
+
+def legacy_step_callback(
+    req: Request, chained: Callable[..., Any] | None = None, every: int = 1
+) -> Callable[..., None]:
+    """A legacy ``callback`` ending the request's iteration at every step, then calling ``chained``
+    on the steps the caller asked for (its ``callback_steps``)."""
+
+    def on_step(step: int, timestep: Any, latents: Any) -> None:
+        req.step_end()
+        if chained is not None and step % every == 0:
+            chained(step, timestep, latents)
+
+    return on_step
 
 
 @contextlib.contextmanager
