@@ -76,7 +76,7 @@ FAMILIES: Mapping[str, tuple[str, str, str, Mapping[str, str], Mapping[str, str]
             "vae": "DecodingStage",
         },
         IMAGE_CALL,
-        _image_grid([64, 128, 192, 256]),
+        _image_grid([64, 128, 192, 256], steps=3),
     ),
     "cogvideox": (
         "calibration.examples.cogvideox",
