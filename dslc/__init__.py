@@ -1,3 +1,3 @@
 """dslc: the workload-formula compiler (parse, check, prove, emit the artifact)."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

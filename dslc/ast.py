@@ -128,14 +128,61 @@ class Field:
 
 
 @attrs.frozen
+class Use:
+    """`COMPONENT` or `COMPONENT.METHOD` in a stage's `uses` list; `method` None means `forward`."""
+
+    component: str
+    method: str | None = None
+    span: Span | None = _span()
+
+    @property
+    def entry(self) -> str:
+        """The method whose call opens the stage (`forward` unless the author named one)."""
+        return self.method or "forward"
+
+    @property
+    def text(self) -> str:
+        return self.component if self.method is None else f"{self.component}.{self.method}"
+
+
+@attrs.frozen
 class Stage:
+    """`stage NAME [uses USE, ...] [per step] { FIELDS }`."""
+
     name: str
     fields: tuple[Field, ...]
+    uses: tuple[Use, ...] = ()
+    per_step: bool = False
+    span: Span | None = _span()
+    name_span: Span | None = _span()
+    per_step_span: Span | None = _span()
+
+    @property
+    def has_header_facts(self) -> bool:
+        """Whether the header says anything past the name (an override then replaces both facts)."""
+        return bool(self.uses) or self.per_step
+
+
+@attrs.frozen
+class CallArg:
+    """`call ARG = EXPR`: the pipeline's `__call__` keyword `arg` takes the expression's value."""
+
+    arg: str
+    value: Expr
     span: Span | None = _span()
     name_span: Span | None = _span()
 
 
-Member = Param | Let | Stage
+@attrs.frozen
+class Probe:
+    """`probe NAME, ...`: one group of probe axes, lightened together."""
+
+    names: tuple[str, ...]
+    span: Span | None = _span()
+    name_spans: tuple[Span, ...] = attrs.field(default=(), eq=False, repr=False, kw_only=True)
+
+
+Member = Param | Let | Stage | CallArg | Probe
 
 
 @attrs.frozen

@@ -13,6 +13,7 @@ from dslc.limits import MAX_ERRORS, MAX_FILE_BYTES
 from dslc.model import Program, ResolvedPipeline
 from dslc.parse import parse
 from dslc.passes.domain import check_domain
+from dslc.passes.facts import check_facts
 from dslc.passes.prove import check_properties
 from dslc.passes.resolve import check_names, check_pipeline_names, flatten, order_lets
 from dslc.passes.types import check_types
@@ -84,7 +85,7 @@ def _resolve_one(
     if pipeline is None:
         return None, problems
     lets, cycle = order_lets(pipeline)
-    problems += cycle + check_names(pipeline)
+    problems += cycle + check_names(pipeline) + check_facts(pipeline)
     if cycle:
         return None, problems
     pipeline = attrs.evolve(pipeline, lets=lets)

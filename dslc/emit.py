@@ -148,7 +148,19 @@ def _pipeline(pipeline: ResolvedPipeline, index: dict[str, int]) -> dict[str, An
         entry = {"name": stage.name, "span": _span(stage.decl.name_span, index)}
         for name in ast.FIELDS:
             entry[name] = emitter.field(pipeline, stage.field(name), index)
+        if stage.uses:
+            entry["uses"] = [{"component": u.component, "method": u.entry} for u in stage.uses]
+        if stage.per_step:
+            entry["per_step"] = True
         stages.append(entry)
+    facts: dict[str, Any] = {}
+    if pipeline.calls:
+        facts["calls"] = [
+            {"arg": c.arg, "expr": emitter.expr(c.value), "span": _span(c.span, index)}
+            for c in pipeline.calls
+        ]
+    if pipeline.probes:
+        facts["probe_axes"] = [list(probe.names) for probe in pipeline.probes]
     return {
         "name": pipeline.name,
         "extends": pipeline.parent,
@@ -169,6 +181,7 @@ def _pipeline(pipeline: ResolvedPipeline, index: dict[str, int]) -> dict[str, An
             if pipeline.types.get(let.name) != LIST
         ],
         "stages": stages,
+        **facts,
     }
 
 

@@ -125,24 +125,36 @@ def _field(field: ast.Field) -> str:
     return f"{field.name} {field.op} {format_expr(field.value)}"
 
 
-def _simple(node: ast.Param | ast.Let | ast.Field) -> str:
+def _simple(node: ast.Param | ast.Let | ast.Field | ast.CallArg | ast.Probe) -> str:
     if isinstance(node, ast.Param):
         return _param(node)
     if isinstance(node, ast.Let):
         return f"let {node.name} = {format_expr(node.value)}"
+    if isinstance(node, ast.CallArg):
+        return f"call {node.arg} = {format_expr(node.value)}"
+    if isinstance(node, ast.Probe):
+        return "probe " + ", ".join(node.names)
     return _field(node)
+
+
+def _stage_header(stage: ast.Stage) -> str:
+    """`stage NAME uses a, b.m per step`: the name and the header's facts."""
+    text = f"stage {stage.name}"
+    if stage.uses:
+        text += " uses " + ", ".join(use.text for use in stage.uses)
+    return text + (" per step" if stage.per_step else "")
 
 
 def _one_line_stage(stage: ast.Stage) -> str:
     if not stage.fields:
-        return f"stage {stage.name} {{}}"
-    return f"stage {stage.name} {{ " + "; ".join(_field(f) for f in stage.fields) + " }"
+        return f"{_stage_header(stage)} {{}}"
+    return f"{_stage_header(stage)} {{ " + "; ".join(_field(f) for f in stage.fields) + " }"
 
 
 # --- layout and comments ---------------------------------------------------------------------
 
 Container = ast.Module | ast.Pipeline | ast.Stage
-Item = ast.Pipeline | ast.Param | ast.Let | ast.Stage | ast.Field
+Item = ast.Pipeline | ast.Param | ast.Let | ast.Stage | ast.Field | ast.CallArg | ast.Probe
 
 
 def _lines(node: object) -> tuple[int, int] | None:
@@ -305,7 +317,7 @@ class _Printer:
             header = f"pipeline {block.name}" + (f" extends {block.parent}" if block.parent else "")
             empty = not block.members
         else:
-            header = f"stage {block.name}"
+            header = _stage_header(block)
             empty = not block.fields
         key = id(block)
         # `{}` on one line, unless that would put two trailing comments on it.

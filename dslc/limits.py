@@ -15,3 +15,5 @@ MAX_CONSTANT_BITS = 4096  # bit length of a constant built with `**`
 MAX_DEGREE = 1024  # polynomial degree bound of a formula with lets inlined
 MAX_ERRORS = 50  # diagnostics reported per run
 PROVER_SECONDS = 0.5  # sympy budget per formula
+MAX_STAGE_USES = 16  # components (with methods) in one stage's `uses` list; the loader's bound too
+MAX_CALLS = 512  # `call` arguments of one pipeline after inheritance; the loader's bound too

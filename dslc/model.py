@@ -35,9 +35,23 @@ class ResolvedStage:
     name: str
     decl: ast.Stage = attrs.field(eq=False, repr=False)
     fields: Mapping[str, ast.Field] = attrs.field(factory=dict, eq=False, repr=False)
+    # The declaration whose header gave `uses` and `per step` (an override without them inherits).
+    header: ast.Stage | None = attrs.field(default=None, eq=False, repr=False)
 
     def field(self, name: str) -> ast.Field | None:
         return self.fields.get(name)
+
+    @property
+    def uses(self) -> tuple[ast.Use, ...]:
+        return (self.header or self.decl).uses
+
+    @property
+    def per_step(self) -> bool:
+        return (self.header or self.decl).per_step
+
+    @property
+    def per_step_span(self) -> Span | None:
+        return (self.header or self.decl).per_step_span
 
 
 @attrs.frozen
@@ -49,6 +63,8 @@ class ResolvedPipeline:
     lets: tuple[ast.Let, ...] = ()  # dependency order: a let uses only params and earlier lets
     stages: tuple[ResolvedStage, ...] = ()
     types: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)  # params and lets
+    calls: tuple[ast.CallArg, ...] = ()  # declaration order, a child's replacing its parent's
+    probes: tuple[ast.Probe, ...] = ()  # probe-axis groups, first lightened first
 
     @property
     def span(self) -> Span | None:

@@ -41,6 +41,7 @@ TERMINAL_NAMES = {
     "EQ": "'='",
     "_COLON": "':'",
     "_COMMA": "','",
+    "DOT": "'.'",
     "LPAR": "'('",
     "RPAR": "')'",
     "LBRACK": "'['",
@@ -65,6 +66,11 @@ KEYWORDS = (
     "true",
     "false",
     "inf",
+    "call",
+    "probe",
+    "uses",
+    "per",
+    "step",
 )
 for _kw in KEYWORDS:
     TERMINAL_NAMES[_kw.upper()] = f"'{_kw}'"
@@ -211,6 +217,8 @@ def _syntax_diagnostic(source: SourceFile, exc: UnexpectedInput) -> Diagnostic:
             hints.append("use '==' to compare")
         if token.type == "NAME" and token.value in ("int", "bool") and "_COLON" in expected:
             hints.append(f"a param's type follows a colon: 'param NAME: {token.value} = ...'")
+        if token.type == "USES" and "LBRACE" in expected:
+            hints.append("a stage header lists 'uses' before 'per step'")
         if token.type == "_SEP" and expected == {"RBRACE"}:
             hints.append("a block ends with '}'")
         return error("syntax", message, span, hints=hints)
@@ -384,6 +392,20 @@ def _number(token: Token, kind: str) -> ast.Num:
     return _expr(ast.Num(value, token.value, span=span))
 
 
+@attrs.frozen
+class _Uses:
+    """A stage header's `uses` list on its way to the stage node."""
+
+    items: tuple[ast.Use, ...]
+
+
+@attrs.frozen
+class _PerStep:
+    """A stage header's `per step` on its way to the stage node."""
+
+    span: Span
+
+
 class _AstBuilder(Transformer):
     """Builds frozen AST nodes as the LALR parser reduces (embedded: no parse tree, no recursion)."""
 
@@ -496,11 +518,46 @@ class _AstBuilder(Transformer):
         name, _op, value = children
         return ast.Field(str(name), "~", value, span=_cover(name, value), name_span=_tok(name))
 
+    def use(self, children: list[Token]) -> ast.Use:
+        component, method = children[0], (children[2] if len(children) == 3 else None)
+        return ast.Use(
+            str(component),
+            str(method) if method is not None else None,
+            span=_cover(component, children[-1]),
+        )
+
+    def uses(self, children: list[Any]) -> _Uses:
+        return _Uses(tuple(_nodes(children)))
+
+    def per_step(self, children: list[Token]) -> _PerStep:
+        return _PerStep(_cover(children[0], children[-1]))
+
     def stage_decl(self, children: list[Any]) -> ast.Stage:
         keyword, name = children[0], children[1]
-        fields = tuple(_nodes(children))
+        nodes = _nodes(children)
+        uses = next((n.items for n in nodes if isinstance(n, _Uses)), ())
+        per_step = next((n.span for n in nodes if isinstance(n, _PerStep)), None)
+        fields = tuple(n for n in nodes if isinstance(n, ast.Field))
         return ast.Stage(
-            str(name), fields, span=_cover(keyword, children[-1]), name_span=_tok(name)
+            str(name),
+            fields,
+            uses,
+            per_step is not None,
+            span=_cover(keyword, children[-1]),
+            name_span=_tok(name),
+            per_step_span=per_step,
+        )
+
+    def call_decl(self, children: list[Any]) -> ast.CallArg:
+        keyword, name, _eq, value = children
+        return ast.CallArg(str(name), value, span=_cover(keyword, value), name_span=_tok(name))
+
+    def probe_decl(self, children: list[Any]) -> ast.Probe:
+        names = children[1:]
+        return ast.Probe(
+            tuple(str(n) for n in names),
+            span=_cover(children[0], names[-1]),
+            name_spans=tuple(_tok(n) for n in names),
         )
 
     def pipeline(self, children: list[Any]) -> ast.Pipeline:

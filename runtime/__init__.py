@@ -15,9 +15,11 @@ from .errors import (
     UnknownStageError,
 )
 from .formulas import FormulaBook, ParamInfo, Pipeline, StageValues, load_formulas
+from .ir import ComponentUse
 
 __all__ = [
     "ArtifactError",
+    "ComponentUse",
     "EvaluationError",
     "FormulaBook",
     "FormulaError",

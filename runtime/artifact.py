@@ -29,6 +29,7 @@ from .checks import (
     show,
 )
 from .errors import ArtifactError
+from .facts import StageFacts, calls, probe_axes
 from .ir import (
     NUMERIC,
     Artifact,
@@ -165,13 +166,14 @@ def _source(value: object, path: object) -> SourceDecl:
 
 
 _PIPELINE_KEYS = ("name", "extends", "span", "params", "contracts", "lets", "stages")
+_PIPELINE_FACTS = ("calls", "probe_axes")  # optional (compiler 0.3.0): emitted only when declared
 
 
 def _pipeline(
     value: object, path: object, index: int, n_sources: int, budget: NodeBudget
 ) -> PipelineDecl:
     """One pipeline; lets are read before contracts and stages, which may use them."""
-    obj = as_object(value, path, _PIPELINE_KEYS)
+    obj = as_object(value, path, _PIPELINE_KEYS, _PIPELINE_FACTS)
     name = as_name(obj["name"], into(path, ".name"))
     extends = None if obj["extends"] is None else as_name(obj["extends"], into(path, ".extends"))
     span = as_span(obj["span"], into(path, ".span"), n_sources)
@@ -180,8 +182,18 @@ def _pipeline(
     lets = _lets(obj["lets"], into(path, ".lets"), n_sources, scope)
     contracts = _contracts(obj["contracts"], into(path, ".contracts"), n_sources, scope)
     stages = _stages(obj["stages"], into(path, ".stages"), n_sources, scope)
+    call_decls = (
+        calls(obj["calls"], into(path, ".calls"), n_sources, scope) if "calls" in obj else ()
+    )
+    axes = (
+        probe_axes(obj["probe_axes"], into(path, ".probe_axes"), params)
+        if "probe_axes" in obj
+        else ()
+    )
     assert span is not None
-    return PipelineDecl(name, extends, params, contracts, lets, stages, span, index)
+    return PipelineDecl(
+        name, extends, params, contracts, lets, stages, span, index, call_decls, axes
+    )
 
 
 def _params(value: object, path: object, n_sources: int) -> tuple[ParamDecl, ...]:
@@ -265,12 +277,16 @@ def _contracts(
 
 
 def _stages(value: object, path: object, n_sources: int, scope: Scope) -> tuple[StageDecl, ...]:
-    """Stages: unique names, each with three numeric fields; `memory` may list its terms."""
+    """Stages: unique names, each with three numeric fields; `memory` may list its terms; `uses`
+    and `per_step` are optional facts."""
     stages: list[StageDecl] = []
     names: set[str] = set()
+    facts = StageFacts()
     for i, raw in enumerate(as_list(value, path)):
         here = into(path, f"[{i}]")
-        obj = as_object(raw, here, ("name", "span", "iterations", "memory", "time"))
+        obj = as_object(
+            raw, here, ("name", "span", "iterations", "memory", "time"), ("uses", "per_step")
+        )
         name = as_name(obj["name"], into(here, ".name"))
         if name in names:
             raise fail(into(here, ".name"), f"duplicate stage {name!r}")
@@ -292,7 +308,8 @@ def _stages(value: object, path: object, n_sources: int, scope: Scope) -> tuple[
                     )
         span = as_span(obj["span"], into(here, ".span"), n_sources)
         assert span is not None
-        stages.append(StageDecl(name, fields[0], fields[1], fields[2], span, terms))
+        uses, per_step = facts.read(obj, here, name)
+        stages.append(StageDecl(name, fields[0], fields[1], fields[2], span, terms, uses, per_step))
     return tuple(stages)
 
 

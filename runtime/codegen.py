@@ -25,7 +25,7 @@ class FunctionPlan(Frozen):
     needs constants or helpers, a factory taking them (`factory`)."""
 
     __slots__ = ("consts", "factory", "role", "text")
-    role: str  # s<stage>f<field>, iters, ok, k<contract>, s<stage>t<term>, checked (in `source`)
+    role: str  # s<stage>f<field>, iters, ok, k<contract>, s<stage>t<term>, calls, checked
     text: str
     consts: tuple[object, ...]
     factory: bool
@@ -33,7 +33,8 @@ class FunctionPlan(Frozen):
 
 class PipelinePlan(Frozen):
     """Every factory of one pipeline, in order: 3 per stage, iters, ok, one per contract, one per
-    memory term of each stage whose memory lists terms (stage by stage), checked."""
+    memory term of each stage whose memory lists terms (stage by stage), calls (when the pipeline
+    declares any), checked."""
 
     __slots__ = ("functions", "rational")
     functions: tuple[FunctionPlan, ...]
@@ -259,6 +260,8 @@ def plan_pipeline(decl: PipelineDecl) -> PipelinePlan:
     for s, stage in enumerate(decl.stages):  # one closure per term, so an error can name its term
         for t, term in enumerate(stage.memory_terms):
             plans.append(emit.function(f"s{s}t{t}", [term.expr], "single"))
+    if decl.calls:  # every `call` argument at once, as a tuple in declaration order
+        plans.append(emit.function("calls", [c.expr for c in decl.calls], "tuple"))
     plans.append(emit.checked())
     rational = any(st.iterations.expr.type == "rat" for st in decl.stages)
     return PipelinePlan(tuple(plans), rational)

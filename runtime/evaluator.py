@@ -73,7 +73,16 @@ class CompiledPipeline(Frozen):
     `source` is the generated Python of its factories, for reading and auditing.
     """
 
-    __slots__ = ("admissible", "checked", "contracts", "fields", "iterations", "source", "terms")
+    __slots__ = (
+        "admissible",
+        "calls",
+        "checked",
+        "contracts",
+        "fields",
+        "iterations",
+        "source",
+        "terms",
+    )
     fields: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: iterations, memory, time
     iterations: Callable[..., tuple[Any, ...]]  # all stages' iterations
     admissible: Callable[..., Any] | None  # every contract at once (None: no contracts)
@@ -81,6 +90,7 @@ class CompiledPipeline(Frozen):
     checked: tuple[Callable[..., Any], ...]  # the fast checked entries (iterations, memory, time)
     source: str
     terms: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: its memory terms (or none)
+    calls: Callable[..., tuple[Any, ...]] | None  # every `call` argument (None: no calls)
 
 
 def compile_plans(plans: Sequence[PipelinePlan]) -> dict[str, Callable[..., Any]]:
@@ -121,7 +131,8 @@ def instantiate(
     for st in decl.stages:
         terms.append(tuple(built[start : start + len(st.memory_terms)]))
         start += len(st.memory_terms)
-    assert start == len(built)
+    calls = built[start] if decl.calls else None
+    assert start + bool(decl.calls) == len(built)
     tables = [{st.name: fields[s][k] for s, st in enumerate(decl.stages)} for k in range(3)]
     integral = (int if plan.rational else None, None, None)  # int-typed code yields ints itself
     names = tuple(p.name for p in decl.params)
@@ -135,7 +146,7 @@ def instantiate(
     admissible = built[3 * n + 1] if m else None
     iterations = built[3 * n]
     return CompiledPipeline(
-        fields, iterations, admissible, contracts, checked, source, tuple(terms)
+        fields, iterations, admissible, contracts, checked, source, tuple(terms), calls
     )
 
 

@@ -19,13 +19,21 @@ from .errors import (
     UnknownStageError,
 )
 from .evaluator import NO_POSITIONAL, compile_plans, instantiate, plan_pipeline
-from .ir import Artifact, ParamInfo, PipelineDecl, SourceDecl, StageValues
+from .ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["SEARCH_LIMIT", "FormulaBook", "ParamInfo", "Pipeline", "StageValues", "load_formulas"]
+__all__ = [
+    "SEARCH_LIMIT",
+    "ComponentUse",
+    "FormulaBook",
+    "ParamInfo",
+    "Pipeline",
+    "StageValues",
+    "load_formulas",
+]
 
 _FIELDS = ("iterations", "memory", "time")
 
@@ -60,6 +68,14 @@ class Pipeline:
                 for p in decl.params
             }
         )
+        # Facts for the calibration library: which component calls open each stage, which stage
+        # the step callback counts, the pipeline's `__call__` keywords and the probe axes.
+        self.uses: Mapping[str, tuple[ComponentUse, ...]] = MappingProxyType(
+            {s.name: s.uses for s in decl.stages}
+        )
+        self.stepped_stages = tuple(s.name for s in decl.stages if s.per_step)
+        self.call_names = tuple(c.arg for c in decl.calls)
+        self.probe_axes = decl.probe_axes
         plan = plan or plan_pipeline(decl)
         factories = factories or compile_plans([plan])
         compiled = instantiate(decl, plan, factories, tuple(self._fallback(k) for k in range(3)))
@@ -70,6 +86,7 @@ class Pipeline:
         )
         self._iters = compiled.iterations
         self._terms = {st: t for st, t in zip(self.stages, compiled.terms) if t}
+        self._calls = compiled.calls
         # The generated Python (built from indices only, never from the file's text), for reading.
         self.source = compiled.source
         self._default_iterations = self._check_defaults(decl.index)
@@ -135,6 +152,14 @@ class Pipeline:
         measured = self._all_iterations(probe)
         wanted = self._default_iterations if target is None else self._all_iterations(target)
         return {stage: (m, t) for stage, m, t in zip(self.stages, measured, wanted)}
+
+    def call_arguments(self, **params: int | bool) -> dict[str, int | Fraction | bool]:
+        """Every declared `call` argument (the pipeline's `__call__` keyword -> value, in
+        declaration order) at the default workload overridden by `params`, checked as `evaluate`."""
+        args = self._domain.bind(params) if params else self._defaults
+        if self._calls is None:
+            return {}
+        return dict(zip(self.call_names, self._call(self._calls, args, "calls")))
 
     def is_admissible(self, **params: int | bool) -> bool:
         """Whether the point lies in every range and satisfies every contract (types are checked)."""
@@ -258,11 +283,13 @@ class Pipeline:
                 checks.append((k, table[stage], f"{where}.stages[{s}].{_FIELDS[k]}.expr"))
             for j, term in enumerate(self._terms.get(stage, ())):
                 checks.append((1, term, f"{where}.stages[{s}].memory.terms[{j}].expr"))
+        if self._calls is not None:  # values of any type; only a division by zero is invalid
+            checks.append((-1, self._calls, f"{where}.calls"))
         for k, fn, path in checks:
             problem: str | None
             try:
                 value = fn(*self._defaults)
-                problem = None if _valid(k, value) else show(value)
+                problem = None if k < 0 or _valid(k, value) else show(value)
             except ZeroDivisionError:
                 problem = "division by zero"
             if problem is not None:

@@ -11,6 +11,8 @@ from fractions import Fraction
 __all__ = [
     "NUMERIC",
     "Artifact",
+    "CallDecl",
+    "ComponentUse",
     "ContractDecl",
     "Expr",
     "FieldDecl",
@@ -196,26 +198,60 @@ class FieldDecl(Frozen):
     span: Span | None
 
 
+class ComponentUse(Frozen):
+    """A pipeline component whose call opens a stage: `pipe.components[component].<method>`."""
+
+    __slots__ = ("component", "method")
+    component: str
+    method: str  # "forward" unless the formula names another entry point (`vae.decode`)
+
+
 class StageDecl(Frozen):
     """A stage with its three fields, named as the serving code names it.
 
     `memory_terms` holds the terms of `memory ~ [t1, t2, ...]` (then `memory` is their sum, folded
-    from the left); it is empty for a memory of one term.
+    from the left); it is empty for a memory of one term. `uses` lists the component calls that
+    open the stage; `per_step` says the step callback counts its iterations.
     """
 
-    __slots__ = ("iterations", "memory", "memory_terms", "name", "span", "time")
+    __slots__ = ("iterations", "memory", "memory_terms", "name", "per_step", "span", "time", "uses")
     name: str
     iterations: FieldDecl
     memory: FieldDecl
     time: FieldDecl
     span: Span
     memory_terms: tuple[FieldDecl, ...]
+    uses: tuple[ComponentUse, ...]
+    per_step: bool
+
+
+class CallDecl(Frozen):
+    """`call ARG = EXPR`: the pipeline's `__call__` keyword `arg` and the expression it takes."""
+
+    __slots__ = ("arg", "expr", "span")
+    arg: str
+    expr: Expr
+    span: Span
 
 
 class PipelineDecl(Frozen):
-    """A fully resolved pipeline; `index` is its position in `pipelines`, for error paths."""
+    """A fully resolved pipeline; `index` is its position in `pipelines`, for error paths.
 
-    __slots__ = ("contracts", "extends", "index", "lets", "name", "params", "span", "stages")
+    `calls` are in declaration order; `probe_axes` are groups of int params, first lightened first.
+    """
+
+    __slots__ = (
+        "calls",
+        "contracts",
+        "extends",
+        "index",
+        "lets",
+        "name",
+        "params",
+        "probe_axes",
+        "span",
+        "stages",
+    )
     name: str
     extends: str | None
     params: tuple[ParamDecl, ...]
@@ -224,6 +260,8 @@ class PipelineDecl(Frozen):
     stages: tuple[StageDecl, ...]
     span: Span
     index: int
+    calls: tuple[CallDecl, ...]
+    probe_axes: tuple[tuple[str, ...], ...]
 
 
 class SourceDecl(Frozen):

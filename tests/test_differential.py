@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from dslc.compiler import compile_text
 from dslc.emit import artifact, dumps
+from dslc.fmt import format_expr
 from dslc.interp import Interpreter, as_python
-from dslc.testing import admissible_params, sources
+from dslc.testing import admissible_params, expressions, sources
 from runtime import load_formulas
 
 
@@ -42,3 +43,47 @@ def test_runtime_equals_the_oracle_at_admissible_points(data: st.DataObject, tex
             terms = resolved.terms(memory) if memory is not None else (None,)
             expected_terms = tuple(as_python(oracle.eval(t)) if t is not None else 1 for t in terms)
             assert pipeline.memory_terms(stage.name, **point) == expected_terms, (stage.name, point)
+
+
+@st.composite
+def _with_calls(draw: st.DrawFn) -> str:
+    """A generated pipeline plus `call` lines: numeric expressions (safe divisors) and comparisons."""
+    text = draw(sources())
+    names = [line.split()[1].rstrip(":") for line in text.splitlines()[1:-1]]
+    names = [n for n in names if not n.startswith("S")]  # params and lets, not stages
+    numeric = [n for n in names if n != "flag"]
+    calls = [
+        f"call a{i} = {format_expr(draw(expressions(numeric)))}"
+        for i in range(draw(st.integers(1, 3)))
+    ]
+    left, right = draw(expressions(numeric)), draw(expressions(numeric))
+    calls.append(f"call b = {format_expr(left)} < {format_expr(right)}")
+    if "flag" in names:
+        calls.append(f"call c = if flag then {format_expr(left)} else 7")
+    body = "".join(f"    {line}\n" for line in calls)
+    return text.removesuffix("}\n") + body + "}\n"
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(st.data(), _with_calls())
+def test_call_arguments_equal_the_oracle_at_admissible_points(
+    data: st.DataObject, text: str
+) -> None:
+    result = compile_text(text, "generated.wf")
+    assert result.ok, [d.message for d in result.errors]
+    (resolved,) = result.program.pipelines
+    pipeline = load_formulas(dumps(artifact(result.program)))["generated"]
+    assert pipeline.call_names == tuple(call.arg for call in resolved.calls)
+    for _ in range(5):
+        point = data.draw(admissible_params(pipeline))
+        oracle = Interpreter(
+            {k: v if isinstance(v, bool) else Fraction(v) for k, v in point.items()}, resolved.lets
+        )
+        expected = {call.arg: as_python(oracle.eval(call.value)) for call in resolved.calls}
+        got = pipeline.call_arguments(**point)
+        assert got == expected, point
+        assert [type(v) for v in got.values()] == [type(v) for v in expected.values()], point

@@ -1,7 +1,7 @@
 """Obligations: what the prover must show of a pipeline, and how one is checked at a point.
 
 Each stage field owes `>= 0` (a memory of several terms: each term on its own) and `iterations` an
-integer value; each division in a field, let or contract owes a non-zero divisor wherever it is
+integer value; each division in a field, let, contract or call owes a non-zero divisor wherever it is
 evaluated: under the conditions of the `if` branches and `and`/`or` operands it sits in, and for a
 contract, where the contracts before it hold.
 A let is a value on the whole domain, so its divisions are checked there, used or not.
@@ -44,6 +44,8 @@ def collect(pipeline: ResolvedPipeline, ctx: Context) -> list[Obligation]:
         out += _divisions(ctx, where, f"the contract of '{param.name}'", index)
     for let in pipeline.lets:
         out += _divisions(ctx, let.value, f"let '{let.name}'", None)
+    for call in pipeline.calls:  # a call's value has no sign or integrality to prove
+        out += _divisions(ctx, call.value, f"call '{call.arg}'", None)
     for stage in pipeline.stages:
         for name in ast.FIELDS:
             field = stage.fields.get(name)

@@ -12,12 +12,10 @@ from dslc.model import ResolvedParam, ResolvedPipeline, ResolvedStage
 _FIELD_OPS = {"iterations": "=", "memory": "~", "time": "~"}
 
 
-def _duplicate(
-    kind: str,
-    name: str,
-    first: ast.Param | ast.Let | ast.Stage | ast.Field | ast.Pipeline,
-    again: ast.Param | ast.Let | ast.Stage | ast.Field | ast.Pipeline,
-) -> Diagnostic:
+Declared = ast.Param | ast.Let | ast.Stage | ast.Field | ast.Pipeline | ast.CallArg
+
+
+def _duplicate(kind: str, name: str, first: Declared, again: Declared) -> Diagnostic:
     return error(
         "duplicate",
         f"{kind} '{name}' is declared twice",
@@ -54,6 +52,7 @@ def _own_members(pipeline: ast.Pipeline) -> tuple[list[ast.Member], list[Diagnos
     problems: list[Diagnostic] = []
     values: dict[str, ast.Param | ast.Let] = {}
     stages: dict[str, ast.Stage] = {}
+    calls: dict[str, ast.CallArg] = {}
     kept: list[ast.Member] = []
     if len(pipeline.members) > MAX_MEMBERS:
         problems.append(
@@ -65,7 +64,15 @@ def _own_members(pipeline: ast.Pipeline) -> tuple[list[ast.Member], list[Diagnos
             )
         )
     for member in pipeline.members:
-        if isinstance(member, ast.Stage):
+        if isinstance(member, ast.Probe):
+            kept.append(member)  # checked once flattened (dslc.passes.facts)
+            continue
+        if isinstance(member, ast.CallArg):
+            if member.arg in calls:
+                problems.append(_duplicate("call", member.arg, calls[member.arg], member))
+                continue
+            calls[member.arg] = member
+        elif isinstance(member, ast.Stage):
             if member.name in stages:
                 problems.append(_duplicate("stage", member.name, stages[member.name], member))
                 continue
@@ -154,7 +161,11 @@ def _parent_chain(
 def flatten(
     name: str, by_name: dict[str, ast.Pipeline]
 ) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
-    """Apply `extends`: overrides replace by name, stage overrides merge field-wise in place."""
+    """Apply `extends`: overrides replace by name, stage overrides merge field-wise in place.
+
+    A child's `call ARG` replaces the parent's in its place; a child's `probe` lines replace all of
+    the parent's; a stage override whose header has `uses` or `per step` replaces both facts.
+    """
     chain, problem = _parent_chain(name, by_name)
     if problem is not None:
         return None, [problem]
@@ -162,12 +173,19 @@ def flatten(
     params: dict[str, ResolvedParam] = {}
     lets: dict[str, ast.Let] = {}
     stages: dict[str, ResolvedStage] = {}
+    calls: dict[str, ast.CallArg] = {}
+    probes: tuple[ast.Probe, ...] = ()
     for index, pipeline in enumerate(chain):
         own, member_problems = _own_members(pipeline)
         if pipeline.name == name:
             problems += member_problems
+        probes = tuple(m for m in own if isinstance(m, ast.Probe)) or probes
         for member in own:
-            if isinstance(member, ast.Param):
+            if isinstance(member, ast.Probe):
+                continue
+            if isinstance(member, ast.CallArg):
+                calls[member.arg] = member
+            elif isinstance(member, ast.Param):
                 if member.type is None:  # `param NAME = VALUE`: only the default changes
                     inherited = params.get(member.name)
                     if inherited is None:
@@ -203,9 +221,13 @@ def flatten(
                 if index == len(chain) - 1:
                     for field in member.fields:
                         problems += _check_field(field)
-                merged = dict(stages[member.name].fields) if member.name in stages else {}
+                before = stages.get(member.name)
+                merged = dict(before.fields) if before is not None else {}
                 merged.update({f.name: f for f in member.fields if f.name in _FIELD_OPS})
-                stages[member.name] = ResolvedStage(member.name, member, merged)
+                header = member
+                if before is not None and not member.has_header_facts:
+                    header = before.header or before.decl
+                stages[member.name] = ResolvedStage(member.name, member, merged, header)
     resolved = ResolvedPipeline(
         name,
         chain[-1].parent,
@@ -213,6 +235,8 @@ def flatten(
         tuple(params.values()),
         tuple(lets.values()),
         tuple(stages.values()),
+        calls=tuple(calls.values()),
+        probes=probes,
     )
     return resolved, problems
 
@@ -224,6 +248,7 @@ def _expressions(pipeline: ResolvedPipeline) -> list[ast.Expr]:
     exprs += [let.value for let in pipeline.lets]
     for stage in pipeline.stages:
         exprs += [field.value for field in stage.fields.values()]
+    exprs += [call.value for call in pipeline.calls]
     return exprs
 
 

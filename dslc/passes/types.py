@@ -317,6 +317,9 @@ def check_types(pipeline: ResolvedPipeline) -> tuple[dict[str, str], list[Diagno
     for stage in pipeline.stages:
         for field in stage.fields.values():
             problems += _check_field(checker, stage, field, lets, degrees)
+    for call in pipeline.calls:  # a number or a boolean: infer reports a list
+        if checker.infer(call.value) is not None:
+            problems += _degree_limit(call.value, f"call '{call.arg}'", degrees)
     return {
         k: v for k, v in checker.env.items() if not k.endswith("[]")
     }, problems + checker.problems

@@ -1,0 +1,117 @@
+"""Validate a pipeline's facts for the calibration library: stage `uses` and `per_step`, `calls`
+and `probe_axes` (all optional keys of format version 1; older artifacts have none)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .checks import (
+    MAX_CALLS,
+    MAX_STAGE_USES,
+    Scope,
+    as_list,
+    as_name,
+    as_object,
+    as_span,
+    check_expr,
+    describe,
+    fail,
+    into,
+)
+from .ir import CallDecl, ComponentUse, ParamDecl
+
+__all__ = ["StageFacts", "calls", "probe_axes"]
+
+
+class StageFacts:
+    """Reads each stage's `uses` and `per_step` in turn, remembering what earlier stages claimed."""
+
+    def __init__(self) -> None:
+        self.opened: dict[tuple[str, str], str] = {}  # (component, method) -> stage
+        self.stepped: str | None = None
+
+    def read(
+        self, obj: Mapping[str, object], here: object, stage: str
+    ) -> tuple[tuple[ComponentUse, ...], bool]:
+        """A stage's uses (each (component, method) opens one stage) and whether it is per step."""
+        uses: list[ComponentUse] = []
+        if "uses" in obj:
+            path = into(here, ".uses")
+            raw = as_list(obj["uses"], path)
+            if not 1 <= len(raw) <= MAX_STAGE_USES:
+                raise fail(path, f"expected 1 to {MAX_STAGE_USES} uses, got {len(raw)}")
+            for j, item in enumerate(raw):
+                at = into(path, f"[{j}]")
+                body = as_object(item, at, ("component", "method"))
+                use = ComponentUse(
+                    as_name(body["component"], into(at, ".component")),
+                    as_name(body["method"], into(at, ".method")),
+                )
+                key = (use.component, use.method)
+                if key in self.opened:
+                    raise fail(
+                        at,
+                        f"{use.component}.{use.method} already opens stage {self.opened[key]!r}",
+                    )
+                self.opened[key] = stage
+                uses.append(use)
+        per_step = False
+        if "per_step" in obj:
+            if obj["per_step"] is not True:
+                raise fail(
+                    into(here, ".per_step"),
+                    f"expected true (the key is omitted when false), got "
+                    f"{describe(obj['per_step'])}",
+                )
+            if self.stepped is not None:
+                raise fail(into(here, ".per_step"), f"stage {self.stepped!r} is per step already")
+            self.stepped, per_step = stage, True
+        return tuple(uses), per_step
+
+
+def calls(value: object, path: object, n_sources: int, scope: Scope) -> tuple[CallDecl, ...]:
+    """`call` arguments: unique names, each an expression over params and lets (any type)."""
+    raw = as_list(value, path)
+    if len(raw) > MAX_CALLS:
+        raise fail(path, f"expected at most {MAX_CALLS} calls, got {len(raw)}")
+    found: list[CallDecl] = []
+    names: set[str] = set()
+    for i, item in enumerate(raw):
+        here = into(path, f"[{i}]")
+        obj = as_object(item, here, ("arg", "expr", "span"))
+        arg = as_name(obj["arg"], into(here, ".arg"))
+        if arg in names:
+            raise fail(into(here, ".arg"), f"duplicate call argument {arg!r}")
+        names.add(arg)
+        expr = check_expr(obj["expr"], into(here, ".expr"), scope, 1)
+        span = as_span(obj["span"], into(here, ".span"), n_sources)
+        assert span is not None
+        found.append(CallDecl(arg, expr, span))
+    return tuple(found)
+
+
+def probe_axes(
+    value: object, path: object, params: tuple[ParamDecl, ...]
+) -> tuple[tuple[str, ...], ...]:
+    """Groups of int params, none empty, each param in one group (so the count is bounded)."""
+    types = {p.name: p.type for p in params}
+    seen: set[str] = set()
+    groups = []
+    for i, raw in enumerate(as_list(value, path)):
+        here = into(path, f"[{i}]")
+        items = as_list(raw, here)
+        if not items:
+            raise fail(here, "a probe group names at least one param")
+        group = []
+        for j, item in enumerate(items):
+            at = into(here, f"[{j}]")
+            name = as_name(item, at)
+            if types.get(name) != "int":
+                what = "a bool param" if name in types else "not a param"
+                raise fail(at, f"probe axis {name!r} is {what}; axes are int params")
+            if name in seen:
+                raise fail(at, f"probe axis {name!r} is in two groups")
+            seen.add(name)
+            group.append(name)
+        groups.append(tuple(group))
+    return tuple(groups)
