@@ -7,6 +7,7 @@ from fractions import Fraction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dslc import ast
 from dslc.compiler import compile_text
 from dslc.emit import artifact, dumps
 from dslc.fmt import format_expr
@@ -57,15 +58,16 @@ def _with_calls(draw: st.DrawFn) -> str:
         for i in range(draw(st.integers(1, 3)))
     ]
     left, right = draw(expressions(numeric)), draw(expressions(numeric))
-    calls.append(f"call b = {format_expr(left)} < {format_expr(right)}")
+    calls.append(f"call b = {format_expr(ast.Binary('<', left, right))}")
     if "flag" in names:
-        calls.append(f"call c = if flag then {format_expr(left)} else 7")
+        choice = ast.IfElse(ast.Name("flag"), left, ast.Num(Fraction(7)))
+        calls.append(f"call c = {format_expr(choice)}")
     body = "".join(f"    {line}\n" for line in calls)
     return text.removesuffix("}\n") + body + "}\n"
 
 
 @settings(
-    max_examples=20,
+    max_examples=15,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
