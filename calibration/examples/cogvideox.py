@@ -16,8 +16,11 @@ import torch
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work).
 #: Frames 17 (5 latent frames) is the smallest count in the VAE's steady regime (formulas/cogvideox.wf).
+#: The warmup and the probe differ in frames and area, so the decoder's two memory terms (working
+#: set ~ area, growth ~ frames x area) can be told apart (a third size from the two, see
+#: docs/estimators.md).
 WARMUP: dict[str, int | bool] = {"steps": 2, "frames": 17, "height": 32, "width": 32}
-PROBE: dict[str, int | bool] = {"steps": 2, "frames": 17, "height": 48, "width": 48}
+PROBE: dict[str, int | bool] = {"steps": 2, "frames": 25, "height": 48, "width": 48}
 TARGET: dict[str, int | bool] = {"steps": 4, "frames": 33, "height": 64, "width": 64}
 
 _TEXT_TOKENS = 16  # max_sequence_length of the call and the transformer's max_text_seq_length
