@@ -5,8 +5,9 @@
 For each case: build the pipeline (random weights, CPU), record a bounded warmup, then ``--repeat``
 rounds of (the probe, a bounded re-warm, the target) -- interleaved, so load drift on a shared
 machine hits inputs and target alike -- and estimate the target from the warmup, probe and re-warm
-records (margin 1.0 for the prediction, the default 1.2 for the bound). Printed per phase: the measured
-peak, our prediction and its error, our bound and whether it holds, and the seed's two baselines:
+records (margin 1.0 for the prediction, the default 1.2 for the bound). Printed per phase: the
+measured peak, our prediction and its error, our bound and whether it holds, and the seed's two
+baselines:
 
 - ``seed w*h*f``: the seed's estimator (measurement if one covers the target, else a fit on the two
   largest sizes, else single-point scaling) in units of width x height x frames instead of the
@@ -139,7 +140,7 @@ VARIANTS: dict[str, tuple[str, str, Callable[[], contextlib.AbstractContextManag
 }
 
 
-# --- the seed's two baselines ------------------------------------------------------------------------
+# --- the seed's two baselines ---------------------------------------------------------------------
 
 
 def units(params: Mapping[str, Any]) -> int:
@@ -148,7 +149,9 @@ def units(params: Mapping[str, Any]) -> int:
 
 
 def seed_estimate(points: Sequence[tuple[int, int, int]], target: int) -> int | None:
-    """The seed's ``estimate_default_workload_peak_bytes`` at margin 1.0 over (units, peak, baseline)."""
+    """The seed's ``estimate_default_workload_peak_bytes`` at margin 1.0 over (units, peak,
+    baseline).
+    """
     if not points:
         return None
     by_units: dict[int, int] = {}
@@ -169,14 +172,16 @@ def seed_estimate(points: Sequence[tuple[int, int, int]], target: int) -> int | 
 
 
 def single_point(points: Sequence[tuple[int, int, int]], target: int) -> int | None:
-    """The largest record's above-baseline peak scaled by the units ratio (probe.predict_peak's rule)."""
+    """The largest record's above-baseline peak scaled by the units ratio (probe.predict_peak's
+    rule).
+    """
     if not points:
         return None
     u, peak, baseline = max(points, key=lambda p: (p[0], p[1]))
     return baseline + math.ceil(Fraction((peak - baseline) * target, u))
 
 
-# --- one case ---------------------------------------------------------------------------------------
+# --- one case -------------------------------------------------------------------------------------
 
 
 def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
@@ -199,7 +204,8 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
     with quiet_libraries(), torch_threads("cpu", threads), context():
         session = Session(example, pipeline, "cpu")
         # Rounds of (probe, re-warm, target) interleaved, so load drift on a shared machine hits the
-        # estimate's inputs and the target alike; only the probe and warmup records are estimated from.
+        # estimate's inputs and the target alike; only the probe and warmup records are estimated
+        # from.
         records = [] if warmup is None else [session.run(warmup_point)]
         runs = []
         for _ in range(repeat):
@@ -297,7 +303,7 @@ def _row(
     }
 
 
-# --- printing ---------------------------------------------------------------------------------------
+# --- printing -------------------------------------------------------------------------------------
 
 
 def _err(value: float | None, measured: float | None) -> str:
@@ -325,11 +331,13 @@ def markdown(case: dict[str, Any]) -> str:
             + (f"warmup `{_point(case['warmup'])}`, " if case["warmup"] else "no warmup, ")
             + f"probe `{_point(case['probe'])}`, "
             + "".join(f"second probe `{_point(m)}`, " for m in case["more_probes"])
-            + f"target `{_point(case['target'])}` ({case['work_ratio']:.3g}x the probe in tokens x steps)."
+            + f"target `{_point(case['target'])}` ({case['work_ratio']:.3g}x the probe in tokens "
+            "x steps)."
         ),
         "",
         (
-            "| phase | method | measured KiB | ours KiB | err | bound (1.2) KiB | bound >= measured "
+            "| phase | method | measured KiB | ours KiB | err | bound (1.2) KiB | bound >= "
+            "measured "
             "| seed w*h*f KiB | err | single-point KiB | err |"
         ),
         "| --- | --- | ---: | ---: | ---: | ---: | :---: | ---: | ---: | ---: | ---: |",

@@ -139,8 +139,10 @@ def main() -> None:
     check, build = statistics.median(check_times), statistics.median(build_times)
 
     print(
-        f"machine: {platform.processor() or platform.machine()}, {platform.python_implementation()} "
-        f"{platform.python_version()}; corpus: {args.pipelines} pipelines, {args.pipelines * args.stages} "
+        f"machine: {platform.processor() or platform.machine()}, "
+        f"{platform.python_implementation()} "
+        f"{platform.python_version()}; corpus: {args.pipelines} pipelines, "
+        f"{args.pipelines * args.stages} "
         f"stages, {formulas} formulas; artifact {len(text) / 1e6:.1f} MB; {warnings} warnings"
     )
     print(f"{'what':<42} {'seconds':>10} {'per formula':>13} {'vs build':>10}")
@@ -151,7 +153,8 @@ def main() -> None:
     ]
     for name, seconds in rows:
         print(
-            f"{name:<42} {seconds:>10.3f} {seconds / formulas * 1e3:>10.3f} ms {seconds / build:>9.1f}x"
+            f"{name:<42} {seconds:>10.3f} {seconds / formulas * 1e3:>10.3f} ms "
+            f"{seconds / build:>9.1f}x"
         )
     print(f"goal: build <= 2 s: {'met' if build <= 2.0 else 'MISSED'}")
 

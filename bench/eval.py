@@ -84,7 +84,8 @@ def formulas(book: runtime.FormulaBook) -> list[Case]:
     ) -> None:
         env = {
             "wan": wan, "minimax": minimax, "raw": raw, "hand": hand, "expr": expr,
-            "lambdified": sp.lambdify(syms, expr, modules="math"), "sub": {s: point[s] for s in syms},
+            "lambdified": sp.lambdify(syms, expr, modules="math"),
+            "sub": {s: point[s] for s in syms},
         }  # fmt: skip
         args = ", ".join(repr(point[s]) for s in syms)
         variants = {
@@ -103,11 +104,13 @@ def formulas(book: runtime.FormulaBook) -> list[Case]:
         'wan.iterations("DenoisingStage", steps=4)', wan.compiled_iterations("DenoisingStage"),
         lambda steps, frames, height, width, cfg: steps, steps, symbols)  # fmt: skip
     add('minimax_h3 iterations("DenoisingStage", steps=4)  [steps - 1]',
-        'minimax.iterations("DenoisingStage", steps=4)', minimax.compiled_iterations("DenoisingStage"),
+        'minimax.iterations("DenoisingStage", steps=4)',
+        minimax.compiled_iterations("DenoisingStage"),
         lambda steps: steps - 1, steps - 1, (steps,))  # fmt: skip
     add('wan2_2_t2v_a14b time("DenoisingStage", frames=17, height=480, width=832)'
         "  [tokens * (if cfg then 2 else 1)]",
-        'wan.time("DenoisingStage", frames=17, height=480, width=832)', wan.compiled_time("DenoisingStage"),
+        'wan.time("DenoisingStage", frames=17, height=480, width=832)',
+        wan.compiled_time("DenoisingStage"),
         lambda steps, frames, height, width, cfg: (
             ((frames - 1) // 4 + 1) * (height // 16) * (width // 16) * (2 if cfg else 1)
         ),
@@ -123,13 +126,15 @@ w1, c1 = time.perf_counter(), time.process_time()
 runtime.load_formulas(sys.argv[1])
 w2, c2 = time.perf_counter(), time.process_time()
 heavy = [m for m in ("lark", "sympy", "torch") if m in sys.modules]
-print(json.dumps({"import": (w1 - w0) * 1e3, "load": (w2 - w1) * 1e3, "cpu": (c2 - c0) * 1e3, "heavy": heavy}))
+ms = {"import": (w1 - w0) * 1e3, "load": (w2 - w1) * 1e3, "cpu": (c2 - c0) * 1e3}
+print(json.dumps({**ms, "heavy": heavy}))
 """
 
 
 def import_and_load(artifact: Path, runs: int, cached: bool) -> dict[str, float]:
-    """Median ms (wall) of `import runtime`, of loading and of both, and the CPU ms of both, each run
-    in a fresh interpreter; CPU time is what a busy machine cannot inflate by descheduling us."""
+    """Median ms (wall) of `import runtime`, of loading and of both, and the CPU ms of both, each
+    run in a fresh interpreter; CPU time is what a busy machine cannot inflate by descheduling us.
+    """
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as cache:
         if cached:
@@ -162,11 +167,11 @@ def main() -> None:
     options = parser.parse_args()
     book = runtime.load_formulas(options.artifact)
     print(f"machine: {machine()}")
+    artifact = options.artifact
+    print(f"artifact: {artifact.relative_to(ROOT) if artifact.is_relative_to(ROOT) else artifact}")
     print(
-        f"artifact: {options.artifact.relative_to(ROOT) if options.artifact.is_relative_to(ROOT) else options.artifact}"
-    )
-    print(
-        f"timing: median of {options.rounds} interleaved rounds of CPU time (process_time), each autoranged"
+        f"timing: median of {options.rounds} interleaved rounds of CPU time (process_time), each "
+        "autoranged"
     )
     print(GOALS)
     for label, variants, value in formulas(book):
@@ -192,14 +197,16 @@ def main() -> None:
         " (goal: total <= 30 ms; lark, sympy and torch stay unloaded)"
     )
     print(
-        f"| {'bytecode cache':<16} | {'import':>7} | {'load':>7} | {'total':>7} | {'CPU total':>9} |"
+        f"| {'bytecode cache':<16} | {'import':>7} | {'load':>7} | {'total':>7} | "
+        f"{'CPU total':>9} |"
     )
     print(f"| {'-' * 16} | {'-' * 6}:| {'-' * 6}:| {'-' * 6}:| {'-' * 8}:|")
     for cached in (True, False):
         r = import_and_load(options.artifact, options.load_runs, cached)
         name = "warm (deployed)" if cached else "cold (none)"
         print(
-            f"| {name:<16} | {r['import']:>7.1f} | {r['load']:>7.1f} | {r['total']:>7.1f} | {r['cpu']:>9.1f} |"
+            f"| {name:<16} | {r['import']:>7.1f} | {r['load']:>7.1f} | {r['total']:>7.1f} | "
+            f"{r['cpu']:>9.1f} |"
         )
     load = os.getloadavg()
     print(f"\nload average during the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - start
 
     print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, CPython {platform.python_version()}; "
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, CPython "
+        f"{platform.python_version()}; "
         f"{args.seconds:g} s budget, seed {args.seed}, corpus {len(texts)} sources "
         f"({len(texts) - args.generated} real + {args.generated} generated)"
     )
@@ -132,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     count = sum(runs.values())
     print(
-        f"{'all':<10}{count:>8}{sum(map(len, failures.values())):>10}{'':>11}  {count / total:>8.0f}  "
+        f"{'all':<10}{count:>8}{sum(map(len, failures.values())):>10}{'':>11}  "
+        f"{count / total:>8.0f}  "
         f"(wall {total:.1f} s)"
     )
     distinct: dict[str, int] = {}

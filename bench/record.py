@@ -35,7 +35,9 @@ PARAMS = {"steps": 2, "frames": 5, "height": 32, "width": 32}
 
 
 class MLP(nn.Module):
-    """A layerwise MLP: ``depth`` blocks in a ModuleList, so the layer tracker has layers to count."""
+    """A layerwise MLP: ``depth`` blocks in a ModuleList, so the layer tracker has layers to
+    count.
+    """
 
     def __init__(self, width: int = 512, depth: int = 8) -> None:
         super().__init__()
@@ -61,7 +63,8 @@ def machine() -> str:
         pass
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (
-        f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+        f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} "
+        "thread(s), "
         f"Python {platform.python_version()}, load average {load}"
     )
 
@@ -161,7 +164,9 @@ def wan_variants(wan) -> dict[str, Callable[[], object]]:
 
 
 def mem_tracker_on_wan(wan) -> str:
-    """Whether torch's MemTracker can follow a pipeline that calls its transformer more than once."""
+    """Whether torch's MemTracker can follow a pipeline that calls its transformer more than
+    once.
+    """
     from torch.distributed._tools.mem_tracker import MemTracker
 
     pipe = build_tiny_wan()
@@ -240,7 +245,8 @@ def main() -> None:
 
     print(f"machine: {machine()}; {gpu}")
     print(
-        f"command: .venv/bin/python bench/record.py --rounds {args.rounds} --threads {args.threads}\n"
+        f"command: .venv/bin/python bench/record.py --rounds {args.rounds} --threads "
+        f"{args.threads}\n"
     )
     print("| workload | variant | median per call | ratio to plain |")
     print("| --- | --- | ---: | ---: |")

@@ -1,4 +1,5 @@
-"""How a tiny pipeline's stage peaks and times scale with the request's shape (the facts behind a formula).
+"""How a tiny pipeline's stage peaks and times scale with the request's shape (the facts behind a
+formula).
 
     .venv/bin/python bench/shapes.py [--example wan] [--stage DecodingStage] [--sizes 32,64]
                                      [--frames 1,5,9,13,17,21,33] [--repeat 3]

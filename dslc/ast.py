@@ -95,7 +95,9 @@ TYPES = ("int", "bool")
 
 @attrs.frozen
 class Param:
-    """`param NAME: TYPE = DEFAULT in [LO, HI] where PRED`; `type` is None for a default-only override."""
+    """`param NAME: TYPE = DEFAULT in [LO, HI] where PRED`; `type` is None for a default-only
+    override.
+    """
 
     name: str
     type: str | None

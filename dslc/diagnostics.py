@@ -114,7 +114,9 @@ def _excerpt(span: Span, gutter: int) -> list[str]:
 
 
 def render(diagnostic: Diagnostic) -> str:
-    """The human form: `FILE:LINE:COL: error[CODE]: MESSAGE`, the line, a caret span, notes, help."""
+    """The human form: `FILE:LINE:COL: error[CODE]: MESSAGE`, the line, a caret span, notes,
+    help.
+    """
     span = diagnostic.span
     where = f"{span}: " if span is not None else ""
     lines = [f"{where}{diagnostic.severity}[{diagnostic.code}]: {diagnostic.message}"]

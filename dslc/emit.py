@@ -101,7 +101,9 @@ class _Emitter:
     def field(
         self, pipeline: ResolvedPipeline, field: ast.Field | None, index: dict[str, int]
     ) -> dict[str, Any]:
-        """`{"expr", "span"}`, plus `"terms"` (each `{"expr", "span"}`) for a memory of several terms."""
+        """`{"expr", "span"}`, plus `"terms"` (each `{"expr", "span"}`) for a memory of several
+        terms.
+        """
         if field is None:
             return {"expr": ONE, "span": None}
         terms = pipeline.terms(field)

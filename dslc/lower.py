@@ -27,7 +27,9 @@ _COMPARE = {
 
 
 class LowerError(Exception):
-    """An expression that has no sympy form here (a list where a number is needed, a bad exponent)."""
+    """An expression that has no sympy form here (a list where a number is needed, a bad
+    exponent).
+    """
 
 
 def param_symbol(param: ResolvedParam) -> sympy.Symbol:

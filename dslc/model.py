@@ -77,7 +77,9 @@ class ResolvedPipeline:
         return next((let for let in self.lets if let.name == name), None)
 
     def terms(self, field: ast.Field) -> tuple[ast.Expr, ...]:
-        """A field's terms: the items of a memory's list (a literal or a list let), else its value."""
+        """A field's terms: the items of a memory's list (a literal or a list let), else its
+        value.
+        """
         if field.name != "memory":
             return (field.value,)
         return list_items(field.value, {let.name: let.value for let in self.lets}) or (field.value,)

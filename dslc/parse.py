@@ -1,4 +1,6 @@
-"""Text to AST: Lark (LALR, strict, positions) plus the one door where every parser error becomes a diagnostic."""
+"""Text to AST: Lark (LALR, strict, positions) plus the one door where every parser error becomes a
+diagnostic.
+"""
 
 from __future__ import annotations
 
@@ -85,7 +87,9 @@ class _LimitHit(Exception):
 
 
 class _Separators(lark.lark.PostLex):
-    """Newlines and ';' separate members: merge runs into one _SEP, drop newlines inside (...) and [...]."""
+    """Newlines and ';' separate members: merge runs into one _SEP, drop newlines inside (...) and
+    [...].
+    """
 
     always_accept = ("NEWLINE", "SEMI")
 
@@ -407,7 +411,9 @@ class _PerStep:
 
 
 class _AstBuilder(Transformer):
-    """Builds frozen AST nodes as the LALR parser reduces (embedded: no parse tree, no recursion)."""
+    """Builds frozen AST nodes as the LALR parser reduces (embedded: no parse tree, no
+    recursion).
+    """
 
     def int_lit(self, children: list[Token]) -> ast.Num:
         return _number(children[0], "integer")

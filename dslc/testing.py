@@ -1,4 +1,5 @@
-"""Hypothesis strategies and claims for property-testing formula files (public API for model authors).
+"""Hypothesis strategies and claims for property-testing formula files (public API for model
+authors).
 
 from hypothesis import given
 from dslc.testing import admissible_params, assert_non_decreasing
@@ -124,7 +125,7 @@ def assert_probe_within_target(
         )
 
 
-# --------------------------------------------------------------------------- expressions and sources
+# ---------------------------------------------------------------- expressions and sources
 
 
 def _num(value: int | Fraction) -> ast.Num:
@@ -201,8 +202,9 @@ _TERMS = st.sampled_from([1, 1, 2, 3])
 
 @st.composite
 def sources(draw: st.DrawFn, *, max_params: int = 3, max_stages: int = 3) -> str:
-    """A whole `.wf` pipeline that compiles clean by construction (iterations are `max(0, floor(..))`,
-    measures `abs(..)`; a memory is sometimes a list of terms)."""
+    """A whole `.wf` pipeline that compiles clean by construction (iterations are `max(0,
+    floor(..))`, measures `abs(..)`; a memory is sometimes a list of terms).
+    """
     params = [f"p{i}" for i in range(draw(st.integers(1, max_params)))]
     lines = [draw(_param_decl(name)) for name in params]
     has_flag = draw(st.booleans())

@@ -1,4 +1,5 @@
-"""Runtime for compiled workload formulas: what the serving worker imports (no lark, sympy or torch).
+"""Runtime for compiled workload formulas: what the serving worker imports (no lark, sympy or
+torch).
 
 `runtime.measure` and `runtime.record` (which use torch) are deliberately not imported here.
 """

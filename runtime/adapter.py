@@ -42,7 +42,9 @@ class BatchParams(Frozen):
     def params_for(
         self, pipeline: Pipeline, batch: object, num_inference_steps: int | None
     ) -> dict[str, object]:
-        """The probe's params: attributes absent or None take defaults; params the pipeline lacks are skipped."""
+        """The probe's params: attributes absent or None take defaults; params the pipeline lacks
+        are skipped.
+        """
         known = pipeline.params
         params: dict[str, object] = {}
         for attribute, param in self.attributes:
@@ -70,7 +72,9 @@ class DefaultWorkloadIterations(Frozen):
         return self.pipeline is not None and self.stage in self.pipeline.stages
 
     def __call__(self, batch: object, num_inference_steps: int | None) -> tuple[int, int] | None:
-        """Iterations at the batch's shape and steps, and at the default workload; None without a formula."""
+        """Iterations at the batch's shape and steps, and at the default workload; None without a
+        formula.
+        """
         pipeline, stage = self.pipeline, self.stage
         if pipeline is None or stage not in pipeline.stages:
             return None
@@ -81,12 +85,16 @@ class DefaultWorkloadIterations(Frozen):
 def default_workload_iterations(
     pipeline: Pipeline | None, stage: str, batch_params: BatchParams | None = None
 ) -> DefaultWorkloadIterations:
-    """Build the per-(pipeline, stage) callable; `pipeline` None (a model without formulas) answers None."""
+    """Build the per-(pipeline, stage) callable; `pipeline` None (a model without formulas) answers
+    None.
+    """
     return DefaultWorkloadIterations(pipeline, stage, batch_params or BatchParams())
 
 
 class StageIterationRecorder:
-    """Collects `(measured, target)` per stage during warmup; explicit records are never overwritten."""
+    """Collects `(measured, target)` per stage during warmup; explicit records are never
+    overwritten.
+    """
 
     def __init__(self, pipeline: Pipeline | None, batch_params: BatchParams | None = None) -> None:
         self._pipeline = pipeline
@@ -107,7 +115,9 @@ class StageIterationRecorder:
     def record_from_formula(
         self, stage: str, batch: object, num_inference_steps: int | None
     ) -> tuple[int, int] | None:
-        """Record the formula's pair unless the stage has an explicit record or no formula; return what was recorded."""
+        """Record the formula's pair unless the stage has an explicit record or no formula; return
+        what was recorded.
+        """
         if stage in self._explicit:
             return None
         pair = DefaultWorkloadIterations(self._pipeline, stage, self._batch_params)(

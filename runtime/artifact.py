@@ -1,4 +1,6 @@
-"""Read and validate a compiled artifact into frozen declarations (runtime/ir.py); nothing is executed."""
+"""Read and validate a compiled artifact into frozen declarations (runtime/ir.py); nothing is
+executed.
+"""
 
 from __future__ import annotations
 
@@ -83,7 +85,9 @@ def read_artifact(
 
 
 def _read_file(path: str) -> bytes:
-    """Read at most the size limit plus one byte, so a huge file is refused without reading it all."""
+    """Read at most the size limit plus one byte, so a huge file is refused without reading it
+    all.
+    """
     with open(path, "rb") as handle:
         return handle.read(MAX_BYTES + 1)
 
@@ -106,7 +110,9 @@ def _reject_constant(name: str) -> object:
 
 
 def _parse_json(data: str | bytes | bytearray) -> object:
-    """Parse JSON, turning every failure (syntax, nesting, huge ints, encoding) into ArtifactError."""
+    """Parse JSON, turning every failure (syntax, nesting, huge ints, encoding) into
+    ArtifactError.
+    """
     try:
         return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except RecursionError:
@@ -130,7 +136,8 @@ def parse_artifact(doc: object) -> Artifact:
     if type(version) is not int or version != FORMAT_VERSION:
         raise fail(
             into(None, "format_version"),
-            f"unsupported format_version {show(version)}: this loader reads version {FORMAT_VERSION}",
+            f"unsupported format_version {show(version)}: this loader reads version "
+            f"{FORMAT_VERSION}",
         )
     as_object(doc, None, ("format", "format_version", "compiler", "sources", "pipelines"))
     compiler = as_object(doc["compiler"], into(None, "compiler"), ("name", "version"))

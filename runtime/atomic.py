@@ -13,7 +13,8 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        # mkstemp makes 0600 files: keep an existing file's mode, else the umask's usual 0666 default.
+        # mkstemp makes 0600 files: keep an existing file's mode, else the umask's usual 0666
+        # default.
         umask = os.umask(0)
         os.umask(umask)
         mode = target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~umask

@@ -18,7 +18,8 @@ MAX_INT_DIGITS = 4300
 MAX_NAME_LENGTH = 64
 MAX_POW_EXPONENT = 64
 MAX_TEXT_LENGTH = 4096
-MAX_NODES = 200_000  # expression nodes in one artifact (formulas/ compiles to about 1,300): bounds load time
+# Expression nodes in one artifact (formulas/ compiles to about 1,300): bounds load time.
+MAX_NODES = 200_000
 MAX_MEMORY_TERMS = 16  # terms of one stage's `memory ~ [t1, t2, ...]`; at least 2 when listed
 MAX_STAGE_USES = 16  # component uses of one stage (dslc.limits.MAX_STAGE_USES)
 MAX_CALLS = 512  # `call` arguments of one pipeline (dslc.limits.MAX_CALLS)

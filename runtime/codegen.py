@@ -1,10 +1,10 @@
 """Python source for a pipeline's evaluators, generated from validated nodes only.
 
 Each evaluator is a plain function of the params, or, when it needs constants (`_C`) or helper
-functions, a small *factory* returning the closure. The text never contains anything from the artifact:
-params are `p<i>`, lets `l<i>`, constants `c<i>`, helpers `h<i>`; literals are `repr` of validated
-small ints, `True`/`False` and exponents in [0, 64]. Because constants and defaults travel as
-arguments, pipelines with the same formulas produce the same text, compiled once per book.
+functions, a small *factory* returning the closure. The text never contains anything from the
+artifact: params are `p<i>`, lets `l<i>`, constants `c<i>`, helpers `h<i>`; literals are `repr` of
+validated small ints, `True`/`False` and exponents in [0, 64]. Because constants and defaults travel
+as arguments, pipelines with the same formulas produce the same text, compiled once per book.
 """
 
 from __future__ import annotations
@@ -128,7 +128,9 @@ class _Emitter:
         raise AssertionError(f"unvalidated node kind {kind!r}")  # unreachable: checks.py refused it
 
     def hoist(self, e: Expr) -> str:
-        """Move a subtree into a helper taking the variables it uses, called where it is evaluated."""
+        """Move a subtree into a helper taking the variables it uses, called where it is
+        evaluated.
+        """
         names = ", ".join(variables(e))
         body = self.expr(e, 1)
         name = f"h{len(self.helpers)}"

@@ -37,7 +37,9 @@ def int_like(value: object) -> int | None:
 
 
 class Domain:
-    """Where a pipeline's params may lie; each int param's range is `[low, high]` (high may be inf)."""
+    """Where a pipeline's params may lie; each int param's range is `[low, high]` (high may be
+    inf).
+    """
 
     def __init__(
         self,
@@ -64,7 +66,9 @@ class Domain:
         self._owners = tuple(self.names.index(c.param) for c in decl.contracts)
 
     def assign(self, params: Mapping[str, object]) -> tuple[list[int | bool], bool]:
-        """Defaults overridden by `params`, type-checked; and whether every value is in its range."""
+        """Defaults overridden by `params`, type-checked; and whether every value is in its
+        range.
+        """
         args = list(self.defaults)
         in_range = True
         specs = self.specs
@@ -95,7 +99,9 @@ class Domain:
         return args
 
     def first_problem(self, params: Mapping[str, object]) -> ParamError:
-        """The error to report, in a fixed order: unknown names as given, then types by declaration."""
+        """The error to report, in a fixed order: unknown names as given, then types by
+        declaration.
+        """
         for name in params:
             if name not in self.specs:
                 return UnknownParamError(self.pipeline, name, self.names)

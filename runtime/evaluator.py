@@ -137,8 +137,9 @@ def instantiate(
     integral = (int if plan.rational else None, None, None)  # int-typed code yields ints itself
     names = tuple(p.name for p in decl.params)
     make_checked = factories[checked_plan.text]
+    consts = checked_plan.consts
     checked = tuple(
-        rename(make_checked(checked_plan.consts, defaults, contracts, tables[k], fallbacks[k], integral[k]),
+        rename(make_checked(consts, defaults, contracts, tables[k], fallbacks[k], integral[k]),
                names, _FIELD_NAMES[k])
         for k in range(3)
     )  # fmt: skip

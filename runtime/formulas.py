@@ -97,7 +97,10 @@ class Pipeline:
             fast.__doc__ = reference.__doc__
 
     def __repr__(self) -> str:
-        return f"<Pipeline {self.name!r}: params {', '.join(self.param_names)}; stages {', '.join(self.stages)}>"
+        return (
+            f"<Pipeline {self.name!r}: params {', '.join(self.param_names)}; stages "
+            f"{', '.join(self.stages)}>"
+        )
 
     @property
     def default_workload(self) -> dict[str, int | bool]:
@@ -105,7 +108,9 @@ class Pipeline:
         return dict(zip(self.param_names, self._defaults))
 
     def iterations(self, stage: str, /, **params: int | bool) -> int:
-        """How many times the stage's repeated unit runs at this point (missing params: defaults)."""
+        """How many times the stage's repeated unit runs at this point (missing params:
+        defaults).
+        """
         value = self._value(0, stage, params)
         assert type(value) is int
         return value
@@ -148,7 +153,9 @@ class Pipeline:
     def stage_iterations(
         self, probe: Mapping[str, int | bool], target: Mapping[str, int | bool] | None = None
     ) -> dict[str, tuple[int, int]]:
-        """Per stage `(measured, target)`: iterations at the probe and at the target (default workload)."""
+        """Per stage `(measured, target)`: iterations at the probe and at the target (default
+        workload).
+        """
         measured = self._all_iterations(probe)
         wanted = self._default_iterations if target is None else self._all_iterations(target)
         return {stage: (m, t) for stage, m, t in zip(self.stages, measured, wanted)}
@@ -162,7 +169,9 @@ class Pipeline:
         return dict(zip(self.call_names, self._call(self._calls, args, "calls")))
 
     def is_admissible(self, **params: int | bool) -> bool:
-        """Whether the point lies in every range and satisfies every contract (types are checked)."""
+        """Whether the point lies in every range and satisfies every contract (types are
+        checked).
+        """
         args, in_range = self._domain.assign(params)
         return in_range and self._domain.holds(args)
 
@@ -190,7 +199,9 @@ class Pipeline:
     # ------------------------------------------------------------ internals
 
     def _fallback(self, field: int) -> Callable[..., object]:
-        """The general path behind a fast entry: rebuild the params given, call the reference method."""
+        """The general path behind a fast entry: rebuild the params given, call the reference
+        method.
+        """
         method = (Pipeline.iterations, Pipeline.memory, Pipeline.time)[field]
 
         def fallback(
@@ -306,7 +317,9 @@ def _valid(field: int, value: object) -> bool:
 
 
 class FormulaBook(Mapping[str, Pipeline]):
-    """Every pipeline of one artifact by name; `book["x"]` raises UnknownPipelineError (a KeyError)."""
+    """Every pipeline of one artifact by name; `book["x"]` raises UnknownPipelineError (a
+    KeyError).
+    """
 
     __slots__ = ("_pipelines", "compiler", "format_version", "sources")
 
@@ -340,5 +353,7 @@ class FormulaBook(Mapping[str, Pipeline]):
 def load_formulas(
     source: str | bytes | bytearray | os.PathLike[str] | Mapping[str, object],
 ) -> FormulaBook:
-    """Load and validate an artifact (a path, JSON text or bytes, or a parsed mapping) once, at start-up."""
+    """Load and validate an artifact (a path, JSON text or bytes, or a parsed mapping) once, at
+    start-up.
+    """
     return FormulaBook(read_artifact(source))

@@ -44,7 +44,9 @@ else:
 
 @dataclass_transform(frozen_default=True, eq_default=True)
 class Frozen:
-    """Immutable slotted value: fields are the class's annotations, in order, set once by __init__."""
+    """Immutable slotted value: fields are the class's annotations, in order, set once by
+    __init__.
+    """
 
     __slots__ = ()
     _names: tuple[str, ...] = ()
@@ -102,7 +104,9 @@ class Frozen:
 
 
 class StageValues(Frozen):
-    """One stage at one point: `iterations` is an int, `memory` and `time` exact (int or Fraction)."""
+    """One stage at one point: `iterations` is an int, `memory` and `time` exact (int or
+    Fraction).
+    """
 
     __slots__ = ("iterations", "memory", "time")
     iterations: int

@@ -14,6 +14,7 @@ from dslc.fmt import format_expr
 from dslc.interp import Interpreter, as_python
 from dslc.testing import admissible_params, expressions, sources
 from runtime import load_formulas
+from tests.examples import program_of
 
 
 @settings(
@@ -24,9 +25,9 @@ from runtime import load_formulas
 @given(st.data(), sources())
 def test_runtime_equals_the_oracle_at_admissible_points(data: st.DataObject, text: str) -> None:
     result = compile_text(text, "generated.wf")
-    assert result.ok, [d.message for d in result.errors]
-    (resolved,) = result.program.pipelines
-    pipeline = load_formulas(dumps(artifact(result.program)))["generated"]
+    program = program_of(result)
+    (resolved,) = program.pipelines
+    pipeline = load_formulas(dumps(artifact(program)))["generated"]
     for _ in range(5):
         point = data.draw(admissible_params(pipeline))
         oracle = Interpreter(

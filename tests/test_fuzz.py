@@ -1,14 +1,16 @@
-"""Mutation fuzzing, bounded for CI (the long run is bench/fuzz.py), and one test per resource bound.
+"""Mutation fuzzing, bounded for CI (the long run is bench/fuzz.py), and one test per resource
+bound.
 
-Contract: a mutated source compiles to a CompileResult with diagnostics, never a traceback; a mutated
-artifact loads or raises a `runtime.FormulaError`; each within `dslc.fuzzing.CASE_SECONDS`.
+Contract: a mutated source compiles to a CompileResult with diagnostics, never a traceback; a
+mutated artifact loads or raises a `runtime.FormulaError`; each in work linear in its size
+(tests/budget.py; the seconds per case, `dslc.fuzzing.CASE_SECONDS`, are bench/fuzz.py's).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import random
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +22,7 @@ from dslc.testing import sources
 from runtime import ArtifactError, load_formulas
 from runtime import checks as runtime_checks
 from runtime.artifact import MAX_BYTES
+from tests.budget import within_linear_budget
 
 FUZZ = settings(
     max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck)
@@ -45,8 +48,27 @@ def real_artifact() -> dict:
     return json.loads(real_artifact_text())
 
 
+def check_source(text: str, mutation: str) -> None:
+    """A clean outcome in work linear in the text (seconds are bench/fuzz.py's measure)."""
+    compile_text("pipeline warm { let x = 1 }", "warm.wf")  # the parser is built once, not here
+    within_linear_budget(lambda: fuzzing.check_source(text, mutation, seconds=None), len(text))
+
+
 def check_artifact(payload: object, mutation: str) -> None:
-    fuzzing.check_artifact(payload, mutation)
+    """A clean outcome in work linear in the payload's JSON text."""
+    within_linear_budget(
+        lambda: fuzzing.check_artifact(payload, mutation, seconds=None), payload_size(payload)
+    )
+
+
+def payload_size(payload: object) -> int:
+    """A payload's size as JSON text; the loader's byte limit for one that cannot be written."""
+    if isinstance(payload, str | bytes):
+        return len(payload)
+    try:
+        return len(json.dumps(payload, default=str))
+    except (RecursionError, ValueError, TypeError):
+        return MAX_BYTES
 
 
 # --------------------------------------------------------------------------- Hypothesis-driven
@@ -57,14 +79,14 @@ def check_artifact(payload: object, mutation: str) -> None:
 def test_mutated_real_sources_give_diagnostics(which: int, seed: int) -> None:
     texts = real_sources()
     mutation, text = fuzzing.mutate_source(random.Random(seed), texts[which % len(texts)])
-    fuzzing.check_source(text, mutation)
+    check_source(text, mutation)
 
 
 @settings(FUZZ, max_examples=40)  # drawing a whole generated pipeline costs ~0.1 s
 @given(sources(), SEEDS)
 def test_mutated_generated_sources_give_diagnostics(source: str, seed: int) -> None:
     mutation, text = fuzzing.mutate_source(random.Random(seed), source)
-    fuzzing.check_source(text, mutation)
+    check_source(text, mutation)
 
 
 @FUZZ
@@ -83,7 +105,7 @@ def test_each_source_mutator(name: str) -> None:
         rng = random.Random(seed)
         text = rng.choice(real_sources())
         mutated = "".join(fuzzing.SOURCE_MUTATORS[name](rng, fuzzing.tokenize(text)))
-        fuzzing.check_source(mutated, name)
+        check_source(mutated, name)
 
 
 @pytest.mark.parametrize("name", sorted(fuzzing.ARTIFACT_MUTATORS))
@@ -103,8 +125,13 @@ def test_code_in_names_is_never_run(tmp_path, monkeypatch) -> None:
     """Names carrying code are rejected as names; nothing they say happens."""
     import os
 
-    calls = []
-    monkeypatch.setattr(os, "system", lambda *a: calls.append(a) or 0)
+    calls: list[tuple[object, ...]] = []
+
+    def system(*args: object) -> int:
+        calls.append(args)
+        return 0
+
+    monkeypatch.setattr(os, "system", system)
     for name in fuzzing.CODE_NAMES:
         doc = real_artifact()
         doc["pipelines"][0]["params"][0]["name"] = name
@@ -159,14 +186,12 @@ def test_huge_invalid_value_at_a_point_is_an_evaluation_error() -> None:
         pipeline.iterations(stage["name"], steps=1000)
 
 
-# --------------------------------------------------------------------------- compiler resource bounds
+# --------------------------------------------------------------------------- compiler resource boun
 
 
-def compile_within_a_second(text: str) -> CompileResult:
-    start = time.perf_counter()
-    result = compile_text(text, "limits.wf")
-    assert time.perf_counter() - start < 1.0
-    return result
+def compile_within_budget(text: str) -> CompileResult:
+    compile_text("pipeline warm { let x = 1 }", "warm.wf")  # the parser is built once, not here
+    return within_linear_budget(lambda: compile_text(text, "limits.wf"), len(text))
 
 
 def assert_limit(result: CompileResult, words: str) -> None:
@@ -181,28 +206,27 @@ def pipeline(body: str, name: str = "p") -> str:
 
 def test_limit_file_size() -> None:
     text = pipeline("    stage S { iterations = x }") + "#" * limits.MAX_FILE_BYTES
-    assert_limit(compile_within_a_second(text), "bytes")
+    assert_limit(compile_within_budget(text), "bytes")
 
 
 def test_limit_file_size_on_disk(tmp_path) -> None:
     path = tmp_path / "big.wf"
     path.write_text(pipeline("    stage S { iterations = x }") + "#" * limits.MAX_FILE_BYTES)
-    start = time.perf_counter()
-    result = compile_paths([path])
-    assert time.perf_counter() - start < 1.0
+    compile_text("pipeline warm { let x = 1 }", "warm.wf")
+    result = within_linear_budget(lambda: compile_paths([path]), path.stat().st_size)
     assert_limit(result, "bytes")
 
 
 def test_limit_token_count() -> None:
     text = pipeline("    stage S { iterations = x" + " + 1" * (limits.MAX_TOKENS // 2 + 10) + " }")
     assert len(text.encode()) < limits.MAX_FILE_BYTES
-    assert_limit(compile_within_a_second(text), "tokens")
+    assert_limit(compile_within_budget(text), "tokens")
 
 
 def test_limit_bracket_nesting() -> None:
     depth = limits.MAX_NESTING + 1
     assert_limit(
-        compile_within_a_second(
+        compile_within_budget(
             pipeline(f"    stage S {{ iterations = {'(' * depth}x{')' * depth} }}")
         ),
         "nest",
@@ -211,23 +235,23 @@ def test_limit_bracket_nesting() -> None:
 
 def test_limit_expression_depth() -> None:
     text = pipeline(f"    stage S {{ iterations = {'- ' * (limits.MAX_DEPTH + 10)}x }}")
-    assert_limit(compile_within_a_second(text), "deeper")
+    assert_limit(compile_within_budget(text), "deeper")
 
 
 def test_limit_exponent() -> None:
     text = pipeline(f"    stage S {{ iterations = x ** {limits.MAX_EXPONENT + 1} }}")
-    assert_limit(compile_within_a_second(text), "exponent")
+    assert_limit(compile_within_budget(text), "exponent")
 
 
 def test_limit_literal_digits() -> None:
     text = pipeline(f"    stage S {{ iterations = {'9' * (limits.MAX_LITERAL_DIGITS + 1)} }}")
-    assert_limit(compile_within_a_second(text), "digits")
+    assert_limit(compile_within_budget(text), "digits")
 
 
 def test_limit_list_length() -> None:
     items = ", ".join(["1"] * (limits.MAX_LIST_ITEMS + 1))
     text = pipeline(f"    let l = [{items}]\n    stage S {{ iterations = len(l) }}")
-    assert_limit(compile_within_a_second(text), "items")
+    assert_limit(compile_within_budget(text), "items")
 
 
 def test_limit_pipeline_count() -> None:
@@ -235,18 +259,18 @@ def test_limit_pipeline_count() -> None:
         f"pipeline p{i} {{ stage S {{ iterations = 1 }} }}\n"
         for i in range(limits.MAX_PIPELINES + 1)
     )
-    assert_limit(compile_within_a_second(text), "pipelines")
+    assert_limit(compile_within_budget(text), "pipelines")
 
 
 def test_limit_stage_count() -> None:
     stages = "\n".join(f"    stage S{i} {{ iterations = 1 }}" for i in range(limits.MAX_STAGES + 1))
-    assert_limit(compile_within_a_second(pipeline(stages)), "stages")
+    assert_limit(compile_within_budget(pipeline(stages)), "stages")
 
 
 def test_limit_member_count() -> None:
     lets = "\n".join(f"    let l{i} = {i}" for i in range(limits.MAX_MEMBERS + 1))
     assert_limit(
-        compile_within_a_second(pipeline(lets + "\n    stage S { iterations = 1 }")), "members"
+        compile_within_budget(pipeline(lets + "\n    stage S { iterations = 1 }")), "members"
     )
 
 
@@ -256,7 +280,7 @@ def test_limit_polynomial_degree() -> None:
         "    stage S { iterations = 1; memory ~ b }"
     )
     assert 64 * 64 > limits.MAX_DEGREE
-    assert_limit(compile_within_a_second(pipeline(body)), "degree")
+    assert_limit(compile_within_budget(pipeline(body)), "degree")
 
 
 def test_limit_error_count() -> None:
@@ -264,19 +288,22 @@ def test_limit_error_count() -> None:
         pipeline("    stage S { iterations = nope }", f"p{i}")
         for i in range(limits.MAX_ERRORS + 20)
     )
-    result = compile_within_a_second(text)
+    result = compile_within_budget(text)
     assert 0 < len(result.errors) <= limits.MAX_ERRORS
 
 
 # --------------------------------------------------------------------------- loader resource bounds
 
 
-def load_within_a_second(payload: object) -> ArtifactError:
-    start = time.perf_counter()
-    with pytest.raises(ArtifactError) as caught:
-        load_formulas(payload)
-    assert time.perf_counter() - start < 1.0
-    return caught.value
+def load_within_budget(payload: str | dict) -> ArtifactError:
+    size = payload_size(payload)
+
+    def refused() -> ArtifactError:
+        with pytest.raises(ArtifactError) as caught:
+            load_formulas(payload)
+        return caught.value
+
+    return within_linear_budget(refused, size)
 
 
 def first_expr(doc: dict) -> dict:
@@ -286,7 +313,7 @@ def first_expr(doc: dict) -> dict:
 def test_loader_limit_bytes() -> None:
     text = real_artifact_text()
     padded = text[:-1] + " " * (MAX_BYTES - len(text) + 2) + "}"
-    assert "limit" in load_within_a_second(padded).problem
+    assert "limit" in load_within_budget(padded).problem
 
 
 def test_loader_limit_expression_depth() -> None:
@@ -295,25 +322,25 @@ def test_loader_limit_expression_depth() -> None:
     for _ in range(runtime_checks.MAX_DEPTH + 1):
         node = {"k": "neg", "args": [node]}
     first_expr(doc)["expr"] = {"k": "abs", "args": [node]}
-    assert "deeper" in load_within_a_second(doc).problem
+    assert "deeper" in load_within_budget(doc).problem
 
 
 def test_loader_limit_json_nesting() -> None:
     text = real_artifact_text().replace('{"k": "int", "v": 1}', "[" * 100_000 + "]" * 100_000, 1)
-    assert "nested" in load_within_a_second(text).problem
+    assert "nested" in load_within_budget(text).problem
 
 
 def test_loader_limit_int_digits() -> None:
     doc = real_artifact()
     first_expr(doc)["expr"] = {"k": "int", "v": 10**runtime_checks.MAX_INT_DIGITS}
-    assert "digits" in load_within_a_second(doc).problem
+    assert "digits" in load_within_budget(doc).problem
 
 
 def test_loader_limit_int_digits_in_json_text() -> None:
     text = real_artifact_text().replace(
         '{"k": "int", "v": 1}', '{"k": "int", "v": 1' + "0" * 5000 + "}", 1
     )
-    load_within_a_second(text)
+    load_within_budget(text)
 
 
 def test_loader_limit_exponent() -> None:
@@ -323,17 +350,17 @@ def test_loader_limit_exponent() -> None:
         "args": [{"k": "int", "v": 2}],
         "exp": runtime_checks.MAX_POW_EXPONENT + 1,
     }
-    assert "exponent" in load_within_a_second(doc).problem
+    assert "exponent" in load_within_budget(doc).problem
 
 
 def test_loader_limit_name_length() -> None:
     doc = real_artifact()
     doc["pipelines"][0]["name"] = "p" * (runtime_checks.MAX_NAME_LENGTH + 1)
-    assert "name" in load_within_a_second(doc).problem
+    assert "name" in load_within_budget(doc).problem
 
 
 def test_loader_limit_text_length() -> None:
     doc = real_artifact()
     contracts = next(p for p in doc["pipelines"] if p["contracts"])["contracts"]
     contracts[0]["text"] = "x" * (runtime_checks.MAX_TEXT_LENGTH + 1)
-    assert "longer" in load_within_a_second(doc).problem
+    assert "longer" in load_within_budget(doc).problem

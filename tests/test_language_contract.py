@@ -1,4 +1,6 @@
-"""Every example in ../shared/LANGUAGE.md, compiled by dslc and loaded by the runtime, gives its values."""
+"""Every example in ../shared/LANGUAGE.md, compiled by dslc and loaded by the runtime, gives its
+values.
+"""
 
 from __future__ import annotations
 

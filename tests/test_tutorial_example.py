@@ -17,12 +17,15 @@ import dslc.compiler
 import dslc.emit
 import runtime
 from dslc.testing import admissible_params, assert_non_decreasing, assert_probe_within_target
+from tests.examples import program_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 
 book = runtime.load_formulas(
-    dslc.emit.dumps(dslc.emit.artifact(dslc.compiler.compile_paths([ROOT / "formulas"]).program))
+    dslc.emit.dumps(
+        dslc.emit.artifact(program_of(dslc.compiler.compile_paths([ROOT / "formulas"])))
+    )
 )
 wan = book["wan2_2_t2v_a14b"]
 longlive = book["longlive2"]
@@ -71,8 +74,9 @@ def test_tutorial_shows_this_code() -> None:
 def test_tutorial_formula_compiles_and_evaluates_as_shown() -> None:
     text = next(block for block in _blocks("wf") if "pipeline my_model" in block)
     result = dslc.compiler.compile_text(text, "my_model.wf")
-    assert result.ok, result.diagnostics
-    model = runtime.load_formulas(dslc.emit.dumps(dslc.emit.artifact(result.program)))["my_model"]
+    model = runtime.load_formulas(dslc.emit.dumps(dslc.emit.artifact(program_of(result))))[
+        "my_model"
+    ]
     values = model.evaluate(steps=4, frames=17)
     assert (
         values["DenoisingStage"].iterations,

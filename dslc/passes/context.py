@@ -1,4 +1,5 @@
-"""What the prover knows about one pipeline before proving anything: dependencies, ranges, contracts.
+"""What the prover knows about one pipeline before proving anything: dependencies, ranges,
+contracts.
 
 Each int param's range is narrowed by every contract (as interval facts) and then by its own
 single-param contracts, scanning a bounded window from each end for the first admissible value:
@@ -128,7 +129,9 @@ class Context:
         return self._intervals[key][1]
 
     def admits(self, name: str) -> Callable[[int], bool] | None:
-        """A test of one value of `name` against the contracts that name it alone (None: there are none)."""
+        """A test of one value of `name` against the contracts that name it alone (None: there are
+        none).
+        """
         contracts = self._single.get(name)
         if not contracts:
             return None
@@ -181,7 +184,9 @@ def _range(param: ResolvedParam) -> Abstract:
 
 
 def _first(ok: Callable[[int], bool], start: int, step: int, stop: int | None) -> int:
-    """The first value from `start` (towards `stop`, within the window) that `ok` admits; else `start`."""
+    """The first value from `start` (towards `stop`, within the window) that `ok` admits; else
+    `start`.
+    """
     value = start
     for _ in range(SCAN_WINDOW):
         if stop is not None and (value - stop) * step > 0:

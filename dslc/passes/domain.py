@@ -1,4 +1,6 @@
-"""Domains: constant ranges and defaults evaluated, ranges non-empty, the default workload admissible."""
+"""Domains: constant ranges and defaults evaluated, ranges non-empty, the default workload
+admissible.
+"""
 
 from __future__ import annotations
 

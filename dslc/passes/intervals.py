@@ -2,9 +2,9 @@
 
 An expression's abstract value is an `Interval` (numbers, with an integrality flag), a frozenset of
 the booleans it may take, or a tuple of intervals (a list). Conditions refine the environment: the
-`then` branch of `if steps > 3 then ...` sees `steps` in [4, hi], the right operand of `a and b` sees
-`a` true. Every result contains every value the expression can take where it is defined (a division
-by zero is not a value), so a bound proved here holds on the whole domain.
+`then` branch of `if steps > 3 then ...` sees `steps` in [4, hi], the right operand of `a and b`
+sees `a` true. Every result contains every value the expression can take where it is defined (a
+division by zero is not a value), so a bound proved here holds on the whole domain.
 """
 
 from __future__ import annotations

@@ -61,8 +61,9 @@ def collect(pipeline: ResolvedPipeline, ctx: Context) -> list[Obligation]:
 def _measure(
     ctx: Context, terms: tuple[ast.Expr, ...], value: ast.Expr, what: str
 ) -> list[Obligation]:
-    """Each term of a measure owes `>= 0` on its own (so the sum does); an inline term's divisions too
-    (a list let's are the let's)."""
+    """Each term of a measure owes `>= 0` on its own (so the sum does); an inline term's divisions
+    too (a list let's are the let's).
+    """
     out = []
     for index, term in enumerate(terms, 1):
         label = f"term {index} of {what}" if len(terms) > 1 else what
@@ -85,7 +86,9 @@ def _inherited(pipeline: ResolvedPipeline, field: ast.Field) -> str:
 
 
 def _divisions(ctx: Context, expr: ast.Expr, what: str, contract: int | None) -> list[Obligation]:
-    """Each division in `expr` by something not a non-zero constant, with the conditions it sits under."""
+    """Each division in `expr` by something not a non-zero constant, with the conditions it sits
+    under.
+    """
     out = []
     stack: list[tuple[ast.Expr, tuple[tuple[ast.Expr, bool], ...]]] = [(expr, ())]
     while stack:
@@ -130,7 +133,9 @@ def violates(ob: Obligation, result: object) -> bool:
 
 
 def guarded(divisor: ast.Expr, facts: tuple[tuple[ast.Expr, bool], ...]) -> bool:
-    """A condition in force says `divisor != 0` (or `> 0`, `< 0`, ...) about this very expression."""
+    """A condition in force says `divisor != 0` (or `> 0`, `< 0`, ...) about this very
+    expression.
+    """
     stack = list(facts)
     while stack:
         cond, truth = stack.pop()

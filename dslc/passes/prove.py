@@ -69,7 +69,9 @@ def check_properties(
 
 
 class Prover:
-    """Settles every obligation of one pipeline; `exhaustive` and `symbolic` let tests turn steps off."""
+    """Settles every obligation of one pipeline; `exhaustive` and `symbolic` let tests turn steps
+    off.
+    """
 
     def __init__(
         self,
@@ -90,7 +92,9 @@ class Prover:
     # -- the cheap path -----------------------------------------------------------------------
 
     def _constrain(self, ob: Obligation) -> Callable[[Env], Env | None]:
-        """Refine an environment by the contracts in force and the conditions a division sits under."""
+        """Refine an environment by the contracts in force and the conditions a division sits
+        under.
+        """
         contracts = self.ctx.contracts if ob.contract is None else self.ctx.contracts[: ob.contract]
         facts = [(where, True) for where in contracts] + list(ob.facts)
 
@@ -145,7 +149,9 @@ class Prover:
     # -- search -------------------------------------------------------------------------------
 
     def search(self, obs: list[Obligation]) -> None:
-        """Look for counterexamples: fields and lets over the domain, then contracts over the box."""
+        """Look for counterexamples: fields and lets over the domain, then contracts over the
+        box.
+        """
         for in_contracts in (False, True):
             group = [ob for ob in obs if (ob.contract is not None) == in_contracts and ob.open]
             if group:
@@ -254,8 +260,9 @@ class Prover:
                 ob.refuted = (point, results[key])
 
     def violates_at(self, ob: Obligation, point: dict) -> object | None:
-        """Check from scratch that `point` is admissible (as `ob` needs) and violates `ob`: the value
-        or error that shows it, else None."""
+        """Check from scratch that `point` is admissible (as `ob` needs) and violates `ob`: the
+        value or error that shows it, else None.
+        """
         for p in self.pipeline.params:
             value = point[p.name]
             if p.type == "bool":
@@ -284,7 +291,9 @@ class Prover:
         return result if violates(ob, result) else None
 
     def shrink(self, ob: Obligation) -> None:
-        """Move a counterexample's params, one at a time, to the violating value nearest the default."""
+        """Move a counterexample's params, one at a time, to the violating value nearest the
+        default.
+        """
         assert ob.refuted is not None
         point, result = ob.refuted
         stop = time.monotonic() + SHRINK_SECONDS
@@ -317,7 +326,9 @@ class Prover:
         self, ob: Obligation, name: str, point: dict, result: object, good: Fraction, stop: float
     ) -> tuple[dict, object]:
         """Step from a violating value towards `good` over the param's own admissible values (which
-        bisection jumps over) while they still violate: `frames = 25`, not 21, under `frames % 4 == 1`."""
+        bisection jumps over) while they still violate: `frames = 25`, not 21, under
+        `frames % 4 == 1`.
+        """
         ok = self.ctx.admits(name)
         bad = point[name]
         step = 1 if good > bad else -1

@@ -100,8 +100,9 @@ def _evaluate(ctx: Context, expr: ast.Expr, values: dict[object, Fraction]) -> F
 def periodic_atoms(
     ctx: Context, contracts: Sequence[ast.Expr]
 ) -> dict[str, list[tuple[int, ast.Expr]]]:
-    """Per int param, the conjuncts of contracts that read `E % m CMP c` with E an integer polynomial
-    of that param alone: each holds or fails alike on every residue class modulo m."""
+    """Per int param, the conjuncts of contracts that read `E % m CMP c` with E an integer
+    polynomial of that param alone: each holds or fails alike on every residue class modulo m.
+    """
     found: dict[str, list[tuple[int, ast.Expr]]] = {}
     stack = list(contracts)
     while stack:

@@ -85,7 +85,9 @@ def heuristic_points(
     rng: random.Random,
     cap: int,
 ) -> Iterator[Point]:
-    """The default point, one param moved at a time, then a product of values (sampled past `cap`)."""
+    """The default point, one param moved at a time, then a product of values (sampled past
+    `cap`).
+    """
     seen: set[tuple] = set()
 
     def fresh(point: Point) -> bool:
@@ -125,7 +127,9 @@ def random_points(
     rng: random.Random,
     count: int,
 ) -> Iterator[Point]:
-    """Points drawn uniformly from each param's range (log-uniformly up to 10**6 past an infinite end)."""
+    """Points drawn uniformly from each param's range (log-uniformly up to 10**6 past an infinite
+    end).
+    """
     for _ in range(count):
         point = dict(base)
         for param in params:

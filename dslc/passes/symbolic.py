@@ -29,7 +29,9 @@ MAX_BOOL_SPLIT = 3
 
 
 class _OutOfTime(BaseException):
-    """Raised by the alarm; a BaseException so that no `except Exception` inside sympy swallows it."""
+    """Raised by the alarm; a BaseException so that no `except Exception` inside sympy swallows
+    it.
+    """
 
 
 @contextlib.contextmanager

@@ -1,4 +1,6 @@
-"""Static types: booleans never mix with numbers, lists only where allowed, `**` and arity checked."""
+"""Static types: booleans never mix with numbers, lists only where allowed, `**` and arity
+checked.
+"""
 
 from __future__ import annotations
 
@@ -241,7 +243,9 @@ class TypeChecker:
 
 
 def constant_bits(expr: ast.Expr) -> int:
-    """An upper bound of the bit length of a constant expression's value (0 when it names anything)."""
+    """An upper bound of the bit length of a constant expression's value (0 when it names
+    anything).
+    """
     if isinstance(expr, ast.Num):
         return max(expr.value.numerator.bit_length(), expr.value.denominator.bit_length())
     if isinstance(expr, (ast.Name, ast.Bool, ast.Inf)):
@@ -372,7 +376,9 @@ def _check_field(
 
 
 def _degree_limit(expr: ast.Expr, what: str, degrees: Mapping[str, int]) -> list[Diagnostic]:
-    """A field's (or term's) degree bound, lets inlined: keeps sympy and the prover from blowing up."""
+    """A field's (or term's) degree bound, lets inlined: keeps sympy and the prover from blowing
+    up.
+    """
     if degree(expr, degrees) > MAX_DEGREE:
         return [error("limit", f"{what} has a polynomial degree above {MAX_DEGREE}", expr.span)]
     return []

@@ -2,8 +2,9 @@
 
 Per stage, ``ceil(calls × target iterations / measured iterations)``: a probe runs few steps, and
 each stage's own iteration counts carry its calls (independent loops are not all multiplied by one
-request-wide ratio). A layer used at most once in a stage stays as measured (a one-shot pass does not
-repeat with the steps), and so do uses outside any stage. Across records the largest figure wins.
+request-wide ratio). A layer used at most once in a stage stays as measured (a one-shot pass does
+not repeat with the steps), and so do uses outside any stage. Across records the largest figure
+wins.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ def _one(use: LayerUse, measured: int | None, target: int | None) -> LayerUseEst
 
 
 def layer_uses(work: Workload) -> tuple[LayerUseEstimate, ...]:
-    """One estimate per (component, layer, stage), in order of first appearance; the largest across records."""
+    """One estimate per (component, layer, stage), in order of first appearance; the largest across
+    records.
+    """
     best: dict[tuple[str, str, str | None], LayerUseEstimate] = {}
     for _, record, values in work.ok:
         for use in record.layer_uses:

@@ -43,7 +43,7 @@ Terms = tuple[Any, ...]
 PhaseKey = tuple[str, str, str | None, tuple[str, ...], tuple[str, ...]]
 
 
-# --- per-iteration growth ---------------------------------------------------------------------------
+# --- per-iteration growth -------------------------------------------------------------------------
 
 
 def iteration_growth(work: Workload) -> tuple[IterationGrowth, ...]:
@@ -80,7 +80,9 @@ def iteration_growth(work: Workload) -> tuple[IterationGrowth, ...]:
 
 
 def _growth_for(growth: Sequence[IterationGrowth], index: int, stage: str | None, peak: int) -> int:
-    """Growth bytes a phase of ``stage`` in record ``index`` carries (only if it spans the growing iterations)."""
+    """Growth bytes a phase of ``stage`` in record ``index`` carries (only if it spans the growing
+    iterations).
+    """
     return max(
         (
             g.growth_bytes
@@ -91,7 +93,7 @@ def _growth_for(growth: Sequence[IterationGrowth], index: int, stage: str | None
     )
 
 
-# --- one constraint from its measured points --------------------------------------------------------
+# --- one constraint from its measured points ------------------------------------------------------
 
 
 def none(reason: str, stage: str | None = None, target_measure: Any = None) -> PeakEstimate:
@@ -184,7 +186,9 @@ def peak_from_points(
 def _fit(
     points: Sequence[MeasuredPoint], target: Terms, margin: Fraction, floor: int
 ) -> tuple[tuple[int, int, LinearFit | PlaneFit, str] | None, str]:
-    """Rule 2: the fit through the sizes nearest the target that determine it, or why there is none."""
+    """Rule 2: the fit through the sizes nearest the target that determine it, or why there is
+    none.
+    """
     largest: dict[Terms, MeasuredPoint] = {}
     for p in points:
         if p.terms not in largest or p.adjusted_peak_bytes > largest[p.terms].adjusted_peak_bytes:
@@ -216,7 +220,10 @@ def _fit(
         return (ceil_bytes(raw), ceil_bytes(bound), line, reason), ""
     plane = PlaneFit(constant, tuple(slopes), tuple(p.terms for p in reversed(chosen)))
     linear = " + ".join(f"{float(s):.6g} B x term {i + 1}" for i, s in enumerate(slopes))
-    reason = f"fit on measures {sizes}: {float(constant):.0f} B + {linear}, at target {show_terms(target)}"
+    reason = (
+        f"fit on measures {sizes}: {float(constant):.0f} B + {linear}, at target "
+        f"{show_terms(target)}"
+    )
     if len(chosen) < len(target) + 1:
         reason += " (terms that do not vary among them ride in the constant, as at the target)"
     raw, bound = plane.at(target), plane.at(target, margin)
@@ -247,7 +254,10 @@ def _scaled(
                 by = f"measure {show_measure(target[0])} / {show_measure(p.terms[0])}"
             else:
                 term = ratios.index(ratio) + 1 if ratios else 1
-                by = f"the largest term ratio ({float(ratio):.6g}, term {term}) of {show_terms(target)} / {show_terms(p.terms)}"
+                by = (
+                    f"the largest term ratio ({float(ratio):.6g}, term {term}) of "
+                    f"{show_terms(target)} / {show_terms(p.terms)}"
+                )
             reason = (
                 f"scaled {p.adjusted_peak_bytes - floor_p} B above the baseline {floor_p} B by "
                 f"{by}{fallback}"
@@ -259,7 +269,7 @@ def _scaled(
     return best
 
 
-# --- phases and the request ---------------------------------------------------------------------------
+# --- phases and the request -----------------------------------------------------------------------
 
 
 def _key(phase: Phase) -> PhaseKey:
@@ -342,7 +352,9 @@ def request_peak(
     growth: Sequence[IterationGrowth],
     phases: Sequence[PhaseEstimate],
 ) -> PeakEstimate:
-    """The request's peak: its own measured peaks scaled with the dominant stage, and at least every phase."""
+    """The request's peak: its own measured peaks scaled with the dominant stage, and at least every
+    phase.
+    """
     blocking = work.blocking_reason()
     if blocking:
         return none(blocking)

@@ -42,7 +42,9 @@ def _reduce(vector: Row, basis: Sequence[tuple[int, Row]]) -> Row:
 
 
 def _echelon(rows: Sequence[Row]) -> list[tuple[int, Row]]:
-    """An echelon basis of the rows' span: each entry's pivot column is zero in the entries after it."""
+    """An echelon basis of the rows' span: each entry's pivot column is zero in the entries after
+    it.
+    """
     basis: list[tuple[int, Row]] = []
     for r in rows:
         reduced = _reduce(r, basis)

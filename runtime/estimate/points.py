@@ -158,7 +158,9 @@ class Workload:
 
 
 def resolve_target(pipeline: Any, target: Mapping[str, int | bool] | None) -> dict[str, int | bool]:
-    """The default workload with ``target``'s overrides; an inadmissible point raises the loader's error."""
+    """The default workload with ``target``'s overrides; an inadmissible point raises the loader's
+    error.
+    """
     point = dict(pipeline.default_workload)
     if target:
         point.update(target)

@@ -60,7 +60,9 @@ class MeasuredPoint:
 
     @property
     def adjusted_peak_bytes(self) -> int:
-        """The peak the estimate uses: measured, plus the growth up to the target's last iteration."""
+        """The peak the estimate uses: measured, plus the growth up to the target's last
+        iteration.
+        """
         return self.peak_bytes + self.growth_bytes
 
 
@@ -130,7 +132,9 @@ class PeakEstimate:
 
 @frozen
 class PhaseEstimate:
-    """One phase constraint at the target: phases measured under another component layout are separate."""
+    """One phase constraint at the target: phases measured under another component layout are
+    separate.
+    """
 
     label: str  # unique: "stage:DenoisingStage", "component:vae@DecodingStage", "...#layout2"
     kind: str
@@ -187,7 +191,9 @@ class StageTime:
 
 @frozen
 class TimingEstimate:
-    """The request's duration at the target: every stage plus the untracked time (kept as measured)."""
+    """The request's duration at the target: every stage plus the untracked time (kept as
+    measured).
+    """
 
     method: str
     seconds: float | None

@@ -114,8 +114,8 @@ def test_lighten_frames_first_then_area(wan):
 
 
 def test_frames_walk_down_to_what_the_contract_admits(wan):
-    # With a 2x temporal compression, halving 41 latent frames gives 39 frames, which `frames % 4 == 1`
-    # refuses: the planner walks down to the largest admissible value, 37.
+    # With a 2x temporal compression, halving 41 latent frames gives 39 frames, which `frames % 4 ==
+    # 1` refuses: the planner walks down to the largest admissible value, 37.
     shapes = lighten_sequence(wan, START, FLOOR, ProbeAxes(temporal_compression=2))
     assert shapes[1]["frames"] == 37
 
@@ -259,7 +259,8 @@ def _calibrated_at(wan, step: int, model: Thresholded):
 def test_calibrate_end_to_end(wan):
     shapes = lighten_sequence(wan, START, FLOOR)
     model = Thresholded(limit=tokens(shapes[3]) * 16)
-    # The floor runs first; its measured peak then predicts the others. Leave room for shape 2 exactly.
+    # The floor runs first; its measured peak then predicts the others. Leave room for shape 2
+    # exactly.
     _, recorder = _calibrated_at(wan, 2, model)
     outcome = calibrate(recorder, body_for(model), start=START, floor=FLOOR)
     assert outcome.plan.lighten_steps == 2 and outcome.plan.fits

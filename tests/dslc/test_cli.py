@@ -7,6 +7,7 @@ exit (3), which `run` asserts for every invocation.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -479,7 +480,7 @@ def test_plain_output_unless_a_terminal_or_forced(typo: Path, tmp_path: Path) ->
 
 
 def test_use_color_respects_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Tty:
+    class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
 

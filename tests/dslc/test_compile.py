@@ -86,8 +86,9 @@ def test_parents_may_live_in_other_files() -> None:
     )
     child = SourceFile("child.wf", "pipeline fast extends base { param steps = 4 }")
     result = compile_sources([child, parent])
-    assert result.ok
-    assert result.program.pipeline("fast").default_workload == {"steps": 4}
+    assert result.ok and result.program is not None
+    fast = result.program.pipeline("fast")
+    assert fast is not None and fast.default_workload == {"steps": 4}
 
 
 def test_every_error_of_a_run_is_reported_not_just_the_first() -> None:

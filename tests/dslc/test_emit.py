@@ -11,7 +11,7 @@ import pytest
 
 from dslc.compiler import compile_paths, compile_text
 from dslc.emit import FORMAT_VERSION, artifact, dumps, write_atomically
-from tests.examples import LANGUAGE_EXAMPLE, ROOT
+from tests.examples import LANGUAGE_EXAMPLE, ROOT, program_of
 
 SCHEMA = json.loads((ROOT / "dslc" / "schema" / "artifact.schema.json").read_text())
 
@@ -46,15 +46,13 @@ def test_language_example_artifact_matches_the_schema(tmp_path: Path) -> None:
 
 def test_formulas_folder_compiles_clean_to_a_valid_artifact() -> None:
     result = compile_paths([ROOT / "formulas"], strict=True)
-    assert result.ok, "\n".join(d.message for d in result.diagnostics)
-    doc = artifact(result.program)
+    doc = artifact(program_of(result))
     jsonschema.validate(doc, SCHEMA)
     assert len(doc["pipelines"]) >= 15
 
 
 def test_decimals_stay_exact() -> None:
-    result = compile_text("pipeline p { stage S { memory ~ 0.725 } }")
-    doc = artifact(result.program)
+    doc = artifact(program_of(compile_text("pipeline p { stage S { memory ~ 0.725 } }")))
     assert doc["pipelines"][0]["stages"][0]["memory"]["expr"] == {"k": "frac", "n": 29, "d": 40}
 
 
@@ -78,7 +76,7 @@ def test_write_atomically_leaves_no_partial_file(tmp_path: Path) -> None:
 
 def test_schema_rejects_unknown_kinds_and_wrong_arity() -> None:
     result = compile_text("pipeline p { param s: int = 4\n stage S { iterations = s + 1 } }")
-    doc = artifact(result.program)
+    doc = artifact(program_of(result))
     expr = doc["pipelines"][0]["stages"][0]["iterations"]["expr"]
     for bad in ({**expr, "k": "exec"}, {**expr, "args": expr["args"][:1]}, {**expr, "code": "1"}):
         doc["pipelines"][0]["stages"][0]["iterations"]["expr"] = bad
@@ -89,7 +87,9 @@ def test_schema_rejects_unknown_kinds_and_wrong_arity() -> None:
 def test_the_wan_formulas_declare_the_memory_terms_the_estimators_fit() -> None:
     from runtime import load_formulas
 
-    book = load_formulas(dumps(artifact(compile_paths([ROOT / "formulas"], strict=True).program)))
+    book = load_formulas(
+        dumps(artifact(program_of(compile_paths([ROOT / "formulas"], strict=True))))
+    )
     wan = book["wan2_1_t2v_1_3b"]  # 81 frames at 480x832: 21 latent frames, 21 x 30 x 52 tokens
     assert wan.memory_terms("DecodingStage") == (480 * 832, 21 * 480 * 832)
     assert wan.memory_terms("DenoisingStage") == (21 * 30 * 52,)

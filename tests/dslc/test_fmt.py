@@ -487,10 +487,11 @@ EXPRESSIONS = st.recursive(LEAVES, _extend, max_leaves=16)
 def test_expression_round_trip(expr: ast.Expr) -> None:
     source = f"pipeline p {{ let x = {format_expr(expr)} }}"
     parsed = parse_text(source).pipelines[0].members[0]
-    assert parsed.value == expr
+    assert isinstance(parsed, ast.Let) and parsed.value == expr
     out = fmt(source)
     assert fmt(out) == out
-    assert parse_text(out).pipelines[0].members[0].value == expr
+    again = parse_text(out).pipelines[0].members[0]
+    assert isinstance(again, ast.Let) and again.value == expr
 
 
 # Random files: members, stages and pipelines joined by every kind of separator, blank line
@@ -548,7 +549,7 @@ def files(draw: st.DrawFn) -> str:
 
     out = draw(st.sampled_from(["", "# header\n\n", "\n"]))
     for index in range(draw(st.integers(0, 3))):
-        members = []
+        members: list[str] = []
         for _ in range(draw(st.integers(0, 4))):
             if draw(st.integers(0, 3)) == 0:
                 fields = draw(st.lists(st.sampled_from(FIELDS), max_size=3))

@@ -1,4 +1,6 @@
-"""Grammar-driven fuzzing (`hypothesis.extra.lark`): grammatical text yields diagnostics, never a traceback."""
+"""Grammar-driven fuzzing (`hypothesis.extra.lark`): grammatical text yields diagnostics, never a
+traceback.
+"""
 
 from __future__ import annotations
 

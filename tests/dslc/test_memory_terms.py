@@ -1,4 +1,6 @@
-"""A memory measure of several terms (`memory ~ [a, b]`): types, limits, proofs, the artifact, fmt."""
+"""A memory measure of several terms (`memory ~ [a, b]`): types, limits, proofs, the artifact,
+fmt.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ pipeline vae {
     let latent_frames = (frames - 1) // 4 + 1
     let parts = [height * width, latent_frames * height * width]
     stage DecodingStage {
-        memory ~ [height * width, latent_frames * height * width]  # working set + accumulated output
+        memory ~ [height * width, latent_frames * height * width]  # working set + output
         time ~ latent_frames * height * width
     }
     stage LetStage { memory ~ parts }
@@ -193,7 +195,10 @@ def test_only_memory_takes_a_list(field: str) -> None:
 
 def test_a_list_elsewhere_names_memory_terms_in_its_message() -> None:
     (d,) = diagnostics("    stage S { memory ~ [1, 2] + 1 }")
-    message = "a list may only be a let's value, a memory measure's terms or the argument of len, sum, min or max"
+    message = (
+        "a list may only be a let's value, a memory measure's terms or the argument of "
+        "len, sum, min or max"
+    )
     assert where(d) == ("type", message, 2, 24, "[1, 2]")
 
 
@@ -211,7 +216,7 @@ def test_the_degree_limit_applies_to_each_term() -> None:
     )
 
 
-# -- proofs -----------------------------------------------------------------------------------------
+# -- proofs ----------------------------------------------------------------------------------------
 
 
 def test_each_term_is_one_nonnegativity_obligation() -> None:
@@ -270,7 +275,10 @@ def test_a_division_by_zero_in_a_term() -> None:
 
 
 def test_a_division_in_a_list_let_is_the_lets_alone() -> None:
-    body = "    param h: int = 4 in [0, 10]\n    let parts = [h, 10 / h]\n    stage S { memory ~ parts }"
+    body = (
+        "    param h: int = 4 in [0, 10]\n    let parts = [h, 10 / h]\n    stage S { memory ~ "
+        "parts }"
+    )
     (d,) = diagnostics(body)
     assert where(d) == ("division-by-zero", "division by zero in let 'parts' at h = 0", 3, 26, "h")
     pipeline = compile_text(
@@ -430,11 +438,14 @@ def test_fmt_writes_a_list_memory_canonically_and_idempotently() -> None:
     once = format_source(SourceFile("t.wf", text))
     assert once == "pipeline p {\n    param h: int = 4\n    stage S { memory ~ [h * 2, h] }\n}\n"
     assert format_source(SourceFile("t.wf", once)) == once
-    text = "pipeline p {\n    param h: int = 4\n    stage S {\n        memory~[ h*2 ,\n  h ,]  # two parts\n    }\n}\n"
+    text = (
+        "pipeline p {\n    param h: int = 4\n    stage S {\n        memory~[ h*2 ,\n  h ,]  # "
+        "two parts\n    }\n}\n"
+    )
     once = format_source(SourceFile("t.wf", text))
     assert (
-        once
-        == "pipeline p {\n    param h: int = 4\n    stage S {\n        memory ~ [h * 2, h]  # two parts\n    }\n}\n"
+        once == "pipeline p {\n    param h: int = 4\n    stage S {\n        memory ~ [h * 2, h]  # "
+        "two parts\n    }\n}\n"
     )
     assert format_source(SourceFile("t.wf", once)) == once
     assert format_source(SourceFile("vae.wf", VAE)) == VAE

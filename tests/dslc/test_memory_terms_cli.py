@@ -19,7 +19,7 @@ pipeline vae {
     let latent_frames = (frames - 1) // 4 + 1
     stage TextEncodingStage { iterations = 1 }
     stage DecodingStage {
-        memory ~ [height * width, latent_frames * height * width]  # working set + accumulated output
+        memory ~ [height * width, latent_frames * height * width]  # working set + output
         time ~ latent_frames * height * width
     }
 }

@@ -12,11 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dslc import ast
 from dslc.compiler import compile_text
 from dslc.diagnostics import Diagnostic
 from dslc.interp import EvalError, Interpreter
 from dslc.model import ResolvedPipeline
-from dslc.passes.obligations import collect
+from dslc.passes.obligations import Obligation, collect
 from dslc.passes.prove import Prover
 from tests.examples import LANGUAGE_EXAMPLE, ROOT
 
@@ -80,7 +81,8 @@ def test_half_steps_is_not_an_integer_at_an_odd_point() -> None:
 def test_half_steps_is_proved_under_an_even_contract() -> None:
     assert (
         one(
-            "param steps: int = 4 in [0, 10] where steps % 2 == 0\nstage S { iterations = steps / 2 }"
+            "param steps: int = 4 in [0, 10] where steps % 2 == 0\nstage S { iterations = steps "
+            "/ 2 }"
         )
         == []
     )
@@ -117,7 +119,10 @@ def test_a_guarded_division_is_fine() -> None:
     "guard", ["steps != 3", "not (steps == 3)", "steps - 3 != 0", "steps < 3 or steps > 3"]
 )
 def test_guards_in_many_spellings_over_a_large_range(guard: str) -> None:
-    text = f"param steps: int = 4 in [1, 100000]\nstage S {{ memory ~ if {guard} then 1 / (steps - 3) ** 2 else 0 }}"
+    text = (
+        f"param steps: int = 4 in [1, 100000]\nstage S {{ memory ~ if {guard} then 1 / (steps "
+        "- 3) ** 2 else 0 }}"
+    )
     assert one(text) == []
 
 
@@ -140,7 +145,8 @@ def test_a_square_is_never_reported_negative() -> None:
 def test_a_contract_excludes_the_bad_point() -> None:
     assert (
         one(
-            "param steps: int = 4 in [0, 10] where steps != 3\nstage S { memory ~ 1 / (steps - 3) ** 2 }"
+            "param steps: int = 4 in [0, 10] where steps != 3\nstage S { memory ~ 1 / (steps - "
+            "3) ** 2 }"
         )
         == []
     )
@@ -216,7 +222,8 @@ def test_a_deep_chain_of_lets_does_not_recurse() -> None:
 
 def test_the_prover_does_not_import_sympy_on_the_common_path() -> None:
     code = (
-        "import sys; from dslc.compiler import compile_text; from tests.examples import LANGUAGE_EXAMPLE; "
+        "import sys; from dslc.compiler import compile_text; from tests.examples import "
+        "LANGUAGE_EXAMPLE; "
         "assert not compile_text(LANGUAGE_EXAMPLE).diagnostics; print('sympy' in sys.modules)"
     )
     out = subprocess.run(
@@ -294,22 +301,28 @@ def _brute_force(
     pipeline: ResolvedPipeline, ranges: dict[str, tuple[int, int]]
 ) -> set[tuple[str, int, int]]:
     """Every (code, line, column) a perfect checker would report as an error (within `ranges`)."""
-    expected = set()
+    expected: set[tuple[str, int, int]] = set()
     prover = Prover(pipeline)
     obligations = collect(pipeline, prover.ctx)
     for values in itertools.product(
         *(range(lo, hi + 1) for lo, hi in ranges.values()), (False, True)
     ):
-        point = {name: Fraction(v) for name, v in zip(ranges, values)}
-        point["c"] = values[-1]
+        point: dict[str, Fraction | bool] = {name: Fraction(v) for name, v in zip(ranges, values)}
+        point["c"] = bool(values[-1])
         for ob in obligations:
             if prover.violates_at(ob, point) is not None:
-                span = (ob.node.right if ob.kind == "divisor" else ob.node).span
-                expected.add((_CODES[ob.kind], span.line, span.column))
+                expected.add(_where(ob))
     return expected
 
 
-def _admissible_and_violating(pipeline: ResolvedPipeline, ob: object, point: dict) -> bool:
+def _where(ob: Obligation) -> tuple[str, int, int]:
+    """The (code, line, column) of `ob`'s diagnostic: a division's divisor, else the node."""
+    node = ob.node.right if ob.kind == "divisor" and isinstance(ob.node, ast.Binary) else ob.node
+    assert node.span is not None
+    return _CODES[ob.kind], node.span.line, node.span.column
+
+
+def _admissible_and_violating(pipeline: ResolvedPipeline, ob: Obligation, point: dict) -> bool:
     """An independent check of a reported counterexample."""
     for param in pipeline.params:
         value = point[param.name]
@@ -326,12 +339,13 @@ def _admissible_and_violating(pipeline: ResolvedPipeline, ob: object, point: dic
     except EvalError:
         return False
     try:
-        value = interp.eval(ob.expr)  # type: ignore[attr-defined]
+        value = interp.eval(ob.expr)
     except EvalError as exc:
-        return ob.kind == "divisor" and exc.node is ob.node  # type: ignore[attr-defined]
-    if ob.kind == "nonneg":  # type: ignore[attr-defined]
+        return ob.kind == "divisor" and exc.node is ob.node
+    assert isinstance(value, Fraction), value
+    if ob.kind == "nonneg":
         return value < 0
-    if ob.kind == "integer":  # type: ignore[attr-defined]
+    if ob.kind == "integer":
         return value.denominator != 1
     return False
 
@@ -367,15 +381,14 @@ def _check_against_brute_force(
                 ob.what,
                 ob.refuted,
             )
-    errors = {(d.code, d.span.line, d.span.column) for d in reported if d.is_error}
-    warned = {(d.span.line, d.span.column) for d in reported if not d.is_error}
+    errors = {(d.code, d.span.line, d.span.column) for d in reported if d.is_error and d.span}
+    warned = {(d.span.line, d.span.column) for d in reported if not d.is_error and d.span}
     truth = _brute_force(pipeline, ranges)
     if all(p.hi is not None for p in pipeline.params):
         assert errors <= truth
     for ob in prover.results:  # a real violation is never proved away
         if ob.proved:
-            span = (ob.node.right if ob.kind == "divisor" else ob.node).span
-            assert (_CODES[ob.kind], span.line, span.column) not in truth, (text, ob.what, ob.kind)
+            assert _where(ob) not in truth, (text, ob.what, ob.kind)
     for code, line, column in truth - errors:
         assert (line, column) in warned, (text, code, line, column)
 
@@ -399,7 +412,8 @@ def test_a_planted_negative_is_always_found(
     k = data.draw(st.integers(first + 1, first + 10**7))  # steps = first gives first - k < 0
     contract = f" where steps % {modulus} == 0" if modulus else ""
     found = one(
-        f"param steps: int = {default} in [{lo}, {hi}]{contract}\nstage S {{ iterations = steps - {k} }}"
+        f"param steps: int = {default} in [{lo}, {hi}]{contract}\nstage S {{ iterations = steps "
+        f"- {k} }}"
     )
     [(severity, code, message)] = found
     assert (severity, code) == ("error", "negative")

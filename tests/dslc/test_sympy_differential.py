@@ -1,4 +1,6 @@
-"""Differential: the sympy lowering (used by the prover and `explain`) equals the Fraction oracle."""
+"""Differential: the sympy lowering (used by the prover and `explain`) equals the Fraction
+oracle.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,11 @@
-"""Small builders for hand-made artifact documents (plain JSON data), shared by the runtime tests."""
+"""Small builders for hand-made artifact documents (plain JSON data), shared by the runtime
+tests.
+"""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 SPAN = {"source": 0, "line": 1, "column": 1, "end_line": 1, "end_column": 2}
@@ -84,8 +87,12 @@ def contract(param: str, text: str, expr: dict[str, Any]) -> dict[str, Any]:
 
 
 def pipeline(
-    name: str, params: list[Any], stages: list[Any], lets: list[Any] = (), contracts: list[Any] = ()
-) -> dict[str, Any]:  # type: ignore[assignment]
+    name: str,
+    params: Sequence[Any],
+    stages: Sequence[Any],
+    lets: Sequence[Any] = (),
+    contracts: Sequence[Any] = (),
+) -> dict[str, Any]:
     return {
         "name": name,
         "extends": None,
@@ -112,9 +119,9 @@ def one_stage(
     memory: Any = None,
     time: Any = None,
     params: list[Any] | None = None,
-    lets: list[Any] = (),
-    contracts: list[Any] = (),
-) -> dict[str, Any]:  # type: ignore[assignment]
+    lets: Sequence[Any] = (),
+    contracts: Sequence[Any] = (),
+) -> dict[str, Any]:
     """A document with one pipeline `p` and one stage `S`."""
     params = params if params is not None else [int_param("steps", 40, 1, 1000)]
     return document(pipeline("p", params, [stage("S", iterations, memory, time)], lets, contracts))

@@ -1,4 +1,6 @@
-"""The loader validates every field and limit of docs/artifact.md, naming what is wrong and where."""
+"""The loader validates every field and limit of docs/artifact.md, naming what is wrong and
+where.
+"""
 
 from __future__ import annotations
 
@@ -56,7 +58,10 @@ def test_the_fixture_itself_is_valid() -> None:
     [
         (
             "{",
-            "not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+            (
+                "not valid JSON: Expecting property name enclosed in double quotes: "
+                "line 1 column 2 (char 1)"
+            ),
         ),
         ('{"a": NaN}', "not valid JSON: NaN is not valid JSON"),
         ('{"a": Infinity}', "not valid JSON: Infinity is not valid JSON"),

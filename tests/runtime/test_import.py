@@ -9,14 +9,13 @@ import sys
 from .conftest import WAN_PATH
 
 SCRIPT = """
-import sys, time, json
-start = time.perf_counter()
+import sys, json
 import runtime
 book = runtime.load_formulas(sys.argv[1])
-elapsed = time.perf_counter() - start
 assert book["wan2_2_t2v_a14b"].iterations("DenoisingStage", steps=4) == 4
-heavy = sorted(m for m in ("lark", "sympy", "torch", "numpy", "runtime.measure", "runtime.record") if m in sys.modules)
-print(json.dumps({"heavy": heavy, "ms": elapsed * 1000}))
+names = ("lark", "sympy", "torch", "numpy", "runtime.measure", "runtime.record")
+heavy = sorted(m for m in names if m in sys.modules)
+print(json.dumps({"heavy": heavy}))
 """
 
 
@@ -26,6 +25,4 @@ def test_import_and_load_do_not_pull_heavy_modules() -> None:
     )
     report = json.loads(out.stdout)
     assert report["heavy"] == []
-    assert (
-        report["ms"] < 1000
-    )  # the budget (30 ms) is measured by bench/eval.py; this only catches disasters
+    # The time (budget 30 ms) is bench/eval.py's: a test on a shared machine bounds modules, not ms.

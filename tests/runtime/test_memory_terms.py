@@ -1,4 +1,6 @@
-"""A memory measure with several terms (`memory ~ [t1, t2, ...]`): loading, `memory_terms`, errors."""
+"""A memory measure with several terms (`memory ~ [t1, t2, ...]`): loading, `memory_terms`,
+errors.
+"""
 
 from __future__ import annotations
 
@@ -213,7 +215,12 @@ REFUSED = [
         f"{AT}.memory.terms",
         "expected 2 to 16 terms, got 17",
     ),
-    ("terms not a list", replace_terms({"expr": AREA}), f"{AT}.memory.terms", "expected a list, got an object"),
+    (
+        "terms not a list",
+        replace_terms({"expr": AREA}),
+        f"{AT}.memory.terms",
+        "expected a list, got an object",
+    ),
     ("terms null", replace_terms(None), f"{AT}.memory.terms", "expected a list, got null"),
     (
         "a boolean term",
@@ -227,10 +234,30 @@ REFUSED = [
         f"{AT}.memory.terms[0].expr",
         "a memory term must be a number, not a boolean",
     ),
-    ("a non-object term", replace_term(0, 3), f"{AT}.memory.terms[0]", "expected an object, got an integer 3"),
-    ("a bare expression as a term", replace_term(2, THIRD), f"{AT}.memory.terms[2]", "missing key 'expr'"),
-    ("an unknown key in a term", edit_term(1, "note", "x"), f"{AT}.memory.terms[1]", "unexpected key 'note'"),
-    ("a term without a span", lambda st: st["memory"]["terms"][1].pop("span"), f"{AT}.memory.terms[1]", "missing key 'span'"),
+    (
+        "a non-object term",
+        replace_term(0, 3),
+        f"{AT}.memory.terms[0]",
+        "expected an object, got an integer 3",
+    ),
+    (
+        "a bare expression as a term",
+        replace_term(2, THIRD),
+        f"{AT}.memory.terms[2]",
+        "missing key 'expr'",
+    ),
+    (
+        "an unknown key in a term",
+        edit_term(1, "note", "x"),
+        f"{AT}.memory.terms[1]",
+        "unexpected key 'note'",
+    ),
+    (
+        "a term without a span",
+        lambda st: st["memory"]["terms"][1].pop("span"),
+        f"{AT}.memory.terms[1]",
+        "missing key 'span'",
+    ),
     (
         "a bad span in a term",
         edit_term(2, "span", {**SPAN, "source": 3}),
@@ -251,27 +278,59 @@ REFUSED = [
     ),
     ("terms on time", move_terms("time"), f"{AT}.time", "unexpected key 'terms'"),
     ("terms on iterations", move_terms("iterations"), f"{AT}.iterations", "unexpected key 'terms'"),
-    ("the right fold", set_sum(op("add", AREA, op("add", VOLUME, THIRD))), f"{AT}.memory.expr", SUM_MESSAGE),
-    ("another order", set_sum(op("add", op("add", VOLUME, AREA), THIRD)), f"{AT}.memory.expr", SUM_MESSAGE),
+    (
+        "the right fold",
+        set_sum(op("add", AREA, op("add", VOLUME, THIRD))),
+        f"{AT}.memory.expr",
+        SUM_MESSAGE,
+    ),
+    (
+        "another order",
+        set_sum(op("add", op("add", VOLUME, AREA), THIRD)),
+        f"{AT}.memory.expr",
+        SUM_MESSAGE,
+    ),
     ("a missing term", set_sum(op("add", AREA, VOLUME)), f"{AT}.memory.expr", SUM_MESSAGE),
-    ("another operation", set_sum(op("add", op("mul", AREA, VOLUME), THIRD)), f"{AT}.memory.expr", SUM_MESSAGE),
+    (
+        "another operation",
+        set_sum(op("add", op("mul", AREA, VOLUME), THIRD)),
+        f"{AT}.memory.expr",
+        SUM_MESSAGE,
+    ),
     (
         "an equal value, another tree",
         set_sum(left_sum([AREA, VOLUME, op("div", op("mul", I(2), P("height")), I(6))])),
         f"{AT}.memory.expr",
         SUM_MESSAGE,
     ),
-    ("another leaf", set_sum(left_sum([AREA, VOLUME, op("div", P("width"), I(3))])), f"{AT}.memory.expr", SUM_MESSAGE),
-    ("another constant", set_sum(left_sum([AREA, VOLUME, op("div", P("height"), I(4))])), f"{AT}.memory.expr", SUM_MESSAGE),
-    ("a plus zero", set_sum(op("add", left_sum([AREA, VOLUME, THIRD]), I(0))), f"{AT}.memory.expr", SUM_MESSAGE),
-    ("a single term as the sum", set_sum(AREA), f"{AT}.memory.expr", SUM_MESSAGE),
     (
-        "another exponent",
-        terms_with_sum([op("pow", P("height"), exp=2), AREA], op("add", op("pow", P("height"), exp=3), AREA)),
+        "another leaf",
+        set_sum(left_sum([AREA, VOLUME, op("div", P("width"), I(3))])),
         f"{AT}.memory.expr",
         SUM_MESSAGE,
     ),
-]  # fmt: skip
+    (
+        "another constant",
+        set_sum(left_sum([AREA, VOLUME, op("div", P("height"), I(4))])),
+        f"{AT}.memory.expr",
+        SUM_MESSAGE,
+    ),
+    (
+        "a plus zero",
+        set_sum(op("add", left_sum([AREA, VOLUME, THIRD]), I(0))),
+        f"{AT}.memory.expr",
+        SUM_MESSAGE,
+    ),
+    ("a single term as the sum", set_sum(AREA), f"{AT}.memory.expr", SUM_MESSAGE),
+    (
+        "another exponent",
+        terms_with_sum(
+            [op("pow", P("height"), exp=2), AREA], op("add", op("pow", P("height"), exp=3), AREA)
+        ),
+        f"{AT}.memory.expr",
+        SUM_MESSAGE,
+    ),
+]
 
 
 @pytest.mark.parametrize(

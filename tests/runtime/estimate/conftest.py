@@ -1,4 +1,5 @@
-"""Fixtures for the estimator tests: a toy pipeline compiled from text, and hand-made warmup records.
+"""Fixtures for the estimator tests: a toy pipeline compiled from text, and hand-made warmup
+records.
 
 Every number in these tests is computed by hand from the records built here, so a rule of
 runtime.estimate is checked against arithmetic, not against itself.
@@ -38,10 +39,10 @@ def toy() -> Pipeline:
     """The toy pipeline, compiled by dslc and loaded by the runtime exactly as an artifact is."""
     from dslc.compiler import compile_text
     from dslc.emit import artifact, dumps
+    from tests.examples import program_of
 
     result = compile_text(TOY, "toy.wf")
-    assert result.ok, result.diagnostics
-    return load_formulas(dumps(artifact(result.program)))["toy"]
+    return load_formulas(dumps(artifact(program_of(result))))["toy"]
 
 
 def phase(

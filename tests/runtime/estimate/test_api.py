@@ -84,7 +84,10 @@ def test_no_records_means_no_figures(toy):
 
 
 def test_importing_the_estimators_does_not_import_torch():
-    code = "import sys, runtime.estimate; print('torch' in sys.modules, 'lark' in sys.modules, 'sympy' in sys.modules)"
+    code = (
+        "import sys, runtime.estimate; print('torch' in sys.modules, 'lark' in sys.modules, "
+        "'sympy' in sys.modules)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()

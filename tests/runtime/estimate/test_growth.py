@@ -34,8 +34,9 @@ def test_growing_iterations_are_extrapolated_to_the_last_target_iteration(toy):
 
 
 def test_growth_raises_the_phases_that_span_it(toy):
-    # The stage phase (450 >= the last iteration's 400) carries the 600 B: measured at the target's size,
-    # so raw 450 + 600 = 1050 and bound 450 + 600 * 1.2 = 1170. The setup phase (300 < 400) does not.
+    # The stage phase (450 >= the last iteration's 400) carries the 600 B: measured at the target's
+    # size, so raw 450 + 600 = 1050 and bound 450 + 600 * 1.2 = 1170. The setup phase (300 < 400)
+    # does not.
     result = estimate([growing([100, 200, 300, 400])], toy)
     peak = result.phase("stage:DenoisingStage").peak
     assert (peak.method, peak.raw_bytes, peak.bound_bytes, peak.margin) == (

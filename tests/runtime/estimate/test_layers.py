@@ -37,8 +37,8 @@ def test_calls_scale_by_each_stages_own_iterations(toy):
 
 
 def test_measured_iterations_come_from_the_formula_when_not_recorded(toy):
-    # no stage_iterations in the record: steps=2, blocks=2 -> 4 iterations; target steps 6 (blocks 1) -> 6:
-    # ceil(8 * 6 / 4) = 12 and ceil(3 * 6 / 4) = ceil(4.5) = 5.
+    # no stage_iterations in the record: steps=2, blocks=2 -> 4 iterations; target steps 6 (blocks
+    # 1) -> 6: ceil(8 * 6 / 4) = 12 and ceil(3 * 6 / 4) = ceil(4.5) = 5.
     probe = record({"steps": 2, "blocks": 2}, layer_uses=USES[:2])
     result = estimate([probe], toy, target={"steps": 6})
     assert [u.calls for u in result.layer_uses] == [12, 5]

@@ -31,10 +31,10 @@ DECODE = "stage:DecodingStage"
 def video() -> Pipeline:
     from dslc.compiler import compile_text
     from dslc.emit import artifact, dumps
+    from tests.examples import program_of
 
     result = compile_text(VIDEO, "video.wf")
-    assert result.ok, result.diagnostics
-    return load_formulas(dumps(artifact(result.program)))["video"]
+    return load_formulas(dumps(artifact(program_of(result))))["video"]
 
 
 def true_peak(area: int, frames: int) -> int:
@@ -140,7 +140,7 @@ def test_a_failed_probe_blocks_only_when_every_term_is_at_or_below_the_target(vi
     assert decode([*ok, failed_below], video).method == "none"
 
 
-# --- the exact linear algebra underneath -----------------------------------------------------------
+# --- the exact linear algebra underneath ----------------------------------------------------------
 
 
 def test_independent_rows_keep_the_order_and_skip_dependent_rows():

@@ -26,7 +26,8 @@ def peaks(records, toy, **kwargs):
 
 
 def test_a_measurement_at_the_target_bounds_it_directly(toy):
-    # Sizes 100 and 200 both cover the target (100); the smallest covering size is the tightest bound.
+    # Sizes 100 and 200 both cover the target (100); the smallest covering size is the tightest
+    # bound.
     records = [
         record({"size": 200}, phases=[stage("DenoisingStage", 9000)]),
         record({"size": 100}, phases=[stage("DenoisingStage", 5000)]),
@@ -85,8 +86,6 @@ def test_the_fitted_constant_is_floored_at_the_active_weights(toy):
 
 def test_a_negative_slope_falls_back_to_single_point_scaling(toy):
     # size 10 -> 2500, size 20 -> 2200 (noise). Per record, baseline 1000:
-    #   size 10: 1500 above x 100/10 -> raw 1000 + 15000 = 16000, bound 1000 + 18000 = 19000
-    #   size 20: 1200 above x 100/20 -> raw 7000, bound 8200; the larger bound wins.
     records = [
         record({"size": 10}, phases=[stage("DenoisingStage", 2500)]),
         record({"size": 20}, phases=[stage("DenoisingStage", 2200)]),
@@ -116,7 +115,8 @@ def test_one_size_floors_the_baseline_at_the_active_weights(toy):
 
 
 def test_the_margin_is_configurable_and_rounds_up(toy):
-    # fit of the test above with margin 1.25: bound 1200 + 5000 * 1.25 = 7450; margin 1.0: bound = raw.
+    # fit of the test above with margin 1.25: bound 1200 + 5000 * 1.25 = 7450; margin 1.0: bound =
+    # raw.
     records = [
         record({"size": 10}, phases=[stage("DenoisingStage", 1700)]),
         record({"size": 20}, phases=[stage("DenoisingStage", 2200)]),
@@ -208,8 +208,9 @@ def test_different_component_layouts_stay_separate_constraints(toy):
 
 
 def test_component_phases_take_their_stage_measure(toy):
-    # the vae component phase within DecodingStage scales with 2 * size: 20 -> 40, 20 -> 200 at target.
-    # size 10 -> 3000, size 20 -> 5000: slope 2000 / 20 = 100, constant 1000; raw 1000 + 20000.
+    # the vae component phase within DecodingStage scales with 2 * size: 20 -> 40, 20 -> 200 at
+    # target. size 10 -> 3000, size 20 -> 5000: slope 2000 / 20 = 100, constant 1000; raw 1000 +
+    # 20000.
     records = [
         record({"size": s}, phases=[phase("component", "vae", "DecodingStage", p, active=["vae"])])
         for s, p in ((10, 3000), (20, 5000))
@@ -219,9 +220,9 @@ def test_component_phases_take_their_stage_measure(toy):
 
 
 def test_the_request_peak_scales_its_own_peaks_and_is_at_least_every_phase(toy):
-    # Record peaks 3100 (size 10) and 5100 (size 20) with DecodingStage holding the largest stage peak:
-    # scaled with 2 * size: slope 2000 / 20 = 100, constant 5100 - 4000 = 1100;
-    # at 200: raw 1100 + 20000 = 21100, bound 1100 + 24000 = 25100 (above the decoding phase's figures).
+    # Record peaks 3100 (size 10) and 5100 (size 20) with DecodingStage holding the largest stage
+    # peak: scaled with 2 * size: slope 2000 / 20 = 100, constant 5100 - 4000 = 1100; at 200: raw
+    # 1100 + 20000 = 21100, bound 1100 + 24000 = 25100 (above the decoding phase's figures).
     records = [
         record(
             {"size": 10},

@@ -1,5 +1,6 @@
-"""Request and stage time, computed by hand (toy pipeline: DenoisingStage iterations = steps, time ~ size;
-DecodingStage time ~ size; TextEncodingStage time ~ 1; the target: steps 10, size 100)."""
+"""Request and stage time, computed by hand (toy pipeline: DenoisingStage iterations = steps, time ~
+size; DecodingStage time ~ size; TextEncodingStage time ~ 1; the target: steps 10, size 100).
+"""
 
 from __future__ import annotations
 
@@ -36,9 +37,10 @@ def timed(
 
 def test_one_record_scales_by_the_time_measure_ratio(toy):
     # DenoisingStage: median of the steady iterations [0.2, 0.25, 0.15] (the first dropped) = 0.2;
-    # outside iterations 1.0 - 0.9 = 0.1; at size 100 (x 100/50), 10 iterations: 0.1 + 0.2 * 2 * 10 = 4.1.
-    # DecodingStage (one-shot): 0.5 x 2 = 1.0. TextEncodingStage: measure 1, 1 iteration = the target's
-    # -> measured 0.05. Untracked: 2.0 - 1.55 = 0.45, kept. Request: 4.1 + 1.0 + 0.05 + 0.45 = 5.6.
+    # outside iterations 1.0 - 0.9 = 0.1; at size 100 (x 100/50), 10 iterations: 0.1 + 0.2 * 2 * 10
+    # = 4.1. DecodingStage (one-shot): 0.5 x 2 = 1.0. TextEncodingStage: measure 1, 1 iteration =
+    # the target's -> measured 0.05. Untracked: 2.0 - 1.55 = 0.45, kept. Request: 4.1 + 1.0 + 0.05 +
+    # 0.45 = 5.6.
     timing = estimate_default_workload_timing([timed(50, [0.3, 0.2, 0.25, 0.15], 1.0)], toy)
     assert timing.seconds == pytest.approx(5.6)
     assert timing.untracked_s == pytest.approx(0.45)
@@ -66,9 +68,10 @@ def test_a_single_iteration_is_its_own_median(toy):
 
 
 def test_two_sizes_fit_the_per_iteration_time(toy):
-    # steady medians: size 10 -> 0.1, size 20 -> 0.15: 0.05 + 0.005 * size, at 100: 0.55 per iteration.
-    # The representative record (most work: size 20) keeps 0.55 - 0.5 = 0.05 s outside its iterations:
-    # 0.05 + 0.55 * 10 = 5.55. Decoding: 0.5 s at 10 and 0.7 s at 20 -> 0.3 + 0.02 * size -> 2.3 at 100.
+    # steady medians: size 10 -> 0.1, size 20 -> 0.15: 0.05 + 0.005 * size, at 100: 0.55 per
+    # iteration. The representative record (most work: size 20) keeps 0.55 - 0.5 = 0.05 s outside
+    # its iterations: 0.05 + 0.55 * 10 = 5.55. Decoding: 0.5 s at 10 and 0.7 s at 20 -> 0.3 + 0.02 *
+    # size -> 2.3 at 100.
     records = [timed(10, [0.4, 0.1, 0.1], 0.65), timed(20, [0.2, 0.15, 0.15], 0.55, decode=0.7)]
     timing = estimate_default_workload_timing(records, toy)
     denoise = timing.stage("DenoisingStage")
@@ -135,8 +138,8 @@ def test_a_run_at_the_target_is_a_measurement(toy):
 
 
 def test_any_admissible_target(toy):
-    # the one-record case at steps 4, size 25: 0.1 + 0.2 * (25/50) * 4 = 0.5; decode 0.25; text 0.05;
-    # untracked 0.45: 1.25.
+    # the one-record case at steps 4, size 25: 0.1 + 0.2 * (25/50) * 4 = 0.5; decode 0.25; text
+    # 0.05; untracked 0.45: 1.25.
     timing = estimate(
         [timed(50, [0.3, 0.2, 0.25, 0.15], 1.0)], toy, target={"steps": 4, "size": 25}
     ).timing

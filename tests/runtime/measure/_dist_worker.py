@@ -13,7 +13,9 @@ F32 = 4
 
 
 def worker(rank: int, world: int, port: int, out_dir: str, artifact: str) -> None:
-    """Record a rank-dependent request, reduce it, agree on shrinking and on a probe; write the results."""
+    """Record a rank-dependent request, reduce it, agree on shrinking and on a probe; write the
+    results.
+    """
     torch.set_num_threads(1)
     dist.init_process_group(
         "gloo",

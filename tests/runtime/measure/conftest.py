@@ -14,7 +14,9 @@ DATA = Path(__file__).parent / "data"
 
 @pytest.fixture(scope="session")
 def book():
-    """The hand-written artifact (see data/wan_tiny.wf for its source), loaded by the real loader."""
+    """The hand-written artifact (see data/wan_tiny.wf for its source), loaded by the real
+    loader.
+    """
     return load_formulas(DATA / "wan_tiny.json")
 
 
@@ -26,7 +28,9 @@ def wan(book):
 
 @pytest.fixture(autouse=True, scope="package")
 def _one_thread():
-    """One intra-op thread: the 2-core test machine is shared, and oversubscription makes CPU runs erratic."""
+    """One intra-op thread: the 2-core test machine is shared, and oversubscription makes CPU runs
+    erratic.
+    """
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -1,4 +1,6 @@
-"""Memory backends: the CPU live-tensor tracker against peaks computed by hand; CUDA on a GPU only."""
+"""Memory backends: the CPU live-tensor tracker against peaks computed by hand; CUDA on a GPU
+only.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ B, I, H, O = 8, 16, 32, 4  # batch, in, hidden, out
 
 
 class HandMLP(nn.Module):
-    """An MLP whose forward keeps exactly known tensors alive: the test computes its peak by hand."""
+    """An MLP whose forward keeps exactly known tensors alive: the test computes its peak by
+    hand.
+    """
 
     def __init__(self) -> None:
         super().__init__()

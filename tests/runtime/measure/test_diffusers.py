@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from typing import Any
 
 import pytest
 import torch
@@ -29,11 +29,11 @@ def _unique_storage_bytes(modules) -> int:
     return sum(storages.values())
 
 
-def test_tiny_wan_is_fast_and_offline(pipe):
-    start = time.perf_counter()
+def test_tiny_wan_is_small_and_offline(pipe):
+    # Its cost is bounded by its size (seconds are bench/'s): under 2 MiB of weights and buffers.
+    assert _unique_storage_bytes(pipeline_modules(pipe).values()) < 2 * 2**20
     video = pipe(**tiny_wan_call(**PARAMS)).frames
     assert video.shape == (1, 5, 3, 32, 32)
-    assert time.perf_counter() - start < 2.0
 
 
 def test_instrumented_run(wan):
@@ -47,7 +47,6 @@ def test_instrumented_run(wan):
         return {}
 
     recorder = diffusers_recorder(wan, pipe, device="cpu")
-    start = time.perf_counter()
     with recorder.request(**PARAMS) as req:
         out = run_pipeline(
             pipe,
@@ -56,7 +55,6 @@ def test_instrumented_run(wan):
             generator=torch.Generator().manual_seed(0),
             callback_on_step_end=user_callback,
         )
-    assert time.perf_counter() - start < 2.0
     assert torch.equal(out.frames, reference)  # measuring does not change the result
     assert steps_seen == [0, 1]  # the user's callback still runs
 
@@ -113,9 +111,8 @@ def test_prepare_latents_closes_the_text_stage(wan):
 
     def text_peak(params, **options) -> int:
         with recorder.request(**params) as req:
-            run_pipeline(
-                pipe, req, **TINY_WAN_CALL, generator=torch.Generator().manual_seed(0), **options
-            )
+            call: dict[str, Any] = {**TINY_WAN_CALL, **options}
+            run_pipeline(pipe, req, generator=torch.Generator().manual_seed(0), **call)
         record = recorder.records[-1]
         return next(
             p.peak_allocated - record.baseline_allocated

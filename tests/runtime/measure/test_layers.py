@@ -1,4 +1,6 @@
-"""Layer uses: per-layer call counts of repeated groups, per stage, with every hook removed afterwards."""
+"""Layer uses: per-layer call counts of repeated groups, per stage, with every hook removed
+afterwards.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The warmup recorder on the CPU tracker: exact peaks, durations, stage pairs from the real formulas."""
+"""The warmup recorder on the CPU tracker: exact peaks, durations, stage pairs from the real
+formulas.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Warmup -> serving: staging caches and the pool are released, and warmup peaks never reach serving figures."""
+"""Warmup -> serving: staging caches and the pool are released, and warmup peaks never reach serving
+figures.
+"""
 
 from __future__ import annotations
 
