@@ -1,4 +1,5 @@
-"""`dslc calibrate`: warm up a real (tiny) diffusers pipeline, estimate a target, optionally verify it.
+"""`dslc calibrate`: warm up a real (tiny) diffusers pipeline, estimate a target, optionally verify
+it.
 
 Registered into the `dslc` group by ``register(cli)``. Everything heavy (torch, diffusers) is
 imported only when the command runs. The session itself lives in ``calibration.run``, the
@@ -40,11 +41,14 @@ EPILOG = "\n".join(
     [
         "\b",
         "Examples:",
-        "  dslc calibrate                                 # tiny Wan on the CPU: warmup, probe, estimate",
-        "  dslc calibrate --verify                        # ... and run the target to compare",
+        "  dslc calibrate                # tiny Wan on the CPU: warmup, probe, estimate",
+        "  dslc calibrate --verify       # ... and run the target to compare",
         "  dslc calibrate --verify --json > calibration.json",
         "  dslc calibrate --example flux --verify --plot flux.png",
-        "  dslc calibrate --probe steps=2,height=32,width=32 --target steps=8,frames=17,height=64,width=64",
+        (
+            "  dslc calibrate --probe steps=2,height=32,width=32"
+            " --target steps=8,frames=17,height=64,width=64"
+        ),
         "",
         "\b",
         "Default shapes (the formulas' default workloads are far too big for a CPU demo):",
@@ -100,7 +104,8 @@ EPILOG = "\n".join(
     multiple=True,
     callback=shape_option,
     metavar="NAME=VALUE[,...]",
-    help="The target to estimate; unset params: the example's demo target, then the default workload.",
+    help="The target to estimate; unset params: the example's demo target, then the default "
+    "workload.",
 )
 @click.option(
     "--margin",
@@ -146,7 +151,8 @@ EPILOG = "\n".join(
     type=click.Choice(["auto", "cpu", "wall"]),
     default="auto",
     show_default=True,
-    help="cpu: the thread's CPU time (other processes do not count); auto: cpu on the CPU, else wall.",
+    help="cpu: the thread's CPU time (other processes do not count); auto: cpu on the CPU, else "
+    "wall.",
 )
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the random weights and latents."
@@ -232,7 +238,9 @@ def register(group: click.Group) -> None:
 
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Any]:
-    """A rich progress bar on stderr (only on a terminal); yields the session's progress callback."""
+    """A rich progress bar on stderr (only on a terminal); yields the session's progress
+    callback.
+    """
     if not enabled:
         yield None
         return
@@ -271,7 +279,8 @@ def _show(cal: Any, plot: Path | None) -> None:
 
     out = ui().out
     out.line(
-        f"{cal.pipeline}: example {cal.example} on {cal.device} ({cal.backend}), formulas {cal.formula_path}",
+        f"{cal.pipeline}: example {cal.example} on {cal.device} ({cal.backend}), formulas "
+        f"{cal.formula_path}",
         style="bold",
     )
     shown = [("warmup", cal.warmup), ("probe", cal.probe)]

@@ -1,4 +1,6 @@
-"""`dslc calibrate --plot FILE.png`: per-iteration peaks, and predicted vs measured per phase (Agg)."""
+"""`dslc calibrate --plot FILE.png`: per-iteration peaks, and predicted vs measured per phase
+(Agg).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ MiB = float(1 << 20)
 
 
 def plot(cal: Calibration, path: Path) -> None:
-    """Left: each record's per-iteration peaks (MiB) by iteration index, with the predicted stage peak.
-    Right: per phase, the raw prediction, the bound and (with --verify) the measured peak."""
+    """Left: each record's per-iteration peaks (MiB) by iteration index, with the predicted stage
+    peak. Right: per phase, the raw prediction, the bound and (with --verify) the measured peak.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

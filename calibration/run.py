@@ -135,11 +135,13 @@ def _phase_peaks(record: WarmupRecord) -> dict[tuple[str, str, str | None], int]
     return {(p.kind, p.name, p.stage): p.peak_allocated for p in record.phases}
 
 
-# --- formulas ---------------------------------------------------------------------------------------
+# --- formulas -------------------------------------------------------------------------------------
 
 
 def load_pipeline(formula_path: Path, name: str) -> Any:
-    """Compile one .wf file in memory and load it through the runtime, as a worker loads an artifact."""
+    """Compile one .wf file in memory and load it through the runtime, as a worker loads an
+    artifact.
+    """
     from dslc.compiler import compile_paths
     from dslc.diagnostics import render
     from dslc.emit import artifact, dumps
@@ -159,7 +161,9 @@ def load_pipeline(formula_path: Path, name: str) -> Any:
 
 
 def full_point(pipeline: Any, params: Params, what: str) -> dict[str, int | bool]:
-    """The default workload with ``params``; an unknown name or an inadmissible point is a CalibrateError."""
+    """The default workload with ``params``; an unknown name or an inadmissible point is a
+    CalibrateError.
+    """
     from runtime import FormulaError
 
     point = {**pipeline.default_workload, **params}
@@ -171,7 +175,9 @@ def full_point(pipeline: Any, params: Params, what: str) -> dict[str, int | bool
 
 
 def work_ratio(pipeline: Any, probe: Params, target: Params) -> Fraction:
-    """Target / probe in iterations x memory measure of the most repeated stage (tokens x steps for Wan)."""
+    """Target / probe in iterations x memory measure of the most repeated stage (tokens x steps
+    for Wan).
+    """
     at_target, at_probe = pipeline.evaluate(**target), pipeline.evaluate(**probe)
     stage = max(pipeline.stages, key=lambda s: at_target[s].iterations)
     probe_work = at_probe[stage].iterations * at_probe[stage].memory
@@ -180,7 +186,7 @@ def work_ratio(pipeline: Any, probe: Params, target: Params) -> Fraction:
     return Fraction(at_target[stage].iterations * at_target[stage].memory) / Fraction(probe_work)
 
 
-# --- the session ------------------------------------------------------------------------------------
+# --- the session ----------------------------------------------------------------------------------
 
 
 def calibrate_example(

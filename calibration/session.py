@@ -35,7 +35,9 @@ def resolve_device(device: str) -> str:
 
 @contextlib.contextmanager
 def quiet_libraries() -> Iterator[None]:
-    """diffusers and transformers warn about optional backends; those lines are not ours to print."""
+    """diffusers and transformers warn about optional backends; those lines are not ours to
+    print.
+    """
     import importlib
     import warnings
 
@@ -58,7 +60,9 @@ def quiet_libraries() -> Iterator[None]:
 
 @contextlib.contextmanager
 def torch_threads(device: str, threads: int | None) -> Iterator[None]:
-    """One CPU thread by default: a shared 2-core machine makes multi-threaded CPU timing erratic."""
+    """One CPU thread by default: a shared 2-core machine makes multi-threaded CPU timing
+    erratic.
+    """
     import torch
 
     if device != "cpu" or threads is None:
@@ -73,8 +77,10 @@ def torch_threads(device: str, threads: int | None) -> Iterator[None]:
 
 
 def clock_for(device: str, clock: str = "auto") -> Callable[[], float]:
-    """The recorder's clock: "cpu" is this thread's CPU time, "wall" the wall clock; "auto" picks cpu on
-    the CPU (other processes on a shared machine then do not count) and wall on an accelerator."""
+    """The recorder's clock: "cpu" is this thread's CPU time, "wall" the wall clock; "auto" picks
+    cpu on the CPU (other processes on a shared machine then do not count) and wall on an
+    accelerator.
+    """
     if clock == "auto":
         clock = "cpu" if device == "cpu" else "wall"
     if clock not in ("cpu", "wall"):
@@ -137,8 +143,9 @@ class Session:
 
 def _fresh_scheduler(pipe: Any) -> None:
     """Start every request from the same state: a scheduler keeps the last request's timesteps and
-    sigmas (sized by its steps) alive until the next request sets new ones, which would move the next
-    request's baseline by a few bytes."""
+    sigmas (sized by its steps) alive until the next request sets new ones, which would move the
+    next request's baseline by a few bytes.
+    """
     scheduler = getattr(pipe, "scheduler", None)
     if scheduler is not None and hasattr(scheduler, "config"):
         pipe.scheduler = type(scheduler).from_config(scheduler.config)

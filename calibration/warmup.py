@@ -370,7 +370,7 @@ def calibrate(
         return ProbeOutcome(False, None, (), None, f"warmup failed: {type(exc).__name__}: {exc}")
 
 
-# --- a probe that determines every memory term at the target ----------------------------------------
+# --- a probe that determines every memory term at the target --------------------------------------
 
 
 def _determine_terms(
@@ -382,7 +382,9 @@ def _determine_terms(
     agreement: Agreement,
     max_retries: int,
 ) -> tuple[tuple[ProbeAttempt, ...], str]:
-    """Run the first lighter shape that closes every open stage (retrying lighter ones on failure)."""
+    """Run the first lighter shape that closes every open stage (retrying lighter ones on
+    failure).
+    """
     measured = [dict(r.params) for r in recorder.records if r.ok]
     open_stages = undetermined_stages(recorder.pipeline, measured, target)
     if not open_stages:

@@ -154,7 +154,9 @@ class Output:
     def table(
         self, headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] = ()
     ) -> None:
-        """Aligned columns (`right[i]` right-aligns column i) fitted to `table_width` (dslc.tables)."""
+        """Aligned columns (`right[i]` right-aligns column i) fitted to `table_width`
+        (dslc.tables).
+        """
         from dslc.tables import layout
 
         for line in layout(headers, rows, right, self.width):

@@ -98,7 +98,9 @@ def _aligned(cells: Sequence[str], widths: Sequence[int], right: Sequence[bool])
 
 
 def _stacked(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[TableLine]:
-    """One block per row, `key: value` lines (empty values left out), blocks apart by a blank line."""
+    """One block per row, `key: value` lines (empty values left out), blocks apart by a blank
+    line.
+    """
     key_width = max((len(h) for h in headers), default=0) + 2
     value_width = max(width - key_width, MIN_VALUE_WIDTH)
     lines: list[TableLine] = []

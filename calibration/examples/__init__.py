@@ -1,4 +1,5 @@
-"""Example pipelines for `dslc calibrate` and the accuracy benchmark: real diffusers pipelines, tiny.
+"""Example pipelines for `dslc calibrate` and the accuracy benchmark: real diffusers pipelines,
+tiny.
 
 Each example is a real diffusers pipeline built from small configs with random weights (nothing is
 downloaded), the formula file and pipeline that describe it, how its components map to formula
@@ -58,7 +59,7 @@ class Example:
         return kwargs
 
 
-# --- Wan 2.1 text-to-video -------------------------------------------------------------------------
+# --- Wan 2.1 text-to-video ------------------------------------------------------------------------
 
 
 def _build_wan(seed: int) -> Any:
@@ -77,7 +78,8 @@ def _wan_kwargs(seed: int) -> dict[str, Any]:
 
 WAN = Example(
     name="wan",
-    description="diffusers WanPipeline (UMT5, WanTransformer3DModel, AutoencoderKLWan), tiny, random weights",
+    description="diffusers WanPipeline (UMT5, WanTransformer3DModel, AutoencoderKLWan), tiny, "
+    "random weights",
     formula_file="wan.wf",
     pipeline="wan2_1_t2v_1_3b",
     build=_build_wan,
@@ -100,13 +102,15 @@ WAN = Example(
 )
 
 
-# --- FLUX.1 text-to-image --------------------------------------------------------------------------
+# --- FLUX.1 text-to-image -------------------------------------------------------------------------
 
 _FLUX_WORDS = 11  # the vocabulary of runtime.measure.examples.tiny_tokenizer
 
 
 def build_tiny_flux(seed: int = 0) -> Any:
-    """A ``diffusers.FluxPipeline``: tiny CLIP and T5 encoders, a 4-level VAE (8x) and a 2-block transformer."""
+    """A ``diffusers.FluxPipeline``: tiny CLIP and T5 encoders, a 4-level VAE (8x) and a 2-block
+    transformer.
+    """
     import torch
     from diffusers import (
         AutoencoderKL,
@@ -201,7 +205,8 @@ def _flux_kwargs(seed: int) -> dict[str, Any]:
 
 FLUX = Example(
     name="flux",
-    description="diffusers FluxPipeline (CLIP + T5, FluxTransformer2DModel, AutoencoderKL), tiny, random weights",
+    description="diffusers FluxPipeline (CLIP + T5, FluxTransformer2DModel, AutoencoderKL), "
+    "tiny, random weights",
     formula_file="flux.wf",
     pipeline="flux1_dev",
     build=build_tiny_flux,

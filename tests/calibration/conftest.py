@@ -12,7 +12,9 @@ FORMULAS = Path(__file__).resolve().parents[2] / "formulas"
 
 @pytest.fixture(scope="session")
 def wan():
-    """formulas/wan.wf's Wan 2.1 T2V 14B: steps, frames (% 4 == 1), height and width (% 16 == 0), cfg."""
+    """formulas/wan.wf's Wan 2.1 T2V 14B: steps, frames (% 4 == 1), height and width (% 16 ==
+    0), cfg.
+    """
     from calibration.run import load_pipeline
 
     return load_pipeline(FORMULAS / "wan.wf", "wan2_1_t2v_14b")
@@ -20,7 +22,9 @@ def wan():
 
 @pytest.fixture(autouse=True, scope="package")
 def _one_thread():
-    """One intra-op thread: the 2-core test machine is shared; oversubscription makes runs erratic."""
+    """One intra-op thread: the 2-core test machine is shared; oversubscription makes runs
+    erratic.
+    """
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

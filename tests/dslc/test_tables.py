@@ -1,4 +1,5 @@
-"""Tables at 60, 80 and 120 columns (golden files), wrapping only at name boundaries, pipes unchanged.
+"""Tables at 60, 80 and 120 columns (golden files), wrapping only at name boundaries, pipes
+unchanged.
 
 Regenerate the golden files (then review every change by eye) with
 `UPDATE_GOLDEN=1 pytest tests/dslc/test_tables.py`.
