@@ -121,7 +121,7 @@ def test_a_guarded_division_is_fine() -> None:
 def test_guards_in_many_spellings_over_a_large_range(guard: str) -> None:
     text = (
         f"param steps: int = 4 in [1, 100000]\nstage S {{ memory ~ if {guard} then 1 / (steps "
-        "- 3) ** 2 else 0 }}"
+        "- 3) ** 2 else 0 }"
     )
     assert one(text) == []
 
