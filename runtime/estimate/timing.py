@@ -46,7 +46,9 @@ def _work(values: Mapping[str, Any], record: WarmupRecord) -> Fraction:
 def _sample(
     record: WarmupRecord, stage: str, values: Mapping[str, Any]
 ) -> tuple[float, float, bool] | None:
-    """(per-iteration seconds, fixed seconds, repeated) of one record's stage, or None if it did not run."""
+    """(per-iteration seconds, fixed seconds, repeated) of one record's stage, or None if it did
+    not run.
+    """
     durations = record.stage_durations
     if stage not in durations:
         return None
