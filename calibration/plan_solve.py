@@ -1,4 +1,5 @@
-"""The exact residency solver: dynamic programming over components with Pareto fronts, integer bytes.
+"""The exact residency solver: dynamic programming over components with Pareto fronts, integer
+bytes.
 
 Every component has candidates (resident; layerwise with k of N layers resident, k = N-1 .. 0;
 offloaded whole), each using ``always`` bytes in every phase and ``onload`` bytes in the phases

@@ -1,4 +1,6 @@
-"""One small exception hierarchy for the runtime, so a serving worker can catch exactly what it means."""
+"""One small exception hierarchy for the runtime, so a serving worker can catch exactly what it
+means.
+"""
 
 from __future__ import annotations
 
@@ -47,7 +49,9 @@ class FormulaError(Exception):
 
 
 class ArtifactError(FormulaError, ValueError):
-    """The artifact is malformed or of an unknown version; `path` says where (e.g. `pipelines[0].name`)."""
+    """The artifact is malformed or of an unknown version; `path` says where (e.g.
+    `pipelines[0].name`).
+    """
 
     def __init__(self, path: str, problem: str) -> None:
         where = f"at {path}: " if path else ""
@@ -66,7 +70,9 @@ class ParamError(FormulaError):
 
 
 class UnknownParamError(ParamError, KeyError):
-    """A param name the pipeline does not declare (usually a typo: the message suggests the closest)."""
+    """A param name the pipeline does not declare (usually a typo: the message suggests the
+    closest).
+    """
 
     def __init__(self, pipeline: str, param: str, known: tuple[str, ...]) -> None:
         listed = ", ".join(known) if known else "none"
@@ -123,7 +129,9 @@ class UnknownStageError(FormulaError, KeyError):
 
 
 def closest(name: str, known: Iterable[str], count: int = 3) -> tuple[str, ...]:
-    """Up to `count` known names closest to `name`: those it begins, then difflib's (0.6 at least)."""
+    """Up to `count` known names closest to `name`: those it begins, then difflib's (0.6 at
+    least).
+    """
     import difflib
 
     names = list(known)
@@ -139,7 +147,8 @@ def one_of(names: Iterable[str]) -> str:
 
 
 class UnknownPipelineError(FormulaError, KeyError):
-    """`book[name]` for a pipeline the artifact lacks; a KeyError so Mapping semantics (`get`, `in`) hold.
+    """`book[name]` for a pipeline the artifact lacks; a KeyError so Mapping semantics (`get`, `in`)
+    hold.
 
     The message names the closest pipelines (`closest`) and how to list them all.
     """
@@ -158,7 +167,9 @@ class UnknownPipelineError(FormulaError, KeyError):
 
 
 class EvaluationError(FormulaError, ArithmeticError):
-    """A formula cannot be evaluated at a point (division by zero, non-integer or negative result)."""
+    """A formula cannot be evaluated at a point (division by zero, non-integer or negative
+    result).
+    """
 
     def __init__(self, message: str, pipeline: str, what: str) -> None:
         super().__init__(message)

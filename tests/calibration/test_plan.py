@@ -1,4 +1,6 @@
-"""Hand-computed plans: each candidate kind, the reserve, the pin budget, ranks, target sets, ties."""
+"""Hand-computed plans: each candidate kind, the reserve, the pin budget, ranks, target sets,
+ties.
+"""
 
 from __future__ import annotations
 
