@@ -1,4 +1,5 @@
-"""How the new example families' stage peaks and times scale: the measurements behind their formulas.
+"""How the new example families' stage peaks and times scale: the measurements behind their
+formulas.
 
     .venv/bin/python bench/families.py [--family sdxl,cogvideox,pixart_sigma,custom_sd] [--repeat 2]
 
@@ -124,7 +125,9 @@ def per_iteration(record: WarmupRecord, stage: str) -> float:
 
 
 def _fit(rows: list[tuple[tuple[float, ...], float]]) -> tuple[list[float], list[float]]:
-    """Least squares ``peak = c + sum(slope_i * term_i)``; the coefficients and each row's residual."""
+    """Least squares ``peak = c + sum(slope_i * term_i)``; the coefficients and each row's
+    residual.
+    """
     a = np.array([[1.0, *terms] for terms, _ in rows])
     b = np.array([float(peak) for _, peak in rows])
     coefficients, *_ = np.linalg.lstsq(a, b, rcond=None)

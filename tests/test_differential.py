@@ -49,7 +49,9 @@ def test_runtime_equals_the_oracle_at_admissible_points(data: st.DataObject, tex
 
 @st.composite
 def _with_calls(draw: st.DrawFn) -> str:
-    """A generated pipeline plus `call` lines: numeric expressions (safe divisors) and comparisons."""
+    """A generated pipeline plus `call` lines: numeric expressions (safe divisors) and
+    comparisons.
+    """
     text = draw(sources())
     names = [line.split()[1].rstrip(":") for line in text.splitlines()[1:-1]]
     names = [n for n in names if not n.startswith("S")]  # params and lets, not stages
@@ -76,10 +78,9 @@ def _with_calls(draw: st.DrawFn) -> str:
 def test_call_arguments_equal_the_oracle_at_admissible_points(
     data: st.DataObject, text: str
 ) -> None:
-    result = compile_text(text, "generated.wf")
-    assert result.ok, [d.message for d in result.errors]
-    (resolved,) = result.program.pipelines
-    pipeline = load_formulas(dumps(artifact(result.program)))["generated"]
+    program = program_of(compile_text(text, "generated.wf"))
+    (resolved,) = program.pipelines
+    pipeline = load_formulas(dumps(artifact(program)))["generated"]
     assert pipeline.call_names == tuple(call.arg for call in resolved.calls)
     for _ in range(5):
         point = data.draw(admissible_params(pipeline))

@@ -55,7 +55,8 @@ def _uses(pipeline: ResolvedPipeline) -> list[Diagnostic]:
                         use.span,
                         notes=[Note(f"stage '{other}' uses it here", first.span)],
                         hints=[
-                            "a component call opens one stage; name another method (vae.encode, vae.decode)"
+                            "a component call opens one stage; "
+                            + "name another method (vae.encode, vae.decode)"
                         ],
                     )
                 )

@@ -1,9 +1,9 @@
 """Obligations: what the prover must show of a pipeline, and how one is checked at a point.
 
 Each stage field owes `>= 0` (a memory of several terms: each term on its own) and `iterations` an
-integer value; each division in a field, let, contract or call owes a non-zero divisor wherever it is
-evaluated: under the conditions of the `if` branches and `and`/`or` operands it sits in, and for a
-contract, where the contracts before it hold.
+integer value; each division in a field, let, contract or call owes a non-zero divisor wherever it
+is evaluated: under the conditions of the `if` branches and `and`/`or` operands it sits in, and for
+a contract, where the contracts before it hold.
 A let is a value on the whole domain, so its divisions are checked there, used or not.
 """
 

@@ -1,4 +1,5 @@
-"""The SDXL, CogVideoX and PixArt-Sigma examples and the test-only SD 1.5 pipeline, end to end on CPU.
+"""The SDXL, CogVideoX and PixArt-Sigma examples and the test-only SD 1.5 pipeline, end to end on
+CPU.
 
 Each factory builds a real tiny diffusers pipeline; one small request runs through the recorder;
 every stage the formula file declares is recorded, no component runs outside a stage, and the
@@ -19,6 +20,7 @@ from dslc.emit import artifact, dumps
 from runtime import load_formulas
 from runtime.measure import AutoStages
 from runtime.measure.diffusers_hooks import diffusers_recorder, run_pipeline
+from tests.examples import program_of
 
 pytest.importorskip("diffusers")
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,8 +66,8 @@ FAMILIES = {
 
 def _formulas(path: str, name: str):
     result = compile_paths([ROOT / path])
-    assert result.ok and not result.diagnostics, [str(d) for d in result.diagnostics]
-    return load_formulas(dumps(artifact(result.program)))[name]
+    assert not result.diagnostics, [str(d) for d in result.diagnostics]
+    return load_formulas(dumps(artifact(program_of(result))))[name]
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -17,7 +17,7 @@ from dslc.fmt import format_source
 from dslc.parse import parse_text
 from dslc.source import SourceFile
 from runtime import ComponentUse, InadmissibleError, UnknownParamError, load_formulas
-from tests.examples import ROOT
+from tests.examples import ROOT, program_of
 
 SCHEMA = json.loads((ROOT / "dslc" / "schema" / "artifact.schema.json").read_text())
 
@@ -288,9 +288,8 @@ def test_no_facts_no_keys() -> None:
 def test_runtime_api_after_dslc_build(tmp_path: Path) -> None:
     source = tmp_path / "wan.wf"
     source.write_text(WAN)
-    result = compile_paths([source])
     out = tmp_path / "wan.json"
-    out.write_text(dumps(artifact(result.program)))
+    out.write_text(dumps(artifact(program_of(compile_paths([source])))))
     wan = load_formulas(out)["wan"]
     assert wan.uses == {
         "TextEncodingStage": (ComponentUse("text_encoder", "forward"),),
