@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work).
-#: Frames 17 (5 latent frames) is the smallest count in the VAE's steady regime (formulas/cogvideox.wf).
+#: Frames 17 (5 latent frames) is the smallest count in the VAE's steady regime
+#: (formulas/cogvideox.wf).
 #: The warmup and the probe differ in frames and area, so the decoder's two memory terms (working
 #: set ~ area, growth ~ frames x area) can be told apart (a third size from the two, see
 #: docs/estimators.md).
