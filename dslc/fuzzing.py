@@ -136,6 +136,12 @@ KEYWORDS = (
     "floor",
     "ceil",
     "abs",
+    "call",
+    "probe",
+    "uses",
+    "per",
+    "step",
+    "vae.decode",
 )
 OPERATORS = (
     "+",

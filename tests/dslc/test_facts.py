@@ -9,6 +9,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dslc import ast
 from dslc.compiler import compile_paths, compile_text
@@ -320,3 +322,39 @@ def test_runtime_api_after_dslc_build(tmp_path: Path) -> None:
         wan.call_arguments(frames=16)
     with pytest.raises(TypeError):
         wan.call_arguments(cfg=1)
+
+
+# --- fmt property ------------------------------------------------------------------------------
+
+_NAMES = st.sampled_from(["call", "probe", "uses", "per", "step", "vae", "decode", "x", "steps"])
+
+
+@st.composite
+def _fact_members(draw: st.DrawFn) -> str:
+    """A pipeline of random fact members, keywords used as names wherever a name may stand."""
+    lines = []
+    for index in range(draw(st.integers(0, 6))):
+        kind = draw(st.sampled_from(["call", "probe", "stage"]))
+        if kind == "call":
+            value = draw(st.sampled_from(["1", "2 / 3", "true", "if true then 1 else 2"]))
+            lines.append(f"call {draw(_NAMES)} = {value}")
+        elif kind == "probe":
+            names = draw(st.lists(_NAMES, min_size=1, max_size=3))
+            lines.append("probe " + " ,".join(names))
+        else:
+            uses = draw(st.lists(st.tuples(_NAMES, st.none() | _NAMES), max_size=3))
+            header = f"stage S{index}"
+            if uses:
+                header += " uses " + ", ".join(c + (f" . {m}" if m else "") for c, m in uses)
+            header += " per  step" if draw(st.booleans()) else ""
+            lines.append(header + draw(st.sampled_from([" {}", " {iterations=1}", "{ }"])))
+    separator = draw(st.sampled_from(["\n", "\n\n  ", " ; "]))
+    return "pipeline p {\n" + separator.join(lines) + "\n}\n"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fact_members())
+def test_fmt_round_trips_random_facts(text: str) -> None:
+    out = format_source(SourceFile("t.wf", text))
+    assert parse_text(out) == parse_text(text)
+    assert format_source(SourceFile("t.wf", out)) == out
