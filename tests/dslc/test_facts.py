@@ -9,10 +9,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dslc import ast
+from dslc.cli import cli
 from dslc.compiler import compile_paths, compile_text
 from dslc.emit import artifact, dumps
 from dslc.fmt import format_source
@@ -358,3 +360,50 @@ def test_fmt_round_trips_random_facts(text: str) -> None:
     out = format_source(SourceFile("t.wf", text))
     assert parse_text(out) == parse_text(text)
     assert format_source(SourceFile("t.wf", out)) == out
+
+
+# --- the real formulas, through `dslc build` ---------------------------------------------------
+
+
+def test_formulas_facts_through_dslc_build(tmp_path: Path) -> None:
+    out = tmp_path / "formulas.json"
+    result = CliRunner().invoke(cli, ["build", str(ROOT / "formulas"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    book = load_formulas(out)
+    wan = book["wan2_2_t2v_a14b"]
+    assert wan.uses["DenoisingStage"] == (
+        ComponentUse("transformer", "forward"),
+        ComponentUse("transformer_2", "forward"),
+    )
+    assert wan.stepped_stages == ("DenoisingStage",)
+    assert wan.probe_axes == (("frames",), ("height", "width"))
+    assert wan.call_arguments(steps=4, frames=17, height=256, width=256, cfg=False) == {
+        "num_inference_steps": 4,
+        "num_frames": 17,
+        "height": 256,
+        "width": 256,
+        "guidance_scale": 1,
+    }
+    small = book["wan2_1_t2v_1_3b"]  # Wan 2.1: one transformer, guidance 5.0
+    assert small.uses["DenoisingStage"] == (ComponentUse("transformer", "forward"),)
+    assert small.call_arguments()["guidance_scale"] == 5
+    i2v = book["wan2_1_i2v_14b"]
+    assert i2v.uses["ImageEncodingStage"] == (
+        ComponentUse("image_encoder", "forward"),
+        ComponentUse("vae", "encode"),
+    )
+    assert book["wan2_2_i2v_a14b"].uses["ImageEncodingStage"] == (ComponentUse("vae", "encode"),)
+    flux = book["flux1_dev"]
+    assert flux.uses["TextEncodingStage"] == (
+        ComponentUse("text_encoder", "forward"),
+        ComponentUse("text_encoder_2", "forward"),
+    )
+    assert flux.probe_axes == (("height", "width"),)
+    assert flux.call_arguments(cfg=True)["true_cfg_scale"] == 4
+    assert flux.call_arguments()["true_cfg_scale"] == 1
+    assert book["flux1_schnell"].call_arguments()["num_inference_steps"] == 4
+    for name in book:  # every pipeline with facts counts its steps in DenoisingStage
+        pipeline = book[name]
+        if pipeline.stepped_stages:
+            assert pipeline.stepped_stages == ("DenoisingStage",), name
+            assert "num_inference_steps" in pipeline.call_names, name
