@@ -5,7 +5,7 @@ formulas.
 
 Each family is a tiny random-weight diffusers pipeline (calibration/examples/, and the test-only
 SD 1.5 pipeline of tests/calibration/custom_pipeline.py) recorded with ``runtime.measure`` at a grid
-of shapes. Per stage and shape: the stage's declared memory terms, its peak above the request's
+of shapes, wired by its formula file's pipeline facts (stage ``uses``, ``per step``, ``call``). Per stage and shape: the stage's declared memory terms, its peak above the request's
 baseline, the least-squares fit ``peak = constant + slope_1 * term_1 + ...`` over the grid's
 steady points and what the fit leaves over (a formula explains the peaks when the residuals are a
 small fraction of the peak), and the time of one iteration per unit of the declared time measure
@@ -20,7 +20,9 @@ import platform
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,8 +37,6 @@ from runtime.measure.diffusers_hooks import diffusers_recorder, run_pipeline
 from runtime.record import WarmupRecord
 
 Point = dict[str, int | bool]
-IMAGE_CALL = {"steps": "num_inference_steps", "height": "height", "width": "width"}
-VIDEO_CALL = {**IMAGE_CALL, "frames": "num_frames"}
 
 
 def _image_grid(sizes: Sequence[int], steps: int = 2) -> list[Point]:
@@ -52,51 +52,30 @@ def _video_grid(sizes: Sequence[int], frames: Sequence[int]) -> list[Point]:
     return [*grid, {"steps": 4, "frames": frames[1], "height": sizes[0], "width": sizes[0]}]
 
 
-#: family -> (factory module, formula file, pipeline, component -> stage, call args, grid).
-FAMILIES: Mapping[str, tuple[str, str, str, Mapping[str, str], Mapping[str, str], list[Point]]] = {
+#: family -> (factory module, formula file, pipeline, grid of shapes).
+FAMILIES: Mapping[str, tuple[str, str, str, list[Point]]] = {
     "sdxl": (
         "calibration.examples.sdxl",
         "formulas/sdxl.wf",
         "sdxl_base",
-        {
-            "text_encoder": "TextEncodingStage",
-            "text_encoder_2": "TextEncodingStage",
-            "unet": "DenoisingStage",
-            "vae": "DecodingStage",
-        },
-        IMAGE_CALL,
         _image_grid([64, 128, 192, 256]),
     ),
     "pixart_sigma": (
         "calibration.examples.pixart_sigma",
         "formulas/pixart_sigma.wf",
         "pixart_sigma_1024",
-        {
-            "text_encoder": "TextEncodingStage",
-            "transformer": "DenoisingStage",
-            "vae": "DecodingStage",
-        },
-        IMAGE_CALL,
         _image_grid([64, 128, 192, 256], steps=3),
     ),
     "cogvideox": (
         "calibration.examples.cogvideox",
         "formulas/cogvideox.wf",
         "cogvideox_2b",
-        {
-            "text_encoder": "TextEncodingStage",
-            "transformer": "DenoisingStage",
-            "vae": "DecodingStage",
-        },
-        VIDEO_CALL,
         _video_grid([32, 48], [1, 9, 17, 25, 33]),
     ),
     "custom_sd": (
         "tests.calibration.custom_pipeline",
         "tests/calibration/data/custom_sd.wf",
         "custom_sd",
-        {"text_encoder": "TextEncodingStage", "unet": "DenoisingStage", "vae": "DecodingStage"},
-        IMAGE_CALL,
         [
             *({"steps": n, "height": 64, "width": 64} for n in (1, 2, 3, 4, 5, 8)),
             *({"steps": 2, "height": s, "width": s} for s in (96, 128, 192)),
@@ -104,6 +83,27 @@ FAMILIES: Mapping[str, tuple[str, str, str, Mapping[str, str], Mapping[str, str]
         ],
     ),
 }
+
+
+def _stages(formulas: Any) -> tuple[AutoStages, dict[str, list[str]]]:
+    """The formula file's facts as the recorder takes them: stage per component(.method)."""
+    stage_for: dict[str, str] = {}
+    entry_points: dict[str, list[str]] = {}
+    for stage, uses in formulas.uses.items():
+        for use in uses:
+            if use.method == "forward":
+                stage_for[use.component] = stage
+            else:
+                stage_for[f"{use.component}.{use.method}"] = stage
+                entry_points.setdefault(use.component, []).append(use.method)
+    return AutoStages(stage_for, frozenset(formulas.stepped_stages)), entry_points
+
+
+def _call(formulas: Any, module: Any, params: Mapping[str, int | bool]) -> dict[str, object]:
+    """The factory's constant arguments, then the formula file's `call` arguments at ``params``."""
+    declared = formulas.call_arguments(**params)
+    numbers = {k: float(v) if isinstance(v, Fraction) else v for k, v in declared.items()}
+    return {**module.call_kwargs(0), **numbers}
 
 
 def _stage_peak(record: WarmupRecord, stage: str) -> int | None:
@@ -144,28 +144,30 @@ def _steady(family: str, point: Point) -> bool:
 
 
 def measure(family: str, repeat: int) -> None:
-    module_name, formula_file, name, stage_for, call_args, grid = FAMILIES[family]
+    module_name, formula_file, name, grid = FAMILIES[family]
     module = importlib.import_module(module_name)
     formulas = load_pipeline(ROOT / formula_file, name)
     pipe = module.build(0)
+    stages, entry_points = _stages(formulas)
     recorder = diffusers_recorder(
         formulas,
         pipe,
         "cpu",
-        stages=AutoStages(stage_for, frozenset({"DenoisingStage"})),
+        stages=stages,
+        entry_points=entry_points,
         layerwise=(),
         clock=time.thread_time,
     )
     scheduler = pipe.scheduler
     records: list[tuple[Point, WarmupRecord]] = []
     with recorder.request(**grid[0]) as req:  # warm up: first calls initialise lazily
-        run_pipeline(pipe, req, call_args, **module.call_kwargs(0))
+        run_pipeline(pipe, req, {}, **_call(formulas, module, req.params))
     for point in grid:
         runs = []
         for _ in range(repeat):
             pipe.scheduler = type(scheduler).from_config(scheduler.config)  # no state carried over
             with recorder.request(**point) as req:
-                run_pipeline(pipe, req, call_args, **module.call_kwargs(0))
+                run_pipeline(pipe, req, {}, **_call(formulas, module, req.params))
             runs.append(recorder.records[-1])
         records.append((point, min(runs, key=lambda r: r.duration_s)))
     print(f"\n### {family}: `{name}` ({formula_file})\n")

@@ -9,7 +9,7 @@ iteration counts match the formulas.
 from __future__ import annotations
 
 import importlib
-import time
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -24,41 +24,32 @@ from tests.examples import program_of
 
 pytest.importorskip("diffusers")
 ROOT = Path(__file__).resolve().parents[2]
-IMAGE_CALL = {"steps": "num_inference_steps", "height": "height", "width": "width"}
-TEXT, DENOISE, DECODE = "TextEncodingStage", "DenoisingStage", "DecodingStage"
+DENOISE = "DenoisingStage"
 
-#: family -> (factory module, formula file, pipeline, component -> stage, call args, small request).
+#: family -> (factory module, formula file, pipeline, a small request).
 FAMILIES = {
     "sdxl": (
         "calibration.examples.sdxl",
         "formulas/sdxl.wf",
         "sdxl_base",
-        {"text_encoder": TEXT, "text_encoder_2": TEXT, "unet": DENOISE, "vae": DECODE},
-        IMAGE_CALL,
         {"steps": 2, "height": 64, "width": 64},
     ),
     "cogvideox": (
         "calibration.examples.cogvideox",
         "formulas/cogvideox.wf",
         "cogvideox_2b",
-        {"text_encoder": TEXT, "transformer": DENOISE, "vae": DECODE},
-        {**IMAGE_CALL, "frames": "num_frames"},
         {"steps": 2, "frames": 9, "height": 32, "width": 32},
     ),
     "pixart_sigma": (
         "calibration.examples.pixart_sigma",
         "formulas/pixart_sigma.wf",
         "pixart_sigma_1024",
-        {"text_encoder": TEXT, "transformer": DENOISE, "vae": DECODE},
-        IMAGE_CALL,
         {"steps": 3, "height": 64, "width": 64},
     ),
     "custom_sd": (
         "tests.calibration.custom_pipeline",
         "tests/calibration/data/custom_sd.wf",
         "custom_sd",
-        {"text_encoder": TEXT, "unet": DENOISE, "vae": DECODE},
-        IMAGE_CALL,
         {"steps": 2, "height": 32, "width": 32},
     ),
 }
@@ -70,21 +61,38 @@ def _formulas(path: str, name: str):
     return load_formulas(dumps(artifact(program_of(result))))[name]
 
 
+def _recorder(formulas, pipe):
+    """A recorder wired by the formula file's facts: each stage's `uses`, its `per step` stage."""
+    stage_for, entry_points = {}, {}
+    for stage, uses in formulas.uses.items():
+        for use in uses:
+            if use.method == "forward":
+                stage_for[use.component] = stage
+            else:
+                stage_for[f"{use.component}.{use.method}"] = stage
+                entry_points.setdefault(use.component, []).append(use.method)
+    stages = AutoStages(stage_for, frozenset(formulas.stepped_stages))
+    return diffusers_recorder(
+        formulas, pipe, "cpu", stages=stages, entry_points=entry_points, layerwise=()
+    )
+
+
+def _call(formulas, module, params, **extra):
+    """The factory's constant arguments, then the formula file's `call` arguments at `params`."""
+    declared = formulas.call_arguments(**params)
+    numbers = {k: float(v) if isinstance(v, Fraction) else v for k, v in declared.items()}
+    return {**module.call_kwargs(0), **numbers, **extra}
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_a_small_request_records_every_declared_stage(family):
-    module_name, path, name, stage_for, call_args, params = FAMILIES[family]
+    module_name, path, name, params = FAMILIES[family]
     module = importlib.import_module(module_name)
     formulas = _formulas(path, name)
     pipe = module.build()
-    recorder = diffusers_recorder(
-        formulas,
-        pipe,
-        "cpu",
-        stages=AutoStages(stage_for, frozenset({DENOISE})),
-        layerwise=(),
-    )
+    recorder = _recorder(formulas, pipe)
     with recorder.request(**params) as req:
-        out = run_pipeline(pipe, req, call_args, **module.call_kwargs(0))
+        out = run_pipeline(pipe, req, {}, **_call(formulas, module, req.params))
     record = recorder.records[-1]
     assert record.ok, record.error
 
@@ -95,8 +103,10 @@ def test_a_small_request_records_every_declared_stage(family):
     stages = [p.name for p in record.phases if p.kind == "stage"]
     assert stages == list(formulas.stages)
     components = {p.name: p.stage for p in record.phases if p.kind == "component"}
-    assert components == {c: s for c, s in stage_for.items()}  # each ran, inside its stage
+    declared = {u.component: s for s, uses in formulas.uses.items() for u in uses}
+    assert components == declared  # each declared component ran, inside its stage; no other
     counted = {s.stage: s.measured for s in record.stage_iterations}
+    assert formulas.stepped_stages == (DENOISE,)
     assert counted[DENOISE] == formulas.iterations(DENOISE, **params)
     assert all(p.peak_allocated > record.baseline_allocated for p in record.phases)
 
@@ -125,7 +135,7 @@ def test_factories_are_deterministic_and_offline(family):
 
 @pytest.mark.parametrize("family", ["sdxl", "cogvideox", "pixart_sigma"])
 def test_demo_shapes_are_admissible_and_the_target_is_4x_the_probe(family):
-    module_name, path, name, *_ = FAMILIES[family]
+    module_name, path, name, _ = FAMILIES[family]
     module = importlib.import_module(module_name)
     formulas = _formulas(path, name)
     for shape in (module.WARMUP, module.PROBE, module.TARGET):
@@ -159,23 +169,21 @@ def test_legacy_callback_pipelines_count_their_steps():
 
     formulas = _formulas("formulas/pixart_sigma.wf", "pixart_sigma_1024")
     pipe = pixart_sigma.build()
-    recorder = diffusers_recorder(
-        formulas,
-        pipe,
-        "cpu",
-        stages=AutoStages(FAMILIES["pixart_sigma"][3], frozenset({DENOISE})),
-        layerwise=(),
-        clock=time.perf_counter,
-    )
+    recorder = _recorder(formulas, pipe)
     seen: list[int] = []
-    with recorder.request(steps=4, height=32, width=32) as req:
+    params = {"steps": 4, "height": 32, "width": 32}
+    with recorder.request(**params) as req:
         run_pipeline(
             pipe,
             req,
-            IMAGE_CALL,
-            **pixart_sigma.call_kwargs(0),
-            callback=lambda step, t, latents: seen.append(step),
-            callback_steps=2,
+            {},
+            **_call(
+                formulas,
+                pixart_sigma,
+                req.params,
+                callback=lambda step, t, latents: seen.append(step),
+                callback_steps=2,
+            ),
         )
     record = recorder.records[-1]
     assert [i.index for i in record.iterations] == [0, 1, 2, 3]
