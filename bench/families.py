@@ -5,11 +5,12 @@ formulas.
 
 Each family is a tiny random-weight diffusers pipeline (calibration/examples/, and the test-only
 SD 1.5 pipeline of tests/calibration/custom_pipeline.py) recorded with ``runtime.measure`` at a grid
-of shapes, wired by its formula file's pipeline facts (stage ``uses``, ``per step``, ``call``). Per stage and shape: the stage's declared memory terms, its peak above the request's
-baseline, the least-squares fit ``peak = constant + slope_1 * term_1 + ...`` over the grid's
-steady points and what the fit leaves over (a formula explains the peaks when the residuals are a
-small fraction of the peak), and the time of one iteration per unit of the declared time measure
-(fastest of ``--repeat`` runs, this thread's CPU time: flat when the measure is right).
+of shapes, wired by its formula file's pipeline facts (stage ``uses``, ``per step``, ``call``).
+Per stage and shape: the stage's declared memory terms, its peak above the request's baseline, the
+least-squares fit ``peak = constant + slope_1 * term_1 + ...`` over the grid's steady points and
+what the fit leaves over (a formula explains the peaks when the residuals are a small fraction of
+the peak), and the time of one iteration per unit of the declared time measure (fastest of
+``--repeat`` runs, this thread's CPU time: flat when the measure is right).
 """
 
 from __future__ import annotations
