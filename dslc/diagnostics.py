@@ -135,7 +135,7 @@ def render(diagnostic: Diagnostic) -> str:
 
 
 def to_json(diagnostic: Diagnostic) -> dict[str, Any]:
-    """The `--format json` entry of LANGUAGE.md (plus notes and hints)."""
+    """The `--format json` entry of docs/language.md (plus notes and hints)."""
     span = diagnostic.span
     return {
         "severity": diagnostic.severity,

@@ -1,4 +1,4 @@
-"""Text examples shared by tests: the contract's own example, read from LANGUAGE.md itself."""
+"""Text examples shared by tests: the language's running example, read from docs/language.md."""
 
 from __future__ import annotations
 
@@ -8,14 +8,17 @@ from dslc.compiler import CompileResult
 from dslc.model import Program
 
 ROOT = Path(__file__).resolve().parent.parent
-LANGUAGE_MD = ROOT.parent / "shared" / "LANGUAGE.md"
+LANGUAGE_MD = ROOT / "docs" / "language.md"
 
 
-def _first_code_block(text: str) -> str:
-    return text.split("```")[1].split("\n", 1)[1]
+def _file_block(text: str, name: str) -> str:
+    """The ```wf block that docs/language.md marks `<!-- file: NAME -->`."""
+    marker = f"<!-- file: {name} -->\n```wf\n"
+    start = text.index(marker) + len(marker)
+    return text[start : text.index("```", start)]
 
 
-LANGUAGE_EXAMPLE = _first_code_block(LANGUAGE_MD.read_text())
+LANGUAGE_EXAMPLE = _file_block(LANGUAGE_MD.read_text(), "wan.wf")
 
 
 def program_of(result: CompileResult) -> Program:

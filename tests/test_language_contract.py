@@ -1,5 +1,5 @@
-"""Every example in ../shared/LANGUAGE.md, compiled by dslc and loaded by the runtime, gives its
-values.
+"""The running example of docs/language.md, compiled by dslc and loaded by the runtime, gives its
+values (tests/test_docs.py runs the page's own blocks too).
 """
 
 from __future__ import annotations

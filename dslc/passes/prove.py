@@ -64,7 +64,7 @@ MAX_QUOTED = 40  # an expression quoted in a message has at most this many chara
 def check_properties(
     pipeline: ResolvedPipeline, *, exhaustive: int = EXHAUSTIVE_POINTS, symbolic: bool = True
 ) -> list[Diagnostic]:
-    """Every property of LANGUAGE.md's "What the compiler proves" for one pipeline."""
+    """Every property of docs/language.md's "What the compiler proves" for one pipeline."""
     return Prover(pipeline, exhaustive=exhaustive, symbolic=symbolic).run()
 
 

@@ -1,4 +1,4 @@
-"""Fixtures for the runtime tests: the hand-written Wan artifact of LANGUAGE.md."""
+"""Fixtures for the runtime tests: the hand-written Wan artifact of docs/language.md."""
 
 from __future__ import annotations
 

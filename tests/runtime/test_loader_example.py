@@ -1,4 +1,4 @@
-"""Every line of the LANGUAGE.md loader example, against the hand-written Wan artifact."""
+"""Every line of the docs/language.md loader example, against the hand-written Wan artifact."""
 
 from __future__ import annotations
 
