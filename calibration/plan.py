@@ -61,9 +61,15 @@ class Component:
     name: str
     weight_bytes: int = field(validator=_non_negative)
     layer_bytes: tuple[int, ...] = field(default=(), converter=_int_tuple)
+    layer_names: tuple[str, ...] = field(default=(), converter=_name_tuple)  # optional
 
     def __attrs_post_init__(self) -> None:
         _all_non_negative(None, "layer_bytes", self.layer_bytes)
+        if self.layer_names and len(self.layer_names) != len(self.layer_bytes):
+            raise PlanInputError(
+                f"component {self.name!r}: {len(self.layer_names)} layer names for "
+                f"{len(self.layer_bytes)} layers"
+            )
         if sum(self.layer_bytes) > self.weight_bytes:
             raise PlanInputError(
                 f"component {self.name!r}: its layers ({sum(self.layer_bytes)} B) weigh more than "

@@ -1,0 +1,150 @@
+"""`dslc plan`: from saved calibrations and a device, what stays on the device, and why.
+
+A plugin command (entry point ``dslc.commands``); torch is imported only for ``--device cuda:N``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from calibration.plan import (
+    DEFAULT_BANDWIDTH,
+    Component,
+    Device,
+    PlanInputError,
+    Target,
+    most_cautious_targets,
+    solve,
+)
+from calibration.plan_inputs import load_calibration
+from calibration.plan_report import component_rows, document, parse_size, phase_rows, show_bytes
+from dslc.cli_support import Failure, ui
+
+_EPILOG_LINES = (
+    "\b",
+    "Examples:",
+    "  dslc calibrate --json > cal.json && dslc plan --calibration cal.json --device-memory 24GiB",
+    "  dslc plan --calibration default.json --calibration largest.json --device cuda:0 --json",
+    "  dslc plan --calibration rank0.json --calibration rank1.json --device-memory 80GiB \\",
+    "            --reserve 4GiB --bandwidth 12GB/s --pin-budget 64GiB",
+    "",
+    "\b",
+    "Calibrations of the same target (ranks) merge to the most cautious; different targets are",
+    "planned together (transfer summed over them). Exit 1 when nothing fits.",
+)
+EPILOG = "\n".join(_EPILOG_LINES)
+
+
+def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_size(value, per_second=param.name == "bandwidth")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def _cuda_memory(device: str) -> int:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        raise Failure("--device needs torch") from None
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        raise Failure(f"no CUDA device {device!r} here; give --device-memory instead")
+    try:
+        return int(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    except (RuntimeError, AssertionError, ValueError) as exc:
+        raise Failure(f"--device {device}: {exc}") from None
+
+
+def inputs(paths: Sequence[Path]) -> tuple[tuple[Component, ...], tuple[Target, ...]]:
+    """Components (the heaviest report of each) and targets (ranks merged) from the files."""
+    components: dict[str, Component] = {}
+    reports: list[list[Target]] = []
+    for path in paths:
+        cal = load_calibration(path)
+        for c in cal.components:
+            if c.name not in components or c.weight_bytes > components[c.name].weight_bytes:
+                components[c.name] = c
+        reports.append([cal.target])
+    return tuple(components.values()), most_cautious_targets(reports)
+
+
+@click.command("plan", epilog=EPILOG)
+@click.option(
+    "--calibration",
+    "calibrations",
+    multiple=True,
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A saved calibration (dslc calibrate --json / --save); repeatable.",
+)
+@click.option("--device-memory", callback=_size, help="Device capacity: 80GiB, 24GB, bytes.")
+@click.option("--device", "device_name", help="Read the capacity from a CUDA device (cuda:0).")
+@click.option("--reserve", callback=_size, help="Kept free [default: max(1 GiB, 2 %)].")
+@click.option(
+    "--bandwidth",
+    callback=_size,
+    help=f"Host-to-device bytes/s: 25GB/s [default: {DEFAULT_BANDWIDTH // 10**9}GB/s].",
+)
+@click.option("--pin-budget", callback=_size, help="Pinned host memory [default: unlimited].")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document (docs/planning.md).")
+def plan(
+    calibrations: tuple[Path, ...],
+    device_memory: int | None,
+    device_name: str | None,
+    reserve: int | None,
+    bandwidth: int | None,
+    pin_budget: int | None,
+    as_json: bool,
+) -> None:
+    """Plan component residency: resident, offloaded whole, or k of N layers on the device."""
+    if (device_memory is None) == (device_name is None):
+        raise click.UsageError("give exactly one of --device-memory and --device")
+    capacity = device_memory if device_memory is not None else _cuda_memory(str(device_name))
+    if bandwidth == 0:
+        raise click.BadParameter("must be > 0", param_hint="--bandwidth")
+    device = Device(
+        capacity,
+        reserve_bytes=reserve,
+        pin_budget_bytes=pin_budget,
+        bandwidth_bytes_per_s=float(bandwidth or DEFAULT_BANDWIDTH),
+    )
+    try:
+        components, targets = inputs(calibrations)
+        result = solve(components, targets, device)
+    except PlanInputError as exc:
+        raise Failure(str(exc)) from None
+    out = ui().out
+    if as_json:
+        out.json(document(result, components))
+    else:
+        out.line(
+            f"device {show_bytes(capacity)}, reserve {show_bytes(device.reserve)}, "
+            f"usable {show_bytes(device.usable_bytes)}; targets: "
+            + "; ".join(t.name for t in targets)
+        )
+        if result.feasible:
+            out.line(
+                f"transfer per request {result.transfer_s * 1000:.1f} ms "
+                f"({show_bytes(result.transfer_bytes)}), pinned {show_bytes(result.pinned_bytes)}"
+            )
+            out.line()
+            out.table(
+                ["component", "placement", "on device", "onloaded", "transfer", "binds"],
+                component_rows(result),
+                right=[False, False, True, True, True, False],
+            )
+            out.line()
+            out.table(
+                ["target", "phase", "bound", "weights", "headroom"],
+                phase_rows(result),
+                right=[False, False, True, True, True],
+            )
+    if not result.feasible:
+        if not as_json:
+            ui().err.line(f"error: nothing fits: {result.reason}", style="bold red")
+        raise click.exceptions.Exit(1)

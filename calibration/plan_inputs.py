@@ -1,0 +1,196 @@
+"""Planner inputs from a calibration: a ``WorkloadEstimate`` in memory, or a saved JSON document.
+
+A calibration measures phase peaks with every component's weights on the device, so a phase's
+bound for planning is its bound minus those weights (``measured_weights_bytes``; by default the
+sum of ``component_weight_bytes``). No torch: the per-layer bytes come from
+``calibration.plan_torch.layer_bytes`` (or the document's ``layer_bytes``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from calibration.plan import Component, Phase, PlanInputError, Target
+
+MAX_DOCUMENT_BYTES = 16 << 20  # a calibration document is a few KiB; refuse anything absurd
+MAX_ITEMS = 100_000  # phases, layer uses and layers, each
+
+
+class CalibrationFormatError(PlanInputError):
+    """A calibration document that cannot be read as one (not JSON, a key missing, a bad value)."""
+
+
+@frozen
+class Calibrated:
+    """What one calibration gives the planner: the components and the target it was estimated at."""
+
+    components: tuple[Component, ...]
+    target: Target
+
+
+def components_from_bytes(
+    component_weight_bytes: Mapping[str, int],
+    layer_bytes: Mapping[str, Mapping[str, int]] | None = None,
+) -> tuple[Component, ...]:
+    """Components with their weights and, for layerwise ones, each named layer's bytes."""
+    layer_bytes = layer_bytes or {}
+    unknown = sorted(set(layer_bytes) - set(component_weight_bytes))
+    if unknown:
+        raise PlanInputError(f"layer bytes for unknown components {unknown}")
+    out = []
+    for name, weight in component_weight_bytes.items():
+        layers = layer_bytes.get(name, {})
+        out.append(Component(name, weight, tuple(layers.values()), tuple(layers)))
+    return tuple(out)
+
+
+def target_name(params: Mapping[str, int | bool]) -> str:
+    """``steps=50,frames=81,...``: how a target shows in tables and JSON."""
+    return ",".join(
+        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()
+    )
+
+
+def _target(
+    name: str,
+    phases: Sequence[tuple[str, int | None, Sequence[str], str | None]],
+    layer_calls: Mapping[tuple[str, str], int],
+    components: Sequence[Component],
+    measured_weights_bytes: int | None,
+    weight: int,
+) -> Target:
+    known = {c.name for c in components}
+    weights = (
+        sum(c.weight_bytes for c in components)
+        if measured_weights_bytes is None
+        else measured_weights_bytes
+    )
+    planned: list[Phase] = []
+    stages: dict[str, set[str]] = {}
+    for label, bound, active, stage in phases:
+        if bound is None:
+            raise PlanInputError(f"phase {label!r} has no estimate: it cannot be planned for")
+        members = tuple(n for n in active if n in known)
+        planned.append(Phase(label, max(0, bound - weights), members))
+        for n in members:
+            stages.setdefault(n, set()).add(stage or label)
+    uses = {n: len(s) for n, s in stages.items()}
+    recorded = {component for component, _ in layer_calls}
+    layer_uses = {  # a component whose layers were never counted: once per onload (the solver's)
+        c.name: tuple(layer_calls.get((c.name, layer), 0) for layer in c.layer_names)
+        for c in components
+        if c.layer_names and c.name in recorded
+    }
+    return Target(name, tuple(planned), uses, layer_uses, weight)
+
+
+def from_estimate(
+    estimate: Any,
+    components: Sequence[Component],
+    *,
+    measured_weights_bytes: int | None = None,
+    weight: int = 1,
+) -> Target:
+    """A ``Target`` from a ``runtime.estimate.WorkloadEstimate`` (bounds with the margin).
+
+    An offloaded component is onloaded once per stage it is active in; each layer's calls are the
+    estimate's ``layer_calls()`` summed over stages.
+    """
+    phases = [(p.label, p.peak.bound_bytes, p.active_components, p.stage) for p in estimate.phases]
+    return _target(
+        target_name(estimate.target),
+        phases,
+        estimate.layer_calls(),
+        components,
+        measured_weights_bytes,
+        weight,
+    )
+
+
+def load_calibration(source: str | Path | Mapping[str, Any], *, weight: int = 1) -> Calibrated:
+    """Read a ``dslc calibrate --json`` / ``--save`` document (docs/planning.md lists the keys)."""
+    doc = _read(source) if not isinstance(source, Mapping) else source
+    try:
+        return _parse(doc, weight)
+    except PlanInputError as exc:
+        raise CalibrationFormatError(f"calibration document: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CalibrationFormatError(f"calibration document: {type(exc).__name__}: {exc}") from None
+
+
+def _read(path: str | Path) -> Mapping[str, Any]:
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_DOCUMENT_BYTES:
+            raise CalibrationFormatError(
+                f"{path}: {size} bytes; a calibration document has at most {MAX_DOCUMENT_BYTES}"
+            )
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CalibrationFormatError(f"{path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise CalibrationFormatError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(doc, Mapping):
+        raise CalibrationFormatError(f"{path}: a calibration document is a JSON object")
+    return doc
+
+
+def _int(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise PlanInputError(f"{what} must be an int >= 0, got {value!r}")
+    return value
+
+
+def _items(doc: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    value = doc.get(key, default)
+    if value is None:
+        raise PlanInputError(f"missing key {key!r}")
+    if len(value) > MAX_ITEMS:
+        raise PlanInputError(f"{key!r} has {len(value)} items; at most {MAX_ITEMS}")
+    return value
+
+
+def _parse(doc: Mapping[str, Any], weight: int) -> Calibrated:
+    weights = {
+        str(k): _int(v, f"component_weight_bytes[{k!r}]")
+        for k, v in _items(doc, "component_weight_bytes").items()
+    }
+    layers: dict[str, dict[str, int]] = {}
+    for c, per in _items(doc, "layer_bytes", {}).items():
+        if len(per) > MAX_ITEMS:
+            raise PlanInputError(f"layer_bytes[{c!r}] has {len(per)} layers; at most {MAX_ITEMS}")
+        layers[str(c)] = {str(n): _int(b, f"layer_bytes[{c!r}][{n!r}]") for n, b in per.items()}
+    components = components_from_bytes(weights, layers)
+    phases = [
+        (
+            str(p["label"]),
+            None if p.get("bound_peak_bytes") is None else _int(p["bound_peak_bytes"], "bound"),
+            tuple(str(n) for n in p.get("active_components", ())),
+            None if p.get("stage") is None else str(p["stage"]),
+        )
+        for p in _items(doc, "phases")
+    ]
+    calls: dict[tuple[str, str], int] = {}
+    for use in _items(doc, "layer_uses", []):
+        key = (str(use["component"]), str(use["layer"]))
+        calls[key] = calls.get(key, 0) + _int(use["calls"], "layer_uses[].calls")
+    measured = doc.get("measured_weights_bytes")
+    target = doc.get("target") or {}
+    name = target_name(target) if isinstance(target, Mapping) else str(target)
+    return Calibrated(
+        components,
+        _target(
+            name,
+            phases,
+            calls,
+            components,
+            None if measured is None else _int(measured, "measured_weights_bytes"),
+            weight,
+        ),
+    )

@@ -1,0 +1,213 @@
+"""`dslc plan` through click's CliRunner, and the calibration inputs it reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calibration.plan import Device, GiB, solve
+from calibration.plan_cli import plan
+from calibration.plan_inputs import CalibrationFormatError, from_estimate, load_calibration
+from calibration.plan_report import parse_size
+from runtime.estimate.results import (
+    LayerUseEstimate,
+    PeakEstimate,
+    PhaseEstimate,
+    TimingEstimate,
+    WorkloadEstimate,
+)
+
+WEIGHTS = {"text_encoder": 9 * GiB, "transformer": 24 * GiB, "vae": GiB // 4}
+LAYERS = {"transformer": {f"blocks.{i}": GiB // 2 for i in range(40)}}
+
+
+def calibration_document(bound_denoise: int = 40 * GiB, steps: int = 50) -> dict:
+    """What `dslc calibrate --json` prints plus the weights the planner needs (docs/planning.md)."""
+    weights = sum(WEIGHTS.values())  # on the device while the calibration measured
+    return {
+        "version": 1,
+        "pipeline": "flux1_dev",
+        "target": {"steps": steps, "height": 1024, "width": 1024},
+        "phases": [
+            {
+                "label": "stage:TextEncodingStage",
+                "stage": "TextEncodingStage",
+                "active_components": ["text_encoder"],
+                "bound_peak_bytes": weights + GiB,
+            },
+            {
+                "label": "stage:DenoisingStage",
+                "stage": "DenoisingStage",
+                "active_components": ["transformer"],
+                "bound_peak_bytes": weights + bound_denoise - 40 * GiB + 3 * GiB,
+            },
+            {
+                "label": "stage:DecodingStage",
+                "stage": "DecodingStage",
+                "active_components": ["vae"],
+                "bound_peak_bytes": weights + 6 * GiB,
+            },
+        ],
+        "layer_uses": [
+            {
+                "component": "transformer",
+                "layer": f"blocks.{i}",
+                "stage": "DenoisingStage",
+                "calls": steps,
+                "measured_calls": 2,
+                "method": "scaled",
+            }
+            for i in range(40)
+        ],
+        "component_weight_bytes": WEIGHTS,
+        "layer_bytes": LAYERS,
+    }
+
+
+def _write(tmp_path: Path, name: str, doc: dict) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_the_document_gives_components_and_a_target():
+    cal = load_calibration(calibration_document())
+    transformer = {c.name: c for c in cal.components}["transformer"]
+    assert transformer.layer_names[0] == "blocks.0" and len(transformer.layer_bytes) == 40
+    bounds = {p.label: p.bound_bytes for p in cal.target.phases}
+    assert bounds == {
+        "stage:TextEncodingStage": GiB,  # the weights measured with it are taken out
+        "stage:DenoisingStage": 3 * GiB,
+        "stage:DecodingStage": 6 * GiB,
+    }
+    assert cal.target.name == "steps=50,height=1024,width=1024"
+    assert cal.target.uses == {"text_encoder": 1, "transformer": 1, "vae": 1}
+    assert cal.target.layer_uses["transformer"] == (50,) * 40
+
+
+def test_from_estimate_matches_the_document():
+    doc = calibration_document()
+    none_time = TimingEstimate("none", None, "not needed")
+    phases = tuple(
+        PhaseEstimate(
+            p["label"],
+            "stage",
+            p["stage"],
+            p["stage"],
+            tuple(p["active_components"]),
+            tuple(p["active_components"]),
+            PeakEstimate("fit", p["bound_peak_bytes"], p["bound_peak_bytes"], 1.2, "r"),
+        )
+        for p in doc["phases"]
+    )
+    uses = tuple(
+        LayerUseEstimate("transformer", f"blocks.{i}", "DenoisingStage", 50, 2, "scaled", "r")
+        for i in range(40)
+    )
+    estimate = WorkloadEstimate(
+        "flux1_dev", doc["target"], 1.2, phases, phases[1].peak, none_time, uses, (), 3, 0
+    )
+    cal = load_calibration(doc)
+    assert from_estimate(estimate, cal.components) == cal.target
+
+
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"phases": []}, "missing key 'component_weight_bytes'"),
+        ({"component_weight_bytes": {"a": -1}, "phases": []}, "int >= 0"),
+        (
+            {
+                "component_weight_bytes": {"a": 1},
+                "phases": [{"label": "p", "bound_peak_bytes": None}],
+            },
+            "has no estimate",
+        ),
+        ({"component_weight_bytes": {"a": 1}, "phases": [{"bound_peak_bytes": 3}]}, "KeyError"),
+        ({"component_weight_bytes": {"a": 1}, "layer_bytes": {"b": {}}, "phases": []}, "unknown"),
+    ],
+)
+def test_bad_documents_are_typed_errors(doc, message):
+    with pytest.raises(CalibrationFormatError, match=message):
+        load_calibration(doc)
+
+
+def test_a_file_that_is_not_json(tmp_path):
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(CalibrationFormatError, match="not JSON"):
+        load_calibration(tmp_path / "bad.json")
+
+
+def test_sizes():
+    assert parse_size("80GiB") == 80 * GiB
+    assert parse_size("1.5 GB") == 1_500_000_000
+    assert parse_size("25GB/s", per_second=True) == 25 * 10**9
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size("80 parsecs")
+
+
+def test_cli_plans_a_saved_calibration(tmp_path):
+    path = _write(tmp_path, "cal.json", calibration_document())
+    result = CliRunner().invoke(plan, ["--calibration", path, "--device-memory", "24GiB", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    by_name = {c["name"]: c for c in doc["components"]}
+    assert doc["version"] == 1 and doc["feasible"] and doc["device"]["reserve_bytes"] == GiB
+    # streaming a transformer layer costs 50 calls; the text encoder and VAE run once: offload them
+    assert by_name["vae"]["placement"] == by_name["text_encoder"]["placement"] == "offloaded"
+    transformer = by_name["transformer"]
+    assert transformer["placement"] == "layerwise"
+    assert transformer["resident_layer_names"][0] == "blocks.0"
+    expected = solve(*_inputs(path), Device(24 * GiB))
+    assert doc["transfer_bytes"] == expected.transfer_bytes
+    assert all(p["headroom_bytes"] >= 0 for p in doc["phases"])
+
+
+def _inputs(path):
+    from calibration.plan_cli import inputs
+
+    components, targets = inputs([Path(path)])
+    return components, targets
+
+
+def test_cli_table_and_exit_codes(tmp_path):
+    path = _write(tmp_path, "cal.json", calibration_document())
+    runner = CliRunner()
+    table = runner.invoke(plan, ["--calibration", path, "--device-memory", "80GiB"])
+    assert table.exit_code == 0 and "resident" in table.output and "headroom" in table.output
+    tiny = runner.invoke(plan, ["--calibration", path, "--device-memory", "4GiB"])
+    assert tiny.exit_code == 1 and "nothing fits" in tiny.output
+    # the phase and the bytes missing: the text encoder (9 GiB, not layerwise) and 1 GiB of
+    # activations in 3 GiB usable
+    assert "stage:TextEncodingStage needs 7516192768 B more" in tiny.output
+    both = runner.invoke(plan, ["--calibration", path])
+    assert both.exit_code == 2 and "exactly one of" in both.output
+    bad = runner.invoke(plan, ["--calibration", path, "--device-memory", "lots"])
+    assert bad.exit_code == 2 and "not a size" in bad.output
+    missing = runner.invoke(
+        plan, ["--calibration", str(tmp_path / "nope.json"), "--device-memory", "8GiB"]
+    )
+    assert missing.exit_code == 1 and "error:" in missing.output
+
+
+def test_cli_merges_ranks_and_plans_target_sets(tmp_path):
+    rank0 = _write(tmp_path, "r0.json", calibration_document(bound_denoise=40 * GiB))
+    rank1 = _write(tmp_path, "r1.json", calibration_document(bound_denoise=44 * GiB))
+    largest = _write(tmp_path, "big.json", calibration_document(steps=20, bound_denoise=46 * GiB))
+    runner = CliRunner()
+    args = ["--device-memory", "24GiB", "--json"]
+    one = json.loads(runner.invoke(plan, ["--calibration", rank0, *args]).output)
+    ranks = json.loads(
+        runner.invoke(plan, ["--calibration", rank0, "--calibration", rank1, *args]).output
+    )
+    assert {p["target"] for p in ranks["phases"]} == {"steps=50,height=1024,width=1024"}
+    denoise = [p for p in ranks["phases"] if p["label"] == "stage:DenoisingStage"]
+    assert denoise[0]["bound_bytes"] == 7 * GiB  # the cautious rank's
+    assert ranks["transfer_bytes"] >= one["transfer_bytes"]
+    both = json.loads(
+        runner.invoke(plan, ["--calibration", rank0, "--calibration", largest, *args]).output
+    )
+    assert len({p["target"] for p in both["phases"]}) == 2
