@@ -188,3 +188,41 @@ def test_legacy_callback_pipelines_count_their_steps():
     record = recorder.records[-1]
     assert [i.index for i in record.iterations] == [0, 1, 2, 3]
     assert seen == [0, 2]
+
+
+def _stage_peaks(family: str, shapes: list[dict[str, int]], stage: str) -> list[int]:
+    """``stage``'s peak above the request's baseline at each shape, one pipeline for all."""
+    module_name, path, name, _ = FAMILIES[family]
+    module = importlib.import_module(module_name)
+    formulas = _formulas(path, name)
+    pipe = module.build()
+    recorder = _recorder(formulas, pipe)
+    scheduler = pipe.scheduler
+    peaks = []
+    for shape in shapes:
+        pipe.scheduler = type(scheduler).from_config(scheduler.config)  # no history carried over
+        with recorder.request(**shape) as req:
+            run_pipeline(pipe, req, {}, **_call(formulas, module, req.params))
+        record = recorder.records[-1]
+        peak = max(p.peak_allocated for p in record.phases if p.kind == "stage" and p.name == stage)
+        peaks.append(peak - record.baseline_allocated)
+    return peaks
+
+
+@pytest.mark.slow
+def test_cogvideox_decoding_is_steady_from_17_frames():
+    # formulas/cogvideox.wf: below 17 frames the VAE decodes without a second batch (no conv cache
+    # carried), a smaller peak; from 17 on the peak is affine in latent frames (equal steps).
+    shapes = [{"steps": 1, "frames": f, "height": 16, "width": 16} for f in (9, 17, 25, 33)]
+    nine, *steady = _stage_peaks("cogvideox", shapes, "DecodingStage")
+    assert nine < 0.8 * steady[0]
+    assert steady[1] - steady[0] == steady[2] - steady[1] > 0
+
+
+@pytest.mark.slow
+def test_the_pndm_history_grows_the_decoding_peak_until_four_steps():
+    # custom_sd.wf: min(max(steps, 2), 4) latents of PNDM history are alive while decoding.
+    latent = 4 * (32 // 8) * (32 // 8) * 4  # one 4-channel fp32 latent at 32 x 32 pixels
+    shapes = [{"steps": n, "height": 32, "width": 32} for n in (2, 3, 4, 6)]
+    two, three, four, six = _stage_peaks("custom_sd", shapes, "DecodingStage")
+    assert (three - two, four - three, six - four) == (latent, latent, 0)
