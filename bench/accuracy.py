@@ -2,12 +2,12 @@
 
     .venv/bin/python bench/accuracy.py [--repeat 5] [--cases wan-area,flux-area,...] [--json FILE]
 
-For each case: build the pipeline (random weights, CPU), record a bounded warmup, then ``--repeat``
-rounds of (the probe, a bounded re-warm, the target) -- interleaved, so load drift on a shared
-machine hits inputs and target alike -- and estimate the target from the warmup, probe and re-warm
-records (margin 1.0 for the prediction, the default 1.2 for the bound). Printed per phase: the
-measured peak, our prediction and its error, our bound and whether it holds, and the seed's two
-baselines:
+For each case: build the pipeline (random weights, CPU) and run the one calibration loop that `dslc
+calibrate` runs (``calibration.run.calibrate_session``): a bounded warmup, ``--repeat`` rounds of
+the probe, the extra probes the policy picks and a bounded re-warm, the findings, the estimate
+(margin 1.0 for the prediction, the default 1.2 for the bound), then ``--repeat`` runs of the
+target. Printed per phase: the measured peak, our prediction and its error, our bound and whether it
+holds, and the seed's two baselines:
 
 - ``seed w*h*f``: the seed's estimator (measurement if one covers the target, else a fit on the two
   largest sizes, else single-point scaling) in units of width x height x frames instead of the
@@ -15,10 +15,10 @@ baselines:
 - ``single-point``: the largest record's above-baseline peak x the width x height x frames ratio
   (``calibration.warmup.predict_peak``'s rule), margin 1.0.
 
-Then the request time: predicted vs measured (the fastest of ``--repeat`` runs, as the estimators
-keep the fastest run of each size). Times are this thread's CPU time (other jobs on a shared machine
-do not count); memory is counted exactly by the CPU live-tensor tracker.
-"""
+Then the request time: predicted vs measured (the fastest of ``--repeat`` target runs; the
+estimators take the median of each size's runs). A summary table closes the output. Times are this
+thread's CPU time (other jobs on a shared machine do not count); memory is counted exactly by the
+CPU live-tensor tracker."""
 
 from __future__ import annotations
 
@@ -33,14 +33,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calibration.examples import EXAMPLES
-from calibration.run import full_point, load_pipeline, second_probe, work_ratio
+from calibration.run import calibrate_session, load_pipeline, shapes, work_ratio
 from calibration.session import Session, quiet_libraries, torch_threads
-from runtime.estimate import estimate
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 
@@ -187,37 +184,32 @@ def single_point(points: Sequence[tuple[int, int, int]], target: int) -> int | N
 def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
     example_name, warmup, probes, target, what = CASES[name]
     context: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+    formula_pipeline = None
     if example_name in VARIANTS:
-        base, formula_pipeline, context = VARIANTS[example_name]
-        example = attrs.evolve(EXAMPLES[base], pipeline=formula_pipeline)
-    else:
-        example = EXAMPLES[example_name]
-    pipeline = load_pipeline(FORMULAS / example.formula_file, example.pipeline)
-    target_point = full_point(pipeline, {**example.target, **target}, "target")
-    probe, *more = probes if isinstance(probes, tuple) else (probes,)
-    probe_point = full_point(pipeline, {**target_point, **probe}, "probe")
-    more_points = [full_point(pipeline, {**probe_point, **m}, "probe") for m in more]
-    warmup_point = full_point(pipeline, {**probe_point, **(warmup or {})}, "warmup")
-    if warmup is not None and not more_points:
-        second = second_probe(pipeline, warmup_point, probe_point, target_point)
-        more_points = [second] if second else []
-    with quiet_libraries(), torch_threads("cpu", threads), context():
-        session = Session(example, pipeline, "cpu")
-        # Rounds of (probe, re-warm, target) interleaved, so load drift on a shared machine hits the
-        # estimate's inputs and the target alike; only the probe and warmup records are estimated
-        # from.
-        records = [] if warmup is None else [session.run(warmup_point)]
-        runs = []
-        for _ in range(repeat):
-            records.append(session.run(probe_point))
-            records.extend(session.run(point) for point in more_points)
-            if warmup is not None:  # else the probe alone: one measured size
-                records.append(session.run(warmup_point))
-            runs.append(session.run(target_point))
-    measured = min(runs, key=lambda r: (not r.ok, r.duration_s))
-    result = estimate(
-        records, pipeline, target=target_point, margin=1.2, component_weight_bytes=session.weights
+        example_name, formula_pipeline, context = VARIANTS[example_name]
+    example = EXAMPLES[example_name]
+    pipeline = load_pipeline(FORMULAS / example.formula_file, formula_pipeline or example.pipeline)
+    probe = probes[0] if isinstance(probes, tuple) else probes
+    target_point, probe_point, warmup_point = shapes(
+        pipeline, example.shapes, target=target, probe=probe, warmup=warmup
     )
+    with quiet_libraries(), torch_threads("cpu", threads), context():
+        session = Session(example.build(0), pipeline, "cpu", call_kwargs=example.call_kwargs)
+        if warmup is None:  # the probe alone: one measured size, no fit
+            warmup_point = probe_point
+        cal = calibrate_session(
+            session,
+            target=target_point,
+            probe=probe_point,
+            warmup=warmup_point,
+            margin=1.2,
+            verify=True,
+            repeat=repeat,
+        )
+    result = cal.estimate
+    records = cal.records
+    measured = cal.measured
+    assert measured is not None
     ok = [r for r in records if r.ok]
     target_units = units(target_point)
     rows = []
@@ -252,7 +244,6 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
             single_point(request_points, target_units),
         )
     )
-    times = sorted(r.duration_s for r in runs if r.ok)
     return {
         "case": name,
         "what": what,
@@ -260,15 +251,15 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
         "pipeline": pipeline.name,
         "warmup": None if warmup is None else warmup_point,
         "probe": probe_point,
-        "more_probes": more_points,
+        "more_probes": list(cal.extra_probes),
         "target": target_point,
         "work_ratio": float(work_ratio(pipeline, probe_point, target_point)),
         "rows": rows,
+        "findings": [f"{f.kind}: {f.stage} {f.quantity}" for f in cal.findings],
         "time": {
             "predicted_ms": None if result.timing.seconds is None else result.timing.seconds * 1e3,
             "measured_ms": measured.duration_s * 1e3,
             "method": result.timing.method,
-            "spread_ms": [times[0] * 1e3, times[-1] * 1e3] if times else None,
             "stages": {
                 s.stage: {
                     "predicted_ms": None if s.seconds is None else s.seconds * 1e3,
@@ -277,9 +268,7 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
                 for s in result.timing.stages
             },
         },
-        "errors": [
-            f"{r.error.type}: {r.error.message}" for r in [*records, *runs] if r.error is not None
-        ],
+        "errors": list(cal.errors),
     }
 
 
@@ -330,14 +319,14 @@ def markdown(case: dict[str, Any]) -> str:
             f"`{case['pipeline']}`; "
             + (f"warmup `{_point(case['warmup'])}`, " if case["warmup"] else "no warmup, ")
             + f"probe `{_point(case['probe'])}`, "
-            + "".join(f"second probe `{_point(m)}`, " for m in case["more_probes"])
-            + f"target `{_point(case['target'])}` ({case['work_ratio']:.3g}x the probe in tokens "
-            "x steps)."
+            + "".join(f"extra probe `{_point(m)}`, " for m in case["more_probes"])
+            + f"target `{_point(case['target'])}` "
+            + f"({case['work_ratio']:.3g}x the probe in tokens x steps)."
         ),
         "",
         (
-            "| phase | method | measured KiB | ours KiB | err | bound (1.2) KiB | bound >= "
-            "measured "
+            "| phase | method | measured KiB | ours KiB | err | bound (1.2) KiB "
+            "| bound >= measured "
             "| seed w*h*f KiB | err | single-point KiB | err |"
         ),
         "| --- | --- | ---: | ---: | ---: | ---: | :---: | ---: | ---: | ---: | ---: |",
@@ -355,11 +344,7 @@ def markdown(case: dict[str, Any]) -> str:
             f"{_kib(r['single_point'])} | {_err(r['single_point'], r['measured'])} |"
         )
     t = case["time"]
-    spread = (
-        ""
-        if not t["spread_ms"]
-        else f" (target runs {t['spread_ms'][0]:.0f}-{t['spread_ms'][1]:.0f} ms)"
-    )
+    spread = ""
     predicted = "-" if t["predicted_ms"] is None else f"{t['predicted_ms']:.0f} ms"
     lines += [
         "",
@@ -371,6 +356,8 @@ def markdown(case: dict[str, Any]) -> str:
         )
         + ".",
     ]
+    if case["findings"]:
+        lines += ["", "Findings: " + "; ".join(case["findings"])]
     if case["errors"]:
         lines += ["", "Failed requests: " + "; ".join(case["errors"])]
     return "\n".join(lines)
@@ -395,6 +382,33 @@ def machine() -> str:
     )
 
 
+def summary(results: Sequence[dict[str, Any]]) -> str:
+    """One line per case: the worst raw peak error over every phase, the bound, the request time."""
+    lines = [
+        "| case | target/probe | worst raw peak error | bound >= measured | request time error |",
+        "| --- | ---: | ---: | :---: | ---: |",
+    ]
+    for case in results:
+        errors = [
+            (r["predicted"] - r["measured"]) / r["measured"]
+            for r in case["rows"]
+            if r["predicted"] is not None and r["measured"]
+        ]
+        worst = max(errors, key=abs, default=None)
+        holds = all(
+            r["bound"] >= r["measured"]
+            for r in case["rows"]
+            if r["bound"] is not None and r["measured"] is not None
+        )
+        t = case["time"]
+        lines.append(
+            f"| {case['case']} | {case['work_ratio']:.3g}x | "
+            + ("-" if worst is None else f"{worst * 100:+.1f} %")
+            + f" | {'yes' if holds else 'NO'} | {_err(t['predicted_ms'], t['measured_ms'])} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -415,6 +429,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         case = run_case(name, args.repeat, args.threads)
         results.append(case)
         print(markdown(case), end="\n\n", flush=True)
+    print(summary(results), end="\n\n")
     print(f"Machine: {machine()}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str) + "\n")

@@ -1,25 +1,27 @@
-"""`dslc calibrate`: warm up a real (tiny) diffusers pipeline, estimate a target, optionally verify
-it.
+"""`dslc calibrate`: warm up a diffusers pipeline, estimate a target, optionally verify it.
 
-Registered into the `dslc` group by ``register(cli)``. Everything heavy (torch, diffusers) is
-imported only when the command runs. The session itself lives in ``calibration.run``, the
-document and tables in ``calibration.report``, the figure in ``calibration.plot``.
+A plugin command of `dslc` (entry point ``dslc.commands``). Everything heavy (torch, diffusers) is
+imported only when the command runs. The loop lives in ``calibration.run``, the document and tables
+in ``calibration.report``, what a terminal shows in ``calibration.cli_show``, the figure in
+``calibration.plot``.
 """
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
 from calibration.examples import EXAMPLES
 from dslc.cli_support import Failure, assignments, ui
+from runtime.estimate.results import DEFAULT_MARGIN
 
-#: The repository's formulas/ folder (next to the dslc package in a checkout or editable install).
+Params = Mapping[str, int | bool]
+
+#: The repository's formulas/ folder (beside the calibration package in a checkout).
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 
 
@@ -31,24 +33,23 @@ def shape_option(
     return assignments(ctx, param, items)
 
 
-def _shape(params: dict[str, int | bool]) -> str:
-    return ",".join(
-        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()
-    )
+def _shape(params: object) -> str:
+    items = dict(params).items()  # type: ignore[call-overload]
+    return ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in items)
 
 
 EPILOG = "\n".join(
     [
         "\b",
         "Examples:",
-        "  dslc calibrate                # tiny Wan on the CPU: warmup, probe, estimate",
-        "  dslc calibrate --verify       # ... and run the target to compare",
+        "  dslc calibrate                    # tiny Wan on the CPU: warmup, probe, estimate",
+        "  dslc calibrate --verify           # ... and run the target to compare",
         "  dslc calibrate --verify --json > calibration.json",
         "  dslc calibrate --example flux --verify --plot flux.png",
-        (
-            "  dslc calibrate --probe steps=2,height=32,width=32"
-            " --target steps=8,frames=17,height=64,width=64"
-        ),
+        "  dslc calibrate --probe steps=2,height=32,width=32 \\",
+        "      --target steps=8,frames=17,height=64,width=64",
+        "  dslc calibrate --pipeline my_pipes.py:build --formulas formulas/ --name my_model \\",
+        "      --probe steps=2,height=64,width=64 --target steps=8,height=128,width=128 --verify",
         "",
         "\b",
         "Default shapes (the formulas' default workloads are far too big for a CPU demo):",
@@ -56,9 +57,9 @@ EPILOG = "\n".join(
             line
             for e in EXAMPLES.values()
             for line in (
-                f"  {e.name:5} warmup {_shape(dict(e.warmup))}",
-                f"        probe  {_shape(dict(e.probe))}",
-                f"        target {_shape(dict(e.target))}",
+                f"  {e.name:6} warmup {_shape(e.warmup)}",
+                f"         probe  {_shape(e.probe)}",
+                f"         target {_shape(e.target)}",
             )
         ),
     ]
@@ -68,22 +69,34 @@ EPILOG = "\n".join(
 @click.command(
     "calibrate",
     epilog=EPILOG,
-    short_help="Calibrate a tiny diffusers pipeline from a warmup probe.",
+    short_help="Calibrate a diffusers pipeline from a warmup probe.",
 )
 @click.option(
     "--example",
     type=click.Choice(sorted(EXAMPLES)),
     default="wan",
     show_default=True,
-    help="Which example pipeline to build (random weights, nothing downloaded).",
+    help="Which built-in example pipeline to build (random weights, nothing downloaded).",
+)
+@click.option(
+    "--pipeline",
+    "factory",
+    metavar="MODULE:FACTORY",
+    help="Your own pipeline instead of an example: a callable (seed) -> diffusers pipeline, as "
+    "module:function or path/to/file.py:function.",
 )
 @click.option(
     "--formulas",
-    "formulas_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    "formulas_path",
+    type=click.Path(path_type=Path),
     default=FORMULAS,
     show_default="the repository's formulas/",
-    help="Folder holding the example's .wf file.",
+    help="A .wf file or a folder of them (compiled in memory).",
+)
+@click.option(
+    "--name",
+    metavar="PIPELINE",
+    help="The pipeline in the formulas (default: the example's; required with --pipeline).",
 )
 @click.option(
     "--warmup",
@@ -110,7 +123,7 @@ EPILOG = "\n".join(
 @click.option(
     "--margin",
     type=click.FloatRange(min=1.0),
-    default=1.2,
+    default=DEFAULT_MARGIN,
     show_default=True,
     help="Padding of what is extrapolated (the bound); the prediction itself uses 1.0.",
 )
@@ -130,6 +143,12 @@ EPILOG = "\n".join(
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE.png",
     help="Draw per-iteration peaks and predicted vs measured (matplotlib).",
+)
+@click.option(
+    "--save",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.json",
+    help="Also write the --json document to FILE (`dslc plan --calibration FILE` reads it).",
 )
 @click.option(
     "--records",
@@ -166,7 +185,9 @@ EPILOG = "\n".join(
 )
 def calibrate(
     example: str,
-    formulas_dir: Path,
+    factory: str | None,
+    formulas_path: Path,
+    name: str | None,
     warmup: dict[str, int | bool],
     probe: dict[str, int | bool],
     target: dict[str, int | bool],
@@ -175,32 +196,53 @@ def calibrate(
     verify: bool,
     as_json: bool,
     plot: Path | None,
+    save: Path | None,
     records_path: Path | None,
     repeat: int,
     clock: str,
     seed: int,
     threads: int,
 ) -> None:
-    """Calibrate an example diffusers pipeline on a cheap probe and estimate a target.
+    """Calibrate a diffusers pipeline on a cheap probe and estimate a target.
 
-    Compiles the example's formula file from the formulas folder (in memory), builds
-    a real diffusers pipeline from tiny configs with random weights, and records a
-    bounded warmup, the probe and a bounded re-warm. From those records it estimates,
-    at the target, every phase's peak memory (the prediction, and the bound with the
-    margin), the request's peak and time, and the layer uses. With --verify it runs
-    the target too and prints predicted vs measured and the error.
+    Compiles the formulas (in memory), builds the pipeline (a built-in example from tiny
+    configs with random weights, or yours with --pipeline), wires it to a recorder from
+    the formulas' facts (`uses`, `per step`, `call`), and records a bounded warmup, the
+    probe, the extra probes that pin down every declared term at the target, and a
+    bounded re-warm. It checks the measured sizes against the formulas (warnings:
+    formula-mismatch, probe-regime) and estimates, at the target, every phase's peak
+    memory (the prediction, and the bound with the margin), the request's peak and
+    time, and the layer uses. With --verify it runs the target too and compares.
     """
-    from calibration.run import calibrate_example
-    from calibration.session import CalibrateError
+    from calibration.cli_show import progress_bar, save_records, show, warn
+    from calibration.errors import CalibrationError
+    from calibration.factory import load_factory
+    from calibration.run import calibrate_pipeline, load_pipeline
 
     try:
-        with _progress(enabled=sys.stderr.isatty()) as tick:
-            cal = calibrate_example(
-                EXAMPLES[example],
-                formulas_dir,
+        if factory is not None:
+            if name is None:
+                raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
+            loaded = load_factory(factory)
+            pipeline = load_pipeline(formulas_path, name)
+            build, call_kwargs, label = loaded.build, loaded.call_kwargs, factory
+            defaults = _defaults(loaded.shapes, probe, target)
+        else:
+            chosen = EXAMPLES[example]
+            path = formulas_path / chosen.formula_file if formulas_path.is_dir() else formulas_path
+            pipeline = load_pipeline(path, name or chosen.pipeline)
+            build, call_kwargs, label = chosen.build, chosen.call_kwargs, chosen.name
+            defaults = chosen.shapes
+            formulas_path = path
+        with progress_bar(enabled=sys.stderr.isatty()) as tick:
+            cal = calibrate_pipeline(
+                build,
+                pipeline,
+                defaults,
                 warmup=warmup,
                 probe=probe,
                 target=target,
+                call_kwargs=call_kwargs,
                 margin=margin,
                 verify=verify,
                 device=device,
@@ -209,11 +251,13 @@ def calibrate(
                 repeat=repeat,
                 clock=clock,
                 progress=tick,
+                label=label,
+                formula_path=str(formulas_path),
             )
-    except CalibrateError as exc:
+    except CalibrationError as exc:
         raise Failure(str(exc)) from None
     if records_path is not None:
-        _save(records_path, cal)
+        save_records(records_path, cal)
     if plot is not None:
         from calibration.plot import plot as draw
 
@@ -221,108 +265,39 @@ def calibrate(
             draw(cal, plot)
         except OSError as exc:
             raise Failure(f"cannot write {plot}: {exc.strerror or exc}") from None
-    if as_json:
+    if as_json or save is not None:
         from calibration.report import document
 
-        ui().out.json(document(cal))
+        doc = document(cal)
+        if save is not None:
+            from runtime.atomic import write_atomically
+
+            try:
+                write_atomically(save, json.dumps(doc, indent=2) + "\n")
+            except OSError as exc:
+                raise Failure(f"cannot write {save}: {exc.strerror or exc}") from None
+    if as_json:
+        ui().out.json(doc)
     else:
-        _show(cal, plot)
-    for line in cal.errors:
-        ui().err.line(f"warning: a request failed: {line}", style="yellow")
+        show(cal, plot)
+    warn(cal)
 
 
-def register(group: click.Group) -> None:
-    """Add `calibrate` to the `dslc` group (call once, where the group is defined)."""
-    group.add_command(calibrate)
+def _defaults(
+    shapes: tuple[object, object, object],
+    probe: dict[str, int | bool],
+    target: dict[str, int | bool],
+) -> tuple[Params, Params, Params]:
+    """--pipeline's demo shapes: its module's WARMUP/PROBE/TARGET, else --probe and --target."""
+    from calibration.errors import CalibrationError
 
-
-@contextmanager
-def _progress(enabled: bool) -> Iterator[Any]:
-    """A rich progress bar on stderr (only on a terminal); yields the session's progress
-    callback.
-    """
-    if not enabled:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = Console(file=sys.stderr, markup=False, emoji=False, highlight=False)
-    with Progress(
-        TextColumn("calibrate"),
-        BarColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("starting", total=1)
-
-        def tick(step: int, total: int, what: str) -> None:
-            bar.update(task, completed=step, total=total, description=what)
-
-        yield tick
-
-
-def _save(path: Path, cal: Any) -> None:
-    from runtime.record import save_records
-
-    records = [*cal.records, *([cal.measured] if cal.measured is not None else [])]
-    try:
-        save_records(path, records)
-    except OSError as exc:
-        raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _show(cal: Any, plot: Path | None) -> None:
-    from calibration.report import memory_rows, show_bytes, time_rows
-
-    out = ui().out
-    out.line(
-        f"{cal.pipeline}: example {cal.example} on {cal.device} ({cal.backend}), formulas "
-        f"{cal.formula_path}",
-        style="bold",
-    )
-    shown = [("warmup", cal.warmup), ("probe", cal.probe)]
-    if cal.second_probe is not None:
-        shown.append(("probe 2", cal.second_probe))
-    for role, point in (*shown, ("target", cal.target)):
-        out.line(
-            f"{role + ':':8} "
-            + ", ".join(
-                f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in point.items()
-            )
+    warmup_d, probe_d, target_d = (dict(s) if isinstance(s, dict) else None for s in shapes)
+    if target_d is None and not target:
+        raise CalibrationError(
+            "--pipeline: give --target (the formulas' default workload is rarely a CPU-sized run), "
+            "or define TARGET in the factory's module"
         )
-    out.line(
-        f"the target is {float(cal.work_ratio):.3g}x the probe (iterations x memory measure of the "
-        f"repeated stage); margin {cal.estimate.margin:g}"
-    )
-    weights = sum(cal.component_weight_bytes.values())
-    by_role: dict[str, list[Any]] = {}
-    for role, record in zip(cal.roles, cal.records):
-        by_role.setdefault(role, []).append(record)
-    out.line(
-        f"weights {show_bytes(weights)}; peaks: "
-        + ", ".join(
-            f"{role} {show_bytes(max(r.peak_allocated for r in records))}"
-            + (f" ({len(records)} runs)" if len(records) > 1 else "")
-            for role, records in by_role.items()
-        )
-    )
-    out.line()
-    out.table(
-        ["memory", "method", "predicted", "bound", "measured", "error", "bound >= measured"],
-        memory_rows(cal),
-        right=[False, False, True, True, True, True, False],
-    )
-    out.line()
-    out.table(
-        ["time", "method", "predicted", "measured", "error"],
-        time_rows(cal),
-        right=[False, False, True, True, True],
-    )
-    if cal.measured is None:
-        out.line()
-        out.line("run with --verify to measure the target and compare")
-    if plot is not None:
-        out.line(f"wrote {plot}")
+    if probe_d is None and not probe:
+        raise CalibrationError("--pipeline: give --probe, or define PROBE in the factory's module")
+    probe_full = probe_d or {}
+    return (warmup_d or probe_full, probe_full, target_d or {})

@@ -13,10 +13,10 @@ from typing import Any
 
 def layer_bytes(module: Any) -> dict[str, int]:
     """Bytes of each repeated layer (``transformer_blocks.0`` ...), in the module's order."""
-    from calibration.session import module_weight_bytes
+    from calibration.session import weight_bytes
     from runtime.measure.layers import repeated_layers
 
-    return {name: module_weight_bytes(layer) for name, layer in repeated_layers(module)}
+    return {name: weight_bytes(layer) for name, layer in repeated_layers(module)}
 
 
 def pipeline_bytes(
@@ -26,12 +26,12 @@ def pipeline_bytes(
     ``layer_bytes`` of the ``layerwise`` ones (default: every component with repeated layers)."""
     import torch
 
-    from calibration.session import module_weight_bytes
+    from calibration.session import weight_bytes
 
     modules: Mapping[str, Any] = {
         name: m for name, m in pipe.components.items() if isinstance(m, torch.nn.Module)
     }
-    weights = {name: module_weight_bytes(m) for name, m in modules.items()}
+    weights = {name: weight_bytes(m) for name, m in modules.items()}
     names = layerwise or tuple(modules)
     layers = {name: layer_bytes(modules[name]) for name in names if name in modules}
     return weights, {name: per for name, per in layers.items() if per}

@@ -126,6 +126,23 @@ def document(cal: Calibration) -> dict[str, Any]:
             for g in est.growth
         ],
         "errors": list(cal.errors),
+        "extra_probes": [dict(p) for p in cal.extra_probes],
+        "findings": [
+            {
+                "kind": f.kind,
+                "stage": f.stage,
+                "quantity": f.quantity,
+                "direction": f.direction,
+                "message": f.message,
+                "points": [
+                    {"params": dict(p.params), "value": p.value, "fit": p.predicted}
+                    for p in f.points
+                ],
+            }
+            for f in cal.findings
+        ],
+        "undeclared_components": list(cal.undeclared),
+        "component_weight_bytes": dict(cal.component_weight_bytes),
     }
 
 

@@ -1,31 +1,28 @@
-"""The calibration session behind `dslc calibrate` (and bench/accuracy.py): no printing here.
+"""The calibration loop behind `dslc calibrate` and bench/accuracy.py: no printing here.
 
-compile the example's formula file in memory -> load it like an artifact -> build the tiny diffusers
-pipeline -> record a bounded warmup, the probe (and a second probe when the warmup and the probe
-leave a stage's memory terms open at the target) and a bounded re-warm -> estimate the target ->
-optionally run the target for real (``verify``) and compare.
+record a bounded warmup, the probe, the extra probes that pin down every declared term (memory and
+time) at the target (``calibration.policy``) and a bounded re-warm, each size ``repeat`` times ->
+check the sizes against the formulas (``calibration.checks``; a smallest size off the fit that
+nothing larger confirms yet makes the loop probe a larger size) -> estimate the target from the
+sizes in the formulas' regime -> optionally run the target for real (``verify``) and compare.
 
 Progress is reported through a callback ``progress(step, total, what)``; the CLI draws it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 from attrs import field, frozen
 
-from calibration.examples import Example, Params
-from calibration.session import (
-    CalibrateError,
-    Session,
-    quiet_libraries,
-    resolve_device,
-    torch_threads,
-)
-from runtime.estimate import WorkloadEstimate, estimate, undetermined_stages
+from calibration.checks import Finding, check
+from calibration.errors import CalibrationError
+from calibration.policy import mixes, next_probe, open_stages, work
+from calibration.session import Params, Session, quiet_libraries, torch_threads
+from runtime import FormulaError, Pipeline
+from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate
 from runtime.record import WarmupRecord
 
 Progress = Callable[[int, int, str], None]
@@ -54,7 +51,7 @@ class Comparison:
 class Calibration:
     """Everything one calibration produced."""
 
-    example: str
+    example: str  # the built-in example, or the factory (module:function) the pipeline came from
     pipeline: str
     formula_path: str
     device: str
@@ -69,7 +66,14 @@ class Calibration:
     measured: WarmupRecord | None
     component_weight_bytes: Mapping[str, int] = field(hash=False)
     errors: tuple[str, ...] = ()
-    second_probe: Params | None = field(default=None, hash=False)
+    extra_probes: tuple[Params, ...] = field(default=(), hash=False)
+    findings: tuple[Finding, ...] = ()
+    undeclared: tuple[str, ...] = ()  # components that ran outside every declared stage
+
+    @property
+    def second_probe(self) -> Params | None:
+        """The first extra probe (the document's ``second_probe``), if any."""
+        return self.extra_probes[0] if self.extra_probes else None
 
     def phases(self) -> list[Comparison]:
         """Per phase constraint: raw estimate, bound and (with verify) the measured peak."""
@@ -138,46 +142,46 @@ def _phase_peaks(record: WarmupRecord) -> dict[tuple[str, str, str | None], int]
 # --- formulas -------------------------------------------------------------------------------------
 
 
-def load_pipeline(formula_path: Path, name: str) -> Any:
-    """Compile one .wf file in memory and load it through the runtime, as a worker loads an
-    artifact.
+def load_pipeline(formula_path: Path, name: str) -> Pipeline:
+    """Compile .wf files in memory and load them through the runtime, as a worker loads an artifact.
+
+    ``formula_path`` is a file or a folder (every ``*.wf`` below it, so parents in other files
+    resolve). The compiler is imported here only: calibration itself needs just the runtime.
     """
     from dslc.compiler import compile_paths
     from dslc.diagnostics import render
     from dslc.emit import artifact, dumps
     from runtime import load_formulas
 
-    if not formula_path.is_file():
-        raise CalibrateError(f"no formula file {formula_path}")
+    if not formula_path.exists():
+        raise CalibrationError(f"no formula file or folder {formula_path}")
     result = compile_paths([formula_path])
     if not result.ok or result.program is None:
-        raise CalibrateError(
+        raise CalibrationError(
             f"{formula_path} does not compile:\n" + "\n".join(render(d) for d in result.errors)
         )
     book = load_formulas(dumps(artifact(result.program)))
     if name not in book:
-        raise CalibrateError(f"{formula_path} has no pipeline {name!r}; it has {', '.join(book)}")
+        raise CalibrationError(
+            f"{formula_path} has no pipeline {name!r}; it has {', '.join(sorted(book))}"
+        )
     return book[name]
 
 
-def full_point(pipeline: Any, params: Params, what: str) -> dict[str, int | bool]:
-    """The default workload with ``params``; an unknown name or an inadmissible point is a
-    CalibrateError.
+def full_point(pipeline: Pipeline, params: Params, what: str) -> dict[str, int | bool]:
+    """The default workload with ``params``; an unknown name or inadmissible point:
+    CalibrationError.
     """
-    from runtime import FormulaError
-
     point = {**pipeline.default_workload, **params}
     try:
         pipeline.evaluate(**point)
     except FormulaError as exc:
-        raise CalibrateError(f"{what}: {exc}") from None
+        raise CalibrationError(f"{what}: {exc}") from None
     return point
 
 
-def work_ratio(pipeline: Any, probe: Params, target: Params) -> Fraction:
-    """Target / probe in iterations x memory measure of the most repeated stage (tokens x steps
-    for Wan).
-    """
+def work_ratio(pipeline: Pipeline, probe: Params, target: Params) -> Fraction:
+    """Target / probe in iterations x memory measure of the most repeated stage (tokens x steps)."""
     at_target, at_probe = pipeline.evaluate(**target), pipeline.evaluate(**probe)
     stage = max(pipeline.stages, key=lambda s: at_target[s].iterations)
     probe_work = at_probe[stage].iterations * at_probe[stage].memory
@@ -186,17 +190,215 @@ def work_ratio(pipeline: Any, probe: Params, target: Params) -> Fraction:
     return Fraction(at_target[stage].iterations * at_target[stage].memory) / Fraction(probe_work)
 
 
+# --- choosing sizes -------------------------------------------------------------------------------
+
+
+def extra_probes(
+    pipeline: Pipeline, warmup: Params, probe: Params, target: Params, at_most: int = 3
+) -> list[dict[str, int | bool]]:
+    """Sizes beside the warmup and the probe that pin down every declared term at the target.
+
+    Candidates are the corners of the warmup-probe box (cheapest first), then the probe moved
+    towards the target; ``calibration.policy.next_probe`` picks one at a time.
+    """
+    chosen: list[dict[str, int | bool]] = []
+    measured: list[Params] = [warmup, probe]
+    for _ in range(at_most):
+        candidates = [*mixes(warmup, probe), *towards(pipeline, probe, target)]
+        candidates = [c for c in candidates if work(pipeline, c) < work(pipeline, target)]
+        point = next_probe(pipeline, [*measured, *chosen], target, candidates)
+        if point is None:
+            break
+        chosen.append(point)
+    return chosen
+
+
+def towards(pipeline: Pipeline, low: Params, high: Params) -> list[dict[str, int | bool]]:
+    """``low`` with params moved halfway to ``high``: each alone, then all together (admissible)."""
+    moved: dict[str, int] = {}
+    for name, value in low.items():
+        other = high.get(name, value)
+        if isinstance(value, bool) or isinstance(other, bool) or other <= value:
+            continue
+        others = {k: v for k, v in low.items() if k != name}
+        mid = pipeline.largest_admissible(name, at_most=(value + other) // 2, **others)
+        if mid is not None and mid > value:
+            moved[name] = mid
+    out = [{**low, name: value} for name, value in moved.items()]
+    if len(moved) > 1:
+        out.append({**low, **moved})
+    return [p for p in out if pipeline.is_admissible(**p)]
+
+
+def larger_probe(
+    pipeline: Pipeline, probe: Params, target: Params, measured: list[dict[str, int | bool]]
+) -> dict[str, int | bool] | None:
+    """The cheapest size between the probe and the target not measured yet (to confirm a fit)."""
+    candidates = [
+        c
+        for c in towards(pipeline, probe, target)
+        if c not in measured and work(pipeline, probe) < work(pipeline, c) < work(pipeline, target)
+    ]
+    return min(candidates, key=lambda c: work(pipeline, c), default=None)
+
+
 # --- the session ----------------------------------------------------------------------------------
 
 
-def calibrate_example(
-    example: Example,
-    formulas_dir: Path,
+def calibrate_session(
+    session: Session,
     *,
-    warmup: Params | None = None,
-    probe: Params | None = None,
+    target: Params,
+    probe: Params,
+    warmup: Params,
+    margin: float = DEFAULT_MARGIN,
+    verify: bool = False,
+    repeat: int = 3,
+    progress: Progress | None = None,
+    label: str = "",
+    formula_path: str = "",
+) -> Calibration:
+    """Warmup, probes and re-warm (each ``repeat`` times), findings, estimate, optional verify.
+
+    ``target``, ``probe`` and ``warmup`` are complete admissible points (``full_point``). Timings on
+    a shared machine are noisy: time estimates take medians (and, per size, the fastest) of repeats.
+    """
+    tick = progress or (lambda step, total, what: None)
+    pipeline = session.formulas
+    extras = extra_probes(pipeline, warmup, probe, target)
+    rounds = ["probe", *(f"probe {k + 2}" for k in range(len(extras))), "re-warm"]
+    points: dict[str, dict[str, int | bool]] = {
+        "warmup": dict(warmup),
+        "probe": dict(probe),
+        "re-warm": dict(warmup),
+    }
+    points.update({f"probe {k + 2}": p for k, p in enumerate(extras)})
+    roles = ["warmup", *(rounds * repeat)]
+    total = 3 + len(roles) + repeat + (repeat if verify else 0)
+    records: list[WarmupRecord] = []
+    for step, role in enumerate(roles, start=1):
+        tick(step, total, f"{role} {_describe(points[role])}")
+        records.append(session.run(points[role]))
+    step = len(roles)
+    findings = check(pipeline, records)
+    if any(f.kind == "unconfirmed" for f in findings):
+        measured = [dict(r.params) for r in records]
+        larger = larger_probe(pipeline, probe, target, measured)
+        if larger is not None:
+            role = f"probe {len(extras) + 2}"
+            extras.append(larger)
+            points[role] = larger
+            for _ in range(repeat):
+                step += 1
+                tick(step, total, f"{role} {_describe(larger)} (confirming a fit)")
+                roles.append(role)
+                records.append(session.run(larger))
+            findings = check(pipeline, records)
+    used = in_regime(pipeline, records, findings, target)
+    step += 1
+    tick(step, total, "estimating")
+    result = estimate(
+        used, pipeline, target=target, margin=margin, component_weight_bytes=session.weights
+    )
+    measured_run = None
+    if verify:
+        runs = []
+        for k in range(repeat):
+            tick(step + 1 + k, total, f"verifying at {_describe(target)} ({k + 1}/{repeat})")
+            runs.append(session.run(target))
+        measured_run = min(runs, key=lambda r: (not r.ok, r.duration_s))
+    tick(total, total, "done")
+    errors = tuple(
+        f"{role}: {r.error.type}: {r.error.message}"
+        for role, r in zip((*roles, "target"), (*records, measured_run))
+        if r is not None and r.error is not None
+    )
+    return Calibration(
+        example=label,
+        pipeline=pipeline.name,
+        formula_path=formula_path,
+        device=session.device,
+        backend=session.recorder.backend.name,
+        warmup=warmup,
+        probe=probe,
+        target=target,
+        work_ratio=work_ratio(pipeline, probe, target),
+        roles=tuple(roles),
+        records=tuple(records),
+        estimate=result,
+        measured=measured_run,
+        component_weight_bytes=session.weights,
+        errors=errors,
+        extra_probes=tuple(extras),
+        findings=findings,
+        undeclared=unstaged_components(records),
+    )
+
+
+def in_regime(
+    pipeline: Pipeline,
+    records: Sequence[WarmupRecord],
+    findings: Sequence[Finding],
+    target: Params,
+) -> list[WarmupRecord]:
+    """The records to estimate from: without the sizes a memory finding puts outside the formulas'
+    regime, as long as the rest still determine every term the records determined."""
+    left_out = [
+        dict(p)
+        for f in findings
+        if f.kind in ("probe-regime", "unconfirmed") and f.quantity == "memory"
+        for p in f.out_of_regime
+    ]
+    kept = [r for r in records if dict(r.params) not in left_out]
+    points = [dict(r.params) for r in records if r.ok]
+    kept_points = [dict(r.params) for r in kept if r.ok]
+    if not kept_points or set(open_stages(pipeline, kept_points, target)) - set(
+        open_stages(pipeline, points, target)
+    ):
+        return list(records)
+    return kept
+
+
+def unstaged_components(records: Sequence[WarmupRecord]) -> tuple[str, ...]:
+    """Components that ran outside every stage (their formulas declare no `uses` for them)."""
+    return tuple(
+        dict.fromkeys(
+            p.name for r in records for p in r.phases if p.kind == "component" and p.stage is None
+        )
+    )
+
+
+def shapes(
+    pipeline: Pipeline,
+    defaults: tuple[Params, Params, Params],
+    *,
     target: Params | None = None,
-    margin: float = 1.2,
+    probe: Params | None = None,
+    warmup: Params | None = None,
+) -> tuple[dict[str, int | bool], dict[str, int | bool], dict[str, int | bool]]:
+    """The target, probe and warmup: each given one over the defaults, unset params from the next
+    larger (the probe's from the target, the warmup's from the probe)."""
+    d_warmup, d_probe, d_target = defaults
+    target_point = full_point(pipeline, {**d_target, **(target or {})}, "target")
+    probe_point = full_point(pipeline, {**target_point, **d_probe, **(probe or {})}, "probe")
+    warmup_point = full_point(pipeline, {**probe_point, **d_warmup, **(warmup or {})}, "warmup")
+    if warmup_point == probe_point:  # no warmup size given: one step lighter along the probe axes
+        from calibration.warmup import lighten
+
+        warmup_point = lighten(pipeline, probe_point, {}) or warmup_point
+    return target_point, probe_point, warmup_point
+
+
+def calibrate_pipeline(
+    pipe_factory: Callable[[int], object],
+    pipeline: Pipeline,
+    defaults: tuple[Params, Params, Params],
+    *,
+    target: Params | None = None,
+    probe: Params | None = None,
+    warmup: Params | None = None,
+    call_kwargs: Callable[[int], Mapping[str, object]] | None = None,
+    margin: float = DEFAULT_MARGIN,
     verify: bool = False,
     device: str = "cpu",
     seed: int = 0,
@@ -204,116 +406,40 @@ def calibrate_example(
     repeat: int = 3,
     clock: str = "auto",
     progress: Progress | None = None,
+    label: str = "",
+    formula_path: str = "",
 ) -> Calibration:
-    """Warmup, the probe and the re-warm (each ``repeat`` times); estimate the target; with
-    ``verify`` run the target (``repeat`` times) for real.
+    """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate."""
+    from calibration.session import resolve_device
 
-    Timings on a shared machine are noisy: the estimators keep the fastest run of each size, and the
-    verified target is the fastest of ``repeat`` runs (memory peaks do not depend on the run).
-    """
-    tick = progress or (lambda step, total, what: None)
-    tick(0, 3 + 2 * repeat, f"compiling {example.formula_file}")
-    formula_path = formulas_dir / example.formula_file
-    pipeline = load_pipeline(formula_path, example.pipeline)
-    target_point = full_point(pipeline, {**example.target, **(target or {})}, "target")
-    probe_point = full_point(pipeline, {**target_point, **example.probe, **(probe or {})}, "probe")
-    warmup_point = full_point(
-        pipeline, {**probe_point, **example.warmup, **(warmup or {})}, "warmup"
+    target_point, probe_point, warmup_point = shapes(
+        pipeline, defaults, target=target, probe=probe, warmup=warmup
     )
-    second = second_probe(pipeline, warmup_point, probe_point, target_point)
-    # the sizes alternate, so load drift on a shared machine hits them all alike
-    rounds = ["probe", *(["second probe"] if second else []), "re-warm"]
-    roles = ("warmup", *(rounds * repeat))
-    total = 3 + len(roles) + (repeat if verify else 0)
     device = resolve_device(device)
+    tick = progress or (lambda step, total, what: None)
     with quiet_libraries(), torch_threads(device, threads):
-        tick(1, total, f"building the tiny {example.name} pipeline")
-        session = Session(example, pipeline, device, seed, clock)
-        points = {"warmup": warmup_point, "probe": probe_point, "re-warm": warmup_point}
-        if second:
-            points["second probe"] = second
-        records = []
-        for step, role in enumerate(roles, start=2):
-            tick(step, total, f"{role} {_describe(points[role])}")
-            records.append(session.run(points[role]))
-        step += 1
-        tick(step, total, "estimating")
-        result = estimate(
-            records,
+        tick(0, 1, "building the pipeline")
+        pipe = pipe_factory(seed)
+        session = Session(
+            pipe,  # type: ignore[arg-type]  # any diffusers pipeline; checked by pipeline_facts
             pipeline,
-            target=target_point,
-            margin=margin,
-            component_weight_bytes=session.weights,
+            device,
+            seed=seed,
+            clock=clock,
+            call_kwargs=call_kwargs,
         )
-        measured = None
-        if verify:
-            runs = []
-            for k in range(repeat):
-                tick(
-                    step + 1 + k,
-                    total,
-                    f"verifying at the target {_describe(target_point)} ({k + 1}/{repeat})",
-                )
-                runs.append(session.run(target_point))
-            measured = min(runs, key=lambda r: (not r.ok, r.duration_s))
-        tick(total, total, "done")
-    errors = tuple(
-        f"{role}: {r.error.type}: {r.error.message}"
-        for role, r in zip((*roles, "target"), (*records, measured))
-        if r is not None and r.error is not None
-    )
-    return Calibration(
-        example=example.name,
-        pipeline=pipeline.name,
-        formula_path=str(formula_path),
-        device=device,
-        backend=session.recorder.backend.name,
-        warmup=warmup_point,
-        probe=probe_point,
-        target=target_point,
-        work_ratio=work_ratio(pipeline, probe_point, target_point),
-        roles=roles,
-        records=tuple(records),
-        estimate=result,
-        measured=measured,
-        component_weight_bytes=session.weights,
-        errors=errors,
-        second_probe=second,
-    )
-
-
-def second_probe(
-    pipeline: Any, warmup: Params, probe: Params, target: Params
-) -> dict[str, int | bool] | None:
-    """A third size when the warmup and the probe leave a stage's memory terms open at the target.
-
-    A stage whose memory has several terms is fitted by a plane, defined at the target only when the
-    measured sizes move in the directions the target does (docs/estimators.md); a warmup and a probe
-    that differ in area *and* frames do not. The candidates take the probe (or the warmup) with one
-    of their differing params from the other; the cheapest admissible one that closes every stage
-    (least total memory measure x iterations) is run alongside the probe. None when none is needed
-    or none helps.
-    """
-    if not undetermined_stages(pipeline, [warmup, probe], target):
-        return None
-    candidates = []
-    for name in (k for k in probe if probe[k] != warmup[k]):
-        for base, other in ((probe, warmup), (warmup, probe)):
-            point = {**base, name: other[name]}
-            if (
-                point not in (dict(warmup), dict(probe))
-                and pipeline.is_admissible(**point)
-                and not undetermined_stages(pipeline, [warmup, probe, point], target)
-            ):
-                candidates.append(point)
-    if not candidates:
-        return None
-
-    def cost(point: dict[str, int | bool]) -> Fraction:
-        values = pipeline.evaluate(**point)
-        return sum((Fraction(v.iterations * v.memory) for v in values.values()), Fraction(0))
-
-    return min(candidates, key=cost)
+        return calibrate_session(
+            session,
+            target=target_point,
+            probe=probe_point,
+            warmup=warmup_point,
+            margin=margin,
+            verify=verify,
+            repeat=repeat,
+            progress=progress,
+            label=label,
+            formula_path=formula_path,
+        )
 
 
 def _describe(params: Mapping[str, int | bool]) -> str:

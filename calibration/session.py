@@ -1,43 +1,53 @@
-"""One example pipeline on one device, wired to a recorder: the measuring half of `dslc calibrate`.
+"""One diffusers pipeline on one device, wired to a recorder through its formulas.
 
 ``Session.run`` records one request and never raises for a failed request (the record keeps the
-error). The harness makes requests comparable: each starts from a fresh scheduler (see below).
-Imports torch and diffusers lazily.
+error). Requests are comparable: each starts from a fresh scheduler (``reset_scheduler``) and a
+generator seeded alike. Imports torch lazily; diffusers never (any object with the pipeline's
+``components`` and ``__call__`` works).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-from calibration.examples import Example, Params
+from calibration.errors import CalibrationError
+from calibration.facts import DiffusersPipeline, PipelineFacts, call_arguments, pipeline_facts
+from runtime import Pipeline
 from runtime.record import WarmupRecord
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from runtime.measure import MemoryBackend, Request, WarmupRecorder
 
 log = logging.getLogger(__name__)
 
+Params = Mapping[str, int | bool]
+CallKwargs = Callable[[int], Mapping[str, object]]
 
-class CalibrateError(Exception):
-    """A problem with the request (bad formulas, an inadmissible shape, no device): exit 1."""
+#: What a request passes besides the formulas' `call` arguments, when the pipeline takes it.
+DEFAULT_CALL: Mapping[str, object] = {"prompt": "a cat dancing", "output_type": "pt"}
 
 
 def resolve_device(device: str) -> str:
+    """``auto``: CUDA when available, else the CPU; ``cuda`` without a device is an error."""
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise CalibrateError("--device cuda: no CUDA device is available (try --device cpu)")
+        raise CalibrationError("--device cuda: no CUDA device is available (try --device cpu)")
     return device
 
 
 @contextlib.contextmanager
 def quiet_libraries() -> Iterator[None]:
-    """diffusers and transformers warn about optional backends; those lines are not ours to
-    print.
-    """
+    """diffusers and transformers warn about optional backends: not ours to print."""
     import importlib
     import warnings
 
@@ -60,9 +70,7 @@ def quiet_libraries() -> Iterator[None]:
 
 @contextlib.contextmanager
 def torch_threads(device: str, threads: int | None) -> Iterator[None]:
-    """One CPU thread by default: a shared 2-core machine makes multi-threaded CPU timing
-    erratic.
-    """
+    """One CPU thread by default: a shared 2-core machine makes threaded CPU timing erratic."""
     import torch
 
     if device != "cpu" or threads is None:
@@ -78,74 +86,126 @@ def torch_threads(device: str, threads: int | None) -> Iterator[None]:
 
 def clock_for(device: str, clock: str = "auto") -> Callable[[], float]:
     """The recorder's clock: "cpu" is this thread's CPU time, "wall" the wall clock; "auto" picks
-    cpu on the CPU (other processes on a shared machine then do not count) and wall on an
-    accelerator.
-    """
+    cpu on the CPU (other processes on a shared machine then do not count), wall elsewhere."""
     if clock == "auto":
         clock = "cpu" if device == "cpu" else "wall"
     if clock not in ("cpu", "wall"):
-        raise CalibrateError(f"unknown clock {clock!r}; expected auto, cpu or wall")
+        raise CalibrationError(f"unknown clock {clock!r}; expected auto, cpu or wall")
     return time.thread_time if clock == "cpu" else time.perf_counter
 
 
-def module_weight_bytes(module: Any) -> int:
-    """Bytes of a module's parameters and buffers, each storage once."""
+def weight_bytes(module: nn.Module) -> int:
+    """Bytes of a module's parameters and buffers, each storage counted once (tied weights too)."""
     storages = {}
     for t in (*module.parameters(), *module.buffers()):
         storage = t.untyped_storage()
-        storages[id(storage)] = storage.nbytes()
+        storages[storage.data_ptr(), storage.device] = storage.nbytes()
     return sum(storages.values())
 
 
+def pipeline_modules(pipe: DiffusersPipeline) -> dict[str, nn.Module]:
+    """The pipeline's ``nn.Module`` components by name (no schedulers, tokenizers or None)."""
+    from torch import nn
+
+    return {name: c for name, c in pipe.components.items() if isinstance(c, nn.Module)}
+
+
+def component_weights(pipe: DiffusersPipeline) -> dict[str, int]:
+    """Weight bytes of every module component."""
+    return {name: weight_bytes(m) for name, m in pipeline_modules(pipe).items()}
+
+
+def reset_scheduler(pipe: DiffusersPipeline) -> None:
+    """Give ``pipe`` a fresh scheduler of the same class and config.
+
+    Schedulers keep request state: the last timesteps and sigmas, and multistep ones (PNDM, DPM++,
+    UniPC) their last model outputs, sized by the latents. Without a reset that history leaks into
+    the next request's baseline and peaks, so two requests of one shape measure differently.
+    """
+    scheduler = pipe.components.get("scheduler")
+    config = getattr(scheduler, "config", None)
+    from_config = getattr(type(scheduler), "from_config", None)
+    if scheduler is None or config is None or from_config is None:
+        return
+    setattr(pipe, "scheduler", from_config(config))  # noqa: B010 - not every pipeline has one
+
+
+def accepted(pipe: DiffusersPipeline, kwargs: Mapping[str, object]) -> dict[str, object]:
+    """The keyword arguments ``pipe.__call__`` takes (all of them when it takes ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(pipe.__call__).parameters
+    except (TypeError, ValueError):
+        return dict(kwargs)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return dict(kwargs)
+    return {k: v for k, v in kwargs.items() if k in parameters}
+
+
 class Session:
-    """One example pipeline, built once, with a recorder wired to it."""
+    """One pipeline, with a recorder wired to it from its formulas' facts."""
 
     def __init__(
-        self, example: Example, pipeline: Any, device: str, seed: int = 0, clock: str = "auto"
+        self,
+        pipe: DiffusersPipeline,
+        formulas: Pipeline,
+        device: str = "cpu",
+        *,
+        seed: int = 0,
+        clock: str = "auto",
+        call_kwargs: CallKwargs | None = None,
+        fresh_scheduler: bool = True,
+        backend: MemoryBackend | None = None,
     ) -> None:
         from runtime.measure import AutoStages
-        from runtime.measure.diffusers_hooks import diffusers_recorder, pipeline_modules
+        from runtime.measure.diffusers_hooks import diffusers_recorder
 
-        self.example, self.formulas, self.device, self.seed = example, pipeline, device, seed
-        self.pipe = example.build(seed)
-        if device != "cpu":
-            self.pipe.to(device)
-        modules = pipeline_modules(self.pipe)
-        self.weights = {name: module_weight_bytes(m) for name, m in modules.items()}
-        self.recorder = diffusers_recorder(
-            pipeline,
-            self.pipe,
-            device,
-            stages=AutoStages(example.stage_for, example.iterative),
-            layerwise=example.layerwise,
-            entry_points=example.entry_points,
-            clock=clock_for(device, clock),
+        self.pipe, self.formulas, self.seed = pipe, formulas, seed
+        self.device = resolve_device(device)
+        self.call_kwargs = call_kwargs
+        self.fresh_scheduler = fresh_scheduler
+        if self.device != "cpu":
+            to = getattr(pipe, "to", None)
+            if callable(to):
+                to(self.device)
+        modules = pipeline_modules(pipe)
+        self.facts: PipelineFacts = pipeline_facts(formulas, modules)
+        self.weights = {name: weight_bytes(m) for name, m in modules.items()}
+        self.recorder: WarmupRecorder = diffusers_recorder(
+            formulas,
+            pipe,
+            self.device,
+            stages=AutoStages(self.facts.stage_for, self.facts.stepped),
+            layerwise=self.facts.layerwise,
+            entry_points=self.facts.entry_points,
+            clock=clock_for(self.device, clock),
+            **({"backend": backend} if backend is not None else {}),
         )
+
+    def kwargs_for(self, params: Params) -> dict[str, Any]:
+        """``pipe(...)``'s keyword arguments at ``params``: defaults, constants, the formulas."""
+        import torch
+
+        if self.call_kwargs is not None:
+            base = dict(self.call_kwargs(self.seed))
+        else:
+            base = accepted(self.pipe, DEFAULT_CALL)
+        base.setdefault("generator", torch.Generator().manual_seed(self.seed))
+        return {**base, **call_arguments(self.formulas, params)}
+
+    def body(self, req: Request) -> object:
+        """Run the pipeline for one recorded request (``run`` and the serving warmup call it)."""
+        from runtime.measure.diffusers_hooks import run_pipeline
+
+        if self.fresh_scheduler:
+            reset_scheduler(self.pipe)
+        return run_pipeline(self.pipe, req, {}, **self.kwargs_for(req.params))
 
     def run(self, params: Params) -> WarmupRecord:
         """One recorded request; a failure is recorded (``record.error``), not raised."""
-        from runtime.measure.diffusers_hooks import run_pipeline
-
-        _fresh_scheduler(self.pipe)
         request = self.recorder.request(**params)
         try:
             with request as req:
-                run_pipeline(
-                    self.pipe,
-                    req,
-                    self.example.call_args,
-                    **self.example.kwargs_for(req.params, self.seed),
-                )
-        except Exception as exc:  # noqa: BLE001 - the record keeps the error; estimators decide what it means
+                self.body(req)
+        except Exception as exc:  # noqa: BLE001 - the record keeps the error; estimators decide
             log.debug("request %s failed: %s", params, exc)
         return self.recorder.records[-1]
-
-
-def _fresh_scheduler(pipe: Any) -> None:
-    """Start every request from the same state: a scheduler keeps the last request's timesteps and
-    sigmas (sized by its steps) alive until the next request sets new ones, which would move the
-    next request's baseline by a few bytes.
-    """
-    scheduler = getattr(pipe, "scheduler", None)
-    if scheduler is not None and hasattr(scheduler, "config"):
-        pipe.scheduler = type(scheduler).from_config(scheduler.config)

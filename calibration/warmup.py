@@ -1,19 +1,19 @@
-"""Probe planning: the largest warmup probe that fits in free memory, lightened frames-first.
+"""The serving warmup: the largest probe that fits in free memory, then the sizes the formulas need.
 
 The probe is lightened along a fixed, deterministic sequence (``lighten_sequence``): step ``k`` of
 the sequence is the same shape on every rank, so ranks agree on a probe by agreeing on ``k`` alone
-(``runtime.measure.distributed``). Frames go first: halve the latent frame count, then walk down to
-the largest value the pipeline's contracts admit; then the area: halve it with both sides aligned to
-the model's alignment. Nothing goes below the bounded warmup shape (``floor``).
+(``runtime.measure.distributed``). The formulas say what to lighten (``probe frames`` then ``probe
+height, width``): each group in turn is halved (a group of several params shrinks together, each
+side by the same factor), walking down to the largest values the pipeline's contracts admit. A
+pipeline without frames simply declares no frames axis. Nothing goes below the bounded warmup
+shape (``floor``).
 
-The predicted peak of a shape is deliberately simple (the estimators refine it later): the largest
-successful record's above-baseline peak, scaled by the ratio of ``frames * height * width``.
+The predicted peak of a shape comes from the estimators over the records so far, through the
+formulas (``runtime.estimate``): the same figure calibration reports, with its margin.
 
-A stage whose memory measure has several terms (``memory ~ [height * width, latent_frames * height
-* width]``) is estimated from a plane through the measured sizes, which is defined at the target
-only when the sizes move in the directions the target does (runtime/estimate/planes.py). A
-frames-lightened probe and the floor leave the frames direction open, so ``calibrate`` then runs
-one more, lighter shape of the sequence that closes it (``undetermined_stages``).
+Then the one probe policy (``calibration.policy``) picks lighter shapes of the sequence until every
+declared memory and time term is determined at the target, and ``calibration.checks`` tests the
+sizes against the formulas (findings in the outcome).
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ import gc
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
 from attrs import field, frozen
 
-from runtime.estimate.points import undetermined_stages
+from calibration.checks import Finding, check
+from calibration.policy import next_probe
+from runtime import Pipeline
+from runtime.estimate import DEFAULT_MARGIN, estimate
 from runtime.measure.distributed import LOCAL, Agreement
-from runtime.measure.recorder import FormulaPipeline, Request, WarmupRecorder
+from runtime.measure.recorder import Request, WarmupRecorder
 from runtime.record import ErrorInfo, WarmupRecord
 
 GiB = 1 << 30
@@ -73,31 +75,8 @@ def allocator_margin(total_bytes: int) -> int:
     return max(GiB, -(-total_bytes * 2 // 100))
 
 
-@frozen
-class ProbeAxes:
-    """Which params shape a probe, and the model's compression and alignment."""
-
-    frames: str = "frames"
-    height: str = "height"
-    width: str = "width"
-    temporal_compression: int = 4
-    alignment: int = 16
-
-    def latent_frames(self, frames: int) -> int:
-        """Latent frames of a video of ``frames`` frames (the VAE keeps the first frame apart)."""
-        return (frames - 1) // self.temporal_compression + 1
-
-    def frames_for(self, latent_frames: int) -> int:
-        """The frame count whose latent frame count is ``latent_frames``."""
-        return (latent_frames - 1) * self.temporal_compression + 1
-
-    def volume(self, shape: Mapping[str, Any]) -> int:
-        """``frames * height * width``: what the simple peak prediction scales with."""
-        return int(shape[self.frames]) * int(shape[self.height]) * int(shape[self.width])
-
-
 def _largest(
-    pipeline: FormulaPipeline, name: str, at_most: int, floor: int, shape: Mapping[str, Any]
+    pipeline: Pipeline, name: str, at_most: int, floor: int, shape: Mapping[str, Any]
 ) -> int:
     """The largest admissible value of ``name`` in ``[floor, at_most]`` (``floor`` when none is)."""
     if at_most <= floor:
@@ -107,64 +86,72 @@ def _largest(
     return floor if found is None or found < floor else found
 
 
-def lighten(
-    pipeline: FormulaPipeline, shape: Mapping[str, Any], floor: Mapping[str, Any], axes: ProbeAxes
+def _shrink(
+    pipeline: Pipeline, shape: Mapping[str, Any], floor: Mapping[str, Any], group: Sequence[str]
 ) -> dict[str, Any] | None:
-    """One step lighter than ``shape`` (frames first, then area), or None at the floor."""
-    frames, f_floor = int(shape[axes.frames]), int(floor[axes.frames])
-    if frames > f_floor:
-        halved = axes.frames_for(max(1, axes.latent_frames(frames) // 2))
-        new = _largest(pipeline, axes.frames, min(halved, frames - 1), f_floor, shape)
-        if new < frames:
-            return {**shape, axes.frames: new}
-    height, width = int(shape[axes.height]), int(shape[axes.width])
-    h_floor, w_floor = int(floor[axes.height]), int(floor[axes.width])
-    if height * width <= h_floor * w_floor:
+    """``shape`` with the product of ``group``'s params about halved (each side alike), or None."""
+    values = [int(shape[n]) for n in group]
+    floors = [int(floor.get(n, 0)) for n in group]
+    if math.prod(values) <= math.prod(floors) or all(v <= f for v, f in zip(values, floors)):
         return None
-    align = axes.alignment
-    target = height * width // 2
-    new_h = max(h_floor, math.isqrt(height * height // 2) // align * align)
-    new_w = min(width, max(w_floor, target // max(new_h, 1) // align * align))
-    new_h = _largest(pipeline, axes.height, new_h, h_floor, {**shape, axes.width: new_w})
-    new_w = _largest(pipeline, axes.width, new_w, w_floor, {**shape, axes.height: new_h})
-    if (new_h, new_w) == (height, width) or new_h * new_w >= height * width:
+    factor = 0.5 ** (1 / len(group))
+    new = dict(shape)
+    for name, value, low in zip(group, values, floors):
+        new[name] = _largest(
+            pipeline, name, max(low, min(value - 1, int(value * factor))), low, new
+        )
+    if math.prod(int(new[n]) for n in group) >= math.prod(values):
         return None
-    return {**shape, axes.height: new_h, axes.width: new_w}
+    return new if pipeline.is_admissible(**new) else None
+
+
+def lighten(
+    pipeline: Pipeline, shape: Mapping[str, Any], floor: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """One step lighter than ``shape`` along the first probe axis group that can shrink, or None."""
+    for group in pipeline.probe_axes:
+        lighter = _shrink(pipeline, shape, floor, group)
+        if lighter is not None:
+            return lighter
+    return None
 
 
 def lighten_sequence(
-    pipeline: FormulaPipeline,
-    start: Mapping[str, Any],
-    floor: Mapping[str, Any],
-    axes: ProbeAxes = ProbeAxes(),
+    pipeline: Pipeline, start: Mapping[str, Any], floor: Mapping[str, Any]
 ) -> tuple[dict[str, Any], ...]:
     """``start``, then each lighter shape, ending at the floor-most shape reachable."""
     shapes = [dict(start)]
-    while (nxt := lighten(pipeline, shapes[-1], floor, axes)) is not None:
+    while (nxt := lighten(pipeline, shapes[-1], floor)) is not None:
         shapes.append(nxt)
     return tuple(shapes)
 
 
 @frozen
 class PeakPrediction:
-    """A predicted above-baseline peak and the record it was scaled from."""
+    """A predicted above-baseline peak of a shape, and how the estimators obtained it."""
 
     bytes: int
-    reference_params: Mapping[str, Any] = field(hash=False)
-    reference_peak: int
-    method: str = "largest record's above-baseline peak x frames*height*width ratio"
+    method: str
+    reason: str
 
 
 def predict_peak(
-    records: Sequence[WarmupRecord], shape: Mapping[str, Any], axes: ProbeAxes = ProbeAxes()
+    pipeline: Pipeline,
+    records: Sequence[WarmupRecord],
+    shape: Mapping[str, Any],
+    margin: float = DEFAULT_MARGIN,
 ) -> PeakPrediction | None:
-    """Scale the largest successful record's above-baseline peak to ``shape`` (None: no record)."""
-    usable = [r for r in records if r.ok and axes.volume(r.params) > 0]
+    """The request peak at ``shape`` above the current baseline, by the estimators (None: no
+    successful record, or nothing the estimators can say)."""
+    usable = [r for r in records if r.ok]
     if not usable:
         return None
-    ref = max(usable, key=lambda r: (axes.volume(r.params), r.peak_above_baseline))
-    scaled = Fraction(ref.peak_above_baseline * axes.volume(shape), axes.volume(ref.params))
-    return PeakPrediction(math.ceil(scaled), dict(ref.params), ref.peak_above_baseline)
+    result = estimate(usable, pipeline, target=dict(shape), margin=margin)
+    peak = result.request_peak
+    if peak.bound_bytes is None:
+        return None
+    baseline = usable[-1].baseline_allocated
+    return PeakPrediction(max(0, peak.bound_bytes - baseline), peak.method, peak.reason)
 
 
 @frozen
@@ -181,32 +168,30 @@ class ProbePlan:
 
 
 def plan_probe(
-    pipeline: FormulaPipeline,
+    pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     *,
     start: Mapping[str, Any],
     floor: Mapping[str, Any],
     free_bytes: int,
     total_bytes: int,
-    axes: ProbeAxes = ProbeAxes(),
 ) -> ProbePlan:
     """The first shape of the lighten sequence whose predicted peak fits ``free - margin``."""
-    shapes = lighten_sequence(pipeline, start, floor, axes)
+    shapes = lighten_sequence(pipeline, start, floor)
     budget = free_bytes - allocator_margin(total_bytes)
-    if predict_peak(records, shapes[0], axes) is None:
-        last = len(shapes) - 1
-        return ProbePlan(
-            shapes[last],
-            last,
-            shapes,
-            None,
-            budget,
-            False,
-            "no successful record to predict from: the lightest shape",
-        )
+    last = len(shapes) - 1
     for k, shape in enumerate(shapes):
-        prediction = predict_peak(records, shape, axes)
-        assert prediction is not None
+        prediction = predict_peak(pipeline, records, shape)
+        if prediction is None:
+            return ProbePlan(
+                shapes[last],
+                last,
+                shapes,
+                None,
+                budget,
+                False,
+                "no estimate to predict from: the lightest shape",
+            )
         if prediction.bytes <= budget:
             return ProbePlan(
                 shape,
@@ -215,10 +200,9 @@ def plan_probe(
                 prediction,
                 budget,
                 True,
-                f"predicted {prediction.bytes} B fits {budget} B",
+                f"predicted {prediction.bytes} B ({prediction.method}) fits {budget} B",
             )
-    last = len(shapes) - 1
-    prediction = predict_peak(records, shapes[last], axes)
+    prediction = predict_peak(pipeline, records, shapes[last])
     return ProbePlan(
         shapes[last], last, shapes, prediction, budget, False, "nothing fits: the lightest shape"
     )
@@ -244,8 +228,9 @@ class ProbeAttempt:
 class ProbeOutcome:
     """The end of a warmup: calibrated with a record, or not (serving goes on uncalibrated).
 
-    ``determining`` holds the probe run after the main one so that the records determine every
-    stage's memory terms at the target (empty when they already did, or nothing lighter could).
+    ``determining`` holds the probes run after the main one so that the records determine every
+    stage's memory and time terms at the target (empty when they already did, or nothing lighter
+    could); ``findings`` what ``calibration.checks`` says of the sizes against the formulas.
     """
 
     calibrated: bool
@@ -255,6 +240,7 @@ class ProbeOutcome:
     reason: str
     plan: ProbePlan | None = None
     determining: tuple[ProbeAttempt, ...] = ()
+    findings: tuple[Finding, ...] = ()
 
 
 def _attempt(
@@ -315,31 +301,31 @@ def calibrate(
     *,
     start: Mapping[str, Any],
     floor: Mapping[str, Any],
-    axes: ProbeAxes = ProbeAxes(),
     max_retries: int = 3,
     agreement: Agreement = LOCAL,
     determine_terms: bool = True,
 ) -> ProbeOutcome:
     """The whole warmup: the bounded shape first (if nothing is recorded), then the largest fit,
-    then (``determine_terms``) a lighter shape if the records leave a stage's memory terms at
-    ``start`` undetermined.
+    then (``determine_terms``) lighter shapes until every declared term at ``start`` is determined.
 
-    Never raises for a failing warmup: the outcome says ``calibrated=False`` and why.
+    ``recorder.pipeline`` must be the loaded formulas (``runtime.Pipeline``): they give the probe
+    axes and the terms. Never raises for a failing warmup: the outcome says ``calibrated=False``
+    and why.
     """
     try:
+        pipeline: Pipeline = recorder.pipeline  # type: ignore[assignment]
         if not any(r.ok for r in recorder.records):
             first = run_probe(recorder, [floor], body, max_retries=0, agreement=agreement)
             if not first.calibrated:
                 return first
         free, total = recorder.backend.memory_info()
         plan = plan_probe(
-            recorder.pipeline,
+            pipeline,
             recorder.records,
             start=start,
             floor=floor,
             free_bytes=free,
             total_bytes=total,
-            axes=axes,
         )
         outcome = run_probe(
             recorder,
@@ -356,6 +342,9 @@ def calibrate(
                 recorder, plan.shapes, outcome.lighten_steps, start, body, agreement, max_retries
             )
             reason += note
+        findings = check(pipeline, recorder.records) if outcome.calibrated else ()
+        for finding in findings:
+            log.warning("warmup: %s: %s", finding.kind, finding.message)
         return ProbeOutcome(
             outcome.calibrated,
             outcome.record,
@@ -364,13 +353,14 @@ def calibrate(
             reason,
             plan,
             determining,
+            findings,
         )
     except Exception as exc:  # noqa: BLE001 - fail open: serving goes on without calibration
         log.warning("warmup fails open: %s: %s", type(exc).__name__, exc)
         return ProbeOutcome(False, None, (), None, f"warmup failed: {type(exc).__name__}: {exc}")
 
 
-# --- a probe that determines every memory term at the target --------------------------------------
+# --- probes that determine every declared term at the target --------------------------------------
 
 
 def _determine_terms(
@@ -382,27 +372,37 @@ def _determine_terms(
     agreement: Agreement,
     max_retries: int,
 ) -> tuple[tuple[ProbeAttempt, ...], str]:
-    """Run the first lighter shape that closes every open stage (retrying lighter ones on
-    failure).
-    """
-    measured = [dict(r.params) for r in recorder.records if r.ok]
-    open_stages = undetermined_stages(recorder.pipeline, measured, target)
-    if not open_stages:
-        return (), ""
-    candidates = [
-        shape
-        for shape in shapes[chosen + 1 :]
-        if not undetermined_stages(recorder.pipeline, [*measured, shape], target)
-    ]
+    """Run lighter shapes, one policy choice at a time, until nothing is open (or none helps)."""
+    pipeline: Pipeline = recorder.pipeline  # type: ignore[assignment]
     attempts: list[ProbeAttempt] = []
-    for shape in candidates[: max_retries + 1]:
+    lighter = list(shapes[chosen + 1 :])
+    tried: list[dict[str, Any]] = []
+    ran: list[str] = []
+    for _ in range(max_retries + 1):
+        measured = [dict(r.params) for r in recorder.records if r.ok]
+        candidates = [s for s in lighter if dict(s) not in tried]
+        shape = next_probe(pipeline, measured, target, candidates)
+        if shape is None:
+            break
+        tried.append(shape)
         outcome = run_probe(recorder, [shape], body, max_retries=0, agreement=agreement)
         attempts += outcome.attempts
         if outcome.calibrated:
-            return tuple(
-                attempts
-            ), f"; {', '.join(open_stages)} determined by a probe at {dict(shape)}"
-    why = "failed" if attempts else "no lighter shape determines them"
-    note = f"; memory terms of {', '.join(open_stages)} stay undetermined at the target ({why})"
-    log.warning("warmup: %s", note[2:])
+            ran.append(str(shape))
+    measured = [dict(r.params) for r in recorder.records if r.ok]
+    still = [f"{s} {q}" for s, q in open_stages_of(pipeline, measured, target)]
+    note = f"; determined by probes at {', '.join(ran)}" if ran else ""
+    if still:
+        why = "a probe failed" if len(ran) < len(tried) else "no lighter shape determines them"
+        note += f"; {', '.join(still)} stay undetermined at the target ({why})"
+        log.warning("warmup: %s", note[2:])
     return tuple(attempts), note
+
+
+def open_stages_of(
+    pipeline: Pipeline, measured: Sequence[Mapping[str, Any]], target: Mapping[str, Any]
+) -> tuple[tuple[str, str], ...]:
+    """``calibration.policy.open_stages`` (named here for the warmup's readers)."""
+    from calibration.policy import open_stages
+
+    return open_stages(pipeline, measured, target)

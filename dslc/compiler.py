@@ -10,14 +10,14 @@ import attrs
 from dslc import ast
 from dslc.diagnostics import CompileError, Diagnostic, dedupe, error
 from dslc.limits import MAX_ERRORS, MAX_FILE_BYTES
-from dslc.model import Program, ResolvedPipeline, ResolvedStage
+from dslc.model import Program, ResolvedPipeline
 from dslc.parse import parse
 from dslc.passes.domain import check_domain
 from dslc.passes.facts import check_facts
 from dslc.passes.prove import check_properties
 from dslc.passes.resolve import check_names, check_pipeline_names, flatten, order_lets
 from dslc.passes.types import check_types
-from dslc.source import SourceFile, Span
+from dslc.source import SourceFile
 
 
 @attrs.frozen
@@ -77,63 +77,10 @@ def read_source(path: Path) -> tuple[SourceFile | None, list[Diagnostic]]:
     return SourceFile(name, text.removeprefix("\ufeff")), []
 
 
-def _inside(inner: Span, outer: Span) -> bool:
-    return inner.source.name == outer.source.name and (
-        (outer.line, outer.column) <= (inner.line, inner.column)
-        and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column)
-    )
-
-
-def _broken_fields(
-    pipeline: ResolvedPipeline, problems: Sequence[Diagnostic]
-) -> dict[str, set[str | None]] | None:
-    """Stage -> the fields the errors lie in (None: the stage itself); None when an error lies
-    outside every stage."""
-    broken: dict[str, set[str | None]] = {}
-    for problem in problems:
-        if not problem.is_error:
-            continue
-        owner: tuple[str, str | None] | None = None
-        for stage in pipeline.stages if problem.span is not None else ():
-            places = [(f.name, f.span) for f in stage.fields.values()] + [(None, stage.decl.span)]
-            for field, place in places:
-                if problem.span is not None and place is not None and _inside(problem.span, place):
-                    owner = (stage.name, field)
-                    break
-            if owner is not None:
-                break
-        if owner is None:
-            return None
-        broken.setdefault(owner[0], set()).add(owner[1])
-    return broken
-
-
-def _set_aside(
-    pipeline: ResolvedPipeline, broken: dict[str, set[str | None]]
-) -> tuple[ResolvedStage, ...]:
-    """The stages without their broken fields, and without the stages broken as a whole."""
-    kept = []
-    for stage in pipeline.stages:
-        fields = broken.get(stage.name, set())
-        if None in fields:
-            continue
-        kept.append(
-            attrs.evolve(stage, fields={k: v for k, v in stage.fields.items() if k not in fields})
-        )
-    return tuple(kept)
-
-
 def _resolve_one(
     name: str, by_name: dict[str, ast.Pipeline]
 ) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
-    """Every pass up to the prover; each reports all it can.
-
-    Errors inside stage fields set those fields aside (an error in a stage's header, the stage):
-    the rest goes on to the domain check and the prover, so one typo does not hide the errors
-    of other fields and stages. A type error in a
-    param, a let or a contract stops the pipeline before the domain check, any other error
-    outside the stages before the prover (None): everything may depend on it.
-    """
+    """Every pass up to the prover; each reports all it can, and only a clean pipeline goes on."""
     pipeline, problems = flatten(name, by_name)
     if pipeline is None:
         return None, problems
@@ -144,12 +91,12 @@ def _resolve_one(
     pipeline = attrs.evolve(pipeline, lets=lets)
     types, type_problems = check_types(pipeline)
     problems += type_problems
-    if _broken_fields(pipeline, type_problems) is None:
+    if type_problems:
         return None, problems
-    broken = _broken_fields(pipeline, problems)
-    pipeline = attrs.evolve(pipeline, types=types, stages=_set_aside(pipeline, broken or {}))
+    pipeline = attrs.evolve(pipeline, types=types)
     resolved, domain_problems = check_domain(pipeline)
-    return (None if broken is None else resolved), problems + domain_problems
+    problems += domain_problems
+    return (None if problems else resolved), problems
 
 
 def compile_sources(

@@ -20,6 +20,22 @@ def wan():
     return load_pipeline(FORMULAS / "wan.wf", "wan2_1_t2v_14b")
 
 
+@pytest.fixture(scope="session")
+def wan_1_3b():
+    """formulas/wan.wf's Wan 2.1 T2V 1.3B: the tiny Wan example's formulas."""
+    from calibration.run import load_pipeline
+
+    return load_pipeline(FORMULAS / "wan.wf", "wan2_1_t2v_1_3b")
+
+
+@pytest.fixture(scope="session")
+def flux():
+    """formulas/flux.wf's FLUX.1 [dev]: height and width, no frames."""
+    from calibration.run import load_pipeline
+
+    return load_pipeline(FORMULAS / "flux.wf", "flux1_dev")
+
+
 @pytest.fixture(autouse=True, scope="package")
 def _one_thread():
     """One intra-op thread: the 2-core test machine is shared; oversubscription makes runs

@@ -8,12 +8,13 @@ estimates is asserted; times are not (a shared machine's clocks are noisy).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
-from calibration.cli import calibrate, register
+from calibration.cli import calibrate
 from runtime.record import load_records
 
 pytest.importorskip("diffusers")
@@ -23,10 +24,11 @@ def invoke(*args: str):
     return CliRunner().invoke(calibrate, list(args), catch_exceptions=False)
 
 
-def test_register_adds_the_command_to_a_group():
-    group = click.Group("dslc")
-    register(group)
-    assert group.get_command(click.Context(group), "calibrate") is calibrate
+def test_dslc_finds_calibrate_as_a_plugin_command():
+    from dslc.cli import cli
+
+    assert "calibrate" in cli.list_commands(click.Context(cli))
+    assert cli.get_command(click.Context(cli), "calibrate") is calibrate
 
 
 @pytest.mark.slow
@@ -128,10 +130,10 @@ def test_a_missing_formulas_folder_exits_1(tmp_path):
     assert result.exit_code == 1 and "no formula file" in result.stderr
 
 
-def test_a_second_probe_when_warmup_and_probe_leave_the_decoding_terms_open():
+def test_extra_probes_close_the_decoding_terms_the_warmup_and_probe_leave_open():
     from pathlib import Path
 
-    from calibration.run import load_pipeline, second_probe
+    from calibration.run import extra_probes, load_pipeline
 
     wan = load_pipeline(
         Path(__file__).resolve().parents[2] / "formulas" / "wan.wf", "wan2_1_t2v_1_3b"
@@ -141,20 +143,17 @@ def test_a_second_probe_when_warmup_and_probe_leave_the_decoding_terms_open():
     probe = {**base, "frames": 9, "height": 64, "width": 64}
     target = {**base, "steps": 8, "frames": 33, "height": 64, "width": 64}
     # Same frames: the frames term moves with the area term, the target is determined.
-    assert second_probe(wan, warmup, {**probe, "frames": 33}, target) is None
-    # Area and frames both differ: of the six one-param swaps, every one determines the plane;
-    # the cheapest is the warmup at the probe's frames (rows (1, 1024, 5120), (1, 4096, 12288),
-    # (1, 1024, 3072) are independent).
-    assert second_probe(wan, warmup, probe, target) == {
-        **base,
-        "frames": 9,
-        "height": 32,
-        "width": 32,
-    }
+    assert extra_probes(wan, warmup, {**probe, "frames": 33}, target) == []
+    # Area and frames both differ: the cheapest corner of the warmup-probe box that closes the
+    # plane is the warmup at the probe's frames (rows (1, 1024, 3072) beside (1, 1024, 5120) and
+    # (1, 4096, 12288) are independent).
+    assert extra_probes(wan, warmup, probe, target) == [
+        {**base, "frames": 9, "height": 32, "width": 32}
+    ]
 
 
 @pytest.mark.slow
-def test_calibrate_adds_the_second_probe_and_fits_the_decoding_plane():
+def test_calibrate_adds_an_extra_probe_and_fits_the_decoding_plane():
     result = invoke(
         "--verify",
         "--json",
@@ -167,11 +166,72 @@ def test_calibrate_adds_the_second_probe_and_fits_the_decoding_plane():
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["second_probe"] == {"steps": 2, "frames": 9, "height": 32, "width": 32, "cfg": True}
-    assert [r["role"] for r in doc["records"]] == ["warmup", "probe", "second probe", "re-warm"]
+    assert doc["extra_probes"][0] == {
+        "steps": 2,
+        "frames": 9,
+        "height": 32,
+        "width": 32,
+        "cfg": True,
+    }
+    assert [r["role"] for r in doc["records"]][:3] == ["warmup", "probe", "probe 2"]
     decoding = next(p for p in doc["phases"] if p["label"] == "stage:DecodingStage")
     assert decoding["method"] == "fit" and "term 2" in decoding["reason"]
     assert (
         abs(decoding["error"]) <= 0.05
         and decoding["bound_peak_bytes"] >= decoding["measured_peak_bytes"]
     )
+
+
+CUSTOM = "tests/calibration/custom_pipeline.py:build"
+CUSTOM_NAME = "custom_sd"
+
+
+@pytest.mark.slow
+def test_your_own_pipeline_from_a_factory_and_a_formula_file(tmp_path):
+    # A pipeline that is not a built-in example: its factory, its own formula file, --name.
+    root = Path(__file__).resolve().parents[2]
+    saved = tmp_path / "calibration.json"
+    result = CliRunner().invoke(
+        calibrate,
+        [
+            "--pipeline",
+            str(root / CUSTOM),
+            "--formulas",
+            str(root / "tests/calibration/data/custom_sd.wf"),
+            "--name",
+            CUSTOM_NAME,
+            "--probe",
+            "steps=2,height=32,width=32",
+            "--target",
+            "steps=6,height=64,width=64",
+            "--verify",
+            "--repeat",
+            "1",
+            "--save",
+            str(saved),
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(saved.read_text())
+    assert doc["pipeline"] == CUSTOM_NAME and doc["verified"]
+    assert doc["undeclared_components"] == []
+    labels = {p["label"] for p in doc["phases"]}
+    assert {"stage:TextEncodingStage", "stage:DenoisingStage", "stage:DecodingStage"} <= labels
+    for entry in [*doc["phases"], doc["request"]]:
+        if entry["measured_peak_bytes"] is None:
+            continue
+        assert entry["bound_peak_bytes"] >= entry["measured_peak_bytes"], entry
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--pipeline", "nope", "--name", "x"], "expected MODULE:FACTORY"),
+        (["--pipeline", "no/such/file.py:build", "--name", "x"], "no file"),
+        (["--pipeline", "json:dumps"], "needs --name"),
+    ],
+)
+def test_pipeline_usage_problems_exit_1(args, message):
+    result = invoke(*args)
+    assert result.exit_code == 1 and message in result.stderr, result.output

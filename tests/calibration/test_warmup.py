@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,15 +11,12 @@ from torch import nn
 
 from calibration.warmup import (
     GiB,
-    ProbeAxes,
     allocator_margin,
     calibrate,
     is_out_of_memory,
     lighten_sequence,
-    plan_probe,
     predict_peak,
     run_probe,
-    undetermined_stages,
 )
 from runtime.measure import WarmupRecorder
 from runtime.measure.backends import LiveTensorBackend
@@ -87,43 +83,48 @@ def test_wrapped_out_of_memory_is_recognised():
         assert is_out_of_memory(outer)
 
 
-def test_lighten_frames_first_then_area(wan):
+def test_lighten_follows_the_declared_probe_axes_frames_first(wan):
+    # formulas/wan.wf: `probe frames` then `probe height, width`.
+    assert wan.probe_axes == (("frames",), ("height", "width"))
     shapes = lighten_sequence(wan, START, FLOOR)
     assert [s["frames"] for s in shapes[:4]] == [
         81,
         37,
         17,
         5,
-    ]  # latent frames 21 -> 10 -> 5 -> 2 (floor 5)
+    ]  # halved, then what `% 4 == 1` admits
     assert all((s["height"], s["width"]) == (720, 1280) for s in shapes[:4])
     assert (shapes[4]["height"], shapes[4]["width"]) == (
         496,
-        928,
-    )  # area halved, sides aligned to 16
+        896,
+    )  # each side by 1/sqrt(2), aligned
     volumes = [s["frames"] * s["height"] * s["width"] for s in shapes]
     assert volumes == sorted(volumes, reverse=True) and len(set(volumes)) == len(volumes)
     for s in shapes:
         assert wan.is_admissible(**s)
-        assert s["height"] % 16 == 0 and s["width"] % 16 == 0
         assert all(s[k] >= FLOOR[k] for k in ("frames", "height", "width"))
     area = [s["height"] * s["width"] for s in shapes[3:]]
-    assert all(
-        b <= a // 2 + 16 * 16 * 4 for a, b in itertools.pairwise(area)
-    )  # roughly halved each step
+    assert all(b <= a // 2 + 16 * 16 * 8 for a, b in itertools.pairwise(area))  # about halved
     assert shapes[-1]["frames"] == 5 and shapes[-1]["height"] * shapes[-1]["width"] < 2 * 32 * 32
 
 
-def test_frames_walk_down_to_what_the_contract_admits(wan):
-    # With a 2x temporal compression, halving 41 latent frames gives 39 frames, which `frames % 4 ==
-    # 1` refuses: the planner walks down to the largest admissible value, 37.
-    shapes = lighten_sequence(wan, START, FLOOR, ProbeAxes(temporal_compression=2))
-    assert shapes[1]["frames"] == 37
+def test_an_image_pipeline_lightens_its_area_alone(flux):
+    # formulas/flux.wf declares `probe height, width` only: there is no frames axis to ask for.
+    assert flux.probe_axes == (("height", "width"),)
+    start = {"steps": 2, "height": 1024, "width": 1024, "cfg": False}
+    floor = {"steps": 2, "height": 64, "width": 64, "cfg": False}
+    shapes = lighten_sequence(flux, start, floor)
+    assert [s["height"] for s in shapes[:3]] == [1024, 720, 496]
+    assert shapes[-1]["height"] * shapes[-1]["width"] < 2 * 64 * 64
+    assert all(flux.is_admissible(**s) and s["steps"] == 2 for s in shapes)
 
 
 def _record(params: dict, baseline: int, peak: int, ok: bool = True) -> WarmupRecord:
-    from runtime.record import ErrorInfo
+    from runtime.record import ErrorInfo, Phase
 
+    stage = Phase("stage", "DenoisingStage", "DenoisingStage", 1, baseline, peak, peak, 0.5)
     return WarmupRecord(
+        phases=(stage,) if ok else (),
         pipeline="wan2_1_t2v_14b",
         device="cpu",
         backend="test",
@@ -136,30 +137,15 @@ def _record(params: dict, baseline: int, peak: int, ok: bool = True) -> WarmupRe
     )
 
 
-def test_predict_peak_scales_the_largest_successful_record():
+def test_predict_peak_asks_the_estimators(wan):
     small = _record(FLOOR, baseline=1000, peak=1000 + 4096)
     failed = _record({**FLOOR, "frames": 81}, baseline=1000, peak=10**12, ok=False)
-    assert predict_peak([], START) is None
-    prediction = predict_peak([small, failed], {**FLOOR, "frames": 9})
-    assert prediction.bytes == 4096 * 9 // 5 + 1  # ceil(4096 * 9 / 5)
-    assert prediction.reference_peak == 4096 and dict(prediction.reference_params) == FLOOR
-
-
-def test_plan_picks_the_largest_shape_that_fits(wan):
-    records = [
-        _record(FLOOR, baseline=0, peak=5 * 32 * 32)
-    ]  # one byte per frame*pixel above baseline
-    total = 100 * GiB
-    shapes = lighten_sequence(wan, START, FLOOR)
-    volume = [s["frames"] * s["height"] * s["width"] for s in shapes]
-    free = allocator_margin(total) + volume[2]
-    plan = plan_probe(wan, records, start=START, floor=FLOOR, free_bytes=free, total_bytes=total)
-    assert (plan.lighten_steps, plan.fits, plan.prediction.bytes) == (2, True, volume[2])
-    assert dict(plan.params) == shapes[2]
-    tight = plan_probe(wan, records, start=START, floor=FLOOR, free_bytes=GiB, total_bytes=total)
-    assert not tight.fits and tight.lighten_steps == len(shapes) - 1
-    blind = plan_probe(wan, [], start=START, floor=FLOOR, free_bytes=free, total_bytes=total)
-    assert blind.prediction is None and dict(blind.params) == shapes[-1]
+    assert predict_peak(wan, [], START) is None
+    prediction = predict_peak(wan, [small, failed], FLOOR)
+    # measured at the shape itself: the measurement, above the baseline
+    assert prediction.bytes == 4096 and prediction.method == "measurement"
+    larger = predict_peak(wan, [small], {**FLOOR, "frames": 9})
+    assert larger.method == "scaled" and larger.bytes > 4096
 
 
 class Thresholded(nn.Module):
@@ -233,7 +219,7 @@ def test_unrelated_error_is_not_retried(wan):
 
 @define
 class BudgetBackend(LiveTensorBackend):
-    """The CPU tracker with a device size chosen by the test."""
+    """The exact CPU tracker with a device size chosen by the test."""
 
     free: int = 0
     total: int = 0
@@ -242,31 +228,37 @@ class BudgetBackend(LiveTensorBackend):
         return self.free, self.total
 
 
-def _calibrated_at(wan, step: int, model: Thresholded):
-    """A recorder whose floor ran and a device sized so that the plan picks ``shapes[step]``."""
-    shapes = lighten_sequence(wan, START, FLOOR)
-    backend = BudgetBackend(total=100 * GiB)
-    recorder = WarmupRecorder(wan, backend=backend, components={"transformer": model})
-    with recorder.request(**FLOOR) as req:
-        body_for(model)(req)
-    floor_peak = recorder.records[-1].peak_above_baseline
-    volume = [s["frames"] * s["height"] * s["width"] for s in shapes]
-    floor_volume = FLOOR["frames"] * FLOOR["height"] * FLOOR["width"]
-    backend.free = allocator_margin(backend.total) + -(-floor_peak * volume[step] // floor_volume)
-    return shapes, recorder
+def test_serving_warmup_end_to_end_on_an_image_pipeline(flux):
+    # A real tiny FluxPipeline, no frames param: the floor runs, the estimators predict each shape
+    # of
+    # the lighten sequence, the device is sized so that exactly shapes[2] fits, it runs, and the
+    # records estimate the default workload.
+    from calibration.examples import EXAMPLES
+    from calibration.session import Session, quiet_libraries
+    from runtime.estimate import estimate
 
-
-def test_calibrate_end_to_end(wan):
-    shapes = lighten_sequence(wan, START, FLOOR)
-    model = Thresholded(limit=tokens(shapes[3]) * 16)
-    # The floor runs first; its measured peak then predicts the others. Leave room for shape 2
-    # exactly.
-    _, recorder = _calibrated_at(wan, 2, model)
-    outcome = calibrate(recorder, body_for(model), start=START, floor=FLOOR)
-    assert outcome.plan.lighten_steps == 2 and outcome.plan.fits
-    assert (
-        outcome.calibrated and outcome.lighten_steps == 3
-    )  # shape 2 ran out of memory, shape 3 did not
+    example = EXAMPLES["flux"]
+    start = {"steps": 2, "height": 160, "width": 160, "cfg": False}
+    floor = {"steps": 2, "height": 32, "width": 32, "cfg": False}
+    backend = BudgetBackend(total=100 * GiB, free=100 * GiB)
+    with quiet_libraries():
+        session = Session(
+            example.build(0), flux, "cpu", call_kwargs=example.call_kwargs, backend=backend
+        )
+        recorder = session.recorder
+        with recorder.request(**floor) as req:
+            session.body(req)
+        shapes = lighten_sequence(flux, start, floor)
+        backend.free = (
+            allocator_margin(backend.total) + predict_peak(flux, recorder.records, shapes[2]).bytes
+        )
+        outcome = calibrate(recorder, session.body, start=start, floor=floor)
+    assert outcome.calibrated, outcome.reason
+    assert outcome.plan.fits and outcome.plan.lighten_steps == 2
+    assert dict(outcome.record.params) == shapes[2]
+    result = estimate(recorder.records, flux)  # the default workload: 28 steps at 1024x1024
+    assert result.request_peak.raw_bytes > outcome.record.peak_allocated
+    assert result.timing.seconds is not None
 
 
 def test_calibrate_fails_open(wan):
@@ -275,9 +267,7 @@ def test_calibrate_fails_open(wan):
 
     recorder = WarmupRecorder(wan, device="cpu")
     outcome = calibrate(recorder, body, start=START, floor=FLOOR)
-    assert (
-        not outcome.calibrated and len(outcome.attempts) == 1
-    )  # the floor itself failed: nothing lighter
+    assert not outcome.calibrated and len(outcome.attempts) == 1  # the floor itself failed
 
     class Broken:
         """A pipeline whose formulas cannot even be asked: calibrate still returns."""
@@ -293,60 +283,13 @@ def test_calibrate_fails_open(wan):
     assert not outcome.calibrated and "formulas unavailable" in outcome.reason
 
 
-@pytest.fixture(scope="module")
-def real_wan():
-    """formulas/wan.wf's Wan 2.1 T2V 14B, compiled: its DecodingStage has two memory terms."""
-    from calibration.run import load_pipeline
+def test_the_warmup_runs_lighter_shapes_until_the_decoding_terms_are_determined(wan):
+    # DecodingStage: memory ~ [height * width, latent_frames * height * width]. The floor and a
+    # frames-lightened probe move area and frames together, so the target is open; the policy
+    # picks a lighter shape at the probe's area (frames alone differ) that closes it.
+    from calibration.policy import open_stages
 
-    root = Path(__file__).resolve().parents[2]
-    return load_pipeline(root / "formulas" / "wan.wf", "wan2_1_t2v_14b")
-
-
-def test_undetermined_stages_follow_the_decoding_terms(real_wan):
-    # DecodingStage: memory ~ [height * width, latent_frames * height * width] (formulas/wan.wf).
-    shapes = lighten_sequence(real_wan, START, FLOOR)
-    assert (shapes[1]["height"], shapes[2]["height"]) == (720, 720)  # frames go first
-    assert shapes[1]["frames"] > shapes[2]["frames"]
-    # The floor and a frames-lightened probe move area and frames together: the target is open.
-    assert undetermined_stages(real_wan, [FLOOR, shapes[1]], START) == ("DecodingStage",)
-    # Two sizes at the target's area determine it whatever their frames; the target covers itself.
-    assert undetermined_stages(real_wan, [shapes[1], shapes[2]], START) == ()
-    assert undetermined_stages(real_wan, [FLOOR, START], START) == ()
-    assert undetermined_stages(real_wan, [], START) == ("DecodingStage",)
-
-    class NoTerms:
-        stages = ("DecodingStage",)
-
-    assert undetermined_stages(NoTerms(), [FLOOR], START) == ()
-
-
-def test_calibrate_runs_a_lighter_probe_that_determines_the_memory_terms(real_wan):
-    model = Thresholded(limit=10**9)
-    shapes, recorder = _calibrated_at(real_wan, 1, model)
-    outcome = calibrate(recorder, body_for(model), start=START, floor=FLOOR)
-    assert outcome.calibrated and outcome.lighten_steps == 1
-    # shapes[2] keeps the target's area with fewer frames: with shapes[1] it spans the target.
-    assert [dict(a.params) for a in outcome.determining] == [shapes[2]]
-    assert [dict(r.params) for r in recorder.records] == [FLOOR, shapes[1], shapes[2]]
-    assert "DecodingStage determined by a probe at" in outcome.reason
-    assert undetermined_stages(real_wan, [r.params for r in recorder.records], START) == ()
-
-
-def test_calibrate_says_when_no_lighter_probe_can_determine_the_terms(real_wan):
-    # The probe lands where frames are already at the floor's: every lighter shape only shrinks the
-    # area, so the frames direction stays open; nothing more runs and the reason says so.
-    shapes = lighten_sequence(real_wan, START, FLOOR)
-    step = next(k for k, s in enumerate(shapes) if s["frames"] == FLOOR["frames"])
-    model = Thresholded(limit=10**9)
-    _, recorder = _calibrated_at(real_wan, step, model)
-    outcome = calibrate(recorder, body_for(model), start=START, floor=FLOOR)
-    assert outcome.calibrated and outcome.lighten_steps == step and outcome.determining == ()
-    assert "stay undetermined at the target (no lighter shape determines them)" in outcome.reason
-    assert len(recorder.records) == 2
-
-
-def test_calibrate_can_skip_determining_the_terms(real_wan):
-    model = Thresholded(limit=10**9)
-    _, recorder = _calibrated_at(real_wan, 1, model)
-    outcome = calibrate(recorder, body_for(model), start=START, floor=FLOOR, determine_terms=False)
-    assert outcome.determining == () and len(recorder.records) == 2
+    shapes = lighten_sequence(wan, START, FLOOR)
+    assert ("DecodingStage", "memory") in open_stages(wan, [FLOOR, shapes[1]], START)
+    assert ("DecodingStage", "memory") not in open_stages(wan, [FLOOR, shapes[1], shapes[2]], START)
+    assert open_stages(wan, [FLOOR, START], START) == ()

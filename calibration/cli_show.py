@@ -1,0 +1,122 @@
+"""What `dslc calibrate` shows on a terminal: progress, tables, findings; saving the records."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from calibration.run import Calibration
+from dslc.cli_support import Failure, ui
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Any]:
+    """A rich progress bar on stderr (only on a terminal); yields the progress callback."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(file=sys.stderr, markup=False, emoji=False, highlight=False)
+    with Progress(
+        TextColumn("calibrate"),
+        BarColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("starting", total=1)
+
+        def tick(step: int, total: int, what: str) -> None:
+            bar.update(task, completed=step, total=total, description=what)
+
+        yield tick
+
+
+def save_records(path: Path, cal: Calibration) -> None:
+    from runtime.record import save_records as save
+
+    records = [*cal.records, *([cal.measured] if cal.measured is not None else [])]
+    try:
+        save(path, records)
+    except OSError as exc:
+        raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def show(cal: Calibration, plot: Path | None) -> None:
+    from calibration.report import memory_rows, show_bytes, time_rows
+
+    out = ui().out
+    out.line(
+        f"{cal.pipeline}: {_source(cal.example)} on {cal.device} ({cal.backend}), "
+        f"formulas {cal.formula_path}",
+        style="bold",
+    )
+    shown = [("warmup", cal.warmup), ("probe", cal.probe)]
+    shown += [(f"probe {k + 2}", p) for k, p in enumerate(cal.extra_probes)]
+    for role, point in (*shown, ("target", cal.target)):
+        out.line(
+            f"{role + ':':8} "
+            + ", ".join(
+                f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in point.items()
+            )
+        )
+    out.line(
+        f"the target is {float(cal.work_ratio):.3g}x the probe (iterations x memory measure of the "
+        f"repeated stage); margin {cal.estimate.margin:g}"
+    )
+    weights = sum(cal.component_weight_bytes.values())
+    by_role: dict[str, list[Any]] = {}
+    for role, record in zip(cal.roles, cal.records):
+        by_role.setdefault(role, []).append(record)
+    out.line(
+        f"weights {show_bytes(weights)}; peaks: "
+        + ", ".join(
+            f"{role} {show_bytes(max(r.peak_allocated for r in records))}"
+            + (f" ({len(records)} runs)" if len(records) > 1 else "")
+            for role, records in by_role.items()
+        )
+    )
+    out.line()
+    out.table(
+        ["memory", "method", "predicted", "bound", "measured", "error", "bound >= measured"],
+        memory_rows(cal),
+        right=[False, False, True, True, True, True, False],
+    )
+    out.line()
+    out.table(
+        ["time", "method", "predicted", "measured", "error"],
+        time_rows(cal),
+        right=[False, False, True, True, True],
+    )
+    if cal.measured is None:
+        out.line()
+        out.line("run with --verify to measure the target and compare")
+    if plot is not None:
+        out.line(f"wrote {plot}")
+
+
+def _source(label: str) -> str:
+    from calibration.examples import EXAMPLES
+
+    return f"example {label}" if label in EXAMPLES else f"pipeline {label}"
+
+
+def warn(cal: Calibration) -> None:
+    """Findings, undeclared components and failed requests, on stderr."""
+    err = ui().err
+    for finding in cal.findings:
+        err.line(f"warning[{finding.kind}]: {finding.message}", style="yellow")
+    for name in cal.undeclared:
+        err.line(
+            f"warning[undeclared-component]: component {name!r} ran outside every declared stage; "
+            "add it to a stage's `uses` in the formula file",
+            style="yellow",
+        )
+    for line in cal.errors:
+        err.line(f"warning: a request failed: {line}", style="yellow")

@@ -1,0 +1,133 @@
+"""The one probe policy: which sizes pin down every declared term at the target, and whether the
+measured sizes agree with the formulas.
+
+Both the serving warmup (``calibration.warmup``) and ``dslc calibrate`` (``calibration.run``) ask
+these questions, each with its own candidate shapes (the warmup: lighter shapes of its lighten
+sequence; calibrate: mixes of its warmup and probe, and shapes between the probe and the target).
+
+A quantity of a stage (its peak memory, its time per iteration) is modelled as
+``constant + Σ slope_i × term_i`` over the terms of its ``memory ~`` / ``time ~`` measure. It is
+*determined* at the target when the target's row ``(1, terms...)`` lies in the span of the measured
+rows (``runtime.estimate.planes``). Sizes beyond those needed test the model: see ``check``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from fractions import Fraction
+
+from runtime import Pipeline
+from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
+
+Point = Mapping[str, int | bool]
+Terms = tuple[Fraction, ...]
+
+
+def memory_terms(pipeline: Pipeline, stage: str, params: Point) -> Terms:
+    """The stage's memory terms at ``params``."""
+    return tuple(Fraction(t) for t in pipeline.memory_terms(stage, **params))
+
+
+def time_terms(pipeline: Pipeline, stage: str, params: Point) -> Terms:
+    """The stage's time terms at ``params`` (one for a plain ``time ~ EXPR``)."""
+    terms_of = getattr(pipeline, "time_terms", None)
+    if callable(terms_of):
+        return tuple(Fraction(t) for t in terms_of(stage, **params))
+    return (Fraction(pipeline.time(stage, **params)),)
+
+
+TermsOf = Callable[[Pipeline, str, Point], Terms]
+QUANTITIES: Mapping[str, TermsOf] = {"memory": memory_terms, "time": time_terms}
+
+
+def _determined(rows: Sequence[tuple[Fraction, ...]], target: tuple[Fraction, ...]) -> bool:
+    return bool(rows) and estimable(rows, target)
+
+
+def open_stages(
+    pipeline: Pipeline, measured: Sequence[Point], target: Point
+) -> tuple[tuple[str, str], ...]:
+    """``(stage, quantity)`` pairs the ``measured`` sizes do not determine at ``target``.
+
+    A quantity whose terms are the same at every size (a text encoder's fixed prompt) is
+    determined by any one size; one that grows needs the target's row in the measured span. A
+    stage with zero iterations at the target needs nothing.
+    """
+    out = []
+    target_values = pipeline.evaluate(**target)
+    for stage in pipeline.stages:
+        if target_values[stage].iterations == 0:
+            continue
+        for quantity, terms_of in QUANTITIES.items():
+            wanted = row(terms_of(pipeline, stage, target))
+            rows = [row(terms_of(pipeline, stage, p)) for p in measured]
+            if not _determined(rows, wanted):
+                out.append((stage, quantity))
+    return tuple(out)
+
+
+def work(pipeline: Pipeline, point: Point) -> Fraction:
+    """What a request costs, to compare candidates: Σ over stages of iterations × each measure."""
+    values = pipeline.evaluate(**point)
+    return sum(
+        (Fraction(v.iterations) * (Fraction(v.memory) + Fraction(v.time)) for v in values.values()),
+        Fraction(0),
+    )
+
+
+def next_probe(
+    pipeline: Pipeline,
+    measured: Sequence[Point],
+    target: Point,
+    candidates: Iterable[Point],
+) -> dict[str, int | bool] | None:
+    """The candidate that closes the most open (stage, quantity) pairs, the cheapest on ties.
+
+    None when nothing is open, or no admissible candidate closes anything.
+    """
+    still_open = set(open_stages(pipeline, measured, target))
+    if not still_open:
+        return None
+    best: tuple[int, Fraction, dict[str, int | bool]] | None = None
+    seen = [dict(p) for p in measured]
+    for candidate in candidates:
+        point = dict(candidate)
+        if point in seen or not pipeline.is_admissible(**point):
+            continue
+        seen.append(point)
+        closed = len(still_open - set(open_stages(pipeline, [*measured, point], target)))
+        if not closed:
+            continue
+        key = (-closed, work(pipeline, point), point)
+        if best is None or key[:2] < best[:2]:
+            best = key
+    return None if best is None else best[2]
+
+
+def mixes(a: Point, b: Point) -> list[dict[str, int | bool]]:
+    """Every point taking each param from ``a`` or ``b`` (the corners of their box), a and b
+    excluded.
+    """
+    differing = [k for k in a if a[k] != b.get(k, a[k])]
+    out: list[dict[str, int | bool]] = []
+    for mask in range(1, (1 << len(differing)) - 1):
+        point = dict(a)
+        for i, name in enumerate(differing):
+            if mask >> i & 1:
+                point[name] = b[name]
+        out.append(point)
+    return out
+
+
+def fit_rows(
+    rows: Sequence[tuple[Fraction, ...]], values: Sequence[Fraction]
+) -> tuple[tuple[Fraction, ...], list[int]]:
+    """Exact coefficients through the independent rows (in the given order) and their indices."""
+    chosen = independent_rows(list(rows))
+    coefficients = basic_solution([rows[i] for i in chosen], [values[i] for i in chosen])
+    return coefficients, chosen
+
+
+def predict(coefficients: Sequence[Fraction], r: Sequence[Fraction]) -> Fraction:
+    """The fitted value at row ``r``."""
+    return sum((c * x for c, x in zip(coefficients, r)), Fraction(0))

@@ -1,0 +1,70 @@
+"""Measurements against formulas, on real tiny diffusers pipelines: a missing term and a probe below
+the steady regime are both caught (calibration.checks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from calibration.checks import check
+from calibration.examples import EXAMPLES
+from calibration.session import Session, quiet_libraries
+
+pytest.importorskip("diffusers")
+
+
+@pytest.fixture(scope="module")
+def wan_session(wan_1_3b):
+    example = EXAMPLES["wan"]
+    with quiet_libraries():
+        yield Session(example.build(0), wan_1_3b, "cpu", call_kwargs=example.call_kwargs)
+
+
+def _runs(session, shapes):
+    with quiet_libraries():
+        return [session.run(shape) for shape in shapes]
+
+
+@pytest.mark.slow
+def test_a_term_the_formula_leaves_out_is_a_formula_mismatch(wan_session):
+    # SDPA's math backend materialises the tokens x tokens attention scores, but wan2_1_t2v_1_3b
+    # declares `memory ~ tokens` for denoising (its _math_attention sibling declares both terms).
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    shapes = [
+        {"steps": 1, "frames": 5, "height": side, "width": side, "cfg": False}
+        for side in (32, 48, 64, 80)
+    ]
+    with sdpa_kernel(SDPBackend.MATH):
+        records = _runs(wan_session, shapes)
+    assert all(r.ok for r in records)
+    findings = {(f.kind, f.stage, f.quantity): f for f in check(wan_session.formulas, records)}
+    finding = findings[("formula-mismatch", "DenoisingStage", "memory")]
+    assert finding.direction == "height*width, growing faster than the declared terms"
+    assert "do not explain the measured sizes" in finding.message
+    assert len(finding.points) == 4
+
+
+@pytest.mark.slow
+def test_a_video_vae_probed_at_its_cheapest_frames_is_outside_the_regime(wan_session):
+    # The Wan VAE decodes causally, one latent frame at a time; the first chunks fill its feature
+    # cache, so 1 and 5 frames (1 and 2 latent frames) are off the line that 9, 13, 17 frames
+    # follow.
+    shapes = [
+        {"steps": 1, "frames": frames, "height": 32, "width": 32, "cfg": False}
+        for frames in (1, 5, 9, 13, 17)
+    ]
+    records = _runs(wan_session, shapes)
+    findings = {(f.kind, f.stage, f.quantity): f for f in check(wan_session.formulas, records)}
+    finding = findings[("probe-regime", "DecodingStage", "memory")]
+    assert [p["frames"] for p in finding.out_of_regime] == [5, 1]
+    assert "outside the formula's steady regime" in finding.message
+    assert not any(k == "formula-mismatch" and q == "memory" for k, _, q in findings)
+
+
+def test_sizes_that_agree_with_the_formula_find_nothing(wan_session):
+    shapes = [
+        {"steps": 1, "frames": 9, "height": side, "width": side, "cfg": False}
+        for side in (32, 48, 64)
+    ]
+    records = _runs(wan_session, shapes)
+    assert [f for f in check(wan_session.formulas, records) if f.quantity == "memory"] == []
