@@ -246,7 +246,7 @@ def eval_command(
     out.labelled("params: ", _point(point, overrides))
     rows = []
     for stage, v in values.items():
-        rows.append([stage, str(v.iterations), show_number(v.memory), show_number(v.time)])
+        rows.append([stage, show_number(v.iterations), show_number(v.memory), show_number(v.time)])
         rows += [
             [f"  memory[{i}]", "", show_number(t), ""] for i, t in enumerate(terms.get(stage, ()))
         ]

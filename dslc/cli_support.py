@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from dslc.limits import MAX_LITERAL_DIGITS
-from dslc.render_rich import Output, plural, use_color
+from dslc.render_rich import NumberTooLarge, Output, plural, use_color
 
 _INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")
 
@@ -217,20 +217,16 @@ class DslcGroup(click.Group):
         return loaded if isinstance(loaded, click.Command) else None
 
     def invoke(self, ctx: click.Context) -> Any:
-        # Values evaluated from formulas may exceed Python's 4300-digit int-to-text limit; printing
-        # them is this command's whole point, so lift the limit while a command runs.
-        limit = getattr(sys, "get_int_max_str_digits", lambda: None)()
-        if limit is not None:
-            sys.set_int_max_str_digits(0)
+        # Python's int-to-text digit guard stays on: huge values print as their leading digits and
+        # digit count (render_rich.show_int), and `--json` refuses what it cannot print exactly.
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
             raise
+        except NumberTooLarge as exc:
+            raise Failure(str(exc)) from None
         except Exception as exc:
             if os.environ.get("DSLC_DEBUG"):
                 raise
             internal_error(exc)
             ctx.exit(3)
-        finally:
-            if limit is not None:
-                sys.set_int_max_str_digits(limit)

@@ -12,7 +12,8 @@ from dslc.diagnostics import CompileError, Diagnostic, dedupe, error
 from dslc.limits import MAX_ERRORS, MAX_FILE_BYTES
 from dslc.model import Program, ResolvedPipeline
 from dslc.parse import parse
-from dslc.passes.domain import check_domain
+from dslc.passes.cost import CostBudget, check_cost
+from dslc.passes.domain import check_default_workload, resolve_params
 from dslc.passes.facts import check_facts
 from dslc.passes.prove import check_properties
 from dslc.passes.resolve import check_names, check_pipeline_names, flatten, order_lets
@@ -78,9 +79,10 @@ def read_source(path: Path) -> tuple[SourceFile | None, list[Diagnostic]]:
 
 
 def _resolve_one(
-    name: str, by_name: dict[str, ast.Pipeline]
+    name: str, by_name: dict[str, ast.Pipeline], budget: CostBudget
 ) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
-    """Every pass up to the prover; each reports all it can, and only a clean pipeline goes on."""
+    """Every pass up to the prover; each reports all it can, and only a clean pipeline goes on.
+    Nothing is evaluated before the cost pass has bounded it (constant defaults and ranges aside)."""
     pipeline, problems = flatten(name, by_name)
     if pipeline is None:
         return None, problems
@@ -94,8 +96,14 @@ def _resolve_one(
     if type_problems:
         return None, problems
     pipeline = attrs.evolve(pipeline, types=types)
-    resolved, domain_problems = check_domain(pipeline)
+    resolved, domain_problems = resolve_params(pipeline)
     problems += domain_problems
+    if resolved is None or problems:
+        return None, problems
+    problems += check_cost(resolved, budget)
+    if problems:
+        return None, problems
+    problems += check_default_workload(resolved)
     return (None if problems else resolved), problems
 
 
@@ -113,8 +121,11 @@ def compile_sources(
     by_name, name_problems = check_pipeline_names(modules)
     diagnostics += name_problems
     resolved: list[ResolvedPipeline] = []
+    budget = CostBudget()
     for name in by_name:
-        pipeline, problems = _resolve_one(name, by_name)
+        if budget.exhausted:  # the artifact is already over a limit of its own: stop there
+            break
+        pipeline, problems = _resolve_one(name, by_name, budget)
         diagnostics += problems
         if pipeline is not None:
             if prove:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,16 @@ from dslc.model import LIST, Program, ResolvedPipeline, list_items
 from dslc.source import SourceFile, Span
 from runtime.atomic import write_atomically
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "artifact", "dumps", "number", "write_atomically"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "SpanTable",
+    "artifact",
+    "dumps",
+    "number",
+    "pipeline_document",
+    "write_atomically",
+]
 
 FORMAT = "workload-formulas"
 FORMAT_VERSION = 1
@@ -36,6 +46,9 @@ _BINARY = {
     "or": "or",
 }
 ONE: dict[str, Any] = {"k": "int", "v": 1}
+# Where each emitted object came from: id(object) -> its AST span (and `(id, "name")` -> the
+# name's span), so the compiler can point at the source of whatever the loader would refuse.
+SpanTable = dict[object, Span | None]
 
 
 def number(value: Fraction) -> dict[str, Any]:
@@ -47,7 +60,8 @@ def number(value: Fraction) -> dict[str, Any]:
 class _Emitter:
     """Lowers one pipeline's expressions; list lets are folded away so the artifact has no lists."""
 
-    def __init__(self, pipeline: ResolvedPipeline):
+    def __init__(self, pipeline: ResolvedPipeline, spans: SpanTable | None = None):
+        self.spans = spans
         self.params = {p.name for p in pipeline.params}
         self.types = pipeline.types
         self.lists = {
@@ -60,6 +74,13 @@ class _Emitter:
         return items
 
     def expr(self, node: ast.Expr) -> dict[str, Any]:
+        """The EXPR of `node` (its span recorded when a span table is kept)."""
+        lowered = self._lower(node)
+        if self.spans is not None:
+            self.spans[id(lowered)] = node.span
+        return lowered
+
+    def _lower(self, node: ast.Expr) -> dict[str, Any]:
         if isinstance(node, ast.Num):
             return number(node.value)
         if isinstance(node, ast.Bool):
@@ -99,7 +120,7 @@ class _Emitter:
         return {"k": func, "args": [self.expr(arg) for arg in args]}
 
     def field(
-        self, pipeline: ResolvedPipeline, field: ast.Field | None, index: dict[str, int]
+        self, pipeline: ResolvedPipeline, field: ast.Field | None, index: Mapping[str, int]
     ) -> dict[str, Any]:
         """`{"expr", "span"}`, plus `"terms"` (each `{"expr", "span"}`) for a memory of several
         terms.
@@ -108,12 +129,29 @@ class _Emitter:
             return {"expr": ONE, "span": None}
         terms = pipeline.terms(field)
         if len(terms) == 1:
-            return {"expr": self.expr(terms[0]), "span": _span(terms[0].span, index)}
-        return {
-            "expr": add_all([self.expr(term) for term in terms]),
-            "span": _span(field.value.span, index),
-            "terms": [{"expr": self.expr(term), "span": _span(term.span, index)} for term in terms],
-        }
+            return self._note(
+                {"expr": self.expr(terms[0]), "span": _span(terms[0].span, index)}, field
+            )
+        return self._note(
+            {
+                "expr": add_all([self.expr(term) for term in terms]),
+                "span": _span(field.value.span, index),
+                "terms": [
+                    self._note({"expr": self.expr(term), "span": _span(term.span, index)}, term)
+                    for term in terms
+                ],
+            },
+            field,
+        )
+
+    def _note(
+        self, entry: dict[str, Any], node: Any, name_span: Span | None = None
+    ) -> dict[str, Any]:
+        """Record where an emitted object (and its name) came from, when keeping a span table."""
+        if self.spans is not None:
+            self.spans[id(entry)] = node.span
+            self.spans[(id(entry), "name")] = name_span
+        return entry
 
 
 def add_all(items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -124,7 +162,7 @@ def add_all(items: list[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
-def _span(span: Span | None, index: dict[str, int]) -> dict[str, int] | None:
+def _span(span: Span | None, index: Mapping[str, int]) -> dict[str, int] | None:
     if span is None:
         return None
     return {
@@ -136,15 +174,20 @@ def _span(span: Span | None, index: dict[str, int]) -> dict[str, int] | None:
     }
 
 
-def _pipeline(pipeline: ResolvedPipeline, index: dict[str, int]) -> dict[str, Any]:
-    emitter = _Emitter(pipeline)
+def pipeline_document(
+    pipeline: ResolvedPipeline, index: Mapping[str, int], spans: SpanTable | None = None
+) -> dict[str, Any]:
+    """One pipeline's object in the artifact; `index` numbers the sources, `spans` (when given)
+    receives where each emitted object came from."""
+    emitter = _Emitter(pipeline, spans)
+    note = emitter._note
     params = []
     for p in pipeline.params:
         entry: dict[str, Any] = {"name": p.name, "type": p.type, "default": p.default}
         if p.type == "int":
             entry.update({"min": p.lo, "max": p.hi})
         entry["span"] = _span(p.decl.span, index)
-        params.append(entry)
+        params.append(note(entry, p.decl, p.decl.name_span))
     stages = []
     for stage in pipeline.stages:
         entry = {"name": stage.name, "span": _span(stage.decl.name_span, index)}
@@ -154,37 +197,44 @@ def _pipeline(pipeline: ResolvedPipeline, index: dict[str, int]) -> dict[str, An
             entry["uses"] = [{"component": u.component, "method": u.entry} for u in stage.uses]
         if stage.per_step:
             entry["per_step"] = True
-        stages.append(entry)
+        stages.append(note(entry, stage.decl, stage.decl.name_span))
     facts: dict[str, Any] = {}
     if pipeline.calls:
         facts["calls"] = [
-            {"arg": c.arg, "expr": emitter.expr(c.value), "span": _span(c.span, index)}
+            note({"arg": c.arg, "expr": emitter.expr(c.value), "span": _span(c.span, index)}, c)
             for c in pipeline.calls
         ]
     if pipeline.probes:
         facts["probe_axes"] = [list(probe.names) for probe in pipeline.probes]
-    return {
+    contracts = [
+        {
+            "param": p.name,
+            "text": format_expr(where),
+            "expr": emitter.expr(where),
+            "span": _span(where.span, index),
+        }
+        for p, where in pipeline.contracts
+    ]
+    lets = [
+        note(
+            {"name": let.name, "expr": emitter.expr(let.value), "span": _span(let.span, index)},
+            let,
+            let.name_span,
+        )
+        for let in pipeline.lets
+        if pipeline.types.get(let.name) != LIST
+    ]
+    document = {
         "name": pipeline.name,
         "extends": pipeline.parent,
         "span": _span(pipeline.decl.name_span, index),
         "params": params,
-        "contracts": [
-            {
-                "param": p.name,
-                "text": format_expr(where),
-                "expr": emitter.expr(where),
-                "span": _span(where.span, index),
-            }
-            for p, where in pipeline.contracts
-        ],
-        "lets": [
-            {"name": let.name, "expr": emitter.expr(let.value), "span": _span(let.span, index)}
-            for let in pipeline.lets
-            if pipeline.types.get(let.name) != LIST
-        ],
+        "contracts": contracts,
+        "lets": lets,
         "stages": stages,
         **facts,
     }
+    return note(document, pipeline.decl, pipeline.decl.name_span)
 
 
 def artifact(program: Program) -> dict[str, Any]:
@@ -195,7 +245,7 @@ def artifact(program: Program) -> dict[str, Any]:
         "format_version": FORMAT_VERSION,
         "compiler": {"name": "dslc", "version": __version__},
         "sources": [{"path": _display_path(s), "sha256": s.sha256} for s in program.sources],
-        "pipelines": [_pipeline(p, index) for p in program.pipelines],
+        "pipelines": [pipeline_document(p, index) for p in program.pipelines],
     }
 
 

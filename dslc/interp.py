@@ -20,6 +20,10 @@ class EvalError(Exception):
         self.node = node
 
 
+class LimitError(EvalError):
+    """Evaluating would exceed a resource limit (an exponent over MAX_EXPONENT)."""
+
+
 class _Failed:
     """A let whose evaluation failed; the failure is raised only where the let is used."""
 
@@ -66,6 +70,8 @@ def _binary(op: str, a: Value, b: Value, node: ast.Binary) -> Value:
     if op == "%":
         return x - y * _floordiv(x, y, node)
     if op == "**":
+        if y.denominator == 1 and y > MAX_EXPONENT:
+            raise LimitError(f"exponent {y} exceeds the limit of {MAX_EXPONENT}", node.right)
         if y.denominator != 1 or not 0 <= y <= MAX_EXPONENT:
             raise EvalError(f"exponent must be an integer in [0, {MAX_EXPONENT}]", node.right)
         return x ** int(y)

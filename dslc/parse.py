@@ -301,11 +301,12 @@ def parse(source: SourceFile) -> ast.Module:
     return ast.Module(module.pipelines, source, tuple(_comments(source)))
 
 
-_TOKEN = re.compile(r"#[^\r\n]*|[A-Za-z_0-9.]+|\*\*|//|[=!<>]=|[^\s]")
+_TOKEN = re.compile(r"#[^\r\n]*|[A-Za-z_0-9.]+|\*\*|//|[=!<>]=|[^\s]|\n")
 
 
 def _count_tokens(text: str) -> int:
-    """A cheap upper-bound-ish token count (comments excluded), taken before Lark sees the text."""
+    """A cheap upper-bound-ish token count (comments excluded, newlines included: a flood of blank
+    lines costs the lexer as much as tokens do), taken before Lark sees the text."""
     return sum(1 for match in _TOKEN.finditer(text) if not match.group().startswith("#"))
 
 

@@ -49,10 +49,38 @@ def use_color(stream: IO[str], mode: str = "auto") -> bool:
         return False
 
 
+SHOW_DIGITS = 40  # a longer integer prints as its leading digits and its digit count
+JSON_MAX_DIGITS = 4300  # `--json` prints integers exactly up to Python's own int-to-text limit
+
+
+class NumberTooLarge(ValueError):
+    """A value `--json` cannot print exactly (an int past JSON_MAX_DIGITS, a float overflow)."""
+
+
+def digit_count(value: int) -> int:
+    """Decimal digits of `abs(value)`, without converting it to text (works past the guard)."""
+    value = abs(value)
+    if value < 10**18:
+        return len(str(value))
+    count = value.bit_length() * 30103 // 100000  # log10(2) from below: at most one short
+    return count + 1 if value >= 10**count else count
+
+
+def show_int(value: int) -> str:
+    """An integer for people: exact up to SHOW_DIGITS digits, else `1234567...(2,000,001 digits)`."""
+    count = digit_count(value)
+    if count <= SHOW_DIGITS:
+        return str(value)
+    lead = abs(value) // 10 ** (count - 7)
+    return f"{'-' if value < 0 else ''}{lead}...({count:,} digits)"
+
+
 def show_number(value: int | Fraction) -> str:
-    """A measure or ratio for people: exact when integral, else a short decimal."""
+    """A measure or ratio for people: exact when integral (huge ones bounded), else a short decimal."""
     if isinstance(value, int) or value.denominator == 1:
-        return str(int(value))
+        return show_int(int(value))
+    if abs(value) >= 10**SHOW_DIGITS:  # past what a float can say readably (or at all)
+        return "~" + show_int(round(value))
     text = format(float(value), ".6g")
     if "e" in text and abs(value) >= 1:
         text = f"{float(value):.2f}"
@@ -60,10 +88,23 @@ def show_number(value: int | Fraction) -> str:
 
 
 def json_number(value: int | Fraction) -> int | float:
-    """A measure for JSON: an integer when integral, else a float."""
+    """A measure for JSON: an integer when integral (exactly, up to JSON_MAX_DIGITS digits), else
+    a float; NumberTooLarge beyond either."""
     if isinstance(value, int) or value.denominator == 1:
+        count = digit_count(int(value))
+        if count > JSON_MAX_DIGITS:
+            raise NumberTooLarge(
+                f"a value has {count:,} digits; --json prints integers of at most "
+                f"{JSON_MAX_DIGITS:,} digits exactly (without --json: its leading digits)"
+            )
         return int(value)
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise NumberTooLarge(
+            f"a value of about {show_int(round(value))} is beyond the range of a JSON number "
+            "(without --json: its leading digits)"
+        ) from None
 
 
 def show_value(value: object) -> str:

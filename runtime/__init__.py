@@ -6,6 +6,7 @@ torch).
 
 from .errors import (
     ArtifactError,
+    ArtifactLimitError,
     EvaluationError,
     FormulaError,
     InadmissibleError,
@@ -20,6 +21,7 @@ from .ir import ComponentUse
 
 __all__ = [
     "ArtifactError",
+    "ArtifactLimitError",
     "ComponentUse",
     "EvaluationError",
     "FormulaBook",

@@ -9,12 +9,6 @@ import os
 from collections.abc import Mapping
 
 from .checks import (
-    MAX_DEPTH,
-    MAX_INT_DIGITS,
-    MAX_MEMORY_TERMS,
-    MAX_NAME_LENGTH,
-    MAX_NODES,
-    MAX_POW_EXPONENT,
     NodeBudget,
     Scope,
     as_int,
@@ -27,9 +21,11 @@ from .checks import (
     describe,
     fail,
     into,
+    over_limit,
     same_tree,
     show,
 )
+from .cost import node_bounds, param_bits
 from .errors import ArtifactError
 from .facts import StageFacts, calls, probe_axes
 from .ir import (
@@ -44,6 +40,18 @@ from .ir import (
     SourceDecl,
     StageDecl,
 )
+from .limits import (
+    MAX_BYTES,
+    MAX_DEPTH,
+    MAX_INT_DIGITS,
+    MAX_MEMBERS,
+    MAX_MEMORY_TERMS,
+    MAX_NAME_LENGTH,
+    MAX_NODES,
+    MAX_PIPELINES,
+    MAX_POW_EXPONENT,
+    MAX_STAGES,
+)
 
 __all__ = [
     "FORMAT",
@@ -56,12 +64,12 @@ __all__ = [
     "MAX_NODES",
     "MAX_POW_EXPONENT",
     "parse_artifact",
+    "parse_pipeline",
     "read_artifact",
 ]
 
 FORMAT = "workload-formulas"
 FORMAT_VERSION = 1
-MAX_BYTES = 16 * 1024 * 1024
 
 # ---------------------------------------------------------------- reading the bytes
 
@@ -80,7 +88,7 @@ def read_artifact(
         data = _read_file(os.fspath(source))
     size = len(data) if not isinstance(data, str) else len(data.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
-        raise ArtifactError("", f"artifact is {size} bytes, over the {MAX_BYTES}-byte limit")
+        raise over_limit(None, f"artifact is {size} bytes, over the {MAX_BYTES}-byte limit")
     return parse_artifact(_parse_json(data))
 
 
@@ -151,8 +159,13 @@ def parse_artifact(doc: object) -> Artifact:
     pipelines: list[PipelineDecl] = []
     seen: dict[str, int] = {}
     budget = NodeBudget()
-    for i, raw in enumerate(as_list(doc["pipelines"], pipelines_path)):
-        pipeline = _pipeline(raw, into(pipelines_path, f"[{i}]"), i, len(sources), budget)
+    raw_pipelines = as_list(doc["pipelines"], pipelines_path)
+    if len(raw_pipelines) > MAX_PIPELINES:
+        raise over_limit(
+            pipelines_path, f"{len(raw_pipelines):,} pipelines; the limit is {MAX_PIPELINES:,}"
+        )
+    for i, raw in enumerate(raw_pipelines):
+        pipeline = parse_pipeline(raw, into(pipelines_path, f"[{i}]"), i, len(sources), budget)
         if pipeline.name in seen:
             raise fail(
                 into(into(pipelines_path, f"[{i}]"), ".name"),
@@ -176,16 +189,19 @@ _PIPELINE_KEYS = ("name", "extends", "span", "params", "contracts", "lets", "sta
 _PIPELINE_FACTS = ("calls", "probe_axes")  # optional (compiler 0.3.0): emitted only when declared
 
 
-def _pipeline(
+def parse_pipeline(
     value: object, path: object, index: int, n_sources: int, budget: NodeBudget
 ) -> PipelineDecl:
-    """One pipeline; lets are read before contracts and stages, which may use them."""
+    """One pipeline (the compiler validates what it would emit with this too); lets are read
+    before contracts and stages, which may use them; `budget` is the artifact's so far."""
     obj = as_object(value, path, _PIPELINE_KEYS, _PIPELINE_FACTS)
     name = as_name(obj["name"], into(path, ".name"))
     extends = None if obj["extends"] is None else as_name(obj["extends"], into(path, ".extends"))
     span = as_span(obj["span"], into(path, ".span"), n_sources)
+    _count_members(obj, path)
     params = _params(obj["params"], into(path, ".params"), n_sources)
-    scope = Scope({p.name: (i, p.type) for i, p in enumerate(params)}, {}, budget)
+    bits = [param_bits(p.min, p.max, p.type == "bool") for p in params]
+    scope = Scope({p.name: (i, p.type) for i, p in enumerate(params)}, {}, budget, bits)
     lets = _lets(obj["lets"], into(path, ".lets"), n_sources, scope)
     contracts = _contracts(obj["contracts"], into(path, ".contracts"), n_sources, scope)
     stages = _stages(obj["stages"], into(path, ".stages"), n_sources, scope)
@@ -201,6 +217,23 @@ def _pipeline(
     return PipelineDecl(
         name, extends, params, contracts, lets, stages, span, index, call_decls, axes
     )
+
+
+def _count_members(obj: Mapping[str, object], path: object) -> None:
+    """Params, lets and stages within the limits, counted before any of them is read."""
+    stages = obj["stages"]
+    if isinstance(stages, (list, tuple)) and len(stages) > MAX_STAGES:
+        raise over_limit(
+            into(path, ".stages"), f"{len(stages):,} stages; the limit is {MAX_STAGES}"
+        )
+    count = sum(
+        len(members) if isinstance(members, (list, tuple)) else 0
+        for members in (obj["params"], obj["lets"], stages)
+    )
+    if count > MAX_MEMBERS:
+        raise over_limit(
+            path, f"{count:,} params, lets and stages; the limit is {MAX_MEMBERS} per pipeline"
+        )
 
 
 def _params(value: object, path: object, n_sources: int) -> tuple[ParamDecl, ...]:
@@ -257,7 +290,10 @@ def _lets(value: object, path: object, n_sources: int, scope: Scope) -> tuple[Le
         expr = check_expr(obj["expr"], into(here, ".expr"), scope, 1)
         span = as_span(obj["span"], into(here, ".span"), n_sources)
         assert span is not None
+        scope.charge(expr, into(here, ".expr"))
+        scope.let_work += expr.work
         scope.lets[name] = (i, expr.type)
+        scope.let_bounds[i] = (expr.bits, expr.dbits)
         lets.append(LetDecl(name, expr, span))
     return tuple(lets)
 
@@ -277,6 +313,7 @@ def _contracts(
         expr = check_expr(obj["expr"], into(here, ".expr"), scope, 1)
         if expr.type != "bool":
             raise fail(into(here, ".expr"), "a contract must be a boolean expression")
+        scope.charge(expr, into(here, ".expr"))
         span = as_span(obj["span"], into(here, ".span"), n_sources)
         assert span is not None
         contracts.append(ContractDecl(param, text, expr, span))
@@ -327,6 +364,7 @@ def _field(
     expr = check_expr(body["expr"], into(at, ".expr"), scope, 1)
     if expr.type not in NUMERIC:
         raise fail(into(at, ".expr"), f"{what} must be a number, not a boolean")
+    scope.charge(expr, into(at, ".expr"))
     return FieldDecl(expr, as_span(body["span"], into(at, ".span"), n_sources, nullable=True))
 
 
@@ -350,5 +388,6 @@ def _left_sum(terms: tuple[FieldDecl, ...]) -> Expr:
     total = terms[0].expr
     for term in terms[1:]:
         typ = "int" if total.type == term.expr.type == "int" else "rat"
-        total = Expr("add", typ, (total, term.expr), None, None, None)
+        args = (total, term.expr)
+        total = Expr("add", typ, args, None, None, None, *node_bounds("add", args, None))
     return total

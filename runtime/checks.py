@@ -10,19 +10,40 @@ import math
 from collections.abc import Mapping
 from fractions import Fraction
 
-from .errors import ArtifactError
+from .cost import leaf_bits, node_bounds
+from .errors import ArtifactError, ArtifactLimitError
 from .ir import NUMERIC, Expr, Span
+from .limits import (
+    MAX_CALL_WORK,
+    MAX_CALLS,
+    MAX_DEPTH,
+    MAX_INT_DIGITS,
+    MAX_LOAD_WORK,
+    MAX_MEMORY_TERMS,
+    MAX_NAME_LENGTH,
+    MAX_NODES,
+    MAX_POW_EXPONENT,
+    MAX_STAGE_USES,
+    MAX_TEXT_LENGTH,
+    MAX_VALUE_BITS,
+)
 
-MAX_DEPTH = 200
-MAX_INT_DIGITS = 4300
-MAX_NAME_LENGTH = 64
-MAX_POW_EXPONENT = 64
-MAX_TEXT_LENGTH = 4096
-# Expression nodes in one artifact (formulas/ compiles to about 1,300): bounds load time.
-MAX_NODES = 200_000
-MAX_MEMORY_TERMS = 16  # terms of one stage's `memory ~ [t1, t2, ...]`; at least 2 when listed
-MAX_STAGE_USES = 16  # component uses of one stage (dslc.limits.MAX_STAGE_USES)
-MAX_CALLS = 512  # `call` arguments of one pipeline (dslc.limits.MAX_CALLS)
+__all__ = [
+    "MAX_CALLS",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "MAX_MEMORY_TERMS",
+    "MAX_NAME_LENGTH",
+    "MAX_NODES",
+    "MAX_POW_EXPONENT",
+    "MAX_STAGE_USES",
+    "MAX_TEXT_LENGTH",
+    "NodeBudget",
+    "Scope",
+    "check_expr",
+    "over_limit",
+]
+
 _INT_BOUND = 10**MAX_INT_DIGITS  # |v| < 10**4300  <=>  at most 4300 decimal digits
 
 
@@ -43,6 +64,11 @@ def render(path: object) -> str:
 def fail(path: object, problem: str) -> ArtifactError:
     """The error to raise for a problem at `path`."""
     return ArtifactError(render(path), problem)
+
+
+def over_limit(path: object, problem: str) -> ArtifactLimitError:
+    """The error to raise when the artifact at `path` exceeds a resource limit."""
+    return ArtifactLimitError(render(path), problem)
 
 
 def show(value: object) -> str:
@@ -102,7 +128,7 @@ def as_int(value: object, path: object, low: int | None = None) -> int:
     if type(value) is not int:
         raise fail(path, f"expected an integer, got {describe(value)}")
     if not -_INT_BOUND < value < _INT_BOUND:
-        raise fail(path, f"integer has more than {MAX_INT_DIGITS} digits")
+        raise over_limit(path, f"integer has more than {MAX_INT_DIGITS} digits")
     if low is not None and value < low:
         raise fail(path, f"expected an integer >= {low}, got {value}")
     return value
@@ -113,7 +139,7 @@ def as_text(value: object, path: object) -> str:
     if type(value) is not str:
         raise fail(path, f"expected a string, got {describe(value)}")
     if len(value) > MAX_TEXT_LENGTH:
-        raise fail(path, f"string longer than {MAX_TEXT_LENGTH} characters")
+        raise over_limit(path, f"string longer than {MAX_TEXT_LENGTH} characters")
     return value
 
 
@@ -121,7 +147,13 @@ def as_name(value: object, path: object) -> str:
     """An identifier `[A-Za-z_][A-Za-z0-9_]*` of at most 64 characters."""
     if type(value) is not str:
         raise fail(path, f"expected a name, got {describe(value)}")
-    if not (value.isascii() and value.isidentifier() and len(value) <= MAX_NAME_LENGTH):
+    if len(value) > MAX_NAME_LENGTH and value.isascii() and value.isidentifier():
+        raise over_limit(
+            path,
+            f"invalid name {show(value)}: {len(value)} characters, over the limit of "
+            f"{MAX_NAME_LENGTH}",
+        )
+    if not (value.isascii() and value.isidentifier()):
         raise fail(
             path,
             f"invalid name {show(value)} (want [A-Za-z_][A-Za-z0-9_]*, <= {MAX_NAME_LENGTH} chars)",
@@ -152,30 +184,61 @@ def as_span(value: object, path: object, n_sources: int, nullable: bool = False)
 
 
 class NodeBudget:
-    """Expression nodes left for the rest of an artifact: its bytes are bounded, but a file of tiny
-    nodes would still take seconds to check and compile."""
+    """Expression nodes and evaluation work left for the rest of an artifact: its bytes are
+    bounded, but a file of tiny nodes would still take seconds to check and compile, and a few
+    nodes can stand for a huge value."""
 
-    def __init__(self, limit: int = MAX_NODES) -> None:
+    def __init__(self, limit: int = MAX_NODES, work: int = MAX_LOAD_WORK) -> None:
         self.left = limit
+        self.work_left = work
 
     def take(self, count: int, path: object) -> None:
         self.left -= count
         if self.left < 0:
-            raise fail(path, f"the artifact has over {MAX_NODES:,} expression nodes")
+            raise over_limit(path, f"the artifact has over {MAX_NODES:,} expression nodes")
+
+    def spend(self, work: int, path: object) -> None:
+        """Charge evaluating one formula once (as the loader does at the default workload)."""
+        self.work_left -= work
+        if self.work_left < 0:
+            raise over_limit(
+                path,
+                f"evaluating every formula once would take over {MAX_LOAD_WORK:,} word operations",
+            )
 
 
 class Scope:
-    """Names an expression may refer to: params, and the lets declared so far."""
+    """Names an expression may refer to: params, and the lets declared so far, with their bounds.
+
+    `param_bits[i]` bounds param i; `let_bounds[i]` is let i's `(bits, dbits)`; `let_work` is the
+    work of every let so far (an evaluation may compute all of them).
+    """
 
     def __init__(
         self,
         params: dict[str, tuple[int, str]],
         lets: dict[str, tuple[int, str]],
         budget: NodeBudget | None = None,
+        param_bits: list[int] | None = None,
     ) -> None:
         self.params = params
         self.lets = lets
         self.budget = budget or NodeBudget()
+        self.param_bits = param_bits if param_bits is not None else [1] * len(params)
+        self.let_bounds: dict[int, tuple[int, int]] = {}
+        self.let_work = 0
+
+    def charge(self, expr: Expr, path: object) -> None:
+        """One formula evaluated on its own: its work plus every let's must fit one call, and it
+        counts towards the artifact's load work."""
+        work = expr.work + self.let_work
+        if work > MAX_CALL_WORK:
+            raise over_limit(
+                path,
+                f"evaluating this may take {work:,} word operations (its lets included); "
+                f"the limit is {MAX_CALL_WORK:,}",
+            )
+        self.budget.spend(expr.work, path)
 
 
 _UNARY = frozenset({"neg", "abs", "floor", "ceil"})
@@ -198,7 +261,7 @@ KINDS = (
 def check_expr(node: object, path: object, scope: Scope, depth: int) -> Expr:
     """Validate one node and its children; recursion is bounded by MAX_DEPTH, never by the input."""
     if depth > MAX_DEPTH:
-        raise fail(path, f"expression nested deeper than {MAX_DEPTH} levels")
+        raise over_limit(path, f"expression nested deeper than {MAX_DEPTH} levels")
     if type(node) is not dict and not isinstance(node, Mapping):
         raise fail(path, f"expected an expression object, got {describe(node)}")
     kind = node.get("k")
@@ -208,13 +271,14 @@ def check_expr(node: object, path: object, scope: Scope, depth: int) -> Expr:
         raise fail(into(path, ".k"), f"unknown node kind {show(kind)}")
     if kind == "int":
         as_object(node, path, ("k", "v"))
-        return Expr("int", "int", (), as_int(node["v"], into(path, ".v")), None, None)
+        v = as_int(node["v"], into(path, ".v"))
+        return Expr("int", "int", (), v, None, None, leaf_bits(v))
     if kind == "frac":
         as_object(node, path, ("k", "n", "d"))
         n, d = as_int(node["n"], into(path, ".n")), as_int(node["d"], into(path, ".d"), 2)
         if math.gcd(n, d) != 1:
             raise fail(path, f"fraction {n}/{d} is not in lowest terms")
-        return Expr("frac", "rat", (), Fraction(n, d), None, None)
+        return Expr("frac", "rat", (), Fraction(n, d), None, None, leaf_bits(n), d.bit_length())
     if kind == "bool":
         as_object(node, path, ("k", "v"))
         if type(node["v"]) is not bool:
@@ -228,7 +292,10 @@ def check_expr(node: object, path: object, scope: Scope, depth: int) -> Expr:
             what = "param" if kind == "param" else "let (lets may refer only to earlier lets)"
             raise fail(into(path, ".name"), f"unknown {what} {name!r}")
         ref, typ = table[name]
-        return Expr(kind, typ, (), None, ref, None)
+        if kind == "param":
+            return Expr(kind, typ, (), None, ref, None, scope.param_bits[ref])
+        bits, dbits = scope.let_bounds.get(ref, (1, 0))
+        return Expr(kind, typ, (), None, ref, None, bits, dbits)
     return _compound(node, kind, path, scope, depth)
 
 
@@ -241,7 +308,7 @@ def _compound(
         as_object(node, path, ("k", "args", "exp"))
         exp = as_int(node["exp"], into(path, ".exp"), 0)
         if exp > MAX_POW_EXPONENT:
-            raise fail(into(path, ".exp"), f"exponent {exp} is over {MAX_POW_EXPONENT}")
+            raise over_limit(into(path, ".exp"), f"exponent {exp} is over {MAX_POW_EXPONENT}")
     else:
         as_object(node, path, ("k", "args"))
     raw = as_list(node["args"], into(path, ".args"))
@@ -255,7 +322,15 @@ def _compound(
     for i, arg in enumerate(raw):  # a plain loop: two Python frames per tree level, not three
         checked.append(check_expr(arg, into(args_path, f"[{i}]"), scope, depth + 1))
     args = tuple(checked)
-    return Expr(kind, _result_type(kind, args, args_path), args, None, None, exp)
+    typ = _result_type(kind, args, args_path)
+    bits, dbits, work = node_bounds(kind, args, exp)
+    if bits > MAX_VALUE_BITS or dbits > MAX_VALUE_BITS:
+        raise over_limit(
+            path,
+            f"this value may reach {max(bits, dbits):,} bits over the declared param ranges; "
+            f"the limit is {MAX_VALUE_BITS:,} (narrow the params' ranges)",
+        )
+    return Expr(kind, typ, args, None, None, exp, bits, dbits, work)
 
 
 def _result_type(kind: str, args: tuple[Expr, ...], args_path: object) -> str:

@@ -1,10 +1,17 @@
 """Python source for a pipeline's evaluators, generated from validated nodes only.
 
-Each evaluator is a plain function of the params, or, when it needs constants (`_C`) or helper
-functions, a small *factory* returning the closure. The text never contains anything from the
-artifact: params are `p<i>`, lets `l<i>`, constants `c<i>`, helpers `h<i>`; literals are `repr` of
-validated small ints, `True`/`False` and exponents in [0, 64]. Because constants and defaults travel
-as arguments, pipelines with the same formulas produce the same text, compiled once per book.
+Each evaluator is a plain function of the params, or, when it needs constants (`_C`), helper
+functions or the pipeline's shared lets (`_L`), a small *factory* returning the closure.
+
+The text is linear in the artifact: a function computes the lets it needs itself only while they
+are small (`_INLINE_NODES` in all); otherwise it calls the pipeline's one lets function, which
+computes every let once per call. A pipeline of many params passes them as one tuple (`*_a`),
+each function unpacking only the params it uses, so no function's text grows with their number.
+
+The text never contains anything from the artifact: params are `p<i>`, lets `l<i>`, constants
+`c<i>`, helpers `h<i>`; literals are `repr` of validated small ints, `True`/`False` and exponents
+in [0, 64]. Because constants and defaults travel as arguments, pipelines with the same formulas
+produce the same text, compiled once per book.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ from .ir import Expr, Frozen, PipelineDecl
 
 __all__ = ["FunctionPlan", "PipelinePlan", "plan_pipeline"]
 
+_INLINE_NODES = 64  # lets a function may recompute itself, in nodes; beyond, it shares `_L`
+_POSITIONAL = 16  # params spelled out in each function's signature; more travel as `*_a`
 _HOIST_LEVEL = 48  # Python refuses >200 nested parentheses: deeper subtrees become helper functions
 _SMALL_INT = 1 << 62  # larger literals travel as constants, not source text
 _BINARY_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}
@@ -24,31 +33,40 @@ class FunctionPlan(Frozen):
     """A function's source (its name left as `{name}`): either the closure itself, or, when it
     needs constants or helpers, a factory taking them (`factory`)."""
 
-    __slots__ = ("consts", "factory", "role", "text")
-    role: str  # s<stage>f<field>, iters, ok, k<contract>, s<stage>t<term>, calls, checked
+    __slots__ = ("consts", "factory", "lets", "role", "text")
+    role: str  # s<stage>f<field>, iters, ok, k<contract>, s<stage>t<term>, calls, every, checked, lets
     text: str
     consts: tuple[object, ...]
     factory: bool
+    lets: bool  # whether the factory also takes the pipeline's shared lets function (`_L`)
 
 
 class PipelinePlan(Frozen):
     """Every factory of one pipeline, in order: 3 per stage, iters, ok, one per contract, one per
     memory term of each stage whose memory lists terms (stage by stage), calls (when the pipeline
-    declares any), checked."""
+    declares any), every, checked."""
 
-    __slots__ = ("functions", "rational")
+    __slots__ = ("functions", "lets", "rational")
     functions: tuple[FunctionPlan, ...]
     rational: bool  # whether some iterations are typed rational (so results need an int test)
+    lets: FunctionPlan | None  # every let at once (`_L`), when some function shares it
 
 
 class _Emitter:
     """Turns validated expressions into source text; one function at a time (`begin`)."""
 
-    def __init__(self, decl: PipelineDecl) -> None:
+    def __init__(
+        self, decl: PipelineDecl, inline_nodes: int = _INLINE_NODES, positional: int = _POSITIONAL
+    ) -> None:
         self.decl = decl
+        self.inline_nodes = inline_nodes
         self.let_deps: list[frozenset[int]] = []  # every let a let needs, transitively
         self.let_params: list[frozenset[int]] = []  # every param a let depends on, transitively
         self.may_raise: list[bool] = []  # whether a let's value can divide by zero
+        self.let_nodes = [_count(let.expr) for let in decl.lets]
+        self.wide = len(decl.params) > positional
+        self.shared = False  # lets are read from `_l`, the shared lets' tuple, in this function
+        self.used_shared = False  # some function shares the lets: plan the lets function too
         for let in decl.lets:
             refs, divides = scan(let.expr)
             deps, params = set(refs), set(params_of(let.expr))
@@ -97,8 +115,10 @@ class _Emitter:
             return self.const(e.value)
         if kind == "bool":
             return "True" if e.value is True else "False"
-        if kind in ("param", "let"):
-            return f"{kind[0]}{e.ref:d}"
+        if kind == "param":
+            return f"p{e.ref:d}"
+        if kind == "let":
+            return f"_l[{e.ref:d}]" if self.shared else f"l{e.ref:d}"
         sub = []
         for arg in args:  # a plain loop: one Python frame per tree level
             sub.append(self.expr(arg, level + 1))
@@ -128,10 +148,8 @@ class _Emitter:
         raise AssertionError(f"unvalidated node kind {kind!r}")  # unreachable: checks.py refused it
 
     def hoist(self, e: Expr) -> str:
-        """Move a subtree into a helper taking the variables it uses, called where it is
-        evaluated.
-        """
-        names = ", ".join(variables(e))
+        """Move a subtree into a helper taking the variables it uses, called where evaluated."""
+        names = ", ".join(variables(e, self.shared))
         body = self.expr(e, 1)
         name = f"h{len(self.helpers)}"
         self.helpers.append(f"    def {name}({names}):\n        return {body}\n")
@@ -144,22 +162,51 @@ class _Emitter:
             first = body[0][4:].replace(f"def {result}(", "def {name}(", 1)
             text = "\n".join([first] + [line[4:] for line in body[1:]]) + "\n"
             self.begin()
-            return FunctionPlan(role, text, (), False)
+            return FunctionPlan(role, text, (), False, False)
         lines = [f"def {{name}}(_C{head}):"]
         if self.consts:
             lines.append(f"    ({''.join(f'c{i}, ' for i in range(len(self.consts)))}) = _C")
         text = "\n".join([*lines, *self.helpers, *body, f"    return {result}"]) + "\n"
-        plan = FunctionPlan(role, text.replace("\n\n", "\n"), tuple(self.consts), True)
+        plan = FunctionPlan(role, text.replace("\n\n", "\n"), tuple(self.consts), True, False)
         self.begin()
         return plan
 
+    def header(self, used: set[int]) -> list[str]:
+        """`def f(p0, p1, ...)`, or for many params `def f(*_a)` unpacking only those `used`."""
+        n = len(self.decl.params)
+        if not self.wide:
+            return [f"    def f({', '.join(f'p{i}' for i in range(n))}):"]
+        lines = ["    def f(*_a):"]
+        for i in sorted(used):
+            lines.append(f"        p{i} = _a[{i}]")
+        return lines
+
+    def lets_call(self) -> str:
+        """The statement computing the shared lets' tuple in a function that needs it."""
+        n = len(self.decl.params)
+        args = "*_a" if self.wide else ", ".join(f"p{i}" for i in range(n))
+        return f"        _l = _L({args})"
+
     def function(self, role: str, exprs: list[Expr], combine: str) -> FunctionPlan:
-        """A closure of all params computing the lets `exprs` need, then `exprs` combined."""
+        """A closure of all params computing the lets `exprs` need (itself, or through the shared
+        lets function when they are large), then `exprs` combined."""
         needed: set[int] = set()
         for e in exprs:
             for j in self.refs(e):
                 needed |= self.let_deps[j] | {j}
-        body = [f"    def f({', '.join(f'p{i}' for i in range(len(self.decl.params)))}):"]
+        self.shared = sum(self.let_nodes[j] for j in needed) > self.inline_nodes
+        used: set[int] = set()
+        if self.wide:
+            for e in exprs:
+                used.update(params_of(e))
+            if not self.shared:
+                for j in needed:
+                    used |= self.let_params[j]
+        body = self.header(used)
+        if self.shared:
+            self.used_shared = True
+            body.append(self.lets_call())
+            needed = set()
         for j in sorted(needed):
             code = self.expr(self.decl.lets[j].expr, 0)
             if self.may_raise[j]:  # lets are lazy: a division by zero waits until the value is used
@@ -179,12 +226,37 @@ class _Emitter:
             parts.append(f"_n({code})" if e.type == "rat" or forced else code)
         if combine == "tuple":
             result = f"({''.join(p + ', ' for p in parts)})"
+        elif combine == "guarded":  # a tuple that holds `_U` where a part divides by zero
+            for i, part in enumerate(parts):
+                body += ["        try:", f"            v{i} = {part}", "        except _Z:"]
+                body.append(f"            v{i} = _U")
+            result = f"({''.join(f'v{i}, ' for i in range(len(parts)))})"
         elif combine == "all":
             result = " and ".join(parts) if parts else "True"
         else:
             result = parts[0]
         body.append(f"        return {result}")
-        return self.factory(role, "", body, "f")
+        shared, self.shared = self.shared, False
+        plan = self.factory(role, ", _L" if shared else "", body, "f")
+        return FunctionPlan(plan.role, plan.text, plan.consts, plan.factory, shared)
+
+    def lets_function(self) -> FunctionPlan:
+        """Every let, each computed once, as one tuple: shared by functions whose lets are large."""
+        body = self.header(set(range(len(self.decl.params))))
+        for j, let in enumerate(self.decl.lets):
+            code = self.expr(let.expr, 0)
+            if self.may_raise[j]:
+                body += [
+                    "        try:",
+                    f"            l{j} = {code}",
+                    "        except _Z:",
+                    f"            l{j} = _U",
+                ]
+            else:
+                body.append(f"        l{j} = {code}")
+        body.append(f"        return ({''.join(f'l{j}, ' for j in range(len(self.decl.lets)))})")
+        plan = self.factory("lets", "", body, "f")
+        return FunctionPlan(plan.role, plan.text, plan.consts, plan.factory, False)
 
     def checked(self) -> FunctionPlan:
         """The factory of fast checked entries, instantiated once per field kind.
@@ -208,7 +280,8 @@ class _Emitter:
         for j, contract in enumerate(decl.contracts):
             lets, _ = scan(contract.expr)
             used = sorted(set(params_of(contract.expr)).union(*(self.let_params[k] for k in lets)))
-            code = f"_K[{j}]({args})" if lets else self.expr(contract.expr, 3)
+            call = "*_a" if self.wide else args
+            code = f"_K[{j}]({call})" if lets else self.expr(contract.expr, 3)
             if len(used) == 1 and not lets:
                 own[used[0]].append(code)
             elif used:
@@ -235,6 +308,7 @@ class _Emitter:
             "        _f = _T.get(_s)",
             "        if _f is None or _kw or _x is not _P:",
             f"            {slow}",
+            *([f"        _a = ({args},)"] if self.wide else []),
             "        try:",
             f"            if not ({' and '.join(tests) or 'True'}):",
             f"                {slow}",
@@ -245,12 +319,16 @@ class _Emitter:
             "            return _v",
             f"        {slow}",
         ]
-        return self.factory("checked", ", _D, _K, _T, _slow, _I", body, "checked")
+        plan = self.factory("checked", ", _D, _K, _T, _slow, _I", body, "checked")
+        return FunctionPlan(plan.role, plan.text, plan.consts, plan.factory, False)
 
 
-def plan_pipeline(decl: PipelineDecl) -> PipelinePlan:
-    """The source of every factory of one pipeline, with the constants each is instantiated with."""
-    emit = _Emitter(decl)
+def plan_pipeline(
+    decl: PipelineDecl, *, inline_nodes: int = _INLINE_NODES, positional: int = _POSITIONAL
+) -> PipelinePlan:
+    """The source of every factory of one pipeline, with the constants each is instantiated with
+    (tests lower `inline_nodes` and `positional` to reach every layout with small pipelines)."""
+    emit = _Emitter(decl, inline_nodes, positional)
     plans = []
     for s, stage in enumerate(decl.stages):
         for f, field in enumerate((stage.iterations, stage.memory, stage.time)):
@@ -264,9 +342,15 @@ def plan_pipeline(decl: PipelineDecl) -> PipelinePlan:
             plans.append(emit.function(f"s{s}t{t}", [term.expr], "single"))
     if decl.calls:  # every `call` argument at once, as a tuple in declaration order
         plans.append(emit.function("calls", [c.expr for c in decl.calls], "tuple"))
+    # Every field, then every term, in one call computing each let once: `evaluate` and the
+    # loader's check of the default workload take work linear in the pipeline, not fields x lets.
+    every = [f.expr for st in decl.stages for f in (st.iterations, st.memory, st.time)]
+    every += [term.expr for st in decl.stages for term in st.memory_terms]
+    plans.append(emit.function("every", every, "guarded"))
     plans.append(emit.checked())
     rational = any(st.iterations.expr.type == "rat" for st in decl.stages)
-    return PipelinePlan(tuple(plans), rational)
+    lets = emit.lets_function() if emit.used_shared else None
+    return PipelinePlan(tuple(plans), rational, lets)
 
 
 def params_of(e: Expr) -> list[int]:
@@ -299,14 +383,26 @@ def scan(e: Expr) -> tuple[set[int], bool]:
     return refs, divides
 
 
-def variables(e: Expr) -> list[str]:
-    """The p<i>/l<i> names a subtree uses, sorted, for a helper's signature."""
+def variables(e: Expr, shared: bool = False) -> list[str]:
+    """The p<i>/l<i> names a subtree uses, sorted, for a helper's signature (with `shared`, the
+    lets' tuple `_l` stands for every let)."""
     found: set[tuple[str, int]] = set()
     stack = [e]
     while stack:
         node = stack.pop()
         if node.kind in ("param", "let"):
             assert node.ref is not None
-            found.add((node.kind[0], node.ref))
+            found.add(("_l", -1) if shared and node.kind == "let" else (node.kind[0], node.ref))
         stack.extend(node.args)
-    return [f"{prefix}{index:d}" for prefix, index in sorted(found)]
+    return [p if i < 0 else f"{p}{i:d}" for p, i in sorted(found, key=lambda f: (f[1] < 0, f))]
+
+
+def _count(e: Expr) -> int:
+    """The nodes of a tree (an iterative walk)."""
+    count = 0
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        count += 1
+        stack.extend(node.args)
+    return count

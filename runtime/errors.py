@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "ArtifactError",
+    "ArtifactLimitError",
     "EvaluationError",
     "FormulaError",
     "InadmissibleError",
@@ -58,6 +59,11 @@ class ArtifactError(FormulaError, ValueError):
         super().__init__(f"invalid workload-formulas artifact: {where}{problem}")
         self.path = path
         self.problem = problem
+
+
+class ArtifactLimitError(ArtifactError):
+    """The artifact exceeds a resource limit (runtime/limits.py): too many nodes or members, a
+    name too long, or a value or an evaluation the static cost model bounds above its limit."""
 
 
 class ParamError(FormulaError):

@@ -12,7 +12,7 @@ import types
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
-from .codegen import PipelinePlan, plan_pipeline
+from .codegen import FunctionPlan, PipelinePlan, plan_pipeline
 from .ir import Frozen, PipelineDecl
 
 TYPE_CHECKING = False
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_POSITIONAL",
+    "UNDEFINED",
     "CompiledPipeline",
     "compile_pipeline",
     "compile_plans",
@@ -55,7 +56,7 @@ class _Undefined:
 
 
 numbers.Rational.register(_Undefined)  # so Fraction(x, y) asks for .numerator and raises too
-_UNDEFINED = _Undefined()
+UNDEFINED = _UNDEFINED = _Undefined()
 
 
 def normalize(value: int | Fraction) -> int | Fraction:
@@ -78,6 +79,7 @@ class CompiledPipeline(Frozen):
         "calls",
         "checked",
         "contracts",
+        "every",
         "fields",
         "iterations",
         "source",
@@ -91,11 +93,19 @@ class CompiledPipeline(Frozen):
     source: str
     terms: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: its memory terms (or none)
     calls: Callable[..., tuple[Any, ...]] | None  # every `call` argument (None: no calls)
+    every: Callable[..., tuple[Any, ...]]  # every field (3 per stage), then every term; UNDEFINED
+    # where one divides by zero, each let computed once
 
 
 def compile_plans(plans: Sequence[PipelinePlan]) -> dict[str, Callable[..., Any]]:
     """Compile every distinct factory of these plans in one module: factory text -> factory."""
-    unique = list(dict.fromkeys(f.text for plan in plans for f in plan.functions))
+    unique = list(
+        dict.fromkeys(
+            f.text
+            for plan in plans
+            for f in (*plan.functions, *((plan.lets,) if plan.lets else ()))
+        )
+    )
     source = "".join(text.replace("{name}", f"_g{i}", 1) for i, text in enumerate(unique))
     namespace: dict[str, object] = {
         "__builtins__": {}, "_F": Fraction, "_floor": math.floor, "_ceil": math.ceil, "_abs": abs,
@@ -122,7 +132,8 @@ def instantiate(
     """
     defaults = tuple(p.default for p in decl.params)
     *plain, checked_plan = plan.functions
-    built = [factories[f.text](f.consts) if f.factory else factories[f.text] for f in plain]
+    shared = None if plan.lets is None else _build(plan.lets, factories, None)
+    built = [_build(f, factories, shared) for f in plain]
     n, m = len(decl.stages), len(decl.contracts)
     fields = tuple(tuple(built[3 * s : 3 * s + 3]) for s in range(n))
     contracts = tuple(built[3 * n + 2 : 3 * n + 2 + m])
@@ -132,7 +143,9 @@ def instantiate(
         terms.append(tuple(built[start : start + len(st.memory_terms)]))
         start += len(st.memory_terms)
     calls = built[start] if decl.calls else None
-    assert start + bool(decl.calls) == len(built)
+    start += bool(decl.calls)
+    every = built[start]
+    assert start + 1 == len(built)
     tables = [{st.name: fields[s][k] for s, st in enumerate(decl.stages)} for k in range(3)]
     integral = (int if plan.rational else None, None, None)  # int-typed code yields ints itself
     names = tuple(p.name for p in decl.params)
@@ -143,19 +156,32 @@ def instantiate(
                names, _FIELD_NAMES[k])
         for k in range(3)
     )  # fmt: skip
-    source = "".join(f.text.replace("{name}", f.role, 1) for f in plan.functions)
+    ordered = (*((plan.lets,) if plan.lets else ()), *plan.functions)
+    source = "".join(f.text.replace("{name}", f.role, 1) for f in ordered)
     admissible = built[3 * n + 1] if m else None
     iterations = built[3 * n]
     return CompiledPipeline(
-        fields, iterations, admissible, contracts, checked, source, tuple(terms), calls
+        fields, iterations, admissible, contracts, checked, source, tuple(terms), calls, every
     )
 
 
+def _build(
+    f: FunctionPlan, factories: dict[str, Callable[..., Any]], lets: Callable[..., Any] | None
+) -> Callable[..., Any]:
+    """One closure: the plain function itself, or its factory called with what it needs."""
+    if not f.factory:
+        return factories[f.text]
+    if f.lets:
+        return factories[f.text](f.consts, lets)
+    return factories[f.text](f.consts)
+
+
 def compile_pipeline(
-    decl: PipelineDecl, fallbacks: tuple[Callable[..., Any], ...]
+    decl: PipelineDecl, fallbacks: tuple[Callable[..., Any], ...], **layout: int
 ) -> CompiledPipeline:
-    """Plan, compile and instantiate one pipeline on its own (a book compiles all at once)."""
-    plan = plan_pipeline(decl)
+    """Plan, compile and instantiate one pipeline on its own (a book compiles all at once);
+    `layout` passes `inline_nodes` and `positional` on to plan_pipeline."""
+    plan = plan_pipeline(decl, **layout)
     return instantiate(decl, plan, compile_plans([plan]), fallbacks)
 
 

@@ -17,6 +17,7 @@ from .checks import (
     describe,
     fail,
     into,
+    over_limit,
 )
 from .ir import CallDecl, ComponentUse, ParamDecl
 
@@ -73,7 +74,7 @@ def calls(value: object, path: object, n_sources: int, scope: Scope) -> tuple[Ca
     """`call` arguments: unique names, each an expression over params and lets (any type)."""
     raw = as_list(value, path)
     if len(raw) > MAX_CALLS:
-        raise fail(path, f"expected at most {MAX_CALLS} calls, got {len(raw)}")
+        raise over_limit(path, f"expected at most {MAX_CALLS} calls, got {len(raw)}")
     found: list[CallDecl] = []
     names: set[str] = set()
     for i, item in enumerate(raw):
@@ -84,6 +85,7 @@ def calls(value: object, path: object, n_sources: int, scope: Scope) -> tuple[Ca
             raise fail(into(here, ".arg"), f"duplicate call argument {arg!r}")
         names.add(arg)
         expr = check_expr(obj["expr"], into(here, ".expr"), scope, 1)
+        scope.charge(expr, into(here, ".expr"))  # evaluated as any formula is: bounded alike
         span = as_span(obj["span"], into(here, ".span"), n_sources)
         assert span is not None
         found.append(CallDecl(arg, expr, span))

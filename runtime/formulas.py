@@ -18,7 +18,7 @@ from .errors import (
     UnknownPipelineError,
     UnknownStageError,
 )
-from .evaluator import NO_POSITIONAL, compile_plans, instantiate, plan_pipeline
+from .evaluator import NO_POSITIONAL, UNDEFINED, compile_plans, instantiate, plan_pipeline
 from .ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
 
 TYPE_CHECKING = False
@@ -85,6 +85,7 @@ class Pipeline:
             dict(zip(self.stages, (f[k] for f in compiled.fields))) for k in range(3)
         )
         self._iters = compiled.iterations
+        self._every = compiled.every
         self._terms = {st: t for st, t in zip(self.stages, compiled.terms) if t}
         self._calls = compiled.calls
         # The generated Python (built from indices only, never from the file's text), for reading.
@@ -144,9 +145,13 @@ class Pipeline:
     def evaluate(self, **params: int | bool) -> dict[str, StageValues]:
         """Every stage's iterations, memory and time at one point."""
         args = self._domain.bind(params) if params else self._defaults
+        values = self._every(*args)  # every field in one call: each let computed once
         result = {}
-        for stage in self.stages:
-            iterations, memory, time = (self._field(k, stage, args) for k in range(3))
+        for s, stage in enumerate(self.stages):
+            iterations, memory, time = (
+                self._check(k, stage, self._defined(values[3 * s + k], stage, k, args), args)
+                for k in range(3)
+            )
             result[stage] = StageValues(int(iterations), memory, time)
         return result
 
@@ -243,6 +248,16 @@ class Pipeline:
             )
             raise EvaluationError(message, self.name, what) from None
 
+    def _defined(self, value: object, stage: str, field: int, args: Args) -> object:
+        """A value from `every`, which holds UNDEFINED where the field divided by zero."""
+        if value is UNDEFINED:
+            what = f"{stage}.{_FIELDS[field]}"
+            message = (
+                f"division by zero evaluating {self.name}.{what} at {self._domain.point(args)}"
+            )
+            raise EvaluationError(message, self.name, what)
+        return value
+
     def _check(
         self, field: int, stage: str, value: object, args: Args, what: str | None = None
     ) -> int | Fraction:
@@ -288,25 +303,28 @@ class Pipeline:
         for k in self._domain.failing_contracts(self._defaults)[:1]:
             message = f"the default workload violates `{self.contracts[k]}`"
             raise ArtifactError(f"{where}.contracts[{k}]", message)
-        checks = []  # (field, closure, path): each stage's fields, then its memory terms
+        values = self._every(*self._defaults)  # one call: each let computed once
+        checks = []  # (field, index in values, path): each stage's fields, then its memory terms
+        term = 3 * len(self.stages)  # the terms follow every field in `values`
         for s, stage in enumerate(self.stages):
-            for k, table in enumerate(self._fields):
-                checks.append((k, table[stage], f"{where}.stages[{s}].{_FIELDS[k]}.expr"))
-            for j, term in enumerate(self._terms.get(stage, ())):
+            for k in range(3):
+                checks.append((k, 3 * s + k, f"{where}.stages[{s}].{_FIELDS[k]}.expr"))
+            for j in range(len(self._terms.get(stage, ()))):
                 checks.append((1, term, f"{where}.stages[{s}].memory.terms[{j}].expr"))
-        if self._calls is not None:  # values of any type; only a division by zero is invalid
-            checks.append((-1, self._calls, f"{where}.calls"))
-        for k, fn, path in checks:
-            problem: str | None
-            try:
-                value = fn(*self._defaults)
-                problem = None if k < 0 or _valid(k, value) else show(value)
-            except ZeroDivisionError:
-                problem = "division by zero"
-            if problem is not None:
+                term += 1
+        for k, at, path in checks:
+            value = values[at]
+            if value is UNDEFINED or not _valid(k, value):
+                problem = "division by zero" if value is UNDEFINED else show(value)
                 message = f"at the default workload this is {problem}, which is invalid"
                 raise ArtifactError(path, message)
-        return tuple(self._iters(*self._defaults))
+        if self._calls is not None:  # values of any type; only a division by zero is invalid
+            try:
+                self._calls(*self._defaults)
+            except ZeroDivisionError:
+                message = "at the default workload this is division by zero, which is invalid"
+                raise ArtifactError(f"{where}.calls", message) from None
+        return tuple(values[3 * s] for s in range(len(self.stages)))
 
 
 def _valid(field: int, value: object) -> bool:

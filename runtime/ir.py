@@ -134,15 +134,23 @@ class ParamInfo(Frozen):
 
 
 class Expr(Frozen):
-    """A validated expression node: `type` is int/rat/bool; `ref` indexes params or lets."""
+    """A validated expression node: `type` is int/rat/bool; `ref` indexes params or lets.
 
-    __slots__ = ("args", "exp", "kind", "ref", "type", "value")
+    `bits`, `dbits` and `work` are its static cost (runtime/cost.py): bounds on the bit lengths of
+    its value's numerator and denominator over the declared ranges, and the word operations
+    evaluating it takes (its args included).
+    """
+
+    __slots__ = ("args", "bits", "dbits", "exp", "kind", "ref", "type", "value", "work")
     kind: str
     type: str
     args: tuple[Expr, ...]
     value: int | Fraction | bool | None
     ref: int | None
     exp: int | None
+    bits: int
+    dbits: int
+    work: int
 
     def __init__(
         self,
@@ -152,6 +160,9 @@ class Expr(Frozen):
         value: int | Fraction | bool | None,
         ref: int | None,
         exp: int | None,
+        bits: int = 1,
+        dbits: int = 0,
+        work: int = 1,
     ) -> None:
         """Spelled out (twice as fast as the generic one): an artifact has thousands of nodes."""
         put = object.__setattr__
@@ -161,6 +172,9 @@ class Expr(Frozen):
         put(self, "value", value)
         put(self, "ref", ref)
         put(self, "exp", exp)
+        put(self, "bits", bits)
+        put(self, "dbits", dbits)
+        put(self, "work", work)
 
 
 class ParamDecl(Frozen):

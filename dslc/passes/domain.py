@@ -75,11 +75,25 @@ def _resolve_param(param: ResolvedParam, problems: list[Diagnostic]) -> Resolved
 
 def check_domain(pipeline: ResolvedPipeline) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
     """Fill each param's default and range; the default workload must satisfy every contract."""
+    resolved, problems = resolve_params(pipeline)
+    if resolved is None:
+        return None, problems
+    problems = check_default_workload(resolved)
+    return (None if problems else resolved), problems
+
+
+def resolve_params(pipeline: ResolvedPipeline) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
+    """Each param's default and range, evaluated (constants only: nothing else is evaluated yet)."""
     problems: list[Diagnostic] = []
     params = [_resolve_param(p, problems) for p in pipeline.params]
     if problems or any(p is None for p in params):
         return None, problems
-    resolved = attrs.evolve(pipeline, params=tuple(p for p in params if p is not None))
+    return attrs.evolve(pipeline, params=tuple(p for p in params if p is not None)), []
+
+
+def check_default_workload(resolved: ResolvedPipeline) -> list[Diagnostic]:
+    """The default workload satisfies every contract (run after the cost pass bounded them)."""
+    problems: list[Diagnostic] = []
     point = {
         p.name: p.default if isinstance(p.default, bool) else Fraction(p.default)
         for p in resolved.params
@@ -110,4 +124,4 @@ def check_domain(pipeline: ResolvedPipeline) -> tuple[ResolvedPipeline | None, l
                     hints=[f"the default workload is {shown}"],
                 )
             )
-    return (None if problems else resolved), problems
+    return problems

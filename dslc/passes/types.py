@@ -9,7 +9,7 @@ from fractions import Fraction
 
 from dslc import ast
 from dslc.diagnostics import Diagnostic, did_you_mean, error
-from dslc.interp import EvalError, evaluate
+from dslc.interp import EvalError, LimitError, evaluate
 from dslc.limits import (
     MAX_CONSTANT_BITS,
     MAX_DEGREE,
@@ -47,6 +47,8 @@ def constant_exponent(node: ast.Binary) -> tuple[int | None, Diagnostic | None]:
         )
     try:
         value = evaluate(node.right)
+    except LimitError as exc:
+        return None, error("limit", f"the exponent of '**' is too large: {exc}", exc.node.span)
     except EvalError as exc:
         return None, error(
             "type", f"the exponent of '**' cannot be evaluated: {exc}", node.right.span

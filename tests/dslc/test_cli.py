@@ -331,16 +331,25 @@ def test_eval_malformed_set_is_a_usage_error(wan: Path, value: str, message: str
     assert message in result.stderr
 
 
-def test_eval_prints_values_beyond_pythons_digit_limit(tmp_path: Path) -> None:
+def test_eval_prints_huge_values_bounded_and_json_exactly_under_the_limit(tmp_path: Path) -> None:
+    """Python's digit guard stays on: people see leading digits and a digit count; --json prints
+    integers exactly up to 4,300 digits and refuses larger ones with a clear message."""
     path = tmp_path / "big.wf"
     path.write_text(
-        "pipeline big {\n  param n: int = 2 in [0, inf]\n"
-        "  stage S { memory ~ (n ** 64) ** 16 }\n}\n"
+        "pipeline big {\n  param n: int = 2 in [0, 10 ** 30]\n"
+        "  stage S { memory ~ (n ** 64) ** 4; time ~ n ** 64 }\n}\n"
     )
+    assert sys.get_int_max_str_digits() in (0, 4300)
     result = run("eval", str(path), "big", "--set", f"n={10**29}", "--json")
-    assert result.exit_code == 0
-    assert '"memory": 1' + "0" * 29 * 1024 + "," in result.stdout  # (10**29)**1024, every digit
-    assert run("eval", str(path), "big", "--set", f"n={10**29}").exit_code == 0
+    assert result.exit_code == 1
+    assert "7,425 digits" in result.stderr and "at most 4,300 digits" in result.stderr
+    human = run("eval", str(path), "big", "--set", f"n={10**29}")
+    assert human.exit_code == 0
+    assert "1000000...(7,425 digits)" in human.stdout
+    assert "1000000...(1,857 digits)" in human.stdout
+    small = run("eval", str(path), "big", "--set", f"n={10**4}", "--json")
+    assert small.exit_code == 0
+    assert '"time": 1' + "0" * 256 + "\n" in small.stdout  # (10**4)**64, every digit
 
 
 def test_eval_reports_compile_errors(typo: Path) -> None:

@@ -225,9 +225,17 @@ def env_of(point: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the tests
 
 
+# Every code layout (runtime/codegen.py): lets inline or shared (`_L`), params spelled out or `*_a`.
+LAYOUTS = st.sampled_from(
+    [{}, {"inline_nodes": 0}, {"positional": 0}, {"inline_nodes": 0, "positional": 0}]
+)
+
+
 @SETTINGS
-@given(case(), st.lists(points, min_size=1, max_size=4))
-def test_raw_closures_match_the_oracle(tree: Any, sample: list[dict[str, Any]]) -> None:
+@given(case(), st.lists(points, min_size=1, max_size=4), LAYOUTS)
+def test_raw_closures_match_the_oracle(
+    tree: Any, sample: list[dict[str, Any]], layout: dict[str, int]
+) -> None:
     lets, num, cond = tree
     doc = document(
         pipeline(
@@ -239,7 +247,7 @@ def test_raw_closures_match_the_oracle(tree: Any, sample: list[dict[str, Any]]) 
         )
     )
     decl = parse_artifact(doc).pipelines[0]
-    compiled = compile_pipeline(decl, (None, None, None))  # type: ignore[arg-type]
+    compiled = compile_pipeline(decl, (None, None, None), **layout)  # type: ignore[arg-type]
     let_table = {e["name"]: e["expr"] for e in lets}
     for point in sample:
         args = [point[n] for n in ("a", "b", "c", "flag")]

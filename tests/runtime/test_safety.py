@@ -21,7 +21,7 @@ CODE = "__import__('os').system('touch {marker}')"
 # Every name the generated source may contain: keywords, internal helpers, index-named variables.
 ALLOWED_NAME = re.compile(
     r"(def|return|try|except|if|else|and|or|not|is|True|False|None"
-    r"|_[A-Za-z]+\d?|[pdclhk]\d+|s\d+f\d|iters|ok|checked|get|f)\Z"
+    r"|_[A-Za-z]+\d?|[pdclhkv]\d+|s\d+[ft]\d+|iters|every|lets|ok|checked|get|f)\Z"
 )
 
 

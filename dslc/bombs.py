@@ -1,0 +1,221 @@
+"""Cost bombs: tiny inputs that once took seconds or gigabytes, one generator per family.
+
+Each family builds a `.wf` source and/or an artifact document of a given size, so tests can show
+both sides refuse the large ones with a `limit` diagnostic or an `ArtifactLimitError` (and load
+the small ones), and `bench/fuzz.py` can draw random sizes. Plain text and JSON only: nothing here
+imports the compiler or the runtime.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ARTIFACT_BOMBS", "SOURCE_BOMBS", "artifact_bomb", "source_bomb"]
+
+_SPAN = {"source": 0, "line": 1, "column": 1, "end_line": 1, "end_column": 2}
+_ONE = {"k": "int", "v": 1}
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def nested_powers_source(depth: int) -> str:
+    """`(((x ** 64) ** 64) ** 64)...`: each exponent within the limit, their product not."""
+    expr = "x"
+    for _ in range(depth):
+        expr = f"({expr}) ** 64"
+    return (
+        "pipeline p {\n    param x: int = 3 in [0, 1000]\n"
+        f"    let y = {expr}\n    stage S {{ iterations = x; memory ~ y }}\n}}\n"
+    )
+
+
+def squaring_chain_source(length: int) -> str:
+    """`let a1 = a0 * a0`, `let a2 = a1 * a1`, ...: no `**` at all, doubling bits per let."""
+    lets = "".join(f"    let a{i} = a{i - 1} * a{i - 1}\n" for i in range(1, length + 1))
+    return (
+        "pipeline p {\n    param x: int = 3 in [0, 1000]\n    let a0 = 3\n"
+        f"{lets}    stage S {{ iterations = x; memory ~ a{length} }}\n}}\n"
+    )
+
+
+def let_fan_out_source(args: int, stages: int) -> str:
+    """One wide `max` let used by many stages: once re-emitted in every stage's function."""
+    items = ", ".join(f"x + {i}" for i in range(args))
+    body = "".join(
+        f"    stage S{i} {{ iterations = x; memory ~ m; time ~ m }}\n" for i in range(stages)
+    )
+    return f"pipeline p {{\n    param x: int = 3 in [0, 1000]\n    let m = max({items})\n{body}}}\n"
+
+
+def contract_fan_out_source(params: int) -> str:
+    """Many params, each with a contract: once every contract's closure took every param."""
+    decls = "".join(
+        f"    param x{i}: int = 2 in [0, 100] where x{i} % 2 == 0\n" for i in range(params)
+    )
+    return f"pipeline p {{\n{decls}    stage S {{ iterations = x0 }}\n}}\n"
+
+
+def extends_chain_source(children: int, stages: int) -> str:
+    """Many pipelines extending one large one: once every child re-proved every stage."""
+    body = "".join(
+        f"    stage S{i} {{ iterations = steps * {i + 1} // 2; memory ~ height * width + {i} }}\n"
+        for i in range(stages)
+    )
+    base = (
+        "pipeline base {\n    param steps: int = 40 in [1, 1000]\n"
+        "    param height: int = 720 in [16, 4096] where height % 16 == 0\n"
+        "    param width: int = 1280 in [16, 4096] where width % 16 == 0\n"
+        f"{body}}}\n"
+    )
+    kids = "".join(
+        f"pipeline c{i} extends base {{ param steps = {i % 50 + 1} }}\n" for i in range(children)
+    )
+    return base + kids
+
+
+def flattened_nodes_source(children: int, items: int) -> str:
+    """A base with a long `sum` that every child inherits: small text, many flattened nodes."""
+    terms = ", ".join(["x"] * items)
+    base = (
+        "pipeline base {\n    param x: int = 1 in [0, 10]\n"
+        f"    stage S {{ iterations = x; memory ~ sum([{terms}]) }}\n}}\n"
+    )
+    return base + "".join(f"pipeline c{i} extends base {{}}\n" for i in range(children))
+
+
+def blank_flood_source(lines: int) -> str:
+    """A valid pipeline followed by a flood of blank lines."""
+    return "pipeline p {\n    stage S { iterations = 1 }\n}\n" + "\n" * lines
+
+
+SOURCE_BOMBS: dict[str, Callable[[random.Random], str]] = {
+    "nested-powers": lambda rng: nested_powers_source(rng.randint(1, 8)),
+    "squaring-chain": lambda rng: squaring_chain_source(rng.randint(4, 40)),
+    "let-fan-out": lambda rng: let_fan_out_source(rng.choice([10, 500, 3000]), rng.randint(1, 64)),
+    "contract-fan-out": lambda rng: contract_fan_out_source(rng.choice([10, 300, 511, 600])),
+    "extends-chain": lambda rng: extends_chain_source(rng.choice([1, 10, 60]), rng.randint(1, 60)),
+    "flattened-nodes": lambda rng: flattened_nodes_source(rng.choice([10, 300]), 1000),
+    "blank-flood": lambda rng: blank_flood_source(rng.choice([100, 16_000, 900_000])),
+}
+
+
+def source_bomb(rng: random.Random) -> tuple[str, str]:
+    """A random family at a random size: (family, source text)."""
+    name = rng.choice(list(SOURCE_BOMBS))
+    return name, SOURCE_BOMBS[name](rng)
+
+
+# --------------------------------------------------------------------------- artifacts
+
+
+def _param(name: str, default: int = 3, hi: int | None = 1000) -> dict[str, Any]:
+    return {"name": name, "type": "int", "default": default, "min": 0, "max": hi, "span": _SPAN}
+
+
+def _stage(name: str, memory: dict[str, Any] = _ONE, time: dict[str, Any] = _ONE) -> dict[str, Any]:
+    return {
+        "name": name,
+        "span": _SPAN,
+        "iterations": {"expr": {"k": "param", "name": "x"}, "span": _SPAN},
+        "memory": {"expr": memory, "span": _SPAN},
+        "time": {"expr": time, "span": _SPAN},
+    }
+
+
+def _pipeline(name: str, **parts: Any) -> dict[str, Any]:
+    pipeline = {"name": name, "extends": None, "span": _SPAN, "params": [_param("x")]}
+    pipeline.update({"contracts": [], "lets": [], "stages": [_stage("S")]})
+    pipeline.update(parts)
+    return pipeline
+
+
+def document(*pipelines: dict[str, Any]) -> dict[str, Any]:
+    """An artifact document around these pipelines."""
+    return {
+        "format": "workload-formulas",
+        "format_version": 1,
+        "compiler": {"name": "dslc", "version": "bombs"},
+        "sources": [{"path": "bomb.wf", "sha256": "0" * 64}],
+        "pipelines": list(pipelines),
+    }
+
+
+def _let(name: str, expr: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "expr": expr, "span": _SPAN}
+
+
+def nested_powers_artifact(depth: int) -> dict[str, Any]:
+    expr: dict[str, Any] = {"k": "param", "name": "x"}
+    for _ in range(depth):
+        expr = {"k": "pow", "args": [expr], "exp": 64}
+    return document(_pipeline("p", stages=[_stage("S", memory=expr)]))
+
+
+def squaring_chain_artifact(length: int) -> dict[str, Any]:
+    lets = [_let("a0", {"k": "int", "v": 3})]
+    for i in range(1, length + 1):
+        prev = {"k": "let", "name": f"a{i - 1}"}
+        lets.append(_let(f"a{i}", {"k": "mul", "args": [prev, prev]}))
+    memory = {"k": "let", "name": f"a{length}"}
+    return document(_pipeline("p", lets=lets, stages=[_stage("S", memory=memory)]))
+
+
+def let_fan_out_artifact(args: int, stages: int) -> dict[str, Any]:
+    x = {"k": "param", "name": "x"}
+    wide = {
+        "k": "max",
+        "args": [{"k": "add", "args": [x, {"k": "int", "v": i}]} for i in range(args)],
+    }
+    m = {"k": "let", "name": "m"}
+    built = [_stage(f"S{i}", memory=m, time=m) for i in range(stages)]
+    return document(_pipeline("p", lets=[_let("m", wide)], stages=built))
+
+
+def contract_fan_out_artifact(params: int) -> dict[str, Any]:
+    decls = [_param(f"x{i}", 2, 100) for i in range(params)]
+    decls[0]["name"] = "x"
+    contracts = [
+        {
+            "param": p["name"],
+            "text": f"{p['name']} % 2 == 0",
+            "expr": {
+                "k": "eq",
+                "args": [
+                    {"k": "mod", "args": [{"k": "param", "name": p["name"]}, {"k": "int", "v": 2}]},
+                    {"k": "int", "v": 0},
+                ],
+            },
+            "span": _SPAN,
+        }
+        for p in decls
+    ]
+    return document(_pipeline("p", params=decls, contracts=contracts))
+
+
+def many_pipelines_artifact(count: int) -> dict[str, Any]:
+    return document(*(_pipeline(f"p{i}") for i in range(count)))
+
+
+def many_params_artifact(count: int) -> dict[str, Any]:
+    return document(_pipeline("p", params=[_param("x")] + [_param(f"y{i}") for i in range(count)]))
+
+
+ARTIFACT_BOMBS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
+    "nested-powers": lambda rng: nested_powers_artifact(rng.randint(1, 8)),
+    "squaring-chain": lambda rng: squaring_chain_artifact(rng.randint(4, 40)),
+    "let-fan-out": lambda rng: let_fan_out_artifact(
+        rng.choice([10, 2000, 20_000]), rng.randint(1, 100)
+    ),
+    "contract-fan-out": lambda rng: contract_fan_out_artifact(rng.choice([10, 300, 511, 2000])),
+    "many-pipelines": lambda rng: many_pipelines_artifact(rng.choice([10, 1000, 1001, 20_000])),
+    "many-params": lambda rng: many_params_artifact(rng.choice([10, 511, 40_000])),
+}
+
+
+def artifact_bomb(rng: random.Random) -> tuple[str, dict[str, Any]]:
+    """A random family at a random size: (family, artifact document)."""
+    name = rng.choice(list(ARTIFACT_BOMBS))
+    return name, ARTIFACT_BOMBS[name](rng)

@@ -1,0 +1,145 @@
+"""The static cost model at compile time: every bomb of issue 13 is a `limit` diagnostic pointing at
+its source, found before anything is evaluated; and what checks, builds and loads.
+
+Work is bounded without clocks: a bomb refused by the cost pass never reaches the default-workload
+check or the prover (no other diagnostic appears), and the squaring chain, whose values the
+compiler used to compute, is refused at a let that has not been evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from hypothesis import HealthCheck, given, settings
+
+from dslc import bombs, emit, limits
+from dslc.compiler import CompileResult, compile_text
+from dslc.diagnostics import Diagnostic
+from dslc.testing import sources
+from runtime import load_formulas
+from runtime.artifact import read_artifact
+
+
+def limit_errors(result: CompileResult) -> list[Diagnostic]:
+    """The errors, which must all be `limit` diagnostics (and at least one)."""
+    assert result.errors, [d.message for d in result.diagnostics]
+    assert all(d.code == "limit" for d in result.errors), [
+        f"{d.code}: {d.message}" for d in result.errors
+    ]
+    return list(result.errors)
+
+
+def builds_and_loads(text: str) -> None:
+    """check-ok implies build-ok implies load-ok: the artifact loads in the runtime."""
+    result = compile_text(text, "ok.wf")
+    assert result.ok, [f"{d.code}: {d.message}" for d in result.errors]
+    assert result.program is not None
+    book = load_formulas(emit.dumps(emit.artifact(result.program)))
+    for name in book:
+        book[name].evaluate()
+
+
+def line_of(diagnostic: Diagnostic) -> int:
+    assert diagnostic.span is not None
+    return diagnostic.span.line
+
+
+def test_nested_powers() -> None:
+    builds_and_loads(bombs.nested_powers_source(1))
+    for depth in (2, 5, 6):  # 5 deep: 862 bytes once took the loader 5-13 s
+        (error,) = limit_errors(compile_text(bombs.nested_powers_source(depth), "p.wf"))
+        assert line_of(error) == 3
+
+
+def test_a_constant_squaring_chain_is_a_limit_at_the_let() -> None:
+    builds_and_loads(bombs.squaring_chain_source(10))
+    for length in (24, 29, 40):  # 606 bytes: once ~6 s to check; 29 lets: killed at 60 s
+        (error,) = limit_errors(compile_text(bombs.squaring_chain_source(length), "c.wf"))
+        assert "word operations" in error.message or "bits" in error.message
+        assert 4 <= line_of(error) <= 4 + 24  # at `let aN = ...`, well before the last let
+
+
+def test_a_huge_exponent_is_a_limit_not_a_type_error() -> None:
+    text = "pipeline p {\n    param x: int = 2 in [0, 9]\n    let y = x ** (2 ** 100)\n}\n"
+    (error,) = limit_errors(compile_text(text, "e.wf"))
+    assert "exponent" in error.message and line_of(error) == 3
+    text = "pipeline p {\n    param x: int = 2 in [0, 9]\n    let y = x ** 2 ** 2 ** 2 ** 2\n}\n"
+    limit_errors(compile_text(text, "e.wf"))
+
+
+def test_a_flood_of_blank_lines_counts_as_tokens() -> None:
+    (error,) = limit_errors(compile_text(bombs.blank_flood_source(900_000), "b.wf"))
+    assert "tokens" in error.message
+    builds_and_loads(bombs.blank_flood_source(1000))
+    assert limits.MAX_TOKENS < 900_000
+
+
+def test_a_name_the_loader_refuses_is_refused_by_check() -> None:
+    long = "s" * (limits.MAX_NAME_LENGTH + 1)
+    text = f"pipeline p {{\n    param {long}: int = 1 in [0, 9]\n    stage S {{ iterations = {long} }}\n}}\n"
+    (error,) = limit_errors(compile_text(text, "n.wf"))
+    assert "65 characters" in error.message and line_of(error) == 2
+    assert error.span is not None and error.span.column == 11  # the name itself
+    builds_and_loads(text.replace(long, long[:-1]))
+    stage = f"pipeline p {{\n    stage {long} {{ iterations = 1 }}\n}}\n"
+    (error,) = limit_errors(compile_text(stage, "n.wf"))
+    assert line_of(error) == 2
+
+
+def test_flattened_extends_beyond_the_loaders_node_limit_is_refused_by_check() -> None:
+    builds_and_loads(bombs.flattened_nodes_source(10, 150))
+    text = bombs.flattened_nodes_source(800, 150)  # ~300 nodes per child, 800 children
+    result = compile_text(text, "f.wf")
+    (error,) = limit_errors(result)
+    assert f"{limits.MAX_NODES:,} expression nodes" in error.message
+
+
+def test_a_sum_folding_deeper_than_the_loader_allows_is_refused_by_check() -> None:
+    (error,) = limit_errors(compile_text(bombs.flattened_nodes_source(0, 300), "d.wf"))
+    assert "deeper" in error.message and line_of(error) == 3
+
+
+def test_members_inherited_beyond_the_limit_are_refused_by_check() -> None:
+    lets = "".join(f"    let a{i} = {i}\n" for i in range(300))
+    more = "".join(f"    let b{i} = {i}\n" for i in range(300))
+    text = f"pipeline base {{\n{lets}}}\npipeline child extends base {{\n{more}}}\n"
+    (error,) = limit_errors(compile_text(text, "m.wf"))
+    assert "params, lets and stages" in error.message
+
+
+def test_let_and_contract_fan_out_compile_and_load() -> None:
+    builds_and_loads(bombs.let_fan_out_source(200, 64))
+    builds_and_loads(bombs.contract_fan_out_source(100))
+    limit_errors(compile_text(bombs.contract_fan_out_source(600), "c.wf"))
+
+
+def test_an_unbounded_param_is_bounded_by_the_largest_request_value() -> None:
+    text = "pipeline p {\n    param n: int = 2\n    stage S { memory ~ n ** 12 }\n}\n"
+    (error,) = limit_errors(compile_text(text, "u.wf"))
+    assert "bits" in error.message and error.hints
+    builds_and_loads(text.replace("param n: int = 2", "param n: int = 2 in [0, 10 ** 6]"))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(sources())
+def test_check_ok_implies_build_ok_implies_load_ok(text: str) -> None:
+    result = compile_text(text, "g.wf")
+    if result.ok:
+        assert result.program is not None
+        document = json.loads(emit.dumps(emit.artifact(result.program)))
+        read_artifact(document)
+        book = load_formulas(document)
+        for name in book:
+            book[name].evaluate()
+
+
+def test_every_source_bomb_family_is_a_limit_or_builds_and_loads() -> None:
+    rng = random.Random(13)
+    for family, make in bombs.SOURCE_BOMBS.items():
+        text = make(rng)
+        result = compile_text(text, f"{family}.wf")
+        if result.ok:
+            builds_and_loads(text)
+        else:
+            limit_errors(result)
