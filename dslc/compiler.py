@@ -122,6 +122,8 @@ def compile_sources(
     diagnostics += name_problems
     resolved: list[ResolvedPipeline] = []
     budget = CostBudget()
+    if any(d.code == "limit" for d in name_problems):
+        by_name = {}  # too many pipelines: refuse before resolving any
     for name in by_name:
         if budget.exhausted:  # the artifact is already over a limit of its own: stop there
             break

@@ -10,10 +10,10 @@ from dslc.compiler import compile_text
 # Non-negative, but not by intervals (subtractions) and not cheaply by sympy: a naive
 # `sympy.expand(...).is_nonnegative` on the memory formula takes ~3 s here and proves nothing.
 HARD = """pipeline hard {
-    param a: int = 1 in [0, inf]
-    param b: int = 1 in [0, inf]
-    param c: int = 1 in [0, inf]
-    param d: int = 1 in [0, inf]
+    param a: int = 1 in [0, 10 ** 6]
+    param b: int = 1 in [0, 10 ** 6]
+    param c: int = 1 in [0, 10 ** 6]
+    param d: int = 1 in [0, 10 ** 6]
     stage S {
         memory ~ ((a ** 4 - 2 * a ** 2 * b + b ** 2) * (c ** 4 - 2 * c ** 2 * d + d ** 2)
             * (a + b + c + d) ** 20)
