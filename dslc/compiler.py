@@ -82,7 +82,7 @@ def _resolve_one(
     name: str, by_name: dict[str, ast.Pipeline], budget: CostBudget
 ) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
     """Every pass up to the prover; each reports all it can, and only a clean pipeline goes on.
-    Nothing is evaluated before the cost pass has bounded it (constant defaults and ranges aside)."""
+    Nothing is evaluated before the cost pass bounded it (constant defaults and ranges aside)."""
     pipeline, problems = flatten(name, by_name)
     if pipeline is None:
         return None, problems

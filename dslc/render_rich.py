@@ -67,7 +67,7 @@ def digit_count(value: int) -> int:
 
 
 def show_int(value: int) -> str:
-    """An integer for people: exact up to SHOW_DIGITS digits, else `1234567...(2,000,001 digits)`."""
+    """An integer for people: exact up to SHOW_DIGITS digits, else `1234567...(2,001 digits)`."""
     count = digit_count(value)
     if count <= SHOW_DIGITS:
         return str(value)
@@ -76,7 +76,7 @@ def show_int(value: int) -> str:
 
 
 def show_number(value: int | Fraction) -> str:
-    """A measure or ratio for people: exact when integral (huge ones bounded), else a short decimal."""
+    """A measure or ratio for people: exact when integral (huge ones bounded), else a decimal."""
     if isinstance(value, int) or value.denominator == 1:
         return show_int(int(value))
     if abs(value) >= 10**SHOW_DIGITS:  # past what a float can say readably (or at all)

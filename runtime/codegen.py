@@ -34,7 +34,8 @@ class FunctionPlan(Frozen):
     needs constants or helpers, a factory taking them (`factory`)."""
 
     __slots__ = ("consts", "factory", "lets", "role", "text")
-    role: str  # s<stage>f<field>, iters, ok, k<contract>, s<stage>t<term>, calls, every, checked, lets
+    role: str  # s<stage>f<field>, iters, ok, k<contract>, s<stage>t<term>, calls, every, checked,
+    # or lets
     text: str
     consts: tuple[object, ...]
     factory: bool

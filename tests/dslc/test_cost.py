@@ -77,7 +77,10 @@ def test_a_flood_of_blank_lines_counts_as_tokens() -> None:
 
 def test_a_name_the_loader_refuses_is_refused_by_check() -> None:
     long = "s" * (limits.MAX_NAME_LENGTH + 1)
-    text = f"pipeline p {{\n    param {long}: int = 1 in [0, 9]\n    stage S {{ iterations = {long} }}\n}}\n"
+    text = (
+        f"pipeline p {{\n    param {long}: int = 1 in [0, 9]\n"
+        f"    stage S {{ iterations = {long} }}\n}}\n"
+    )
     (error,) = limit_errors(compile_text(text, "n.wf"))
     assert "65 characters" in error.message and line_of(error) == 2
     assert error.span is not None and error.span.column == 11  # the name itself
