@@ -118,6 +118,48 @@ CASES: dict[str, tuple[str, Point | None, Point | tuple[Point, ...], Point, str]
         {"steps": 8, "height": 192, "width": 192},
         "image, 9x the probe's area, 4x its steps",
     ),
+    "sdxl-area": (
+        "sdxl",
+        {"height": 64, "width": 64},
+        {"steps": 2, "height": 128, "width": 128},
+        {"steps": 8, "height": 256, "width": 256},
+        "UNet image, area and steps grow (the `--example sdxl` default)",
+    ),
+    "sdxl-nocfg": (
+        "sdxl",
+        {"height": 64, "width": 64},
+        {"steps": 2, "height": 96, "width": 96},
+        {"steps": 6, "height": 192, "width": 192, "cfg": False},
+        "UNet image without CFG (a batch of one)",
+    ),
+    "cogvideox-mixed": (
+        "cogvideox",
+        {"frames": 17, "height": 32, "width": 32},
+        {"steps": 2, "frames": 25, "height": 48, "width": 48},
+        {"steps": 4, "frames": 33, "height": 64, "width": 64},
+        "video DiT, frames, area and steps grow (the `--example cogvideox` default)",
+    ),
+    "cogvideox-frames": (
+        "cogvideox",
+        {"frames": 17},
+        {"steps": 2, "frames": 25},
+        {"steps": 8, "frames": 49, "height": 48, "width": 48},
+        "video DiT, frames-first probe (the area of the target, fewer frames)",
+    ),
+    "pixart-area": (
+        "pixart",
+        {"height": 64, "width": 64},
+        {"steps": 3, "height": 128, "width": 128},
+        {"steps": 12, "height": 256, "width": 256},
+        "image DiT, area and steps grow (the `--example pixart` default)",
+    ),
+    "pixart-far": (
+        "pixart",
+        {"height": 32, "width": 32},
+        {"steps": 3, "height": 64, "width": 64},
+        {"steps": 12, "height": 192, "width": 192},
+        "image DiT, 9x the probe's area, 4x its steps",
+    ),
 }
 DEFAULT_CASES = tuple(CASES)
 

@@ -82,9 +82,10 @@ def sizes(
     """One value per measured size (memory: the largest of its repeats; time: the median)."""
     terms_of = QUANTITIES[quantity]
     by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
-    # The first request pays one-time costs (lazy initialisation, caches): its time says nothing.
-    timed = records[1:] if quantity == "time" and len(records) > 2 else records
-    for record in timed:
+    # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
+    # peak says what the formula does (the loop re-runs its size later).
+    later = records[1:] if len(records) > 2 else records
+    for record in later:
         if not record.ok:
             continue
         params = dict(record.params)

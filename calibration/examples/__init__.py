@@ -84,6 +84,30 @@ _ALL = (
         "flux1_dev",
         "flux",
     ),
+    Example(
+        "sdxl",
+        "diffusers StableDiffusionXLPipeline (two CLIP encoders, UNet2DConditionModel, "
+        "AutoencoderKL), tiny, random weights",
+        "sdxl.wf",
+        "sdxl_base",
+        "sdxl",
+    ),
+    Example(
+        "cogvideox",
+        "diffusers CogVideoXPipeline (T5, CogVideoXTransformer3DModel, AutoencoderKLCogVideoX), "
+        "tiny, random weights",
+        "cogvideox.wf",
+        "cogvideox_2b",
+        "cogvideox",
+    ),
+    Example(
+        "pixart",
+        "diffusers PixArtSigmaPipeline (T5, PixArtTransformer2DModel, AutoencoderKL), tiny, "
+        "random weights",
+        "pixart_sigma.wf",
+        "pixart_sigma_1024",
+        "pixart_sigma",
+    ),
 )
 
 EXAMPLES: Mapping[str, Example] = MappingProxyType({e.name: e for e in _ALL})
