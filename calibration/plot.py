@@ -6,20 +6,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from calibration.report import show_bytes
 from calibration.run import Calibration
-
-MiB = float(1 << 20)
 
 
 def plot(cal: Calibration, path: Path) -> None:
-    """Left: each record's per-iteration peaks (MiB) by iteration index, with the predicted stage
-    peak. Right: per phase, the raw prediction, the bound and (with --verify) the measured peak.
+    """Left: each run's per-iteration peaks, with each stage's predicted peak and bound.
+    Right: every phase and the request: the prediction, the bound and (--verify) the measured peak,
+    on linear byte axes (KiB/MiB/GiB); findings in red below.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+    bytes_axis = FuncFormatter(lambda value, _: show_bytes(value))
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 1.6]})
     runs = [*zip(cal.roles, cal.records)] + (
         [("target (measured)", cal.measured)] if cal.measured else []
@@ -36,7 +38,8 @@ def plot(cal: Calibration, path: Path) -> None:
         for stage, points in by_stage.items():
             stages.append(stage)
             xs, ys = zip(*sorted(points))
-            left.plot(xs, [y / MiB for y in ys], marker="o", label=f"{role}: {stage}")
+            style = "--" if role == "re-warm" else "-"  # warmup and re-warm: one size, two runs
+            left.plot(xs, ys, marker="o", linestyle=style, label=f"{role}: {stage}")
     for stage in dict.fromkeys(stages):
         try:
             estimate = cal.estimate.phase(f"stage:{stage}").peak
@@ -44,14 +47,14 @@ def plot(cal: Calibration, path: Path) -> None:
             continue
         if estimate.raw_bytes is not None:
             left.axhline(
-                estimate.raw_bytes / MiB, linestyle="--", color="grey", label=f"predicted {stage}"
+                estimate.raw_bytes, linestyle="--", color="grey", label=f"predicted {stage}"
             )
         if estimate.bound_bytes is not None:
-            left.axhline(
-                estimate.bound_bytes / MiB, linestyle=":", color="red", label=f"bound {stage}"
-            )
+            left.axhline(estimate.bound_bytes, linestyle=":", color="red", label=f"bound {stage}")
     left.set_xlabel("iteration")
-    left.set_ylabel("peak allocated (MiB)")
+    left.xaxis.set_major_locator(MaxNLocator(integer=True))
+    left.yaxis.set_major_formatter(bytes_axis)
+    left.set_ylabel("peak allocated")
     left.set_title("per-iteration peaks")
     left.legend(fontsize="small")
 
@@ -66,15 +69,22 @@ def plot(cal: Calibration, path: Path) -> None:
     ):
         if all(v is None for v in values):
             continue
-        right.bar(
-            [x + offset for x in positions], [(v or 0) / MiB for v in values], width, label=name
-        )
+        right.bar([x + offset for x in positions], [v or 0 for v in values], width, label=name)
     right.set_xticks(positions)
     right.set_xticklabels(labels, rotation=30, ha="right", fontsize="small")
-    right.set_ylabel("peak allocated (MiB)")
-    right.set_yscale("log")
+    right.set_ylabel("peak allocated (every phase and the request)")
+    right.yaxis.set_major_formatter(bytes_axis)
     right.set_title(f"{cal.pipeline} at {', '.join(f'{k}={v}' for k, v in cal.target.items())}")
     right.legend(fontsize="small")
+    if cal.findings:
+        fig.text(
+            0.01,
+            0.01,
+            "\n".join(f"{f.kind}: {f.stage} {f.quantity}" for f in cal.findings),
+            fontsize="small",
+            color="darkred",
+            va="bottom",
+        )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
