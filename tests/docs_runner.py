@@ -259,11 +259,6 @@ def run_page(path: Path, scratch: Path) -> list[str]:
     return Page(path, scratch).run()
 
 
-# Pages whose examples still follow the old conventions; converted one by one (then removed here).
-PENDING = {"estimators.md", "measurement.md", "tutorial.md"}
-
-
 def pages() -> list[Path]:
     """README.md and every page under docs/."""
-    every = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    return [page for page in every if page.name not in PENDING]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
