@@ -33,18 +33,20 @@ def main() -> int:
     from calibration.plan_torch import pipeline_bytes
 
     example = EXAMPLES[args.example]
-    shape = dict(example.target)
+    shape = {"num_inference_steps": 4, "height": 128, "width": 128}
+    if args.example == "wan":
+        shape["num_frames"] = 17
 
     def run(pipe: object) -> int:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         with torch.no_grad():
-            pipe(**example.kwargs_for(shape, 0))  # type: ignore[operator]
+            pipe(**example.call_kwargs(0), **shape)  # type: ignore[operator]
         torch.cuda.synchronize()
         return int(torch.cuda.max_memory_allocated())
 
     resident = example.build(0).to("cuda")
-    weights, layers = pipeline_bytes(resident, tuple(example.layerwise))
+    weights, layers = pipeline_bytes(resident, ("transformer",))
     total = sum(weights.values())
     peak = run(resident)
     bound = max(0, peak - total)
@@ -55,10 +57,7 @@ def main() -> int:
         Component(n, w, tuple(layers.get(n, {}).values()), tuple(layers.get(n, {})))
         for n, w in weights.items()
     ]
-    phases = [
-        Phase(f"{stage}", bound, [c for c, s in example.stage_for.items() if s == stage])
-        for stage in dict.fromkeys(example.stage_for.values())
-    ]
+    phases = [Phase(name, bound, [name]) for name in weights]  # one phase per component
     target = Target("demo", phases)
     squeeze = int(args.squeeze * sum(sum(v.values()) for v in layers.values()))
     device = Device(total + bound - squeeze, reserve_bytes=0)

@@ -13,12 +13,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 
 FLUX = EXAMPLES["flux"]
-SHAPE = {"steps": 2, "height": 64, "width": 64}
+SHAPE = {"num_inference_steps": 2, "height": 64, "width": 64}
 
 
 def _run(pipe):
     with torch.no_grad():
-        return pipe(**FLUX.kwargs_for(SHAPE, 0)).images
+        return pipe(**FLUX.call_kwargs(0), **SHAPE).images
 
 
 def _mixed_plan(pipe):
