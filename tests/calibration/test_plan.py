@@ -167,3 +167,15 @@ def test_inputs_that_describe_no_problem_are_typed_errors():
         Component("a", 1, (2,))
     with pytest.raises(PlanInputError, match="int >= 0"):
         Phase("p", -1)
+
+
+def test_planning_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, calibration.plan, calibration.plan_inputs, calibration.plan_cli; "
+        "print('torch' in sys.modules or 'diffusers' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
