@@ -38,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from calibration.examples import EXAMPLES
 from calibration.run import calibrate_session, load_pipeline, shapes, work_ratio
 from calibration.session import Session, quiet_libraries, torch_threads
+from runtime.estimate import DEFAULT_MARGIN
+from runtime.params import point_text
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 
@@ -244,7 +246,7 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
             target=target_point,
             probe=probe_point,
             warmup=warmup_point,
-            margin=1.2,
+            margin=DEFAULT_MARGIN,
             verify=True,
             repeat=repeat,
         )
@@ -348,9 +350,7 @@ def _kib(value: int | None) -> str:
 
 
 def _point(params: Mapping[str, Any]) -> str:
-    return ",".join(
-        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()
-    )
+    return point_text(params)
 
 
 def markdown(case: dict[str, Any]) -> str:

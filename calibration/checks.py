@@ -29,6 +29,7 @@ from attrs import frozen
 from calibration.policy import QUANTITIES, fit_rows, predict, work
 from runtime import Pipeline
 from runtime.estimate.planes import row
+from runtime.params import point_text
 from runtime.record import WarmupRecord
 
 #: Relative misses tolerated, of the largest value of the quantity among the sizes: memory is
@@ -141,9 +142,7 @@ def _direction(
 
 
 def _show(params: Mapping[str, int | bool]) -> str:
-    return ",".join(
-        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()
-    )
+    return point_text(params)
 
 
 def check_stage(

@@ -18,6 +18,7 @@ import click
 from calibration.examples import EXAMPLES
 from dslc.cli_support import Failure, assignments, ui
 from runtime.estimate.results import DEFAULT_MARGIN
+from runtime.params import point_text
 
 Params = Mapping[str, int | bool]
 
@@ -35,7 +36,7 @@ def shape_option(
 
 def _shape(params: object) -> str:
     items = dict(params).items()  # type: ignore[call-overload]
-    return ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in items)
+    return point_text(dict(items))
 
 
 EPILOG = "\n".join(

@@ -10,6 +10,7 @@ from typing import Any
 
 from calibration.run import Calibration
 from dslc.cli_support import Failure, ui
+from runtime.params import point_text
 
 
 @contextmanager
@@ -60,12 +61,7 @@ def show(cal: Calibration, plot: Path | None) -> None:
     shown = [("warmup", cal.warmup), ("probe", cal.probe)]
     shown += [(f"probe {k + 2}", p) for k, p in enumerate(cal.extra_probes)]
     for role, point in (*shown, ("target", cal.target)):
-        out.line(
-            f"{role + ':':8} "
-            + ", ".join(
-                f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in point.items()
-            )
-        )
+        out.line(f"{role + ':':8} " + point_text(point, sep=", "))
     out.line(
         f"the target is {float(cal.work_ratio):.3g}x the probe (iterations x memory measure of the "
         f"repeated stage); margin {cal.estimate.margin:g}"

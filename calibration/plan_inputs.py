@@ -16,6 +16,7 @@ from typing import Any
 from attrs import frozen
 
 from calibration.plan import Component, Phase, PlanInputError, Target
+from runtime.params import point_text
 
 MAX_DOCUMENT_BYTES = 16 << 20  # a calibration document is a few KiB; refuse anything absurd
 MAX_ITEMS = 100_000  # phases, layer uses and layers, each
@@ -51,9 +52,7 @@ def components_from_bytes(
 
 def target_name(params: Mapping[str, int | bool]) -> str:
     """``steps=50,frames=81,...``: how a target shows in tables and JSON."""
-    return ",".join(
-        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()
-    )
+    return point_text(params)
 
 
 def _target(

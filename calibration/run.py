@@ -23,6 +23,7 @@ from calibration.policy import mixes, next_probe, open_stages, work
 from calibration.session import Params, Session, quiet_libraries, torch_threads
 from runtime import FormulaError, Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate
+from runtime.params import point_text
 from runtime.record import WarmupRecord
 
 Progress = Callable[[int, int, str], None]
@@ -443,6 +444,4 @@ def calibrate_pipeline(
 
 
 def _describe(params: Mapping[str, int | bool]) -> str:
-    return ",".join(
-        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()
-    )
+    return point_text(params)

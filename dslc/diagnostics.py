@@ -23,7 +23,6 @@ CODES = (
     "limit",
     "unproven",
 )
-MAX_ERRORS = 50
 
 
 @attrs.frozen

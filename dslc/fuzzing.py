@@ -614,7 +614,6 @@ ARTIFACT_MUTATORS: dict[str, Callable[[random.Random, Any], Any]] = {
     "duplicate-item": _duplicate_item,
     "swap-subtrees": _swap_subtrees,
 }
-TEXT_MUTATIONS = ("json-text", "deep-json", "truncated-json", "json-bytes-flip")
 
 
 def _dumps(doc: Any) -> str:

@@ -1,7 +1,8 @@
 """Runtime for compiled workload formulas: what the serving worker imports (no lark, sympy or
 torch).
 
-`runtime.measure` and `runtime.record` (which use torch) are deliberately not imported here.
+`runtime.measure` (which uses torch) is deliberately not imported here, nor are `runtime.record`
+and `runtime.estimate` (pure Python, imported by those who record or estimate).
 """
 
 from .errors import (

@@ -13,6 +13,7 @@ from dslc.diagnostics import Diagnostic, error
 from dslc.fmt import format_expr
 from dslc.interp import EvalError, Interpreter, evaluate
 from dslc.model import ResolvedParam, ResolvedPipeline
+from runtime.params import point_text
 
 
 def _constant(expr: ast.Expr, what: str, problems: list[Diagnostic]) -> int | bool | None:
@@ -99,10 +100,7 @@ def check_default_workload(resolved: ResolvedPipeline) -> list[Diagnostic]:
         for p in resolved.params
     }
     interpreter = Interpreter(point, resolved.lets)
-    shown = ", ".join(
-        f"{k} = {str(v).lower() if isinstance(v, bool) else v}"
-        for k, v in resolved.default_workload.items()
-    )
+    shown = point_text(resolved.default_workload, sep=", ", eq=" = ")
     for param, where in resolved.contracts:
         try:
             holds = interpreter.eval(where)

@@ -52,7 +52,6 @@ class Interval:
 
 BOTH = frozenset({True, False})
 TOP = Interval(-INF, INF)
-TOP_INT = Interval(-INF, INF, True)
 Abstract = Interval | frozenset | tuple
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from runtime.estimate.planes import estimable, row
 from runtime.estimate.results import LinearFit, Measure
+from runtime.params import point_text
 from runtime.record import WarmupRecord
 
 
@@ -185,6 +186,4 @@ def _params(pipeline: Any, record: WarmupRecord) -> dict[str, int | bool]:
 
 
 def _point(params: Mapping[str, int | bool]) -> str:
-    return ", ".join(
-        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()
-    )
+    return point_text(params, sep=", ")

@@ -33,6 +33,7 @@ from runtime.estimate.points import (
     time_terms,
 )
 from runtime.estimate.results import StageTime, TimingEstimate
+from runtime.params import point_text
 from runtime.record import WarmupRecord
 
 
@@ -211,6 +212,4 @@ def request_time(work: Workload) -> TimingEstimate:
 
 
 def _describe(params: Mapping[str, int | bool]) -> str:
-    return ", ".join(
-        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()
-    )
+    return point_text(params, sep=", ")
