@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +15,7 @@ from dslc.diagnostics import CompileError
 from dslc.fmt import format_expr, format_module, format_source
 from dslc.parse import parse_text
 from dslc.source import SourceFile
+from tests.examples import ROOT
 
 
 def fmt(text: str) -> str:
@@ -35,95 +38,28 @@ def assert_canonical(source: str) -> str:
 
 # --- layout ----------------------------------------------------------------------------------
 
-LAYOUT = [
-    pytest.param("", "", id="empty"),
-    pytest.param(
-        "pipeline p{param steps:int=40 in[1,1000]where steps%2==0\nlet t=steps*2}",
-        "pipeline p {\n"
-        "    param steps: int = 40 in [1, 1000] where steps % 2 == 0\n"
-        "    let t = steps * 2\n"
-        "}\n",
-        id="spacing",
-    ),
-    pytest.param(
-        "pipeline c extends p{param steps=4;param cfg : bool = false}",
-        "pipeline c extends p {\n    param steps = 4\n    param cfg: bool = false\n}\n",
-        id="extends-override-no-range",
-    ),
-    pytest.param(
-        "pipeline p { param n: int = 1 in [0, inf] }",
-        "pipeline p {\n    param n: int = 1 in [0, inf]\n}\n",
-        id="inf",
-    ),
-    pytest.param(
-        "pipeline p {\n  stage A {\n    iterations = 1\n  }\n  stage B { memory ~ x; time ~ y }\n}",
-        "pipeline p {\n"
-        "    stage A { iterations = 1 }\n"
-        "    stage B {\n"
-        "        memory ~ x\n"
-        "        time ~ y\n"
-        "    }\n"
-        "}\n",
-        id="stage-one-line-or-block",
-    ),
-    pytest.param(
-        "pipeline p { stage E {} ; stage F {\n} }",
-        "pipeline p {\n    stage E {}\n    stage F {}\n}\n",
-        id="empty-stages",
-    ),
-    pytest.param(
-        "pipeline p {}\npipeline q {\n\n}",
-        "pipeline p {}\n\npipeline q {}\n",
-        id="empty-pipelines",
-    ),
-    pytest.param(
-        "pipeline p {\n\n\n  let a = 1\n\n\n\n  let b = 2\n  let c = 3\n\n\n}"
-        "\n\n\n\npipeline q { let d = 4 }",
-        "pipeline p {\n"
-        "    let a = 1\n"
-        "\n"
-        "    let b = 2\n"
-        "    let c = 3\n"
-        "}\n"
-        "\n"
-        "pipeline q {\n"
-        "    let d = 4\n"
-        "}\n",
-        id="blank-lines",
-    ),
-    pytest.param(
-        "pipeline p { stage S {\n  iterations = 1\n\n\n  memory ~ 2\n} }",
-        "pipeline p {\n    stage S {\n        iterations = 1\n\n        memory ~ 2\n    }\n}\n",
-        id="blank-lines-between-fields",
-    ),
-    pytest.param(
-        "pipeline p { let n = 1_000 + 0.725 + 007 + 1_0.5_0 }",
-        "pipeline p {\n    let n = 1_000 + 0.725 + 007 + 1_0.5_0\n}\n",
-        id="number-spelling",
-    ),
-    pytest.param(
-        "pipeline p {\r\n  let a = 1\r\n\r\n  let b = 2  # two\r\n}\r\n",
-        "pipeline p {\n    let a = 1\n\n    let b = 2  # two\n}\n",
-        id="crlf",
-    ),
-    pytest.param(
-        "pipeline p { let a = 1; let b = 2;; stage S { iterations = 1; }; }",
-        "pipeline p {\n    let a = 1\n    let b = 2\n    stage S { iterations = 1 }\n}\n",
-        id="semicolons",
-    ),
-    pytest.param(
-        "pipeline p { let x = (1 +\n   2) * f(a,\n b,) + len([1,\n 2,]) }",
-        "pipeline p {\n    let x = (1 + 2) * f(a, b) + len([1, 2])\n}\n",
-        id="multi-line-expression",
-    ),
-]
+FMT_GOLDEN = ROOT / "tests" / "golden" / "fmt"
+LAYOUT_CASES = sorted(FMT_GOLDEN.glob("*.source"))
 
 
-@pytest.mark.parametrize(("source", "expected"), LAYOUT)
-def test_layout(source: str, expected: str) -> None:
-    assert fmt(source) == expected
-    assert fmt(expected) == expected
-    assert parse_text(expected) == parse_text(source)
+@pytest.mark.parametrize("case", LAYOUT_CASES, ids=[c.stem for c in LAYOUT_CASES])
+def test_layout(case: Path) -> None:
+    """`tests/golden/fmt/NAME.source` formats to exactly `NAME.expected` (bytes: CRLF stays CRLF).
+
+    Regenerate (then review every change by eye) with
+    `UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/dslc/test_fmt.py -k test_layout`.
+    """
+    source = case.read_bytes().decode()
+    expected_path = case.with_suffix(".expected")
+    out = assert_canonical(source)
+    if os.environ.get("UPDATE_GOLDEN"):
+        expected_path.write_bytes(out.encode())
+    assert out == expected_path.read_bytes().decode()
+
+
+def test_there_are_layout_cases() -> None:
+    assert len(LAYOUT_CASES) >= 20
+    assert all(c.with_suffix(".expected").exists() for c in LAYOUT_CASES)
 
 
 def test_stage_goes_to_block_past_100_columns() -> None:
@@ -349,38 +285,6 @@ pipeline q extends p {}
 
 def test_comments_golden() -> None:
     assert assert_canonical(COMMENTED) == COMMENTED_FORMATTED
-
-
-@pytest.mark.parametrize(
-    ("source", "expected"),
-    [
-        ("# only\n\n\n# comments", "# only\n\n# comments\n"),
-        (
-            "pipeline a { let x = 1 } pipeline b {  # b\n}",
-            "pipeline a {\n    let x = 1\n}\n\npipeline b {}  # b\n",
-        ),
-        ("pipeline a {\n  # lonely\n}", "pipeline a {\n    # lonely\n}\n"),
-        (
-            "pipeline a { let x = 1; let y = 2 # y\n}",
-            "pipeline a {\n    let x = 1\n    let y = 2  # y\n}\n",
-        ),
-        (
-            "pipeline a {\n  let x = 1\n} # end\n\n\n# trailer\n",
-            "pipeline a {\n    let x = 1\n}  # end\n\n# trailer\n",
-        ),
-        (
-            "pipeline a { stage S { iterations = (1 + # why\n 2) } }",
-            "pipeline a {\n    stage S {\n        # why\n        iterations = 1 + 2\n    }\n}\n",
-        ),
-        (
-            "pipeline a {\n  ; # after a separator\n  let x = 1\n}",
-            "pipeline a {\n    # after a separator\n    let x = 1\n}\n",
-        ),
-        ("pipeline a {    #   spaced   \n}", "pipeline a {}  #   spaced\n"),
-    ],
-)
-def test_comment_placement(source: str, expected: str) -> None:
-    assert assert_canonical(source) == expected
 
 
 def test_comment_with_unicode_line_separator_is_kept_whole() -> None:
