@@ -3,21 +3,25 @@
 A memory of several terms is explained as its total, then each term on its own (`memory[0]`, ...).
 
 The formulas come from `dslc.lower` (sympy, in sympy's automatic canonical form: constants
-folded, like terms collected; no costly `simplify`) and are printed in the language's own
-notation; the values come from the runtime evaluator, the same one a serving worker uses.
-Nothing here prints to a terminal.
+folded, like terms collected; no costly `simplify`), turned back into the language's syntax tree
+(`dslc.notation`) and printed by `dslc.fmt.format_expr`, so every formula re-parses to the same
+value. A simplified formula is checked against the source at a few admissible points; when sympy
+cannot express it, or it disagrees, the formula is printed unsimplified (lets inlined). The values
+come from the runtime evaluator, the same one a serving worker uses. Nothing here prints to a
+terminal.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 import attrs
 
 from dslc import ast
+from dslc.fmt import format_expr
+from dslc.interp import EvalError, Interpreter, Value
 from dslc.model import ResolvedPipeline
 
 
@@ -63,29 +67,24 @@ def explain(
 
     Raises the runtime's typed errors for an unknown param, a wrong type or an inadmissible probe.
     """
-    import sympy
-
-    from dslc.lower import lower_field
-
     at_probe = runtime_pipeline.evaluate(**overrides)
     at_target = runtime_pipeline.evaluate()
     target = dict(runtime_pipeline.default_workload)
     probe = {**target, **overrides}
+    checks = FormulaChecks(resolved, sample_points(runtime_pipeline, probe))
     fields = []
     for stage in resolved.stages:
         for name in ast.FIELDS:
             declared = stage.field(name)
             formula = (
-                lower_field(resolved, resolved.field_value(declared))
+                show_formula(resolved, resolved.field_value(declared), checks)
                 if declared is not None
-                else sympy.Integer(1)
+                else "1"
             )
             p = getattr(at_probe[stage.name], name)
             t = getattr(at_target[stage.name], name)
             fields.append(
-                FieldExplanation(
-                    stage.name, name, show_formula(formula), declared is not None, p, t, ratio(t, p)
-                )
+                FieldExplanation(stage.name, name, formula, declared is not None, p, t, ratio(t, p))
             )
             terms = resolved.terms(declared) if declared is not None else ()
             if len(terms) > 1:
@@ -95,7 +94,7 @@ def explain(
                     FieldExplanation(
                         stage.name,
                         name,
-                        show_formula(lower_field(resolved, term)),
+                        show_formula(resolved, term, checks),
                         True,
                         p,
                         t,
@@ -108,6 +107,149 @@ def explain(
 
 
 MAX_SHOWN_NODES = 2000  # a formula larger than this (lets inlined) is summarised, not printed
+MAX_SHOWN_DEPTH = 100  # nor one nested deeper (the parser's own expression depth limit)
+SAMPLE_POINTS = 12  # admissible points a simplified formula is checked at
+
+
+def sample_points(pipeline: Any, probe: Mapping[str, int | bool]) -> list[dict[str, int | bool]]:
+    """The probe, the default workload, and each param at its range's ends and middle (each walked
+    down to an admissible value), bools flipped: where a wrong simplification would show."""
+    target = dict(pipeline.default_workload)
+    points = [dict(probe), target]
+    for name, info in pipeline.params.items():
+        if info.type == "bool":
+            points.append({**target, name: not target[name]})
+            continue
+        top = info.max if info.max is not None else 2 * int(info.default) + 7
+        for wanted in (info.min, info.min + 1, (info.min + top) // 2 + 1, top):
+            others = {k: v for k, v in target.items() if k != name}
+            value = pipeline.largest_admissible(name, wanted, **others)
+            if value is not None:
+                points.append({**target, name: value})
+    unique = {tuple(sorted(p.items())): p for p in points}
+    return list(unique.values())[:SAMPLE_POINTS]
+
+
+class FormulaChecks:
+    """The source's values at the sample points, to compare a simplified formula against."""
+
+    def __init__(self, resolved: ResolvedPipeline, points: Sequence[Mapping[str, int | bool]]):
+        self.lets = resolved.lets
+        self.points = [
+            {k: v if isinstance(v, bool) else Fraction(v) for k, v in p.items()} for p in points
+        ]
+        self.source = [Interpreter(point, self.lets) for point in self.points]
+
+    def agree(self, original: ast.Expr, candidate: ast.Expr) -> bool:
+        """Whether `candidate` (no lets) evaluates as `original` does at every sample point."""
+        for point, source in zip(self.points, self.source):
+            want, got = _value(source, original), _value(Interpreter(point), candidate)
+            if want != got:
+                return False
+        return True
+
+
+def _value(interpreter: Interpreter, expr: ast.Expr) -> Value | str:
+    """A value, or the failure's message (a formula failing where the source fails agrees)."""
+    try:
+        return interpreter.eval(expr)
+    except EvalError as exc:
+        return f"error: {exc}"
+
+
+def show_formula(resolved: ResolvedPipeline, expr: ast.Expr, checks: FormulaChecks) -> str:
+    """`expr` with lets inlined, simplified when sympy can do it faithfully, in the language's
+    own notation (`if cfg then 2 else 1`, `ceil`, `min`); too large a formula is summarised."""
+    simplified = simplify(resolved, expr)
+    if simplified is not None and checks.agree(expr, simplified):
+        return format_expr(simplified)
+    inlined = inline_lets(resolved, expr)
+    if inlined is None:
+        return f"(a formula of more than {MAX_SHOWN_NODES} nodes; too large to show)"
+    return format_expr(inlined)
+
+
+def simplify(resolved: ResolvedPipeline, expr: ast.Expr) -> ast.Expr | None:
+    """sympy's canonical form of `expr` back as a syntax tree; None when sympy cannot give one the
+    language can write within the display bounds."""
+    from dslc.lower import LowerError, lower_field
+    from dslc.notation import Untranslatable, to_ast
+
+    try:
+        lowered = lower_field(resolved, expr)
+        if tree_depth(lowered) > MAX_SHOWN_DEPTH or tree_size(lowered) > MAX_SHOWN_NODES:
+            return None
+        tree = to_ast(lowered)
+    except (LowerError, Untranslatable, TypeError, ValueError, ArithmeticError, RecursionError):
+        return None  # sympy refused, or produced something the language cannot write
+    return tree if ast_depth(tree) <= MAX_SHOWN_DEPTH else None
+
+
+def inline_lets(resolved: ResolvedPipeline, expr: ast.Expr) -> ast.Expr | None:
+    """`expr` with every let replaced by its value, or None beyond MAX_SHOWN_NODES nodes or
+    MAX_SHOWN_DEPTH levels (sizes are counted per let first, so a let chain never blows up)."""
+    lets = {let.name: let.value for let in resolved.lets}
+    shape: dict[str, tuple[int, int]] = {}  # let -> (nodes, depth) inlined, in dependency order
+    for let in resolved.lets:
+        shape[let.name] = _shape(let.value, shape)
+    nodes, depth = _shape(expr, shape)
+    if nodes > MAX_SHOWN_NODES or depth > MAX_SHOWN_DEPTH:
+        return None
+    return _substitute(expr, lets)
+
+
+def _shape(expr: ast.Expr, lets: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
+    """Nodes and depth of `expr` once the lets (already measured) are inlined, capped."""
+    if isinstance(expr, ast.Name) and expr.id in lets:
+        return lets[expr.id]
+    nodes, depth = 1, 0
+    for child in ast_children(expr):
+        n, d = _shape(child, lets)
+        nodes, depth = min(nodes + n, 10 * MAX_SHOWN_NODES), max(depth, d)
+    return nodes, depth + 1
+
+
+def _substitute(expr: ast.Expr, lets: Mapping[str, ast.Expr]) -> ast.Expr:
+    """`expr` with let names replaced by their (recursively substituted) values."""
+    if isinstance(expr, ast.Name) and expr.id in lets:
+        return _substitute(lets[expr.id], lets)
+    if isinstance(expr, ast.Unary):
+        return ast.Unary(expr.op, _substitute(expr.operand, lets))
+    if isinstance(expr, ast.Binary):
+        return ast.Binary(expr.op, _substitute(expr.left, lets), _substitute(expr.right, lets))
+    if isinstance(expr, ast.IfElse):
+        cond, then, orelse = (_substitute(e, lets) for e in (expr.cond, expr.then, expr.orelse))
+        return ast.IfElse(cond, then, orelse)
+    if isinstance(expr, ast.Call):
+        return ast.Call(expr.func, tuple(_substitute(a, lets) for a in expr.args))
+    if isinstance(expr, ast.ListLit):
+        return ast.ListLit(tuple(_substitute(a, lets) for a in expr.items))
+    return expr
+
+
+def ast_children(expr: ast.Expr) -> tuple[ast.Expr, ...]:
+    """The sub-expressions of a node, in source order."""
+    if isinstance(expr, ast.Unary):
+        return (expr.operand,)
+    if isinstance(expr, ast.Binary):
+        return (expr.left, expr.right)
+    if isinstance(expr, ast.IfElse):
+        return (expr.cond, expr.then, expr.orelse)
+    if isinstance(expr, ast.Call):
+        return expr.args
+    if isinstance(expr, ast.ListLit):
+        return expr.items
+    return ()
+
+
+def ast_depth(expr: ast.Expr) -> int:
+    """Levels of a syntax tree (a leaf: 1), without recursion (a long sum is a deep chain)."""
+    deepest, stack = 0, [(expr, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack += [(child, level + 1) for child in ast_children(node)]
+    return deepest
 
 
 def tree_size(expr: object) -> int:
@@ -124,69 +266,17 @@ def tree_size(expr: object) -> int:
     return size(expr)
 
 
-def show_formula(expr: Any) -> str:
-    """A sympy formula in the language's own notation (`if cfg then 2 else 1`, `ceil`, `min`)."""
-    size = tree_size(expr)
-    if size > MAX_SHOWN_NODES:
-        return f"(a formula of more than {MAX_SHOWN_NODES} nodes; too large to show)"
-    return _printer().doprint(expr)
+def tree_depth(expr: object) -> int:
+    """Levels of a sympy tree, counted over the shared DAG and capped past MAX_SHOWN_DEPTH."""
+    depths: dict[int, int] = {}
 
+    def depth(node: object, level: int) -> int:
+        key = id(node)
+        if key not in depths:
+            if level > MAX_SHOWN_DEPTH:
+                return level
+            args = getattr(node, "args", ())
+            depths[key] = 1 + max((depth(a, level + 1) for a in args), default=0)
+        return depths[key]
 
-@functools.cache
-def _printer() -> Any:
-    import sympy
-    from sympy.printing.precedence import PRECEDENCE
-    from sympy.printing.str import StrPrinter
-
-    class LanguagePrinter(StrPrinter):
-        def _print_Piecewise(self, expr: Any) -> str:
-            *pairs, last = expr.args
-            if last.cond is not sympy.true:
-                return super()._print_Piecewise(expr)
-            text = self._print(last.expr)
-            for value, cond in reversed(pairs):
-                text = f"if {self._print(cond)} then {self._print(value)} else {text}"
-            return f"({text})"
-
-        def _call(self, name: str, expr: Any) -> str:
-            return f"{name}({', '.join(self._print(a) for a in expr.args)})"
-
-        def _print_floor(self, expr: Any) -> str:
-            return self._call("floor", expr)
-
-        def _print_ceiling(self, expr: Any) -> str:
-            return self._call("ceil", expr)
-
-        def _print_Min(self, expr: Any) -> str:
-            return self._call("min", expr)
-
-        def _print_Max(self, expr: Any) -> str:
-            return self._call("max", expr)
-
-        def _print_Abs(self, expr: Any) -> str:
-            return self._call("abs", expr)
-
-        def _print_Mod(self, expr: Any) -> str:
-            a, b = expr.args
-            level = PRECEDENCE["Mul"]
-            return f"({self.parenthesize(a, level)} % {self.parenthesize(b, level + 1)})"
-
-        def _print_Relational(self, expr: Any) -> str:  # Eq(a, b) -> a == b
-            return f"{self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)}"
-
-        def _print_And(self, expr: Any) -> str:
-            return " and ".join(self.parenthesize(a, PRECEDENCE["And"] + 1) for a in expr.args)
-
-        def _print_Or(self, expr: Any) -> str:
-            return " or ".join(self.parenthesize(a, PRECEDENCE["Or"] + 1) for a in expr.args)
-
-        def _print_Not(self, expr: Any) -> str:
-            return "not " + self.parenthesize(expr.args[0], PRECEDENCE["Not"])
-
-        def _print_BooleanTrue(self, expr: Any) -> str:
-            return "true"
-
-        def _print_BooleanFalse(self, expr: Any) -> str:
-            return "false"
-
-    return LanguagePrinter()
+    return depth(expr, 0)

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import sympy
+from sympy.core.relational import Relational
+from sympy.logic.boolalg import BooleanAtom, BooleanFunction
 
 from dslc import ast
 from dslc.model import ResolvedParam, ResolvedPipeline
@@ -52,6 +54,11 @@ class Lowerer:
             if symbols is not None
             else {p.name: param_symbol(p) for p in pipeline.params}
         )
+        self.bool_symbols = {
+            self.symbols[p.name]
+            for p in pipeline.params
+            if p.type == "bool" and isinstance(self.symbols.get(p.name), sympy.Symbol)
+        }
         self.let_exprs = {let.name: let.value for let in pipeline.lets}
         self.order = [let.name for let in pipeline.lets]  # dependency order
         self.lets: dict[str, Any] = {}
@@ -103,10 +110,18 @@ class Lowerer:
                 return then
             if cond is sympy.false:
                 return orelse
+            if self.boolean(then):  # a boolean `if`: sympy's Piecewise holds numbers only
+                return sympy.ITE(cond, then, orelse)
             return sympy.Piecewise((then, cond), (orelse, True))
         if isinstance(expr, ast.Call):
             return self._call(expr)
         raise LowerError("'inf' has no value")
+
+    def boolean(self, value: Any) -> bool:
+        """Whether a lowered value is a boolean (a bool param's symbol is a plain Symbol)."""
+        return value in self.bool_symbols or isinstance(
+            value, (BooleanAtom, BooleanFunction, Relational)
+        )
 
     @staticmethod
     def number(value: Any) -> Any:
@@ -121,6 +136,9 @@ class Lowerer:
             return sympy.And(left, right)
         if op == "or":
             return sympy.Or(left, right)
+        if op in ("==", "!=") and self.boolean(left):  # Eq(x < 3, b) is not a sympy boolean
+            same = sympy.Equivalent(left, right)
+            return same if op == "==" else sympy.Not(same)
         if op in _COMPARE:
             return _COMPARE[op](left, right)
         a, b = self.number(left), self.number(right)

@@ -43,9 +43,9 @@ class PipelineLike(Protocol):
 
     @property
     def default_workload(self) -> dict[str, int | bool]: ...
-    def is_admissible(self, **params: int | bool) -> bool: ...
+    def is_admissible(self, /, **params: int | bool) -> bool: ...
     def largest_admissible(
-        self, name: str, /, at_most: int, **others: int | bool
+        self, name: str, at_most: int, /, **others: int | bool
     ) -> int | None: ...
     def iterations(self, stage: str, /, **params: int | bool) -> int: ...
 
@@ -81,7 +81,7 @@ def admissible_params(
             continue
         wanted = draw(_int_candidates(info))
         others = {k: v for k, v in point.items() if k != name}
-        value = pipeline.largest_admissible(name, at_most=wanted, **others)
+        value = pipeline.largest_admissible(name, wanted, **others)
         if value is None:  # nothing at or below `wanted` with these others: keep the current value
             continue
         point[name] = value
@@ -138,13 +138,27 @@ def _positive(expr: ast.Expr) -> ast.Expr:
 
 
 def expressions(
-    names: Sequence[str], *, max_leaves: int = 8, safe: bool = True
+    names: Sequence[str],
+    *,
+    max_leaves: int = 8,
+    safe: bool = True,
+    flags: Sequence[str] | None = None,
 ) -> st.SearchStrategy[ast.Expr]:
-    """Well-typed numeric expressions over `names`; with `safe`, every divisor is `abs(..) + 1`."""
+    """Well-typed numeric expressions over `names`; with `safe`, every divisor is `abs(..) + 1`.
+
+    With `flags` (bool param or let names, possibly none), `if` conditions are whole boolean
+    expressions (`conditions`) instead of one comparison.
+    """
     leaves = st.one_of(
         st.integers(0, 12).map(_num),
         st.sampled_from([Fraction(1, 2), Fraction(3, 4), Fraction(29, 40)]).map(_num),
         *([st.sampled_from(list(names)).map(ast.Name)] if names else []),
+    )
+
+    tests = (
+        conditions(expressions(names, max_leaves=2, safe=safe), flags)
+        if flags is not None
+        else None
     )
 
     def extend(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
@@ -179,6 +193,38 @@ def expressions(
                 children,
                 children,
             ),
+            *([st.builds(ast.IfElse, tests, children, children)] if tests is not None else []),
+        )
+
+    return st.recursive(leaves, extend, max_leaves=max_leaves)
+
+
+def conditions(
+    numbers: st.SearchStrategy[ast.Expr], flags: Sequence[str] = (), *, max_leaves: int = 4
+) -> st.SearchStrategy[ast.Expr]:
+    """Boolean expressions: comparisons of `numbers`, `flags`, `true`/`false`, `not`, `and`, `or`,
+    booleans compared with `==`/`!=` and boolean `if`s (what `explain` must print back exactly)."""
+    leaves = st.one_of(
+        st.builds(
+            lambda op, a, b: ast.Binary(op, a, b),
+            st.sampled_from(sorted(ast.COMPARISONS)),
+            numbers,
+            numbers,
+        ),
+        st.booleans().map(ast.Bool),
+        *([st.sampled_from(list(flags)).map(ast.Name)] if flags else []),
+    )
+
+    def extend(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
+        return st.one_of(
+            children.map(lambda a: ast.Unary("not", a)),
+            st.builds(
+                lambda op, a, b: ast.Binary(op, a, b),
+                st.sampled_from(["and", "or", "==", "!="]),
+                children,
+                children,
+            ),
+            st.builds(ast.IfElse, children, children, children),
         )
 
     return st.recursive(leaves, extend, max_leaves=max_leaves)
@@ -201,9 +247,13 @@ _TERMS = st.sampled_from([1, 1, 2, 3])
 
 
 @st.composite
-def sources(draw: st.DrawFn, *, max_params: int = 3, max_stages: int = 3) -> str:
+def sources(
+    draw: st.DrawFn, *, max_params: int = 3, max_stages: int = 3, booleans: bool = False
+) -> str:
     """A whole `.wf` pipeline that compiles clean by construction (iterations are `max(0,
     floor(..))`, measures `abs(..)`; a memory is sometimes a list of terms).
+
+    With `booleans`, `if` conditions are whole boolean expressions over bool params and bool lets.
     """
     params = [f"p{i}" for i in range(draw(st.integers(1, max_params)))]
     lines = [draw(_param_decl(name)) for name in params]
@@ -211,14 +261,24 @@ def sources(draw: st.DrawFn, *, max_params: int = 3, max_stages: int = 3) -> str
     if has_flag:
         lines.append("param flag: bool = " + draw(st.sampled_from(["true", "false"])))
     names = list(params)
+    flags = ["flag"] if has_flag else []
     for index in range(draw(st.integers(0, 2))):
+        if booleans and draw(st.booleans()):
+            condition = draw(conditions(expressions(names, max_leaves=3), flags))
+            lines.append(f"let c{index} = {format_expr(condition)}")
+            flags.append(f"c{index}")
+            continue
         lines.append(f"let l{index} = {format_expr(draw(expressions(names)))}")
         names.append(f"l{index}")
+
+    def expression() -> str:
+        return format_expr(draw(expressions(names, flags=flags if booleans else None)))
+
     for index in range(draw(st.integers(1, max_stages))):
-        iterations = format_expr(draw(expressions(names)))
-        terms = [f"abs({format_expr(draw(expressions(names)))})" for _ in range(draw(_TERMS))]
+        iterations = expression()
+        terms = [f"abs({expression()})" for _ in range(draw(_TERMS))]
         memory = terms[0] if len(terms) == 1 else "[" + ", ".join(terms) + "]"
-        time = format_expr(draw(expressions(names)))
+        time = expression()
         time = f"if flag then abs({time}) else abs({time}) + 1" if has_flag else f"abs({time})"
         lines.append(
             f"stage S{index} {{ iterations = max(0, floor({iterations})); memory ~ {memory}; "
