@@ -82,7 +82,7 @@ def _largest(
     if at_most <= floor:
         return floor
     others = {k: v for k, v in shape.items() if k != name}
-    found = pipeline.largest_admissible(name, at_most=at_most, **others)
+    found = pipeline.largest_admissible(name, at_most, **others)
     return floor if found is None or found < floor else found
 
 

@@ -20,9 +20,12 @@ Args = list[int | bool] | tuple[int | bool, ...]  # param values in declaration 
 
 
 def show_value(value: object) -> str:
-    """A param value as the language writes it (`true`, not `True`)."""
+    """A param value as the language writes it (`true`, not `True`); a huge int by its size (str()
+    refuses ints over 4,300 digits, and a message should stay short anyway)."""
     if value is True or value is False:
         return "true" if value else "false"
+    if isinstance(value, int) and value.bit_length() > 160:
+        return f"<an integer of {value.bit_length():,} bits>"
     return str(value)
 
 
@@ -129,7 +132,9 @@ class Domain:
         names: list[str] = []
         for name, (index, low, high) in self.specs.items():
             if low is not None and not low <= args[index] <= high:
-                messages.append(f"{name} = {args[index]} is outside {self.ranges[name]}")
+                messages.append(
+                    f"{name} = {show_value(args[index])} is outside {self.ranges[name]}"
+                )
                 names.append(name)
         for k in self.failing_contracts(args):
             owner = self._owners[k]

@@ -37,6 +37,15 @@ def _hint(name: str, known: Iterable[str]) -> str:
     return f"; did you mean {best!r}?" if best is not None else ""
 
 
+def _show(value: object) -> str:
+    """A request value for a message, bounded (repr() refuses ints over 4,300 digits)."""
+    if isinstance(value, int) and value.bit_length() > 160:
+        return f"<an integer of {value.bit_length():,} bits>"
+    from .checks import show  # only on the error path
+
+    return show(value)
+
+
 class FormulaError(Exception):
     """Base of every runtime error, so callers can catch the whole family at once."""
 
@@ -100,7 +109,7 @@ class ParamTypeError(ParamError, TypeError):
         super().__init__(
             message
             or f"param {param!r} of pipeline {pipeline!r} takes {article} {expected}; "
-            f"got {value!r} ({type(value).__name__})",
+            f"got {_show(value)} ({type(value).__name__})",
             pipeline,
             param,
         )

@@ -38,6 +38,15 @@ __all__ = [
 _FIELDS = ("iterations", "memory", "time")
 
 
+class _Keyword:
+    """`largest_admissible`'s bound was not given by position: it is the `at_most` keyword."""
+
+    __slots__ = ()
+
+
+_KEYWORD = _Keyword()
+
+
 class Pipeline:
     """One resolved pipeline: checked, exact evaluation over closures built once at load.
 
@@ -142,7 +151,7 @@ class Pipeline:
             values.append(self._check(1, stage, self._call(fn, args, what), args, what))
         return tuple(values)
 
-    def evaluate(self, **params: int | bool) -> dict[str, StageValues]:
+    def evaluate(self, /, **params: int | bool) -> dict[str, StageValues]:
         """Every stage's iterations, memory and time at one point."""
         args = self._domain.bind(params) if params else self._defaults
         values = self._every(*args)  # every field in one call: each let computed once
@@ -165,7 +174,7 @@ class Pipeline:
         wanted = self._default_iterations if target is None else self._all_iterations(target)
         return {stage: (m, t) for stage, m, t in zip(self.stages, measured, wanted)}
 
-    def call_arguments(self, **params: int | bool) -> dict[str, int | Fraction | bool]:
+    def call_arguments(self, /, **params: int | bool) -> dict[str, int | Fraction | bool]:
         """Every declared `call` argument (the pipeline's `__call__` keyword -> value, in
         declaration order) at the default workload overridden by `params`, checked as `evaluate`."""
         args = self._domain.bind(params) if params else self._defaults
@@ -173,20 +182,30 @@ class Pipeline:
             return {}
         return dict(zip(self.call_names, self._call(self._calls, args, "calls")))
 
-    def is_admissible(self, **params: int | bool) -> bool:
+    def is_admissible(self, /, **params: int | bool) -> bool:
         """Whether the point lies in every range and satisfies every contract (types are
         checked).
         """
         args, in_range = self._domain.assign(params)
         return in_range and self._domain.holds(args)
 
-    def violations(self, **params: int | bool) -> tuple[str, ...]:
+    def violations(self, /, **params: int | bool) -> tuple[str, ...]:
         """Each range or contract the point violates, readably (`frames = 80 violates ...`)."""
         return self._domain.violations(self._domain.assign(params)[0])[0]
 
-    def largest_admissible(self, name: str, /, at_most: int, **others: int | bool) -> int | None:
+    def largest_admissible(
+        self, name: str, at_most: int | _Keyword = _KEYWORD, /, **others: int | bool
+    ) -> int | None:
         """The largest value of int param `name`, at most `at_most`, admissible with `others`, found
-        within SEARCH_LIMIT values below `at_most` (capped by the range); else None."""
+        within SEARCH_LIMIT values below `at_most` (capped by the range); else None.
+
+        `at_most` may come by keyword; for a pipeline with a param named `at_most`, pass the bound
+        by position (`largest_admissible("frames", 60, at_most=3)`): a keyword is then the param.
+        """
+        if isinstance(at_most, _Keyword):
+            if "at_most" not in others:
+                raise TypeError("largest_admissible() needs the bound `at_most`")
+            at_most = others.pop("at_most")  # type: ignore[assignment]
         return self._domain.largest(name, at_most, others)
 
     def compiled_iterations(self, stage: str) -> Callable[..., int | Fraction]:
