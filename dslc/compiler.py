@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -45,6 +46,8 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnostic]]
             found += sorted(p for p in path.rglob("*.wf") if p.is_file())
         elif path.is_file():
             found.append(path)
+        elif path.exists():  # a FIFO, a device, a socket: never opened (a FIFO would block)
+            problems.append(error("syntax", f"not a regular file: {raw}", None))
         else:
             problems.append(error("syntax", f"no such file or folder: {raw}", None))
     unique = list(dict.fromkeys(found))
@@ -55,7 +58,10 @@ def read_source(path: Path) -> tuple[SourceFile | None, list[Diagnostic]]:
     """Read one file as UTF-8 (size checked before reading it all)."""
     name = str(path)
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            return None, [error("syntax", f"not a regular file: {name}", None)]
+        size = info.st_size
         if size > MAX_FILE_BYTES:
             return None, [
                 error("limit", f"{name} is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}", None)

@@ -8,6 +8,7 @@ import json
 import os
 from collections.abc import Mapping
 
+from .atomic import NotARegularFileError, check_regular
 from .checks import (
     NodeBudget,
     Scope,
@@ -94,8 +95,12 @@ def read_artifact(
 
 def _read_file(path: str) -> bytes:
     """Read at most the size limit plus one byte, so a huge file is refused without reading it
-    all.
+    all; a FIFO or device is refused before it is opened (reading a FIFO would wait for a writer).
     """
+    try:
+        check_regular(path)
+    except NotARegularFileError as exc:
+        raise ArtifactError("", str(exc)) from None
     with open(path, "rb") as handle:
         return handle.read(MAX_BYTES + 1)
 

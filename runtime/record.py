@@ -9,10 +9,11 @@ version or edited by hand is refused with a ``RecordFormatError`` rather than ha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -20,10 +21,12 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-from runtime.atomic import write_atomically
+from runtime.atomic import NotARegularFileError, check_regular, write_atomically
+from runtime.checks import show
 
 RECORD_FORMAT = "warmup-records"
 RECORD_VERSION = 1
+MAX_RECORDS_BYTES = 256 * 1024 * 1024  # a records file is read whole: refuse a larger one first
 
 #: Phase kinds the recorder writes itself; users may add their own with ``req.phase(kind)``.
 PHASE_KINDS = ("stage", "component", "prefetch", "transition")
@@ -192,7 +195,7 @@ class WarmupRecord:
         obj = _expect_keys(value, {"version"} | _FIELDS[cls], "record")
         if obj["version"] != RECORD_VERSION or type(obj["version"]) is not int:
             raise RecordFormatError(
-                f"record version {obj['version']!r} is not supported "
+                f"record version {show(obj['version'])} is not supported "
                 f"(this runtime reads version {RECORD_VERSION})"
             )
         return _decode(cls, {k: v for k, v in obj.items() if k != "version"}, "record")
@@ -241,7 +244,7 @@ def _expect_keys(value: Any, keys: set[str], where: str) -> dict[str, Any]:
 def _check(ok: bool, where: str, what: str, value: Any) -> None:
     """Raise a RecordFormatError naming the field unless ``ok``."""
     if not ok:
-        raise RecordFormatError(f"{where}: expected {what}, got {value!r}")
+        raise RecordFormatError(f"{where}: expected {what}, got {show(value)}")
 
 
 def _scalar(kind: Any, value: Any, where: str) -> Any:
@@ -297,45 +300,123 @@ def _decode(cls: type, obj: dict[str, Any], where: str) -> Any:
 
 
 def dumps_records(records: Iterable[WarmupRecord]) -> str:
-    """The text of a records file: format name, version and the records in order."""
-    doc = {
-        "format": RECORD_FORMAT,
-        "version": RECORD_VERSION,
-        "records": [r.to_json() for r in records],
-    }
-    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    """The text of a records file: format name, version and the records in order, one per line."""
+    return _document([r.to_json() for r in records])
 
 
-def loads_records(text: str) -> list[WarmupRecord]:
-    """Parse a records file's text, refusing another format or version."""
+def _document(values: list[Any]) -> str:
+    """A records file from records' JSON values: one line each (json's C encoder: no indent)."""
+    head = json.dumps({"format": RECORD_FORMAT, "version": RECORD_VERSION})[:-1]
+    lines = ",\n".join(json.dumps(v, allow_nan=False) for v in values)
+    return f'{head}, "records": [\n{lines}\n]}}\n' if values else f'{head}, "records": []}}\n'
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json object hook: a key given twice would make a record ambiguous."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {show(key)} in a JSON object")
+            seen.add(key)
+    return obj
+
+
+def _reject_constant(name: str) -> Any:
+    """json hook: NaN and Infinity are not JSON (and never written by `dumps_records`)."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads_records(text: str | bytes) -> list[WarmupRecord]:
+    """Parse a records file's text (or UTF-8 bytes), refusing another format or version.
+
+    Everything malformed is a RecordFormatError: not JSON, not UTF-8, nested too deeply, an
+    integer over Python's 4,300-digit limit, a key given twice.
+    """
+    return [WarmupRecord.from_json(r) for r in _records_json(text)]
+
+
+def _records_json(text: str | bytes) -> list[Any]:
+    """The records' JSON values of a file whose header (format, version, a list) is checked."""
+    if len(text) > MAX_RECORDS_BYTES:
+        raise RecordFormatError(f"records file is over the {MAX_RECORDS_BYTES:,}-byte limit")
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except RecursionError:
+        raise RecordFormatError("records file is not JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the int digit limit, hooks
         raise RecordFormatError(f"records file is not JSON: {exc}") from None
     doc = _expect_keys(doc, {"format", "version", "records"}, "records file")
     if doc["format"] != RECORD_FORMAT:
-        raise RecordFormatError(f"records file: format {doc['format']!r} is not {RECORD_FORMAT!r}")
+        raise RecordFormatError(
+            f"records file: format {show(doc['format'])} is not {RECORD_FORMAT!r}"
+        )
     if doc["version"] != RECORD_VERSION or type(doc["version"]) is not int:
         raise RecordFormatError(
-            f"records file version {doc['version']!r} is not supported "
+            f"records file version {show(doc['version'])} is not supported "
             f"(this runtime reads version {RECORD_VERSION})"
         )
     _check(isinstance(doc["records"], list), "records file.records", "a list", doc["records"])
-    return [WarmupRecord.from_json(r) for r in doc["records"]]
+    return doc["records"]  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def _locked(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive advisory lock on the side file `<records file>.lock` (created, never
+    removed: removing it would let two writers lock different files). Every writer here takes it,
+    threads included (each call opens its own descriptor), so appends never overwrite each other."""
+    import fcntl  # POSIX; imported here so reading records needs nothing beyond the standard set
+
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target.with_name(target.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def save_records(path: str | os.PathLike[str], records: Iterable[WarmupRecord]) -> None:
-    """Write records atomically (a temp file in the same folder, then a rename)."""
-    write_atomically(path, dumps_records(records))
+    """Write records atomically (a temp file in the same folder, then a rename), under the lock."""
+    text = dumps_records(records)
+    with _locked(path):
+        write_atomically(path, text)
 
 
 def load_records(path: str | os.PathLike[str]) -> list[WarmupRecord]:
-    """Read a records file written by ``save_records``."""
-    return loads_records(Path(path).read_text(encoding="utf-8"))
+    """Read a records file written by ``save_records`` (no lock needed: writes are atomic)."""
+    return loads_records(_read_bytes(path))
+
+
+def _read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """A regular file's bytes, at most the size limit plus one (a FIFO is refused, not waited
+    on)."""
+    try:
+        check_regular(path)
+    except NotARegularFileError as exc:
+        raise RecordFormatError(f"records file {exc}") from None
+    with open(path, "rb") as handle:
+        return handle.read(MAX_RECORDS_BYTES + 1)
 
 
 def append_records(path: str | os.PathLike[str], records: Iterable[WarmupRecord]) -> None:
-    """Add records to a file (created when missing), still atomically."""
-    target = Path(path)
-    existing = load_records(target) if target.exists() else []
-    save_records(target, [*existing, *records])
+    """Add records to a file (created when missing), atomically and safely from several threads
+    and processes at once: load, extend and replace all happen under the file's lock."""
+    added = [r.to_json() for r in records]
+    with _locked(path):
+        if check_regular(path) is None:
+            write_atomically(path, _document(added))
+            return
+        # The file is parsed (so a broken one is refused) but its records are not decoded (each is
+        # checked whole when the file is loaded); a file in `dumps_records`' layout grows by text.
+        data = _read_bytes(path)
+        existing = _records_json(data)
+        text = data.decode("utf-8")
+        tail = "\n]}\n"
+        if existing and text.startswith(_document([])[:-4]) and text.endswith(tail):
+            lines = ",\n".join(json.dumps(v, allow_nan=False) for v in added)
+            write_atomically(path, f"{text[: -len(tail)]},\n{lines}{tail}" if added else text)
+        else:
+            write_atomically(path, _document([*existing, *added]))

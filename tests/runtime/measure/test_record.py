@@ -203,7 +203,8 @@ def test_save_and_load(tmp_path) -> None:
     assert load_records(path) == [_simple(), _simple()]
     rec.append_records(path, [_simple()])
     assert len(load_records(path)) == 3
-    assert sorted(os.listdir(tmp_path)) == ["records.json"]  # no temp file left behind
+    # no temp file left behind; the side lock file stays (removing it would race with writers)
+    assert sorted(os.listdir(tmp_path)) == ["records.json", "records.json.lock"]
 
 
 def test_save_is_atomic_when_replace_fails(tmp_path, monkeypatch) -> None:
@@ -218,4 +219,4 @@ def test_save_is_atomic_when_replace_fails(tmp_path, monkeypatch) -> None:
     with pytest.raises(OSError, match="disk full"):
         save_records(path, [_simple(), _simple()])
     assert path.read_bytes() == before
-    assert sorted(os.listdir(tmp_path)) == ["records.json"]
+    assert sorted(os.listdir(tmp_path)) == ["records.json", "records.json.lock"]
