@@ -215,17 +215,22 @@ def extra_probes(
 
 
 def towards(pipeline: Pipeline, low: Params, high: Params) -> list[dict[str, int | bool]]:
-    """``low`` with params moved halfway to ``high``: each alone, then all together (admissible)."""
+    """``low`` with params moved halfway to ``high`` (up or down): each alone, then all together;
+    and, for a param ``high`` has lower, ``low`` with ``high``'s value (cheaper still). Admissible
+    points only."""
     moved: dict[str, int] = {}
+    out: list[dict[str, int | bool]] = []
     for name, value in low.items():
         other = high.get(name, value)
-        if isinstance(value, bool) or isinstance(other, bool) or other <= value:
+        if isinstance(value, bool) or isinstance(other, bool) or other == value:
             continue
         others = {k: v for k, v in low.items() if k != name}
+        if other < value:
+            out.append({**low, name: other})
         mid = pipeline.largest_admissible(name, at_most=(value + other) // 2, **others)
-        if mid is not None and mid > value:
+        if mid is not None and min(value, other) < mid < max(value, other):
             moved[name] = mid
-    out = [{**low, name: value} for name, value in moved.items()]
+    out += [{**low, name: value} for name, value in moved.items()]
     if len(moved) > 1:
         out.append({**low, **moved})
     return [p for p in out if pipeline.is_admissible(**p)]

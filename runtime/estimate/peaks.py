@@ -47,10 +47,13 @@ PhaseKey = tuple[str, str, str | None, tuple[str, ...], tuple[str, ...]]
 
 
 def iteration_growth(work: Workload) -> tuple[IterationGrowth, ...]:
-    """Stages whose steady per-iteration peaks never fall and end higher than they start.
+    """Stages whose steady per-iteration peaks never fall and still rise in their second half.
 
-    The first iteration is dropped (it allocates what later iterations reuse), so at least three
-    iterations are needed. The growth per iteration is the mean over the steady iterations.
+    The first iteration is dropped (it allocates what later iterations reuse), and growth needs
+    three steady iterations: a multistep scheduler's history (DPM-Solver keeps two model outputs,
+    PNDM four) fills in its first steps and then stays, which two steady iterations cannot tell
+    from a cache that keeps growing, and a rise confined to the first half is such a history. The
+    growth per iteration is the mean over the steady iterations.
     """
     found: list[IterationGrowth] = []
     for index, record, _ in work.ok:
@@ -61,11 +64,12 @@ def iteration_growth(work: Workload) -> tuple[IterationGrowth, ...]:
             if stage not in work.target_values:
                 continue
             steady = sorted(iterations, key=lambda i: i.index)[1:]
-            if len(steady) < 2:
+            if len(steady) < 3:
                 continue
             peaks = [i.peak_allocated for i in steady]
-            if any(b < a for a, b in pairwise(peaks)) or peaks[-1] <= peaks[0]:
-                continue
+            rises = [i for i in range(1, len(peaks)) if peaks[i] > peaks[i - 1]]
+            if any(b < a for a, b in pairwise(peaks)) or not rises or 2 * rises[-1] < len(peaks):
+                continue  # never rose, or only in its first half: a history that filled
             per_iteration = Fraction(peaks[-1] - peaks[0], steady[-1].index - steady[0].index)
             last = work.target_iterations(stage) - 1
             if last <= steady[-1].index:

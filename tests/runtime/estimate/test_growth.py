@@ -82,3 +82,14 @@ def test_flat_falling_short_or_complete_runs_do_not_grow(toy):
     ]
     for peaks in cases:
         assert estimate_iteration_growth([growing(peaks, stage_peak=max(peaks))], toy) == ()
+
+
+def test_a_scheduler_history_that_fills_and_stays_is_not_growth(toy):
+    # DPM-Solver keeps two model outputs: the peak rises over the first steps, then stays. A rise
+    # confined to the first half of the steady iterations is not extrapolated to the target.
+    assert estimate_iteration_growth([growing([100, 200, 300, 300, 300])], toy) == ()
+    # Two steady iterations cannot tell a filling history from a growing cache: no growth.
+    assert estimate_iteration_growth([growing([100, 200, 300])], toy) == ()
+    # A cache that keeps growing still is.
+    (g,) = estimate_iteration_growth([growing([100, 200, 300, 400])], toy)
+    assert g.bytes_per_iteration == 100
