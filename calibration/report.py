@@ -143,6 +143,7 @@ def document(cal: Calibration) -> dict[str, Any]:
         ],
         "undeclared_components": list(cal.undeclared),
         "component_weight_bytes": dict(cal.component_weight_bytes),
+        "layer_bytes": {c: dict(per) for c, per in cal.layer_bytes.items()},
     }
 
 

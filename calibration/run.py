@@ -70,6 +70,7 @@ class Calibration:
     extra_probes: tuple[Params, ...] = field(default=(), hash=False)
     findings: tuple[Finding, ...] = ()
     undeclared: tuple[str, ...] = ()  # components that ran outside every declared stage
+    layer_bytes: Mapping[str, Mapping[str, int]] = field(factory=dict, hash=False)
 
     @property
     def second_probe(self) -> Params | None:
@@ -338,6 +339,7 @@ def calibrate_session(
         extra_probes=tuple(extras),
         findings=findings,
         undeclared=unstaged_components(records),
+        layer_bytes=session.layer_bytes,
     )
 
 

@@ -170,6 +170,13 @@ class Session:
         modules = pipeline_modules(pipe)
         self.facts: PipelineFacts = pipeline_facts(formulas, modules)
         self.weights = {name: weight_bytes(m) for name, m in modules.items()}
+        from calibration.plan_torch import layer_bytes
+
+        self.layer_bytes = {
+            name: per
+            for name in self.facts.layerwise
+            if name in modules and (per := layer_bytes(modules[name]))
+        }
         self.recorder: WarmupRecorder = diffusers_recorder(
             formulas,
             pipe,

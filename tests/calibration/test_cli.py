@@ -222,6 +222,16 @@ def test_your_own_pipeline_from_a_factory_and_a_formula_file(tmp_path):
         if entry["measured_peak_bytes"] is None:
             continue
         assert entry["bound_peak_bytes"] >= entry["measured_peak_bytes"], entry
+    assert doc["layer_bytes"]["unet"] and all(b > 0 for b in doc["layer_bytes"]["unet"].values())
+    # The saved calibration is the planner's input: plan it on a device that holds it all.
+    from calibration.plan_cli import plan
+
+    planned = CliRunner().invoke(
+        plan, ["--calibration", str(saved), "--device-memory", "4GiB", "--reserve", "0", "--json"]
+    )
+    assert planned.exit_code == 0, planned.output
+    placements = json.loads(planned.stdout)
+    assert "unet" in json.dumps(placements)
 
 
 @pytest.mark.parametrize(
