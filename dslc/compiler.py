@@ -16,7 +16,7 @@ from dslc.parse import parse
 from dslc.passes.cost import CostBudget, check_cost
 from dslc.passes.domain import check_default_workload, resolve_params
 from dslc.passes.facts import check_facts
-from dslc.passes.prove import check_properties
+from dslc.passes.prove import ProofCache, check_properties
 from dslc.passes.resolve import check_names, check_pipeline_names, flatten, order_lets
 from dslc.passes.types import check_types
 from dslc.source import SourceFile
@@ -128,6 +128,7 @@ def compile_sources(
     diagnostics += name_problems
     resolved: list[ResolvedPipeline] = []
     budget = CostBudget()
+    proofs = ProofCache()  # a child re-proves only what it changed; each file's work is bounded
     if any(d.code == "limit" for d in name_problems):
         by_name = {}  # too many pipelines: refuse before resolving any
     for name in by_name:
@@ -137,7 +138,7 @@ def compile_sources(
         diagnostics += problems
         if pipeline is not None:
             if prove:
-                diagnostics += check_properties(pipeline)
+                diagnostics += check_properties(pipeline, proofs=proofs)
             resolved.append(pipeline)
         if sum(d.is_error for d in diagnostics) >= MAX_ERRORS:
             break

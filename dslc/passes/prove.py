@@ -57,15 +57,66 @@ SNAP_STEPS = 64  # how far a reported counterexample creeps towards the default
 SHRINK_SECONDS = 1.0  # a safety net on moving one counterexample towards the default
 WORK = 250_000  # nodes evaluated per pipeline by splitting (weighing 5) and search: about a second
 SYMBOLIC_SECONDS = 8 * PROVER_SECONDS  # sympy per pipeline, all formulas together
+FILE_WORK = 40 * WORK  # nodes evaluated for all the pipelines of one file (a `limit` beyond)
 MAX_DIGITS = 30  # a value shown in a message has at most about this many digits
 MAX_QUOTED = 40  # an expression quoted in a message has at most this many characters
 
 
 def check_properties(
-    pipeline: ResolvedPipeline, *, exhaustive: int = EXHAUSTIVE_POINTS, symbolic: bool = True
+    pipeline: ResolvedPipeline,
+    *,
+    exhaustive: int = EXHAUSTIVE_POINTS,
+    symbolic: bool = True,
+    proofs: ProofCache | None = None,
 ) -> list[Diagnostic]:
-    """Every property of docs/language.md's "What the compiler proves" for one pipeline."""
-    return Prover(pipeline, exhaustive=exhaustive, symbolic=symbolic).run()
+    """Every property of docs/language.md's "What the compiler proves" for one pipeline; `proofs`,
+    shared by a compilation, settles what another pipeline (a parent) already settled."""
+    return Prover(pipeline, exhaustive=exhaustive, symbolic=symbolic, proofs=proofs).run()
+
+
+class ProofCache:
+    """Obligations settled in one compilation, and the prover's work budget for each file.
+
+    An obligation's outcome depends on its expression, its culprit, the conditions it sits under,
+    the lets it reads and the params' types, ranges and contracts, never on defaults or on the
+    pipeline's name: so a child pipeline re-proves only the fields it overrides or whose inputs
+    (a range, a contract, a let) it changed.
+    """
+
+    def __init__(self, work_per_file: int = FILE_WORK) -> None:
+        self.outcomes: dict[object, tuple[bool, tuple[dict, object] | None]] = {}
+        self.settings: dict[object, int] = {}  # a pipeline's settings -> a small number
+        self.work_per_file = work_per_file
+        self.spent: dict[str, int] = {}  # source file name -> prover work spent on its pipelines
+
+    def key(self, pipeline: ResolvedPipeline) -> int:
+        """A number for what the pipeline's obligations depend on besides their own expressions:
+        params' types and ranges, contracts in order, every let's definition (hashed once)."""
+        params = tuple((p.name, p.type, p.lo, p.hi) for p in pipeline.params)
+        contracts = tuple((p.name, where) for p, where in pipeline.contracts)
+        lets = tuple((let.name, let.value) for let in pipeline.lets)
+        return self.settings.setdefault((params, contracts, lets), len(self.settings))
+
+    def left(self, pipeline: ResolvedPipeline) -> int:
+        """Work left for the file that declares `pipeline`."""
+        return self.work_per_file - self.spent.get(_file(pipeline), 0)
+
+    def spend(self, pipeline: ResolvedPipeline, work: int) -> None:
+        """Charge the file that declares `pipeline`."""
+        self.spent[_file(pipeline)] = self.spent.get(_file(pipeline), 0) + work
+
+
+def _file(pipeline: ResolvedPipeline) -> str:
+    """The name of the file that declares `pipeline`."""
+    span = pipeline.span
+    return span.source.name if span is not None else ""
+
+
+def _key(ob: Obligation, settings: int) -> object:
+    """An obligation's cache key. Its expressions count by identity: an inherited field is the
+    parent's own node (an overridden one is a new node, so it is proved again)."""
+    facts = tuple((id(cond), truth) for cond, truth in ob.facts)
+    return (ob.kind, id(ob.expr), id(ob.node), facts, ob.contract, settings)
 
 
 class Prover:
@@ -79,8 +130,10 @@ class Prover:
         *,
         exhaustive: int = EXHAUSTIVE_POINTS,
         symbolic: bool = True,
+        proofs: ProofCache | None = None,
     ):
         self.pipeline = pipeline
+        self.proofs = proofs
         self.ctx = Context(pipeline)
         self.exhaustive = exhaustive
         self.symbolic = symbolic
@@ -348,10 +401,23 @@ class Prover:
 
     def run(self) -> list[Diagnostic]:
         obs = collect(self.pipeline, self.ctx)
-        pending = [ob for ob in obs if not self.cheap(ob)]
+        proofs = self.proofs
+        if proofs is not None and proofs.left(self.pipeline) <= 0:
+            return [self._over_budget(proofs)]
+        settings = proofs.key(self.pipeline) if proofs is not None else -1
+        keys = {id(ob): _key(ob, settings) for ob in obs}
+        known: dict[int, tuple[bool, tuple[dict, object] | None]] = {}
+        if proofs is not None:
+            for ob in obs:
+                outcome = proofs.outcomes.get(keys[id(ob)])
+                if outcome is not None:
+                    known[id(ob)] = outcome
+                    ob.proved, ob.refuted = outcome
+        pending = [ob for ob in obs if id(ob) not in known and not self.cheap(ob)]
         self.results, self.searched = obs, bool(pending)
         for ob in obs:
-            ob.proved = ob not in pending
+            if id(ob) not in known:
+                ob.proved = ob not in pending
         if pending:
             self.search(pending)
         still = [ob for ob in pending if ob.open]
@@ -365,12 +431,30 @@ class Prover:
                 ob.proved = prove_symbolically(self.ctx, ob)
         diagnostics = []
         for ob in pending:
-            if ob.refuted is not None and self.violates_at(ob, ob.refuted[0]) is not None:
+            if ob.refuted is not None and self.violates_at(ob, ob.refuted[0]) is None:
+                ob.refuted = None  # not a counterexample after all: left unproven
+            if ob.refuted is not None:
                 self.shrink(ob)
+        for ob in obs:
+            if ob.refuted is not None:
                 diagnostics.append(self._refuted(ob))
             elif not ob.proved:
                 diagnostics.append(self._unproven(ob))
+        if proofs is not None:
+            for ob in obs:
+                proofs.outcomes.setdefault(keys[id(ob)], (ob.proved, ob.refuted))
+            proofs.spend(self.pipeline, WORK - self.work)
         return sorted(diagnostics, key=lambda d: d.sort_key())
+
+    def _over_budget(self, proofs: ProofCache) -> Diagnostic:
+        """A file whose pipelines took the prover's whole budget: the rest are not checked."""
+        return error(
+            "limit",
+            f"the prover's work budget for this file ({proofs.work_per_file:,} evaluations) is "
+            f"spent before pipeline '{self.pipeline.name}'",
+            self.pipeline.decl.name_span,
+            hints=["split the pipelines across several files, or simplify their formulas"],
+        )
 
     def _point(self, ob: Obligation) -> str:
         assert ob.refuted is not None

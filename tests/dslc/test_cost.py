@@ -146,3 +146,55 @@ def test_every_source_bomb_family_is_a_limit_or_builds_and_loads() -> None:
             builds_and_loads(text)
         else:
             limit_errors(result)
+
+
+def test_children_reuse_their_parents_proofs() -> None:
+    """A child re-proves only what it changed: extending 60 stages costs no prover work."""
+    from dslc.passes.prove import ProofCache, check_properties
+
+    result = compile_text(bombs.extends_chain_source(30, 60), "x.wf")
+    assert result.ok and result.program is not None
+    base, *children = result.program.pipelines
+    proofs = ProofCache()
+    assert check_properties(base, proofs=proofs) == []
+    settled, spent = len(proofs.outcomes), dict(proofs.spent)
+    assert settled >= 60 * 3
+    for child in children:  # defaults changed: ranges, contracts and lets did not
+        assert check_properties(child, proofs=proofs) == []
+    assert len(proofs.outcomes) == settled and proofs.spent == spent
+
+
+def test_a_child_that_changes_a_range_is_proved_again() -> None:
+    from dslc.passes.prove import ProofCache, check_properties
+
+    text = (
+        "pipeline base {\n    param n: int = 4 in [1, 100]\n"
+        "    stage S { iterations = n - 1 }\n}\n"
+        "pipeline wide extends base {\n    param n: int = 4 in [0, 100]\n}\n"
+    )
+    result = compile_text(text, "r.wf")
+    assert [e.code for e in result.errors] == ["negative"]  # only the child: n = 0 gives -1
+    assert result.errors[0].message.endswith("in pipeline 'wide' is -1 at n = 0")
+    program = compile_text(text.replace("[0, 100]", "[2, 100]"), "r.wf").program
+    assert program is not None
+    proofs = ProofCache()
+    check_properties(program.pipelines[0], proofs=proofs)
+    settled = len(proofs.outcomes)
+    check_properties(program.pipelines[1], proofs=proofs)
+    assert len(proofs.outcomes) > settled  # a new range: its obligations are its own
+
+
+def test_the_prover_budget_per_file_is_a_limit() -> None:
+    from dslc.passes.prove import ProofCache, check_properties
+
+    text = "".join(
+        f"pipeline p{i} {{\n    param a: int = 3 in [0, 1000]\n    param b: int = 5 in [0, 1000]\n"
+        f"    stage S {{ memory ~ a * a - 2 * a * b + b * b + {i} }}\n}}\n"
+        for i in range(3)
+    )
+    program = compile_text(text, "h.wf").program
+    assert program is not None
+    proofs = ProofCache(work_per_file=1)
+    check_properties(program.pipelines[0], proofs=proofs)
+    (over,) = check_properties(program.pipelines[1], proofs=proofs)
+    assert over.code == "limit" and "budget" in over.message and line_of(over) == 6
