@@ -5,7 +5,9 @@
 Sources (the real `formulas/*.wf` and `dslc.testing.sources()` examples) are mutated token-wise
 (`dslc.fuzzing.SOURCE_MUTATORS`) and compiled with `dslc.compiler.compile_text`; the artifact of
 `formulas/` is mutated (`dslc.fuzzing.ARTIFACT_MUTATORS`, plus JSON-text mutations) and loaded with
-`runtime.load_formulas`. A case fails when anything but a CompileResult / a FormulaError comes
+`runtime.load_formulas`. One case in ten of each is a cost bomb instead (`dslc.bombs`: nested
+powers, squaring chains, let and contract fan-out, extends chains, blank floods, many pipelines or
+params), at a random size. A case fails when anything but a CompileResult / a FormulaError comes
 out, or when it takes over `dslc.fuzzing.CASE_SECONDS`. Failures are printed with the seed and
 case number that reproduce them (`--replay KIND CASE`); the exit status is 1 when any case failed.
 """
@@ -24,7 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dslc import fuzzing
+from dslc import bombs, fuzzing
+
+BOMB_EVERY = 10  # one case in ten of each kind is a cost bomb (dslc.bombs) instead of a mutation
 
 KINDS = ("source", "artifact")
 
@@ -58,8 +62,15 @@ def corpus(generated: int, seed: int) -> list[str]:
 def case(kind: str, seed: int, index: int, texts: list[str], doc: dict) -> tuple[str, object]:
     """The mutation name and payload of case `index` of `kind` (deterministic in seed and index)."""
     rng = random.Random(f"{seed}:{kind}:{index}")
+    bomb = index % BOMB_EVERY == BOMB_EVERY - 1
     if kind == "source":
+        if bomb:
+            family, text = bombs.source_bomb(rng)
+            return f"bomb:{family}", text
         return fuzzing.mutate_source(rng, rng.choice(texts))
+    if bomb:
+        family, document = bombs.artifact_bomb(rng)
+        return f"bomb:{family}", document
     return fuzzing.mutate_artifact(rng, doc)
 
 

@@ -94,10 +94,11 @@ def blank_flood_source(lines: int) -> str:
 SOURCE_BOMBS: dict[str, Callable[[random.Random], str]] = {
     "nested-powers": lambda rng: nested_powers_source(rng.randint(1, 8)),
     "squaring-chain": lambda rng: squaring_chain_source(rng.randint(4, 40)),
-    "let-fan-out": lambda rng: let_fan_out_source(rng.choice([10, 500, 3000]), rng.randint(1, 64)),
-    "contract-fan-out": lambda rng: contract_fan_out_source(rng.choice([10, 300, 511, 600])),
-    "extends-chain": lambda rng: extends_chain_source(rng.choice([1, 10, 60]), rng.randint(1, 60)),
-    "flattened-nodes": lambda rng: flattened_nodes_source(rng.choice([10, 300]), 1000),
+    "let-fan-out": lambda rng: let_fan_out_source(rng.choice([10, 300, 1500]), rng.randint(1, 64)),
+    "contract-fan-out": lambda rng: contract_fan_out_source(rng.choice([10, 300, 600])),
+    "extends-chain": lambda rng: extends_chain_source(rng.choice([1, 10, 30]), rng.randint(1, 60)),
+    # (800 children, over the node limit, take seconds to refuse: tests/dslc/test_cost.py has it)
+    "flattened-nodes": lambda rng: flattened_nodes_source(rng.choice([10, 60]), 150),
     "blank-flood": lambda rng: blank_flood_source(rng.choice([100, 16_000, 900_000])),
 }
 
@@ -207,10 +208,10 @@ ARTIFACT_BOMBS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "nested-powers": lambda rng: nested_powers_artifact(rng.randint(1, 8)),
     "squaring-chain": lambda rng: squaring_chain_artifact(rng.randint(4, 40)),
     "let-fan-out": lambda rng: let_fan_out_artifact(
-        rng.choice([10, 2000, 20_000]), rng.randint(1, 100)
+        rng.choice([10, 2000, 6000]), rng.randint(1, 100)
     ),
     "contract-fan-out": lambda rng: contract_fan_out_artifact(rng.choice([10, 300, 511, 2000])),
-    "many-pipelines": lambda rng: many_pipelines_artifact(rng.choice([10, 1000, 1001, 20_000])),
+    "many-pipelines": lambda rng: many_pipelines_artifact(rng.choice([10, 300, 1001, 20_000])),
     "many-params": lambda rng: many_params_artifact(rng.choice([10, 511, 40_000])),
 }
 
