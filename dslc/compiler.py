@@ -11,7 +11,7 @@ import attrs
 from dslc import ast
 from dslc.diagnostics import CompileError, Diagnostic, dedupe, error
 from dslc.limits import MAX_ERRORS, MAX_FILE_BYTES
-from dslc.model import Program, ResolvedPipeline
+from dslc.model import Program, ResolvedPipeline, ResolvedStage
 from dslc.parse import parse
 from dslc.passes.cost import CostBudget, check_cost
 from dslc.passes.domain import check_default_workload, resolve_params
@@ -19,7 +19,7 @@ from dslc.passes.facts import check_facts
 from dslc.passes.prove import ProofCache, check_properties
 from dslc.passes.resolve import check_names, check_pipeline_names, flatten, order_lets
 from dslc.passes.types import check_types
-from dslc.source import SourceFile
+from dslc.source import SourceFile, Span
 
 
 @attrs.frozen
@@ -84,11 +84,64 @@ def read_source(path: Path) -> tuple[SourceFile | None, list[Diagnostic]]:
     return SourceFile(name, text.removeprefix("\ufeff")), []
 
 
+def _inside(inner: Span, outer: Span) -> bool:
+    return inner.source.name == outer.source.name and (
+        (outer.line, outer.column) <= (inner.line, inner.column)
+        and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column)
+    )
+
+
+def _broken_fields(
+    pipeline: ResolvedPipeline, problems: Sequence[Diagnostic]
+) -> dict[str, set[str | None]] | None:
+    """Stage -> the fields the errors lie in (None: the stage itself); None when an error lies
+    outside every stage."""
+    broken: dict[str, set[str | None]] = {}
+    for problem in problems:
+        if not problem.is_error:
+            continue
+        owner: tuple[str, str | None] | None = None
+        for stage in pipeline.stages if problem.span is not None else ():
+            places = [(f.name, f.span) for f in stage.fields.values()] + [(None, stage.decl.span)]
+            for field, place in places:
+                if problem.span is not None and place is not None and _inside(problem.span, place):
+                    owner = (stage.name, field)
+                    break
+            if owner is not None:
+                break
+        if owner is None:
+            return None
+        broken.setdefault(owner[0], set()).add(owner[1])
+    return broken
+
+
+def _set_aside(
+    pipeline: ResolvedPipeline, broken: dict[str, set[str | None]]
+) -> tuple[ResolvedStage, ...]:
+    """The stages without their broken fields, and without the stages broken as a whole."""
+    kept = []
+    for stage in pipeline.stages:
+        fields = broken.get(stage.name, set())
+        if None in fields:
+            continue
+        kept.append(
+            attrs.evolve(stage, fields={k: v for k, v in stage.fields.items() if k not in fields})
+        )
+    return tuple(kept)
+
+
 def _resolve_one(
     name: str, by_name: dict[str, ast.Pipeline], budget: CostBudget
 ) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
-    """Every pass up to the prover; each reports all it can, and only a clean pipeline goes on.
-    Nothing is evaluated before the cost pass bounded it (constant defaults and ranges aside)."""
+    """Every pass up to the prover; each reports all it can.
+
+    Errors inside stage fields set those fields aside (an error in a stage's header, the stage):
+    the rest goes on to the cost, domain and default-workload checks and the prover, so one typo
+    does not hide the errors of other fields and stages. A type error in a param, a let or a
+    contract stops the pipeline before its params are resolved, any other error outside the
+    stages right after (None): everything may depend on it. Nothing is evaluated before the cost
+    pass bounded it (constant defaults and ranges aside).
+    """
     pipeline, problems = flatten(name, by_name)
     if pipeline is None:
         return None, problems
@@ -99,18 +152,20 @@ def _resolve_one(
     pipeline = attrs.evolve(pipeline, lets=lets)
     types, type_problems = check_types(pipeline)
     problems += type_problems
-    if type_problems:
+    if _broken_fields(pipeline, type_problems) is None:
         return None, problems
-    pipeline = attrs.evolve(pipeline, types=types)
+    broken = _broken_fields(pipeline, problems)
+    pipeline = attrs.evolve(pipeline, types=types, stages=_set_aside(pipeline, broken or {}))
     resolved, domain_problems = resolve_params(pipeline)
     problems += domain_problems
-    if resolved is None or problems:
+    if resolved is None or domain_problems or broken is None:
         return None, problems
-    problems += check_cost(resolved, budget)
-    if problems:
+    cost_problems = check_cost(resolved, budget)
+    problems += cost_problems
+    if cost_problems:
         return None, problems
-    problems += check_default_workload(resolved)
-    return (None if problems else resolved), problems
+    default_problems = check_default_workload(resolved)
+    return (None if default_problems else resolved), problems + default_problems
 
 
 def compile_sources(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from fractions import Fraction
 from importlib import resources
@@ -294,12 +294,45 @@ def parse(source: SourceFile) -> ast.Module:
             ]
         ) from None
     except UnexpectedInput as exc:
-        raise CompileError([_syntax_diagnostic(source, exc)]) from None
+        from dslc.recover import recover
+
+        first = _syntax_diagnostic(source, exc)
+        raise CompileError(
+            recover(source, first, _offset(source, exc), _reparser(source), tokens)
+        ) from None
     finally:
         _STATE.reset(token)
     if state.problems:
         raise CompileError(state.problems)
     return ast.Module(module.pipelines, source, tuple(_comments(source)))
+
+
+def _offset(source: SourceFile, exc: UnexpectedInput) -> int:
+    """Where in the text the parser gave up."""
+    if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
+        return exc.token.start_pos or 0
+    if isinstance(exc, UnexpectedCharacters):
+        return exc.pos_in_stream or 0
+    return len(source.text)
+
+
+def _reparser(source: SourceFile) -> Callable[[str], tuple[Diagnostic, int] | None]:
+    """Parse a repaired copy of `source` (same length, same lines): its first error, or None."""
+
+    def reparse(text: str) -> tuple[Diagnostic, int] | None:
+        repaired = SourceFile(source.name, text)
+        token = _STATE.set(_ParseState(repaired))
+        try:
+            _parser().parse(text)
+        except _LimitHit:
+            return None
+        except UnexpectedInput as exc:
+            return _syntax_diagnostic(source, exc), _offset(repaired, exc)
+        finally:
+            _STATE.reset(token)
+        return None
+
+    return reparse
 
 
 _TOKEN = re.compile(r"#[^\r\n]*|[A-Za-z_0-9.]+|\*\*|//|[=!<>]=|[^\s]|\n")

@@ -152,7 +152,7 @@ def _parent_chain(
                 "undefined-name",
                 f"unknown parent pipeline '{parent}'",
                 node.parent_span,
-                hints=did_you_mean(parent, by_name),
+                hints=did_you_mean(parent, set(by_name) - seen),
             )
         current = parent
     return list(reversed(chain)), None
@@ -241,14 +241,15 @@ def flatten(
     return resolved, problems
 
 
-def _expressions(pipeline: ResolvedPipeline) -> list[ast.Expr]:
-    exprs: list[ast.Expr] = []
+def _expressions(pipeline: ResolvedPipeline) -> list[tuple[ast.Expr, str | None]]:
+    """Every expression that may name things, with the let it defines (None: not a let)."""
+    exprs: list[tuple[ast.Expr, str | None]] = []
     for param in pipeline.params:
-        exprs += [e for e in (param.where,) if e is not None]
-    exprs += [let.value for let in pipeline.lets]
+        exprs += [(e, None) for e in (param.where,) if e is not None]
+    exprs += [(let.value, let.name) for let in pipeline.lets]
     for stage in pipeline.stages:
-        exprs += [field.value for field in stage.fields.values()]
-    exprs += [call.value for call in pipeline.calls]
+        exprs += [(field.value, None) for field in stage.fields.values()]
+    exprs += [(call.value, None) for call in pipeline.calls]
     return exprs
 
 
@@ -256,14 +257,14 @@ def check_names(pipeline: ResolvedPipeline, *, own_only: bool = True) -> list[Di
     """Every name is a param or a let, every call a known function."""
     known = {p.name for p in pipeline.params} | {let.name for let in pipeline.lets}
     problems = []
-    for expr in _expressions(pipeline):
+    for expr, defining in _expressions(pipeline):
         for node in ast.walk(expr):
             if isinstance(node, ast.Name) and node.id not in known:
                 kind = "function" if node.id in ast.FUNCTIONS else "name"
                 hint = (
                     (f"'{node.id}' is a function: call it, e.g. '{node.id}(x)'",)
                     if kind == "function"
-                    else did_you_mean(node.id, known)
+                    else did_you_mean(node.id, known - {defining})  # never the let being defined
                 )
                 problems.append(
                     error("undefined-name", f"unknown {kind} '{node.id}'", node.span, hints=hint)

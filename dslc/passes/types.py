@@ -9,6 +9,7 @@ from fractions import Fraction
 
 from dslc import ast
 from dslc.diagnostics import Diagnostic, did_you_mean, error
+from dslc.fmt import format_expr
 from dslc.interp import EvalError, LimitError, evaluate
 from dslc.limits import (
     MAX_CONSTANT_BITS,
@@ -68,6 +69,23 @@ def constant_exponent(node: ast.Binary) -> tuple[int | None, Diagnostic | None]:
     return int(value), None
 
 
+HINT_OPERAND_CHARS = 40  # a longer operand is called "it" in a hint
+
+
+def _operand_hint(expr: ast.Expr, kind: str, wanted: tuple[str, ...]) -> tuple[str, ...]:
+    """How to turn the operand itself (named by its own text) into what was wanted."""
+    text = format_expr(expr)
+    if len(text) > HINT_OPERAND_CHARS:
+        text = "..."
+    if kind == BOOL:
+        return (f"use 'if {text} then 1 else 0' for a number",)
+    if BOOL in wanted and isinstance(expr, ast.Num):
+        return ("write 'true' or 'false'",)
+    if BOOL in wanted and kind in _NUMERIC:
+        return (f"compare it, e.g. '{f'({text})' if isinstance(expr, ast.IfElse) else text} > 0'",)
+    return ()
+
+
 class TypeChecker:
     """Infers the type of each expression of a pipeline and collects every misuse."""
 
@@ -83,9 +101,7 @@ class TypeChecker:
     def expect(self, expr: ast.Expr, wanted: tuple[str, ...], what: str) -> str | None:
         kind = self.infer(expr)
         if kind is not None and kind not in wanted:
-            hint = (
-                ("compare it, e.g. 'x > 0', or use 'if x then 1 else 0'",) if kind == BOOL else ()
-            )
+            hint = _operand_hint(expr, kind, wanted)
             self._fail(
                 "type", f"{what} must be {_describe(wanted[0])}, not {_describe(kind)}", expr, hint
             )

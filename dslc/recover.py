@@ -1,0 +1,251 @@
+"""Syntax error recovery: every independent syntax error of a file in one run, unclosed braces by name.
+
+Lark's LALR parser stops at the first error. When it does, a cheap bracket-aware scan of the text
+(no grammar: it knows only braces, separators and the keywords that start a pipeline, a stage or
+a pipeline member) finds blocks left open and the statement the error sits in. That statement (a
+stage member, a pipeline member, or a whole block whose header is broken) is blanked out, keeping
+every newline so later positions do not move, and the file is parsed again, until it parses or a
+bound is reached (MAX_SYNTAX_ERRORS errors, RECOVERY_TOKENS tokens parsed in all).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import attrs
+
+from dslc.diagnostics import Diagnostic, Note, error
+from dslc.limits import MAX_TOKENS
+from dslc.source import SourceFile, Span
+
+MAX_SYNTAX_ERRORS = 20  # per file; the rest show once these are fixed
+# Tokens of the file times re-parses, while recovering one file. A re-parse starts, in effect, at
+# the error (the parsed prefix is blanked), so this bounds the re-lexing of that prefix.
+RECOVERY_TOKENS = 4 * MAX_TOKENS
+
+# Comments, separators, brackets, words; any other run of characters is one token.
+_TOKEN = re.compile(r"#[^\n]*|\n|;|[{}()\[\]]|[A-Za-z_][A-Za-z0-9_]*|[^\sA-Za-z_{}()\[\];#]+")
+# A statement starting with a pipeline member's keyword cannot be inside a stage: it closes the
+# stage (`call` and `probe` too, contextual keywords of newer members); `pipeline` closes anything.
+_PIPELINE_MEMBERS = ("param", "let", "stage", "call", "probe")
+
+
+@attrs.frozen
+class Block:
+    """A `{ ... }` block: a pipeline's, a stage's, or another ("block") one."""
+
+    kind: str
+    name: str | None
+    start: int  # offset of the statement that opens it (its keyword)
+    opened: int  # offset of its '{'
+    closed: int | None  # offset of its '}'; None when it is never closed
+    ended: int  # where it ends: its '}', or the token that cannot be inside it, or the end
+
+
+@attrs.frozen
+class Statement:
+    """One member or field: from its first token to the separator, brace or end after it."""
+
+    start: int
+    end: int
+    block: int  # index of the innermost enclosing block in `Scan.blocks`; -1 at top level
+    opens: int | None = None  # index of the block this statement's header opens, if any
+
+
+@attrs.frozen
+class Scan:
+    blocks: tuple[Block, ...]
+    statements: tuple[Statement, ...]
+
+
+@attrs.define
+class _Open:
+    kind: str
+    name: str | None
+    start: int
+    opened: int
+    index: int
+
+
+def scan(text: str) -> Scan:
+    """The blocks and statements of `text`, closing a block where a statement cannot be inside it."""
+    blocks: list[Block | None] = []
+    statements: list[Statement] = []
+    stack: list[_Open] = []
+    words: list[str] = []  # the current statement's first two words
+    start: int | None = None  # offset of the current statement's first token
+    depth = 0  # parentheses and brackets
+    line_start = False  # only newlines since the last statement's token
+
+    def finish(end: int, opens: int | None = None) -> None:
+        nonlocal start
+        if start is not None:
+            statements.append(Statement(start, end, stack[-1].index if stack else -1, opens))
+        start = None
+        words.clear()
+
+    def close(block: _Open, closed: int | None, ended: int) -> None:
+        blocks[block.index] = Block(
+            block.kind, block.name, block.start, block.opened, closed, ended
+        )
+
+    for match in _TOKEN.finditer(text):
+        token, offset = match.group(), match.start()
+        if token.startswith("#"):
+            continue
+        if token == ";" or (token == "\n" and not depth):
+            finish(offset)
+            continue
+        if token == "\n":
+            line_start = True
+            continue
+        if depth and line_start and token in ("pipeline", *_PIPELINE_MEMBERS):
+            finish(offset)  # a bracket left open: the statement ended at the line before
+            depth = 0
+        line_start = False
+        if token == "}":
+            finish(offset)
+            if stack:
+                close(stack.pop(), offset, offset)
+            depth = 0
+            continue
+        if token in "([":
+            depth += 1
+        elif token in ")]":
+            depth = max(0, depth - 1)
+        if start is None:
+            start = offset
+            if token == "pipeline":
+                while stack:
+                    close(stack.pop(), None, offset)
+            elif token in _PIPELINE_MEMBERS and stack and stack[-1].kind == "stage":
+                close(stack.pop(), None, offset)
+        if (token[0].isalpha() or token[0] == "_") and len(words) < 2:
+            words.append(token)
+        if token == "{":
+            kind = words[0] if words and words[0] in ("pipeline", "stage") else "block"
+            name = words[1] if kind != "block" and len(words) > 1 else None
+            index = len(blocks)
+            blocks.append(None)
+            header_start = start if start is not None else offset
+            finish(offset, opens=index)
+            stack.append(_Open(kind, name, header_start, offset, index))
+            depth = 0
+    finish(len(text))
+    while stack:
+        close(stack.pop(), None, len(text))
+    return Scan(tuple(b for b in blocks if b is not None), tuple(statements))
+
+
+def blank(text: str, start: int, end: int) -> str:
+    """`text` with [start, end) replaced by spaces, newlines kept (so no position moves)."""
+    middle = re.sub(r"[^\n]", " ", text[start:end])
+    return text[:start] + middle + text[end:]
+
+
+def _region(found: Scan, offset: int, text: str) -> tuple[int, int]:
+    """What to blank for an error at `offset`: its statement, or the block its header opens."""
+    candidates = [s for s in found.statements if s.start <= offset <= s.end]
+    if not candidates:
+        return offset, min(len(text), offset + 1)
+    # A statement that ends where the error is did not end properly (an open bracket): that one.
+    statement = next(
+        (s for s in candidates if s.end == offset and s.start < offset),
+        max(candidates, key=lambda s: s.start),
+    )
+    if statement.opens is not None:
+        block = found.blocks[statement.opens]
+        end = block.closed + 1 if block.closed is not None else block.ended
+        return statement.start, end
+    if statement.block == -1:  # stray text at the top level: up to the next pipeline
+        following = [b.start for b in found.blocks if b.start > offset and b.kind == "pipeline"]
+        return statement.start, min(following, default=len(text))
+    return statement.start, statement.end
+
+
+def _parsed_prefix_blanked(text: str, found: Scan, before: int) -> str:
+    """`text` with everything before `before` blanked but the headers of the blocks around it.
+
+    The parser already accepted that prefix; blanking it makes the next parse start, in effect,
+    at the error, so recovering a file costs about one parse of it in all.
+    """
+    keep = sorted(
+        (block.start, block.opened + 1)
+        for block in found.blocks
+        if block.opened < before
+        and (block.closed if block.closed is not None else block.ended) >= before
+    )
+    position = 0
+    for start, end in keep:
+        text = blank(text, position, min(start, before))
+        position = max(position, end)
+    return blank(text, position, before) if position < before else text
+
+
+def unclosed(source: SourceFile, block: Block, gave_up: Span | None) -> Diagnostic:
+    """`unclosed '{' of stage 'X'` at the brace, with where the parser gave up."""
+    what = f"{block.kind} '{block.name}'" if block.name else "block"
+    notes = [Note("the parser gave up here", gave_up)] if gave_up is not None else []
+    if block.ended < len(source.text):
+        ends = source.span(block.ended, block.ended + 1)
+        if gave_up is None or gave_up.line != ends.line:
+            notes.append(
+                Note(f"'}}' expected before this (it cannot be inside the {block.kind})", ends)
+            )
+    return error(
+        "syntax",
+        f"unclosed '{{' of {what}",
+        source.span(block.opened, block.opened + 1),
+        notes=notes,
+        hints=[f"add '}}' where the {block.kind} ends"],
+    )
+
+
+def recover(
+    source: SourceFile,
+    first: Diagnostic,
+    first_offset: int,
+    reparse: Callable[[str], tuple[Diagnostic, int] | None],
+    tokens: int,
+) -> list[Diagnostic]:
+    """Every syntax error of `source`, starting from the parser's first (`first` at `first_offset`).
+
+    `reparse(text)` parses a repaired text: None when it parses, else its first diagnostic and
+    that error's offset. `tokens` is the file's token count, for the budget.
+    """
+    text = source.text
+    problems: list[Diagnostic] = []
+    diagnostic: Diagnostic | None = first
+    offset = first_offset
+    budget = RECOVERY_TOKENS
+    found = scan(text)  # once: blanking keeps every offset, so the structure stays valid
+    open_blocks = [b for b in found.blocks if b.closed is None]
+    if open_blocks:
+        before = [b for b in open_blocks if b.opened < offset]
+        culprit = max(before, key=lambda b: b.opened) if before else None
+        for block in open_blocks:
+            gave_up = first.span if block is culprit else None
+            problems.append(unclosed(source, block, gave_up))
+            if block.ended == len(text) and block.kind == "pipeline":
+                text += "}"
+            else:
+                text = blank(text, block.start, block.ended)
+        found = scan(text)
+        result = reparse(text)
+        budget -= tokens
+        diagnostic, offset = (None, 0) if result is None else result
+    while diagnostic is not None and len(problems) < MAX_SYNTAX_ERRORS and budget >= tokens:
+        problems.append(diagnostic)
+        start, end = _region(found, offset, text)
+        repaired = blank(text, start, end)
+        if repaired == text:
+            start, end = offset, min(len(text), offset + 1)
+            repaired = blank(text, start, end)
+        if repaired == text:
+            break
+        text = _parsed_prefix_blanked(repaired, found, start)
+        budget -= tokens
+        result = reparse(text)
+        diagnostic, offset = (None, 0) if result is None else result
+    return problems[:MAX_SYNTAX_ERRORS]

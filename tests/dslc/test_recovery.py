@@ -1,0 +1,155 @@
+"""Error recovery: independent errors of one file all reported in one run, within a fixed budget."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dslc import parse as parse_module
+from dslc.compiler import compile_text
+from dslc.diagnostics import CompileError
+from dslc.recover import MAX_SYNTAX_ERRORS, RECOVERY_TOKENS, blank, recover, scan
+from dslc.source import SourceFile
+
+# One line per member or field; each has a broken spelling with a syntax error of its own.
+LINES = [
+    ("pipeline a {", None),
+    ("    param steps: int = 40 in [1, 1000]", "    param steps int = 40 in [1, 1000]"),
+    ("    param frames: int = 81 in [1, 1000]", "    param frames: int = 81 in [1, 1000] where"),
+    ("    let scale = 2 ** 3", "    let scale = 2 ^ 3"),
+    ("    stage S {", None),
+    ("        iterations = steps", "        iterations = steps &&& 1"),
+    ("        memory ~ frames * scale", "        memory ~ frames * * scale"),
+    ("    }", None),
+    ("    stage T { time ~ steps + 1 }", "    stage T { time ~ steps + }"),
+    ("}", None),
+    ("pipeline b {", None),
+    ("    param n: int = 2 in [1, 10]", "    param n: int = 2 in [1 10]"),
+    ("    let y = n + 1", "    let y = n < 2 < 3"),
+    ("    stage U { iterations = y }", "    stage U { iterations = (y }"),
+    ("}", None),
+]
+BREAKABLE = [i for i, (_, broken) in enumerate(LINES) if broken is not None]
+
+
+def error_lines(text: str) -> list[int]:
+    result = compile_text(text, "r.wf")
+    assert result.program is None
+    return sorted(d.span.line for d in result.errors if d.span is not None)
+
+
+def test_the_unbroken_file_compiles() -> None:
+    assert compile_text("\n".join(good for good, _ in LINES) + "\n").ok
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sets(st.sampled_from(BREAKABLE), min_size=1))
+def test_every_independent_syntax_error_is_reported_at_its_line(broken: set[int]) -> None:
+    text = "\n".join(bad if i in broken and bad else good for i, (good, bad) in enumerate(LINES))
+    assert error_lines(text + "\n") == sorted(i + 1 for i in broken)
+
+
+def test_an_unclosed_stage_is_named_at_its_brace_with_where_the_parser_gave_up() -> None:
+    text = (
+        "pipeline a {\n"
+        "    stage TextEncodingStage {\n"
+        "        iterations = 1\n"
+        "    stage DecodingStage { iterations = 2 }\n"
+        "    let x = 2 ^ 3\n"
+        "}\n"
+    )
+    first, second = compile_text(text).errors
+    assert first.message == "unclosed '{' of stage 'TextEncodingStage'"
+    assert first.span is not None and (first.span.line, first.span.column) == (2, 29)
+    (note,) = first.notes
+    assert note.message == "the parser gave up here"
+    assert note.span is not None and note.span.line == 4
+    assert "'}'" in first.hints[0]
+    assert second.message == "unexpected character '^'"  # recovery goes on after the brace
+
+
+def test_scan_finds_blocks_statements_and_where_an_unclosed_stage_ends() -> None:
+    text = "pipeline p {\n  stage S {\n    iterations = 1\n  param q: int = 1\n}\n"
+    found = scan(text)
+    pipeline, stage = found.blocks
+    assert (pipeline.kind, pipeline.name, pipeline.closed) == ("pipeline", "p", text.rindex("}"))
+    assert (stage.kind, stage.name, stage.closed) == ("stage", "S", None)
+    assert stage.ended == text.index("param")
+    assert [text[s.start : s.end] for s in found.statements] == [
+        "pipeline p ",
+        "stage S ",
+        "iterations = 1",
+        "param q: int = 1",
+    ]
+
+
+@given(st.text(alphabet="ab{}()\n;# ", max_size=60))
+def test_scan_accepts_any_text_and_blank_keeps_every_position(text: str) -> None:
+    found = scan(text)
+    for block in found.blocks:
+        assert 0 <= block.start <= block.opened < len(text) and block.ended <= len(text)
+    blanked = blank(text, 0, len(text))
+    assert len(blanked) == len(text) and blanked.count("\n") == text.count("\n")
+
+
+def test_a_bracket_left_open_stops_at_the_next_member() -> None:
+    text = (
+        "pipeline a {\n"
+        "    param frames: int = 81 in [1, 1000\n"
+        "    stage S { iterations = 1 + }\n"
+        "}\n"
+    )
+    assert error_lines(text) == [3, 3]  # the 'stage' the parser stopped at, then the stage's own
+
+
+def test_recovery_is_bounded_in_errors_and_reparsed_tokens() -> None:
+    line = "    let x = 2 ^ 3\n"
+    text = "pipeline a {\n" + line * 3 * MAX_SYNTAX_ERRORS + "}\n"
+    source = SourceFile("many.wf", text)
+    tokens = parse_module._count_tokens(text)
+    calls = []
+    real = parse_module._reparser(source)
+
+    def counting(repaired: str):
+        calls.append(len(repaired))
+        return real(repaired)
+
+    try:
+        parse_module.parse(source)
+    except CompileError as exc:
+        first = exc.diagnostics[0]
+    offset = text.index("^")
+    problems = recover(source, first, offset, counting, tokens)
+    assert len(problems) == MAX_SYNTAX_ERRORS
+    assert len(calls) * tokens <= RECOVERY_TOKENS
+    big = recover(source, first, offset, counting, RECOVERY_TOKENS // 2)
+    assert len(big) <= 3  # a large file gets fewer re-parses
+
+
+def test_an_undefined_name_does_not_hide_errors_of_other_fields_and_stages() -> None:
+    text = (
+        "pipeline a {\n"
+        "    param steps: int = 4 in [1, 100]\n"
+        "    stage S { iterations = stpes\n"
+        "              memory ~ steps - 5 }\n"
+        "    stage T { time ~ steps / (steps - 4) }\n"
+        "}\n"
+    )
+    codes = sorted((d.span.line, d.code) for d in compile_text(text).errors if d.span)
+    assert codes == [
+        (3, "undefined-name"),
+        (4, "negative"),
+        (5, "division-by-zero"),
+        (5, "negative"),
+    ]
+
+
+def test_an_error_outside_the_stages_still_stops_the_prover() -> None:
+    text = (
+        "pipeline a {\n"
+        "    param steps: int = 4 in [1, 100]\n"
+        "    let broken = stpes + 1\n"
+        "    stage S { iterations = broken - 100 }\n"
+        "}\n"
+    )
+    assert [d.code for d in compile_text(text).errors] == ["undefined-name"]
