@@ -1,4 +1,4 @@
-"""Syntax error recovery: every independent syntax error of a file in one run, unclosed braces by name.
+"""Syntax error recovery: every independent syntax error of a file, unclosed braces by name.
 
 Lark's LALR parser stops at the first error. When it does, a cheap bracket-aware scan of the text
 (no grammar: it knows only braces, separators and the keywords that start a pipeline, a stage or
@@ -69,7 +69,7 @@ class _Open:
 
 
 def scan(text: str) -> Scan:
-    """The blocks and statements of `text`, closing a block where a statement cannot be inside it."""
+    """The blocks and statements of `text`; a block closes where a statement cannot be inside it."""
     blocks: list[Block | None] = []
     statements: list[Statement] = []
     stack: list[_Open] = []
