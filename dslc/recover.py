@@ -235,7 +235,11 @@ def recover(
         result = reparse(text)
         budget -= tokens
         diagnostic, offset = (None, 0) if result is None else result
+    closing = {b.closed for b in found.blocks}
     while diagnostic is not None and len(problems) < MAX_SYNTAX_ERRORS and budget >= tokens:
+        if source.text[offset : offset + 1] == "}" and offset not in closing:
+            hints = (*diagnostic.hints, "this '}' closes no block: remove it")
+            diagnostic = attrs.evolve(diagnostic, hints=hints)
         problems.append(diagnostic)
         start, end = _region(found, offset, text)
         repaired = blank(text, start, end)

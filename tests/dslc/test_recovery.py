@@ -153,3 +153,10 @@ def test_an_error_outside_the_stages_still_stops_the_prover() -> None:
         "}\n"
     )
     assert [d.code for d in compile_text(text).errors] == ["undefined-name"]
+
+
+def test_a_brace_that_closes_nothing_says_so() -> None:
+    text = "pipeline a {\n    stage S { iterations = 1 } }\n}\n"
+    (problem,) = compile_text(text).errors
+    assert problem.span is not None and problem.span.line == 3
+    assert problem.hints == ("this '}' closes no block: remove it",)
