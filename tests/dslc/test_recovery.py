@@ -160,3 +160,25 @@ def test_a_brace_that_closes_nothing_says_so() -> None:
     (problem,) = compile_text(text).errors
     assert problem.span is not None and problem.span.line == 3
     assert problem.hints == ("this '}' closes no block: remove it",)
+
+
+def test_recovery_covers_calls_probes_and_stage_facts() -> None:
+    text = (
+        "pipeline a {\n"
+        "    param steps: int = 4 in [1, 100]\n"
+        "    call num_inference_steps =\n"
+        "    probe steps,\n"
+        "    stage S uses transformer. per step { iterations = steps }\n"
+        "    stage T uses vae {\n"
+        "        iterations = 1\n"
+        "    stage U { iterations = steps + }\n"
+        "}\n"
+    )
+    found = [(d.span.line, d.message.split(";")[0]) for d in compile_text(text).errors if d.span]
+    assert found == [
+        (3, "unexpected end of line"),
+        (4, "unexpected end of line"),
+        (5, "unexpected 'step'"),
+        (6, "unclosed '{' of stage 'T'"),
+        (8, "unexpected '}'"),
+    ]
