@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dslc.parse import KEYWORDS as RESERVED
+
 __all__ = [
     "ARTIFACT_MUTATORS",
     "CASE_SECONDS",
@@ -107,23 +109,10 @@ def check_artifact(
 _TOKEN = re.compile(
     r"\s+|#[^\n]*|[A-Za-z_][A-Za-z0-9_]*|\d[\d_]*(?:\.\d+)?|\*\*|//|[<>=!]=|.", re.DOTALL
 )
+#: What mutations insert: the reserved words (dslc.parse), then other names the language gives a
+#: meaning (types, fields, functions, the contextual keywords of pipeline facts).
 KEYWORDS = (
-    "pipeline",
-    "extends",
-    "param",
-    "let",
-    "stage",
-    "in",
-    "where",
-    "if",
-    "then",
-    "else",
-    "and",
-    "or",
-    "not",
-    "true",
-    "false",
-    "inf",
+    *RESERVED,
     "int",
     "bool",
     "iterations",

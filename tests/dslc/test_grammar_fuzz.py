@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 
 from dslc.compiler import compile_text
+from dslc.parse import KEYWORDS
 
 GRAMMAR = resources.files("dslc.grammar").joinpath("workload.lark").read_text()
 # A plain Lark over the same grammar; terminals are spaced so keywords never fuse with names.
@@ -49,24 +50,7 @@ TEXT = from_lark(
 @given(TEXT)
 def test_grammatical_text_compiles_or_gives_diagnostics(text: str) -> None:
     spaced = text
-    for keyword in (
-        "pipeline",
-        "extends",
-        "param",
-        "let",
-        "stage",
-        "in",
-        "where",
-        "if",
-        "then",
-        "else",
-        "and",
-        "or",
-        "not",
-        "true",
-        "false",
-        "inf",
-    ):
+    for keyword in KEYWORDS:
         spaced = spaced.replace(keyword, f" {keyword} ")
     result = compile_text(spaced, "fuzz.wf")
     assert result.ok or result.errors
