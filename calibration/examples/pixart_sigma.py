@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from calibration.examples.tiny import tiny_vae
+
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work). Three
 #: steps or more: DPM-Solver's history of two model outputs is full (formulas/pixart_sigma.wf).
 WARMUP: dict[str, int | bool] = {"steps": 3, "height": 64, "width": 64}
@@ -26,7 +28,6 @@ _TEXT_TOKENS = 16  # max_sequence_length of the call (PixArt-Sigma: 300)
 def build(seed: int = 0) -> Any:
     """A ``diffusers.PixArtSigmaPipeline`` on the CPU, random weights, progress bar off."""
     from diffusers import (
-        AutoencoderKL,
         DPMSolverMultistepScheduler,
         PixArtSigmaPipeline,
         PixArtTransformer2DModel,
@@ -50,19 +51,7 @@ def build(seed: int = 0) -> Any:
         norm_num_groups=4,
         use_additional_conditions=False,  # PixArt-Sigma: no resolution / aspect-ratio embedding
     )
-    torch.manual_seed(seed)
-    vae = AutoencoderKL(
-        in_channels=3,
-        out_channels=3,
-        down_block_types=["DownEncoderBlock2D"] * 4,
-        up_block_types=["UpDecoderBlock2D"] * 4,
-        block_out_channels=[16, 16, 16, 16],
-        layers_per_block=1,
-        latent_channels=4,
-        norm_num_groups=4,
-        sample_size=1024,
-        scaling_factor=0.13025,
-    )
+    vae = tiny_vae(seed, sample_size=1024, scaling_factor=0.13025)
     torch.manual_seed(seed)
     text_encoder = T5EncoderModel(
         T5Config(

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from calibration.examples.tiny import tiny_vae
+
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work).
 WARMUP: dict[str, int | bool] = {"steps": 2, "height": 64, "width": 64}
 PROBE: dict[str, int | bool] = {"steps": 2, "height": 128, "width": 128}
@@ -60,7 +62,6 @@ def _clip_config() -> Any:
 def build(seed: int = 0) -> Any:
     """A ``diffusers.StableDiffusionXLPipeline`` on the CPU, random weights, progress bar off."""
     from diffusers import (
-        AutoencoderKL,
         EulerDiscreteScheduler,
         StableDiffusionXLPipeline,
         UNet2DConditionModel,
@@ -85,19 +86,7 @@ def build(seed: int = 0) -> Any:
         projection_class_embeddings_input_dim=6 * _TIME_EMBED + _CLIP_DIM,
         norm_num_groups=8,
     )
-    torch.manual_seed(seed)
-    vae = AutoencoderKL(
-        in_channels=3,
-        out_channels=3,
-        down_block_types=["DownEncoderBlock2D"] * 4,
-        up_block_types=["UpDecoderBlock2D"] * 4,
-        block_out_channels=[16, 16, 16, 16],
-        layers_per_block=1,
-        latent_channels=4,
-        norm_num_groups=4,
-        sample_size=1024,
-        scaling_factor=0.13025,
-    )
+    vae = tiny_vae(seed, sample_size=1024, scaling_factor=0.13025)
     torch.manual_seed(seed)
     text_encoder = CLIPTextModel(_clip_config())
     torch.manual_seed(seed)

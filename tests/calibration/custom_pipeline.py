@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from calibration.examples.tiny import tiny_vae
+
 _WORDS = ("<pad>", "</s>", "<unk>", "a", "photo", "of", "an", "astronaut", "riding", "horse")
 _TEXT_TOKENS = 16  # the tokenizer pads to this; the CLIP position table has as many entries
 
@@ -34,7 +36,6 @@ def _tokenizer() -> Any:
 def build(seed: int = 0) -> Any:
     """A ``diffusers.StableDiffusionPipeline`` on the CPU, random weights, progress bar off."""
     from diffusers import (
-        AutoencoderKL,
         PNDMScheduler,
         StableDiffusionPipeline,
         UNet2DConditionModel,
@@ -64,18 +65,7 @@ def build(seed: int = 0) -> Any:
         cross_attention_dim=32,
         norm_num_groups=8,
     )
-    torch.manual_seed(seed)
-    vae = AutoencoderKL(
-        in_channels=3,
-        out_channels=3,
-        down_block_types=["DownEncoderBlock2D"] * 4,
-        up_block_types=["UpDecoderBlock2D"] * 4,
-        block_out_channels=[16, 16, 16, 16],
-        layers_per_block=1,
-        latent_channels=4,
-        norm_num_groups=4,
-        sample_size=512,
-    )
+    vae = tiny_vae(seed, sample_size=512)
     torch.manual_seed(seed)
     text_encoder = CLIPTextModel(
         CLIPTextConfig(
