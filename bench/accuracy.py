@@ -15,7 +15,7 @@ holds, and the seed's two baselines:
 - ``single-point``: the largest record's above-baseline peak x the width x height x frames ratio
   (``calibration.warmup.predict_peak``'s rule), margin 1.0.
 
-Then the request time: predicted vs measured (the fastest of ``--repeat`` target runs; the
+Then the request time: predicted vs measured (the median of ``--repeat`` target runs; the
 estimators take the median of each size's runs). A summary table closes the output. Times are this
 thread's CPU time (other jobs on a shared machine do not count); memory is counted exactly by the
 CPU live-tensor tracker."""
@@ -304,6 +304,7 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
             "predicted_ms": None if result.timing.seconds is None else result.timing.seconds * 1e3,
             "measured_ms": measured.duration_s * 1e3,
             "method": result.timing.method,
+            "spread_ms": None if result.timing.spread_s is None else result.timing.spread_s * 1e3,
             "stages": {
                 s.stage: {
                     "predicted_ms": None if s.seconds is None else s.seconds * 1e3,
@@ -386,12 +387,12 @@ def markdown(case: dict[str, Any]) -> str:
             f"{_kib(r['single_point'])} | {_err(r['single_point'], r['measured'])} |"
         )
     t = case["time"]
-    spread = ""
+    spread = "" if t["spread_ms"] is None else f" (two sigma {2 * t['spread_ms']:.0f} ms)"
     predicted = "-" if t["predicted_ms"] is None else f"{t['predicted_ms']:.0f} ms"
     lines += [
         "",
-        f"Request time ({t['method']}): predicted {predicted}, measured {t['measured_ms']:.0f} ms"
-        f"{spread}: {_err(t['predicted_ms'], t['measured_ms'])}. Per stage: "
+        f"Request time ({t['method']}): predicted {predicted}{spread}, measured "
+        f"{t['measured_ms']:.0f} ms: {_err(t['predicted_ms'], t['measured_ms'])}. Per stage: "
         + "; ".join(
             f"{s} {v['predicted_ms'] or 0:.0f} / {v['measured_ms']:.0f} ms"
             for s, v in t["stages"].items()
@@ -427,8 +428,11 @@ def machine() -> str:
 def summary(results: Sequence[dict[str, Any]]) -> str:
     """One line per case: the worst raw peak error over every phase, the bound, the request time."""
     lines = [
-        "| case | target/probe | worst raw peak error | bound >= measured | request time error |",
-        "| --- | ---: | ---: | :---: | ---: |",
+        (
+            "| case | target/probe | worst raw peak error | bound >= measured "
+            "| request time error | two sigma |"
+        ),
+        "| --- | ---: | ---: | :---: | ---: | ---: |",
     ]
     for case in results:
         errors = [
@@ -446,9 +450,26 @@ def summary(results: Sequence[dict[str, Any]]) -> str:
         lines.append(
             f"| {case['case']} | {case['work_ratio']:.3g}x | "
             + ("-" if worst is None else f"{worst * 100:+.1f} %")
-            + f" | {'yes' if holds else 'NO'} | {_err(t['predicted_ms'], t['measured_ms'])} |"
+            + f" | {'yes' if holds else 'NO'} | {_err(t['predicted_ms'], t['measured_ms'])} | "
+            + _sigma(t)
+            + " |"
         )
+    within = sum(
+        1
+        for case in results
+        if case["time"]["predicted_ms"] is not None
+        and abs(case["time"]["predicted_ms"] - case["time"]["measured_ms"])
+        <= 0.15 * case["time"]["measured_ms"]
+    )
+    lines += ["", f"Request time within +-15 %: {within} of {len(results)} cases."]
     return "\n".join(lines)
+
+
+def _sigma(t: Mapping[str, Any]) -> str:
+    """Two sigma of the predicted request time, as a share of the prediction."""
+    if t["spread_ms"] is None or not t["predicted_ms"]:
+        return "-"
+    return f"+-{2 * t['spread_ms'] / t['predicted_ms'] * 100:.1f} %"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -457,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--cases", default=",".join(DEFAULT_CASES), help=f"comma-separated, from {', '.join(CASES)}"
     )
     parser.add_argument(
-        "--repeat", type=int, default=5, help="probe and target runs per case (fastest counts)"
+        "--repeat", type=int, default=5, help="probe and target runs per case (the median counts)"
     )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write every number to this file")

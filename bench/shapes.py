@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("| size | frames | memory terms | peak above baseline B | B / px | ms | us / px |")
     print("| ---: | ---: | --- | ---: | ---: | ---: | ---: |")
     with quiet_libraries(), torch_threads("cpu", 1):
-        session = Session(example, pipeline, "cpu")
+        session = Session(example.build(0), pipeline, "cpu", call_kwargs=example.call_kwargs)
         session.run(full_point(pipeline, {**example.warmup, "steps": 1}, "warmup"))
         for size in args.sizes:
             for count in frames:

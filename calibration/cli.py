@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from calibration.examples import EXAMPLES
+from calibration.time_probe import TIME_TOLERANCE
 from dslc.cli_support import Failure, assignments, ui
 from runtime.estimate.results import DEFAULT_MARGIN
 from runtime.params import point_text
@@ -164,7 +165,7 @@ EPILOG = "\n".join(
     default=3,
     show_default=True,
     help="Run the probe and the re-warm (and, with --verify, the target) this many times; "
-    "the fastest run counts.",
+    "timings count by their median.",
 )
 @click.option(
     "--clock",
@@ -183,6 +184,19 @@ EPILOG = "\n".join(
     default=1,
     show_default=True,
     help="CPU threads for torch (1 keeps timings steady on a shared machine).",
+)
+@click.option(
+    "--time-tolerance",
+    type=click.FloatRange(min=0, min_open=True),
+    default=TIME_TOLERANCE,
+    show_default=True,
+    help="Probe a larger size when two sigma of a stage's predicted time exceeds this share of "
+    "the request's.",
+)
+@click.option(
+    "--no-time-probe",
+    is_flag=True,
+    help="Never probe a larger size for time alone (the runs then depend only on the formulas).",
 )
 def calibrate(
     example: str,
@@ -203,6 +217,8 @@ def calibrate(
     clock: str,
     seed: int,
     threads: int,
+    time_tolerance: float,
+    no_time_probe: bool,
 ) -> None:
     """Calibrate a diffusers pipeline on a cheap probe and estimate a target.
 
@@ -254,6 +270,7 @@ def calibrate(
                 progress=tick,
                 label=label,
                 formula_path=str(formulas_path),
+                time_tolerance=None if no_time_probe else time_tolerance,
             )
     except CalibrationError as exc:
         raise Failure(str(exc)) from None

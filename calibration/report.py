@@ -91,6 +91,7 @@ def document(cal: Calibration) -> dict[str, Any]:
             "time_method": time.method,
             "time_reason": time.reason,
             "predicted_ms": _ms(time.predicted),
+            "two_sigma_ms": _two_sigma(est.timing.spread_s),
             "measured_ms": _ms(time.measured),
             "time_error": _error(time),
         },
@@ -101,6 +102,7 @@ def document(cal: Calibration) -> dict[str, Any]:
                 "reason": c.reason,
                 "target_iterations": s.target_iterations,
                 "predicted_ms": _ms(c.predicted),
+                "two_sigma_ms": _two_sigma(s.spread_s),
                 "measured_ms": _ms(c.measured),
                 "error": _error(c),
             }
@@ -185,6 +187,11 @@ def memory_rows(cal: Calibration) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _two_sigma(spread_s: float | None) -> float | None:
+    """Two sigma of a time figure in milliseconds (None: unknown, e.g. scaled from one size)."""
+    return None if spread_s is None else round(2 * spread_s * 1e3, 3)
 
 
 def time_rows(cal: Calibration) -> list[list[str]]:

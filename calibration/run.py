@@ -21,6 +21,7 @@ from calibration.checks import Finding, check
 from calibration.errors import CalibrationError
 from calibration.policy import mixes, next_probe, open_stages, work
 from calibration.session import Params, Session, quiet_libraries, torch_threads
+from calibration.time_probe import TIME_TOLERANCE, time_probe
 from runtime import FormulaError, Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate
 from runtime.params import point_text
@@ -237,6 +238,17 @@ def towards(pipeline: Pipeline, low: Params, high: Params) -> list[dict[str, int
     return [p for p in out if pipeline.is_admissible(**p)]
 
 
+def ladder(pipeline: Pipeline, probe: Params, target: Params) -> list[dict[str, int | bool]]:
+    """Sizes from the probe towards the target: ``towards`` once (half way), then again from each
+    of those (three quarters), without repeats."""
+    out: list[dict[str, int | bool]] = []
+    for step in towards(pipeline, probe, target):
+        for point in (step, *towards(pipeline, step, target)):
+            if point not in out:
+                out.append(point)
+    return out
+
+
 def larger_probe(
     pipeline: Pipeline, probe: Params, target: Params, measured: list[dict[str, int | bool]]
 ) -> dict[str, int | bool] | None:
@@ -264,11 +276,13 @@ def calibrate_session(
     progress: Progress | None = None,
     label: str = "",
     formula_path: str = "",
+    time_tolerance: float | None = TIME_TOLERANCE,
 ) -> Calibration:
     """Warmup, probes and re-warm (each ``repeat`` times), findings, estimate, optional verify.
 
     ``target``, ``probe`` and ``warmup`` are complete admissible points (``full_point``). Timings on
-    a shared machine are noisy: time estimates take medians (and, per size, the fastest) of repeats.
+    a shared machine are noisy: time estimates take medians of repeats, and verification keeps the
+    target run of median duration (``median_run``).
     """
     tick = progress or (lambda step, total, what: None)
     pipeline = session.formulas
@@ -302,18 +316,40 @@ def calibrate_session(
                 records.append(session.run(larger))
             findings = check(pipeline, records)
     used = in_regime(pipeline, records, findings, target)
-    step += 1
-    tick(step, total, "estimating")
     result = estimate(
         used, pipeline, target=target, margin=margin, component_weight_bytes=session.weights
     )
+    timed = (
+        None
+        if time_tolerance is None
+        else time_probe(
+            pipeline, used, result, target, ladder(pipeline, probe, target), repeat, time_tolerance
+        )
+    )
+    if timed is not None:
+        role = f"probe {len(extras) + 2}"
+        extras.append(timed)
+        points[role] = timed
+        total += repeat
+        for _ in range(repeat):
+            step += 1
+            tick(step, total, f"{role} {_describe(timed)} (pinning down time)")
+            roles.append(role)
+            records.append(session.run(timed))
+        findings = check(pipeline, records)
+        used = in_regime(pipeline, records, findings, target)
+        result = estimate(
+            used, pipeline, target=target, margin=margin, component_weight_bytes=session.weights
+        )
+    step += 1
+    tick(step, total, "estimating")
     measured_run = None
     if verify:
         runs = []
         for k in range(repeat):
             tick(step + 1 + k, total, f"verifying at {_describe(target)} ({k + 1}/{repeat})")
             runs.append(session.run(target))
-        measured_run = min(runs, key=lambda r: (not r.ok, r.duration_s))
+        measured_run = median_run(runs)
     tick(total, total, "done")
     errors = tuple(
         f"{role}: {r.error.type}: {r.error.message}"
@@ -341,6 +377,13 @@ def calibrate_session(
         undeclared=unstaged_components(records),
         layer_bytes=session.layer_bytes,
     )
+
+
+def median_run(runs: Sequence[WarmupRecord]) -> WarmupRecord:
+    """The successful run of median duration (the lower middle of an even count), else the first:
+    the estimators predict medians, so that is what a prediction is checked against."""
+    ok = sorted((r for r in runs if r.ok), key=lambda r: r.duration_s)
+    return ok[(len(ok) - 1) // 2] if ok else runs[0]
 
 
 def in_regime(
@@ -416,6 +459,7 @@ def calibrate_pipeline(
     progress: Progress | None = None,
     label: str = "",
     formula_path: str = "",
+    time_tolerance: float | None = TIME_TOLERANCE,
 ) -> Calibration:
     """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate."""
     from calibration.session import resolve_device
@@ -447,6 +491,7 @@ def calibrate_pipeline(
             progress=progress,
             label=label,
             formula_path=formula_path,
+            time_tolerance=time_tolerance,
         )
 
 

@@ -112,7 +112,17 @@ def least_squares_at(
     rows: Sequence[Row], values: Sequence[Fraction], target: Row
 ) -> tuple[Fraction, tuple[Fraction, ...]] | None:
     """The least-squares plane's value at ``target`` (and its coefficients), exactly; None unless
-    ``target`` lies in the rows' span (only there is the value the same for every solution).
+    ``target`` lies in the rows' span (only there is the value the same for every solution)."""
+    fitted = weighted_least_squares_at(rows, values, [Fraction(1)] * len(rows), target)
+    return None if fitted is None else fitted[:2]
+
+
+def weighted_least_squares_at(
+    rows: Sequence[Row], values: Sequence[Fraction], weights: Sequence[Fraction], target: Row
+) -> tuple[Fraction, tuple[Fraction, ...], Fraction] | None:
+    """The weighted least-squares plane's value at ``target``, its coefficients, and the value's
+    variance ``target' (X' W X)^-1 target`` (with weights ``1 / variance`` of each value, this is
+    the variance of the prediction); None unless ``target`` lies in the rows' span.
 
     Columns that are combinations of others over the rows are dropped first (the estimable value
     does not depend on how they are split), then the normal equations are solved exactly.
@@ -124,12 +134,17 @@ def least_squares_at(
     a = [tuple(r[j] for j in kept) for r in rows]
     size = len(kept)
     normal = [
-        tuple(sum((x[i] * x[j] for x in a), Fraction(0)) for j in range(size)) for i in range(size)
+        tuple(sum((w * x[i] * x[j] for x, w in zip(a, weights)), Fraction(0)) for j in range(size))
+        for i in range(size)
     ]
-    rhs = [sum((x[i] * v for x, v in zip(a, values)), Fraction(0)) for i in range(size)]
+    rhs = [
+        sum((w * x[i] * v for x, v, w in zip(a, values, weights)), Fraction(0)) for i in range(size)
+    ]
     solution = basic_solution(normal, rhs)
     coefficients = [Fraction(0)] * len(rows[0])
     for j, c in zip(kept, solution):
         coefficients[j] = c
+    at = tuple(target[j] for j in kept)
+    variance = sum((t * z for t, z in zip(at, basic_solution(normal, at))), Fraction(0))
     value = sum((c * t for c, t in zip(coefficients, target)), Fraction(0))
-    return value, tuple(coefficients)
+    return value, tuple(coefficients), variance

@@ -187,6 +187,7 @@ class StageTime:
     fixed_s: float = 0.0
     per_iteration_s: float | None = None
     target_measure: Measure | None = None
+    spread_s: float | None = None  # one sigma of ``seconds`` from the fit's noise; None: unknown
 
 
 @frozen
@@ -200,6 +201,7 @@ class TimingEstimate:
     reason: str
     stages: tuple[StageTime, ...] = ()
     untracked_s: float = 0.0
+    spread_s: float | None = None  # one sigma of ``seconds``: the stages' spreads in quadrature
 
     def stage(self, name: str) -> StageTime:
         """The estimate of one stage."""

@@ -19,12 +19,12 @@ successful one with the most work (sum over stages of iterations × time measure
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from runtime.estimate.planes import least_squares_at, row
 from runtime.estimate.points import (
     Workload,
     measured_iterations,
@@ -33,6 +33,7 @@ from runtime.estimate.points import (
     time_terms,
 )
 from runtime.estimate.results import StageTime, TimingEstimate
+from runtime.estimate.time_fit import SizeTimes, fit_time
 from runtime.params import point_text
 from runtime.record import WarmupRecord
 
@@ -46,9 +47,10 @@ def _work(values: Mapping[str, Any], record: WarmupRecord) -> Fraction:
 
 def _sample(
     record: WarmupRecord, stage: str, values: Mapping[str, Any]
-) -> tuple[float, float, bool] | None:
-    """(per-iteration seconds, fixed seconds, repeated) of one record's stage, or None if it did
-    not run.
+) -> tuple[tuple[float, ...], float, bool] | None:
+    """(per-iteration samples in seconds, fixed seconds, repeated) of one record's stage, or None
+    if it did not run. A repeated stage's samples are its steady iterations (the first one dropped
+    when there are more); a one-shot stage's is its time per iteration.
     """
     durations = record.stage_durations
     if stage not in durations:
@@ -59,11 +61,23 @@ def _sample(
     ]
     if steps:
         steady = steps[1:] if len(steps) > 1 else steps
-        return statistics.median(steady), max(0.0, durations[stage] - sum(steps)), True
+        return tuple(steady), max(0.0, durations[stage] - sum(steps)), True
     count = measured_iterations(record, stage, values)
     if count <= 0:
         return None
-    return durations[stage] / count, 0.0, False
+    return (durations[stage] / count,), 0.0, False
+
+
+def stage_sizes(work: Workload, stage: str, repeated: bool) -> list[SizeTimes]:
+    """Every successful record's per-iteration samples of ``stage``, grouped by time terms (the
+    records of the same kind as ``repeated``), smallest first."""
+    samples: dict[tuple[Fraction, ...], list[float]] = {}
+    for _, record, values in work.ok:
+        sample = _sample(record, stage, values)
+        if sample is not None and sample[2] == repeated:
+            terms = time_terms(work.pipeline, stage, record.params)
+            samples.setdefault(terms, []).extend(sample[0])
+    return [SizeTimes(t, tuple(samples[t])) for t in sorted(samples, key=sum)]
 
 
 def stage_time(
@@ -96,7 +110,8 @@ def stage_time(
             target_n,
             target_measure=target_m,
         )
-    per_iteration, fixed, repeated = rep_sample
+    samples, fixed, repeated = rep_sample
+    per_iteration = statistics.median(samples)
     exact = [
         (record.stage_durations[stage], i)
         for i, record, values in work.ok
@@ -118,33 +133,22 @@ def stage_time(
             None,
             target_m,
         )
-    samples: dict[tuple[Fraction, ...], list[float]] = {}
-    for _, record, values in work.ok:
-        sample = _sample(record, stage, values)
-        if sample is not None and sample[2] == repeated:
-            terms = time_terms(work.pipeline, stage, record.params)
-            samples.setdefault(terms, []).append(sample[0])
-    typical = {terms: statistics.median(seconds) for terms, seconds in samples.items()}
+    sizes = stage_sizes(work, stage, repeated)
     target_terms = time_terms(work.pipeline, stage, work.target)
-    sizes = sorted(typical, key=sum)
-    fitted = (
-        least_squares_at(
-            [row(t) for t in sizes], [Fraction(typical[t]) for t in sizes], row(target_terms)
-        )
-        if len(sizes) >= 2
-        else None
-    )
+    fitted = fit_time(sizes, target_terms)
+    spread: float | None = None
     if fitted is not None:
-        value, coefficients = fitted
-        predicted = max(0.0, float(value))
+        predicted = max(0.0, fitted.value)
+        spread = fitted.spread * target_n
         method = "fit"
-        shown = ", ".join(show_terms(t) for t in sizes)
-        how = f"per-iteration time fitted (least squares) on measures {shown}: " + (
-            f"{float(coefficients[0]):.4g} s + "
-            + " + ".join(f"{float(c):.4g} s x term {i + 1}" for i, c in enumerate(coefficients[1:]))
+        shown = ", ".join(show_terms(s.terms) for s in sizes)
+        how = f"per-iteration time fitted (weighted least squares) on measures {shown}: " + (
+            f"{fitted.coefficients[0]:.4g} s + "
+            + " + ".join(f"{c:.4g} s x term {i + 1}" for i, c in enumerate(fitted.coefficients[1:]))
         )
-        if any(c < 0 for c in coefficients[1:]):
-            predicted = typical[sizes[-1]]
+        how += f", +-{fitted.spread:.2g} s at the target (noise {fitted.noise:.1%})"
+        if any(c < 0 for c in fitted.coefficients[1:]):
+            predicted = sizes[-1].median
             how += " (negative slope taken as flat: the largest size's time)"
     else:
         m = rep_values[stage].time
@@ -162,7 +166,7 @@ def stage_time(
                 target_m,
             )
         rep_terms = time_terms(work.pipeline, stage, rep.params)
-        base = typical.get(rep_terms, per_iteration)
+        base = next((s.median for s in sizes if s.terms == rep_terms), per_iteration)
         predicted = float(Fraction(base) * Fraction(target_m) / Fraction(m))
         method = "scaled"
         how = f"per-iteration time scaled by measure {show_measure(target_m)} / {show_measure(m)}"
@@ -183,6 +187,7 @@ def stage_time(
         fixed,
         predicted,
         target_m,
+        spread,
     )
 
 
@@ -208,7 +213,9 @@ def request_time(work: Workload) -> TimingEstimate:
         f"sum of {len(stages)} stages + {untracked:.4g} s outside stages (kept), "
         f"from the record at {_describe(rep.params)}"
     )
-    return TimingEstimate(method, total, reason, stages, untracked)
+    spreads = [0.0 if s.method == "measurement" else s.spread_s for s in stages]
+    spread = None if None in spreads else math.sqrt(sum(x * x for x in spreads if x is not None))
+    return TimingEstimate(method, total, reason, stages, untracked, spread)
 
 
 def _describe(params: Mapping[str, int | bool]) -> str:

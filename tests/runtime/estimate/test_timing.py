@@ -84,11 +84,12 @@ def test_two_sizes_fit_the_per_iteration_time(toy):
     assert timing.method == "fit"
 
 
-def test_three_sizes_fit_the_per_iteration_time_by_least_squares(toy):
-    # steady medians: size 10 -> 0.1, 20 -> 0.16, 30 -> 0.19. Means 20 and 0.15; slope
-    # ((-10)(-0.05) + 0 + (10)(0.04)) / (100 + 0 + 100) = 0.0045, constant 0.15 - 0.09 = 0.06:
-    # 0.51 per iteration at 100. (The two largest alone would give 0.003 and 0.37.) The
-    # representative (size 30) keeps 0.6 - 0.57 = 0.03 s outside iterations: 0.03 + 5.1 = 5.13.
+def test_three_sizes_fit_the_per_iteration_time_by_weighted_least_squares(toy):
+    # steady medians: size 10 -> 0.1, 20 -> 0.16, 30 -> 0.19, two samples each. Noise is relative,
+    # so each median weighs 1 / median²: 100, 39.0625, 27.7008. Weighted means: size 16.061 and
+    # 0.13089; slope Σw(x-x̄)(y-ȳ) / Σw(x-x̄)² = 0.0047636, constant 0.054384: 0.53075 per iteration
+    # at 100. (Unweighted: 0.51; the two largest alone: 0.37.) The representative (size 30) keeps
+    # 0.6 - 0.57 = 0.03 s outside iterations: 0.03 + 5.3075 = 5.3375.
     records = [
         timed(10, [0.4, 0.1, 0.1], 0.65),
         timed(20, [0.3, 0.16, 0.16], 0.7),
@@ -97,8 +98,8 @@ def test_three_sizes_fit_the_per_iteration_time_by_least_squares(toy):
     denoise = estimate_default_workload_timing(records, toy).stage("DenoisingStage")
     assert (denoise.method, denoise.seconds, denoise.per_iteration_s) == (
         "fit",
-        pytest.approx(5.13),
-        pytest.approx(0.51),
+        pytest.approx(5.337475),
+        pytest.approx(0.5307475),
     )
     assert "least squares) on measures 10, 20, 30" in denoise.reason
 

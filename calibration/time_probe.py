@@ -1,0 +1,106 @@
+"""A probe for time: when the measured sizes leave a stage's time at the target too uncertain.
+
+Memory is exact, so two sizes pin a memory term down; time is noisy, and a small probe's time per
+iteration is mostly fixed per-call cost, so the slope that carries it to the target rests on small
+differences between small sizes. The estimators say how uncertain the result is
+(``runtime.estimate.time_fit``: a one-sigma ``spread`` per stage). A stage is *uncertain* when two
+sigma of its time exceed ``TIME_TOLERANCE`` of the request's; the policy then picks, among sizes
+between the probe and the target, the cheapest one whose measurement (``repeat`` runs, assumed to
+land on the current fit) would bring every uncertain stage within the tolerance -- or, when none
+would, the one that narrows them most, if it narrows them by a quarter or more. Before running
+anything: the spread a size would leave is computed from the design alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+
+from calibration.policy import Point, time_terms, work
+from runtime import Pipeline
+from runtime.estimate import WorkloadEstimate
+from runtime.estimate.points import Workload
+from runtime.estimate.time_fit import predicted_spread
+from runtime.estimate.timing import stage_sizes
+from runtime.record import WarmupRecord
+
+#: Two sigma of a stage's time may be at most this share of the request's predicted time.
+TIME_TOLERANCE = 0.05
+#: A probe that cannot meet the tolerance is still run if it narrows the worst stage this much.
+WORTH_IT = 0.75
+
+
+def uncertain_stages(
+    result: WorkloadEstimate, tolerance: float = TIME_TOLERANCE
+) -> tuple[str, ...]:
+    """Stages fitted with two sigma over ``tolerance`` of the request's predicted time."""
+    total = result.timing.seconds
+    if not total:
+        return ()
+    return tuple(
+        s.stage
+        for s in result.timing.stages
+        if s.method == "fit" and s.spread_s is not None and 2 * s.spread_s > tolerance * total
+    )
+
+
+def _samples_at(pipeline: Pipeline, stage: str, point: Point, repeated: bool, repeat: int) -> int:
+    """How many per-iteration samples ``repeat`` runs at ``point`` give (the first step dropped)."""
+    n = pipeline.evaluate(**point)[stage].iterations
+    if repeated:
+        return repeat * max(1, n - 1)
+    return repeat if n > 0 else 0
+
+
+def time_probe(
+    pipeline: Pipeline,
+    records: Sequence[WarmupRecord],
+    result: WorkloadEstimate,
+    target: Point,
+    candidates: Iterable[Point],
+    repeat: int,
+    tolerance: float = TIME_TOLERANCE,
+) -> dict[str, int | bool] | None:
+    """The size to measure next for time (see the module docstring), or None."""
+    stages = uncertain_stages(result, tolerance)
+    total = result.timing.seconds
+    if not stages or not total:
+        return None
+    workload = Workload(records, pipeline, target)
+    by_stage = {s.stage: s for s in result.timing.stages}
+    limit = tolerance * total
+
+    def worst(point: Mapping[str, int | bool] | None) -> float:
+        """The largest ratio of two sigma to the limit over the uncertain stages."""
+        ratios = []
+        for stage in stages:
+            timed = by_stage[stage]
+            sizes = stage_sizes(workload, stage, timed.repeated)
+            extra = []
+            if point is not None:
+                count = _samples_at(pipeline, stage, point, timed.repeated, repeat)
+                extra = [(time_terms(pipeline, stage, point), count)] if count else []
+            spread = predicted_spread(sizes, extra, time_terms(pipeline, stage, target))
+            if spread is None:
+                return float("inf")
+            ratios.append(2 * spread * timed.target_iterations / limit)
+        return max(ratios)
+
+    measured = [dict(r.params) for r in records]
+    ceiling = work(pipeline, target)
+    scored: list[tuple[float, Fraction, dict[str, int | bool]]] = []
+    for candidate in candidates:
+        point = dict(candidate)
+        if point in measured or not pipeline.is_admissible(**point):
+            continue
+        cost = work(pipeline, point)
+        if cost >= ceiling:
+            continue
+        scored.append((worst(point), cost, point))
+    if not scored:
+        return None
+    enough = [s for s in scored if s[0] <= 1]
+    if enough:
+        return min(enough, key=lambda s: s[1])[2]
+    best = min(scored, key=lambda s: (s[0], s[1]))
+    return best[2] if best[0] <= WORTH_IT * worst(None) else None

@@ -1,0 +1,126 @@
+"""Per-iteration time at the target, and how well the measurements know it.
+
+Timings are noisy where memory is exact, and a small probe's time is mostly fixed per-call cost:
+the slope that carries it to the target comes from the small differences between sizes, and an
+error there is multiplied by the distance to the target. So each measured size keeps every sample
+(every steady iteration of every record), and the fit says its own uncertainty:
+
+- **noise**: the samples' relative spread, pooled over the sizes measured more than once (the
+  median over sizes of ``1.4826 x MAD / median``, a robust standard deviation), at least
+  ``NOISE_FLOOR``; ``DEFAULT_NOISE`` when no size has two samples;
+- each size's median then has the standard error ``1.2533 x noise x median / sqrt(n)``;
+- the plane ``constant + Σ slope_i x term_i`` is fitted by weighted least squares (weights
+  ``1 / se²``), exactly (``runtime.estimate.planes``), and its value at the target has the
+  variance ``target' (X' W X)^-1 target``.
+
+``spread`` is that standard deviation (one sigma). The calibration policy reads it to decide
+whether a larger probe is needed, before running one (``predicted_spread``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from fractions import Fraction
+
+from attrs import frozen
+
+from runtime.estimate.planes import row, weighted_least_squares_at
+
+#: Relative noise assumed when no size was measured twice.
+DEFAULT_NOISE = 0.05
+#: The least relative noise: clocks, caches and schedulers jitter even when samples agree.
+NOISE_FLOOR = 0.005
+#: A robust standard deviation from the median absolute deviation (normal samples).
+MAD_TO_SD = 1.4826
+#: The standard error of a median is about this times the mean's (normal samples).
+MEDIAN_SE = 1.2533
+
+
+@frozen
+class SizeTimes:
+    """Every per-iteration sample of one stage at one measured size (its time terms)."""
+
+    terms: tuple[Fraction, ...]
+    seconds: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        """The size's typical per-iteration time."""
+        return statistics.median(self.seconds)
+
+
+@frozen
+class TimeFit:
+    """The fitted per-iteration time at the target, with its one-sigma spread."""
+
+    value: float
+    spread: float
+    coefficients: tuple[float, ...]
+    noise: float
+
+
+def relative_noise(sizes: Sequence[SizeTimes]) -> float:
+    """The samples' pooled relative standard deviation (see the module docstring)."""
+    spreads = []
+    for size in sizes:
+        if len(size.seconds) < 2:
+            continue
+        middle = size.median
+        if middle <= 0:
+            continue
+        mad = statistics.median(abs(s - middle) for s in size.seconds)
+        spreads.append(MAD_TO_SD * mad / middle)
+    if not spreads:
+        return DEFAULT_NOISE
+    return max(NOISE_FLOOR, statistics.median(spreads))
+
+
+def _weight(median: float, count: int, noise: float) -> Fraction:
+    """``1 / se²`` of a median of ``count`` samples around ``median`` (a floor keeps it finite)."""
+    se = MEDIAN_SE * noise * max(median, 1e-9) / math.sqrt(max(count, 1))
+    return Fraction(1 / (se * se))
+
+
+def fit_time(
+    sizes: Sequence[SizeTimes], target: Sequence[Fraction], noise: float | None = None
+) -> TimeFit | None:
+    """The plane through the sizes' medians at ``target``; None unless two or more sizes determine
+    it there."""
+    if len(sizes) < 2:
+        return None
+    level = relative_noise(sizes) if noise is None else noise
+    rows = [row(s.terms) for s in sizes]
+    values = [Fraction(s.median) for s in sizes]
+    weights = [_weight(s.median, len(s.seconds), level) for s in sizes]
+    fitted = weighted_least_squares_at(rows, values, weights, row(target))
+    if fitted is None:
+        return None
+    value, coefficients, variance = fitted
+    return TimeFit(
+        float(value),
+        math.sqrt(max(0.0, float(variance))),
+        tuple(float(c) for c in coefficients),
+        level,
+    )
+
+
+def predicted_spread(
+    sizes: Sequence[SizeTimes],
+    extra: Sequence[tuple[Sequence[Fraction], int]],
+    target: Sequence[Fraction],
+) -> float | None:
+    """The spread at ``target`` once ``extra`` sizes (terms, sample count) are measured too, each
+    assumed to land on the current fit: what a probe would buy, before running it."""
+    current = fit_time(sizes, target)
+    noise = relative_noise(sizes)
+    guesses = []
+    for terms, count in extra:
+        at = fit_time(sizes, terms, noise)
+        guess = at.value if at is not None else max(s.median for s in sizes)
+        guesses.append(SizeTimes(tuple(Fraction(t) for t in terms), (guess,) * max(count, 1)))
+    hypothetical = fit_time([*sizes, *guesses], target, noise)
+    if hypothetical is None:
+        return None if current is None else current.spread
+    return hypothetical.spread

@@ -1,0 +1,107 @@
+"""The time fit's value and uncertainty: by hand, and against an independent weighted least squares
+(numpy's ``lstsq`` on rows scaled by the square roots of the weights)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.estimate.time_fit import (
+    DEFAULT_NOISE,
+    MAD_TO_SD,
+    MEDIAN_SE,
+    NOISE_FLOOR,
+    SizeTimes,
+    fit_time,
+    predicted_spread,
+    relative_noise,
+)
+
+
+def size(term: int, *seconds: float) -> SizeTimes:
+    return SizeTimes((Fraction(term),), tuple(seconds))
+
+
+def test_two_sizes_by_hand():
+    # Both sizes spread by MAD 0.1 and 0.2 around medians 1 and 2: relative noise 1.4826 x 0.1.
+    # Through (10, 1) and (20, 2) the line is 0.1 x term: 4 at 40, which is -2 y(10) + 3 y(20), so
+    # its variance is 4 se(10)² + 9 se(20)², se(x) = 1.2533 x noise x median / sqrt(3) and se(20) =
+    # 2 se(10): 40 se(10)².
+    sizes = [size(10, 1.0, 1.1, 0.9), size(20, 2.0, 2.2, 1.8)]
+    fit = fit_time(sizes, (Fraction(40),))
+    assert fit is not None
+    noise = MAD_TO_SD * 0.1
+    se10 = MEDIAN_SE * noise * 1.0 / math.sqrt(3)
+    assert fit.noise == pytest.approx(noise)
+    assert fit.value == pytest.approx(4.0)
+    assert fit.coefficients == pytest.approx((0.0, 0.1), abs=1e-12)
+    assert fit.spread == pytest.approx(math.sqrt(40) * se10)
+
+
+def test_noise_defaults_and_floor():
+    assert relative_noise([size(10, 1.0), size(20, 2.0)]) == DEFAULT_NOISE  # nothing repeated
+    assert relative_noise([size(10, 1.0, 1.0, 1.0)]) == NOISE_FLOOR  # identical samples
+    assert fit_time([size(10, 1.0, 1.1)], (Fraction(40),)) is None  # one size fits no slope
+
+
+def test_a_target_outside_the_measured_span_is_not_fitted():
+    sizes = [
+        SizeTimes((Fraction(1), Fraction(1)), (1.0,)),
+        SizeTimes((Fraction(2), Fraction(2)), (2.0,)),
+    ]
+    assert fit_time(sizes, (Fraction(3), Fraction(9))) is None
+
+
+def test_a_farther_size_narrows_the_spread_more_than_a_nearer_one():
+    sizes = [size(10, 1.0, 1.1, 0.9), size(20, 2.0, 2.2, 1.8)]
+    target = (Fraction(160),)
+    now = fit_time(sizes, target)
+    assert now is not None
+    near = predicted_spread(sizes, [((Fraction(30),), 3)], target)
+    far = predicted_spread(sizes, [((Fraction(80),), 3)], target)
+    assert near is not None and far is not None
+    assert far < near < now.spread
+
+
+def _oracle(sizes: list[SizeTimes], target: float) -> tuple[float, float]:
+    noise = relative_noise(sizes)
+    rows, values, roots = [], [], []
+    for s in sizes:
+        se = MEDIAN_SE * noise * s.median / math.sqrt(len(s.seconds))
+        rows.append([1.0, float(s.terms[0])])
+        values.append(s.median)
+        roots.append(1 / se)
+    a = np.array(rows) * np.array(roots)[:, None]
+    b = np.array(values) * np.array(roots)
+    beta = np.linalg.lstsq(a, b, rcond=None)[0]
+    t = np.array([1.0, target])
+    covariance = np.linalg.inv(a.T @ a)
+    return float(t @ beta), float(math.sqrt(t @ covariance @ t))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 1000),
+            st.lists(st.floats(0.01, 10.0), min_size=1, max_size=5),
+        ),
+        min_size=2,
+        max_size=6,
+        unique_by=lambda x: x[0],
+    ),
+    st.integers(1, 5000),
+)
+def test_the_fit_agrees_with_numpy_weighted_least_squares(data, target):
+    sizes = [SizeTimes((Fraction(t),), tuple(seconds)) for t, seconds in data]
+    fit = fit_time(sizes, (Fraction(target),))
+    assert fit is not None
+    value, spread = _oracle(sizes, target)
+    scale = max(abs(value), max(s.median for s in sizes))
+    assert fit.value == pytest.approx(value, rel=1e-6, abs=1e-9 * scale)
+    assert fit.spread == pytest.approx(spread, rel=1e-6, abs=1e-9 * scale)
