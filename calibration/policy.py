@@ -30,10 +30,7 @@ def memory_terms(pipeline: Pipeline, stage: str, params: Point) -> Terms:
 
 def time_terms(pipeline: Pipeline, stage: str, params: Point) -> Terms:
     """The stage's time terms at ``params`` (one for a plain ``time ~ EXPR``)."""
-    terms_of = getattr(pipeline, "time_terms", None)
-    if callable(terms_of):
-        return tuple(Fraction(t) for t in terms_of(stage, **params))
-    return (Fraction(pipeline.time(stage, **params)),)
+    return tuple(Fraction(t) for t in pipeline.time_terms(stage, **params))
 
 
 TermsOf = Callable[[Pipeline, str, Point], Terms]

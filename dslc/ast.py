@@ -90,6 +90,7 @@ COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 LOGIC = frozenset({"and", "or"})
 FUNCTIONS = ("ceil", "floor", "abs", "min", "max", "len", "sum")
 FIELDS = ("iterations", "memory", "time")
+MEASURES = ("memory", "time")  # the fields that may list terms (`memory ~ [a, b]`)
 TYPES = ("int", "bool")
 
 

@@ -227,7 +227,7 @@ def eval_command(
     with runtime_errors():
         formulas = pipeline_named(book, pipeline, source)
         values = formulas.evaluate(**overrides)
-        terms = _memory_terms(formulas, overrides)
+        terms = _measure_terms(formulas, overrides)
     point = {**formulas.default_workload, **overrides}
     if as_json:
         stages: dict[str, dict[str, Any]] = {}
@@ -237,8 +237,10 @@ def eval_command(
                 "memory": json_number(v.memory),
                 "time": json_number(v.time),
             }
-            if stage in terms:
-                stages[stage]["memory_terms"] = [json_number(t) for t in terms[stage]]
+            for measure in ("memory", "time"):
+                if (stage, measure) in terms:
+                    found = terms[stage, measure]
+                    stages[stage][f"{measure}_terms"] = [json_number(t) for t in found]
         ui().out.json({"pipeline": pipeline, "params": point, "stages": stages})
         return
     out = ui().out
@@ -248,17 +250,26 @@ def eval_command(
     for stage, v in values.items():
         rows.append([stage, show_number(v.iterations), show_number(v.memory), show_number(v.time)])
         rows += [
-            [f"  memory[{i}]", "", show_number(t), ""] for i, t in enumerate(terms.get(stage, ()))
+            [f"  memory[{i}]", "", show_number(t), ""]
+            for i, t in enumerate(terms.get((stage, "memory"), ()))
+        ]
+        rows += [
+            [f"  time[{i}]", "", "", show_number(t)]
+            for i, t in enumerate(terms.get((stage, "time"), ()))
         ]
     out.table(["stage", "iterations", "memory", "time"], rows, right=[False, True, True, True])
 
 
-def _memory_terms(
+def _measure_terms(
     formulas: Any, overrides: dict[str, int | bool]
-) -> dict[str, tuple[int | Fraction, ...]]:
-    """The terms of each stage whose memory has several (`memory ~ [a, b]`), by the runtime."""
-    found = {stage: formulas.memory_terms(stage, **overrides) for stage in formulas.stages}
-    return {stage: terms for stage, terms in found.items() if len(terms) > 1}
+) -> dict[tuple[str, str], tuple[int | Fraction, ...]]:
+    """`(stage, "memory" or "time")` -> the terms of each measure that has several
+    (`memory ~ [a, b]`), by the runtime."""
+    found = {}
+    for stage in formulas.stages:
+        found[stage, "memory"] = formulas.memory_terms(stage, **overrides)
+        found[stage, "time"] = formulas.time_terms(stage, **overrides)
+    return {key: terms for key, terms in found.items() if len(terms) > 1}
 
 
 def _point(point: dict[str, int | bool], changed: dict[str, int | bool]) -> list[str]:
@@ -398,7 +409,7 @@ def explain_command(
             fields = stages.setdefault(f.stage, {})
             if f.term is None:
                 fields[f.field] = entry
-            else:  # a memory's terms, in order, under the memory's total
+            else:  # a measure's terms, in order, under the measure's total
                 del entry["declared"]
                 fields[f.field].setdefault("terms", []).append(entry)
         ui().out.json(

@@ -1,6 +1,6 @@
 """`dslc explain` as data: each stage field's formula (lets inlined) and its values.
 
-A memory of several terms is explained as its total, then each term on its own (`memory[0]`, ...).
+A measure of several terms is explained as its total, then each term on its own (`memory[0]`, ...).
 
 The formulas come from `dslc.lower` (sympy, in sympy's automatic canonical form: constants
 folded, like terms collected; no costly `simplify`), turned back into the language's syntax tree
@@ -34,7 +34,7 @@ class FieldExplanation:
     probe: int | Fraction
     target: int | Fraction
     ratio: Fraction | None  # target / probe; None when the probe value is 0
-    term: int | None = None  # a memory's term, 0-based as in `memory_terms()` (the total: None)
+    term: int | None = None  # a measure's term, 0-based as in `memory_terms()` (the total: None)
 
     @property
     def operator(self) -> str:
@@ -88,8 +88,13 @@ def explain(
             )
             terms = resolved.terms(declared) if declared is not None else ()
             if len(terms) > 1:
-                probes = runtime_pipeline.memory_terms(stage.name, **overrides)
-                targets = runtime_pipeline.memory_terms(stage.name)
+                terms_of = (
+                    runtime_pipeline.memory_terms
+                    if name == "memory"
+                    else runtime_pipeline.time_terms
+                )
+                probes = terms_of(stage.name, **overrides)
+                targets = terms_of(stage.name)
                 fields += [
                     FieldExplanation(
                         stage.name,

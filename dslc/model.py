@@ -77,15 +77,15 @@ class ResolvedPipeline:
         return next((let for let in self.lets if let.name == name), None)
 
     def terms(self, field: ast.Field) -> tuple[ast.Expr, ...]:
-        """A field's terms: the items of a memory's list (a literal or a list let), else its
+        """A field's terms: the items of a measure's list (a literal or a list let), else its
         value.
         """
-        if field.name != "memory":
+        if field.name not in ast.MEASURES:
             return (field.value,)
         return list_items(field.value, {let.name: let.value for let in self.lets}) or (field.value,)
 
     def field_value(self, field: ast.Field) -> ast.Expr:
-        """What a field evaluates to: its only term, or `sum([...])` of a memory's terms."""
+        """What a field evaluates to: its only term, or `sum([...])` of a measure's terms."""
         terms = self.terms(field)
         if len(terms) == 1:
             return terms[0]

@@ -45,6 +45,7 @@ from .limits import (
     MAX_BYTES,
     MAX_DEPTH,
     MAX_INT_DIGITS,
+    MAX_MEASURE_TERMS,
     MAX_MEMBERS,
     MAX_MEMORY_TERMS,
     MAX_NAME_LENGTH,
@@ -60,6 +61,7 @@ __all__ = [
     "MAX_BYTES",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
+    "MAX_MEASURE_TERMS",
     "MAX_MEMORY_TERMS",
     "MAX_NAME_LENGTH",
     "MAX_NODES",
@@ -326,8 +328,8 @@ def _contracts(
 
 
 def _stages(value: object, path: object, n_sources: int, scope: Scope) -> tuple[StageDecl, ...]:
-    """Stages: unique names, each with three numeric fields; `memory` may list its terms; `uses`
-    and `per_step` are optional facts."""
+    """Stages: unique names, each with three numeric fields; `memory` and `time` may list their
+    terms; `uses` and `per_step` are optional facts."""
     stages: list[StageDecl] = []
     names: set[str] = set()
     facts = StageFacts()
@@ -341,24 +343,31 @@ def _stages(value: object, path: object, n_sources: int, scope: Scope) -> tuple[
             raise fail(into(here, ".name"), f"duplicate stage {name!r}")
         names.add(name)
         fields = []
-        terms: tuple[FieldDecl, ...] = ()
+        terms: dict[str, tuple[FieldDecl, ...]] = {"memory": (), "time": ()}
         for field in ("iterations", "memory", "time"):
             at = into(here, "." + field)
-            optional = ("terms",) if field == "memory" else ()
+            optional = ("terms",) if field in terms else ()
             body = as_object(obj[field], at, ("expr", "span"), optional)
             fields.append(_field(body, at, field, n_sources, scope))
             if "terms" in body:
-                terms = _memory_terms(body["terms"], into(at, ".terms"), n_sources, scope)
-                if not same_tree(fields[1].expr, _left_sum(terms)):
+                terms[field] = _measure_terms(
+                    body["terms"], into(at, ".terms"), field, n_sources, scope
+                )
+                if not same_tree(fields[-1].expr, _left_sum(terms[field])):
                     raise fail(
                         into(at, ".expr"),
-                        "memory.expr must be the sum of memory.terms "
+                        f"{field}.expr must be the sum of {field}.terms "
                         "(add(add(t1, t2), t3)..., in order)",
                     )
         span = as_span(obj["span"], into(here, ".span"), n_sources)
         assert span is not None
         uses, per_step = facts.read(obj, here, name)
-        stages.append(StageDecl(name, fields[0], fields[1], fields[2], span, terms, uses, per_step))
+        iterations, memory, time = fields
+        stages.append(
+            StageDecl(
+                name, iterations, memory, time, span, terms["memory"], uses, per_step, terms["time"]
+            )
+        )
     return tuple(stages)
 
 
@@ -373,23 +382,24 @@ def _field(
     return FieldDecl(expr, as_span(body["span"], into(at, ".span"), n_sources, nullable=True))
 
 
-def _memory_terms(
-    value: object, path: object, n_sources: int, scope: Scope
+def _measure_terms(
+    value: object, path: object, field: str, n_sources: int, scope: Scope
 ) -> tuple[FieldDecl, ...]:
-    """The terms of `memory ~ [t1, t2, ...]`: 2 to MAX_MEMORY_TERMS numeric expressions."""
+    """The terms of `memory ~ [t1, t2, ...]` (or `time ~`): 2 to MAX_MEASURE_TERMS numeric
+    expressions, each charged to the cost model like a field."""
     raw = as_list(value, path)
-    if not 2 <= len(raw) <= MAX_MEMORY_TERMS:
-        raise fail(path, f"expected 2 to {MAX_MEMORY_TERMS} terms, got {len(raw)}")
+    if not 2 <= len(raw) <= MAX_MEASURE_TERMS:
+        raise fail(path, f"expected 2 to {MAX_MEASURE_TERMS} terms, got {len(raw)}")
     terms = []
     for j, item in enumerate(raw):
         here = into(path, f"[{j}]")
         body = as_object(item, here, ("expr", "span"))
-        terms.append(_field(body, here, "a memory term", n_sources, scope))
+        terms.append(_field(body, here, f"a {field} term", n_sources, scope))
     return tuple(terms)
 
 
 def _left_sum(terms: tuple[FieldDecl, ...]) -> Expr:
-    """`add(add(t1, t2), t3)...`: the one tree a memory with these terms may have."""
+    """`add(add(t1, t2), t3)...`: the one tree a measure with these terms may have."""
     total = terms[0].expr
     for term in terms[1:]:
         typ = "int" if total.type == term.expr.type == "int" else "rat"

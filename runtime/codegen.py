@@ -34,8 +34,8 @@ class FunctionPlan(Frozen):
     needs constants or helpers, a factory taking them (`factory`)."""
 
     __slots__ = ("consts", "factory", "lets", "role", "text")
-    role: str  # s<stage>f<field>, iters, ok, k<contract>, s<stage>t<term>, calls, every, checked,
-    # or lets
+    role: str  # s<stage>f<field>, iters, ok, k<contract>, s<stage>t<term> (memory), s<stage>u<term>
+    # (time), calls, every, checked, or lets
     text: str
     consts: tuple[object, ...]
     factory: bool
@@ -44,8 +44,8 @@ class FunctionPlan(Frozen):
 
 class PipelinePlan(Frozen):
     """Every factory of one pipeline, in order: 3 per stage, iters, ok, one per contract, one per
-    memory term of each stage whose memory lists terms (stage by stage), calls (when the pipeline
-    declares any), every, checked."""
+    memory term of each stage whose memory lists terms (stage by stage), the same for time terms,
+    calls (when the pipeline declares any), every, checked."""
 
     __slots__ = ("functions", "lets", "rational")
     functions: tuple[FunctionPlan, ...]
@@ -341,12 +341,16 @@ def plan_pipeline(
     for s, stage in enumerate(decl.stages):  # one closure per term, so an error can name its term
         for t, term in enumerate(stage.memory_terms):
             plans.append(emit.function(f"s{s}t{t}", [term.expr], "single"))
+    for s, stage in enumerate(decl.stages):  # then every time term, the same way
+        for t, term in enumerate(stage.time_terms):
+            plans.append(emit.function(f"s{s}u{t}", [term.expr], "single"))
     if decl.calls:  # every `call` argument at once, as a tuple in declaration order
         plans.append(emit.function("calls", [c.expr for c in decl.calls], "tuple"))
     # Every field, then every term, in one call computing each let once: `evaluate` and the
     # loader's check of the default workload take work linear in the pipeline, not fields x lets.
     every = [f.expr for st in decl.stages for f in (st.iterations, st.memory, st.time)]
     every += [term.expr for st in decl.stages for term in st.memory_terms]
+    every += [term.expr for st in decl.stages for term in st.time_terms]
     plans.append(emit.function("every", every, "guarded"))
     plans.append(emit.checked())
     rational = any(st.iterations.expr.type == "rat" for st in decl.stages)

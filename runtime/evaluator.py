@@ -84,6 +84,7 @@ class CompiledPipeline(Frozen):
         "iterations",
         "source",
         "terms",
+        "time_terms",
     )
     fields: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: iterations, memory, time
     iterations: Callable[..., tuple[Any, ...]]  # all stages' iterations
@@ -93,8 +94,9 @@ class CompiledPipeline(Frozen):
     source: str
     terms: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: its memory terms (or none)
     calls: Callable[..., tuple[Any, ...]] | None  # every `call` argument (None: no calls)
-    every: Callable[..., tuple[Any, ...]]  # every field (3 per stage), then every term; UNDEFINED
-    # where one divides by zero, each let computed once
+    every: Callable[..., tuple[Any, ...]]  # every field (3 per stage), then every memory term, then
+    # every time term; UNDEFINED where one divides by zero, each let computed once
+    time_terms: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: its time terms (or none)
 
 
 def compile_plans(plans: Sequence[PipelinePlan]) -> dict[str, Callable[..., Any]]:
@@ -137,11 +139,14 @@ def instantiate(
     n, m = len(decl.stages), len(decl.contracts)
     fields = tuple(tuple(built[3 * s : 3 * s + 3]) for s in range(n))
     contracts = tuple(built[3 * n + 2 : 3 * n + 2 + m])
-    terms = []
-    start = 3 * n + 2 + m  # then each stage's memory terms, stage by stage
+    terms, time_terms = [], []
+    start = 3 * n + 2 + m  # then each stage's memory terms, stage by stage, then its time terms
     for st in decl.stages:
         terms.append(tuple(built[start : start + len(st.memory_terms)]))
         start += len(st.memory_terms)
+    for st in decl.stages:
+        time_terms.append(tuple(built[start : start + len(st.time_terms)]))
+        start += len(st.time_terms)
     calls = built[start] if decl.calls else None
     start += bool(decl.calls)
     every = built[start]
@@ -161,7 +166,16 @@ def instantiate(
     admissible = built[3 * n + 1] if m else None
     iterations = built[3 * n]
     return CompiledPipeline(
-        fields, iterations, admissible, contracts, checked, source, tuple(terms), calls, every
+        fields,
+        iterations,
+        admissible,
+        contracts,
+        checked,
+        source,
+        tuple(terms),
+        calls,
+        every,
+        tuple(time_terms),
     )
 
 

@@ -96,6 +96,7 @@ class Pipeline:
         self._iters = compiled.iterations
         self._every = compiled.every
         self._terms = {st: t for st, t in zip(self.stages, compiled.terms) if t}
+        self._time_terms = {st: t for st, t in zip(self.stages, compiled.time_terms) if t}
         self._calls = compiled.calls
         # The generated Python (built from indices only, never from the file's text), for reading.
         self.source = compiled.source
@@ -139,16 +140,33 @@ class Pipeline:
         Params are bound and checked as by `memory`; every term must be non-negative, and
         `memory` is their sum.
         """
-        if stage not in self._fields[1]:
+        return self._measure_terms(1, self._terms, stage, params)
+
+    def time_terms(self, stage: str, /, **params: int | bool) -> tuple[int | Fraction, ...]:
+        """Each term of the stage's time measure at this point (one term: `(time,)`), exactly.
+
+        Params are bound and checked as by `time`; every term must be non-negative, and `time` is
+        their sum.
+        """
+        return self._measure_terms(2, self._time_terms, stage, params)
+
+    def _measure_terms(
+        self,
+        field: int,
+        table: Mapping[str, tuple[Callable[..., Any], ...]],
+        stage: str,
+        params: Mapping[str, int | bool],
+    ) -> tuple[int | Fraction, ...]:
+        if stage not in self._fields[field]:
             raise UnknownStageError(self.name, str(stage), self.stages)
         args = self._domain.bind(params) if params else self._defaults
-        terms = self._terms.get(stage)
+        terms = table.get(stage)
         if terms is None:
-            return (self._field(1, stage, args),)
+            return (self._field(field, stage, args),)
         values = []
         for j, fn in enumerate(terms):
-            what = f"{stage}.memory[{j}]"
-            values.append(self._check(1, stage, self._call(fn, args, what), args, what))
+            what = f"{stage}.{_FIELDS[field]}[{j}]"
+            values.append(self._check(field, stage, self._call(fn, args, what), args, what))
         return tuple(values)
 
     def evaluate(self, /, **params: int | bool) -> dict[str, StageValues]:
@@ -323,14 +341,17 @@ class Pipeline:
             message = f"the default workload violates `{self.contracts[k]}`"
             raise ArtifactError(f"{where}.contracts[{k}]", message)
         values = self._every(*self._defaults)  # one call: each let computed once
-        checks = []  # (field, index in values, path): each stage's fields, then its memory terms
-        term = 3 * len(self.stages)  # the terms follow every field in `values`
+        checks = []  # (field, index in values, path): each stage's fields, then the terms
+        term = 3 * len(self.stages)  # memory terms, then time terms, follow every field
         for s, stage in enumerate(self.stages):
             for k in range(3):
                 checks.append((k, 3 * s + k, f"{where}.stages[{s}].{_FIELDS[k]}.expr"))
-            for j in range(len(self._terms.get(stage, ()))):
-                checks.append((1, term, f"{where}.stages[{s}].memory.terms[{j}].expr"))
-                term += 1
+        for k, table in ((1, self._terms), (2, self._time_terms)):
+            for s, stage in enumerate(self.stages):
+                for j in range(len(table.get(stage, ()))):
+                    path = f"{where}.stages[{s}].{_FIELDS[k]}.terms[{j}].expr"
+                    checks.append((k, term, path))
+                    term += 1
         for k, at, path in checks:
             value = values[at]
             if value is UNDEFINED or not _valid(k, value):

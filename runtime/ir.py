@@ -228,11 +228,22 @@ class StageDecl(Frozen):
     """A stage with its three fields, named as the serving code names it.
 
     `memory_terms` holds the terms of `memory ~ [t1, t2, ...]` (then `memory` is their sum, folded
-    from the left); it is empty for a memory of one term. `uses` lists the component calls that
-    open the stage; `per_step` says the step callback counts its iterations.
+    from the left); it is empty for a memory of one term; `time_terms` likewise for `time`. `uses`
+    lists the component calls that open the stage; `per_step` says the step callback counts its
+    iterations.
     """
 
-    __slots__ = ("iterations", "memory", "memory_terms", "name", "per_step", "span", "time", "uses")
+    __slots__ = (
+        "iterations",
+        "memory",
+        "memory_terms",
+        "name",
+        "per_step",
+        "span",
+        "time",
+        "time_terms",
+        "uses",
+    )
     name: str
     iterations: FieldDecl
     memory: FieldDecl
@@ -241,6 +252,7 @@ class StageDecl(Frozen):
     memory_terms: tuple[FieldDecl, ...]
     uses: tuple[ComponentUse, ...]
     per_step: bool
+    time_terms: tuple[FieldDecl, ...]
 
 
 class CallDecl(Frozen):

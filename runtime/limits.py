@@ -12,6 +12,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
     "MAX_LOAD_WORK",
+    "MAX_MEASURE_TERMS",
     "MAX_MEMBERS",
     "MAX_MEMORY_TERMS",
     "MAX_NAME_LENGTH",
@@ -35,7 +36,8 @@ MAX_NODES = 200_000  # expression nodes of one artifact (formulas/ compiles to a
 MAX_DEPTH = 200  # nesting of one expression tree in the artifact
 MAX_INT_DIGITS = 4300  # decimal digits of one integer (Python's own int-to-str guard)
 MAX_POW_EXPONENT = 64  # the constant exponent of `**`
-MAX_MEMORY_TERMS = 16  # terms of one stage's `memory ~ [t1, t2, ...]`
+MAX_MEASURE_TERMS = 16  # terms of one stage's `memory ~ [t1, ...]`, and of its `time ~ [t1, ...]`
+MAX_MEMORY_TERMS = MAX_MEASURE_TERMS  # the name before time took terms too
 MAX_STAGE_USES = 16  # component uses of one stage
 MAX_CALLS = 512  # `call` arguments of one pipeline
 # A param ranging up to `inf` is bounded only by the largest int a request may pass: 4,300 digits.

@@ -129,7 +129,7 @@ class TypeChecker:
             if not list_ok:
                 self._fail(
                     "type",
-                    "a list may only be a let's value, a memory measure's terms or the "
+                    "a list may only be a let's value, a memory or time measure's terms or the "
                     "argument of len, sum, min or max",
                     expr,
                 )
@@ -354,15 +354,16 @@ def _check_field(
     lets: Mapping[str, ast.Expr],
     degrees: Mapping[str, int],
 ) -> list[Diagnostic]:
-    """A field is a number; only `memory` may be a list (literal or list let) of numeric terms."""
+    """A field is a number; only a measure (`memory`, `time`) may be a list (literal or list let)
+    of numeric terms."""
     value = field.value
     is_list = isinstance(value, ast.ListLit) or (
         isinstance(value, ast.Name) and checker.env.get(value.id) == LIST
     )
-    if is_list and field.name != "memory":
+    if is_list and field.name not in ast.MEASURES:
         checker._fail(
             "type",
-            f"'{field.name}' cannot be a list: only a memory measure takes a list of terms",
+            f"'{field.name}' cannot be a list: only a memory or time measure takes a list of terms",
             value,
             ("use the list in len(), sum(), min() or max()",),
         )
@@ -372,13 +373,13 @@ def _check_field(
         return _degree_limit(value, f"'{field.name}' of stage '{stage.name}'", degrees)
     items = list_items(value, lets) or ()
     if not items:
-        checker._fail("type", "a memory measure needs at least one term", value)
+        checker._fail("type", f"a {field.name} measure needs at least one term", value)
         return []
     if len(items) > MAX_MEASURE_TERMS:
         return [
             error(
                 "limit",
-                f"'memory' of stage '{stage.name}' has {len(items)} terms; the limit is "
+                f"'{field.name}' of stage '{stage.name}' has {len(items)} terms; the limit is "
                 f"{MAX_MEASURE_TERMS}",
                 value.span,
             )
@@ -387,7 +388,7 @@ def _check_field(
         return []  # a list let's items are typed and bounded at the let
     problems = []
     for index, item in enumerate(items, 1):
-        label = f"term {index} of 'memory'" if len(items) > 1 else "'memory'"
+        label = f"term {index} of '{field.name}'" if len(items) > 1 else f"'{field.name}'"
         checker.expect(item, _NUMERIC, label)
         problems += _degree_limit(item, f"{label} of stage '{stage.name}'", degrees)
     return problems

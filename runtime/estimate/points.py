@@ -76,10 +76,7 @@ def memory_terms(pipeline: Any, params: Mapping[str, int | bool]) -> dict[str, t
 
 def time_terms(pipeline: Any, stage: str, params: Mapping[str, Any]) -> tuple[Fraction, ...]:
     """The stage's time terms at ``params`` (one for a plain ``time ~ EXPR``), exact."""
-    terms_of = getattr(pipeline, "time_terms", None)
-    if callable(terms_of):
-        return tuple(Fraction(t) for t in terms_of(stage, **params))
-    return (Fraction(pipeline.time(stage, **params)),)
+    return tuple(Fraction(t) for t in pipeline.time_terms(stage, **params))
 
 
 def undetermined_stages(

@@ -98,3 +98,20 @@ def test_the_wan_formulas_declare_the_memory_terms_the_estimators_fit() -> None:
     assert (
         math.iterations("DenoisingStage") == 50 and math.time("DenoisingStage") == 2 * 21 * 30 * 52
     )
+
+
+def test_attention_heavy_denoisers_declare_a_quadratic_time_term() -> None:
+    """HunyuanVideo, Qwen-Image and LTX-2: linear work + self-attention over token pairs."""
+    from runtime import load_formulas
+
+    book = load_formulas(
+        dumps(artifact(program_of(compile_paths([ROOT / "formulas"], strict=True))))
+    )
+    hunyuan = book["hunyuan_video_t2v"]  # 129 frames at 720x1280: 33 x 45 x 80 tokens, no CFG
+    tokens = 33 * 45 * 80
+    assert hunyuan.time_terms("DenoisingStage") == (tokens, tokens * tokens)
+    assert hunyuan.time_terms("DenoisingStage", cfg=True) == (2 * tokens, 2 * tokens * tokens)
+    assert hunyuan.time_terms("DecodingStage") == (hunyuan.time("DecodingStage"),)
+    for name in ("qwen_image", "ltx2"):
+        assert len(book[name].time_terms("DenoisingStage")) == 2, name
+    assert len(book["ltx2"].time_terms("RefinerStage")) == 2

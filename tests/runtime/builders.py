@@ -50,8 +50,10 @@ def stage(
     memory: Any = None,
     time: Any = None,
     memory_terms: list[Any] | None = None,
+    time_terms: list[Any] | None = None,
 ) -> dict[str, Any]:
-    """A stage; `memory_terms` lists the terms of `memory ~ [t1, t2, ...]` (memory: their sum)."""
+    """A stage; `memory_terms` lists the terms of `memory ~ [t1, t2, ...]` (memory: their sum),
+    `time_terms` those of `time ~ [...]`."""
 
     def field(expr: Any) -> dict[str, Any]:
         return {"expr": I(1) if expr is None else expr, "span": None if expr is None else SPAN}
@@ -63,10 +65,12 @@ def stage(
         "memory": field(
             memory if memory is not None or not memory_terms else left_sum(memory_terms)
         ),
-        "time": field(time),
+        "time": field(time if time is not None or not time_terms else left_sum(time_terms)),
     }
     if memory_terms is not None:
         built["memory"]["terms"] = [{"expr": t, "span": SPAN} for t in memory_terms]
+    if time_terms is not None:
+        built["time"]["terms"] = [{"expr": t, "span": SPAN} for t in time_terms]
     return built
 
 

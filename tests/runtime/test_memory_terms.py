@@ -276,7 +276,6 @@ REFUSED = [
         f"{AT}.memory.terms[0].expr.name",
         "unknown param 'depth'",
     ),
-    ("terms on time", move_terms("time"), f"{AT}.time", "unexpected key 'terms'"),
     ("terms on iterations", move_terms("iterations"), f"{AT}.iterations", "unexpected key 'terms'"),
     (
         "the right fold",
