@@ -77,10 +77,11 @@ def test_two_time_terms_are_fitted_exactly(attention: Pipeline) -> None:
 
 
 def test_one_time_term_misses_the_quadratic_part(attention: Pipeline) -> None:
-    # The same measurements under `time ~ size` fit a line (least squares through (10, 0.03),
-    # (20, 0.07), (40, 0.21): slope 2.8667 / 466.67 = 0.00614, constant -0.04), 0.574 s at size
-    # 100, about half the true 1.11 s: what the second term is for.
+    # The same measurements under `time ~ size` fit a line through (10, 0.03), (20, 0.07),
+    # (40, 0.21) (unweighted: slope 0.00614, constant -0.04, 0.574 s at size 100; the estimators
+    # weigh each size by its noise, which moves the line but not past the curve): well under the
+    # true 1.11 s, what the second term is for.
     single = compiled(ATTENTION.replace("[size, size * size]", "size"), "toy")
     linear = estimate_default_workload_timing(RECORDS, single).stage("DenoisingStage")
     assert linear.per_iteration_s is not None
-    assert linear.per_iteration_s == pytest.approx(0.10333 + 0.0061429 * (100 - 23.333), rel=1e-3)
+    assert linear.per_iteration_s < 0.6 * per_iteration(100)
