@@ -8,16 +8,20 @@ Sources (the real `formulas/*.wf` and `dslc.testing.sources()` examples) are mut
 `runtime.load_formulas`. One case in ten of each is a cost bomb instead (`dslc.bombs`: nested
 powers, squaring chains, let and contract fan-out, extends chains, blank floods, many pipelines or
 params), at a random size. A case fails when anything but a CompileResult / a FormulaError comes
-out, or when it takes over `dslc.fuzzing.CASE_SECONDS`. Failures are printed with the seed and
+out, or when it takes over `dslc.fuzzing.CASE_SECONDS`. The summary gives the case count, failures
+and slowest case per kind, and the process's peak RSS (an upper bound on any one case's memory)
+with the case that raised it most. Failures are printed with the seed and
 case number that reproduce them (`--replay KIND CASE`); the exit status is 1 when any case failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
+import resource
 import sys
 import time
 import warnings
@@ -59,7 +63,7 @@ def corpus(generated: int, seed: int) -> list[str]:
     return texts
 
 
-def case(kind: str, seed: int, index: int, texts: list[str], doc: dict) -> tuple[str, object]:
+def case(kind: str, seed: int, index: int, texts: list[str], doc: str) -> tuple[str, object]:
     """The mutation name and payload of case `index` of `kind` (deterministic in seed and index)."""
     rng = random.Random(f"{seed}:{kind}:{index}")
     bomb = index % BOMB_EVERY == BOMB_EVERY - 1
@@ -72,6 +76,11 @@ def case(kind: str, seed: int, index: int, texts: list[str], doc: dict) -> tuple
         family, document = bombs.artifact_bomb(rng)
         return f"bomb:{family}", document
     return fuzzing.mutate_artifact(rng, doc)
+
+
+def _peak_rss() -> int:
+    """The process's peak resident memory so far, in bytes (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     texts = corpus(args.generated, args.seed)
-    doc = fuzzing.real_artifact(str(ROOT / "formulas"))
+    doc = json.dumps(fuzzing.real_artifact(str(ROOT / "formulas")))  # each case parses a fresh copy
     check = {"source": fuzzing.check_source, "artifact": fuzzing.check_artifact}
 
     if args.replay:
@@ -105,12 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     failures: dict[str, list[str]] = {kind: [] for kind in KINDS}
     slowest = dict.fromkeys(KINDS, (0.0, ""))
     busy = dict.fromkeys(KINDS, 0.0)
+    grew = dict.fromkeys(KINDS, (0, ""))  # the largest rise of the process's peak RSS in one case
     start = time.perf_counter()
     deadline = start + args.seconds
     index = 0
     while time.perf_counter() < deadline:
         for kind in KINDS:
             mutation, payload = case(kind, args.seed, index, texts, doc)
+            peak_before = _peak_rss()
             begin = time.perf_counter()
             try:
                 elapsed = check[kind](payload, mutation)
@@ -126,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
             busy[kind] += elapsed
             if elapsed > slowest[kind][0]:
                 slowest[kind] = (elapsed, f"#{index} {mutation}")
+            rise = _peak_rss() - peak_before
+            if rise > grew[kind][0]:
+                grew[kind] = (rise, f"#{index} {mutation}")
         index += 1
     total = time.perf_counter() - start
 
@@ -148,6 +162,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{count / total:>8.0f}  "
         f"(wall {total:.1f} s)"
     )
+    print(
+        f"peak memory: {_peak_rss() / 2**20:.0f} MiB RSS for the whole run (corpus and artifact "
+        f"included; no case can use more)"
+    )
+    for kind in KINDS:
+        print(
+            f"{kind:<10}largest rise of the peak in one case: {grew[kind][0] / 2**20:.1f} MiB "
+            f"({grew[kind][1] or 'none'})"
+        )
     distinct: dict[str, int] = {}
     for kind in KINDS:
         for line in failures[kind]:
