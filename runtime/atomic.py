@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
-import threading
-from pathlib import Path
+from _thread import allocate_lock
 
 __all__ = ["NotARegularFileError", "check_regular", "current_umask", "write_atomically"]
 
@@ -54,7 +52,7 @@ def check_regular(path: str | os.PathLike[str]) -> os.stat_result | None:
     return info
 
 
-_FALLBACK_LOCK = threading.Lock()
+_FALLBACK_LOCK = allocate_lock()  # (not threading: `import runtime` stays light)
 _fallback_umask: int | None = None
 
 
@@ -81,6 +79,9 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
 
     Raises NotARegularFileError for an existing target that is not a regular file.
     """
+    import tempfile  # here, not at the top: the loader imports this module but never writes
+    from pathlib import Path
+
     target = Path(os.path.realpath(path))  # through symlinks: the link stays, its target changes
     target.parent.mkdir(parents=True, exist_ok=True)
     existing = check_regular(target)

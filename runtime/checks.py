@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from .cost import leaf_bits, node_bounds
 from .errors import ArtifactError, ArtifactLimitError
-from .ir import NUMERIC, Expr, Span
+from .ir import Expr, Span
 from .limits import (
     MAX_CALL_WORK,
     MAX_CALLS,
@@ -57,7 +57,7 @@ def render(path: object) -> str:
     parts: list[str] = []
     while isinstance(path, tuple):
         path, segment = path
-        parts.append(str(segment))
+        parts.append(f"[{segment}]" if type(segment) is int else str(segment))
     return "".join(reversed(parts)).lstrip(".")
 
 
@@ -165,6 +165,29 @@ def as_span(value: object, path: object, n_sources: int, nullable: bool = False)
     """A span: a source index in range and 1-based positions, end not before start."""
     if value is None and nullable:
         return None
+    if type(value) is dict and len(value) == 5:  # the well-formed case, without a call per key
+        span = (
+            value.get("source"),
+            value.get("line"),
+            value.get("column"),
+            value.get("end_line"),
+            value.get("end_column"),
+        )
+        source, line, column, end_line, end_column = span
+        if (
+            type(source) is int
+            and type(line) is int
+            and type(column) is int
+            and type(end_line) is int
+            and type(end_column) is int
+            and 0 <= source < n_sources
+            and 1 <= line < _SMALL
+            and 1 <= column < _SMALL
+            and 1 <= end_line < _SMALL
+            and 1 <= end_column < _SMALL
+            and (end_line, end_column) >= (line, column)
+        ):
+            return span  # type: ignore[return-value]
     obj = as_object(value, path, ("source", "line", "column", "end_line", "end_column"))
     source = as_int(obj["source"], into(path, ".source"), 0)
     if source >= n_sources:
@@ -241,27 +264,51 @@ class Scope:
         self.budget.spend(expr.work, path)
 
 
+_SMALL = 1 << 64  # ints below this many bits are far inside the 4,300-digit limit
 _UNARY = frozenset({"neg", "abs", "floor", "ceil"})
 _BINARY = frozenset({"add", "sub", "mul", "div", "floordiv", "mod"})
 _VARIADIC = frozenset({"min", "max"})
 _ORDER = frozenset({"lt", "le", "gt", "ge"})
 _EQUALITY = frozenset({"eq", "ne"})
 _LOGIC = frozenset({"and", "or"})
-KINDS = (
-    frozenset({"int", "frac", "bool", "param", "let", "pow", "not", "if"})
-    | _UNARY
-    | _BINARY
-    | _VARIADIC
-    | _ORDER
-    | _EQUALITY
-    | _LOGIC
+_WITH_ARGS = (  # compound kinds whose node is exactly `{"k", "args"}` (not `pow`: it has `exp`)
+    frozenset({"not", "if"}) | _UNARY | _BINARY | _VARIADIC | _ORDER | _EQUALITY | _LOGIC
 )
+KINDS = frozenset({"int", "frac", "bool", "param", "let", "pow"}) | _WITH_ARGS
 
 
 def check_expr(node: object, path: object, scope: Scope, depth: int) -> Expr:
-    """Validate one node and its children; recursion is bounded by MAX_DEPTH, never by the input."""
+    """Validate one node and its children; recursion is bounded by MAX_DEPTH, never by the input.
+
+    Well-formed nodes take the short paths below (the loader's time goes here); anything else
+    falls through to the general checks, which raise the precise error.
+    """
     if depth > MAX_DEPTH:
         raise over_limit(path, f"expression nested deeper than {MAX_DEPTH} levels")
+    if type(node) is dict and len(node) == 2:
+        kind = node.get("k")
+        if type(kind) is str:
+            if kind in _WITH_ARGS and "args" in node:
+                return _compound(node, kind, path, scope, depth)
+            if kind == "param" or kind == "let":
+                name = node.get("name")
+                table = scope.params if kind == "param" else scope.lets
+                if type(name) is str and name in table:  # the tables hold validated names only
+                    ref, typ = table[name]
+                    if kind == "param":
+                        return Expr(kind, typ, (), None, ref, None, scope.param_bits[ref])
+                    bits, dbits = scope.let_bounds.get(ref, (1, 0))
+                    return Expr(kind, typ, (), None, ref, None, bits, dbits)
+            elif kind == "int":
+                v = node.get("v")
+                if type(v) is int and -_SMALL < v < _SMALL:
+                    bits = v.bit_length() if v >= 0 else (-v).bit_length()
+                    return Expr("int", "int", (), v, None, None, bits)
+    return _check_any(node, path, scope, depth)
+
+
+def _check_any(node: object, path: object, scope: Scope, depth: int) -> Expr:
+    """The general path of check_expr: every node kind, every error."""
     if type(node) is not dict and not isinstance(node, Mapping):
         raise fail(path, f"expected an expression object, got {describe(node)}")
     kind = node.get("k")
@@ -309,18 +356,23 @@ def _compound(
         exp = as_int(node["exp"], into(path, ".exp"), 0)
         if exp > MAX_POW_EXPONENT:
             raise over_limit(into(path, ".exp"), f"exponent {exp} is over {MAX_POW_EXPONENT}")
-    else:
+    elif not (type(node) is dict and len(node) == 2 and "args" in node):
         as_object(node, path, ("k", "args"))
-    raw = as_list(node["args"], into(path, ".args"))
+    raw = node["args"]
+    if type(raw) is not list:
+        raw = as_list(raw, into(path, ".args"))
     want = 1 if kind in _UNARY or kind in ("pow", "not") else 3 if kind == "if" else 2
     if (len(raw) < 1) if kind in _VARIADIC else (len(raw) != want):
         expected = "at least 1" if kind in _VARIADIC else str(want)
         raise fail(into(path, ".args"), f"{kind!r} takes {expected} args, got {len(raw)}")
     args_path = into(path, ".args")
-    scope.budget.take(len(raw), args_path)
+    budget = scope.budget
+    budget.left -= len(raw)
+    if budget.left < 0:
+        budget.take(0, args_path)  # raises the limit error
     checked = []
     for i, arg in enumerate(raw):  # a plain loop: two Python frames per tree level, not three
-        checked.append(check_expr(arg, into(args_path, f"[{i}]"), scope, depth + 1))
+        checked.append(check_expr(arg, (args_path, i), scope, depth + 1))  # `[i]` when rendered
     args = tuple(checked)
     typ = _result_type(kind, args, args_path)
     bits, dbits, work = node_bounds(kind, args, exp)
@@ -335,23 +387,14 @@ def _compound(
 
 def _result_type(kind: str, args: tuple[Expr, ...], args_path: object) -> str:
     """Type-check a node's args and give its type; booleans never mix with numbers."""
-
-    def need(i: int, want: str) -> None:
-        """Insist that arg `i` is a boolean or a number."""
-        ok = args[i].type == "bool" if want == "bool" else args[i].type in NUMERIC
-        if not ok:
-            got = "a boolean" if args[i].type == "bool" else "a number"
-            raise fail(
-                into(args_path, f"[{i}]"),
-                f"{kind!r} needs a {'boolean' if want == 'bool' else 'number'} here, got {got}",
-            )
-
     if kind in _LOGIC or kind == "not":
-        for i in range(len(args)):
-            need(i, "bool")
+        for i, arg in enumerate(args):
+            if arg.type != "bool":
+                raise _needs(kind, "boolean", "a number", args_path, i)
         return "bool"
     if kind == "if":
-        need(0, "bool")
+        if args[0].type != "bool":
+            raise _needs(kind, "boolean", "a number", args_path, 0)
         a, b = args[1].type, args[2].type
         if (a == "bool") != (b == "bool"):
             raise fail(
@@ -363,15 +406,24 @@ def _result_type(kind: str, args: tuple[Expr, ...], args_path: object) -> str:
         if (args[0].type == "bool") != (args[1].type == "bool"):
             raise fail(into(args_path, "[1]"), f"{kind!r} compares a number with a boolean")
         return "bool"
-    for i in range(len(args)):
-        need(i, "num")
+    integral = True
+    for i, arg in enumerate(args):  # every other kind takes numbers only
+        if arg.type != "int":
+            if arg.type != "rat":
+                raise _needs(kind, "number", "a boolean", args_path, i)
+            integral = False
     if kind in _ORDER:
         return "bool"
     if kind in ("floor", "ceil", "floordiv"):
         return "int"
     if kind == "div":
         return "rat"
-    return "int" if all(a.type == "int" for a in args) else "rat"
+    return "int" if integral else "rat"
+
+
+def _needs(kind: str, want: str, got: str, args_path: object, i: int) -> ArtifactError:
+    """The error for arg `i` of a `kind` node being of the wrong type."""
+    return fail(into(args_path, f"[{i}]"), f"{kind!r} needs a {want} here, got {got}")
 
 
 def same_tree(a: Expr, b: Expr) -> bool:

@@ -44,12 +44,11 @@ class Domain:
     inf).
     """
 
-    def __init__(
-        self,
-        decl: PipelineDecl,
-        admissible: Callable[..., object] | None,
-        contracts: tuple[Callable[..., object], ...],
-    ) -> None:
+    # Set by `materialize` (the pipeline's code, built on first use) before they are first read.
+    _admissible: Callable[..., object] | None  # every contract at once (None: no contracts)
+    _contracts: tuple[Callable[..., object], ...]  # each contract alone
+
+    def __init__(self, decl: PipelineDecl, materialize: Callable[[], None]) -> None:
         self.pipeline = decl.name
         self.names = tuple(p.name for p in decl.params)
         self.defaults: tuple[int | bool, ...] = tuple(p.default for p in decl.params)
@@ -64,9 +63,15 @@ class Domain:
         self.ranges = {
             p.name: f"[{p.min}, {'inf' if p.max is None else p.max}]" for p in decl.params
         }
-        self._admissible = admissible
-        self._contracts = contracts
+        self._materialize = materialize
         self._owners = tuple(self.names.index(c.param) for c in decl.contracts)
+
+    def __getattr__(self, name: str) -> object:
+        """The contracts' closures, on first use: the pipeline builds its code and sets them."""
+        if name in ("_admissible", "_contracts"):
+            self._materialize()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def assign(self, params: Mapping[str, object]) -> tuple[list[int | bool], bool]:
         """Defaults overridden by `params`, type-checked; and whether every value is in its

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import numbers
 import types
-from collections.abc import Callable, Sequence
+from _thread import allocate_lock
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 
 from .codegen import FunctionPlan, PipelinePlan, plan_pipeline
@@ -23,6 +24,7 @@ __all__ = [
     "NO_POSITIONAL",
     "UNDEFINED",
     "CompiledPipeline",
+    "FactoryCache",
     "compile_pipeline",
     "compile_plans",
     "instantiate",
@@ -101,13 +103,14 @@ class CompiledPipeline(Frozen):
 
 def compile_plans(plans: Sequence[PipelinePlan]) -> dict[str, Callable[..., Any]]:
     """Compile every distinct factory of these plans in one module: factory text -> factory."""
-    unique = list(
-        dict.fromkeys(
-            f.text
-            for plan in plans
-            for f in (*plan.functions, *((plan.lets,) if plan.lets else ()))
-        )
+    return _compile(
+        f.text for plan in plans for f in (*plan.functions, *((plan.lets,) if plan.lets else ()))
     )
+
+
+def _compile(texts: Iterable[str]) -> dict[str, Callable[..., Any]]:
+    """Compile these factory texts (each once) in one module: factory text -> factory."""
+    unique = list(dict.fromkeys(texts))
     source = "".join(text.replace("{name}", f"_g{i}", 1) for i, text in enumerate(unique))
     namespace: dict[str, object] = {
         "__builtins__": {}, "_F": Fraction, "_floor": math.floor, "_ceil": math.ceil, "_abs": abs,
@@ -118,6 +121,24 @@ def compile_plans(plans: Sequence[PipelinePlan]) -> dict[str, Callable[..., Any]
     # second fence. This is the only place the runtime compiles anything.
     exec(compile(source, "<workload formulas>", "exec"), namespace)  # noqa: S102
     return {text: namespace[f"_g{i}"] for i, text in enumerate(unique)}  # type: ignore[misc]
+
+
+class FactoryCache:
+    """A book's compiled factories by text, filled as its pipelines are first used: each text is
+    compiled once (pipelines with the same formulas share it); `lock` makes a first use
+    thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = allocate_lock()
+        self.known: dict[str, Callable[..., Any]] = {}
+
+    def for_plan(self, plan: PipelinePlan) -> dict[str, Callable[..., Any]]:
+        """Every factory `plan` needs, compiling those not seen before (call with `lock` held)."""
+        functions = (*plan.functions, *((plan.lets,) if plan.lets else ()))
+        new = [f.text for f in functions if f.text not in self.known]
+        if new:
+            self.known.update(_compile(new))
+        return self.known
 
 
 def instantiate(

@@ -9,16 +9,15 @@ from types import MappingProxyType
 
 from .artifact import read_artifact
 from .checks import show
-from .codegen import PipelinePlan
+from .defaults import check_defaults
 from .domain import SEARCH_LIMIT, Args, Domain
 from .errors import (
-    ArtifactError,
     EvaluationError,
     ParamError,
     UnknownPipelineError,
     UnknownStageError,
 )
-from .evaluator import NO_POSITIONAL, UNDEFINED, compile_plans, instantiate, plan_pipeline
+from .evaluator import NO_POSITIONAL, UNDEFINED, FactoryCache, instantiate, plan_pipeline
 from .ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
 
 TYPE_CHECKING = False
@@ -36,6 +35,7 @@ __all__ = [
 ]
 
 _FIELDS = ("iterations", "memory", "time")
+_LAZY = frozenset({"_fields", "_iters", "_every", "_terms", "_time_terms", "_calls", "source"})
 
 
 class _Keyword:
@@ -55,25 +55,30 @@ class Pipeline:
     regular case inline and hand anything irregular back to these methods, so both behave alike.
     """
 
-    def __init__(
-        self,
-        decl: PipelineDecl,
-        plan: PipelinePlan | None = None,
-        factories: dict[str, Callable[..., Any]] | None = None,
-    ) -> None:
-        """Build from a validated declaration; a FormulaBook passes the plan and the factories it
-        compiled for all its pipelines at once."""
+    # Built on first use by _materialize (through __getattr__), not at load: the loader validates,
+    # bounds and checks every pipeline, but generates and compiles code only for those used.
+    _fields: tuple[dict[str, Callable[..., Any]], ...]  # per field kind: stage -> closure
+    _iters: Callable[..., tuple[Any, ...]]
+    _every: Callable[..., tuple[Any, ...]]
+    _terms: dict[str, tuple[Callable[..., Any], ...]]  # memory terms, by stage (when listed)
+    _time_terms: dict[str, tuple[Callable[..., Any], ...]]  # time terms, likewise
+    _calls: Callable[..., tuple[Any, ...]] | None
+    source: str  # the generated Python (built from indices only, never from the file's text)
+
+    def __init__(self, decl: PipelineDecl, factories: FactoryCache | None = None) -> None:
+        """Build from a validated declaration, checking its default workload now; a FormulaBook
+        passes the factories its pipelines share (compiled on first use, each text once)."""
         self.name = decl.name
         self.extends = decl.extends
         self.stages = tuple(s.name for s in decl.stages)
         self.contracts = tuple(c.text for c in decl.contracts)
         self.param_names = tuple(p.name for p in decl.params)
-        owned = {
-            p.name: tuple(c.text for c in decl.contracts if c.param == p.name) for p in decl.params
-        }
+        owned: dict[str, list[str]] = {p.name: [] for p in decl.params}
+        for c in decl.contracts:
+            owned[c.param].append(c.text)
         self.params: Mapping[str, ParamInfo] = MappingProxyType(
             {
-                p.name: ParamInfo(p.name, p.type, p.default, p.min, p.max, owned[p.name])
+                p.name: ParamInfo(p.name, p.type, p.default, p.min, p.max, tuple(owned[p.name]))
                 for p in decl.params
             }
         )
@@ -85,27 +90,52 @@ class Pipeline:
         self.stepped_stages = tuple(s.name for s in decl.stages if s.per_step)
         self.call_names = tuple(c.arg for c in decl.calls)
         self.probe_axes = decl.probe_axes
-        plan = plan or plan_pipeline(decl)
-        factories = factories or compile_plans([plan])
-        compiled = instantiate(decl, plan, factories, tuple(self._fallback(k) for k in range(3)))
-        self._domain = Domain(decl, compiled.admissible, compiled.contracts)
+        self._decl = decl
+        self._factories = factories or FactoryCache()
+        self._domain = Domain(decl, self._materialize)
         self._defaults = self._domain.defaults
-        self._fields = tuple(
-            dict(zip(self.stages, (f[k] for f in compiled.fields))) for k in range(3)
-        )
-        self._iters = compiled.iterations
-        self._every = compiled.every
-        self._terms = {st: t for st, t in zip(self.stages, compiled.terms) if t}
-        self._time_terms = {st: t for st, t in zip(self.stages, compiled.time_terms) if t}
-        self._calls = compiled.calls
-        # The generated Python (built from indices only, never from the file's text), for reading.
-        self.source = compiled.source
-        self._default_iterations = self._check_defaults(decl.index)
-        self.iterations, self.memory, self.time = compiled.checked  # type: ignore[assignment]
-        for fast, reference in zip(
-            compiled.checked, (Pipeline.iterations, Pipeline.memory, Pipeline.time)
-        ):
-            fast.__doc__ = reference.__doc__
+        self._default_iterations = check_defaults(decl)  # a broken artifact fails at load
+
+    def __getattr__(self, name: str) -> Any:
+        """The closures, on first use: generate and compile this pipeline's code, then answer."""
+        if name in _LAZY:
+            self._materialize()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _materialize(self) -> None:
+        """Generate, compile and instantiate this pipeline's closures, once (thread-safe); the
+        fast entries then shadow the reference `iterations`, `memory` and `time`."""
+        with self._factories.lock:
+            if "_every" in self.__dict__:
+                return
+            decl = self._decl
+            plan = plan_pipeline(decl)
+            fallbacks = tuple(self._fallback(k) for k in range(3))
+            compiled = instantiate(decl, plan, self._factories.for_plan(plan), fallbacks)
+            for fast, reference in zip(
+                compiled.checked, (Pipeline.iterations, Pipeline.memory, Pipeline.time)
+            ):
+                fast.__doc__ = reference.__doc__
+            self._domain.__dict__.update(
+                _admissible=compiled.admissible, _contracts=compiled.contracts
+            )
+            fields = tuple(
+                dict(zip(self.stages, (f[k] for f in compiled.fields))) for k in range(3)
+            )
+            iterations, memory, time = compiled.checked
+            self.__dict__.update(
+                _fields=fields,
+                _iters=compiled.iterations,
+                _terms={st: t for st, t in zip(self.stages, compiled.terms) if t},
+                _time_terms={st: t for st, t in zip(self.stages, compiled.time_terms) if t},
+                _calls=compiled.calls,
+                source=compiled.source,
+                iterations=iterations,
+                memory=memory,
+                time=time,
+                _every=compiled.every,  # last: its presence marks the pipeline as built
+            )
 
     def __repr__(self) -> str:
         return (
@@ -334,38 +364,6 @@ class Pipeline:
                     return f"{stage}.{_FIELDS[k]}"
         return "a stage"
 
-    def _check_defaults(self, index: int) -> tuple[int, ...]:
-        """The default workload must be admissible and evaluable, or the artifact is broken."""
-        where = f"pipelines[{index}]"
-        for k in self._domain.failing_contracts(self._defaults)[:1]:
-            message = f"the default workload violates `{self.contracts[k]}`"
-            raise ArtifactError(f"{where}.contracts[{k}]", message)
-        values = self._every(*self._defaults)  # one call: each let computed once
-        checks = []  # (field, index in values, path): each stage's fields, then the terms
-        term = 3 * len(self.stages)  # memory terms, then time terms, follow every field
-        for s, stage in enumerate(self.stages):
-            for k in range(3):
-                checks.append((k, 3 * s + k, f"{where}.stages[{s}].{_FIELDS[k]}.expr"))
-        for k, table in ((1, self._terms), (2, self._time_terms)):
-            for s, stage in enumerate(self.stages):
-                for j in range(len(table.get(stage, ()))):
-                    path = f"{where}.stages[{s}].{_FIELDS[k]}.terms[{j}].expr"
-                    checks.append((k, term, path))
-                    term += 1
-        for k, at, path in checks:
-            value = values[at]
-            if value is UNDEFINED or not _valid(k, value):
-                problem = "division by zero" if value is UNDEFINED else show(value)
-                message = f"at the default workload this is {problem}, which is invalid"
-                raise ArtifactError(path, message)
-        if self._calls is not None:  # values of any type; only a division by zero is invalid
-            try:
-                self._calls(*self._defaults)
-            except ZeroDivisionError:
-                message = "at the default workload this is division by zero, which is invalid"
-                raise ArtifactError(f"{where}.calls", message) from None
-        return tuple(values[3 * s] for s in range(len(self.stages)))
-
 
 def _valid(field: int, value: object) -> bool:
     """Iterations (field 0) are non-negative ints; measures non-negative ints or Fractions."""
@@ -382,12 +380,8 @@ class FormulaBook(Mapping[str, Pipeline]):
     __slots__ = ("_pipelines", "compiler", "format_version", "sources")
 
     def __init__(self, artifact: Artifact) -> None:
-        plans = [plan_pipeline(decl) for decl in artifact.pipelines]
-        factories = compile_plans(plans)  # one compile for the book: shared formulas compile once
-        self._pipelines = {
-            decl.name: Pipeline(decl, plan, factories)
-            for decl, plan in zip(artifact.pipelines, plans)
-        }
+        factories = FactoryCache()  # shared: identical formulas compile once per book
+        self._pipelines = {decl.name: Pipeline(decl, factories) for decl in artifact.pipelines}
         self.format_version = artifact.format_version
         self.compiler = (artifact.compiler_name, artifact.compiler_version)
         self.sources: tuple[SourceDecl, ...] = artifact.sources

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from runtime import ArtifactError, EvaluationError, InadmissibleError, Pipeline, load_formulas
 from runtime.artifact import parse_artifact
-from runtime.evaluator import compile_pipeline
+from runtime.defaults import lets_at, result_at, value_at
+from runtime.evaluator import UNDEFINED, compile_pipeline
 
 from .builders import I, bool_param, contract, document, int_param, let, pipeline, stage
 
@@ -264,6 +265,14 @@ def test_raw_closures_match_the_oracle(
         expected_ok = outcome(truth, oracle, cond, env_of(point), let_table)
         assert outcome(truth, compiled.contracts[0], *args) == expected_ok
         assert outcome(truth, compiled.admissible, *args) == expected_ok
+        # the loader's tree walk (its check of the default workload) computes the same values
+        let_values = lets_at(decl, tuple(args))
+        walked = result_at(decl.stages[0].iterations.expr, tuple(args), let_values)
+        assert ("ZeroDivisionError" if walked is UNDEFINED else walked) == expected
+        if walked is not UNDEFINED:
+            assert type(walked) is type(outcome(compiled.fields[0][0], *args))
+        contract_expr = decl.contracts[0].expr
+        assert outcome(truth, value_at, contract_expr, tuple(args), let_values) == expected_ok
 
 
 @SETTINGS
