@@ -11,6 +11,8 @@ Progress is reported through a callback ``progress(step, total, what)``; the CLI
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -239,13 +241,32 @@ def towards(pipeline: Pipeline, low: Params, high: Params) -> list[dict[str, int
 
 
 def ladder(pipeline: Pipeline, probe: Params, target: Params) -> list[dict[str, int | bool]]:
-    """Sizes from the probe towards the target: ``towards`` once (half way), then again from each
-    of those (three quarters), without repeats."""
+    """Sizes from the probe towards the target, for time: the params that differ moved half and
+    three quarters of the way (the largest admissible value not past it), every subset of them,
+    admissible points only. The time policy weighs each one's cost against its samples."""
+    differing = [
+        name
+        for name, value in probe.items()
+        if not isinstance(value, bool)
+        and not isinstance(target.get(name, value), bool)
+        and target.get(name, value) != value
+    ]
     out: list[dict[str, int | bool]] = []
-    for step in towards(pipeline, probe, target):
-        for point in (step, *towards(pipeline, step, target)):
-            if point not in out:
-                out.append(point)
+    for share in (Fraction(1, 2), Fraction(3, 4)):
+        moved: dict[str, int] = {}
+        for name in differing:
+            low, high = int(probe[name]), int(target[name])
+            others = {k: v for k, v in probe.items() if k != name}
+            value = pipeline.largest_admissible(
+                name, at_most=math.floor(low + (high - low) * share), **others
+            )
+            if value is not None and min(low, high) < value < max(low, high):
+                moved[name] = value
+        for count in range(1, len(moved) + 1):
+            for names in itertools.combinations(moved, count):
+                point = {**probe, **{n: moved[n] for n in names}}
+                if point not in out and pipeline.is_admissible(**point):
+                    out.append(point)
     return out
 
 

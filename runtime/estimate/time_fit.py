@@ -11,7 +11,11 @@ error there is multiplied by the distance to the target. So each measured size k
 - each size's median then has the standard error ``1.2533 x noise x median / sqrt(n)``;
 - the plane ``constant + Σ slope_i x term_i`` is fitted by weighted least squares (weights
   ``1 / se²``), exactly (``runtime.estimate.planes``), and its value at the target has the
-  variance ``target' (X' W X)^-1 target``.
+  variance ``target' (X' W X)^-1 target``;
+- when more sizes were measured than the plane needs and they scatter about it more than their
+  noise explains (a time per pixel that changes with size: caches, kernel choice), the variance is
+  multiplied by that excess, the weighted residuals' chi-square per degree of freedom
+  (``misfit``, at least 1), so the spread covers what the plane cannot follow.
 
 ``spread`` is that standard deviation (one sigma). The calibration policy reads it to decide
 whether a larger probe is needed, before running one (``predicted_spread``).
@@ -26,7 +30,7 @@ from fractions import Fraction
 
 from attrs import frozen
 
-from runtime.estimate.planes import row, weighted_least_squares_at
+from runtime.estimate.planes import independent_rows, row, weighted_least_squares_at
 
 #: Relative noise assumed when no size was measured twice.
 DEFAULT_NOISE = 0.05
@@ -59,6 +63,7 @@ class TimeFit:
     spread: float
     coefficients: tuple[float, ...]
     noise: float
+    misfit: float = 1.0  # the spread's inflation for sizes off the plane (chi-square per dof)
 
 
 def relative_noise(sizes: Sequence[SizeTimes]) -> float:
@@ -84,10 +89,13 @@ def _weight(median: float, count: int, noise: float) -> Fraction:
 
 
 def fit_time(
-    sizes: Sequence[SizeTimes], target: Sequence[Fraction], noise: float | None = None
+    sizes: Sequence[SizeTimes],
+    target: Sequence[Fraction],
+    noise: float | None = None,
+    misfit: float | None = None,
 ) -> TimeFit | None:
     """The plane through the sizes' medians at ``target``; None unless two or more sizes determine
-    it there."""
+    it there. ``noise`` and ``misfit`` are measured from the sizes unless given."""
     if len(sizes) < 2:
         return None
     level = relative_noise(sizes) if noise is None else noise
@@ -98,12 +106,33 @@ def fit_time(
     if fitted is None:
         return None
     value, coefficients, variance = fitted
+    if misfit is None:
+        misfit = lack_of_fit(rows, values, weights, coefficients)
     return TimeFit(
         float(value),
-        math.sqrt(max(0.0, float(variance))),
+        math.sqrt(max(0.0, float(variance)) * misfit),
         tuple(float(c) for c in coefficients),
         level,
+        misfit,
     )
+
+
+def lack_of_fit(
+    rows: Sequence[Sequence[Fraction]],
+    values: Sequence[Fraction],
+    weights: Sequence[Fraction],
+    coefficients: Sequence[Fraction],
+) -> float:
+    """How much more the sizes scatter about the plane than their noise explains: the weighted
+    residuals' chi-square per degree of freedom, at least 1 (1 when no size is spare)."""
+    free = len(rows) - len(independent_rows([tuple(r) for r in rows]))
+    if free <= 0:
+        return 1.0
+    chi2 = sum(
+        w * (v - sum((c * x for c, x in zip(coefficients, r)), Fraction(0))) ** 2
+        for r, v, w in zip(rows, values, weights)
+    )
+    return max(1.0, float(chi2) / free)
 
 
 def predicted_spread(
@@ -112,15 +141,17 @@ def predicted_spread(
     target: Sequence[Fraction],
 ) -> float | None:
     """The spread at ``target`` once ``extra`` sizes (terms, sample count) are measured too, each
-    assumed to land on the current fit: what a probe would buy, before running it."""
+    assumed to land on the current fit (and the current excess scatter to stay): what a probe
+    would buy, before running it."""
     current = fit_time(sizes, target)
     noise = relative_noise(sizes)
+    misfit = 1.0 if current is None else current.misfit  # the excess scatter stays
     guesses = []
     for terms, count in extra:
         at = fit_time(sizes, terms, noise)
         guess = at.value if at is not None else max(s.median for s in sizes)
         guesses.append(SizeTimes(tuple(Fraction(t) for t in terms), (guess,) * max(count, 1)))
-    hypothetical = fit_time([*sizes, *guesses], target, noise)
+    hypothetical = fit_time([*sizes, *guesses], target, noise, misfit)
     if hypothetical is None:
         return None if current is None else current.spread
     return hypothetical.spread

@@ -82,3 +82,18 @@ def test_steady_timings_need_no_time_probe(toy):
     assert time_probe(toy, steady, result, TARGET, candidates(60, 90), repeat=3) is None
     assert result.timing.spread_s is not None
     assert 2 * result.timing.spread_s <= TIME_TOLERANCE * result.timing.seconds
+
+
+def test_the_ladder_moves_every_subset_of_params_half_and_three_quarters_of_the_way(toy):
+    from calibration.run import ladder
+
+    probe = {"steps": 4, "size": 10, "blocks": 1}
+    # half way: steps 7, size 55; three quarters: steps 8 (8.5 floored), size 77 (77.5 floored)
+    assert ladder(toy, probe, TARGET) == [
+        {"steps": 7, "size": 10, "blocks": 1},
+        {"steps": 4, "size": 55, "blocks": 1},
+        {"steps": 7, "size": 55, "blocks": 1},
+        {"steps": 8, "size": 10, "blocks": 1},
+        {"steps": 4, "size": 77, "blocks": 1},
+        {"steps": 8, "size": 77, "blocks": 1},
+    ]

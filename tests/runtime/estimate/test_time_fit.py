@@ -1,5 +1,6 @@
 """The time fit's value and uncertainty: by hand, and against an independent weighted least squares
-(numpy's ``lstsq`` on rows scaled by the square roots of the weights)."""
+(numpy's ``lstsq`` on rows scaled by the square roots of the weights, its covariance scaled by the
+residuals' chi-square per degree of freedom when that exceeds 1)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,20 @@ def test_a_farther_size_narrows_the_spread_more_than_a_nearer_one():
     assert far < near < now.spread
 
 
+def test_sizes_off_the_line_widen_the_spread_by_their_excess_scatter():
+    # (10, 1), (20, 2), (30, 4): each median known to about 1.2533 x 5 % / 1 (one sample, default
+    # noise). The weighted line misses by far more than that (chi-square 7.7 on one degree of
+    # freedom): the spread grows by sqrt(7.7).
+    on_line = [size(10, 1.0), size(20, 2.0), size(30, 3.0)]
+    off_line = [size(10, 1.0), size(20, 2.0), size(30, 4.0)]
+    target = (Fraction(60),)
+    straight, bent = fit_time(on_line, target), fit_time(off_line, target)
+    assert straight is not None and bent is not None
+    assert straight.misfit == 1.0
+    assert bent.misfit > 5
+    assert bent.spread > 2 * straight.spread
+
+
 def _oracle(sizes: list[SizeTimes], target: float) -> tuple[float, float]:
     noise = relative_noise(sizes)
     rows, values, roots = [], [], []
@@ -81,7 +96,10 @@ def _oracle(sizes: list[SizeTimes], target: float) -> tuple[float, float]:
     beta = np.linalg.lstsq(a, b, rcond=None)[0]
     t = np.array([1.0, target])
     covariance = np.linalg.inv(a.T @ a)
-    return float(t @ beta), float(math.sqrt(t @ covariance @ t))
+    free = len(sizes) - 2
+    chi2 = float(np.sum((a @ beta - b) ** 2))
+    misfit = max(1.0, chi2 / free) if free > 0 else 1.0
+    return float(t @ beta), float(math.sqrt(t @ covariance @ t * misfit))
 
 
 @settings(max_examples=60, deadline=None)
