@@ -120,12 +120,12 @@ def stage_time(
         and values[stage].time == target_m
     ]
     if exact:
-        seconds = min(exact)[0]
+        seconds = statistics.median(d for d, _ in exact)
         return StageTime(
             stage,
             "measurement",
             seconds,
-            "measured at the target's iterations and measure",
+            "measured at the target's iterations and measure (the median of its runs)",
             repeated,
             target_n,
             target_n,

@@ -138,6 +138,15 @@ def test_a_run_at_the_target_is_a_measurement(toy):
     assert timing.seconds == pytest.approx(2.3) and timing.method == "measurement"
 
 
+def test_runs_at_the_target_count_by_their_median(toy):
+    # three target-size runs decode in 0.8, 0.6 and 1.4 s: the median 0.8 counts, not the fastest
+    runs = [
+        timed(100, [0.1] * 10, 1.25, decode=d, text=0.05, duration=2.3) for d in (0.8, 0.6, 1.4)
+    ]
+    timing = estimate_default_workload_timing(runs, toy)
+    assert timing.stage("DecodingStage").seconds == pytest.approx(0.8)
+
+
 def test_any_admissible_target(toy):
     # the one-record case at steps 4, size 25: 0.1 + 0.2 * (25/50) * 4 = 0.5; decode 0.25; text
     # 0.05; untracked 0.45: 1.25.
