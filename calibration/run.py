@@ -11,8 +11,6 @@ Progress is reported through a callback ``progress(step, total, what)``; the CLI
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -21,8 +19,9 @@ from attrs import field, frozen
 
 from calibration.checks import Finding, check
 from calibration.errors import CalibrationError
-from calibration.policy import mixes, next_probe, open_stages, work
+from calibration.policy import open_stages
 from calibration.session import Params, Session, quiet_libraries, torch_threads
+from calibration.sizes import extra_probes, ladder, larger_probe
 from calibration.time_probe import TIME_TOLERANCE, time_probe
 from runtime import FormulaError, Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate
@@ -195,93 +194,6 @@ def work_ratio(pipeline: Pipeline, probe: Params, target: Params) -> Fraction:
     return Fraction(at_target[stage].iterations * at_target[stage].memory) / Fraction(probe_work)
 
 
-# --- choosing sizes -------------------------------------------------------------------------------
-
-
-def extra_probes(
-    pipeline: Pipeline, warmup: Params, probe: Params, target: Params, at_most: int = 3
-) -> list[dict[str, int | bool]]:
-    """Sizes beside the warmup and the probe that pin down every declared term at the target.
-
-    Candidates are the corners of the warmup-probe box (cheapest first), then the probe moved
-    towards the target; ``calibration.policy.next_probe`` picks one at a time.
-    """
-    chosen: list[dict[str, int | bool]] = []
-    measured: list[Params] = [warmup, probe]
-    for _ in range(at_most):
-        candidates = [*mixes(warmup, probe), *towards(pipeline, probe, target)]
-        candidates = [c for c in candidates if work(pipeline, c) < work(pipeline, target)]
-        point = next_probe(pipeline, [*measured, *chosen], target, candidates)
-        if point is None:
-            break
-        chosen.append(point)
-    return chosen
-
-
-def towards(pipeline: Pipeline, low: Params, high: Params) -> list[dict[str, int | bool]]:
-    """``low`` with params moved halfway to ``high`` (up or down): each alone, then all together;
-    and, for a param ``high`` has lower, ``low`` with ``high``'s value (cheaper still). Admissible
-    points only."""
-    moved: dict[str, int] = {}
-    out: list[dict[str, int | bool]] = []
-    for name, value in low.items():
-        other = high.get(name, value)
-        if isinstance(value, bool) or isinstance(other, bool) or other == value:
-            continue
-        others = {k: v for k, v in low.items() if k != name}
-        if other < value:
-            out.append({**low, name: other})
-        mid = pipeline.largest_admissible(name, at_most=(value + other) // 2, **others)
-        if mid is not None and min(value, other) < mid < max(value, other):
-            moved[name] = mid
-    out += [{**low, name: value} for name, value in moved.items()]
-    if len(moved) > 1:
-        out.append({**low, **moved})
-    return [p for p in out if pipeline.is_admissible(**p)]
-
-
-def ladder(pipeline: Pipeline, probe: Params, target: Params) -> list[dict[str, int | bool]]:
-    """Sizes from the probe towards the target, for time: the params that differ moved half and
-    three quarters of the way (the largest admissible value not past it), every subset of them,
-    admissible points only. The time policy weighs each one's cost against its samples."""
-    differing = [
-        name
-        for name, value in probe.items()
-        if not isinstance(value, bool)
-        and not isinstance(target.get(name, value), bool)
-        and target.get(name, value) != value
-    ]
-    out: list[dict[str, int | bool]] = []
-    for share in (Fraction(1, 2), Fraction(3, 4)):
-        moved: dict[str, int] = {}
-        for name in differing:
-            low, high = int(probe[name]), int(target[name])
-            others = {k: v for k, v in probe.items() if k != name}
-            value = pipeline.largest_admissible(
-                name, at_most=math.floor(low + (high - low) * share), **others
-            )
-            if value is not None and min(low, high) < value < max(low, high):
-                moved[name] = value
-        for count in range(1, len(moved) + 1):
-            for names in itertools.combinations(moved, count):
-                point = {**probe, **{n: moved[n] for n in names}}
-                if point not in out and pipeline.is_admissible(**point):
-                    out.append(point)
-    return out
-
-
-def larger_probe(
-    pipeline: Pipeline, probe: Params, target: Params, measured: list[dict[str, int | bool]]
-) -> dict[str, int | bool] | None:
-    """The cheapest size between the probe and the target not measured yet (to confirm a fit)."""
-    candidates = [
-        c
-        for c in towards(pipeline, probe, target)
-        if c not in measured and work(pipeline, probe) < work(pipeline, c) < work(pipeline, target)
-    ]
-    return min(candidates, key=lambda c: work(pipeline, c), default=None)
-
-
 # --- the session ----------------------------------------------------------------------------------
 
 
@@ -322,19 +234,25 @@ def calibrate_session(
         tick(step, total, f"{role} {_describe(points[role])}")
         records.append(session.run(points[role]))
     step = len(roles)
+
+    def probe_more(point: dict[str, int | bool], why: str) -> None:
+        """One more size, ``repeat`` times, after the rounds."""
+        nonlocal step, total
+        role = f"probe {len(extras) + 2}"
+        extras.append(point)
+        points[role] = point
+        total += repeat
+        for _ in range(repeat):
+            step += 1
+            tick(step, total, f"{role} {_describe(point)} ({why})")
+            roles.append(role)
+            records.append(session.run(point))
+
     findings = check(pipeline, records)
     if any(f.kind == "unconfirmed" for f in findings):
-        measured = [dict(r.params) for r in records]
-        larger = larger_probe(pipeline, probe, target, measured)
+        larger = larger_probe(pipeline, probe, target, [dict(r.params) for r in records])
         if larger is not None:
-            role = f"probe {len(extras) + 2}"
-            extras.append(larger)
-            points[role] = larger
-            for _ in range(repeat):
-                step += 1
-                tick(step, total, f"{role} {_describe(larger)} (confirming a fit)")
-                roles.append(role)
-                records.append(session.run(larger))
+            probe_more(larger, "confirming a fit")
             findings = check(pipeline, records)
     used = in_regime(pipeline, records, findings, target)
     result = estimate(
@@ -348,15 +266,7 @@ def calibrate_session(
         )
     )
     if timed is not None:
-        role = f"probe {len(extras) + 2}"
-        extras.append(timed)
-        points[role] = timed
-        total += repeat
-        for _ in range(repeat):
-            step += 1
-            tick(step, total, f"{role} {_describe(timed)} (pinning down time)")
-            roles.append(role)
-            records.append(session.run(timed))
+        probe_more(timed, "pinning down time")
         findings = check(pipeline, records)
         used = in_regime(pipeline, records, findings, target)
         result = estimate(

@@ -141,7 +141,8 @@ def test_a_missing_formulas_folder_exits_1(tmp_path):
 def test_extra_probes_close_the_decoding_terms_the_warmup_and_probe_leave_open():
     from pathlib import Path
 
-    from calibration.run import extra_probes, load_pipeline
+    from calibration.run import load_pipeline
+    from calibration.sizes import extra_probes
 
     wan = load_pipeline(
         Path(__file__).resolve().parents[2] / "formulas" / "wan.wf", "wan2_1_t2v_1_3b"

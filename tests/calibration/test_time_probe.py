@@ -85,7 +85,7 @@ def test_steady_timings_need_no_time_probe(toy):
 
 
 def test_the_ladder_moves_every_subset_of_params_half_and_three_quarters_of_the_way(toy):
-    from calibration.run import ladder
+    from calibration.sizes import ladder
 
     probe = {"steps": 4, "size": 10, "blocks": 1}
     # half way: steps 7, size 55; three quarters: steps 8 (8.5 floored), size 77 (77.5 floored)
