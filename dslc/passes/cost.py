@@ -17,7 +17,7 @@ from dslc.diagnostics import Diagnostic, error
 from dslc.model import ResolvedPipeline
 from dslc.source import Span
 from runtime.artifact import parse_pipeline
-from runtime.checks import NodeBudget, into
+from runtime.checks import NodeBudget, as_name, into
 from runtime.errors import ArtifactError, ArtifactLimitError
 
 __all__ = ["CostBudget", "check_cost"]
@@ -33,24 +33,39 @@ class _AnySource(dict[str, int]):
 
 
 class CostBudget:
-    """The artifact-wide budgets (nodes, load work) shared by every pipeline of one compilation."""
+    """The artifact-wide budgets (nodes, load work) shared by every pipeline of one compilation,
+    and what each pipeline that passed charged them, by what its cost depends on (`_cost_key`)."""
 
     def __init__(self) -> None:
         self.nodes = NodeBudget()
         self.index = 0  # the next pipeline's position in the artifact
         self.exhausted = False  # a limit of the whole artifact was hit: later pipelines are moot
+        self.charged: dict[tuple[object, ...], tuple[int, int]] = {}  # key -> (nodes, work)
+        self._alive: list[ResolvedPipeline] = []  # keeps the nodes whose ids are in the keys
 
 
 def check_cost(pipeline: ResolvedPipeline, budget: CostBudget) -> list[Diagnostic]:
-    """Validate the pipeline as the loader would; a refusal becomes a diagnostic at its source."""
-    spans: emit.SpanTable = {}
-    document = emit.pipeline_document(pipeline, _AnySource(), spans)
+    """Validate the pipeline as the loader would; a refusal becomes a diagnostic at its source.
+
+    A pipeline whose formulas, params' ranges and lets are those of one already validated (a child
+    that only changes defaults, or adds nothing) is charged the same nodes and work without being
+    lowered and checked again: the loader would find the same, node for node.
+    """
     index = budget.index
     budget.index += 1
+    key = _cost_key(pipeline)
+    nodes = budget.nodes
+    if key in budget.charged and _valid_names(pipeline):
+        count, work = budget.charged[key]
+        if count <= nodes.left and work <= nodes.work_left:
+            nodes.left -= count
+            nodes.work_left -= work
+            return []
+    spans: emit.SpanTable = {}
+    document = emit.pipeline_document(pipeline, _AnySource(), spans)
+    left, work_left = nodes.left, nodes.work_left
     try:
-        parse_pipeline(
-            document, into(into(None, "pipelines"), f"[{index}]"), index, 1, budget.nodes
-        )
+        parse_pipeline(document, into(into(None, "pipelines"), f"[{index}]"), index, 1, nodes)
     except ArtifactLimitError as exc:
         budget.exhausted = budget.nodes.left < 0 or budget.nodes.work_left < 0
         span = _locate(document, exc.path, spans) or pipeline.decl.name_span
@@ -58,7 +73,38 @@ def check_cost(pipeline: ResolvedPipeline, budget: CostBudget) -> list[Diagnosti
     except ArtifactError as exc:  # the compiler emitted something its own loader refuses: a bug
         span = _locate(document, exc.path, spans) or pipeline.decl.name_span
         return [error("type", f"internal: the compiled form is invalid: {exc.problem}", span)]
+    budget.charged[key] = (left - nodes.left, work_left - nodes.work_left)
+    budget._alive.append(pipeline)
     return []
+
+
+def _cost_key(pipeline: ResolvedPipeline) -> tuple[object, ...]:
+    """What the loader's checks of a pipeline depend on besides its name and defaults: params'
+    types and ranges, and every formula by identity (an inherited one is the parent's own node)."""
+    params = tuple((p.name, p.type, p.lo, p.hi, id(p.where)) for p in pipeline.params)
+    lets = tuple((let.name, id(let.value), pipeline.types.get(let.name)) for let in pipeline.lets)
+    stages = tuple(
+        (
+            stage.name,
+            tuple((name, id(field.value)) for name, field in stage.fields.items()),
+            tuple((use.component, use.entry) for use in stage.uses),
+            stage.per_step,
+        )
+        for stage in pipeline.stages
+    )
+    calls = tuple((call.arg, id(call.value)) for call in pipeline.calls)
+    return params, lets, stages, calls, tuple(probe.names for probe in pipeline.probes)
+
+
+def _valid_names(pipeline: ResolvedPipeline) -> bool:
+    """Whether the loader would accept the pipeline's own name and its parent's."""
+    try:
+        for name in (pipeline.name, pipeline.parent):
+            if name is not None:
+                as_name(name, None)
+    except ArtifactError:
+        return False
+    return True
 
 
 def _hints(problem: str) -> list[str]:

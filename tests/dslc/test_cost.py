@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from dslc import bombs, emit, limits
@@ -198,3 +199,38 @@ def test_the_prover_budget_per_file_is_a_limit() -> None:
     check_properties(program.pipelines[0], proofs=proofs)
     (over,) = check_properties(program.pipelines[1], proofs=proofs)
     assert over.code == "limit" and "budget" in over.message and line_of(over) == 6
+
+
+def test_children_that_change_only_defaults_are_charged_without_a_second_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cost pass validates a pipeline once per distinct set of formulas and ranges, yet charges
+    the artifact's node and work budgets for every child exactly as a fresh check would."""
+    from dslc.passes import cost
+
+    program = compile_text(bombs.extends_chain_source(30, 60), "x.wf").program
+    assert program is not None
+    fresh = []
+    for pipeline in program.pipelines:
+        alone = cost.CostBudget()
+        assert cost.check_cost(pipeline, alone) == []
+        fresh.append((alone.nodes.left, alone.nodes.work_left))
+    checked = []
+    real = cost.parse_pipeline
+    monkeypatch.setattr(
+        cost, "parse_pipeline", lambda *args: checked.append(args[2]) or real(*args)
+    )
+    shared = cost.CostBudget()
+    for pipeline in program.pipelines:
+        assert cost.check_cost(pipeline, shared) == []
+    assert checked == [0]  # the base only: every child changes defaults alone
+    start = cost.CostBudget().nodes
+    assert shared.nodes.left - start.left == sum(left - start.left for left, _ in fresh)
+    assert shared.nodes.work_left - start.work_left == sum(w - start.work_left for _, w in fresh)
+
+
+def test_a_child_the_loader_would_refuse_by_name_is_refused_after_its_parent_passed() -> None:
+    long = "c" * (limits.MAX_NAME_LENGTH + 1)
+    text = bombs.extends_chain_source(1, 3) + f"pipeline {long} extends base {{}}\n"
+    (error,) = limit_errors(compile_text(text, "n.wf"))
+    assert "65 characters" in error.message
