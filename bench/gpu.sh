@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Everything that needs a CUDA device, in one short run (CI has none): the CUDA tests, the
+# recorder's overhead with the allocator backend, the planner applied on the device, and
+# `dslc calibrate --device cuda --verify` on two examples (wall clock, allocator statistics).
+#
+#     bash bench/gpu.sh            # from the repository root, after the README's setup command
+#
+# Prints each part's output; exits non-zero if a part fails. Record the output in bench/README.md.
+set -u
+cd "$(dirname "$0")/.."
+py=.venv/bin/python
+status=0
+run() { echo "## $*"; "$@" || status=1; echo; }
+run "$py" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0), torch.__version__)"
+run "$py" -m pytest -q -rs tests/runtime/measure/test_backends.py tests/runtime/measure/test_serving.py tests/calibration/test_warmup.py
+run "$py" bench/record.py --rounds 9
+run "$py" bench/plan_gpu.py --example flux
+run "$py" bench/plan_gpu.py --example wan
+run .venv/bin/dslc calibrate --example flux --device cuda --verify --repeat 3
+run .venv/bin/dslc calibrate --example wan --device cuda --verify --repeat 3
+exit $status
