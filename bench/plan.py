@@ -176,13 +176,14 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
 
 def timed(
     components: Sequence[Component], targets: Sequence[Target], device: Device, budget_s: float
-) -> float | None:
+) -> tuple[float, int, float] | None:
+    """Seconds, search nodes and CPU seconds of one solve, or None past the budget."""
     signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, budget_s)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
-        solve(components, targets, device)
-        return time.perf_counter() - start
+        plan = solve(components, targets, device)
+        return time.perf_counter() - start, plan.nodes, time.process_time() - cpu
     except _Timeout:
         return None
     finally:
@@ -204,6 +205,10 @@ def random_instance(seed: int, tied: bool) -> tuple[list[Component], Target]:
 
 def solve_times(budget_s: float) -> None:
     print(f"\nsolve time (budget {budget_s:g} s a solve; '-' = over budget)")
+    print(
+        f"{'instances':24} {'solves':>6} {'median ms':>10} {'max ms':>8} {'over':>5} "
+        f"{'nodes med':>10} {'nodes max':>10} {'cpu max':>8}  ms per solve"
+    )
     for label, make in (
         ("flux, real sizes", lambda s: flux()),
         ("wan, real sizes", lambda s: wan()),
@@ -215,12 +220,25 @@ def solve_times(budget_s: float) -> None:
             comps, target = make(seed)
             for gib in (24, 48, 80, 160):
                 results.append(timed(comps, [target], Device(gib * GiB), budget_s))
-        done = [r * 1000 for r in results if r is not None]
-        median = f"{statistics.median(done):.1f}" if done else "-"
-        worst = f"{max(done):.1f}" if done else "-"
+        done = [r for r in results if r is not None]
+        ms = [r[0] * 1000 for r in done]
+        nodes = [r[1] for r in done]
+        each = " ".join(f"{r[0] * 1000:.0f}" if r else "-" for r in results)
         print(
-            f"{label:24} solves {len(results):2}  median {median:>8} ms  max {worst:>8} ms  "
-            f"over budget {len(results) - len(done)}"
+            f"{label:24} {len(results):>6} "
+            + (
+                f"{statistics.median(ms):>10.1f} {max(ms):>8.1f} "
+                if done
+                else f"{'-':>10} {'-':>8} "
+            )
+            + f"{len(results) - len(done):>5} "
+            + (
+                f"{statistics.median(nodes):>10.0f} {max(nodes):>10} "
+                f"{max(r[2] for r in done) * 1000:>8.1f}"
+                if done
+                else f"{'-':>10} {'-':>10} {'-':>8}"
+            )
+            + f"  {each}"
         )
     comps, _ = wan()
     shapes = []
@@ -229,10 +247,14 @@ def solve_times(budget_s: float) -> None:
         height = 16 * (20 + i % 25)
         _, target = wan(frames=frames, height=height, width=832, steps=50)
         shapes.append(Target(f"shape{i}", target.phases, target.uses, target.layer_uses))
-    elapsed = timed(comps, shapes, Device(48 * GiB), budget_s * 10)
+    result = timed(comps, shapes, Device(48 * GiB), budget_s * 10)
     print(
         f"{'wan, 1,000 shapes':24} one solve: "
-        + (f"{elapsed * 1000:.1f} ms" if elapsed else "over budget")
+        + (
+            f"{result[0] * 1000:.1f} ms ({result[2] * 1000:.1f} ms CPU), {result[1]} nodes"
+            if result
+            else "over budget"
+        )
     )
 
 

@@ -21,7 +21,8 @@ from calibration.plan import (
     PlanInputError,
     Target,
 )
-from calibration.plan_solve import Candidate, Group, candidates, search
+from calibration.plan_search import search
+from calibration.plan_solve import Candidate, Group, candidates
 
 
 def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[str, int]:
@@ -64,25 +65,6 @@ def _groups(
     ]
 
 
-def _processing_order(n: int, groups: Sequence[Group]) -> list[int]:
-    """Rank order, but each component followed at once by those sharing a phase with it, so the
-    solver's groups close (and stop splitting its fronts) as early as they can."""
-    seen: set[int] = set()
-    out: list[int] = []
-    for start in range(n):
-        queue = [start]
-        while queue:
-            k = queue.pop(0)
-            if k in seen:
-                continue
-            seen.add(k)
-            out.append(k)
-            for g in groups:
-                if k in g.members:
-                    queue.extend(sorted(g.members - seen))
-    return out
-
-
 def _uses_per_byte(cands: Sequence[Candidate]) -> Fraction:
     """The most transfer a byte of this component costs per request when it is not resident."""
     best = Fraction(0)
@@ -104,21 +86,16 @@ def solve(components: Sequence[Component], targets: Sequence[Target], device: De
     )
     usable = device.usable_bytes
     groups = _groups(targets, index, order, usable)
-    proc = _processing_order(len(order), groups)  # positions in ``order``, groups kept together
-    at = {position: k for k, position in enumerate(proc)}
-    groups = [
-        Group(frozenset(at[m] for m in g.members), g.limit, g.label, g.target) for g in groups
-    ]
     total = sum(c.weight_bytes for c in components)
     pin = device.pin_budget_bytes
     min_always = 0 if pin is None else total - pin
-    outcome = search([cands[order[k]] for k in proc], groups, min_always, proc)
+    outcome = search([cands[i] for i in order], groups, min_always, range(len(order)))
     if outcome.choice is None:
         reason = _infeasible_reason(components, cands, targets, index, device, min_always)
         return Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
     picked = [cands[i][0] for i in range(len(components))]
-    for k, position in enumerate(proc):
-        picked[order[position]] = cands[order[position]][outcome.choice[k]]
+    for position, i in enumerate(order):
+        picked[i] = cands[i][outcome.choice[position]]
     return _explain(components, picked, targets, index, device, outcome.nodes)
 
 

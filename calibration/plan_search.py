@@ -1,0 +1,316 @@
+"""The exact residency search: depth-first branch and bound over components, integer bytes.
+
+The objective is lexicographic: least cost, then the most-used component's always-bytes largest,
+then the next one's (``rank``), encoded exactly in one integer. A node fixes the first components;
+its lower bound is the best linear relaxation over the groups: for each group, the rest's
+candidates as points (bytes on the device in that group's phases, objective), the cheapest bytes
+to give up first on their lower convex hulls (a multiple-choice knapsack's LP, solved by slope
+order). The bound is exact arithmetic rounded up, so pruning never drops an optimum; children are
+tried best bound first, which finds a good incumbent on the first dive. See docs/planning.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+from bisect import bisect_left
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from attrs import frozen
+
+if TYPE_CHECKING:  # types only: calibration.plan imports the search through plan_explain
+    from calibration.plan_solve import Candidate, Group
+
+
+@frozen
+class Outcome:
+    """What the search found: one candidate index per component, or None, and the effort."""
+
+    choice: tuple[int, ...] | None
+    cost: int
+    nodes: int
+
+
+@frozen
+class _Hull:
+    """A component's cheapest way to give up device bytes: the start point and convex steps."""
+
+    start_bytes: int
+    start_objective: int
+    steps: tuple[tuple[int, int], ...]  # (bytes given up, objective added), cheapest per byte first
+
+
+def _hull(points: Sequence[tuple[int, int]]) -> _Hull:
+    """The lower convex hull of (device bytes, objective) points from the cheapest point down."""
+    p0 = min(p for _, p in points)
+    f0 = min(f for f, p in points if p == p0)
+    cheapest: dict[int, int] = {}
+    for f, p in points:
+        if f < f0 and cheapest.get(f0 - f, p - p0 + 1) > p - p0:
+            cheapest[f0 - f] = p - p0
+    chain = [(0, 0)]
+    for s in sorted(cheapest):
+        e = cheapest[s]
+        while len(chain) >= 2:
+            (s1, e1), (s2, e2) = chain[-2], chain[-1]
+            if (s2 - s1) * (e - e1) - (e2 - e1) * (s - s1) > 0:
+                break
+            chain.pop()
+        chain.append((s, e))
+    steps = tuple((b[0] - a[0], b[1] - a[1]) for a, b in itertools.pairwise(chain))
+    return _Hull(f0, p0, steps)
+
+
+class _Relaxation:
+    """The LP bound of some components within a byte budget, from their hulls."""
+
+    def __init__(self, hulls: Sequence[_Hull]):
+        self.start_bytes = sum(h.start_bytes for h in hulls)
+        self.start_objective = sum(h.start_objective for h in hulls)
+        steps = sorted((s for h in hulls for s in h.steps), key=lambda s: Fraction(s[1], s[0]))
+        self.given = [0]  # bytes given up by the first i steps
+        self.added = [0]
+        for b, e in steps:
+            self.given.append(self.given[-1] + b)
+            self.added.append(self.added[-1] + e)
+        self.steps = steps
+        self.least_bytes = self.start_bytes - self.given[-1]  # the rest's smallest footprint
+
+    def bound(self, room: int) -> int | None:
+        """The least objective of these components within ``room`` bytes (None: cannot fit)."""
+        short = self.start_bytes - room
+        if short <= 0:
+            return self.start_objective
+        if short > self.given[-1]:
+            return None
+        t = bisect_left(self.given, short)
+        b, e = self.steps[t - 1]
+        part = -(-e * (short - self.given[t - 1]) // b)
+        return self.start_objective + self.added[t - 1] + part
+
+
+def objective_parts(
+    per_component: Sequence[Sequence[Candidate]], rank: Sequence[int]
+) -> list[list[int]]:
+    """Each candidate's share of the objective: cost first, then rank-ordered missing bytes."""
+    n = len(per_component)
+    base = 1 + max((c.always for cands in per_component for c in cands), default=0)
+    heaviest = [max(c.always for c in cands) for cands in per_component]
+    scale = base**n
+    return [
+        [c.cost * scale + (heaviest[i] - c.always) * base ** (n - 1 - rank[i]) for c in cands]
+        for i, cands in enumerate(per_component)
+    ]
+
+
+_Option = tuple[int, int, int, int]  # always-bytes, onload bytes, objective, candidate index
+_MAX_CEILINGS = 256  # onload sums of one group made into ceilings; beyond, checked as it is
+
+
+class _Search:
+    """One branch-and-bound run; components are searched in rank order (positions 0..n-1)."""
+
+    def __init__(
+        self,
+        per_component: Sequence[Sequence[Candidate]],
+        groups: Sequence[Group],
+        min_always: int,
+        rank: Sequence[int],
+    ):
+        parts = objective_parts(per_component, rank)
+        n = len(per_component)
+        # the most used first (as a knapsack's branch and bound takes the densest items first)
+        self.order = sorted(range(n), key=lambda i: rank[i])
+        at = {i: k for k, i in enumerate(self.order)}
+        self.members = [frozenset(at[m] for m in g.members) for g in groups]
+        self.limits = [g.limit for g in groups]
+        self.min_always = min_always
+        self.options: list[list[_Option]] = [
+            sorted(
+                ((c.always, c.onload, parts[i][x], x) for x, c in enumerate(per_component[i])),
+                key=lambda opt: (-opt[0], opt[2]),
+            )
+            for i in self.order
+        ]
+        self.onloads = [sorted({o for _, o, _, _ in opts}) for opts in self.options]
+        self.of_component = [[j for j, m in enumerate(self.members) if k in m] for k in range(n)]
+        self.hulls: dict[tuple[int, int], _Hull] = {}
+        self.whole: set[int] = set()  # groups with too many onload sums to split into ceilings
+        self.shared: list[list[int]] = []
+        self.others_whole: list[list[int]] = []
+        self.best: int | None = None
+        self.best_choice: tuple[int, ...] | None = None
+        self.nodes = 0
+
+    def ceilings(self) -> list[int]:
+        """The always-bytes ceilings to try: every value limit - onload sum of a group, clamped.
+
+        At ceiling T a placement may keep at most T bytes always and must onload at most
+        limit - T in every group; the best placement's own ceiling is one of these values.
+        A group whose members' onloads add up to too many sums is left out (``self.whole``)
+        and checked as it is (resident + onloaded <= limit) in the search instead.
+        """
+        top = sum(max(a for a, _, _, _ in opts) for opts in self.options)
+        values = {top}
+        for j, (members, limit) in enumerate(zip(self.members, self.limits)):
+            sums = {0}
+            for k in members:
+                sums = {x + o for x in sums for o in self.onloads[k]}
+                if len(sums) > _MAX_CEILINGS:
+                    self.whole.add(j)
+                    break
+            else:
+                values.update(min(limit - x, top) for x in sums)
+        highest = min((self.limits[j] for j in self.split()), default=top)
+        return sorted(v for v in values if max(0, self.min_always) <= v <= highest)
+
+    def split(self) -> list[int]:
+        """The groups turned into onload rooms under a ceiling."""
+        return [j for j in range(len(self.limits)) if j not in self.whole]
+
+    def hull(self, k: int, allowed: int) -> _Hull:
+        """Component k's hull over the candidates with one of its ``allowed`` smallest onloads."""
+        key = (k, allowed)
+        if key not in self.hulls:
+            cut = self.onloads[k][allowed - 1]
+            self.hulls[key] = _hull([(a, p) for a, o, p, _ in self.options[k] if o <= cut])
+        return self.hulls[key]
+
+    def run(self) -> tuple[tuple[int, ...] | None, int]:
+        """The best choice in the callers' order, and the nodes evaluated."""
+        n = len(self.options)
+        if n == 0:
+            fits = all(limit >= 0 for limit in self.limits) and self.min_always <= 0
+            return ((), 1) if fits else (None, 1)
+        dives = []
+        ceilings = self.ceilings()
+        split = self.split()
+        # per component: the groups to check as it is placed (shared, or whole) and the other
+        # whole groups (its always-bytes count there too)
+        self.shared = [
+            [j for j in self.of_component[k] if len(self.members[j]) > 1 or j in self.whole]
+            for k in range(n)
+        ]
+        self.others_whole = [[j for j in self.whole if k not in self.members[j]] for k in range(n)]
+        for ceiling in ceilings:
+            allowed = []
+            for k in range(n):
+                rooms = [self.limits[j] - ceiling for j in self.of_component[k] if j in split]
+                count = len(self.onloads[k])
+                allowed.append(bisect_left(self.onloads[k], min(rooms) + 1) if rooms else count)
+            if 0 in allowed:
+                continue
+            dive = _Dive(self, ceiling, allowed)
+            root = dive.relaxation(0).bound(ceiling)
+            if root is not None:
+                dives.append((root, ceiling, dive))
+        for root, _, dive in sorted(dives, key=lambda d: d[:2]):
+            if self.best is not None and root >= self.best:
+                break
+            dive.dive(0, 0, 0, ())
+        if self.best_choice is None:
+            return None, self.nodes
+        choice = [0] * n
+        for k, i in enumerate(self.order):
+            choice[i] = self.best_choice[k]
+        return tuple(choice), self.nodes
+
+
+class _Dive:
+    """The branch and bound at one ceiling: a knapsack of always-bytes with onload rooms."""
+
+    def __init__(self, search: _Search, ceiling: int, allowed: list[int]):
+        self.search, self.ceiling, self.allowed = search, ceiling, allowed
+        n = len(allowed)
+        self.options = [
+            [opt for opt in search.options[k] if opt[1] <= search.onloads[k][allowed[k] - 1]]
+            for k in range(n)
+        ]
+        self.most = [0] * (n + 1)  # the most always-bytes the components from k on can keep
+        for k in range(n - 1, -1, -1):
+            self.most[k] = self.most[k + 1] + max(a for a, _, _, _ in self.options[k])
+        split = search.split()
+        # what each shared group may still onload (split), or its limit (whole)
+        self.rooms = [
+            limit - ceiling if j in split else limit for j, limit in enumerate(search.limits)
+        ]
+        self.fall = [[-a for a, _, _, _ in opts] for opts in self.options]
+        self.cheaper = [_next_cheaper(opts) for opts in self.options]
+        self.relaxations: dict[int, _Relaxation] = {}
+
+    def relaxation(self, depth: int) -> _Relaxation:
+        """The LP bound of the components from ``depth`` on (built on first use)."""
+        if depth not in self.relaxations:
+            s, n = self.search, len(self.allowed)
+            hulls = [s.hull(k, self.allowed[k]) for k in range(depth, n)]
+            self.relaxations[depth] = _Relaxation(hulls)
+        return self.relaxations[depth]
+
+    def dive(self, depth: int, always: int, objective: int, chosen: tuple[int, ...]) -> None:
+        """Try component ``depth``'s candidates, best bound first."""
+        s = self.search
+        relax = self.relaxation(depth + 1)
+        floor = s.min_always - self.most[depth + 1] - always  # the least always-bytes to keep
+        shared, whole = s.shared[depth], s.others_whole[depth]
+        options, cheaper, fall = self.options[depth], self.cheaper[depth], self.fall[depth]
+        rooms, whole_set = self.rooms, s.whole
+        # options fall in always-bytes: skip those that leave the rest no room
+        x = bisect_left(fall, always + relax.least_bytes - self.ceiling)
+        children = []
+        while x < len(options):
+            a, o, p, index = options[x]
+            if a < floor:
+                break
+            value = objective + p
+            if s.best is not None and value >= s.best:
+                x = cheaper[x]  # the next option with a smaller objective
+                continue
+            x += 1
+            total = always + a
+            if shared and any(o + (total if j in whole_set else 0) > rooms[j] for j in shared):
+                continue
+            if whole and any(total > rooms[j] for j in whole):
+                continue
+            s.nodes += 1
+            rest = relax.bound(self.ceiling - total)
+            if rest is not None and (s.best is None or value + rest < s.best):
+                children.append((value + rest, index, a, o, p))
+        children.sort()
+        if depth + 1 == len(self.options):
+            if children and (s.best is None or children[0][0] < s.best):
+                s.best, s.best_choice = children[0][0], (*chosen, children[0][1])
+            return
+        for lower, index, a, o, p in children:
+            if s.best is not None and lower >= s.best:
+                break
+            for j in shared:
+                self.rooms[j] -= o
+            self.dive(depth + 1, always + a, objective + p, (*chosen, index))
+            for j in shared:
+                self.rooms[j] += o
+
+
+def _next_cheaper(options: Sequence[_Option]) -> list[int]:
+    """For each option, the index of the next one with a smaller objective (or the end)."""
+    out = [len(options)] * len(options)
+    stack: list[int] = []
+    for x, (_, _, p, _) in enumerate(options):
+        while stack and options[stack[-1]][2] > p:
+            out[stack.pop()] = x
+        stack.append(x)
+    return out
+
+
+def search(
+    per_component: Sequence[Sequence[Candidate]],
+    groups: Sequence[Group],
+    min_always: int,
+    rank: Sequence[int],
+) -> Outcome:
+    """The best choice with every group within its limit and always-bytes >= min_always."""
+    choice, nodes = _Search(per_component, groups, min_always, rank).run()
+    if choice is None:
+        return Outcome(None, 0, nodes)
+    cost = sum(per_component[i][c].cost for i, c in enumerate(choice))
+    return Outcome(choice, cost, nodes)

@@ -1,0 +1,105 @@
+"""Adversarial instances for the exact search: many streamable components, uneven layers, tied
+densities (knapsack ties), phases shared by several components, pin budgets; brute force decides,
+ties included."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calibration import plan_search
+from calibration.plan import Component, Device, Phase, Target, solve
+from tests.calibration.plan_brute import brute_force, brute_force_ties
+
+NAMES = ("a", "b", "c", "d", "e")
+
+
+@st.composite
+def layered(draw: st.DrawFn) -> tuple[list[Component], list[Target], Device]:
+    """Up to 5 components of 1-4 layers each (sizes from a few values, so sums collide), uses
+    from {0, 1, 2} (densities tie), phases over one to three components, an optional pin budget."""
+    count = draw(st.integers(2, 5))
+    names = NAMES[:count]
+    components = []
+    for name in names:
+        layers = draw(st.lists(st.sampled_from([1, 2, 3, 5, 8]), min_size=1, max_size=4))
+        components.append(Component(name, sum(layers) + draw(st.integers(0, 3)), layers))
+    targets = []
+    for t in range(draw(st.integers(1, 2))):
+        phases = [
+            Phase(
+                f"p{i}",
+                draw(st.integers(0, 12)),
+                draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True)),
+            )
+            for i in range(draw(st.integers(1, 4)))
+        ]
+        uses = {c.name: draw(st.integers(0, 2)) for c in components}
+        layer_uses = {
+            c.name: tuple(draw(st.sampled_from([0, 1, 2, 2])) for _ in c.layer_bytes)
+            for c in components
+        }
+        targets.append(Target(f"t{t}", phases, uses, layer_uses, draw(st.integers(1, 2))))
+    total = sum(c.weight_bytes for c in components)
+    capacity = draw(st.integers(total // 3, total + 12))
+    pin = draw(st.none() | st.integers(0, total))
+    return components, targets, Device(capacity, reserve_bytes=0, pin_budget_bytes=pin)
+
+
+@settings(max_examples=150, deadline=None)
+@given(layered())
+def test_search_is_exact_on_knapsack_ties_and_breaks_ties_as_documented(problem):
+    components, targets, device = problem
+    plan = solve(components, targets, device)
+    expected = brute_force_ties(components, targets, device)
+    assert plan.feasible == (expected is not None)
+    if expected is None:
+        return
+    assert plan.transfer_bytes == brute_force(components, targets, device)
+    assert tuple(p.device_bytes for p in plan.placements) == expected
+    assert all(u.headroom_bytes >= 0 for u in plan.phases)
+    if device.pin_budget_bytes is not None:
+        assert plan.pinned_bytes <= device.pin_budget_bytes
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(3, 6), st.integers(0, 2**32 - 1))
+def test_uniform_components_each_in_its_own_phase(count, seed):
+    """The bench's shape, small: every component streamable, each bound to its own phase."""
+    import random
+
+    rng = random.Random(seed)
+    components, layer_uses, phases = [], {}, []
+    for i in range(count):
+        size = rng.choice([2, 3, 4, 6])
+        layers = rng.randint(1, 3)
+        components.append(
+            Component.uniform(f"c{i}", size * layers + rng.randint(0, 2), layers, size)
+        )
+        layer_uses[f"c{i}"] = (rng.choice([1, 2, 5]),) * layers
+        phases.append(Phase(f"p{i}", rng.randint(0, 6), [f"c{i}"]))
+    target = Target("t", phases, layer_uses=layer_uses)
+    total = sum(c.weight_bytes for c in components)
+    device = Device(rng.randint(total // 4, total + 6), reserve_bytes=0)
+    plan = solve(components, [target], device)
+    expected = brute_force_ties(components, [target], device)
+    assert plan.feasible == (expected is not None)
+    if expected is not None:
+        assert tuple(p.device_bytes for p in plan.placements) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(layered())
+def test_groups_checked_whole_stay_exact(problem):
+    """Groups with too many onload sums for ceilings are checked as they are: still exact."""
+    components, targets, device = problem
+    saved = plan_search._MAX_CEILINGS
+    plan_search._MAX_CEILINGS = 1  # every group with a member goes whole
+    try:
+        plan = solve(components, targets, device)
+    finally:
+        plan_search._MAX_CEILINGS = saved
+    expected = brute_force_ties(components, targets, device)
+    assert plan.feasible == (expected is not None)
+    if expected is not None:
+        assert tuple(p.device_bytes for p in plan.placements) == expected
