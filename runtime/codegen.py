@@ -16,6 +16,7 @@ produce the same text, compiled once per book.
 
 from __future__ import annotations
 
+from .cost import param_bits
 from .ir import Expr, Frozen, PipelineDecl
 
 __all__ = ["FunctionPlan", "PipelinePlan", "plan_pipeline"]
@@ -293,7 +294,10 @@ class _Emitter:
                 checks = [f"(p{i} is True or p{i} is False)", *own[i]]
             else:
                 assert p.min is not None
-                high = f" <= {self.literal(p.max)}" if p.max is not None else ""
+                if p.max is not None:
+                    high = f" <= {self.literal(p.max)}"
+                else:  # to inf: below what the cost model assumed, else `_slow` raises
+                    high = f" < {self.literal(1 << param_bits(p.min, None, False))}"
                 checks = [f"_type(p{i}) is _int", f"{self.literal(p.min)} <= p{i}{high}", *own[i]]
             tests.append(f"(p{i} is d{i} or ({' and '.join(checks)}))")
         tests += shared

@@ -10,7 +10,14 @@ import math
 import operator
 from collections.abc import Callable, Mapping
 
-from .errors import InadmissibleError, ParamError, ParamTypeError, UnknownParamError
+from .cost import param_bits
+from .errors import (
+    InadmissibleError,
+    ParamError,
+    ParamLimitError,
+    ParamTypeError,
+    UnknownParamError,
+)
 from .ir import PipelineDecl
 
 __all__ = ["SEARCH_LIMIT", "Args", "Domain", "int_like", "show_value"]
@@ -53,11 +60,17 @@ class Domain:
         self.names = tuple(p.name for p in decl.params)
         self.defaults: tuple[int | bool, ...] = tuple(p.default for p in decl.params)
         self.texts = tuple(c.text for c in decl.contracts)
-        # name -> (index, low, high); low None marks a bool param
-        self.specs: dict[str, tuple[int, int | None, float]] = {
-            p.name: (i, p.min, math.inf if p.max is None else p.max)
+        # name -> (index, low, high, limit); low None marks a bool param. `limit` is what the
+        # cost model assumed (runtime/cost.py): every value of the param has |value| < limit.
+        self.specs: dict[str, tuple[int, int | None, float, int]] = {
+            p.name: (
+                i,
+                p.min,
+                math.inf if p.max is None else p.max,
+                1 << param_bits(p.min, p.max, False),
+            )
             if p.min is not None and p.type == "int"
-            else (i, None, 0)
+            else (i, None, 0, 2)
             for i, p in enumerate(decl.params)
         }
         self.ranges = {
@@ -84,7 +97,7 @@ class Domain:
             spec = specs.get(name)
             if spec is None:
                 raise self.first_problem(params)
-            index, low, high = spec
+            index, low, high, limit = spec
             if low is None:
                 if value is not True and value is not False:
                     raise self.first_problem(params)
@@ -95,6 +108,8 @@ class Domain:
                     raise self.first_problem(params)
                 if not low <= number <= high:
                     in_range = False
+                elif number >= limit:  # in a range to inf, beyond what the cost model assumed
+                    raise ParamLimitError(self.pipeline, name, number.bit_length(), limit)
                 args[index] = number
         return args, in_range
 
@@ -113,7 +128,7 @@ class Domain:
         for name in params:
             if name not in self.specs:
                 return UnknownParamError(self.pipeline, name, self.names)
-        for name, (_, low, _) in self.specs.items():
+        for name, (_, low, _, _) in self.specs.items():
             if name in params:
                 value = params[name]
                 if low is None and value is not True and value is not False:
@@ -135,13 +150,15 @@ class Domain:
         """Readable violations of a point, and the params they concern (the explanatory path)."""
         messages: list[str] = []
         names: list[str] = []
-        for name, (index, low, high) in self.specs.items():
+        beyond = False  # a value the cost model did not assume: no contract may see it
+        for name, (index, low, high, limit) in self.specs.items():
             if low is not None and not low <= args[index] <= high:
                 messages.append(
                     f"{name} = {show_value(args[index])} is outside {self.ranges[name]}"
                 )
                 names.append(name)
-        for k in self.failing_contracts(args):
+                beyond = beyond or not -limit < args[index] < limit
+        for k in [] if beyond else self.failing_contracts(args):
             owner = self._owners[k]
             problem = f"violates `{self.texts[k]}`"
             if self._raises(k, args):
@@ -176,7 +193,7 @@ class Domain:
         spec = self.specs.get(name)
         if spec is None:
             raise UnknownParamError(self.pipeline, name, self.names)
-        index, low, high = spec
+        index, low, high, limit = spec
         if low is None:
             message = f"largest_admissible needs an int param; {name!r} is a bool"
             raise ParamTypeError(self.pipeline, name, "int", at_most, message)
@@ -189,6 +206,7 @@ class Domain:
         args, in_range = self.assign(others)
         if high < top:
             top = int(high)
+        top = min(top, limit - 1)  # no larger value is accepted (see assign)
         if not in_range or top < low:
             return None
         for value in range(top, max(low, top - SEARCH_LIMIT + 1) - 1, -1):

@@ -130,6 +130,25 @@ class InadmissibleError(ParamError, ValueError):
         self.params = params
 
 
+class ParamLimitError(ParamError, ValueError):
+    """An int value beyond what the loader's cost model assumed for its param, which ranges to
+    `inf`: `|value| < 2**limit_bits` (UNBOUNDED_BITS, about 4,300 digits), so evaluating a formula
+    at it could take more work than the loader bounded. Raised by every method that takes params,
+    `is_admissible` and `violations` included; `bits` is the value's bit length."""
+
+    def __init__(self, pipeline: str, param: str, bits: int, limit: int) -> None:
+        limit_bits = limit.bit_length() - 1
+        super().__init__(
+            f"param {param!r} of pipeline {pipeline!r} is an integer of {bits:,} bits; values "
+            f"must stay below 2**{limit_bits:,} (about {round(limit_bits * 0.30103):,} "
+            f"digits), the largest the cost model assumed for a param ranging to inf",
+            pipeline,
+            param,
+        )
+        self.bits = bits
+        self.limit_bits = limit_bits
+
+
 class UnknownStageError(FormulaError, KeyError):
     """A stage name the pipeline does not declare (the message suggests the closest)."""
 
