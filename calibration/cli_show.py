@@ -108,6 +108,8 @@ def warn(cal: Calibration) -> None:
     err = ui().err
     for finding in cal.findings:
         err.line(f"warning[{finding.kind}]: {finding.message}", style="yellow")
+    for below in cal.below_minimum:
+        err.line(f"warning[probe-below-minimum]: {below.message}", style="yellow")
     for name in cal.undeclared:
         err.line(
             f"warning[undeclared-component]: component {name!r} ran outside every declared stage; "

@@ -144,6 +144,16 @@ def document(cal: Calibration) -> dict[str, Any]:
             for f in cal.findings
         ],
         "undeclared_components": list(cal.undeclared),
+        "below_minimum": [
+            {
+                "role": b.role,
+                "axis": b.axis,
+                "value": b.value,
+                "minimum": b.minimum,
+                "message": b.message,
+            }
+            for b in cal.below_minimum
+        ],
         "component_weight_bytes": dict(cal.component_weight_bytes),
         "layer_bytes": {c: dict(per) for c, per in cal.layer_bytes.items()},
     }

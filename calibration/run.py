@@ -19,6 +19,7 @@ from attrs import field, frozen
 
 from calibration.checks import Finding, check
 from calibration.errors import CalibrationError
+from calibration.minimums import BelowMinimum, below_minimums, raise_to_minimums
 from calibration.policy import open_stages
 from calibration.session import Params, Session, quiet_libraries, torch_threads
 from calibration.sizes import extra_probes, ladder, larger_probe
@@ -73,6 +74,7 @@ class Calibration:
     findings: tuple[Finding, ...] = ()
     undeclared: tuple[str, ...] = ()  # components that ran outside every declared stage
     layer_bytes: Mapping[str, Mapping[str, int]] = field(factory=dict, hash=False)
+    below_minimum: tuple[BelowMinimum, ...] = ()  # warmup or probe under a `probe X >= N`
 
     @property
     def second_probe(self) -> Params | None:
@@ -307,6 +309,7 @@ def calibrate_session(
         findings=findings,
         undeclared=unstaged_components(records),
         layer_bytes=session.layer_bytes,
+        below_minimum=below_minimums(pipeline, {"warmup": warmup, "probe": probe}),
     )
 
 
@@ -359,11 +362,15 @@ def shapes(
     warmup: Params | None = None,
 ) -> tuple[dict[str, int | bool], dict[str, int | bool], dict[str, int | bool]]:
     """The target, probe and warmup: each given one over the defaults, unset params from the next
-    larger (the probe's from the target, the warmup's from the probe)."""
+    larger (the probe's from the target, the warmup's from the probe). A default below a declared
+    probe minimum (`probe frames >= 9`) is raised to it (not above the target); a size given
+    below one is kept (``Calibration.below_minimum`` warns)."""
     d_warmup, d_probe, d_target = defaults
     target_point = full_point(pipeline, {**d_target, **(target or {})}, "target")
-    probe_point = full_point(pipeline, {**target_point, **d_probe, **(probe or {})}, "probe")
-    warmup_point = full_point(pipeline, {**probe_point, **d_warmup, **(warmup or {})}, "warmup")
+    planned_probe = raise_to_minimums(pipeline, {**target_point, **d_probe}, target_point)
+    probe_point = full_point(pipeline, {**planned_probe, **(probe or {})}, "probe")
+    planned_warmup = raise_to_minimums(pipeline, {**probe_point, **d_warmup}, probe_point)
+    warmup_point = full_point(pipeline, {**planned_warmup, **(warmup or {})}, "warmup")
     if warmup_point == probe_point:  # no warmup size given: one step lighter along the probe axes
         from calibration.warmup import lighten
 

@@ -6,7 +6,8 @@ the sequence is the same shape on every rank, so ranks agree on a probe by agree
 height, width``): each group in turn is halved (a group of several params shrinks together, each
 side by the same factor), walking down to the largest values the pipeline's contracts admit. A
 pipeline without frames simply declares no frames axis. Nothing goes below the bounded warmup
-shape (``floor``).
+shape (``floor``), nor below a declared probe minimum (``probe frames >= 9``: the floor is raised
+to it).
 
 The predicted peak of a shape comes from the estimators over the records so far, through the
 formulas (``runtime.estimate``): the same figure calibration reports, with its margin.
@@ -27,6 +28,7 @@ from typing import Any
 from attrs import field, frozen
 
 from calibration.checks import Finding, check
+from calibration.minimums import raise_to_minimums
 from calibration.policy import next_probe
 from runtime import Pipeline
 from runtime.estimate import DEFAULT_MARGIN, estimate
@@ -89,9 +91,12 @@ def _largest(
 def _shrink(
     pipeline: Pipeline, shape: Mapping[str, Any], floor: Mapping[str, Any], group: Sequence[str]
 ) -> dict[str, Any] | None:
-    """``shape`` with the product of ``group``'s params about halved (each side alike), or None."""
+    """``shape`` with the product of ``group``'s params about halved (each side alike), or None.
+
+    No axis goes below its floor, nor below the formulas' probe minimum (`probe frames >= 9`)."""
     values = [int(shape[n]) for n in group]
-    floors = [int(floor.get(n, 0)) for n in group]
+    minimums = pipeline.probe_minimums
+    floors = [max(int(floor.get(n, 0)), minimums.get(n, 0)) for n in group]
     if math.prod(values) <= math.prod(floors) or all(v <= f for v, f in zip(values, floors)):
         return None
     factor = 0.5 ** (1 / len(group))
@@ -314,6 +319,7 @@ def calibrate(
     """
     try:
         pipeline: Pipeline = recorder.pipeline  # type: ignore[assignment]
+        floor = raise_to_minimums(pipeline, floor, start)
         if not any(r.ok for r in recorder.records):
             first = run_probe(recorder, [floor], body, max_retries=0, agreement=agreement)
             if not first.calibrated:

@@ -178,11 +178,20 @@ class CallArg:
 
 @attrs.frozen
 class Probe:
-    """`probe NAME, ...`: one group of probe axes, lightened together."""
+    """`probe NAME, ...`: one group of probe axes, lightened together; `probe frames >= 9` also
+    says no probe goes below 9 frames (the stage's steady regime starts there)."""
 
     names: tuple[str, ...]
     span: Span | None = _span()
     name_spans: tuple[Span, ...] = attrs.field(default=(), eq=False, repr=False, kw_only=True)
+    minimums: tuple[int | None, ...] = attrs.field(default=(), kw_only=True)  # per name, or ()
+    minimum_spans: tuple[Span | None, ...] = attrs.field(
+        default=(), eq=False, repr=False, kw_only=True
+    )
+
+    def minimum(self, index: int) -> int | None:
+        """The declared minimum of the `index`-th axis (None: none declared)."""
+        return self.minimums[index] if index < len(self.minimums) else None
 
 
 Member = Param | Let | Stage | CallArg | Probe

@@ -255,12 +255,33 @@ class AstBuilder(Transformer):
         keyword, name, _eq, value = children
         return ast.CallArg(str(name), value, span=_cover(keyword, value), name_span=_tok(name))
 
+    def probe_axis(self, children: list[Any]) -> tuple[Token, int | None, Span | None, Any]:
+        """`NAME` or `NAME >= INT`: (name, minimum, the minimum's span, the last item)."""
+        if len(children) == 1:
+            return children[0], None, None, children[0]
+        name, op, value = children
+        span = _cover(op, value)
+        number = _number(value, "integer")
+        if op.value != ">=":
+            PARSE_STATE.get().problems.append(
+                error(
+                    "syntax",
+                    f"a probe axis takes a minimum as '{name} >= {value}', not '{op.value}'",
+                    _tok(op),
+                    hints=["a probe never goes below the minimum: write '>='"],
+                )
+            )
+        return name, int(number.value), span, value
+
     def probe_decl(self, children: list[Any]) -> ast.Probe:
-        names = children[1:]
+        axes = children[1:]
+        minimums = tuple(axis[1] for axis in axes)
         return ast.Probe(
-            tuple(str(n) for n in names),
-            span=_cover(children[0], names[-1]),
-            name_spans=tuple(_tok(n) for n in names),
+            tuple(str(axis[0]) for axis in axes),
+            span=_cover(children[0], axes[-1][3]),
+            name_spans=tuple(_tok(axis[0]) for axis in axes),
+            minimums=minimums if any(m is not None for m in minimums) else (),
+            minimum_spans=tuple(axis[2] for axis in axes),
         )
 
     def pipeline(self, children: list[Any]) -> ast.Pipeline:

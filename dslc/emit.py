@@ -206,6 +206,14 @@ def pipeline_document(
         ]
     if pipeline.probes:
         facts["probe_axes"] = [list(probe.names) for probe in pipeline.probes]
+        minimums = {
+            name: probe.minimum(i)
+            for probe in pipeline.probes
+            for i, name in enumerate(probe.names)
+            if probe.minimum(i) is not None
+        }
+        if minimums:
+            facts["probe_minimums"] = minimums
     contracts = [
         {
             "param": p.name,

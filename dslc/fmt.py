@@ -133,7 +133,10 @@ def _simple(node: ast.Param | ast.Let | ast.Field | ast.CallArg | ast.Probe) -> 
     if isinstance(node, ast.CallArg):
         return f"call {node.arg} = {format_expr(node.value)}"
     if isinstance(node, ast.Probe):
-        return "probe " + ", ".join(node.names)
+        return "probe " + ", ".join(
+            name if node.minimum(i) is None else f"{name} >= {node.minimum(i)}"
+            for i, name in enumerate(node.names)
+        )
     return _field(node)
 
 

@@ -28,7 +28,7 @@ from .checks import (
 )
 from .cost import node_bounds, param_bits
 from .errors import ArtifactError
-from .facts import StageFacts, calls, probe_axes
+from .facts import StageFacts, calls, probe_axes, probe_minimums
 from .ir import (
     NUMERIC,
     Artifact,
@@ -193,7 +193,8 @@ def _source(value: object, path: object) -> SourceDecl:
 
 
 _PIPELINE_KEYS = ("name", "extends", "span", "params", "contracts", "lets", "stages")
-_PIPELINE_FACTS = ("calls", "probe_axes")  # optional (compiler 0.3.0): emitted only when declared
+# optional (compiler 0.3.0): emitted only when declared
+_PIPELINE_FACTS = ("calls", "probe_axes", "probe_minimums")
 
 
 def parse_pipeline(
@@ -220,9 +221,14 @@ def parse_pipeline(
         if "probe_axes" in obj
         else ()
     )
+    minimums = (
+        probe_minimums(obj["probe_minimums"], into(path, ".probe_minimums"), axes, params)
+        if "probe_minimums" in obj
+        else ()
+    )
     assert span is not None
     return PipelineDecl(
-        name, extends, params, contracts, lets, stages, span, index, call_decls, axes
+        name, extends, params, contracts, lets, stages, span, index, call_decls, axes, minimums
     )
 
 

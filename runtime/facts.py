@@ -9,6 +9,7 @@ from .checks import (
     MAX_CALLS,
     MAX_STAGE_USES,
     Scope,
+    as_int,
     as_list,
     as_name,
     as_object,
@@ -21,7 +22,7 @@ from .checks import (
 )
 from .ir import CallDecl, ComponentUse, ParamDecl
 
-__all__ = ["StageFacts", "calls", "probe_axes"]
+__all__ = ["StageFacts", "calls", "probe_axes", "probe_minimums"]
 
 
 class StageFacts:
@@ -117,3 +118,21 @@ def probe_axes(
             group.append(name)
         groups.append(tuple(group))
     return tuple(groups)
+
+
+def probe_minimums(
+    value: object, path: object, axes: tuple[tuple[str, ...], ...], params: tuple[ParamDecl, ...]
+) -> tuple[tuple[str, int], ...]:
+    """`{axis: minimum}` of `probe frames >= 9`: probe axes only, each minimum an int within its
+    param's range (so the count is bounded by the axes)."""
+    obj = as_object(value, path, (), tuple(name for group in axes for name in group))
+    ranges = {p.name: (p.min, p.max) for p in params}
+    found = []
+    for name, raw in obj.items():
+        at = into(path, f".{name}")
+        minimum = as_int(raw, at)
+        high = ranges[name][1]
+        if high is not None and minimum > high:
+            raise fail(at, f"probe minimum {minimum} of {name!r} lies above its range's {high}")
+        found.append((name, minimum))
+    return tuple(found)

@@ -90,6 +90,8 @@ class Pipeline:
         self.stepped_stages = tuple(s.name for s in decl.stages if s.per_step)
         self.call_names = tuple(c.arg for c in decl.calls)
         self.probe_axes = decl.probe_axes
+        # `probe frames >= 9`: the smallest value a probe may take on an axis (its steady regime).
+        self.probe_minimums: Mapping[str, int] = MappingProxyType(dict(decl.probe_minimums))
         self._decl = decl
         self._factories = factories or FactoryCache()
         self._domain = Domain(decl, self._materialize)

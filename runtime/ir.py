@@ -267,7 +267,8 @@ class CallDecl(Frozen):
 class PipelineDecl(Frozen):
     """A fully resolved pipeline; `index` is its position in `pipelines`, for error paths.
 
-    `calls` are in declaration order; `probe_axes` are groups of int params, first lightened first.
+    `calls` are in declaration order; `probe_axes` are groups of int params, first lightened first;
+    `probe_minimums` the declared `probe frames >= 9` bounds.
     """
 
     __slots__ = (
@@ -279,6 +280,7 @@ class PipelineDecl(Frozen):
         "name",
         "params",
         "probe_axes",
+        "probe_minimums",
         "span",
         "stages",
     )
@@ -292,6 +294,7 @@ class PipelineDecl(Frozen):
     index: int
     calls: tuple[CallDecl, ...]
     probe_axes: tuple[tuple[str, ...], ...]
+    probe_minimums: tuple[tuple[str, int], ...]  # (axis, the smallest value a probe may take)
 
 
 class SourceDecl(Frozen):

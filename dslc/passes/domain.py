@@ -89,7 +89,29 @@ def resolve_params(pipeline: ResolvedPipeline) -> tuple[ResolvedPipeline | None,
     params = [_resolve_param(p, problems) for p in pipeline.params]
     if problems or any(p is None for p in params):
         return None, problems
-    return attrs.evolve(pipeline, params=tuple(p for p in params if p is not None)), []
+    resolved = attrs.evolve(pipeline, params=tuple(p for p in params if p is not None))
+    problems = _probe_minimums(resolved)
+    return (None if problems else resolved), problems
+
+
+def _probe_minimums(pipeline: ResolvedPipeline) -> list[Diagnostic]:
+    """A declared probe minimum (`probe frames >= 9`) lies within its param's range."""
+    problems = []
+    for probe in pipeline.probes:
+        for index, name in enumerate(probe.names):
+            minimum, param = probe.minimum(index), pipeline.param(name)
+            if minimum is None or param is None or param.hi is None or minimum <= param.hi:
+                continue
+            span = probe.minimum_spans[index] if index < len(probe.minimum_spans) else probe.span
+            problems.append(
+                error(
+                    "domain",
+                    f"the probe minimum {name} >= {minimum} lies above the range "
+                    f"[{param.lo}, {param.hi}] of '{name}': no probe could run",
+                    span,
+                )
+            )
+    return problems
 
 
 def check_default_workload(resolved: ResolvedPipeline) -> list[Diagnostic]:

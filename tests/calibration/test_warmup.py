@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import pytest
 import torch
@@ -84,15 +86,12 @@ def test_wrapped_out_of_memory_is_recognised():
 
 
 def test_lighten_follows_the_declared_probe_axes_frames_first(wan):
-    # formulas/wan.wf: `probe frames` then `probe height, width`.
+    # formulas/wan.wf: `probe frames >= 9` then `probe height, width`.
     assert wan.probe_axes == (("frames",), ("height", "width"))
+    assert wan.probe_minimums == {"frames": 9}
     shapes = lighten_sequence(wan, START, FLOOR)
-    assert [s["frames"] for s in shapes[:4]] == [
-        81,
-        37,
-        17,
-        5,
-    ]  # halved, then what `% 4 == 1` admits
+    # halved, then what `% 4 == 1` admits, stopping at the declared minimum (not FLOOR's 5 frames)
+    assert [s["frames"] for s in shapes[:4]] == [81, 37, 17, 9]
     assert all((s["height"], s["width"]) == (720, 1280) for s in shapes[:4])
     assert (shapes[4]["height"], shapes[4]["width"]) == (
         496,
@@ -105,7 +104,7 @@ def test_lighten_follows_the_declared_probe_axes_frames_first(wan):
         assert all(s[k] >= FLOOR[k] for k in ("frames", "height", "width"))
     area = [s["height"] * s["width"] for s in shapes[3:]]
     assert all(b <= a // 2 + 16 * 16 * 8 for a, b in itertools.pairwise(area))  # about halved
-    assert shapes[-1]["frames"] == 5 and shapes[-1]["height"] * shapes[-1]["width"] < 2 * 32 * 32
+    assert shapes[-1]["frames"] == 9 and shapes[-1]["height"] * shapes[-1]["width"] < 2 * 32 * 32
 
 
 def test_an_image_pipeline_lightens_its_area_alone(flux):
@@ -275,6 +274,7 @@ def test_calibrate_fails_open(wan):
         name = "broken"
         stages = ()
         default_workload = FLOOR
+        probe_minimums: Mapping[str, int] = MappingProxyType({})
 
         def is_admissible(self, **params):
             raise RuntimeError("formulas unavailable")
