@@ -2,11 +2,15 @@
 
     .venv/bin/python bench/load.py
 
-First the real artifact (`formulas/`): `import runtime` plus `load_formulas` in a fresh process,
-best of several runs. Then generated artifacts of growing size, loaded in this process (best of
-three; peak memory by tracemalloc, a separate run): copies of the real pipelines (renamed) up to
-the pipeline limit, and pipelines of wide formulas up to the 200,000-node limit. Linear growth shows
-as a steady time and memory per node.
+First the real artifact (`formulas/`): `import runtime` plus `load_formulas` in fresh processes
+(best and median of `--runs`), with the bytecode cache warm (as a deployed worker has it: a
+`PYTHONPYCACHEPREFIX` folder filled by one warm-up run) and without one (`-B` and an empty prefix:
+every module compiled from source, this sandbox's default). Then generated artifacts of growing
+size, loaded in this process (best of `--repeat`; peak memory by tracemalloc, a separate run):
+copies of the real pipelines (renamed) up to the pipeline limit, and pipelines of wide formulas up
+to the 200,000-node limit. `load ms` validates, bounds and checks every default workload; `use all
+ms` is the first use of every pipeline after that (generating and compiling its code, which the
+loader defers). Linear growth shows as a steady time and memory per node.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import copy
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,8 +37,8 @@ from runtime import load_formulas
 from runtime.limits import MAX_NODES, MAX_PIPELINES
 
 FRESH = (
-    "import time; t = time.perf_counter(); import runtime; "
-    "runtime.load_formulas({path!r}); print(time.perf_counter() - t)"
+    "import time; t = time.perf_counter(); import runtime; i = time.perf_counter(); "
+    "runtime.load_formulas({path!r}); print(i - t, time.perf_counter() - i)"
 )
 
 
@@ -86,39 +91,63 @@ def wide(doc: dict[str, Any], pipelines: int, args: int) -> dict[str, Any]:
     return out
 
 
-def measure(doc: dict[str, Any], repeat: int) -> tuple[float, float, int]:
-    """(best load seconds, peak MiB, bytes) of loading the document's JSON text."""
+def measure(doc: dict[str, Any], repeat: int) -> tuple[float, float, float, int]:
+    """(best load seconds, best first-use-of-all seconds, peak MiB, bytes) of loading the
+    document's JSON text, then using every pipeline once."""
     text = json.dumps(doc)
-    best = min(_timed(text) for _ in range(repeat))
+    loads, uses = zip(*(_timed(text) for _ in range(repeat)))
     tracemalloc.start()
-    load_formulas(text)
+    book = load_formulas(text)
+    for name in book:
+        book[name].source  # noqa: B018  # first use: generate and compile its code
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return best, peak / 2**20, len(text)
+    return min(loads), min(uses), peak / 2**20, len(text)
 
 
-def _timed(text: str) -> float:
+def _timed(text: str) -> tuple[float, float]:
     start = time.perf_counter()
-    load_formulas(text)
-    return time.perf_counter() - start
+    book = load_formulas(text)
+    loaded = time.perf_counter()
+    for name in book:
+        book[name].source  # noqa: B018
+    return loaded - start, time.perf_counter() - loaded
 
 
-def fresh(doc: dict[str, Any], runs: int) -> float:
-    """Best `import runtime` + load time, each in a new interpreter."""
+def fresh(doc: dict[str, Any], runs: int, cached: bool) -> list[tuple[float, float]]:
+    """`(import, load)` seconds of each run, each in a new interpreter; `cached`: with a warm
+    bytecode cache, else compiling every module from source."""
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "formulas.json")
         Path(path).write_text(json.dumps(doc))
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(folder, "pycache")
+        command = [sys.executable, *([] if cached else ["-B"]), "-c", FRESH.format(path=path)]
+        if cached:  # the warm-up run writes every module's bytecode under the prefix
+            subprocess.run(command, capture_output=True, check=True, cwd=ROOT, env=env)
         times = []
         for _ in range(runs):
             out = subprocess.run(
-                [sys.executable, "-c", FRESH.format(path=path)],
-                capture_output=True,
-                text=True,
-                check=True,
-                cwd=ROOT,
+                command, capture_output=True, text=True, check=True, cwd=ROOT, env=env
             )
-            times.append(float(out.stdout))
-    return min(times)
+            imported, loaded = out.stdout.split()
+            times.append((float(imported), float(loaded)))
+    return times
+
+
+def report_fresh(doc: dict[str, Any], runs: int) -> None:
+    """The fresh-process table: import, load and both, best and median of `runs`."""
+    print(f"import runtime + load_formulas(real artifact), fresh process, {runs} runs (ms):")
+    print(f"{'bytecode cache':<16}{'import':>8}{'load':>8}{'best':>8}{'median':>8}")
+    for cached in (True, False):
+        times = fresh(doc, runs, cached)
+        totals = sorted(i + lo for i, lo in times)
+        imports = statistics.median(t[0] for t in times) * 1e3
+        loads = statistics.median(t[1] for t in times) * 1e3
+        print(
+            f"{'warm' if cached else 'none':<16}{imports:>8.1f}{loads:>8.1f}"
+            f"{totals[0] * 1e3:>8.1f}{statistics.median(totals) * 1e3:>8.1f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,20 +161,20 @@ def main(argv: list[str] | None = None) -> int:
         f"machine: {platform.machine()}, {os.cpu_count()} cores, CPython "
         f"{platform.python_version()}; real artifact: {real} pipelines, {nodes(doc):,} nodes"
     )
-    print(f"import runtime + load (fresh process, best of {args.runs}): "
-          f"{fresh(doc, args.runs) * 1e3:.1f} ms")  # fmt: skip
-    print(f"{'artifact':<22}{'pipelines':>10}{'nodes':>9}{'KiB':>8}{'load ms':>9}"
-          f"{'us/node':>9}{'peak MiB':>10}{'B/node':>8}")  # fmt: skip
+    report_fresh(doc, args.runs)
+    print(f"{'artifact':<22}{'pipelines':>10}{'nodes':>9}{'KiB':>8}{'load ms':>9}{'us/node':>9}"
+          f"{'use all ms':>11}{'us/node':>9}{'peak MiB':>10}{'B/node':>8}")  # fmt: skip
     cases = [(f"real x{k}", copies(doc, k)) for k in (1, 5, 15, MAX_PIPELINES // real)]
     per = nodes(wide(doc, 1, 1000))
     for count in (5, 15, 35, MAX_NODES // per):
         cases.append((f"wide 1000 x{count}", wide(doc, count, 1000)))
     for name, case in cases:
         n = nodes(case)
-        seconds, peak, size = measure(case, args.repeat)
+        seconds, use, peak, size = measure(case, args.repeat)
         print(
             f"{name:<22}{len(case['pipelines']):>10}{n:>9,}{size / 1024:>8.0f}{seconds * 1e3:>9.1f}"
-            f"{seconds * 1e6 / n:>9.1f}{peak:>10.1f}{peak * 2**20 / n:>8.0f}"
+            f"{seconds * 1e6 / n:>9.1f}{use * 1e3:>11.1f}{use * 1e6 / n:>9.1f}{peak:>10.1f}"
+            f"{peak * 2**20 / n:>8.0f}"
         )
     return 0
 
