@@ -37,15 +37,26 @@ class Obligation:
         return not self.proved and self.refuted is None
 
 
-def collect(pipeline: ResolvedPipeline, ctx: Context) -> list[Obligation]:
-    """Every obligation of a pipeline: contracts' and lets' divisions, then each stage's fields."""
+#: Where an expression divides by something not a non-zero constant: (division, conditions) in
+#: walk order, by the expression's id (the expression kept alive beside them).
+Sites = dict[int, tuple[ast.Expr, list[tuple[ast.Binary, tuple[tuple[ast.Expr, bool], ...]]]]]
+
+
+def collect(
+    pipeline: ResolvedPipeline, ctx: Context, sites: Sites | None = None
+) -> list[Obligation]:
+    """Every obligation of a pipeline: contracts' and lets' divisions, then each stage's fields.
+
+    `sites`, shared by pipelines with the same params' ranges, contracts and lets (whose constants
+    decide which divisors are safe), spares a child walking the formulas it inherited again."""
     out: list[Obligation] = []
+    memo: Sites = {} if sites is None else sites
     for index, (param, where) in enumerate(pipeline.contracts):
-        out += _divisions(ctx, where, f"the contract of '{param.name}'", index)
+        out += _divisions(ctx, where, f"the contract of '{param.name}'", index, memo)
     for let in pipeline.lets:
-        out += _divisions(ctx, let.value, f"let '{let.name}'", None)
+        out += _divisions(ctx, let.value, f"let '{let.name}'", None, memo)
     for call in pipeline.calls:  # a call's value has no sign or integrality to prove
-        out += _divisions(ctx, call.value, f"call '{call.arg}'", None)
+        out += _divisions(ctx, call.value, f"call '{call.arg}'", None, memo)
     for stage in pipeline.stages:
         for name in ast.FIELDS:
             field = stage.fields.get(name)
@@ -54,12 +65,12 @@ def collect(pipeline: ResolvedPipeline, ctx: Context) -> list[Obligation]:
             what = f"'{name}' of stage '{stage.name}'{_inherited(pipeline, field)}"
             if name == "iterations":
                 out.append(Obligation(INTEGER, field.value, field.value, what))
-            out += _measure(ctx, pipeline.terms(field), field.value, what)
+            out += _measure(ctx, pipeline.terms(field), field.value, what, memo)
     return out
 
 
 def _measure(
-    ctx: Context, terms: tuple[ast.Expr, ...], value: ast.Expr, what: str
+    ctx: Context, terms: tuple[ast.Expr, ...], value: ast.Expr, what: str, memo: Sites
 ) -> list[Obligation]:
     """Each term of a measure owes `>= 0` on its own (so the sum does); an inline term's divisions
     too (a list let's are the let's).
@@ -69,7 +80,7 @@ def _measure(
         label = f"term {index} of {what}" if len(terms) > 1 else what
         out.append(Obligation(NONNEG, term, term, label))
         if not isinstance(value, ast.Name) or term is value:
-            out += _divisions(ctx, term, label, None)
+            out += _divisions(ctx, term, label, None, memo)
     return out
 
 
@@ -85,10 +96,22 @@ def _inherited(pipeline: ResolvedPipeline, field: ast.Field) -> str:
     return "" if inside else f" in pipeline '{pipeline.name}'"
 
 
-def _divisions(ctx: Context, expr: ast.Expr, what: str, contract: int | None) -> list[Obligation]:
+def _divisions(
+    ctx: Context, expr: ast.Expr, what: str, contract: int | None, memo: Sites
+) -> list[Obligation]:
     """Each division in `expr` by something not a non-zero constant, with the conditions it sits
     under.
     """
+    known = memo.get(id(expr))
+    if known is None:
+        known = memo[id(expr)] = (expr, _division_sites(ctx, expr))
+    return [Obligation(DIVISOR, expr, node, what, facts, contract) for node, facts in known[1]]
+
+
+def _division_sites(
+    ctx: Context, expr: ast.Expr
+) -> list[tuple[ast.Binary, tuple[tuple[ast.Expr, bool], ...]]]:
+    """The divisions of `_divisions`, with their conditions, in walk order."""
     out = []
     stack: list[tuple[ast.Expr, tuple[tuple[ast.Expr, bool], ...]]] = [(expr, ())]
     while stack:
@@ -106,7 +129,7 @@ def _divisions(ctx: Context, expr: ast.Expr, what: str, contract: int | None) ->
         if isinstance(node, ast.Binary) and node.op in ("/", "//", "%"):
             divisor = ctx.constant(node.right)
             if not (isinstance(divisor, Fraction) and divisor != 0):
-                out.append(Obligation(DIVISOR, expr, node, what, facts, contract))
+                out.append((node, facts))
         stack += [(child, facts) for child in reversed(ast.children(node))]
     return out
 

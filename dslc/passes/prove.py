@@ -34,6 +34,7 @@ from dslc.passes.obligations import (
     INTEGER,
     NONNEG,
     Obligation,
+    Sites,
     admissible_prefix,
     collect,
     guarded,
@@ -88,6 +89,7 @@ class ProofCache:
         self.settings: dict[object, int] = {}  # a pipeline's settings -> a small number
         self.work_per_file = work_per_file
         self.spent: dict[str, int] = {}  # source file name -> prover work spent on its pipelines
+        self.sites: dict[int, Sites] = {}  # settings -> each formula's divisions (obligations)
 
     def key(self, pipeline: ResolvedPipeline) -> int:
         """A number for what the pipeline's obligations depend on besides their own expressions:
@@ -400,11 +402,12 @@ class Prover:
     # -- driver -------------------------------------------------------------------------------
 
     def run(self) -> list[Diagnostic]:
-        obs = collect(self.pipeline, self.ctx)
         proofs = self.proofs
+        settings = proofs.key(self.pipeline) if proofs is not None else -1
+        sites = proofs.sites.setdefault(settings, {}) if proofs is not None else None
+        obs = collect(self.pipeline, self.ctx, sites)
         if proofs is not None and proofs.left(self.pipeline) <= 0:
             return [self._over_budget(proofs)]
-        settings = proofs.key(self.pipeline) if proofs is not None else -1
         keys = {id(ob): _key(ob, settings) for ob in obs}
         known: dict[int, tuple[bool, tuple[dict, object] | None]] = {}
         if proofs is not None:

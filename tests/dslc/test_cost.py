@@ -234,3 +234,26 @@ def test_a_child_the_loader_would_refuse_by_name_is_refused_after_its_parent_pas
     text = bombs.extends_chain_source(1, 3) + f"pipeline {long} extends base {{}}\n"
     (error,) = limit_errors(compile_text(text, "n.wf"))
     assert "65 characters" in error.message
+
+
+def test_children_do_not_walk_inherited_formulas_for_their_divisions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dslc.passes import obligations
+    from dslc.passes.prove import ProofCache, check_properties
+
+    program = compile_text(bombs.extends_chain_source(5, 20), "x.wf").program
+    assert program is not None
+    walked: list[object] = []
+    real = obligations._division_sites
+    monkeypatch.setattr(
+        obligations, "_division_sites", lambda ctx, expr: walked.append(expr) or real(ctx, expr)
+    )
+    proofs = ProofCache()
+    base, *children = program.pipelines
+    assert check_properties(base, proofs=proofs) == []
+    first = len(walked)
+    assert first >= 20 * 2  # every stage's iterations and memory at least
+    for child in children:  # defaults changed: the same formulas, ranges and lets
+        assert check_properties(child, proofs=proofs) == []
+    assert len(walked) == first
