@@ -10,29 +10,22 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import click
 
+from calibration.cli_options import (
+    Choice,
+    RunSettings,
+    Shapes,
+    pipeline_options,
+    run_calibration,
+    run_options,
+    shape_option,
+)
 from calibration.examples import EXAMPLES
-from calibration.time_probe import TIME_TOLERANCE
-from dslc.cli_support import Failure, assignments, ui
-from runtime.estimate.results import DEFAULT_MARGIN
+from dslc.cli_support import Failure, ui
 from runtime.params import point_text
-
-Params = Mapping[str, int | bool]
-
-#: The repository's formulas/ folder (beside the calibration package in a checkout).
-FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
-
-
-def shape_option(
-    ctx: click.Context, param: click.Parameter, values: Sequence[str]
-) -> dict[str, int | bool]:
-    """`NAME=VALUE[,NAME=VALUE...]`, the option repeatable; values as in `dslc eval --set`."""
-    items = [part.strip() for raw in values for part in raw.split(",") if part.strip()]
-    return assignments(ctx, param, items)
 
 
 def _shape(params: object) -> str:
@@ -73,47 +66,7 @@ EPILOG = "\n".join(
     epilog=EPILOG,
     short_help="Calibrate a diffusers pipeline from a warmup probe.",
 )
-@click.option(
-    "--example",
-    type=click.Choice(sorted(EXAMPLES)),
-    default="wan",
-    show_default=True,
-    help="Which built-in example pipeline to build (random weights, nothing downloaded).",
-)
-@click.option(
-    "--pipeline",
-    "factory",
-    metavar="MODULE:FACTORY",
-    help="Your own pipeline instead of an example: a callable (seed) -> diffusers pipeline, as "
-    "module:function or path/to/file.py:function.",
-)
-@click.option(
-    "--formulas",
-    "formulas_path",
-    type=click.Path(path_type=Path),
-    default=FORMULAS,
-    show_default="the repository's formulas/",
-    help="A .wf file or a folder of them (compiled in memory).",
-)
-@click.option(
-    "--name",
-    metavar="PIPELINE",
-    help="The pipeline in the formulas (default: the example's; required with --pipeline).",
-)
-@click.option(
-    "--warmup",
-    multiple=True,
-    callback=shape_option,
-    metavar="NAME=VALUE[,...]",
-    help="The bounded warmup (run before and after the probe); unset params: the probe's.",
-)
-@click.option(
-    "--probe",
-    multiple=True,
-    callback=shape_option,
-    metavar="NAME=VALUE[,...]",
-    help="The probe; unset params: the target's.",
-)
+@pipeline_options
 @click.option(
     "--target",
     multiple=True,
@@ -121,13 +74,6 @@ EPILOG = "\n".join(
     metavar="NAME=VALUE[,...]",
     help="The target to estimate; unset params: the example's demo target, then the default "
     "workload.",
-)
-@click.option(
-    "--margin",
-    type=click.FloatRange(min=1.0),
-    default=DEFAULT_MARGIN,
-    show_default=True,
-    help="Padding of what is extrapolated (the bound); the prediction itself uses 1.0.",
 )
 @click.option(
     "--device",
@@ -159,45 +105,7 @@ EPILOG = "\n".join(
     metavar="FILE.json",
     help="Also save the warmup records (and the target's, with --verify).",
 )
-@click.option(
-    "--repeat",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help="Run the probe and the re-warm (and, with --verify, the target) this many times; "
-    "timings count by their median.",
-)
-@click.option(
-    "--clock",
-    type=click.Choice(["auto", "cpu", "wall"]),
-    default="auto",
-    show_default=True,
-    help="cpu: the thread's CPU time (other processes do not count); auto: cpu on the CPU, else "
-    "wall.",
-)
-@click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the random weights and latents."
-)
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="CPU threads for torch (1 keeps timings steady on a shared machine).",
-)
-@click.option(
-    "--time-tolerance",
-    type=click.FloatRange(min=0, min_open=True),
-    default=TIME_TOLERANCE,
-    show_default=True,
-    help="Probe a larger size when two sigma of a stage's predicted time exceeds this share of "
-    "the request's.",
-)
-@click.option(
-    "--no-time-probe",
-    is_flag=True,
-    help="Never probe a larger size for time alone (the runs then depend only on the formulas).",
-)
+@run_options
 def calibrate(
     example: str,
     factory: str | None,
@@ -233,44 +141,16 @@ def calibrate(
     """
     from calibration.cli_show import progress_bar, save_records, show, warn
     from calibration.errors import CalibrationError
-    from calibration.factory import load_factory
-    from calibration.run import calibrate_pipeline, load_pipeline
 
     try:
-        if factory is not None:
-            if name is None:
-                raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
-            loaded = load_factory(factory)
-            pipeline = load_pipeline(formulas_path, name)
-            build, call_kwargs, label = loaded.build, loaded.call_kwargs, factory
-            defaults = _defaults(loaded.shapes, probe, target)
-        else:
-            chosen = EXAMPLES[example]
-            path = formulas_path / chosen.formula_file if formulas_path.is_dir() else formulas_path
-            pipeline = load_pipeline(path, name or chosen.pipeline)
-            build, call_kwargs, label = chosen.build, chosen.call_kwargs, chosen.name
-            defaults = chosen.shapes
-            formulas_path = path
         with progress_bar(enabled=sys.stderr.isatty()) as tick:
-            cal = calibrate_pipeline(
-                build,
-                pipeline,
-                defaults,
-                warmup=warmup,
-                probe=probe,
-                target=target,
-                call_kwargs=call_kwargs,
-                margin=margin,
-                verify=verify,
+            cal = run_calibration(
+                Choice(example, factory, formulas_path, name),
+                Shapes(warmup, probe, target),
+                RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
                 device=device,
-                seed=seed,
-                threads=threads,
-                repeat=repeat,
-                clock=clock,
+                verify=verify,
                 progress=tick,
-                label=label,
-                formula_path=str(formulas_path),
-                time_tolerance=None if no_time_probe else time_tolerance,
             )
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
@@ -299,23 +179,3 @@ def calibrate(
     else:
         show(cal, plot)
     warn(cal)
-
-
-def _defaults(
-    shapes: tuple[object, object, object],
-    probe: dict[str, int | bool],
-    target: dict[str, int | bool],
-) -> tuple[Params, Params, Params]:
-    """--pipeline's demo shapes: its module's WARMUP/PROBE/TARGET, else --probe and --target."""
-    from calibration.errors import CalibrationError
-
-    warmup_d, probe_d, target_d = (dict(s) if isinstance(s, dict) else None for s in shapes)
-    if target_d is None and not target:
-        raise CalibrationError(
-            "--pipeline: give --target (the formulas' default workload is rarely a CPU-sized run), "
-            "or define TARGET in the factory's module"
-        )
-    if probe_d is None and not probe:
-        raise CalibrationError("--pipeline: give --probe, or define PROBE in the factory's module")
-    probe_full = probe_d or {}
-    return (warmup_d or probe_full, probe_full, target_d or {})

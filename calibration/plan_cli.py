@@ -1,6 +1,8 @@
-"""`dslc plan`: from saved calibrations and a device, what stays on the device, and why.
+"""`dslc plan`: from saved calibrations (or one it runs) and a device, what stays on it, and why.
 
-A plugin command (entry point ``dslc.commands``); torch is imported only for ``--device cuda:N``.
+A plugin command (entry point ``dslc.commands``); torch is imported only to run a calibration or
+for ``--device cuda:N``. Without ``--calibration`` it calibrates the pipeline chosen as
+`dslc calibrate` chooses it (the same options), once per ``--target``, then plans.
 """
 
 from __future__ import annotations
@@ -9,7 +11,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
+from calibration.cli_options import (
+    Choice,
+    RunSettings,
+    Shapes,
+    pipeline_options,
+    run_calibration,
+    run_options,
+    shape_option,
+)
 from calibration.plan import (
     DEFAULT_BANDWIDTH,
     Component,
@@ -19,13 +31,16 @@ from calibration.plan import (
     most_cautious_targets,
     solve,
 )
-from calibration.plan_inputs import load_calibration
+from calibration.plan_inputs import Calibrated, load_calibration
 from calibration.plan_report import component_rows, document, parse_size, phase_rows, show_bytes
 from dslc.cli_support import Failure, ui
 
 _EPILOG_LINES = (
     "\b",
     "Examples:",
+    "  dslc plan --example flux --device-memory 24GiB       # calibrates tiny FLUX, then plans",
+    "  dslc plan --example wan --target steps=8,frames=17,height=64,width=64 \\",
+    "            --target steps=8,frames=33,height=64,width=64 --device-memory 1GiB --reserve 0",
     "  dslc calibrate --json > cal.json && dslc plan --calibration cal.json --device-memory 24GiB",
     "  dslc plan --calibration default.json --calibration largest.json --device cuda:0 --json",
     "  dslc plan --calibration rank0.json --calibration rank1.json --device-memory 80GiB \\",
@@ -60,12 +75,13 @@ def _cuda_memory(device: str) -> int:
         raise Failure(f"--device {device}: {exc}") from None
 
 
-def inputs(paths: Sequence[Path]) -> tuple[tuple[Component, ...], tuple[Target, ...]]:
-    """Components (the heaviest report of each) and targets (ranks merged) from the files."""
+def inputs(
+    calibrations: Sequence[Calibrated],
+) -> tuple[tuple[Component, ...], tuple[Target, ...]]:
+    """Components (the heaviest report of each) and targets (ranks merged) from calibrations."""
     components: dict[str, Component] = {}
     reports: list[list[Target]] = []
-    for path in paths:
-        cal = load_calibration(path)
+    for cal in calibrations:
         for c in cal.components:
             if c.name not in components or c.weight_bytes > components[c.name].weight_bytes:
                 components[c.name] = c
@@ -73,15 +89,69 @@ def inputs(paths: Sequence[Path]) -> tuple[tuple[Component, ...], tuple[Target, 
     return tuple(components.values()), most_cautious_targets(reports)
 
 
+def _each_shape(
+    ctx: click.Context, param: click.Parameter, values: Sequence[str]
+) -> list[dict[str, int | bool]]:
+    """Every occurrence its own shape (`dslc calibrate --target` merges them into one)."""
+    return [shape_option(ctx, param, [raw]) for raw in values]
+
+
+_RUN_PARAMS = {  # parameter -> option: the ones that choose or shape a calibration to run
+    "example": "--example",
+    "factory": "--pipeline",
+    "formulas_path": "--formulas",
+    "name": "--name",
+    "warmup": "--warmup",
+    "probe": "--probe",
+    "targets": "--target",
+}
+
+
+def calibrated(
+    choice: Choice,
+    shapes: Sequence[Shapes],
+    settings: RunSettings,
+    device: str,
+) -> list[Calibrated]:
+    """Run one calibration per target shape (progress on stderr, as `dslc calibrate` shows)."""
+    import sys
+
+    from calibration.cli_show import progress_bar, warn
+    from calibration.errors import CalibrationError
+    from calibration.report import document
+
+    out = []
+    for shape in shapes:
+        try:
+            with progress_bar(enabled=sys.stderr.isatty()) as tick:
+                cal = run_calibration(choice, shape, settings, device=device, progress=tick)
+        except CalibrationError as exc:
+            raise Failure(str(exc)) from None
+        warn(cal)
+        out.append(load_calibration(document(cal)))  # the same reading as a saved one
+    return out
+
+
 @click.command("plan", epilog=EPILOG)
 @click.option(
     "--calibration",
     "calibrations",
     multiple=True,
-    required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="A saved calibration (dslc calibrate --json / --save); repeatable.",
+    help="A saved calibration (dslc calibrate --json / --save); repeatable. Without it, plan "
+    "runs one: the pipeline, shape and run options below are dslc calibrate's.",
 )
+@pipeline_options
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    callback=_each_shape,
+    metavar="NAME=VALUE[,...]",
+    help="A shape to calibrate and plan for; repeatable: one calibration each, planned together "
+    "[default: the example's demo target].",
+)
+@run_options
 @click.option("--device-memory", callback=_size, help="Device capacity: 80GiB, 24GB, bytes.")
 @click.option("--device", "device_name", help="Read the capacity from a CUDA device (cuda:0).")
 @click.option("--reserve", callback=_size, help="Kept free [default: max(1 GiB, 2 %)].")
@@ -94,6 +164,20 @@ def inputs(paths: Sequence[Path]) -> tuple[tuple[Component, ...], tuple[Target, 
 @click.option("--json", "as_json", is_flag=True, help="One JSON document (docs/planning.md).")
 def plan(
     calibrations: tuple[Path, ...],
+    example: str,
+    factory: str | None,
+    formulas_path: Path,
+    name: str | None,
+    warmup: dict[str, int | bool],
+    probe: dict[str, int | bool],
+    targets: list[dict[str, int | bool]],
+    margin: float,
+    repeat: int,
+    clock: str,
+    seed: int,
+    threads: int,
+    time_tolerance: float,
+    no_time_probe: bool,
     device_memory: int | None,
     device_name: str | None,
     reserve: int | None,
@@ -113,9 +197,29 @@ def plan(
         pin_budget_bytes=pin_budget,
         bandwidth_bytes_per_s=float(bandwidth or DEFAULT_BANDWIDTH),
     )
+    ctx = click.get_current_context()
+    given = [
+        option
+        for param, option in _RUN_PARAMS.items()
+        if ctx.get_parameter_source(param) is not ParameterSource.DEFAULT
+    ]
+    if calibrations and given:
+        raise click.UsageError(
+            f"give saved calibrations (--calibration) or a pipeline to calibrate ({given[0]}), "
+            "not both"
+        )
     try:
-        components, targets = inputs(calibrations)
-        result = solve(components, targets, device)
+        if calibrations:
+            loaded = [load_calibration(path) for path in calibrations]
+        else:
+            loaded = calibrated(
+                Choice(example, factory, formulas_path, name),
+                [Shapes(warmup, probe, t) for t in targets or [{}]],
+                RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
+                device=device_name or "auto",
+            )
+        components, planned = inputs(loaded)
+        result = solve(components, planned, device)
     except PlanInputError as exc:
         raise Failure(str(exc)) from None
     out = ui().out
@@ -125,7 +229,7 @@ def plan(
         out.line(
             f"device {show_bytes(capacity)}, reserve {show_bytes(device.reserve)}, "
             f"usable {show_bytes(device.usable_bytes)}; targets: "
-            + "; ".join(t.name for t in targets)
+            + "; ".join(t.name for t in planned)
         )
         if result.feasible:
             out.line(

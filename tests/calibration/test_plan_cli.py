@@ -169,7 +169,7 @@ def test_cli_plans_a_saved_calibration(tmp_path):
 def _inputs(path):
     from calibration.plan_cli import inputs
 
-    components, targets = inputs([Path(path)])
+    components, targets = inputs([load_calibration(Path(path))])
     return components, targets
 
 
@@ -211,3 +211,53 @@ def test_cli_merges_ranks_and_plans_target_sets(tmp_path):
         runner.invoke(plan, ["--calibration", rank0, "--calibration", largest, *args]).output
     )
     assert len({p["target"] for p in both["phases"]}) == 2
+
+
+TINY_FLUX = ["--example", "flux", "--probe", "steps=1,height=32,width=32"]
+TINY_RUN = ["--repeat", "1", "--no-time-probe"]  # the runs then depend on the formulas alone
+SHAPES = ["steps=2,height=64,width=64", "steps=3,height=64,width=64"]
+
+
+@pytest.mark.slow
+def test_cli_runs_the_calibrations_itself_as_calibrate_would_save_them(tmp_path):
+    from calibration.cli import calibrate
+
+    runner = CliRunner()
+    device = ["--device-memory", "1MiB", "--reserve", "0", "--json"]
+    targets = [arg for shape in SHAPES for arg in ("--target", shape)]
+    ran = runner.invoke(plan, [*TINY_FLUX, *targets, *TINY_RUN, *device], catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    saved = []
+    for k, shape in enumerate(SHAPES):
+        path = tmp_path / f"cal{k}.json"
+        args = [*TINY_FLUX, "--target", shape, *TINY_RUN, "--save", str(path)]
+        assert runner.invoke(calibrate, args).exit_code == 0
+        saved += ["--calibration", str(path)]
+    from_files = runner.invoke(plan, [*saved, *device])
+    assert from_files.exit_code == 0, from_files.output
+    doc = json.loads(ran.stdout)
+    assert doc == json.loads(from_files.stdout)  # running one is planning what it would save
+    assert doc["feasible"] and {p["target"] for p in doc["phases"]} == {
+        f"{shape},cfg=false" for shape in SHAPES
+    }
+    placements = {c["name"]: c["placement"] for c in doc["components"]}
+    assert set(placements.values()) != {"resident"}  # 1 MiB is too small to keep everything
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--calibration", "cal.json", "--example", "flux"], "--example), not both"),
+        (["--calibration", "cal.json", "--target", "steps=2"], "--target), not both"),
+        (["--target", "steps=x"], "--target"),
+        (["--example", "nope"], "--example"),
+    ],
+)
+def test_cli_calibration_options_usage_errors_exit_2(args, message):
+    result = CliRunner().invoke(plan, [*args, "--device-memory", "1GiB"])
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_cli_reports_a_calibration_error_without_running_it():
+    result = CliRunner().invoke(plan, ["--pipeline", "json:dumps", "--device-memory", "1GiB"])
+    assert result.exit_code == 1 and "needs --name" in result.output, result.output

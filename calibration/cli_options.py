@@ -1,0 +1,254 @@
+"""The options `dslc calibrate` and `dslc plan` share, and the one calibration run behind them.
+
+Both commands choose a pipeline the same way (``pipeline_options``), run it the same way
+(``run_options``) and calibrate it with ``run_calibration``; torch and diffusers are imported only
+when a calibration runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from attrs import frozen
+
+from calibration.examples import EXAMPLES
+from calibration.time_probe import TIME_TOLERANCE
+from dslc.cli_support import assignments
+from runtime.estimate.results import DEFAULT_MARGIN
+
+if TYPE_CHECKING:
+    from calibration.run import Calibration, Progress
+
+Params = Mapping[str, int | bool]
+
+#: The repository's formulas/ folder (beside the calibration package in a checkout).
+FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
+
+
+def shape_option(
+    ctx: click.Context, param: click.Parameter, values: Sequence[str]
+) -> dict[str, int | bool]:
+    """`NAME=VALUE[,NAME=VALUE...]`, the option repeatable; values as in `dslc eval --set`."""
+    items = [part.strip() for raw in values for part in raw.split(",") if part.strip()]
+    return assignments(ctx, param, items)
+
+
+def pipeline_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The pipeline to calibrate (an example or yours) and its warmup and probe shapes."""
+    for option in reversed(
+        [
+            click.option(
+                "--example",
+                type=click.Choice(sorted(EXAMPLES)),
+                default="wan",
+                show_default=True,
+                help="Which built-in example pipeline to build (random weights, nothing "
+                "downloaded).",
+            ),
+            click.option(
+                "--pipeline",
+                "factory",
+                metavar="MODULE:FACTORY",
+                help="Your own pipeline instead of an example: a callable (seed) -> diffusers "
+                "pipeline, as module:function or path/to/file.py:function.",
+            ),
+            click.option(
+                "--formulas",
+                "formulas_path",
+                type=click.Path(path_type=Path),
+                default=FORMULAS,
+                show_default="the repository's formulas/",
+                help="A .wf file or a folder of them (compiled in memory).",
+            ),
+            click.option(
+                "--name",
+                metavar="PIPELINE",
+                help="The pipeline in the formulas (default: the example's; required with "
+                "--pipeline).",
+            ),
+            click.option(
+                "--warmup",
+                multiple=True,
+                callback=shape_option,
+                metavar="NAME=VALUE[,...]",
+                help="The bounded warmup (run before and after the probe); unset params: the "
+                "probe's.",
+            ),
+            click.option(
+                "--probe",
+                multiple=True,
+                callback=shape_option,
+                metavar="NAME=VALUE[,...]",
+                help="The probe; unset params: the target's.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """How a calibration runs: the margin, repeats, clock, seed, threads, time probes."""
+    for option in reversed(
+        [
+            click.option(
+                "--margin",
+                type=click.FloatRange(min=1.0),
+                default=DEFAULT_MARGIN,
+                show_default=True,
+                help="Padding of what is extrapolated (the bound); the prediction itself uses 1.0.",
+            ),
+            click.option(
+                "--repeat",
+                type=click.IntRange(min=1),
+                default=3,
+                show_default=True,
+                help="Run the probe and the re-warm (and, with --verify, the target) this many "
+                "times; timings count by their median.",
+            ),
+            click.option(
+                "--clock",
+                type=click.Choice(["auto", "cpu", "wall"]),
+                default="auto",
+                show_default=True,
+                help="cpu: the thread's CPU time (other processes do not count); auto: cpu on the "
+                "CPU, else wall.",
+            ),
+            click.option(
+                "--seed",
+                type=int,
+                default=0,
+                show_default=True,
+                help="Seed of the random weights and latents.",
+            ),
+            click.option(
+                "--threads",
+                type=click.IntRange(min=1),
+                default=1,
+                show_default=True,
+                help="CPU threads for torch (1 keeps timings steady on a shared machine).",
+            ),
+            click.option(
+                "--time-tolerance",
+                type=click.FloatRange(min=0, min_open=True),
+                default=TIME_TOLERANCE,
+                show_default=True,
+                help="Probe a larger size when two sigma of a stage's predicted time exceeds this "
+                "share of the request's.",
+            ),
+            click.option(
+                "--no-time-probe",
+                is_flag=True,
+                help="Never probe a larger size for time alone (the runs then depend only on the "
+                "formulas).",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@frozen
+class Choice:
+    """Which pipeline: a built-in example, or a factory (``--pipeline``) with its formulas."""
+
+    example: str
+    factory: str | None
+    formulas_path: Path
+    name: str | None
+
+
+@frozen
+class Shapes:
+    """The warmup, probe and target given on the command line (unset params: the defaults)."""
+
+    warmup: Params
+    probe: Params
+    target: Params
+
+
+@frozen
+class RunSettings:
+    """How the calibration runs (``run_options``)."""
+
+    margin: float = DEFAULT_MARGIN
+    repeat: int = 3
+    clock: str = "auto"
+    seed: int = 0
+    threads: int = 1
+    time_tolerance: float = TIME_TOLERANCE
+    no_time_probe: bool = False
+
+
+def run_calibration(
+    choice: Choice,
+    shapes: Shapes,
+    settings: RunSettings,
+    *,
+    device: str,
+    verify: bool = False,
+    progress: Progress | None = None,
+) -> Calibration:
+    """Build the chosen pipeline and calibrate it (raises ``CalibrationError``)."""
+    from calibration.errors import CalibrationError
+    from calibration.factory import load_factory
+    from calibration.run import calibrate_pipeline, load_pipeline
+
+    formulas_path = choice.formulas_path
+    if choice.factory is not None:
+        if choice.name is None:
+            raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
+        loaded = load_factory(choice.factory)
+        pipeline = load_pipeline(formulas_path, choice.name)
+        build, call_kwargs, label = loaded.build, loaded.call_kwargs, choice.factory
+        defaults = _defaults(loaded.shapes, shapes.probe, shapes.target)
+    else:
+        chosen = EXAMPLES[choice.example]
+        if formulas_path.is_dir():
+            formulas_path = formulas_path / chosen.formula_file
+        pipeline = load_pipeline(formulas_path, choice.name or chosen.pipeline)
+        build, call_kwargs, label = chosen.build, chosen.call_kwargs, chosen.name
+        defaults = chosen.shapes
+    return calibrate_pipeline(
+        build,
+        pipeline,
+        defaults,
+        warmup=shapes.warmup,
+        probe=shapes.probe,
+        target=shapes.target,
+        call_kwargs=call_kwargs,
+        margin=settings.margin,
+        verify=verify,
+        device=device,
+        seed=settings.seed,
+        threads=settings.threads,
+        repeat=settings.repeat,
+        clock=settings.clock,
+        progress=progress,
+        label=label,
+        formula_path=str(formulas_path),
+        time_tolerance=None if settings.no_time_probe else settings.time_tolerance,
+    )
+
+
+def _defaults(
+    shapes: tuple[object, object, object],
+    probe: Params,
+    target: Params,
+) -> tuple[Params, Params, Params]:
+    """--pipeline's demo shapes: its module's WARMUP/PROBE/TARGET, else --probe and --target."""
+    from calibration.errors import CalibrationError
+
+    warmup_d, probe_d, target_d = (dict(s) if isinstance(s, dict) else None for s in shapes)
+    if target_d is None and not target:
+        raise CalibrationError(
+            "--pipeline: give --target (the formulas' default workload is rarely a CPU-sized run), "
+            "or define TARGET in the factory's module"
+        )
+    if probe_d is None and not probe:
+        raise CalibrationError("--pipeline: give --probe, or define PROBE in the factory's module")
+    probe_full = probe_d or {}
+    return (warmup_d or probe_full, probe_full, target_d or {})
