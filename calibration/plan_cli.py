@@ -153,7 +153,11 @@ def calibrated(
 )
 @run_options
 @click.option("--device-memory", callback=_size, help="Device capacity: 80GiB, 24GB, bytes.")
-@click.option("--device", "device_name", help="Read the capacity from a CUDA device (cuda:0).")
+@click.option(
+    "--device",
+    "device_name",
+    help="Read the capacity from a CUDA device (cuda:0); a calibration plan runs runs there.",
+)
 @click.option("--reserve", callback=_size, help="Kept free [default: max(1 GiB, 2 %)].")
 @click.option(
     "--bandwidth",
