@@ -78,9 +78,9 @@ def check_source(text: str, mutation: str = "?", seconds: float | None = CASE_SE
 def check_artifact(
     payload: object, mutation: str = "?", seconds: float | None = CASE_SECONDS
 ) -> float:
-    """Load `payload` (a mapping or JSON text) and evaluate every pipeline, memory terms too, at its
-    default workload; return the seconds taken, or raise `Failure`. A `FormulaError` is a clean
-    outcome.
+    """Load `payload` (a mapping or JSON text) and evaluate every pipeline, memory and time terms
+    too, at its default workload; return the seconds taken, or raise `Failure`. A `FormulaError`
+    is a clean outcome.
     """
     from runtime import FormulaError, load_formulas
 
@@ -90,8 +90,9 @@ def check_artifact(
         for name in book:
             pipeline = book[name]
             pipeline.evaluate()
-            for stage in pipeline.stages:  # a memory's terms have evaluators of their own
+            for stage in pipeline.stages:  # a measure's terms have evaluators of their own
                 pipeline.memory_terms(stage)
+                pipeline.time_terms(stage)
     except FormulaError:
         pass
     except BaseException as exc:
