@@ -242,7 +242,7 @@ def _param_decl(draw: st.DrawFn, name: str) -> str:
     return text
 
 
-# How many terms a generated memory has: mostly one, sometimes a list of two or three.
+# How many terms a generated memory or time has: mostly one, sometimes a list of two or three.
 _TERMS = st.sampled_from([1, 1, 2, 3])
 
 
@@ -251,7 +251,7 @@ def sources(
     draw: st.DrawFn, *, max_params: int = 3, max_stages: int = 3, booleans: bool = False
 ) -> str:
     """A whole `.wf` pipeline that compiles clean by construction (iterations are `max(0,
-    floor(..))`, measures `abs(..)`; a memory is sometimes a list of terms).
+    floor(..))`, measures `abs(..)`; a memory or a time is sometimes a list of terms).
 
     With `booleans`, `if` conditions are whole boolean expressions over bool params and bool lets.
     """
@@ -278,8 +278,11 @@ def sources(
         iterations = expression()
         terms = [f"abs({expression()})" for _ in range(draw(_TERMS))]
         memory = terms[0] if len(terms) == 1 else "[" + ", ".join(terms) + "]"
-        time = expression()
-        time = f"if flag then abs({time}) else abs({time}) + 1" if has_flag else f"abs({time})"
+        times = [expression() for _ in range(draw(_TERMS))]
+        times = [
+            f"if flag then abs({t}) else abs({t}) + 1" if has_flag else f"abs({t})" for t in times
+        ]
+        time = times[0] if len(times) == 1 else "[" + ", ".join(times) + "]"
         lines.append(
             f"stage S{index} {{ iterations = max(0, floor({iterations})); memory ~ {memory}; "
             f"time ~ {time} }}"

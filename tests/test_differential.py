@@ -41,10 +41,16 @@ def test_runtime_equals_the_oracle_at_admissible_points(data: st.DataObject, tex
                     as_python(oracle.eval(resolved.field_value(field))) if field is not None else 1
                 )
                 assert getattr(values[stage.name], name) == expected, (stage.name, name, point)
-            memory = stage.field("memory")
-            terms = resolved.terms(memory) if memory is not None else (None,)
-            expected_terms = tuple(as_python(oracle.eval(t)) if t is not None else 1 for t in terms)
-            assert pipeline.memory_terms(stage.name, **point) == expected_terms, (stage.name, point)
+            for name, terms_of in (
+                ("memory", pipeline.memory_terms),
+                ("time", pipeline.time_terms),
+            ):
+                measure = stage.field(name)
+                terms = resolved.terms(measure) if measure is not None else (None,)
+                expected_terms = tuple(
+                    as_python(oracle.eval(t)) if t is not None else 1 for t in terms
+                )
+                assert terms_of(stage.name, **point) == expected_terms, (stage.name, name, point)
 
 
 @st.composite

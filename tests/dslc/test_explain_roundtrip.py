@@ -35,7 +35,8 @@ def reparsed(formula: str) -> ast.Expr:
 
 def runtime_value(pipeline: Pipeline, stage: str, field: str, term: int | None, point: dict):  # type: ignore[no-untyped-def,type-arg]
     if term is not None:
-        return pipeline.memory_terms(stage, **point)[term]
+        terms_of = pipeline.memory_terms if field == "memory" else pipeline.time_terms
+        return terms_of(stage, **point)[term]
     return getattr(pipeline.evaluate(**point)[stage], field)
 
 
