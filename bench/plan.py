@@ -190,12 +190,18 @@ def timed(
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def random_instance(seed: int, tied: bool) -> tuple[list[Component], Target]:
+def random_instance(seed: int, tied: bool, uneven: bool = False) -> tuple[list[Component], Target]:
     """10 components x 100 uniform layers, one phase each; uses per layer 1..100, or (tied)
-    drawn from {1, 2, 50} so several components share a density."""
+    drawn from {1, 2, 50} so several components share a density; or (uneven) every layer its own
+    size (50-400 MiB) and its own uses (1..100): a harder knapsack than any pipeline's."""
     rng = random.Random(seed)
     comps, uses = [], {}
     for i in range(10):
+        if uneven:
+            sizes = [rng.randint(50, 400) << 20 for _ in range(100)]
+            comps.append(Component(f"c{i}", sum(sizes) + rng.randint(0, GiB), sizes))
+            uses[f"c{i}"] = tuple(rng.randint(1, 100) for _ in range(100))
+            continue
         layer = rng.randint(50, 400) << 20
         comps.append(Component.uniform(f"c{i}", layer * 100 + rng.randint(0, GiB), 100, layer))
         uses[f"c{i}"] = (rng.choice([1, 2, 50]) if tied else rng.randint(1, 100),) * 100
@@ -214,6 +220,7 @@ def solve_times(budget_s: float) -> None:
         ("wan, real sizes", lambda s: wan()),
         ("10x100, distinct uses", lambda s: random_instance(s, tied=False)),
         ("10x100, tied uses", lambda s: random_instance(s, tied=True)),
+        ("10x100, uneven layers", lambda s: random_instance(s, tied=False, uneven=True)),
     ):
         results = []
         for seed in range(3):

@@ -12,7 +12,7 @@ tried best bound first, which finds a good incumbent on the first dive. See docs
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -238,6 +238,31 @@ class _Dive:
         self.fall = [[-a for a, _, _, _ in opts] for opts in self.options]
         self.cheaper = [_next_cheaper(opts) for opts in self.options]
         self.relaxations: dict[int, _Relaxation] = {}
+        # per depth and rooms: the (always-bytes, objective) front of the nodes already searched
+        self.seen: dict[tuple[int, tuple[int, ...]], tuple[list[int], list[int]]] = {}
+        self.seen_exact: dict[tuple[int, tuple[int, ...], int], int] = {}
+
+    def covered(self, depth: int, always: int, objective: int) -> bool:
+        """Whether a node already searched covers this one: the same depth and rooms, at most its
+        always-bytes (exactly them under a pin budget: fewer might not complete) and at most its
+        objective. Every completion of this node completes that one as well, no dearer, and that
+        search kept or bounded away all of them; best only falls since."""
+        rooms = tuple(self.rooms)
+        if self.search.min_always > 0:
+            key = (depth, rooms, always)
+            if self.seen_exact.get(key, objective + 1) <= objective:
+                return True
+            self.seen_exact[key] = objective
+            return False
+        sizes, values = self.seen.setdefault((depth, rooms), ([], []))
+        i = bisect_right(sizes, always)  # sizes ascend, values strictly fall
+        if i and values[i - 1] <= objective:
+            return True
+        k, j = bisect_left(sizes, always), i
+        while j < len(sizes) and values[j] >= objective:
+            j += 1
+        sizes[k:j], values[k:j] = [always], [objective]
+        return False
 
     def relaxation(self, depth: int) -> _Relaxation:
         """The LP bound of the components from ``depth`` on (built on first use)."""
@@ -249,6 +274,8 @@ class _Dive:
 
     def dive(self, depth: int, always: int, objective: int, chosen: tuple[int, ...]) -> None:
         """Try component ``depth``'s candidates, best bound first."""
+        if depth and self.covered(depth, always, objective):
+            return
         s = self.search
         relax = self.relaxation(depth + 1)
         floor = s.min_always - self.most[depth + 1] - always  # the least always-bytes to keep
