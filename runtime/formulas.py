@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
@@ -409,5 +410,16 @@ def load_formulas(
 ) -> FormulaBook:
     """Load and validate an artifact (a path, JSON text or bytes, or a parsed mapping) once, at
     start-up.
+
+    The cyclic garbage collector is paused meanwhile (and resumed, if it was running): loading
+    makes tens of thousands of objects, none in a cycle, and collections walking the growing heap
+    made the load superlinear in the artifact's size (bench/README.md "load").
     """
-    return FormulaBook(read_artifact(source))
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return FormulaBook(read_artifact(source))
+    finally:
+        if paused:
+            gc.enable()

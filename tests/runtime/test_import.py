@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from runtime import load_formulas
 
 from .conftest import WAN_PATH
@@ -35,7 +37,7 @@ def test_import_and_load_do_not_pull_heavy_modules() -> None:
 # typing, inspect, re, enum... would cost the serving worker's start-up milliseconds each.
 ALLOWED = {
     "_decimal", "_json", "_operator", "_stat", "_thread", "collections.abc", "decimal",
-    "fractions", "json", "json.decoder", "json.encoder", "json.scanner", "math", "numbers",
+    "fractions", "gc", "json", "json.decoder", "json.encoder", "json.scanner", "math", "numbers",
     "operator", "stat",
 }  # fmt: skip
 
@@ -123,3 +125,22 @@ def test_first_use_from_many_threads_builds_one_set_of_closures() -> None:
     assert [r[0] for r in results] == list(range(1, 9))
     assert [r[1]["DenoisingStage"].iterations for r in results] == list(range(1, 9))
     assert all(r[2] is wan.iterations for r in results[1:])  # one fast entry, built once
+
+
+def test_loading_pauses_the_collector_and_restores_it() -> None:
+    import gc
+
+    from runtime import ArtifactError
+
+    assert gc.isenabled()
+    load_formulas(WAN_PATH)
+    assert gc.isenabled()
+    with pytest.raises(ArtifactError):
+        load_formulas("{}")
+    assert gc.isenabled()  # resumed after a failed load too
+    gc.disable()
+    try:
+        load_formulas(WAN_PATH)
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
