@@ -187,7 +187,9 @@ def build(paths: tuple[Path, ...], strict: bool, output: Path) -> None:
     files = wf_files(paths)
     program = compile_files(files, strict=strict).program
     text = dumps(artifact(program))
-    load_formulas(text)  # the runtime must accept what we emit; if not, that is a bug (exit 3)
+    book = load_formulas(text)  # the runtime must accept what we emit; if not, a bug (exit 3)
+    for name in book:  # and compile it: the loader defers that to each pipeline's first use
+        book[name].source  # noqa: B018
     write_file(output, text)
     ui().out.line(
         f"wrote {output}: {plural(len(program.pipelines), 'pipeline')} "
