@@ -25,6 +25,10 @@ class PlanInputError(ValueError):
     """Inputs that cannot describe a planning problem (unknown component, negative bytes, ...)."""
 
 
+class PlanLimitError(PlanInputError):
+    """Inputs whose exact solve would cost more than the search's node limit."""
+
+
 def allocator_margin(total_bytes: int) -> int:
     """Room left for allocator fragmentation and workspaces: max(1 GiB, 2 % of the device)."""
     return max(GiB, -(-total_bytes * 2 // 100))
@@ -262,6 +266,7 @@ __all__ = [
     "Placement",
     "Plan",
     "PlanInputError",
+    "PlanLimitError",
     "Target",
     "allocator_margin",
     "most_cautious_device",

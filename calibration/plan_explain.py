@@ -19,9 +19,10 @@ from calibration.plan import (
     Placement,
     Plan,
     PlanInputError,
+    PlanLimitError,
     Target,
 )
-from calibration.plan_search import search
+from calibration.plan_search import MAX_SEARCH_NODES, SearchExhausted, search
 from calibration.plan_solve import Candidate, Group, candidates
 
 
@@ -74,8 +75,17 @@ def _uses_per_byte(cands: Sequence[Candidate]) -> Fraction:
     return best
 
 
-def solve(components: Sequence[Component], targets: Sequence[Target], device: Device) -> Plan:
-    """The least-transfer placement of every component that fits every phase of every target."""
+def solve(
+    components: Sequence[Component],
+    targets: Sequence[Target],
+    device: Device,
+    *,
+    search_limit: int = MAX_SEARCH_NODES,
+) -> Plan:
+    """The least-transfer placement of every component that fits every phase of every target.
+
+    Raises ``PlanLimitError`` when the exact search would visit more than ``search_limit`` nodes
+    (its cost is bounded for any input)."""
     components, targets = tuple(components), tuple(targets)
     index = _check(components, targets)
     cands = [candidates(c, targets) for c in components]
@@ -89,7 +99,17 @@ def solve(components: Sequence[Component], targets: Sequence[Target], device: De
     total = sum(c.weight_bytes for c in components)
     pin = device.pin_budget_bytes
     min_always = 0 if pin is None else total - pin
-    outcome = search([cands[i] for i in order], groups, min_always, range(len(order)))
+    try:
+        outcome = search(
+            [cands[i] for i in order], groups, min_always, range(len(order)), search_limit
+        )
+    except SearchExhausted as exc:
+        raise PlanLimitError(
+            f"{exc}: {len(components)} components with "
+            f"{sum(len(c) for c in cands):,} candidates whose layers differ in size and use "
+            "defeat its bounds; group equal layers (same bytes, same uses) or plan fewer "
+            "components at once"
+        ) from None
     if outcome.choice is None:
         reason = _infeasible_reason(components, cands, targets, index, device, min_always)
         return Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)

@@ -23,6 +23,19 @@ if TYPE_CHECKING:  # types only: calibration.plan imports the search through pla
     from calibration.plan_solve import Candidate, Group
 
 
+#: Nodes the exact search may visit before it gives up: a bound on its cost for any input (about
+#: 10 s of Python; real pipelines take under 6,000, the bench's irregular instances up to 600,000).
+MAX_SEARCH_NODES = 2_000_000
+
+
+class SearchExhausted(Exception):
+    """The search visited ``MAX_SEARCH_NODES`` (or the caller's limit) without finishing."""
+
+    def __init__(self, nodes: int):
+        super().__init__(f"the exact search visited {nodes:,} nodes without finishing")
+        self.nodes = nodes
+
+
 @frozen
 class Outcome:
     """What the search found: one candidate index per component, or None, and the effort."""
@@ -117,8 +130,10 @@ class _Search:
         groups: Sequence[Group],
         min_always: int,
         rank: Sequence[int],
+        limit: int = MAX_SEARCH_NODES,
     ):
         parts = objective_parts(per_component, rank)
+        self.limit = limit
         n = len(per_component)
         # the most used first (as a knapsack's branch and bound takes the densest items first)
         self.order = sorted(range(n), key=lambda i: rank[i])
@@ -300,6 +315,8 @@ class _Dive:
             if whole and any(total > rooms[j] for j in whole):
                 continue
             s.nodes += 1
+            if s.nodes > s.limit:
+                raise SearchExhausted(s.nodes)
             rest = relax.bound(self.ceiling - total)
             if rest is not None and (s.best is None or value + rest < s.best):
                 children.append((value + rest, index, a, o, p))
@@ -334,9 +351,11 @@ def search(
     groups: Sequence[Group],
     min_always: int,
     rank: Sequence[int],
+    limit: int = MAX_SEARCH_NODES,
 ) -> Outcome:
-    """The best choice with every group within its limit and always-bytes >= min_always."""
-    choice, nodes = _Search(per_component, groups, min_always, rank).run()
+    """The best choice with every group within its limit and always-bytes >= min_always; raises
+    ``SearchExhausted`` past ``limit`` nodes."""
+    choice, nodes = _Search(per_component, groups, min_always, rank, limit).run()
     if choice is None:
         return Outcome(None, 0, nodes)
     cost = sum(per_component[i][c].cost for i, c in enumerate(choice))

@@ -103,3 +103,28 @@ def test_groups_checked_whole_stay_exact(problem):
     assert plan.feasible == (expected is not None)
     if expected is not None:
         assert tuple(p.device_bytes for p in plan.placements) == expected
+
+
+def test_the_search_is_bounded_and_says_so_past_its_node_limit():
+    """Uneven layers in a ring of shared phases: the same inputs solve under the default limit, and
+    raise the typed PlanLimitError (never run on) when the limit is below the nodes they need."""
+    import random
+
+    import pytest
+
+    from calibration.plan import PlanInputError, PlanLimitError
+
+    rng = random.Random(7)
+    components, layer_uses, phases = [], {}, []
+    for i in range(6):
+        sizes = tuple(rng.randint(2, 9) for _ in range(8))
+        components.append(Component(f"c{i}", sum(sizes), sizes))
+        layer_uses[f"c{i}"] = tuple(rng.randint(1, 9) for _ in range(8))
+        phases.append(Phase(f"p{i}", rng.randint(0, 6), [f"c{i}", f"c{(i + 1) % 6}"]))
+    target = Target("t", phases, layer_uses=layer_uses)
+    device = Device(sum(c.weight_bytes for c in components) // 2, reserve_bytes=0)
+    plan = solve(components, [target], device)
+    assert plan.feasible and plan.nodes > 20
+    with pytest.raises(PlanLimitError, match="visited 21 nodes without finishing") as caught:
+        solve(components, [target], device, search_limit=20)
+    assert isinstance(caught.value, PlanInputError)
