@@ -4,8 +4,8 @@
 
 First the real artifact (`formulas/`): `import runtime` plus `load_formulas` in fresh processes
 (best and median of `--runs`), with the bytecode cache warm (as a deployed worker has it: a
-`PYTHONPYCACHEPREFIX` folder filled by one warm-up run) and without one (`-B` and an empty prefix:
-every module compiled from source, this sandbox's default). Then generated artifacts of growing
+`PYTHONPYCACHEPREFIX` folder filled by one warm-up run) and without one (`-B`: the runtime's
+modules compiled from source, this sandbox's default). Then generated artifacts of growing
 size, loaded in this process (best of `--repeat`; peak memory by tracemalloc, a separate run):
 copies of the real pipelines (renamed) up to the pipeline limit, and pipelines of wide formulas up
 to the 200,000-node limit. `load ms` validates, bounds and checks every default workload; `use all
@@ -20,6 +20,7 @@ import copy
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -116,19 +117,28 @@ def _timed(text: str) -> tuple[float, float]:
 
 def fresh(doc: dict[str, Any], runs: int, cached: bool) -> list[tuple[float, float]]:
     """`(import, load)` seconds of each run, each in a new interpreter; `cached`: with a warm
-    bytecode cache, else compiling every module from source."""
+    bytecode cache (under a fresh prefix), else without one (`-B`, from a copy of the runtime
+    without `__pycache__` folders: its modules compile from source; the standard library keeps
+    its installed bytecode)."""
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "formulas.json")
         Path(path).write_text(json.dumps(doc))
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = os.path.join(folder, "pycache")
+        skip = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+        env = {k: v for k, v in os.environ.items() if k not in skip}
+        where = str(ROOT)
+        if cached:
+            env["PYTHONPYCACHEPREFIX"] = os.path.join(folder, "pycache")
+        else:  # `python -c` imports from its working folder first: the copy, not the checkout
+            where = os.path.join(folder, "checkout")
+            ignore = shutil.ignore_patterns("__pycache__")
+            shutil.copytree(ROOT / "runtime", os.path.join(where, "runtime"), ignore=ignore)
         command = [sys.executable, *([] if cached else ["-B"]), "-c", FRESH.format(path=path)]
         if cached:  # the warm-up run writes every module's bytecode under the prefix
-            subprocess.run(command, capture_output=True, check=True, cwd=ROOT, env=env)
+            subprocess.run(command, capture_output=True, check=True, cwd=where, env=env)
         times = []
         for _ in range(runs):
             out = subprocess.run(
-                command, capture_output=True, text=True, check=True, cwd=ROOT, env=env
+                command, capture_output=True, text=True, check=True, cwd=where, env=env
             )
             imported, loaded = out.stdout.split()
             times.append((float(imported), float(loaded)))
