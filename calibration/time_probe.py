@@ -44,12 +44,9 @@ def uncertain_stages(
     )
 
 
-def _samples_at(pipeline: Pipeline, stage: str, point: Point, repeated: bool, repeat: int) -> int:
-    """How many per-iteration samples ``repeat`` runs at ``point`` give (the first step dropped)."""
-    n = pipeline.evaluate(**point)[stage].iterations
-    if repeated:
-        return repeat * max(1, n - 1)
-    return repeat if n > 0 else 0
+def _samples_at(pipeline: Pipeline, stage: str, point: Point, repeat: int) -> int:
+    """How many samples ``repeat`` runs at ``point`` give: one a run where the stage runs."""
+    return repeat if pipeline.evaluate(**point)[stage].iterations > 0 else 0
 
 
 def time_probe(
@@ -78,7 +75,7 @@ def time_probe(
             sizes = stage_sizes(workload, stage, timed.repeated)
             extra = []
             if point is not None:
-                count = _samples_at(pipeline, stage, point, timed.repeated, repeat)
+                count = _samples_at(pipeline, stage, point, repeat)
                 extra = [(time_terms(pipeline, stage, point), count)] if count else []
             spread = predicted_spread(sizes, extra, time_terms(pipeline, stage, target))
             if spread is None:

@@ -2,8 +2,9 @@
 
 Timings are noisy where memory is exact, and a small probe's time is mostly fixed per-call cost:
 the slope that carries it to the target comes from the small differences between sizes, and an
-error there is multiplied by the distance to the target. So each measured size keeps every sample
-(every steady iteration of every record), and the fit says its own uncertainty:
+error there is multiplied by the distance to the target. So each measured size keeps one sample
+per run (a record's median steady iteration: the iterations of one run are slow or fast
+together, so they are not independent samples), and the fit says its own uncertainty:
 
 - **noise**: the samples' relative spread, pooled over the sizes measured more than once (the
   median over sizes of ``1.4826 x MAD / median``, a robust standard deviation), at least
@@ -44,7 +45,7 @@ MEDIAN_SE = 1.2533
 
 @frozen
 class SizeTimes:
-    """Every per-iteration sample of one stage at one measured size (its time terms)."""
+    """The per-iteration samples of one stage at one measured size (its time terms), one a run."""
 
     terms: tuple[Fraction, ...]
     seconds: tuple[float, ...]

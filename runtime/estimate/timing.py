@@ -69,14 +69,15 @@ def _sample(
 
 
 def stage_sizes(work: Workload, stage: str, repeated: bool) -> list[SizeTimes]:
-    """Every successful record's per-iteration samples of ``stage``, grouped by time terms (the
-    records of the same kind as ``repeated``), smallest first."""
+    """One sample per successful record of ``stage`` (its median steady iteration, or its time
+    per iteration), grouped by time terms (the records of the same kind as ``repeated``),
+    smallest first. A run is the unit of noise: its iterations are slow or fast together."""
     samples: dict[tuple[Fraction, ...], list[float]] = {}
     for _, record, values in work.ok:
         sample = _sample(record, stage, values)
         if sample is not None and sample[2] == repeated:
             terms = time_terms(work.pipeline, stage, record.params)
-            samples.setdefault(terms, []).extend(sample[0])
+            samples.setdefault(terms, []).append(statistics.median(sample[0]))
     return [SizeTimes(t, tuple(samples[t])) for t in sorted(samples, key=sum)]
 
 
