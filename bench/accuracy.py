@@ -305,6 +305,7 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
             "measured_ms": measured.duration_s * 1e3,
             "method": result.timing.method,
             "spread_ms": None if result.timing.spread_s is None else result.timing.spread_s * 1e3,
+            "target_runs_ms": sorted(r.duration_s * 1e3 for r in cal.target_runs if r.ok),
             "stages": {
                 s.stage: {
                     "predicted_ms": None if s.seconds is None else s.seconds * 1e3,
@@ -397,7 +398,8 @@ def markdown(case: dict[str, Any]) -> str:
             f"{s} {v['predicted_ms'] or 0:.0f} / {v['measured_ms']:.0f} ms"
             for s, v in t["stages"].items()
         )
-        + ".",
+        + "."
+        + _runs(t),
     ]
     if case["findings"]:
         lines += ["", "Findings: " + "; ".join(case["findings"])]
@@ -430,9 +432,9 @@ def summary(results: Sequence[dict[str, Any]]) -> str:
     lines = [
         (
             "| case | target/probe | worst raw peak error | bound >= measured "
-            "| request time error | two sigma |"
+            "| request time error | two sigma | target runs apart |"
         ),
-        "| --- | ---: | ---: | :---: | ---: | ---: |",
+        "| --- | ---: | ---: | :---: | ---: | ---: | ---: |",
     ]
     for case in results:
         errors = [
@@ -452,6 +454,8 @@ def summary(results: Sequence[dict[str, Any]]) -> str:
             + ("-" if worst is None else f"{worst * 100:+.1f} %")
             + f" | {'yes' if holds else 'NO'} | {_err(t['predicted_ms'], t['measured_ms'])} | "
             + _sigma(t)
+            + " | "
+            + (_apart(t["target_runs_ms"]) if len(t.get("target_runs_ms") or []) > 1 else "-")
             + " |"
         )
     within = sum(
@@ -463,6 +467,19 @@ def summary(results: Sequence[dict[str, Any]]) -> str:
     )
     lines += ["", f"Request time within +-15 %: {within} of {len(results)} cases."]
     return "\n".join(lines)
+
+
+def _runs(t: Mapping[str, Any]) -> str:
+    """The target's own runs: how far apart the same request measured."""
+    runs = t.get("target_runs_ms") or []
+    if len(runs) < 2:
+        return ""
+    return " Target runs: " + ", ".join(f"{r:.0f}" for r in runs) + f" ms ({_apart(runs)} apart)."
+
+
+def _apart(runs: Sequence[float]) -> str:
+    """The fastest and the slowest of the same request, as a share of the median."""
+    return f"{(runs[-1] - runs[0]) / runs[len(runs) // 2] * 100:.0f} %"
 
 
 def _sigma(t: Mapping[str, Any]) -> str:

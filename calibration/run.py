@@ -74,6 +74,7 @@ class Calibration:
     findings: tuple[Finding, ...] = ()
     undeclared: tuple[str, ...] = ()  # components that ran outside every declared stage
     layer_bytes: Mapping[str, Mapping[str, int]] = field(factory=dict, hash=False)
+    target_runs: tuple[WarmupRecord, ...] = ()  # every verification run (``measured``: the median)
     below_minimum: tuple[BelowMinimum, ...] = ()  # warmup or probe under a `probe X >= N`
 
     @property
@@ -277,8 +278,8 @@ def calibrate_session(
     step += 1
     tick(step, total, "estimating")
     measured_run = None
+    runs: list[WarmupRecord] = []
     if verify:
-        runs = []
         for k in range(repeat):
             tick(step + 1 + k, total, f"verifying at {_describe(target)} ({k + 1}/{repeat})")
             runs.append(session.run(target))
@@ -303,6 +304,7 @@ def calibrate_session(
         records=tuple(records),
         estimate=result,
         measured=measured_run,
+        target_runs=tuple(runs),
         component_weight_bytes=session.weights,
         errors=errors,
         extra_probes=tuple(extras),
