@@ -55,34 +55,42 @@ def towards(pipeline: Pipeline, low: Params, high: Params) -> list[dict[str, int
     return [p for p in out if pipeline.is_admissible(**p)]
 
 
-def ladder(pipeline: Pipeline, probe: Params, target: Params) -> list[dict[str, int | bool]]:
-    """Sizes from the probe towards the target, for time: the params that differ moved half and
-    three quarters of the way (the largest admissible value not past it), every subset of them,
-    admissible points only. The time policy weighs each one's cost against its samples."""
-    differing = [
-        name
-        for name, value in probe.items()
-        if not isinstance(value, bool)
-        and not isinstance(target.get(name, value), bool)
-        and target.get(name, value) != value
-    ]
-    out: list[dict[str, int | bool]] = []
-    for share in (Fraction(1, 2), Fraction(3, 4)):
-        moved: dict[str, int] = {}
-        for name in differing:
-            low, high = int(probe[name]), int(target[name])
-            others = {k: v for k, v in probe.items() if k != name}
-            value = pipeline.largest_admissible(
+def ladder(
+    pipeline: Pipeline, probe: Params, target: Params, at_most: int = 512
+) -> list[dict[str, int | bool]]:
+    """Sizes from the probe towards the target, for time: each param that differs takes its
+    probe value, or the largest admissible value not past a half, three quarters or all of the
+    way to the target's (where a contract leaves nothing between, only the target's value moves
+    it); every combination but the probe itself, admissible points only, at most ``at_most``
+    (the nearest first). The time policy weighs each one's cost against what it would buy."""
+    levels: dict[str, list[int]] = {}
+    for name, value in probe.items():
+        other = target.get(name, value)
+        if isinstance(value, bool) or isinstance(other, bool) or other == value:
+            continue
+        low, high = int(value), int(other)
+        others = {k: v for k, v in probe.items() if k != name}
+        found: list[int] = []
+        for share in (Fraction(1, 2), Fraction(3, 4), Fraction(1)):
+            moved = pipeline.largest_admissible(
                 name, at_most=math.floor(low + (high - low) * share), **others
             )
-            if value is not None and min(low, high) < value < max(low, high):
-                moved[name] = value
-        for count in range(1, len(moved) + 1):
-            for names in itertools.combinations(moved, count):
-                point = {**probe, **{n: moved[n] for n in names}}
-                if point not in out and pipeline.is_admissible(**point):
-                    out.append(point)
-    return out
+            if (
+                moved is not None
+                and min(low, high) < moved <= max(low, high)
+                and moved not in found
+            ):
+                found.append(moved)
+        if found:
+            levels[name] = [low, *found]
+    names = list(levels)
+    out: list[dict[str, int | bool]] = []
+    for values in itertools.product(*(levels[n] for n in names)):
+        point = {**probe, **dict(zip(names, values))}
+        if point != dict(probe) and pipeline.is_admissible(**point):
+            out.append(point)
+    out.sort(key=lambda p: work(pipeline, p))
+    return out[:at_most]
 
 
 def larger_probe(

@@ -86,16 +86,41 @@ def test_steady_timings_need_no_time_probe(toy):
     assert 2 * result.timing.spread_s <= TIME_TOLERANCE * result.timing.seconds
 
 
-def test_the_ladder_moves_every_subset_of_params_half_and_three_quarters_of_the_way(toy):
+def test_the_ladder_combines_each_param_half_three_quarters_and_all_of_the_way(toy):
     from calibration.sizes import ladder
 
     probe = {"steps": 4, "size": 10, "blocks": 1}
-    # half way: steps 7, size 55; three quarters: steps 8 (8.5 floored), size 77 (77.5 floored)
-    assert ladder(toy, probe, TARGET) == [
-        {"steps": 7, "size": 10, "blocks": 1},
-        {"steps": 4, "size": 55, "blocks": 1},
-        {"steps": 7, "size": 55, "blocks": 1},
-        {"steps": 8, "size": 10, "blocks": 1},
-        {"steps": 4, "size": 77, "blocks": 1},
-        {"steps": 8, "size": 77, "blocks": 1},
+    # steps 4 -> 10: 7, 8 (8.5 floored), 10; size 10 -> 100: 55, 77 (77.5 floored), 100. Every
+    # combination but the probe, cheapest first (work = size x (2 steps + 3) here).
+    points = ladder(toy, probe, TARGET)
+    expected = [
+        {"steps": st, "size": sz, "blocks": 1}
+        for st in (4, 7, 8, 10)
+        for sz in (10, 55, 77, 100)
+        if (st, sz) != (4, 10)
     ]
+    assert sorted(points, key=lambda p: (p["steps"], p["size"])) == expected
+    assert points[:4] == [
+        {"steps": 7, "size": 10, "blocks": 1},  # 170
+        {"steps": 8, "size": 10, "blocks": 1},  # 190
+        {"steps": 10, "size": 10, "blocks": 1},  # 230
+        {"steps": 4, "size": 55, "blocks": 1},  # 605
+    ]
+    assert len(ladder(toy, probe, TARGET, at_most=5)) == 5
+
+
+def test_a_contract_that_leaves_nothing_between_moves_a_param_all_the_way():
+    from pathlib import Path
+
+    from calibration.run import load_pipeline
+    from calibration.sizes import ladder
+
+    root = Path(__file__).resolve().parents[2]
+    cog = load_pipeline(root / "formulas" / "cogvideox.wf", "cogvideox_2b")
+    probe = {"steps": 2, "frames": 25, "height": 48, "width": 48, "cfg": True}
+    target = {"steps": 4, "frames": 33, "height": 64, "width": 64, "cfg": True}
+    points = ladder(cog, probe, target)
+    # frames admits 8k + 1 and sizes multiples of 16: nothing between 25 and 33 or 48 and 64
+    assert {p["frames"] for p in points} == {25, 33}
+    assert {p["height"] for p in points} == {48, 64}
+    assert {"steps": 2, "frames": 33, "height": 48, "width": 48, "cfg": True} in points
