@@ -5,7 +5,8 @@ iteration is mostly fixed per-call cost, so the slope that carries it to the tar
 differences between small sizes. The estimators say how uncertain the result is
 (``runtime.estimate.time_fit``: a one-sigma ``spread`` per stage). A stage is *uncertain* when two
 sigma of its time exceed ``TIME_TOLERANCE`` of the request's; the policy then picks, among sizes
-between the probe and the target, the cheapest one whose measurement (``repeat`` runs, assumed to
+between the probe and the target, lighter than the target in work and in every growing stage's
+memory, the cheapest one whose measurement (``repeat`` runs, assumed to
 land on the current fit) would bring every uncertain stage within the tolerance -- or, when none
 would, the one that narrows them most, if it narrows them by a quarter or more. Before running
 anything: the spread a size would leave is computed from the design alone.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 
-from calibration.policy import Point, time_terms, work
+from calibration.policy import Point, memory_terms, time_terms, work
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate
 from runtime.estimate.points import Workload
@@ -47,6 +48,21 @@ def uncertain_stages(
 def _samples_at(pipeline: Pipeline, stage: str, point: Point, repeat: int) -> int:
     """How many samples ``repeat`` runs at ``point`` give: one a run where the stage runs."""
     return repeat if pipeline.evaluate(**point)[stage].iterations > 0 else 0
+
+
+def _covers_memory(
+    pipeline: Pipeline, point: Point, target: Point, records: Sequence[WarmupRecord]
+) -> bool:
+    """Whether ``point`` needs the target's memory in some stage whose memory grows: a probe must
+    stay lighter than the target (the point is not to run it: on a device, it might not fit), and
+    such a run would bound that stage's memory as a measurement of another request (fewer steps)."""
+    for stage in pipeline.stages:
+        want = memory_terms(pipeline, stage, target)
+        if all(memory_terms(pipeline, stage, r.params) == want for r in records):
+            continue  # the same at every size (a fixed prompt): nothing to extrapolate
+        if all(h >= w for h, w in zip(memory_terms(pipeline, stage, point), want)):
+            return True
+    return False
 
 
 def time_probe(
@@ -91,7 +107,7 @@ def time_probe(
         if point in measured or not pipeline.is_admissible(**point):
             continue
         cost = work(pipeline, point)
-        if cost >= ceiling:
+        if cost >= ceiling or _covers_memory(pipeline, point, target, records):
             continue
         scored.append((worst(point), cost, point))
     if not scored:

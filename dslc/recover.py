@@ -11,7 +11,7 @@ bound is reached (MAX_SYNTAX_ERRORS errors, RECOVERY_TOKENS tokens parsed in all
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -144,6 +144,18 @@ def blank(text: str, start: int, end: int) -> str:
     return text[:start] + middle + text[end:]
 
 
+def blank_all(text: str, ranges: Sequence[tuple[int, int]]) -> str:
+    """`text` with every [start, end) of `ranges` blanked, in one pass (nested ones too)."""
+    pieces, position = [], 0
+    for start, end in sorted(ranges):
+        start = max(start, position)
+        if end <= start:
+            continue
+        pieces += [text[position:start], re.sub(r"[^\n]", " ", text[start:end])]
+        position = end
+    return "".join([*pieces, text[position:]])
+
+
 def _region(found: Scan, offset: int, text: str) -> tuple[int, int]:
     """What to blank for an error at `offset`: its statement, or the block its header opens."""
     candidates = [s for s in found.statements if s.start <= offset <= s.end]
@@ -224,13 +236,20 @@ def recover(
     if open_blocks:
         before = [b for b in open_blocks if b.opened < offset]
         culprit = max(before, key=lambda b: b.opened) if before else None
-        for block in open_blocks:
+        # at most MAX_SYNTAX_ERRORS of them are reported (the one the parser gave up in among
+        # them), and all are repaired in one pass: a flood of '{' costs one scan, not one each
+        shown = open_blocks[:MAX_SYNTAX_ERRORS]
+        if culprit is not None and culprit not in shown:
+            shown = [*shown[: MAX_SYNTAX_ERRORS - 1], culprit]
+        for block in shown:
             gave_up = first.span if block is culprit else None
             problems.append(unclosed(source, block, gave_up))
-            if block.ended == len(text) and block.kind == "pipeline":
-                text += "}"
-            else:
-                text = blank(text, block.start, block.ended)
+        # the first pipeline left open to the end of the file is closed there; the rest blanked
+        closed_at_end = next(
+            (b for b in open_blocks if b.ended == len(text) and b.kind == "pipeline"), None
+        )
+        ranges = [(b.start, b.ended) for b in open_blocks if b is not closed_at_end]
+        text = blank_all(text, ranges) + ("}" if closed_at_end is not None else "")
         found = scan(text)
         result = reparse(text)
         budget -= tokens

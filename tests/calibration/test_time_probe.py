@@ -70,6 +70,9 @@ def test_a_noisy_small_probe_gets_the_cheapest_size_that_pins_its_time_down(toy)
     assert time_probe(toy, NOISY, result, TARGET, candidates(30), repeat=3) == candidates(30)[0]
     too_costly = [TARGET, {"steps": 4, "size": 300, "blocks": 1}]  # the target's work, or more
     assert time_probe(toy, NOISY, result, TARGET, too_costly, repeat=3) is None
+    # nor one that needs the target's memory (its size at fewer steps: lighter in work only)
+    as_heavy = [{"steps": 4, "size": 100, "blocks": 1}]
+    assert time_probe(toy, NOISY, result, TARGET, as_heavy, repeat=3) is None
 
 
 def test_steady_timings_need_no_time_probe(toy):

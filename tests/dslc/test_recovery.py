@@ -182,3 +182,36 @@ def test_recovery_covers_calls_probes_and_stage_facts() -> None:
         (6, "unclosed '{' of stage 'T'"),
         (8, "unexpected '}'"),
     ]
+
+
+def test_a_flood_of_open_braces_is_repaired_in_one_pass() -> None:
+    # bench/fuzz.py found it (seed 0, source 10523): 5,000 '{' in one formula opened 5,000 blocks,
+    # each reported and blanked out of the whole text in turn (2.5 s); now at most
+    # MAX_SYNTAX_ERRORS of them are reported and all are blanked in one pass.
+    from tests.budget import within_linear_budget
+
+    text = (
+        "pipeline p {\n    param x: int = 1 in [1, 9]\n    stage S { iterations = max(0,"
+        + ("{" * 5000)
+        + "\n}\n"
+    )
+    compile_text("pipeline warm { let x = 1 }", "warm.wf")
+    result = within_linear_budget(lambda: compile_text(text, "flood.wf"), len(text))
+    codes = [d.code for d in result.diagnostics]
+    assert codes and set(codes) == {"syntax"} and len(codes) <= MAX_SYNTAX_ERRORS
+    assert any("unclosed '{'" in d.message for d in result.diagnostics)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=8), st.text(max_size=40)
+)
+def test_blank_all_is_blank_applied_range_by_range(
+    ranges: list[tuple[int, int]], text: str
+) -> None:
+    from dslc.recover import blank_all
+
+    ranges = [(min(a, b), max(a, b)) for a, b in ranges]  # blank's ranges run forwards
+    expected = text
+    for start, end in ranges:
+        expected = blank(expected, start, end)
+    assert blank_all(text, ranges) == expected
