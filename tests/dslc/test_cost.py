@@ -217,9 +217,12 @@ def test_children_that_change_only_defaults_are_charged_without_a_second_check(
         fresh.append((alone.nodes.left, alone.nodes.work_left))
     checked = []
     real = cost.parse_pipeline
-    monkeypatch.setattr(
-        cost, "parse_pipeline", lambda *args: checked.append(args[2]) or real(*args)
-    )
+
+    def counting(*args):  # type: ignore[no-untyped-def]
+        checked.append(args[2])
+        return real(*args)
+
+    monkeypatch.setattr(cost, "parse_pipeline", counting)
     shared = cost.CostBudget()
     for pipeline in program.pipelines:
         assert cost.check_cost(pipeline, shared) == []
@@ -246,9 +249,12 @@ def test_children_do_not_walk_inherited_formulas_for_their_divisions(
     assert program is not None
     walked: list[object] = []
     real = obligations._division_sites
-    monkeypatch.setattr(
-        obligations, "_division_sites", lambda ctx, expr: walked.append(expr) or real(ctx, expr)
-    )
+
+    def walking(ctx, expr):  # type: ignore[no-untyped-def]
+        walked.append(expr)
+        return real(ctx, expr)
+
+    monkeypatch.setattr(obligations, "_division_sites", walking)
     proofs = ProofCache()
     base, *children = program.pipelines
     assert check_properties(base, proofs=proofs) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_first_use_from_many_threads_builds_one_set_of_closures() -> None:
     wan = load_formulas(WAN_PATH)["wan2_2_t2v_a14b"]
     barrier = Barrier(8)
 
-    def first_use(steps: int) -> tuple[object, ...]:
+    def first_use(steps: int) -> tuple[Any, ...]:
         barrier.wait()  # all threads reach the pipeline's first use together
         iterations = wan.iterations("DenoisingStage", steps=steps)
         return iterations, wan.evaluate(steps=steps), wan.iterations
