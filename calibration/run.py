@@ -251,30 +251,27 @@ def calibrate_session(
             roles.append(role)
             records.append(session.run(point))
 
-    findings = check(pipeline, records)
+    def settle() -> tuple[tuple[Finding, ...], list[WarmupRecord], WorkloadEstimate]:
+        """The findings, the records in the formulas' regime and the estimate from them."""
+        found = check(pipeline, records)
+        kept = in_regime(pipeline, records, found, target)
+        est = estimate(
+            kept, pipeline, target=target, margin=margin, component_weight_bytes=session.weights
+        )
+        return found, kept, est
+
+    findings, used, result = settle()
     if any(f.kind == "unconfirmed" for f in findings):
         larger = larger_probe(pipeline, probe, target, [dict(r.params) for r in records])
         if larger is not None:
             probe_more(larger, "confirming a fit")
-            findings = check(pipeline, records)
-    used = in_regime(pipeline, records, findings, target)
-    result = estimate(
-        used, pipeline, target=target, margin=margin, component_weight_bytes=session.weights
-    )
-    timed = (
-        None
-        if time_tolerance is None
-        else time_probe(
-            pipeline, used, result, target, ladder(pipeline, probe, target), repeat, time_tolerance
-        )
-    )
-    if timed is not None:
-        probe_more(timed, "pinning down time")
-        findings = check(pipeline, records)
-        used = in_regime(pipeline, records, findings, target)
-        result = estimate(
-            used, pipeline, target=target, margin=margin, component_weight_bytes=session.weights
-        )
+            findings, used, result = settle()
+    if time_tolerance is not None:
+        candidates = ladder(pipeline, probe, target)
+        timed = time_probe(pipeline, used, result, target, candidates, repeat, time_tolerance)
+        if timed is not None:
+            probe_more(timed, "pinning down time")
+            findings, used, result = settle()
     step += 1
     tick(step, total, "estimating")
     measured_run = None

@@ -4,7 +4,6 @@ executed.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 
@@ -54,6 +53,7 @@ from .limits import (
     MAX_POW_EXPONENT,
     MAX_STAGES,
 )
+from .strict_json import strict_loads
 
 __all__ = [
     "FORMAT",
@@ -107,29 +107,12 @@ def _read_file(path: str) -> bytes:
         return handle.read(MAX_BYTES + 1)
 
 
-def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    """json object hook: a repeated key would make the document ambiguous."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise ValueError(f"duplicate key {show(key)} in a JSON object")
-            seen.add(key)
-    return obj
-
-
-def _reject_constant(name: str) -> object:
-    """json hook: NaN and Infinity are not JSON and not exact."""
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _parse_json(data: str | bytes | bytearray) -> object:
     """Parse JSON, turning every failure (syntax, nesting, huge ints, encoding) into
     ArtifactError.
     """
     try:
-        return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        return strict_loads(data)
     except RecursionError:
         raise ArtifactError("", "JSON nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, int digit limit, our hooks

@@ -210,16 +210,7 @@ class _Emitter:
             body.append(self.lets_call())
             needed = set()
         for j in sorted(needed):
-            code = self.expr(self.decl.lets[j].expr, 0)
-            if self.may_raise[j]:  # lets are lazy: a division by zero waits until the value is used
-                body += [
-                    "        try:",
-                    f"            l{j} = {code}",
-                    "        except _Z:",
-                    f"            l{j} = _U",
-                ]
-            else:
-                body.append(f"        l{j} = {code}")
+            body += self.let_lines(j)
         parts = []
         for e in exprs:
             code = self.expr(e, 2)
@@ -242,20 +233,23 @@ class _Emitter:
         plan = self.factory(role, ", _L" if shared else "", body, "f")
         return FunctionPlan(plan.role, plan.text, plan.consts, plan.factory, shared)
 
+    def let_lines(self, j: int) -> list[str]:
+        """Let ``j``'s assignment (lazy: a division by zero waits until the value is used)."""
+        code = self.expr(self.decl.lets[j].expr, 0)
+        if not self.may_raise[j]:
+            return [f"        l{j} = {code}"]
+        return [
+            "        try:",
+            f"            l{j} = {code}",
+            "        except _Z:",
+            f"            l{j} = _U",
+        ]
+
     def lets_function(self) -> FunctionPlan:
         """Every let, each computed once, as one tuple: shared by functions whose lets are large."""
         body = self.header(set(range(len(self.decl.params))))
-        for j, let in enumerate(self.decl.lets):
-            code = self.expr(let.expr, 0)
-            if self.may_raise[j]:
-                body += [
-                    "        try:",
-                    f"            l{j} = {code}",
-                    "        except _Z:",
-                    f"            l{j} = _U",
-                ]
-            else:
-                body.append(f"        l{j} = {code}")
+        for j in range(len(self.decl.lets)):
+            body += self.let_lines(j)
         body.append(f"        return ({''.join(f'l{j}, ' for j in range(len(self.decl.lets)))})")
         plan = self.factory("lets", "", body, "f")
         return FunctionPlan(plan.role, plan.text, plan.consts, plan.factory, False)

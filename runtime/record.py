@@ -23,6 +23,7 @@ from attrs import field, frozen
 
 from runtime.atomic import NotARegularFileError, check_regular, write_atomically
 from runtime.checks import show
+from runtime.strict_json import strict_loads
 
 RECORD_FORMAT = "warmup-records"
 RECORD_VERSION = 1
@@ -311,23 +312,6 @@ def _document(values: list[Any]) -> str:
     return f'{head}, "records": [\n{lines}\n]}}\n' if values else f'{head}, "records": []}}\n'
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """json object hook: a key given twice would make a record ambiguous."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise ValueError(f"duplicate key {show(key)} in a JSON object")
-            seen.add(key)
-    return obj
-
-
-def _reject_constant(name: str) -> Any:
-    """json hook: NaN and Infinity are not JSON (and never written by `dumps_records`)."""
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def loads_records(text: str | bytes) -> list[WarmupRecord]:
     """Parse a records file's text (or UTF-8 bytes), refusing another format or version.
 
@@ -342,7 +326,7 @@ def _records_json(text: str | bytes) -> list[Any]:
     if len(text) > MAX_RECORDS_BYTES:
         raise RecordFormatError(f"records file is over the {MAX_RECORDS_BYTES:,}-byte limit")
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        doc = strict_loads(text)
     except RecursionError:
         raise RecordFormatError("records file is not JSON: nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the int digit limit, hooks
