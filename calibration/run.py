@@ -214,42 +214,51 @@ def calibrate_session(
     formula_path: str = "",
     time_tolerance: float | None = TIME_TOLERANCE,
 ) -> Calibration:
-    """Warmup, probes and re-warm (each ``repeat`` times), findings, estimate, optional verify.
+    """Warmup, rounds of probes and re-warm, findings, estimate, optional verify.
 
-    ``target``, ``probe`` and ``warmup`` are complete admissible points (``full_point``). Timings on
-    a shared machine are noisy: time estimates take medians of repeats, and verification keeps the
-    target run of median duration (``median_run``).
+    ``target``, ``probe`` and ``warmup`` are complete admissible points (``full_point``). Every size
+    is measured once a round, ``repeat`` rounds; the sizes the first round shows are needed (a
+    larger probe to confirm a fit, a probe for time) join it and every later round. With ``verify``
+    each round ends with one run of the target: a shared machine's speed drifts by more than the
+    time goal over minutes (bench/README.md), so the target is measured in the same stretches of
+    time as the sizes that predict it. Its runs never enter the estimate; the pool is released
+    after each, so the next size's reserved peak does not hold the target's cache. Time estimates
+    take medians of repeats, and verification keeps the target run of median duration
+    (``median_run``).
     """
     tick = progress or (lambda step, total, what: None)
     pipeline = session.formulas
     extras = extra_probes(pipeline, warmup, probe, target)
-    rounds = ["probe", *(f"probe {k + 2}" for k in range(len(extras))), "re-warm"]
+    sizes = ["probe", *(f"probe {k + 2}" for k in range(len(extras)))]
     points: dict[str, dict[str, int | bool]] = {
         "warmup": dict(warmup),
         "probe": dict(probe),
         "re-warm": dict(warmup),
     }
     points.update({f"probe {k + 2}": p for k, p in enumerate(extras)})
-    roles = ["warmup", *(rounds * repeat)]
-    total = 3 + len(roles) + repeat + (repeat if verify else 0)
+    per_round = len(sizes) + 1 + (1 if verify else 0)
+    total = 2 + repeat * per_round  # the warmup, the rounds, the estimate
+    step = 0
+    roles: list[str] = []
     records: list[WarmupRecord] = []
-    for step, role in enumerate(roles, start=1):
-        tick(step, total, f"{role} {_describe(points[role])}")
-        records.append(session.run(points[role]))
-    step = len(roles)
+    runs: list[WarmupRecord] = []
 
-    def probe_more(point: dict[str, int | bool], why: str) -> None:
-        """One more size, ``repeat`` times, after the rounds."""
-        nonlocal step, total
+    def measure(role: str, why: str = "") -> None:
+        nonlocal step
+        step += 1
+        tick(step, total, f"{role} {_describe(points[role])}" + (f" ({why})" if why else ""))
+        roles.append(role)
+        records.append(session.run(points[role]))
+
+    def add_size(point: dict[str, int | bool], why: str) -> None:
+        """One more size: measured now, and once in every later round."""
+        nonlocal total
         role = f"probe {len(extras) + 2}"
         extras.append(point)
         points[role] = point
+        sizes.append(role)
         total += repeat
-        for _ in range(repeat):
-            step += 1
-            tick(step, total, f"{role} {_describe(point)} ({why})")
-            roles.append(role)
-            records.append(session.run(point))
+        measure(role, why)
 
     def settle() -> tuple[tuple[Finding, ...], list[WarmupRecord], WorkloadEstimate]:
         """The findings, the records in the formulas' regime and the estimate from them."""
@@ -260,27 +269,22 @@ def calibrate_session(
         )
         return found, kept, est
 
-    findings, used, result = settle()
-    if any(f.kind == "unconfirmed" for f in findings):
-        larger = larger_probe(pipeline, probe, target, [dict(r.params) for r in records])
-        if larger is not None:
-            probe_more(larger, "confirming a fit")
-            findings, used, result = settle()
-    if time_tolerance is not None:
-        candidates = ladder(pipeline, probe, target)
-        timed = time_probe(pipeline, used, result, target, candidates, repeat, time_tolerance)
-        if timed is not None:
-            probe_more(timed, "pinning down time")
-            findings, used, result = settle()
+    measure("warmup")
+    for k in range(repeat):
+        for role in sizes:
+            measure(role)
+        measure("re-warm")
+        if k == 0:
+            _more_sizes(session, probe, target, records, settle, add_size, repeat, time_tolerance)
+        if verify:
+            step += 1
+            tick(step, total, f"verifying at {_describe(target)} ({k + 1}/{repeat})")
+            runs.append(session.run(target))
+            session.recorder.backend.release_pool()
+    findings, _, result = settle()
     step += 1
     tick(step, total, "estimating")
-    measured_run = None
-    runs: list[WarmupRecord] = []
-    if verify:
-        for k in range(repeat):
-            tick(step + 1 + k, total, f"verifying at {_describe(target)} ({k + 1}/{repeat})")
-            runs.append(session.run(target))
-        measured_run = median_run(runs)
+    measured_run = median_run(runs) if runs else None
     tick(total, total, "done")
     errors = tuple(
         f"{role}: {r.error.type}: {r.error.message}"
@@ -310,6 +314,35 @@ def calibrate_session(
         layer_bytes=session.layer_bytes,
         below_minimum=below_minimums(pipeline, {"warmup": warmup, "probe": probe}),
     )
+
+
+Settle = Callable[[], tuple[tuple[Finding, ...], list[WarmupRecord], WorkloadEstimate]]
+
+
+def _more_sizes(
+    session: Session,
+    probe: Params,
+    target: Params,
+    records: Sequence[WarmupRecord],
+    settle: Settle,
+    add_size: Callable[[dict[str, int | bool], str], None],
+    repeat: int,
+    time_tolerance: float | None,
+) -> None:
+    """After the first round: a larger probe when a fit is unconfirmed, then a probe for time when
+    a stage's time at the target is too uncertain (``calibration.time_probe``)."""
+    pipeline = session.formulas
+    findings, used, result = settle()
+    if any(f.kind == "unconfirmed" for f in findings):
+        larger = larger_probe(pipeline, probe, target, [dict(r.params) for r in records])
+        if larger is not None:
+            add_size(larger, "confirming a fit")
+            findings, used, result = settle()
+    if time_tolerance is not None:
+        candidates = ladder(pipeline, probe, target)
+        timed = time_probe(pipeline, used, result, target, candidates, repeat, time_tolerance)
+        if timed is not None:
+            add_size(timed, "pinning down time")
 
 
 def median_run(runs: Sequence[WarmupRecord]) -> WarmupRecord:

@@ -10,9 +10,14 @@ together, so they are not independent samples), and the fit says its own uncerta
   median over sizes of ``1.4826 x MAD / median``, a robust standard deviation), at least
   ``NOISE_FLOOR``; ``DEFAULT_NOISE`` when no size has two samples;
 - each size's median then has the standard error ``1.2533 x noise x median / sqrt(n)``;
+- the plane is a *local* model: a time per pixel drifts with size (caches, kernel choice), so a
+  size far from the target says less about the target than its noise suggests. Each size adds
+  ``MODEL_ERROR x distance x median`` to its standard error (in quadrature), the distance being
+  how many e-folds its time terms lie from the target's (the largest ``|ln(target / size)|`` over
+  the terms both have above 0);
 - the plane ``constant + Σ slope_i x term_i`` is fitted by weighted least squares (weights
-  ``1 / se²``), exactly (``runtime.estimate.planes``), and its value at the target has the
-  variance ``target' (X' W X)^-1 target``;
+  ``1 / (se² + model²)``), exactly (``runtime.estimate.planes``), and its value at the target has
+  the variance ``target' (X' W X)^-1 target``;
 - when more sizes were measured than the plane needs and they scatter about it more than their
   noise explains (a time per pixel that changes with size: caches, kernel choice), the variance is
   multiplied by that excess, the weighted residuals' chi-square per degree of freedom
@@ -37,6 +42,12 @@ from runtime.estimate.planes import independent_rows, row, weighted_least_square
 DEFAULT_NOISE = 0.05
 #: The least relative noise: clocks, caches and schedulers jitter even when samples agree.
 NOISE_FLOOR = 0.005
+#: How far the plane may be off at a size, relative to its time, per e-fold of distance between
+#: the size's time terms and the target's. Measured on the CPU (bench/README.md, "Time near the
+#: target"): the Wan VAE's decode time per pixel moves 27 % between 64 and 128 px (1.4 e-folds of
+#: area); a line through two sizes an e-fold below the target missed it by 16 %, one through
+#: sizes a quarter e-fold below by 1 %.
+MODEL_ERROR = 0.1
 #: A robust standard deviation from the median absolute deviation (normal samples).
 MAD_TO_SD = 1.4826
 #: The standard error of a median is about this times the mean's (normal samples).
@@ -83,10 +94,21 @@ def relative_noise(sizes: Sequence[SizeTimes]) -> float:
     return max(NOISE_FLOOR, statistics.median(spreads))
 
 
-def _weight(median: float, count: int, noise: float) -> Fraction:
-    """``1 / se²`` of a median of ``count`` samples around ``median`` (a floor keeps it finite)."""
-    se = MEDIAN_SE * noise * max(median, 1e-9) / math.sqrt(max(count, 1))
-    return Fraction(1 / (se * se))
+def distance(terms: Sequence[Fraction], target: Sequence[Fraction]) -> float:
+    """E-folds between a size's time terms and the target's: the largest ``|ln(target / size)|``
+    over the terms above 0 at both (0 when none is: nothing says how far)."""
+    return max(
+        (abs(math.log(t / x)) for x, t in zip(terms, target) if x > 0 and t > 0), default=0.0
+    )
+
+
+def _weight(median: float, count: int, noise: float, far: float = 0.0) -> Fraction:
+    """``1 / (se² + model²)`` of a median of ``count`` samples around ``median``, ``far`` e-folds
+    from the target (a floor keeps it finite)."""
+    scale = max(median, 1e-9)
+    se = MEDIAN_SE * noise * scale / math.sqrt(max(count, 1))
+    model = MODEL_ERROR * far * scale
+    return Fraction(1 / (se * se + model * model))
 
 
 def fit_time(
@@ -102,7 +124,7 @@ def fit_time(
     level = relative_noise(sizes) if noise is None else noise
     rows = [row(s.terms) for s in sizes]
     values = [Fraction(s.median) for s in sizes]
-    weights = [_weight(s.median, len(s.seconds), level) for s in sizes]
+    weights = [_weight(s.median, len(s.seconds), level, distance(s.terms, target)) for s in sizes]
     fitted = weighted_least_squares_at(rows, values, weights, row(target))
     if fitted is None:
         return None

@@ -75,7 +75,24 @@ def test_a_noisy_small_probe_gets_the_cheapest_size_that_pins_its_time_down(toy)
     assert time_probe(toy, NOISY, result, TARGET, as_heavy, repeat=3) is None
 
 
-def test_steady_timings_need_no_time_probe(toy):
+def test_steady_timings_near_the_target_need_no_time_probe(toy):
+    steady = [
+        timed(10, [0.2, 0.100, 0.100, 0.100]),
+        timed(90, [0.2, 0.180, 0.180, 0.180]),
+        timed(10, [0.2, 0.100, 0.100, 0.100]),
+        timed(90, [0.2, 0.180, 0.180, 0.180]),
+    ]
+    result = estimate(steady, toy, target=TARGET)
+    assert uncertain_stages(result) == ()
+    assert time_probe(toy, steady, result, TARGET, candidates(60, 95), repeat=3) is None
+    assert result.timing.spread_s is not None
+    assert 2 * result.timing.spread_s <= TIME_TOLERANCE * result.timing.seconds
+
+
+def test_steady_timings_far_from_the_target_still_get_a_nearer_probe(toy):
+    # The same steady runs, measured at 10 and 50: half an e-fold and more from the target, the
+    # plane's model error alone (10 % an e-fold) leaves two sigma over the tolerance; the size
+    # nearest the target is the one that brings it down.
     steady = [
         timed(10, [0.2, 0.100, 0.100, 0.100]),
         timed(50, [0.2, 0.140, 0.140, 0.140]),
@@ -83,10 +100,9 @@ def test_steady_timings_need_no_time_probe(toy):
         timed(50, [0.2, 0.140, 0.140, 0.140]),
     ]
     result = estimate(steady, toy, target=TARGET)
-    assert uncertain_stages(result) == ()
-    assert time_probe(toy, steady, result, TARGET, candidates(60, 90), repeat=3) is None
-    assert result.timing.spread_s is not None
-    assert 2 * result.timing.spread_s <= TIME_TOLERANCE * result.timing.seconds
+    assert uncertain_stages(result) == ("DenoisingStage",)
+    chosen = time_probe(toy, steady, result, TARGET, candidates(60, 90), repeat=3)
+    assert chosen == {"steps": 4, "size": 90, "blocks": 1}
 
 
 def test_the_ladder_combines_each_param_half_three_quarters_and_all_of_the_way(toy):

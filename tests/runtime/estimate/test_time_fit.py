@@ -1,6 +1,7 @@
 """The time fit's value and uncertainty: by hand, and against an independent weighted least squares
-(numpy's ``lstsq`` on rows scaled by the square roots of the weights, its covariance scaled by the
-residuals' chi-square per degree of freedom when that exceeds 1)."""
+(numpy's ``lstsq`` on rows scaled by the square roots of the weights -- noise and model error per
+e-fold from the target, in quadrature -- its covariance scaled by the residuals' chi-square per
+degree of freedom when that exceeds 1)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from runtime.estimate.time_fit import (
     DEFAULT_NOISE,
     MAD_TO_SD,
     MEDIAN_SE,
+    MODEL_ERROR,
     NOISE_FLOOR,
     SizeTimes,
+    distance,
     fit_time,
     predicted_spread,
     relative_noise,
@@ -31,17 +34,38 @@ def size(term: int, *seconds: float) -> SizeTimes:
 def test_two_sizes_by_hand():
     # Both sizes spread by MAD 0.1 and 0.2 around medians 1 and 2: relative noise 1.4826 x 0.1.
     # Through (10, 1) and (20, 2) the line is 0.1 x term: 4 at 40, which is -2 y(10) + 3 y(20), so
-    # its variance is 4 se(10)² + 9 se(20)², se(x) = 1.2533 x noise x median / sqrt(3) and se(20) =
-    # 2 se(10): 40 se(10)².
+    # its variance is 4 var(10) + 9 var(20). Each size's variance is its median's se² (se(x) =
+    # 1.2533 x noise x median / sqrt(3)) plus the model error of a size ln(40 / x) e-folds away:
+    # (0.1 x ln 4 x 1)² at 10, (0.1 x ln 2 x 2)² at 20.
     sizes = [size(10, 1.0, 1.1, 0.9), size(20, 2.0, 2.2, 1.8)]
     fit = fit_time(sizes, (Fraction(40),))
     assert fit is not None
     noise = MAD_TO_SD * 0.1
     se10 = MEDIAN_SE * noise * 1.0 / math.sqrt(3)
+    var10 = se10**2 + (MODEL_ERROR * math.log(4) * 1.0) ** 2
+    var20 = (2 * se10) ** 2 + (MODEL_ERROR * math.log(2) * 2.0) ** 2
     assert fit.noise == pytest.approx(noise)
     assert fit.value == pytest.approx(4.0)
     assert fit.coefficients == pytest.approx((0.0, 0.1), abs=1e-12)
-    assert fit.spread == pytest.approx(math.sqrt(40) * se10)
+    assert fit.spread == pytest.approx(math.sqrt(4 * var10 + 9 * var20))
+
+
+def test_distance_counts_e_folds_of_the_terms_both_sides_have():
+    assert distance((Fraction(10),), (Fraction(40),)) == pytest.approx(math.log(4))
+    assert distance((Fraction(40),), (Fraction(10),)) == pytest.approx(math.log(4))
+    assert distance((Fraction(2), Fraction(8)), (Fraction(4), Fraction(4))) == pytest.approx(
+        math.log(2)
+    )
+    assert distance((Fraction(0), Fraction(3)), (Fraction(5), Fraction(3))) == 0.0
+    assert distance((), ()) == 0.0
+
+
+def test_a_size_at_the_target_carries_no_model_error():
+    # Three sizes on a bent curve; the one at the target's terms decides the value nearly alone.
+    sizes = [size(10, 1.0, 1.0, 1.0), size(20, 2.0, 2.0, 2.0), size(40, 6.0, 6.0, 6.0)]
+    fit = fit_time(sizes, (Fraction(40),))
+    assert fit is not None
+    assert fit.value == pytest.approx(6.0, rel=0.01)
 
 
 def test_noise_defaults_and_floor():
@@ -70,17 +94,18 @@ def test_a_farther_size_narrows_the_spread_more_than_a_nearer_one():
 
 
 def test_sizes_off_the_line_widen_the_spread_by_their_excess_scatter():
-    # (10, 1), (20, 2), (30, 4): each median known to about 1.2533 x 5 % / 1 (one sample, default
-    # noise). The weighted line misses by far more than that (chi-square 7.7 on one degree of
-    # freedom): the spread grows by sqrt(7.7).
+    # (10, 1), (20, 2), (30, 4): each median known to about 1.2533 x 5 % (one sample, default
+    # noise), plus 10 % a e-fold from the target at 60 of model error. The weighted line misses by
+    # more than both explain (chi-square 2.3 on one degree of freedom): the spread grows by its
+    # square root, and the bent line's own leverage widens it further.
     on_line = [size(10, 1.0), size(20, 2.0), size(30, 3.0)]
     off_line = [size(10, 1.0), size(20, 2.0), size(30, 4.0)]
     target = (Fraction(60),)
     straight, bent = fit_time(on_line, target), fit_time(off_line, target)
     assert straight is not None and bent is not None
     assert straight.misfit == 1.0
-    assert bent.misfit > 5
-    assert bent.spread > 2 * straight.spread
+    assert bent.misfit > 2
+    assert bent.spread > 1.5 * straight.spread
 
 
 def _oracle(sizes: list[SizeTimes], target: float) -> tuple[float, float]:
@@ -88,9 +113,10 @@ def _oracle(sizes: list[SizeTimes], target: float) -> tuple[float, float]:
     rows, values, roots = [], [], []
     for s in sizes:
         se = MEDIAN_SE * noise * s.median / math.sqrt(len(s.seconds))
+        model = MODEL_ERROR * abs(math.log(target / float(s.terms[0]))) * s.median
         rows.append([1.0, float(s.terms[0])])
         values.append(s.median)
-        roots.append(1 / se)
+        roots.append(1 / math.sqrt(se * se + model * model))
     a = np.array(rows) * np.array(roots)[:, None]
     b = np.array(values) * np.array(roots)
     beta = np.linalg.lstsq(a, b, rcond=None)[0]
