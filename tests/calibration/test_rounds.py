@@ -1,0 +1,46 @@
+"""The calibration loop's order on a real tiny Wan pipeline: every size once a round, the target
+(with verify) once a round after them, and the target's runs never in the estimate."""
+
+from __future__ import annotations
+
+import pytest
+
+from calibration.examples import EXAMPLES
+from calibration.run import calibrate_session, full_point
+from calibration.session import Session, quiet_libraries
+
+pytest.importorskip("diffusers")
+
+
+@pytest.mark.slow
+def test_the_target_is_measured_once_a_round_beside_the_sizes_that_predict_it(wan_1_3b):
+    example = EXAMPLES["wan"]
+    shape = {"steps": 1, "frames": 9, "cfg": False}
+    warmup = full_point(wan_1_3b, {**shape, "height": 16, "width": 16}, "warmup")
+    probe = full_point(wan_1_3b, {**shape, "height": 32, "width": 32}, "probe")
+    target = full_point(wan_1_3b, {**shape, "steps": 4, "height": 48, "width": 48}, "target")
+    with quiet_libraries():
+        session = Session(example.build(0), wan_1_3b, "cpu", call_kwargs=example.call_kwargs)
+        steps: list[tuple[int, int, str]] = []
+        cal = calibrate_session(
+            session,
+            target=target,
+            probe=probe,
+            warmup=warmup,
+            verify=True,
+            repeat=2,
+            time_tolerance=None,  # the sizes then depend on the formulas alone
+            progress=lambda step, total, what: steps.append((step, total, what)),
+        )
+    sizes = [dict(r.params)["height"] for r in session.recorder.records]
+    extra = [p["height"] for p in cal.extra_probes]
+    one_round = [32, *extra, 16, 48]  # probe, extra probes, re-warm, target
+    assert sizes == [16, *one_round, *one_round]
+    assert cal.roles[:2] == ("warmup", "probe") and cal.roles[-1] == "re-warm"
+    assert len(cal.target_runs) == 2 and cal.measured in cal.target_runs
+    assert all(dict(r.params) != target for r in cal.records)  # the estimate never sees the target
+    assert cal.estimate.timing.method != "measurement"
+    # progress counts every run and then the estimate, which reaches the total it announced
+    *counted, (done, total, last) = steps
+    assert [s for s, _, _ in counted] == list(range(1, len(counted) + 1))
+    assert counted[-1] == (total, total, "estimating") and (done, last) == (total, "done")
