@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -70,7 +71,8 @@ def quiet_libraries() -> Iterator[None]:
 
 @contextlib.contextmanager
 def torch_threads(device: str, threads: int | None) -> Iterator[None]:
-    """One CPU thread by default: a shared 2-core machine makes threaded CPU timing erratic."""
+    """One CPU thread by default: a shared 2-core machine makes threaded CPU timing erratic. With
+    one thread, the calling thread is also pinned to one core (``pinned_to_one_core``)."""
     import torch
 
     if device != "cpu" or threads is None:
@@ -79,9 +81,52 @@ def torch_threads(device: str, threads: int | None) -> Iterator[None]:
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        yield
+        with pinned_to_one_core() if threads == 1 else contextlib.nullcontext():
+            yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def pinned_to_one_core() -> Iterator[int | None]:
+    """Keep the calling thread on one core (the one it runs on now) while timing on the CPU.
+
+    Cores need not run alike: a hybrid CPU's performance and efficiency cores, or a VM's vCPUs when
+    one shares its physical core with a busy neighbour. Measured here (bench/README.md, "Time
+    near the target"): the tiny FLUX request took 77 ms on one vCPU and 130 ms on the other, so
+    a thread the scheduler moves between them makes every timing bimodal. Pinning makes the probes
+    and the target run on the same core. Yields the core, or None where affinity is not
+    available (macOS) or may not be changed.
+    """
+    get = getattr(os, "sched_getaffinity", None)
+    set_ = getattr(os, "sched_setaffinity", None)
+    if get is None or set_ is None:
+        yield None
+        return
+    allowed = get(0)
+    core = _current_core()
+    if core not in allowed:
+        core = min(allowed)
+    try:
+        set_(0, {core})
+    except OSError:
+        yield None
+        return
+    try:
+        yield core
+    finally:
+        set_(0, allowed)
+
+
+def _current_core() -> int | None:
+    """The core the calling thread last ran on (Linux: field 39 of /proc/thread-self/stat), so
+    that two calibrating processes on one machine tend to keep to different cores."""
+    try:
+        with open("/proc/thread-self/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return int(fields[36])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def clock_for(device: str, clock: str = "auto") -> Callable[[], float]:

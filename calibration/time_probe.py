@@ -4,7 +4,9 @@ Memory is exact, so two sizes pin a memory term down; time is noisy, and a small
 iteration is mostly fixed per-call cost, so the slope that carries it to the target rests on small
 differences between small sizes. The estimators say how uncertain the result is
 (``runtime.estimate.time_fit``: a one-sigma ``spread`` per stage). A stage is *uncertain* when two
-sigma of its time exceed ``TIME_TOLERANCE`` of the request's; the policy then picks, among sizes
+sigma of its time exceed ``TIME_TOLERANCE`` of the request's, or when no fit carries it at all: one
+measured size (or sizes along one line) scales it by a ratio, fixed per-call cost included, and
+nothing says how wrong that is. The policy then picks, among sizes
 between the probe and the target, lighter than the target in work and in every growing stage's
 memory, the cheapest one whose measurement (``repeat`` runs, assumed to
 land on the current fit) would bring every uncertain stage within the tolerance -- or, when none
@@ -45,6 +47,21 @@ def uncertain_stages(
     )
 
 
+def scaled_stages(
+    pipeline: Pipeline, workload: Workload, result: WorkloadEstimate, target: Point
+) -> tuple[str, ...]:
+    """Stages carried to the target by a ratio (no fit) from sizes whose time terms all differ
+    from the target's: their spread is unknown, so they are uncertain whatever the tolerance."""
+    out = []
+    for s in result.timing.stages:
+        if s.method != "scaled":
+            continue
+        want = time_terms(pipeline, s.stage, target)
+        if all(size.terms != want for size in stage_sizes(workload, s.stage, s.repeated)):
+            out.append(s.stage)
+    return tuple(out)
+
+
 def _samples_at(pipeline: Pipeline, stage: str, point: Point, repeat: int) -> int:
     """How many samples ``repeat`` runs at ``point`` give: one a run where the stage runs."""
     return repeat if pipeline.evaluate(**point)[stage].iterations > 0 else 0
@@ -75,11 +92,14 @@ def time_probe(
     tolerance: float = TIME_TOLERANCE,
 ) -> dict[str, int | bool] | None:
     """The size to measure next for time (see the module docstring), or None."""
-    stages = uncertain_stages(result, tolerance)
+    workload = Workload(records, pipeline, target)
+    stages = (
+        *uncertain_stages(result, tolerance),
+        *scaled_stages(pipeline, workload, result, target),
+    )
     total = result.timing.seconds
     if not stages or not total:
         return None
-    workload = Workload(records, pipeline, target)
     by_stage = {s.stage: s for s in result.timing.stages}
     limit = tolerance * total
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from calibration.time_probe import TIME_TOLERANCE, time_probe, uncertain_stages
+from calibration.time_probe import TIME_TOLERANCE, scaled_stages, time_probe, uncertain_stages
 from runtime import Pipeline, load_formulas
 from runtime.estimate import estimate
 from runtime.record import StageIterations, WarmupRecord
@@ -103,6 +103,26 @@ def test_steady_timings_far_from_the_target_still_get_a_nearer_probe(toy):
     assert uncertain_stages(result) == ("DenoisingStage",)
     chosen = time_probe(toy, steady, result, TARGET, candidates(60, 90), repeat=3)
     assert chosen == {"steps": 4, "size": 90, "blocks": 1}
+
+
+def test_one_measured_size_scales_its_time_and_gets_a_second_size(toy):
+    # One size: every stage is carried to the target by a ratio, its fixed per-call cost scaled
+    # along; nothing says how wrong that is, so the stages that grow are uncertain whatever the
+    # tolerance, and a second size (the one nearest the target that meets it) is measured.
+    from runtime.estimate.points import Workload
+
+    alone = [timed(20, [0.2, 0.110, 0.110, 0.110]), timed(20, [0.2, 0.112, 0.112, 0.112])]
+    result = estimate(alone, toy, target=TARGET)
+    assert result.timing.stage("DenoisingStage").method == "scaled"
+    assert uncertain_stages(result) == ()  # no spread to compare
+    grown = scaled_stages(toy, Workload(alone, toy, TARGET), result, TARGET)
+    assert grown == ("DenoisingStage", "DecodingStage")
+    chosen = time_probe(toy, alone, result, TARGET, candidates(30, 60, 90), repeat=3)
+    assert chosen == {"steps": 4, "size": 90, "blocks": 1}
+    # measured at the target's own terms (fewer steps), a ratio is exact: nothing to probe
+    same = [timed(100, [0.2, 0.3, 0.3]), timed(100, [0.2, 0.3, 0.3])]
+    at_target = estimate(same, toy, target=TARGET)
+    assert scaled_stages(toy, Workload(same, toy, TARGET), at_target, TARGET) == ()
 
 
 def test_the_ladder_combines_each_param_half_three_quarters_and_all_of_the_way(toy):

@@ -1,15 +1,36 @@
-"""The calibration loop's order on a real tiny Wan pipeline: every size once a round, the target
-(with verify) once a round after them, and the target's runs never in the estimate."""
+"""How the calibration loop keeps CPU timings comparable: the calling thread pinned to one core
+while timing with one thread, and, on a real tiny Wan pipeline, every size once a round with the
+target (with verify) once a round after them -- its runs never in the estimate."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+import torch
 
 from calibration.examples import EXAMPLES
 from calibration.run import calibrate_session, full_point
-from calibration.session import Session, quiet_libraries
+from calibration.session import Session, pinned_to_one_core, quiet_libraries, torch_threads
 
 pytest.importorskip("diffusers")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_one_thread_on_the_cpu_runs_on_one_core_and_gets_its_cores_back():
+    allowed = os.sched_getaffinity(0)
+    threads = torch.get_num_threads()
+    with torch_threads("cpu", 1):
+        inside = os.sched_getaffinity(0)
+        assert torch.get_num_threads() == 1
+    assert len(inside) == 1 and inside <= allowed
+    assert os.sched_getaffinity(0) == allowed and torch.get_num_threads() == threads
+    with pinned_to_one_core() as core:
+        assert os.sched_getaffinity(0) == {core}
+    with torch_threads("cpu", 2):  # threads of their own: nothing to pin
+        assert os.sched_getaffinity(0) == allowed
+    with torch_threads("cuda", 1):  # the device's clock: the host thread may move
+        assert os.sched_getaffinity(0) == allowed
 
 
 @pytest.mark.slow
