@@ -97,7 +97,7 @@ CASES: dict[str, tuple[str, Point | None, Point | tuple[Point, ...], Point, str]
         None,
         {"steps": 2, "height": 48, "width": 48},
         {"steps": 8, "frames": 17, "height": 64, "width": 64},
-        "video, the probe alone (one measured size: no fit)",
+        "video, the probe alone (no warmup size: the loop adds one for time)",
     ),
     "flux-area": (
         "flux",
@@ -111,7 +111,7 @@ CASES: dict[str, tuple[str, Point | None, Point | tuple[Point, ...], Point, str]
         None,
         {"steps": 2, "height": 96, "width": 96},
         {"steps": 8, "height": 128, "width": 128},
-        "image, the probe alone (one measured size: no fit)",
+        "image, the probe alone (no warmup size: the loop adds sizes)",
     ),
     "flux-far": (
         "flux",
@@ -239,7 +239,7 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
     )
     with quiet_libraries(), torch_threads("cpu", threads), context():
         session = Session(example.build(0), pipeline, "cpu", call_kwargs=example.call_kwargs)
-        if warmup is None:  # the probe alone: one measured size, no fit
+        if warmup is None:  # the probe alone: no warmup size of its own
             warmup_point = probe_point
         cal = calibrate_session(
             session,
