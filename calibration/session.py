@@ -93,11 +93,13 @@ def pinned_to_one_core() -> Iterator[int | None]:
 
     Cores need not run alike: a hybrid CPU's performance and efficiency cores, or a VM's vCPUs when
     one shares its physical core with a busy neighbour. Measured here (bench/README.md, "Time
-    near the target"): the tiny FLUX request took 77 ms on one vCPU and 130 ms on the other, so
-    a thread the scheduler moves between them makes every timing bimodal. Pinning makes the probes
-    and the target run on the same core. Yields the core, or None where affinity is not
-    available (macOS) or may not be changed.
+    near the target"): the tiny FLUX denoising step took 9.0-11.5 ms on one vCPU and 6.8-8.5 ms on
+    the other, alternating runs of ``bench/drift.py`` under ``taskset``, and which one is slower
+    changes over minutes; a thread the scheduler moves between them makes every timing bimodal.
+    Pinning runs the probes and the target on the same core. Yields the core, or None where
+    affinity is not available (macOS) or may not be changed.
     """
+
     get = getattr(os, "sched_getaffinity", None)
     set_ = getattr(os, "sched_setaffinity", None)
     if get is None or set_ is None:

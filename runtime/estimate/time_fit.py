@@ -7,8 +7,9 @@ per run (a record's median steady iteration: the iterations of one run are slow 
 together, so they are not independent samples), and the fit says its own uncertainty:
 
 - **noise**: the samples' relative spread, pooled over the sizes measured more than once (the
-  median over sizes of ``1.4826 x MAD / median``, a robust standard deviation), at least
-  ``NOISE_FLOOR``; ``DEFAULT_NOISE`` when no size has two samples;
+  median over sizes of ``1.4826 x MAD / median``, a robust standard deviation, times
+  ``SMALL_SAMPLE``'s factor for the size's sample count: a MAD of 3 samples is about half the
+  standard deviation), at least ``NOISE_FLOOR``; ``DEFAULT_NOISE`` when no size has two samples;
 - each size's median then has the standard error ``1.2533 x noise x median / sqrt(n)``;
 - the plane is a *local* model: a time per pixel drifts with size (caches, kernel choice), so a
   size far from the target says less about the target than its noise suggests. Each size adds
@@ -44,12 +45,21 @@ DEFAULT_NOISE = 0.05
 NOISE_FLOOR = 0.005
 #: How far the plane may be off at a size, relative to its time, per e-fold of distance between
 #: the size's time terms and the target's. Measured on the CPU (bench/README.md, "Time near the
-#: target"): the Wan VAE's decode time per pixel moves 27 % between 64 and 128 px (1.4 e-folds of
-#: area); a line through two sizes an e-fold below the target missed it by 16 %, one through
-#: sizes a quarter e-fold below by 1 %.
+#: target", `bench/drift.py`): the Wan VAE's decode time per pixel rose 16 % and 35 % from 64 to
+#: 128 px (1.4 e-folds of area) in two runs, 11-25 % an e-fold, part of which a plane's constant
+#: takes up; on a GPU small sizes leave the device idle, the other way round.
 MODEL_ERROR = 0.1
 #: A robust standard deviation from the median absolute deviation (normal samples).
 MAD_TO_SD = 1.4826
+#: ``1.4826 x MAD`` of a few samples is far below the standard deviation: of 3 normal samples its
+#: median is 0.54 sigma (the middle sample's own deviation, 0, is one of the 3). These factors
+#: make it median-unbiased for n samples (pooling over sizes takes a median): 1 / the median of
+#: ``1.4826 x MAD`` over simulated normal samples (tests/runtime/estimate/test_time_fit.py
+#: checks them by simulation); past 16 samples ``1 + 1.2 / n``.
+SMALL_SAMPLE: tuple[float, ...] = (
+    1.0, 1.0, 1.414, 1.871, 1.487, 1.338, 1.264, 1.209, 1.178, 1.150,
+    1.135, 1.120, 1.107, 1.097, 1.090, 1.082, 1.077,
+)  # fmt: skip
 #: The standard error of a median is about this times the mean's (normal samples).
 MEDIAN_SE = 1.2533
 
@@ -88,7 +98,7 @@ def relative_noise(sizes: Sequence[SizeTimes]) -> float:
         if middle <= 0:
             continue
         mad = statistics.median(abs(s - middle) for s in size.seconds)
-        spreads.append(MAD_TO_SD * mad / middle)
+        spreads.append(MAD_TO_SD * small_sample(len(size.seconds)) * mad / middle)
     if not spreads:
         return DEFAULT_NOISE
     return max(NOISE_FLOOR, statistics.median(spreads))
@@ -100,6 +110,11 @@ def distance(terms: Sequence[Fraction], target: Sequence[Fraction]) -> float:
     return max(
         (abs(math.log(t / x)) for x, t in zip(terms, target) if x > 0 and t > 0), default=0.0
     )
+
+
+def small_sample(n: int) -> float:
+    """The factor that makes ``1.4826 x MAD`` of ``n`` normal samples median-unbiased."""
+    return SMALL_SAMPLE[n] if n < len(SMALL_SAMPLE) else 1 + 1.2 / n
 
 
 def _weight(median: float, count: int, noise: float, far: float = 0.0) -> Fraction:
