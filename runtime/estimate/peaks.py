@@ -9,6 +9,8 @@ The rules, in order of preference, for one phase constraint (and for the request
    linear part by the margin. A negative slope is noise: fall through to 3. With several terms, the
    fit is the plane ``constant + Σ slope_i × term_i`` through the sizes nearest the target that add
    a direction, used only when they determine its value at the target (runtime/estimate/planes.py);
+   a term whose negative slope is worth at most 1 % of the plane at the target does not grow this
+   phase: it is left out (slope 0) and the others fitted again; a larger one falls through to 3;
 3. one size: scale what lies above the pre-request baseline (the baseline floored at the active
    components' weight bytes) by the measure ratio (with several terms, the largest term ratio);
    the bound pads the scaled part by the margin.
@@ -187,6 +189,11 @@ def peak_from_points(
     return _scaled(points, target_terms, margin, floor, fallback, base)
 
 
+#: A term whose negative slope moves the fit at the target by at most this share is noise (left out
+#: of the fit); a larger one means the sizes disagree with the formula: scale instead (rule 3).
+NEGLIGIBLE = Fraction(1, 100)
+
+
 def _fit(
     points: Sequence[MeasuredPoint], target: Terms, margin: Fraction, floor: int
 ) -> tuple[tuple[int, int, LinearFit | PlaneFit, str] | None, str]:
@@ -198,19 +205,28 @@ def _fit(
         if p.terms not in largest or p.adjusted_peak_bytes > largest[p.terms].adjusted_peak_bytes:
             largest[p.terms] = p
     ordered = sorted(largest.values(), key=lambda p: _size(p.terms, target), reverse=True)
-    chosen = [ordered[i] for i in independent_rows([row(p.terms) for p in ordered])]
-    if len(chosen) < 2:
-        return None, ""
+    keep = list(range(len(target)))
+    left_out: list[int] = []
+    while True:
+        solved = _plane(ordered, target, keep)
+        if isinstance(solved, str):
+            return None, solved
+        constant, slopes, chosen = solved
+        negative = [i for i in keep if slopes[i] < 0]
+        if not negative:
+            break
+        value = constant + sum((s * t for s, t in zip(slopes, target)), Fraction(0))
+        if len(negative) == len(keep) or any(
+            abs(slopes[i] * target[i]) > NEGLIGIBLE * abs(value) for i in negative
+        ):
+            sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
+            return None, f"; the fit on measures {sizes} has a negative slope (noise)"
+        # a term whose negative slope is worth a few bytes at the target does not grow this
+        # phase (the bytes of a scheduler's step arrays decided its sign): leave it out and fit
+        # the others, rather than scale a small size by its largest term ratio
+        left_out += negative
+        keep = [i for i in keep if i not in negative]
     sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
-    rows = [row(p.terms) for p in chosen]
-    if not estimable(rows, row(target)):
-        return None, (
-            f"; the measured sizes {sizes} do not determine the memory terms at the target "
-            "(measure a size that varies the others)"
-        )
-    constant, *slopes = basic_solution(rows, [Fraction(p.adjusted_peak_bytes) for p in chosen])
-    if any(s < 0 for s in slopes):
-        return None, f"; the fit on measures {sizes} has a negative slope (noise)"
     constant = max(constant, Fraction(min(floor, chosen[0].adjusted_peak_bytes)))
     if len(target) == 1:
         small, large = chosen[1].measure, chosen[0].measure
@@ -228,10 +244,41 @@ def _fit(
         f"fit on measures {sizes}: {float(constant):.0f} B + {linear}, at target "
         f"{show_terms(target)}"
     )
-    if len(chosen) < len(target) + 1:
+    if left_out:
+        shown = ", ".join(f"term {i + 1}" for i in sorted(left_out))
+        reason += f" ({shown} fitted a negative slope, noise: left out, slope 0)"
+    if len(chosen) < len(keep) + 1:
         reason += " (terms that do not vary among them ride in the constant, as at the target)"
     raw, bound = plane.at(target), plane.at(target, margin)
     return (ceil_bytes(raw), ceil_bytes(bound), plane, reason), ""
+
+
+def _plane(
+    ordered: Sequence[MeasuredPoint], target: Terms, keep: Sequence[int]
+) -> tuple[Fraction, list[Fraction], list[MeasuredPoint]] | str:
+    """The plane over the terms in ``keep`` (the others at slope 0) through the sizes nearest the
+    target that add a direction: (constant, a slope per term, those sizes), or why there is none
+    (a reason to append to the fallback's)."""
+
+    def project(terms: Terms) -> Terms:
+        return tuple(terms[i] for i in keep)
+
+    indices = independent_rows([row(project(p.terms)) for p in ordered])
+    chosen = [ordered[i] for i in indices]
+    if len(chosen) < 2:
+        return ""
+    rows = [row(project(p.terms)) for p in chosen]
+    if not estimable(rows, row(project(target))):
+        sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
+        return (
+            f"; the measured sizes {sizes} do not determine the memory terms at the target "
+            "(measure a size that varies the others)"
+        )
+    constant, *kept = basic_solution(rows, [Fraction(p.adjusted_peak_bytes) for p in chosen])
+    slopes = [Fraction(0)] * len(target)
+    for i, slope in zip(keep, kept):
+        slopes[i] = slope
+    return constant, slopes, chosen
 
 
 def _scaled(

@@ -121,6 +121,17 @@ def test_a_negative_slope_in_the_plane_is_noise(video):
     assert "negative slope (noise)" in peak.reason
 
 
+def test_a_negative_slope_worth_a_few_bytes_leaves_its_term_out(video):
+    # Frames 5 measured 1 B under frames 3 at the same area (a scheduler's arrays decide such
+    # bytes): the frames slope is -1/200 B, 18 B at the target, under 1 % of the plane there. The
+    # term is left out and the area term fitted through (200, 600) -> 8000 and (100, 500) -> 4499:
+    # 35.01 B a unit, constant 998: 998 + 35.01 x 400 = 15002.
+    peak = decode([at(100, 3), at(200, 3), at(100, 5, peak=4499)], video)
+    assert (peak.method, peak.raw_bytes) == ("fit", 15002)
+    assert peak.fit.slopes[1] == 0
+    assert "term 2 fitted a negative slope, noise: left out" in peak.reason
+
+
 def test_the_request_peak_uses_the_terms_too(video):
     records = [at(100, 3), at(200, 3), at(100, 5)]
     result = estimate(records, video)
