@@ -137,7 +137,8 @@ def calibrate(
     bounded re-warm. It checks the measured sizes against the formulas (warnings:
     formula-mismatch, probe-regime) and estimates, at the target, every phase's peak
     memory (the prediction, and the bound with the margin), the request's peak and
-    time, and the layer uses. With --verify it runs the target too and compares.
+    time, and the layer uses. With --verify it runs the target too, once a round beside the
+    sizes, and compares.
     """
     from calibration.cli_show import progress_bar, save_records, show, warn
     from calibration.errors import CalibrationError

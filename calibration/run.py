@@ -1,10 +1,12 @@
 """The calibration loop behind `dslc calibrate` and bench/accuracy.py: no printing here.
 
-record a bounded warmup, the probe, the extra probes that pin down every declared term (memory and
-time) at the target (``calibration.policy``) and a bounded re-warm, each size ``repeat`` times ->
-check the sizes against the formulas (``calibration.checks``; a smallest size off the fit that
-nothing larger confirms yet makes the loop probe a larger size) -> estimate the target from the
-sizes in the formulas' regime -> optionally run the target for real (``verify``) and compare.
+record a bounded warmup, then ``repeat`` rounds of the probe, the extra probes that pin down every
+declared term (memory and time) at the target (``calibration.policy``) and a bounded re-warm --
+after the first round, check the sizes against the formulas (``calibration.checks``; a smallest
+size off the fit that nothing larger confirms yet adds a larger size) and add a size for time when
+the estimate is too uncertain (``calibration.time_probe``); with ``verify`` each round ends with a
+run of the target, so that it sees the same machine as the sizes -> check again, and estimate the
+target from the sizes in the formulas' regime -> compare with the target's median run.
 
 Progress is reported through a callback ``progress(step, total, what)``; the CLI draws it.
 """
