@@ -277,7 +277,7 @@ def calibrate_session(
             measure(role)
         measure("re-warm")
         if k == 0:
-            _more_sizes(session, probe, target, records, settle, add_size, repeat, time_tolerance)
+            _more_sizes(pipeline, probe, target, records, settle, add_size, repeat, time_tolerance)
         if verify:
             step += 1
             tick(step, total, f"verifying at {_describe(target)} ({k + 1}/{repeat})")
@@ -322,7 +322,7 @@ Settle = Callable[[], tuple[tuple[Finding, ...], list[WarmupRecord], WorkloadEst
 
 
 def _more_sizes(
-    session: Session,
+    pipeline: Pipeline,
     probe: Params,
     target: Params,
     records: Sequence[WarmupRecord],
@@ -333,7 +333,6 @@ def _more_sizes(
 ) -> None:
     """After the first round: a larger probe when a fit is unconfirmed, then a probe for time when
     a stage's time at the target is too uncertain (``calibration.time_probe``)."""
-    pipeline = session.formulas
     findings, used, result = settle()
     if any(f.kind == "unconfirmed" for f in findings):
         larger = larger_probe(pipeline, probe, target, [dict(r.params) for r in records])

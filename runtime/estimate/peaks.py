@@ -207,20 +207,22 @@ def _fit(
     ordered = sorted(largest.values(), key=lambda p: _size(p.terms, target), reverse=True)
     keep = list(range(len(target)))
     left_out: list[int] = []
+    negative_slope = ""
     while True:
         solved = _plane(ordered, target, keep)
-        if isinstance(solved, str):
-            return None, solved
+        if isinstance(solved, str):  # the terms left do not determine the target: say why not
+            return None, negative_slope or solved
         constant, slopes, chosen = solved
         negative = [i for i in keep if slopes[i] < 0]
         if not negative:
             break
+        sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
+        negative_slope = f"; the fit on measures {sizes} has a negative slope (noise)"
         value = constant + sum((s * t for s, t in zip(slopes, target)), Fraction(0))
         if len(negative) == len(keep) or any(
             abs(slopes[i] * target[i]) > NEGLIGIBLE * abs(value) for i in negative
         ):
-            sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
-            return None, f"; the fit on measures {sizes} has a negative slope (noise)"
+            return None, negative_slope
         # a term whose negative slope is worth a few bytes at the target does not grow this
         # phase (the bytes of a scheduler's step arrays decided its sign): leave it out and fit
         # the others, rather than scale a small size by its largest term ratio

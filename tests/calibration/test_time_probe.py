@@ -75,16 +75,17 @@ def test_a_noisy_small_probe_gets_the_cheapest_size_that_pins_its_time_down(toy)
     assert time_probe(toy, NOISY, result, TARGET, as_heavy, repeat=3) is None
 
 
+def steady(size: int, per_step: float) -> list[WarmupRecord]:
+    """Two runs each at size 10 (0.1 s a step) and at ``size``, every step alike."""
+    small, large = [0.2, 0.1, 0.1, 0.1], [0.2, per_step, per_step, per_step]
+    return [timed(10, small), timed(size, large), timed(10, small), timed(size, large)]
+
+
 def test_steady_timings_near_the_target_need_no_time_probe(toy):
-    steady = [
-        timed(10, [0.2, 0.100, 0.100, 0.100]),
-        timed(90, [0.2, 0.180, 0.180, 0.180]),
-        timed(10, [0.2, 0.100, 0.100, 0.100]),
-        timed(90, [0.2, 0.180, 0.180, 0.180]),
-    ]
-    result = estimate(steady, toy, target=TARGET)
+    steady_runs = steady(90, 0.18)
+    result = estimate(steady_runs, toy, target=TARGET)
     assert uncertain_stages(result) == ()
-    assert time_probe(toy, steady, result, TARGET, candidates(60, 95), repeat=3) is None
+    assert time_probe(toy, steady_runs, result, TARGET, candidates(60, 95), repeat=3) is None
     assert result.timing.spread_s is not None
     assert 2 * result.timing.spread_s <= TIME_TOLERANCE * result.timing.seconds
 
@@ -93,15 +94,10 @@ def test_steady_timings_far_from_the_target_still_get_a_nearer_probe(toy):
     # The same steady runs, measured at 10 and 50: half an e-fold and more from the target, the
     # plane's model error alone (10 % an e-fold) leaves two sigma over the tolerance; the size
     # nearest the target is the one that brings it down.
-    steady = [
-        timed(10, [0.2, 0.100, 0.100, 0.100]),
-        timed(50, [0.2, 0.140, 0.140, 0.140]),
-        timed(10, [0.2, 0.100, 0.100, 0.100]),
-        timed(50, [0.2, 0.140, 0.140, 0.140]),
-    ]
-    result = estimate(steady, toy, target=TARGET)
+    steady_runs = steady(50, 0.14)
+    result = estimate(steady_runs, toy, target=TARGET)
     assert uncertain_stages(result) == ("DenoisingStage",)
-    chosen = time_probe(toy, steady, result, TARGET, candidates(60, 90), repeat=3)
+    chosen = time_probe(toy, steady_runs, result, TARGET, candidates(60, 90), repeat=3)
     assert chosen == {"steps": 4, "size": 90, "blocks": 1}
 
 
