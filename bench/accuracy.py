@@ -35,11 +35,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from artifact.spelling import point_text
 from calibration.examples import EXAMPLES
 from calibration.run import calibrate_session, load_pipeline, shapes, work_ratio
 from calibration.session import Session, quiet_libraries, torch_threads
 from runtime.estimate import DEFAULT_MARGIN
-from runtime.params import point_text
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 

@@ -33,9 +33,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from artifact.limits import MAX_NODES, MAX_PIPELINES
 from dslc import fuzzing
 from runtime import load_formulas
-from runtime.limits import MAX_NODES, MAX_PIPELINES
 
 FRESH = (
     "import time; t = time.perf_counter(); import runtime; i = time.perf_counter(); "

@@ -29,8 +29,8 @@ from calibration.plan import (
     Target,
     solve,
 )
-from calibration.plan_report import show_bytes
-from calibration.plan_solve import Candidate, candidates
+from calibration.plan.candidates import Candidate, candidates
+from calibration.plan.report import show_bytes
 
 GB = 10**9
 # Measured on the tiny pipelines (fp32): the fit slopes of their stage peaks (bytes per unit of

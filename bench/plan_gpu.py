@@ -5,7 +5,7 @@
 Builds the tiny example pipeline, measures its activations once fully resident (the peak minus
 the weights, the same bound for every phase: crude but an upper bound for this tiny model), plans
 for a device squeezed below the resident total (so some components are offloaded or streamed),
-applies the plan with `calibration.plan_apply.apply`, runs the request and compares
+applies the plan with `calibration.plan.apply.apply`, runs the request and compares
 `torch.cuda.max_memory_allocated` with the plan's largest phase (weights on the device + bound).
 Exit 0 within the prediction, 1 over it; prints `skipped` and exits 0 without CUDA.
 """
@@ -28,9 +28,9 @@ def main() -> int:
         return 0
     from calibration.examples import EXAMPLES
     from calibration.plan import Component, Device, Phase, Target, solve
-    from calibration.plan_apply import apply
-    from calibration.plan_report import document, show_bytes
-    from calibration.plan_torch import pipeline_bytes
+    from calibration.plan.apply import apply
+    from calibration.plan.report import document, show_bytes
+    from calibration.plan.torch_sizes import pipeline_bytes
 
     example = EXAMPLES[args.example]
     shape = {"num_inference_steps": 4, "height": 128, "width": 128}

@@ -24,11 +24,11 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from calibration.examples.tiny_wan import TINY_WAN_CALL, build_tiny_wan, tiny_wan_call
 from runtime import load_formulas
 from runtime.measure import WarmupRecorder
 from runtime.measure.backends import LiveTensorBackend
 from runtime.measure.diffusers_hooks import diffusers_recorder, run_pipeline
-from runtime.measure.examples import TINY_WAN_CALL, build_tiny_wan, tiny_wan_call
 
 ARTIFACT = Path(__file__).resolve().parent.parent / "tests" / "measure" / "data" / "wan_tiny.json"
 PARAMS = {"steps": 2, "frames": 5, "height": 32, "width": 32}

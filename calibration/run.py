@@ -1,12 +1,13 @@
 """The calibration loop behind `dslc calibrate` and bench/accuracy.py: no printing here.
 
 record a bounded warmup, then ``repeat`` rounds of the probe, the extra probes that pin down every
-declared term (memory and time) at the target (``calibration.policy``) and a bounded re-warm --
-after the first round, check the sizes against the formulas (``calibration.checks``; a smallest
-size off the fit that nothing larger confirms yet adds a larger size) and add a size for time when
-the estimate is too uncertain (``calibration.time_probe``); with ``verify`` each round ends with a
-run of the target, so that it sees the same machine as the sizes -> check again, and estimate the
-target from the sizes in the formulas' regime -> compare with the target's median run.
+declared term (memory and time) at the target (``calibration.probes.policy``) and a bounded
+re-warm -- after the first round, check the sizes against the formulas
+(``calibration.probes.findings``; a smallest size off the fit that nothing larger confirms yet adds
+a larger size) and add a size for time when the estimate is too uncertain
+(``calibration.probes.time_probe``); with ``verify`` each round ends with a run of the target,
+so that it sees the same machine as the sizes -> check again, and estimate the target from
+the sizes in the formulas' regime -> compare with the target's median run.
 
 Progress is reported through a callback ``progress(step, total, what)``; the CLI draws it.
 """
@@ -19,16 +20,16 @@ from pathlib import Path
 
 from attrs import field, frozen
 
-from calibration.checks import Finding, check
+from artifact.spelling import point_text
 from calibration.errors import CalibrationError
-from calibration.minimums import BelowMinimum, below_minimums, raise_to_minimums
-from calibration.policy import open_stages
+from calibration.probes.findings import Finding, check
+from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
+from calibration.probes.policy import open_stages
+from calibration.probes.sizes import extra_probes, ladder, larger_probe
+from calibration.probes.time_probe import TIME_TOLERANCE, time_probe
 from calibration.session import Params, Session, quiet_libraries, torch_threads
-from calibration.sizes import extra_probes, ladder, larger_probe
-from calibration.time_probe import TIME_TOLERANCE, time_probe
 from runtime import FormulaError, Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate
-from runtime.params import point_text
 from runtime.record import WarmupRecord
 
 Progress = Callable[[int, int, str], None]
@@ -332,7 +333,7 @@ def _more_sizes(
     time_tolerance: float | None,
 ) -> None:
     """After the first round: a larger probe when a fit is unconfirmed, then a probe for time when
-    a stage's time at the target is too uncertain (``calibration.time_probe``)."""
+    a stage's time at the target is too uncertain (``calibration.probes.time_probe``)."""
     findings, used, result = settle()
     if any(f.kind == "unconfirmed" for f in findings):
         larger = larger_probe(pipeline, probe, target, [dict(r.params) for r in records])

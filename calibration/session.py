@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from calibration.errors import CalibrationError
-from calibration.facts import DiffusersPipeline, PipelineFacts, call_arguments, pipeline_facts
+from calibration.wiring import DiffusersPipeline, PipelineFacts, call_arguments, pipeline_facts
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 
@@ -217,7 +217,7 @@ class Session:
         modules = pipeline_modules(pipe)
         self.facts: PipelineFacts = pipeline_facts(formulas, modules)
         self.weights = {name: weight_bytes(m) for name, m in modules.items()}
-        from calibration.plan_torch import layer_bytes
+        from calibration.plan.torch_sizes import layer_bytes
 
         self.layer_bytes = {
             name: per

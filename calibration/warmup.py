@@ -12,9 +12,9 @@ to it).
 The predicted peak of a shape comes from the estimators over the records so far, through the
 formulas (``runtime.estimate``): the same figure calibration reports, with its margin.
 
-Then the one probe policy (``calibration.policy``) picks lighter shapes of the sequence until every
-declared memory and time term is determined at the target, and ``calibration.checks`` tests the
-sizes against the formulas (findings in the outcome).
+Then the one probe policy (``calibration.probes.policy``) picks lighter shapes of the sequence
+until every declared memory and time term is determined at the target, and
+``calibration.probes.findings`` tests the sizes against the formulas (findings in the outcome).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any
 
 from attrs import field, frozen
 
-from calibration.checks import Finding, check
-from calibration.minimums import raise_to_minimums
-from calibration.policy import next_probe
+from calibration.probes.findings import Finding, check
+from calibration.probes.minimums import raise_to_minimums
+from calibration.probes.policy import next_probe
 from runtime import Pipeline
 from runtime.estimate import DEFAULT_MARGIN, estimate
 from runtime.measure.distributed import LOCAL, Agreement
@@ -235,7 +235,8 @@ class ProbeOutcome:
 
     ``determining`` holds the probes run after the main one so that the records determine every
     stage's memory and time terms at the target (empty when they already did, or nothing lighter
-    could); ``findings`` what ``calibration.checks`` says of the sizes against the formulas.
+    could); ``findings`` what ``calibration.probes.findings`` says of the sizes against the
+    formulas.
     """
 
     calibrated: bool
@@ -408,7 +409,7 @@ def _determine_terms(
 def open_stages_of(
     pipeline: Pipeline, measured: Sequence[Mapping[str, Any]], target: Mapping[str, Any]
 ) -> tuple[tuple[str, str], ...]:
-    """``calibration.policy.open_stages`` (named here for the warmup's readers)."""
-    from calibration.policy import open_stages
+    """``calibration.probes.policy.open_stages`` (named here for the warmup's readers)."""
+    from calibration.probes.policy import open_stages
 
     return open_stages(pipeline, measured, target)

@@ -165,7 +165,7 @@ def pipeline_named(book: Any, name: str, source: Path) -> Any:
     try:
         return book[name]
     except UnknownPipelineError as exc:
-        from runtime.errors import one_of
+        from artifact.errors import one_of
 
         where = "artifact" if source.is_file() and source.suffix == ".json" else "sources"
         hint = f"; did you mean {one_of(exc.closest)}?" if exc.closest else ""

@@ -8,12 +8,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from artifact.atomic import write_atomically
 from dslc import __version__, ast
 from dslc.fmt import format_expr
 from dslc.interp import EvalError, evaluate
 from dslc.model import LIST, Program, ResolvedPipeline, list_items
 from dslc.source import SourceFile, Span
-from runtime.atomic import write_atomically
 
 __all__ = [
     "FORMAT",

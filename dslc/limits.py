@@ -1,10 +1,10 @@
 """Resource bounds: untrusted formula files must never make the compiler blow up.
 
-The limits an artifact must also meet are defined once, in `runtime.limits`, and imported here,
+The limits an artifact must also meet are defined once, in `artifact.limits`, and imported here,
 so that a program that checks always builds and loads.
 """
 
-from runtime.limits import (
+from artifact.limits import (
     MAX_CALL_WORK,
     MAX_CALLS,
     MAX_LOAD_WORK,
@@ -17,8 +17,8 @@ from runtime.limits import (
     MAX_VALUE_BITS,
     UNBOUNDED_BITS,
 )
-from runtime.limits import MAX_MEMORY_TERMS as MAX_MEASURE_TERMS
-from runtime.limits import MAX_POW_EXPONENT as MAX_EXPONENT
+from artifact.limits import MAX_MEMORY_TERMS as MAX_MEASURE_TERMS
+from artifact.limits import MAX_POW_EXPONENT as MAX_EXPONENT
 
 __all__ = [
     "MAX_CALLS",

@@ -5,7 +5,7 @@ torch).
 and `runtime.estimate` (pure Python, imported by those who record or estimate).
 """
 
-from .errors import (
+from artifact.errors import (
     ArtifactError,
     ArtifactLimitError,
     EvaluationError,
@@ -18,8 +18,8 @@ from .errors import (
     UnknownPipelineError,
     UnknownStageError,
 )
-from .formulas import FormulaBook, ParamInfo, Pipeline, StageValues, load_formulas
-from .ir import ComponentUse
+from artifact.ir import ComponentUse
+from runtime.formulas import FormulaBook, ParamInfo, Pipeline, StageValues, load_formulas
 
 __all__ = [
     "ArtifactError",

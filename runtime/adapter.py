@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from .formulas import Pipeline
-from .ir import Frozen
+from artifact.ir import Frozen
+from runtime.formulas import Pipeline
 
 __all__ = [
     "DEFAULT_ATTRIBUTES",

@@ -16,8 +16,8 @@ produce the same text, compiled once per book.
 
 from __future__ import annotations
 
-from .cost import param_bits
-from .ir import Expr, Frozen, PipelineDecl
+from artifact.cost import param_bits
+from artifact.ir import Expr, Frozen, PipelineDecl
 
 __all__ = ["FunctionPlan", "PipelinePlan", "plan_pipeline"]
 

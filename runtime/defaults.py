@@ -5,7 +5,7 @@ far less than generating and compiling code for every pipeline, so the loader fi
 artifact at load while code waits for a pipeline's first use (runtime/formulas.py). The walk
 computes exactly what the generated code computes (the same Python operations, in the same
 order, each let once, only the taken branch of an `if`), so its cost is the one the loader
-bounded (runtime/cost.py), and it agrees with the compiled closures at every point.
+bounded (artifact/cost.py), and it agrees with the compiled closures at every point.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 from fractions import Fraction
 from math import ceil, floor
 
-from .checks import show
-from .errors import ArtifactError
-from .evaluator import UNDEFINED
-from .ir import Expr, PipelineDecl
+from artifact.checks import show
+from artifact.errors import ArtifactError
+from artifact.ir import Expr, PipelineDecl
+from runtime.evaluator import UNDEFINED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

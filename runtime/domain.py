@@ -10,15 +10,15 @@ import math
 import operator
 from collections.abc import Callable, Mapping
 
-from .cost import param_bits
-from .errors import (
+from artifact.cost import param_bits
+from artifact.errors import (
     InadmissibleError,
     ParamError,
     ParamLimitError,
     ParamTypeError,
     UnknownParamError,
 )
-from .ir import PipelineDecl
+from artifact.ir import PipelineDecl
 
 __all__ = ["SEARCH_LIMIT", "Args", "Domain", "int_like", "show_value"]
 
@@ -61,7 +61,7 @@ class Domain:
         self.defaults: tuple[int | bool, ...] = tuple(p.default for p in decl.params)
         self.texts = tuple(c.text for c in decl.contracts)
         # name -> (index, low, high, limit); low None marks a bool param. `limit` is what the
-        # cost model assumed (runtime/cost.py): every value of the param has |value| < limit.
+        # cost model assumed (artifact/cost.py): every value of the param has |value| < limit.
         self.specs: dict[str, tuple[int, int | None, float, int]] = {
             p.name: (
                 i,

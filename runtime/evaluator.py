@@ -13,8 +13,8 @@ from _thread import allocate_lock
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 
-from .codegen import FunctionPlan, PipelinePlan, plan_pipeline
-from .ir import Frozen, PipelineDecl
+from artifact.ir import Frozen, PipelineDecl
+from runtime.codegen import FunctionPlan, PipelinePlan, plan_pipeline
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -8,18 +8,18 @@ from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from types import MappingProxyType
 
-from .artifact import read_artifact
-from .checks import show
-from .defaults import check_defaults
-from .domain import SEARCH_LIMIT, Args, Domain
-from .errors import (
+from artifact.checks import show
+from artifact.document import read_artifact
+from artifact.errors import (
     EvaluationError,
     ParamError,
     UnknownPipelineError,
     UnknownStageError,
 )
-from .evaluator import NO_POSITIONAL, UNDEFINED, FactoryCache, instantiate, plan_pipeline
-from .ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
+from artifact.ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
+from runtime.defaults import check_defaults
+from runtime.domain import SEARCH_LIMIT, Args, Domain
+from runtime.evaluator import NO_POSITIONAL, UNDEFINED, FactoryCache, instantiate, plan_pipeline
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

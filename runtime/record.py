@@ -21,9 +21,9 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-from runtime.atomic import NotARegularFileError, check_regular, write_atomically
-from runtime.checks import show
-from runtime.strict_json import strict_loads
+from artifact.atomic import NotARegularFileError, check_regular, write_atomically
+from artifact.checks import show
+from artifact.strict_json import strict_loads
 
 RECORD_FORMAT = "warmup-records"
 RECORD_VERSION = 1

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from artifact import checks as runtime_checks
+from artifact.document import MAX_BYTES
 from dslc import fuzzing, limits
 from dslc.compiler import CompileResult, compile_paths, compile_text
 from dslc.testing import sources
 from runtime import ArtifactError, load_formulas
-from runtime import checks as runtime_checks
-from runtime.artifact import MAX_BYTES
 from tests.budget import within_linear_budget
 
 # Derandomized: CI draws the same cases every run, so a failure is reproducible and never a flake

@@ -11,8 +11,8 @@ from typing import Any
 
 
 def build(seed: int = 0) -> Any:
-    """A ``diffusers.WanPipeline`` from tiny configs (runtime.measure.examples)."""
-    from runtime.measure.examples import build_tiny_wan
+    """A ``diffusers.WanPipeline`` from tiny configs (calibration.examples.tiny_wan)."""
+    from calibration.examples.tiny_wan import build_tiny_wan
 
     return build_tiny_wan(seed=seed)
 
@@ -21,7 +21,7 @@ def call_kwargs(seed: int) -> dict[str, Any]:
     """The prompt, a negative prompt (CFG), short text, tensor output; params come from `call`."""
     import torch
 
-    from runtime.measure.examples import TINY_WAN_CALL
+    from calibration.examples.tiny_wan import TINY_WAN_CALL
 
     return {**TINY_WAN_CALL, "generator": torch.Generator().manual_seed(seed)}
 

@@ -1,8 +1,8 @@
 """The static cost model at compile time: what the loader would refuse is a `limit` diagnostic.
 
 The pipeline is lowered exactly as `dslc build` emits it and validated by the loader's own code
-(`runtime.artifact.parse_pipeline`, whose checks apply `runtime.cost` and `runtime.limits` to every
-node), so a program that checks always builds and loads: one model, one set of limits. It runs
+(`artifact.document.parse_pipeline`, whose checks apply `artifact.cost` and `artifact.limits` to
+every node), so a program that checks always builds and loads: one model, one set of limits. It runs
 before anything is evaluated (contracts at the default workload, the prover), so the compiler
 never computes a value the model has not bounded.
 """
@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from artifact.checks import NodeBudget, as_name, into
+from artifact.document import parse_pipeline
+from artifact.errors import ArtifactError, ArtifactLimitError
 from dslc import emit
 from dslc.diagnostics import Diagnostic, error
 from dslc.model import ResolvedPipeline
 from dslc.source import Span
-from runtime.artifact import parse_pipeline
-from runtime.checks import NodeBudget, as_name, into
-from runtime.errors import ArtifactError, ArtifactLimitError
 
 __all__ = ["CostBudget", "check_cost"]
 

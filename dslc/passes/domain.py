@@ -8,12 +8,12 @@ from fractions import Fraction
 
 import attrs
 
+from artifact.spelling import point_text
 from dslc import ast
 from dslc.diagnostics import Diagnostic, error
 from dslc.fmt import format_expr
 from dslc.interp import EvalError, Interpreter, evaluate
 from dslc.model import ResolvedParam, ResolvedPipeline
-from runtime.params import point_text
 
 
 def _constant(expr: ast.Expr, what: str, problems: list[Diagnostic]) -> int | bool | None:

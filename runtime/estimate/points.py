@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from artifact.spelling import point_text
 from runtime.estimate.planes import estimable, row
 from runtime.estimate.results import LinearFit, Measure
-from runtime.params import point_text
 from runtime.record import WarmupRecord
 
 

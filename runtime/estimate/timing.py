@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from artifact.spelling import point_text
 from runtime.estimate.points import (
     Workload,
     measured_iterations,
@@ -34,7 +35,6 @@ from runtime.estimate.points import (
 )
 from runtime.estimate.results import StageTime, TimingEstimate
 from runtime.estimate.time_fit import SizeTimes, fit_time
-from runtime.params import point_text
 from runtime.record import WarmupRecord
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from calibration.plan import Component, Device, Target
-from calibration.plan_solve import Candidate, candidates
+from calibration.plan.candidates import Candidate, candidates
 
 
 def fits(

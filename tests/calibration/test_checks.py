@@ -1,12 +1,12 @@
 """Measurements against formulas, on real tiny diffusers pipelines: a missing term and a probe below
-the steady regime are both caught (calibration.checks)."""
+the steady regime are both caught (calibration.probes.findings)."""
 
 from __future__ import annotations
 
 import pytest
 
-from calibration.checks import check
 from calibration.examples import EXAMPLES
+from calibration.probes.findings import check
 from calibration.session import Session, quiet_libraries
 
 pytest.importorskip("diffusers")

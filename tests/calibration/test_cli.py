@@ -14,7 +14,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from calibration.cli import calibrate
+from calibration.cli.calibrate import calibrate
 from runtime.record import load_records
 
 pytest.importorskip("diffusers")
@@ -141,8 +141,8 @@ def test_a_missing_formulas_folder_exits_1(tmp_path):
 def test_extra_probes_close_the_decoding_terms_the_warmup_and_probe_leave_open():
     from pathlib import Path
 
+    from calibration.probes.sizes import extra_probes
     from calibration.run import load_pipeline
-    from calibration.sizes import extra_probes
 
     wan = load_pipeline(
         Path(__file__).resolve().parents[2] / "formulas" / "wan.wf", "wan2_1_t2v_1_3b"
@@ -233,7 +233,7 @@ def test_your_own_pipeline_from_a_factory_and_a_formula_file(tmp_path):
         assert entry["bound_peak_bytes"] >= entry["measured_peak_bytes"], entry
     assert doc["layer_bytes"]["unet"] and all(b > 0 for b in doc["layer_bytes"]["unet"].values())
     # The saved calibration is the planner's input: plan it on a device that holds it all.
-    from calibration.plan_cli import plan
+    from calibration.cli.plan import plan
 
     planned = CliRunner().invoke(
         plan, ["--calibration", str(saved), "--device-memory", "4GiB", "--reserve", "0", "--json"]

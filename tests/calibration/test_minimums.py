@@ -8,9 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from calibration.cli import calibrate
+from calibration.cli.calibrate import calibrate
 from calibration.examples import EXAMPLES
-from calibration.minimums import below_minimums, raise_to_minimums
+from calibration.probes.minimums import below_minimums, raise_to_minimums
 from calibration.run import load_pipeline, shapes
 from tests.examples import ROOT
 

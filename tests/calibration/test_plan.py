@@ -174,7 +174,7 @@ def test_planning_imports_no_torch():
     import sys
 
     code = (
-        "import sys, calibration.plan, calibration.plan_inputs, calibration.plan_cli; "
+        "import sys, calibration.plan, calibration.plan.inputs, calibration.cli.plan; "
         "print('torch' in sys.modules or 'diffusers' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

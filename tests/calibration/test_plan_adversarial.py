@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibration import plan_search
 from calibration.plan import Component, Device, Phase, Target, solve
+from calibration.plan import search as plan_search
 from tests.calibration.plan_brute import brute_force, brute_force_ties
 
 NAMES = ("a", "b", "c", "d", "e")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from calibration.cli.plan import plan
 from calibration.plan import Device, GiB, solve
-from calibration.plan_cli import plan
-from calibration.plan_inputs import CalibrationFormatError, from_estimate, load_calibration
-from calibration.plan_report import parse_size
+from calibration.plan.inputs import CalibrationFormatError, from_estimate, load_calibration
+from calibration.plan.report import parse_size
 from runtime.estimate.results import (
     LayerUseEstimate,
     PeakEstimate,
@@ -167,7 +167,7 @@ def test_cli_plans_a_saved_calibration(tmp_path):
 
 
 def _inputs(path):
-    from calibration.plan_cli import inputs
+    from calibration.cli.plan import inputs
 
     components, targets = inputs([load_calibration(Path(path))])
     return components, targets
@@ -220,7 +220,7 @@ SHAPES = ["steps=2,height=64,width=64", "steps=3,height=64,width=64"]
 
 @pytest.mark.slow
 def test_cli_runs_the_calibrations_itself_as_calibrate_would_save_them(tmp_path):
-    from calibration.cli import calibrate
+    from calibration.cli.calibrate import calibrate
 
     runner = CliRunner()
     device = ["--device-memory", "1MiB", "--reserve", "0", "--json"]

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibration.plan import Component, Device, Phase, Target, solve
-from calibration.plan_solve import candidates
+from calibration.plan.candidates import candidates
 from tests.calibration.plan_brute import brute_force, fits
 
 NAMES = ("a", "b", "c", "d")

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from calibration.time_probe import TIME_TOLERANCE, scaled_stages, time_probe, uncertain_stages
+from calibration.probes.time_probe import (
+    TIME_TOLERANCE,
+    scaled_stages,
+    time_probe,
+    uncertain_stages,
+)
 from runtime import Pipeline, load_formulas
 from runtime.estimate import estimate
 from runtime.record import StageIterations, WarmupRecord
@@ -122,7 +127,7 @@ def test_one_measured_size_scales_its_time_and_gets_a_second_size(toy):
 
 
 def test_the_ladder_combines_each_param_half_three_quarters_and_all_of_the_way(toy):
-    from calibration.sizes import ladder
+    from calibration.probes.sizes import ladder
 
     probe = {"steps": 4, "size": 10, "blocks": 1}
     # steps 4 -> 10: 7, 8 (8.5 floored), 10; size 10 -> 100: 55, 77 (77.5 floored), 100. Every
@@ -147,8 +152,8 @@ def test_the_ladder_combines_each_param_half_three_quarters_and_all_of_the_way(t
 def test_a_contract_that_leaves_nothing_between_moves_a_param_all_the_way():
     from pathlib import Path
 
+    from calibration.probes.sizes import ladder
     from calibration.run import load_pipeline
-    from calibration.sizes import ladder
 
     root = Path(__file__).resolve().parents[2]
     cog = load_pipeline(root / "formulas" / "cogvideox.wf", "cogvideox_2b")

@@ -287,7 +287,7 @@ def test_the_warmup_runs_lighter_shapes_until_the_decoding_terms_are_determined(
     # DecodingStage: memory ~ [height * width, latent_frames * height * width]. The floor and a
     # frames-lightened probe move area and frames together, so the target is open; the policy
     # picks a lighter shape at the probe's area (frames alone differ) that closes it.
-    from calibration.policy import open_stages
+    from calibration.probes.policy import open_stages
 
     shapes = lighten_sequence(wan, START, FLOOR)
     assert ("DecodingStage", "memory") in open_stages(wan, [FLOOR, shapes[1]], START)

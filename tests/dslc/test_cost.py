@@ -14,12 +14,12 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from artifact.document import read_artifact
 from dslc import bombs, emit, limits
 from dslc.compiler import CompileResult, compile_text
 from dslc.diagnostics import Diagnostic
 from dslc.testing import sources
 from runtime import load_formulas
-from runtime.artifact import read_artifact
 
 
 def limit_errors(result: CompileResult) -> list[Diagnostic]:

@@ -13,7 +13,7 @@ from dslc.compiler import compile_paths, compile_text
 from dslc.emit import FORMAT_VERSION, artifact, dumps, write_atomically
 from tests.examples import LANGUAGE_EXAMPLE, ROOT, program_of
 
-SCHEMA = json.loads((ROOT / "dslc" / "schema" / "artifact.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "artifact" / "schema" / "artifact.schema.json").read_text())
 
 
 def test_language_example_artifact_matches_the_schema(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from dslc.source import SourceFile
 from runtime import ComponentUse, InadmissibleError, UnknownParamError, load_formulas
 from tests.examples import ROOT, program_of
 
-SCHEMA = json.loads((ROOT / "dslc" / "schema" / "artifact.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "artifact" / "schema" / "artifact.schema.json").read_text())
 
 WAN = """\
 pipeline wan {

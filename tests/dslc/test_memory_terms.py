@@ -26,7 +26,7 @@ from dslc.passes.obligations import DIVISOR, NONNEG, collect
 from dslc.source import SourceFile
 from tests.examples import ROOT
 
-SCHEMA = json.loads((ROOT / "dslc" / "schema" / "artifact.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "artifact" / "schema" / "artifact.schema.json").read_text())
 
 VAE = """\
 pipeline vae {

@@ -17,7 +17,7 @@ from dslc.source import SourceFile
 from runtime import ArtifactError, load_formulas
 from tests.examples import ROOT
 
-SCHEMA = json.loads((ROOT / "dslc" / "schema" / "artifact.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "artifact" / "schema" / "artifact.schema.json").read_text())
 
 VIDEO = """\
 pipeline video {

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from artifact.document import MAX_BYTES, MAX_DEPTH
 from runtime import ArtifactError, FormulaError, load_formulas
-from runtime.artifact import MAX_BYTES, MAX_DEPTH
 
 from .builders import I, P, int_param, one_stage, op
 from .conftest import DATA, WAN_PATH
@@ -170,7 +170,7 @@ def test_constant_contract_and_unbounded_range() -> None:
 
 
 def test_the_node_count_is_bounded_across_the_artifact() -> None:
-    from runtime.artifact import MAX_NODES
+    from artifact.document import MAX_NODES
 
     # Within the byte limit, but over the node limit: refused before any code is generated.
     wide = one_stage(memory=op("max", *[I(1)] * (MAX_NODES + 1)))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.atomic import NotARegularFileError, current_umask, write_atomically
+from artifact.atomic import NotARegularFileError, current_umask, write_atomically
 
 
 def mode(path: Path) -> int:

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from artifact import limits as L
+from artifact.cost import node_bounds, param_bits
+from artifact.document import read_artifact
+from artifact.ir import Expr
 from dslc import bombs
 from runtime import ArtifactError, ArtifactLimitError, EvaluationError, load_formulas
-from runtime import limits as L
-from runtime.artifact import read_artifact
-from runtime.cost import node_bounds, param_bits
-from runtime.ir import Expr
 
 from .builders import I, P, document, int_param, let, one_stage, op, pipeline, stage
 from .test_safety import audit

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from artifact.document import parse_artifact
 from runtime import ArtifactError, EvaluationError, InadmissibleError, Pipeline, load_formulas
-from runtime.artifact import parse_artifact
 from runtime.defaults import lets_at, result_at, value_at
 from runtime.evaluator import UNDEFINED, compile_pipeline
 

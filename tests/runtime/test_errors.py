@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import pytest
 
+from artifact.errors import closest, one_of
 from runtime import (
     EvaluationError,
     FormulaBook,
@@ -21,7 +22,6 @@ from runtime import (
     UnknownStageError,
     load_formulas,
 )
-from runtime.errors import closest, one_of
 
 from .builders import I, P, int_param, one_stage, op
 

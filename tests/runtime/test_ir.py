@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from runtime.ir import Expr
+from artifact.ir import Expr
 
 
 def node(value: int = 3) -> Expr:

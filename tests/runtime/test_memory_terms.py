@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from artifact.document import MAX_DEPTH, MAX_MEMORY_TERMS
 from runtime import (
     ArtifactError,
     EvaluationError,
@@ -19,7 +20,6 @@ from runtime import (
     Pipeline,
     load_formulas,
 )
-from runtime.artifact import MAX_DEPTH, MAX_MEMORY_TERMS
 
 from .builders import (
     SPAN,

@@ -1,4 +1,4 @@
-"""Request values stay within what the loader's cost model assumed (runtime/cost.py).
+"""Request values stay within what the loader's cost model assumed (artifact/cost.py).
 
 A param ranging to `inf` is counted as UNBOUNDED_BITS bits (about 4,300 digits); every entry point
 that takes params refuses a larger value with ParamLimitError, and no contract ever sees a value
@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from artifact.limits import UNBOUNDED_BITS
 from runtime import (
     InadmissibleError,
     ParamError,
@@ -19,7 +20,6 @@ from runtime import (
     Pipeline,
     load_formulas,
 )
-from runtime.limits import UNBOUNDED_BITS
 
 from .builders import I, P, contract, document, int_param, op, pipeline, stage
 

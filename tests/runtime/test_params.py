@@ -1,8 +1,8 @@
-"""runtime.params: the one spelling of a point that commands, messages and tables share."""
+"""artifact.spelling: the one spelling of a point that commands, messages and tables share."""
 
 from __future__ import annotations
 
-from runtime.params import param_value, point_text
+from artifact.spelling import param_value, point_text
 
 
 def test_bools_are_spelled_as_in_wf_files() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from artifact.document import MAX_MEASURE_TERMS
 from runtime import ArtifactError, EvaluationError, Pipeline, load_formulas
-from runtime.artifact import MAX_MEASURE_TERMS
 
 from .builders import I, P, document, int_param, left_sum, op, pipeline, stage
 

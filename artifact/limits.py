@@ -43,5 +43,5 @@ MAX_CALLS = 512  # `call` arguments of one pipeline
 # A param ranging up to `inf` is bounded only by the largest int a request may pass: 4,300 digits.
 UNBOUNDED_BITS = (10**MAX_INT_DIGITS).bit_length()
 MAX_VALUE_BITS = 1 << 17  # bit length any value may reach over the declared param ranges
-MAX_CALL_WORK = 1 << 22  # word operations one evaluation may take (runtime/cost.py)
+MAX_CALL_WORK = 1 << 22  # word operations one evaluation may take (artifact/cost.py)
 MAX_LOAD_WORK = 1 << 23  # word operations of evaluating every formula of an artifact once

@@ -1,6 +1,6 @@
 """The static cost model: how large a value may grow and how much work evaluating it takes.
 
-Defined once, here, and used by the loader (runtime/checks.py, on every node it validates) and by
+Defined once, here, and used by the loader (artifact/checks.py, on every node it validates) and by
 the compiler (which validates what it would emit the same way), so both refuse the same programs.
 
 Every numeric node gets a bound on its value over the declared param ranges: `bits` for the
@@ -21,8 +21,8 @@ branch, since only the taken branch runs).
 
 from __future__ import annotations
 
-from .ir import Expr
-from .limits import UNBOUNDED_BITS
+from artifact.ir import Expr
+from artifact.limits import UNBOUNDED_BITS
 
 __all__ = ["leaf_bits", "node_bounds", "param_bits"]
 

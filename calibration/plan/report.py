@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from calibration.plan import LAYERWISE, Component, Plan
+from calibration.plan.model import LAYERWISE, Component, Plan
 
 VERSION = 1
 _UNITS = {

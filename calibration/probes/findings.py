@@ -26,10 +26,10 @@ from fractions import Fraction
 
 from attrs import frozen
 
-from calibration.policy import QUANTITIES, fit_rows, predict, work
+from artifact.spelling import point_text
+from calibration.probes.policy import QUANTITIES, fit_rows, predict, work
 from runtime import Pipeline
 from runtime.estimate.planes import row
-from runtime.params import point_text
 from runtime.record import WarmupRecord
 
 #: Relative misses tolerated, of the largest value of the quantity among the sizes: memory is

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from attrs import frozen
 
-if TYPE_CHECKING:  # types only: calibration.plan imports the search through plan_explain
-    from calibration.plan_solve import Candidate, Group
+if TYPE_CHECKING:  # types only: calibration.plan.model imports the search through plan_explain
+    from calibration.plan.candidates import Candidate, Group
 
 
 #: Nodes the exact search may visit before it gives up: a bound on its cost for any input (about

@@ -3,7 +3,7 @@
 A calibration measures phase peaks with every component's weights on the device, so a phase's
 bound for planning is its bound minus those weights (``measured_weights_bytes``; by default the
 sum of ``component_weight_bytes``). No torch: the per-layer bytes come from
-``calibration.plan_torch.layer_bytes`` (or the document's ``layer_bytes``).
+``calibration.plan.torch_sizes.layer_bytes`` (or the document's ``layer_bytes``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 from attrs import frozen
 
-from calibration.plan import Component, Phase, PlanInputError, Target
-from runtime.params import point_text
+from artifact.spelling import point_text
+from calibration.plan.model import Component, Phase, PlanInputError, Target
 
 MAX_DOCUMENT_BYTES = 16 << 20  # a calibration document is a few KiB; refuse anything absurd
 MAX_ITEMS = 100_000  # phases, layer uses and layers, each

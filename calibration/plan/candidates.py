@@ -4,7 +4,7 @@ Every component has candidates (resident; layerwise with k of N layers resident,
 offloaded whole), each using ``always`` bytes in every phase and ``onload`` bytes in the phases
 where the component is active, and costing ``cost`` transfer bytes per request. Phases with the
 same active set collapse to their largest bound: one constraint per active set (a *group*). The
-exact search over them is ``calibration.plan_search``; see docs/planning.md.
+exact search over them is ``calibration.plan.search``; see docs/planning.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
-from calibration.plan import LAYERWISE, OFFLOADED, RESIDENT, Component, PlanInputError, Target
+from calibration.plan.model import LAYERWISE, OFFLOADED, RESIDENT, Component, PlanInputError, Target
 
 
 @frozen

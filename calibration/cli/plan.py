@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from calibration.cli_options import (
+from calibration.cli.options import (
     Choice,
     RunSettings,
     Shapes,
@@ -22,17 +22,17 @@ from calibration.cli_options import (
     run_options,
     shape_option,
 )
-from calibration.plan import (
+from calibration.plan.inputs import Calibrated, load_calibration
+from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
     Component,
     Device,
     PlanInputError,
     Target,
     most_cautious_targets,
-    solve,
 )
-from calibration.plan_inputs import Calibrated, load_calibration
-from calibration.plan_report import component_rows, document, parse_size, phase_rows, show_bytes
+from calibration.plan.report import component_rows, document, parse_size, phase_rows, show_bytes
+from calibration.plan.solver import solve
 from dslc.cli_support import Failure, ui
 
 _EPILOG_LINES = (
@@ -116,7 +116,7 @@ def calibrated(
     """Run one calibration per target shape (progress on stderr, as `dslc calibrate` shows)."""
     import sys
 
-    from calibration.cli_show import progress_bar, warn
+    from calibration.cli.show import progress_bar, warn
     from calibration.errors import CalibrationError
     from calibration.report import document
 

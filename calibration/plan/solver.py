@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from calibration.plan import (
+from calibration.plan.candidates import Candidate, Group, candidates
+from calibration.plan.model import (
     RESIDENT,
     Component,
     Device,
@@ -22,8 +23,7 @@ from calibration.plan import (
     PlanLimitError,
     Target,
 )
-from calibration.plan_search import MAX_SEARCH_NODES, SearchExhausted, search
-from calibration.plan_solve import Candidate, Group, candidates
+from calibration.plan.search import MAX_SEARCH_NODES, SearchExhausted, search
 
 
 def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[str, int]:

@@ -15,7 +15,7 @@ import click
 from attrs import frozen
 
 from calibration.examples import EXAMPLES
-from calibration.time_probe import TIME_TOLERANCE
+from calibration.probes.time_probe import TIME_TOLERANCE
 from dslc.cli_support import assignments
 from runtime.estimate.results import DEFAULT_MARGIN
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 Params = Mapping[str, int | bool]
 
 #: The repository's formulas/ folder (beside the calibration package in a checkout).
-FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
+FORMULAS = Path(__file__).resolve().parents[2] / "formulas"
 
 
 def shape_option(
@@ -193,8 +193,8 @@ def run_calibration(
     progress: Progress | None = None,
 ) -> Calibration:
     """Build the chosen pipeline and calibrate it (raises ``CalibrationError``)."""
+    from calibration.cli.factory import load_factory
     from calibration.errors import CalibrationError
-    from calibration.factory import load_factory
     from calibration.run import calibrate_pipeline, load_pipeline
 
     formulas_path = choice.formulas_path

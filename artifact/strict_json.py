@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from .checks import show
+from artifact.checks import show
 
 
 def strict_loads(data: str | bytes | bytearray) -> object:

@@ -41,7 +41,7 @@ def _show(value: object) -> str:
     """A request value for a message, bounded (repr() refuses ints over 4,300 digits)."""
     if isinstance(value, int) and value.bit_length() > 160:
         return f"<an integer of {value.bit_length():,} bits>"
-    from .checks import show  # only on the error path
+    from artifact.checks import show  # only on the error path
 
     return show(value)
 
@@ -71,7 +71,7 @@ class ArtifactError(FormulaError, ValueError):
 
 
 class ArtifactLimitError(ArtifactError):
-    """The artifact exceeds a resource limit (runtime/limits.py): too many nodes or members, a
+    """The artifact exceeds a resource limit (artifact/limits.py): too many nodes or members, a
     name too long, or a value or an evaluation the static cost model bounds above its limit."""
 
 

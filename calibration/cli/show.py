@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from artifact.spelling import point_text
 from calibration.run import Calibration
 from dslc.cli_support import Failure, ui
-from runtime.params import point_text
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .checks import (
+from artifact.checks import (
     MAX_CALLS,
     MAX_STAGE_USES,
     Scope,
@@ -20,7 +20,7 @@ from .checks import (
     into,
     over_limit,
 )
-from .ir import CallDecl, ComponentUse, ParamDecl
+from artifact.ir import CallDecl, ComponentUse, ParamDecl
 
 __all__ = ["StageFacts", "calls", "probe_axes", "probe_minimums"]
 

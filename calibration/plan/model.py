@@ -1,6 +1,6 @@
 """Residency planning: which components stay on the device, which are offloaded, how many layers.
 
-Pure (no torch): the inputs are frozen values built from a calibration (``calibration.plan_inputs``)
+Pure (no torch): the inputs are frozen values built from a calibration (``calibration.plan.inputs``)
 or by hand; ``solve`` returns a ``Plan`` that says, per component, where it lives, why, and what it
 costs in host-to-device transfer per request. See docs/planning.md.
 """
@@ -251,8 +251,6 @@ class Plan:
         raise KeyError(component)
 
 
-from calibration.plan_explain import solve  # (the solver uses the types above)
-
 __all__ = [
     "DEFAULT_BANDWIDTH",
     "KINDS",
@@ -271,5 +269,4 @@ __all__ = [
     "allocator_margin",
     "most_cautious_device",
     "most_cautious_targets",
-    "solve",
 ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 
-from calibration.policy import Point, memory_terms, time_terms, work
+from calibration.probes.policy import Point, memory_terms, time_terms, work
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate
 from runtime.estimate.points import Workload

@@ -2,8 +2,8 @@
 
 A plugin command of `dslc` (entry point ``dslc.commands``). Everything heavy (torch, diffusers) is
 imported only when the command runs. The loop lives in ``calibration.run``, the document and tables
-in ``calibration.report``, what a terminal shows in ``calibration.cli_show``, the figure in
-``calibration.plot``.
+in ``calibration.report``, what a terminal shows in ``calibration.cli.show``, the figure in
+``calibration.cli.plot``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import click
 
-from calibration.cli_options import (
+from artifact.spelling import point_text
+from calibration.cli.options import (
     Choice,
     RunSettings,
     Shapes,
@@ -25,7 +26,6 @@ from calibration.cli_options import (
 )
 from calibration.examples import EXAMPLES
 from dslc.cli_support import Failure, ui
-from runtime.params import point_text
 
 
 def _shape(params: object) -> str:
@@ -140,7 +140,7 @@ def calibrate(
     time, and the layer uses. With --verify it runs the target too, once a round beside the
     sizes, and compares.
     """
-    from calibration.cli_show import progress_bar, save_records, show, warn
+    from calibration.cli.show import progress_bar, save_records, show, warn
     from calibration.errors import CalibrationError
 
     try:
@@ -158,7 +158,7 @@ def calibrate(
     if records_path is not None:
         save_records(records_path, cal)
     if plot is not None:
-        from calibration.plot import plot as draw
+        from calibration.cli.plot import plot as draw
 
         try:
             draw(cal, plot)
@@ -169,7 +169,7 @@ def calibrate(
 
         doc = document(cal)
         if save is not None:
-            from runtime.atomic import write_atomically
+            from artifact.atomic import write_atomically
 
             try:
                 write_atomically(save, json.dumps(doc, indent=2) + "\n")

@@ -141,7 +141,7 @@ class ParamInfo(Frozen):
 class Expr(tuple):  # type: ignore[type-arg]
     """A validated expression node: `type` is int/rat/bool; `ref` indexes params or lets.
 
-    `bits`, `dbits` and `work` are its static cost (runtime/cost.py): bounds on the bit lengths of
+    `bits`, `dbits` and `work` are its static cost (artifact/cost.py): bounds on the bit lengths of
     its value's numerator and denominator over the declared ranges, and the word operations
     evaluating it takes (its args included).
 

@@ -1,4 +1,4 @@
-"""Read and validate a compiled artifact into frozen declarations (runtime/ir.py); nothing is
+"""Read and validate a compiled artifact into frozen declarations (artifact/ir.py); nothing is
 executed.
 """
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from .atomic import NotARegularFileError, check_regular
-from .checks import (
+from artifact.atomic import NotARegularFileError, check_regular
+from artifact.checks import (
     NodeBudget,
     Scope,
     as_int,
@@ -25,10 +25,10 @@ from .checks import (
     same_tree,
     show,
 )
-from .cost import node_bounds, param_bits
-from .errors import ArtifactError
-from .facts import StageFacts, calls, probe_axes, probe_minimums
-from .ir import (
+from artifact.cost import node_bounds, param_bits
+from artifact.errors import ArtifactError
+from artifact.facts import StageFacts, calls, probe_axes, probe_minimums
+from artifact.ir import (
     NUMERIC,
     Artifact,
     ContractDecl,
@@ -40,7 +40,7 @@ from .ir import (
     SourceDecl,
     StageDecl,
 )
-from .limits import (
+from artifact.limits import (
     MAX_BYTES,
     MAX_DEPTH,
     MAX_INT_DIGITS,
@@ -53,7 +53,7 @@ from .limits import (
     MAX_POW_EXPONENT,
     MAX_STAGES,
 )
-from .strict_json import strict_loads
+from artifact.strict_json import strict_loads
 
 __all__ = [
     "FORMAT",

@@ -1,5 +1,6 @@
 """Which sizes to measure beside the warmup and the probe: the candidates the probe policy
-(``calibration.policy``, ``calibration.time_probe``) chooses from, between the probe and the target.
+(``calibration.probes.policy``, ``calibration.probes.time_probe``) chooses from, between the
+probe and the target.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import itertools
 import math
 from fractions import Fraction
 
-from calibration.policy import mixes, next_probe, work
+from calibration.probes.policy import mixes, next_probe, work
 from calibration.session import Params
 from runtime import Pipeline
 
@@ -19,7 +20,7 @@ def extra_probes(
     """Sizes beside the warmup and the probe that pin down every declared term at the target.
 
     Candidates are the corners of the warmup-probe box (cheapest first), then the probe moved
-    towards the target; ``calibration.policy.next_probe`` picks one at a time.
+    towards the target; ``calibration.probes.policy.next_probe`` picks one at a time.
     """
     chosen: list[dict[str, int | bool]] = []
     measured: list[Params] = [warmup, probe]

@@ -21,7 +21,7 @@ from typing import Any
 
 from attrs import define, field
 
-from calibration.plan import LAYERWISE, OFFLOADED, RESIDENT, Plan
+from calibration.plan.model import LAYERWISE, OFFLOADED, RESIDENT, Plan
 
 
 class PlanApplyError(ValueError):

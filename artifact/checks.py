@@ -10,10 +10,10 @@ import math
 from collections.abc import Mapping
 from fractions import Fraction
 
-from .cost import leaf_bits, node_bounds
-from .errors import ArtifactError, ArtifactLimitError
-from .ir import Expr, Span
-from .limits import (
+from artifact.cost import leaf_bits, node_bounds
+from artifact.errors import ArtifactError, ArtifactLimitError
+from artifact.ir import Expr, Span
+from artifact.limits import (
     MAX_CALL_WORK,
     MAX_CALLS,
     MAX_DEPTH,

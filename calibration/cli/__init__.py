@@ -1,0 +1,1 @@
+"""`dslc calibrate` and `dslc plan`: options, progress, tables, plots and factories."""

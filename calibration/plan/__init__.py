@@ -1,0 +1,50 @@
+"""The residency planner: which components stay on the device (docs/planning.md).
+
+``model`` holds the value types, ``candidates`` each component's possible placements, ``search``
+the exact branch and bound, ``solver`` the ``solve`` entry point and its explanations, ``inputs``
+reads a calibration document, ``report`` shows a plan, ``apply`` installs one on a pipeline.
+"""
+
+from calibration.plan.model import (
+    DEFAULT_BANDWIDTH,
+    KINDS,
+    LAYERWISE,
+    OFFLOADED,
+    RESIDENT,
+    Component,
+    Device,
+    GiB,
+    Phase,
+    PhaseUse,
+    Placement,
+    Plan,
+    PlanInputError,
+    PlanLimitError,
+    Target,
+    allocator_margin,
+    most_cautious_device,
+    most_cautious_targets,
+)
+from calibration.plan.solver import solve
+
+__all__ = [
+    "DEFAULT_BANDWIDTH",
+    "KINDS",
+    "LAYERWISE",
+    "OFFLOADED",
+    "RESIDENT",
+    "Component",
+    "Device",
+    "GiB",
+    "Phase",
+    "PhaseUse",
+    "Placement",
+    "Plan",
+    "PlanInputError",
+    "PlanLimitError",
+    "Target",
+    "allocator_margin",
+    "most_cautious_device",
+    "most_cautious_targets",
+    "solve",
+]
