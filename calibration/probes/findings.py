@@ -38,6 +38,8 @@ TOLERANCE: Mapping[str, float] = {"memory": 0.03, "time": 0.35}
 #: Absolute slack: allocator rounding and small framework buffers (4 KiB); timer and dispatch
 #: jitter of a shared CPU (3 ms per iteration).
 SLACK: Mapping[str, float] = {"memory": float(4 << 10), "time": 0.003}
+#: Finding kinds that ask for a change before the calibration can be trusted.
+ACTIONABLE = frozenset({"formula-mismatch"})
 
 
 @frozen
@@ -61,6 +63,12 @@ class Finding:
     points: tuple[SizePoint, ...]
     direction: str | None = None  # what the unexplained part grows with
     out_of_regime: tuple[Mapping[str, int | bool], ...] = ()  # sizes to leave out of the estimate
+
+    @property
+    def actionable(self) -> bool:
+        """Whether it asks the user to change something (the formula, the probe) before trusting
+        the calibration."""
+        return self.kind in ACTIONABLE
 
 
 def _stage_value(record: WarmupRecord, stage: str, quantity: str, iterations: int) -> float | None:
