@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from calibration.run import Calibration, Comparison
+from calibration.verdict import verdict
 
 DOCUMENT_VERSION = 1
 
@@ -34,11 +35,21 @@ def _error(c: Comparison) -> float | None:
     return None if c.error is None else round(c.error, 5)
 
 
-def document(cal: Calibration) -> dict[str, Any]:
-    """The --json document."""
+def document(cal: Calibration, *, strict: bool = False) -> dict[str, Any]:
+    """The --json document (its verdict as ``dslc calibrate`` with or without --strict)."""
     est = cal.estimate
     peak, time = cal.request_peak(), cal.request_time()
+    sources = {m.stage: m.source for m in cal.margins}
+    judged = verdict(cal, strict=strict)
     return {
+        "verdict": {
+            "holds": judged.holds,
+            "exit_status": judged.status,
+            "memory": judged.memory,
+            "time": judged.time,
+            "findings": judged.findings,
+            "line": judged.line,
+        },
         "version": DOCUMENT_VERSION,
         "example": cal.example,
         "pipeline": cal.pipeline,
@@ -74,6 +85,7 @@ def document(cal: Calibration) -> dict[str, Any]:
                 "method": p.peak.method,
                 "reason": p.peak.reason,
                 "margin": p.peak.margin,
+                "margin_source": _margin_source(p.peak.method, sources.get(p.stage or "")),
                 "predicted_peak_bytes": c.predicted,
                 "bound_peak_bytes": c.bound,
                 "measured_peak_bytes": c.measured,
@@ -129,13 +141,28 @@ def document(cal: Calibration) -> dict[str, Any]:
         ],
         "errors": list(cal.errors),
         "extra_probes": [dict(p) for p in cal.extra_probes],
+        "extra_sizes": [
+            {"params": dict(p), "why": why, "cost": round(cost, 5)}
+            for p, why, cost in zip(cal.extra_probes, cal.extra_reasons, cal.extra_costs)
+        ],
+        "extra_cost": round(cal.extra_cost, 5),
+        "margins": [
+            {"stage": m.stage, "margin": m.margin, "source": m.source, "reason": m.reason}
+            for m in cal.margins
+        ],
+        "uncovered": list(cal.uncovered),
+        "notices": list(cal.notices),
         "findings": [
             {
                 "kind": f.kind,
                 "stage": f.stage,
                 "quantity": f.quantity,
                 "direction": f.direction,
+                "actionable": f.actionable,
+                "risk": f.risk,
+                "share": f.share,
                 "message": f.message,
+                "next_step": f.next_step,
                 "points": [
                     {"params": dict(p.params), "value": p.value, "fit": p.predicted}
                     for p in f.points
@@ -159,6 +186,11 @@ def document(cal: Calibration) -> dict[str, Any]:
     }
 
 
+def _margin_source(method: str, source: str | None) -> str | None:
+    """Which margin a phase's bound got: "evidence", "fixed", or None where nothing is padded."""
+    return source if method in ("fit", "scaled") else None
+
+
 def show_bytes(value: float | None) -> str:
     if value is None:
         return "-"
@@ -177,18 +209,23 @@ def show_error(c: Comparison) -> str:
 
 
 def memory_rows(cal: Calibration) -> list[list[str]]:
-    """phase, method, predicted, bound, measured, error, bound ok."""
+    """phase, method, margin, predicted, bound, measured, error, bound ok."""
+    sources = {m.stage: m.source for m in cal.margins}
     rows = []
-    for c in [*cal.phases(), cal.request_peak()]:
+    stages = [p.stage for p in cal.estimate.phases] + [cal.estimate.request_peak.stage]
+    margins = [p.peak for p in cal.estimate.phases] + [cal.estimate.request_peak]
+    for c, stage, peak in zip([*cal.phases(), cal.request_peak()], stages, margins):
         ok = (
             "-"
             if c.bound is None or c.measured is None
             else ("yes" if c.bound >= c.measured else "NO")
         )
+        source = _margin_source(c.method, sources.get(stage or ""))
         rows.append(
             [
                 c.label,
                 c.method,
+                "-" if source is None else f"{source} {peak.margin:.3g}",
                 show_bytes(c.predicted),
                 show_bytes(c.bound),
                 show_bytes(c.measured),
@@ -205,16 +242,38 @@ def _two_sigma(spread_s: float | None) -> float | None:
 
 
 def time_rows(cal: Calibration) -> list[list[str]]:
-    """stage, method, predicted, measured, error."""
+    """stage, method, predicted, two sigma, measured, error."""
     rows = [
-        [c.label, c.method, show_ms(c.predicted), show_ms(c.measured), show_error(c)]
-        for c in cal.stage_times()
+        [
+            c.label,
+            c.method,
+            show_ms(c.predicted),
+            _show_two_sigma(s.spread_s),
+            show_ms(c.measured),
+            show_error(c),
+        ]
+        for s, c in zip(cal.estimate.timing.stages, cal.stage_times())
     ]
     untracked = cal.estimate.timing.untracked_s * 1e3
     measured = None
     if cal.measured is not None and cal.measured.ok:
         measured = (cal.measured.duration_s - sum(cal.measured.stage_durations.values())) * 1e3
-    rows.append(["(outside stages)", "measurement", show_ms(untracked), show_ms(measured), "-"])
+    rows.append(
+        ["(outside stages)", "measurement", show_ms(untracked), "-", show_ms(measured), "-"]
+    )
     c = cal.request_time()
-    rows.append(["request", c.method, show_ms(c.predicted), show_ms(c.measured), show_error(c)])
+    rows.append(
+        [
+            "request",
+            c.method,
+            show_ms(c.predicted),
+            _show_two_sigma(cal.estimate.timing.spread_s),
+            show_ms(c.measured),
+            show_error(c),
+        ]
+    )
     return rows
+
+
+def _show_two_sigma(spread_s: float | None) -> str:
+    return "-" if spread_s is None else f"±{2 * spread_s * 1e3:.1f} ms"

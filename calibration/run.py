@@ -22,10 +22,11 @@ from attrs import field, frozen
 
 from artifact.spelling import point_text
 from calibration.errors import CalibrationError
-from calibration.probes.findings import Finding, check
+from calibration.probes.evidence import StageMargin, stage_margins, with_risks
+from calibration.probes.findings import Checked, Finding, check
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
 from calibration.probes.policy import open_stages
-from calibration.probes.sizes import extra_probes, ladder, larger_probe
+from calibration.probes.sizes import coverage_probes, extra_probes, ladder, larger_probe
 from calibration.probes.time_probe import TIME_TOLERANCE, time_probe
 from calibration.session import Params, Session, quiet_libraries, torch_threads
 from runtime import FormulaError, Pipeline
@@ -79,6 +80,17 @@ class Calibration:
     layer_bytes: Mapping[str, Mapping[str, int]] = field(factory=dict, hash=False)
     target_runs: tuple[WarmupRecord, ...] = ()  # every verification run (``measured``: the median)
     below_minimum: tuple[BelowMinimum, ...] = ()  # warmup or probe under a `probe X >= N`
+    extra_reasons: tuple[str, ...] = ()  # why each extra probe was measured (parallel)
+    extra_costs: tuple[float, ...] = ()  # each extra probe's cost, one run, over the target's
+    margins: tuple[StageMargin, ...] = ()  # each stage's margin (evidence or fixed) and why
+
+    @property
+    def extra_cost(self) -> float:
+        """The extra probes' total cost, one run each, over the target's (kept under 1)."""
+        return sum(self.extra_costs)
+
+    uncovered: tuple[str, ...] = ()  # params the target departs in that no size could move
+    notices: tuple[str, ...] = ()  # warnings about the request itself (a target below the probe)
 
     @property
     def second_probe(self) -> Params | None:
@@ -202,6 +214,120 @@ def work_ratio(pipeline: Pipeline, probe: Params, target: Params) -> Fraction:
 
 # --- the session ----------------------------------------------------------------------------------
 
+#: The extra sizes' total cost (iterations x memory measure of the repeated stage) stays below the
+#: target's: a size is added only while the sum stays under this share of it.
+BUDGET = Fraction(1)
+#: How many larger sizes the loop tries to decide an ``unconfirmed`` finding.
+CONFIRM_TRIES = 2
+
+
+def relative_cost(pipeline: Pipeline, point: Params, target: Params) -> Fraction:
+    """What one run at ``point`` costs next to the target: iterations x memory measure of the
+    target's most repeated stage, at both (the work ratio's measure)."""
+    ratio = work_ratio(pipeline, point, target)
+    return Fraction(1) / ratio if ratio else Fraction(0)
+
+
+@frozen
+class Settled:
+    """What the records say so far: the checks, the records to estimate from and the estimate."""
+
+    checked: Checked
+    findings: tuple[Finding, ...]
+    kept: tuple[WarmupRecord, ...]
+    estimate: WorkloadEstimate
+    margins: tuple[StageMargin, ...]
+
+
+def settle(
+    session: Session,
+    records: Sequence[WarmupRecord],
+    target: Params,
+    margin: float,
+    uncovered: Sequence[str],
+) -> Settled:
+    """Check the records, leave out the sizes a memory finding puts outside the formulas' regime,
+    give each stage its margin (evidence or fixed) and estimate, with the findings' risks added."""
+    pipeline, backend = session.formulas, session.recorder.backend.name
+    everything = check(pipeline, records, target, backend)
+    kept = in_regime(pipeline, records, everything.findings, target)
+    checked = everything if len(kept) == len(records) else check(pipeline, kept, target, backend)
+    regime = [f for f in everything.findings if f.kind == "probe-regime"]
+    findings = tuple(
+        sorted(
+            [*regime, *(f for f in checked.findings if f.kind != "probe-regime")],
+            key=lambda f: (not f.actionable, -f.share, f.stage, f.quantity),
+        )
+    )
+    margins = stage_margins(pipeline, checked, uncovered, margin)
+    result = estimate(
+        kept,
+        pipeline,
+        target=target,
+        margin=margin,
+        component_weight_bytes=session.weights,
+        stage_margins={m.stage: m.margin for m in margins if m.source == "evidence"},
+    )
+    return Settled(checked, findings, tuple(kept), with_risks(result, checked.findings), margins)
+
+
+class _Loop:
+    """The runs of one calibration in order: each size by role, why it was added, its cost."""
+
+    def __init__(
+        self,
+        session: Session,
+        points: dict[str, dict[str, int | bool]],
+        sizes: list[tuple[str, str]],
+        target: Params,
+        repeat: int,
+        verify: bool,
+        progress: Progress | None,
+    ) -> None:
+        self.session, self.points, self.sizes, self.target = session, points, sizes, target
+        self.repeat, self.verify = repeat, verify
+        self.tick = progress or (lambda step, total, what: None)
+        self.total = 2 + repeat * (len(sizes) + 1 + (1 if verify else 0))
+        self.step = 0
+        self.roles: list[str] = []
+        self.records: list[WarmupRecord] = []
+        self.runs: list[WarmupRecord] = []
+        self.cost = sum(
+            (relative_cost(session.formulas, points[role], target) for role, _ in sizes[1:]),
+            Fraction(0),
+        )
+
+    def measure(self, role: str, why: str = "") -> None:
+        self.step += 1
+        shown = f"{role} {_describe(self.points[role])}" + (f" ({why})" if why else "")
+        self.tick(self.step, self.total, shown)
+        self.roles.append(role)
+        self.records.append(self.session.run(self.points[role]))
+
+    def affordable(self, point: Params) -> bool:
+        """Whether one more size at ``point`` keeps the extra sizes' cost under the budget."""
+        return self.cost + relative_cost(self.session.formulas, point, self.target) < BUDGET
+
+    def add_size(self, point: dict[str, int | bool], why: str) -> bool:
+        """One more size, if affordable and new: measured now, and once in every later round."""
+        if point in self.points.values() or not self.affordable(point):
+            return False
+        role = f"probe {len(self.sizes) + 1}"
+        self.cost += relative_cost(self.session.formulas, point, self.target)
+        self.points[role] = point
+        self.sizes.append((role, why))
+        self.total += self.repeat
+        self.measure(role, why)
+        return True
+
+    def verify_target(self, k: int) -> None:
+        self.step += 1
+        self.tick(
+            self.step, self.total, f"verifying at {_describe(self.target)} ({k}/{self.repeat})"
+        )
+        self.runs.append(self.session.run(self.target))
+        self.session.recorder.backend.release_pool()
+
 
 def calibrate_session(
     session: Session,
@@ -219,81 +345,62 @@ def calibrate_session(
 ) -> Calibration:
     """Warmup, rounds of probes and re-warm, findings, estimate, optional verify.
 
-    ``target``, ``probe`` and ``warmup`` are complete admissible points (``full_point``). Every size
-    is measured once a round, ``repeat`` rounds; the sizes the first round shows are needed (a
-    larger probe to confirm a fit, a probe for time) join it and every later round. With ``verify``
-    each round ends with one run of the target: a shared machine's speed drifts by more than the
-    time goal over minutes (bench/README.md), so the target is measured in the same stretches of
-    time as the sizes that predict it. Its runs never enter the estimate; the pool is released
-    after each, so the next size's reserved peak does not hold the target's cache. Time estimates
-    take medians of repeats, and verification keeps the target run of median duration
-    (``median_run``).
+    ``target``, ``probe`` and ``warmup`` are complete admissible points (``full_point``). Before
+    anything runs, the sizes are planned: the probe, the extra probes that determine every declared
+    term at the target, and a size for each param the target departs in that no two sizes move
+    alone (``coverage_probes``). Every size is measured once a round, ``repeat`` rounds; the sizes
+    the first round shows are needed (a larger size to decide an unconfirmed fit or to confirm one,
+    a probe for time) join it and every later round, while the extra sizes' total cost stays under
+    the target's (``BUDGET``). With ``verify`` each round ends with one run of the target: a shared
+    machine's speed drifts by more than the time goal over minutes (bench/README.md), so the target
+    is measured in the same stretches of time as the sizes that predict it. Its runs never enter
+    the estimate; the pool is released after each. Time estimates take medians of repeats, and
+    verification keeps the target run of median duration (``median_run``).
     """
-    tick = progress or (lambda step, total, what: None)
     pipeline = session.formulas
-    extras = extra_probes(pipeline, warmup, probe, target)
-    sizes = ["probe", *(f"probe {k + 2}" for k in range(len(extras)))]
+    planned = [
+        (p, "determining the declared terms at the target")
+        for p in extra_probes(pipeline, warmup, probe, target)
+    ]
+    covering, uncovered = coverage_probes(
+        pipeline, [warmup, probe, *(p for p, _ in planned)], [warmup, probe], probe, target
+    )
+    planned += covering
     points: dict[str, dict[str, int | bool]] = {
         "warmup": dict(warmup),
         "probe": dict(probe),
         "re-warm": dict(warmup),
     }
-    points.update({f"probe {k + 2}": p for k, p in enumerate(extras)})
-    per_round = len(sizes) + 1 + (1 if verify else 0)
-    total = 2 + repeat * per_round  # the warmup, the rounds, the estimate
-    step = 0
-    roles: list[str] = []
-    records: list[WarmupRecord] = []
-    runs: list[WarmupRecord] = []
-
-    def measure(role: str, why: str = "") -> None:
-        nonlocal step
-        step += 1
-        tick(step, total, f"{role} {_describe(points[role])}" + (f" ({why})" if why else ""))
-        roles.append(role)
-        records.append(session.run(points[role]))
-
-    def add_size(point: dict[str, int | bool], why: str) -> None:
-        """One more size: measured now, and once in every later round."""
-        nonlocal total
-        role = f"probe {len(extras) + 2}"
-        extras.append(point)
-        points[role] = point
-        sizes.append(role)
-        total += repeat
-        measure(role, why)
-
-    def settle() -> tuple[tuple[Finding, ...], list[WarmupRecord], WorkloadEstimate]:
-        """The findings, the records in the formulas' regime and the estimate from them."""
-        found = check(pipeline, records)
-        kept = in_regime(pipeline, records, found, target)
-        est = estimate(
-            kept, pipeline, target=target, margin=margin, component_weight_bytes=session.weights
-        )
-        return found, kept, est
-
-    measure("warmup")
+    sizes = [("probe", "")]
+    for k, (point, why) in enumerate(planned):
+        points[f"probe {k + 2}"] = point
+        sizes.append((f"probe {k + 2}", why))
+    loop = _Loop(session, points, sizes, target, repeat, verify, progress)
+    loop.measure("warmup")
     for k in range(repeat):
-        for role in sizes:
-            measure(role)
-        measure("re-warm")
+        for role, _ in list(loop.sizes):
+            loop.measure(role)
+        loop.measure("re-warm")
         if k == 0:
-            _more_sizes(pipeline, probe, target, records, settle, add_size, repeat, time_tolerance)
+            _more_sizes(loop, probe, target, margin, uncovered, time_tolerance)
         if verify:
-            step += 1
-            tick(step, total, f"verifying at {_describe(target)} ({k + 1}/{repeat})")
-            runs.append(session.run(target))
-            session.recorder.backend.release_pool()
-    findings, _, result = settle()
-    step += 1
-    tick(step, total, "estimating")
-    measured_run = median_run(runs) if runs else None
-    tick(total, total, "done")
+            loop.verify_target(k + 1)
+    settled = settle(session, loop.records, target, margin, uncovered)
+    loop.step += 1
+    loop.tick(loop.step, loop.total, "estimating")
+    measured_run = median_run(loop.runs) if loop.runs else None
+    loop.tick(loop.total, loop.total, "done")
     errors = tuple(
         f"{role}: {r.error.type}: {r.error.message}"
-        for role, r in zip((*roles, "target"), (*records, measured_run))
+        for role, r in zip((*loop.roles, "target"), (*loop.records, measured_run))
         if r is not None and r.error is not None
     )
+    if not any(r.ok for r in (*loop.records, *loop.runs)):
+        raise CalibrationError(
+            f"every request failed ({len(loop.records) + len(loop.runs)} of them); the first: "
+            f"{errors[0] if errors else 'unknown'}"
+        )
+    extras = [(points[role], why) for role, why in loop.sizes[1:]]
     return Calibration(
         example=label,
         pipeline=pipeline.name,
@@ -304,47 +411,78 @@ def calibrate_session(
         probe=probe,
         target=target,
         work_ratio=work_ratio(pipeline, probe, target),
-        roles=tuple(roles),
-        records=tuple(records),
-        estimate=result,
+        roles=tuple(loop.roles),
+        records=tuple(loop.records),
+        estimate=settled.estimate,
         measured=measured_run,
-        target_runs=tuple(runs),
+        target_runs=tuple(loop.runs),
         component_weight_bytes=session.weights,
         errors=errors,
-        extra_probes=tuple(extras),
-        findings=findings,
-        undeclared=unstaged_components(records),
+        extra_probes=tuple(p for p, _ in extras),
+        extra_reasons=tuple(why for _, why in extras),
+        extra_costs=tuple(float(relative_cost(pipeline, p, target)) for p, _ in extras),
+        findings=settled.findings,
+        margins=settled.margins,
+        uncovered=uncovered,
+        undeclared=unstaged_components(loop.records),
         layer_bytes=session.layer_bytes,
         below_minimum=below_minimums(pipeline, {"warmup": warmup, "probe": probe}),
+        notices=_notices(pipeline, probe, target),
     )
 
 
-Settle = Callable[[], tuple[tuple[Finding, ...], list[WarmupRecord], WorkloadEstimate]]
+def _notices(pipeline: Pipeline, probe: Params, target: Params) -> tuple[str, ...]:
+    """Warnings about the request itself: a target no larger than the probe measures nothing new."""
+    ratio = work_ratio(pipeline, probe, target)
+    if ratio and ratio < 1:
+        notice = (
+            f"the target is {float(ratio):.3g}x the probe: smaller than the probe, so nothing is "
+            "extrapolated and the calibration says little about larger requests; give a larger "
+            "--target (or a smaller --probe)"
+        )
+        return (notice,)
+    return ()
 
 
 def _more_sizes(
-    pipeline: Pipeline,
+    loop: _Loop,
     probe: Params,
     target: Params,
-    records: Sequence[WarmupRecord],
-    settle: Settle,
-    add_size: Callable[[dict[str, int | bool], str], None],
-    repeat: int,
+    margin: float,
+    uncovered: Sequence[str],
     time_tolerance: float | None,
 ) -> None:
-    """After the first round: a larger probe when a fit is unconfirmed, then a probe for time when
-    a stage's time at the target is too uncertain (``calibration.probes.time_probe``)."""
-    findings, used, result = settle()
-    if any(f.kind == "unconfirmed" for f in findings):
-        larger = larger_probe(pipeline, probe, target, [dict(r.params) for r in records])
-        if larger is not None:
-            add_size(larger, "confirming a fit")
-            findings, used, result = settle()
+    """After the first round: larger sizes until no fit is unconfirmed and every growing stage's
+    fit is confirmed by a size beyond it (for its evidence margin), then a probe for time when a
+    stage's time at the target is too uncertain (``calibration.probes.time_probe``)."""
+    pipeline = loop.session.formulas
+    settled = settle(loop.session, loop.records, target, margin, uncovered)
+    for _ in range(CONFIRM_TRIES):
+        unsure = any(f.kind == "unconfirmed" for f in settled.findings)
+        unconfirmed_fit = any(
+            m.source == "fixed" and "confirms it" in m.reason for m in settled.margins
+        ) and not any(f.actionable for f in settled.findings)
+        if not (unsure or unconfirmed_fit):
+            break
+        measured = [dict(r.params) for r in loop.records]
+        larger = larger_probe(pipeline, probe, target, measured)
+        why = "deciding an unconfirmed fit" if unsure else "confirming the fits"
+        if larger is None or not loop.add_size(larger, why):
+            break
+        settled = settle(loop.session, loop.records, target, margin, uncovered)
     if time_tolerance is not None:
-        candidates = ladder(pipeline, probe, target)
-        timed = time_probe(pipeline, used, result, target, candidates, repeat, time_tolerance)
+        candidates = [c for c in ladder(pipeline, probe, target) if loop.affordable(c)]
+        timed = time_probe(
+            pipeline,
+            settled.kept,
+            settled.estimate,
+            target,
+            candidates,
+            loop.repeat,
+            time_tolerance,
+        )
         if timed is not None:
-            add_size(timed, "pinning down time")
+            loop.add_size(timed, "pinning down time")
 
 
 def median_run(runs: Sequence[WarmupRecord]) -> WarmupRecord:

@@ -17,7 +17,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from calibration.errors import CalibrationError
-from calibration.wiring import DiffusersPipeline, PipelineFacts, call_arguments, pipeline_facts
+from calibration.wiring import (
+    DiffusersPipeline,
+    PipelineFacts,
+    call_arguments,
+    check_call,
+    pipeline_facts,
+)
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 
@@ -214,6 +220,7 @@ class Session:
             to = getattr(pipe, "to", None)
             if callable(to):
                 to(self.device)
+        check_call(formulas, pipe)
         modules = pipeline_modules(pipe)
         self.facts: PipelineFacts = pipeline_facts(formulas, modules)
         self.weights = {name: weight_bytes(m) for name, m in modules.items()}

@@ -349,7 +349,11 @@ def calibrate(
                 recorder, plan.shapes, outcome.lighten_steps, start, body, agreement, max_retries
             )
             reason += note
-        findings = check(pipeline, recorder.records) if outcome.calibrated else ()
+        findings = (
+            check(pipeline, recorder.records, start, recorder.backend.name).findings
+            if outcome.calibrated
+            else ()
+        )
         for finding in findings:
             log.warning("warmup: %s: %s", finding.kind, finding.message)
         return ProbeOutcome(

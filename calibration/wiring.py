@@ -8,6 +8,8 @@ component the pipeline lacks, and which of the pipeline's modules no stage decla
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from collections.abc import Mapping
 from fractions import Fraction
 from types import MappingProxyType
@@ -57,15 +59,17 @@ def pipeline_facts(formulas: Pipeline, modules: Mapping[str, object]) -> Pipelin
         for use in uses:
             if use.component not in modules:
                 raise CalibrationError(
-                    f"pipeline {formulas.name!r}: stage {stage} uses component {use.component!r}, "
+                    f"{_at(formulas, f'stage {stage}')}pipeline {formulas.name!r}: stage {stage} "
+                    f"uses component {use.component!r}, "
                     f"which the diffusers pipeline does not have (it has {', '.join(modules)}); "
                     "fix the stage's `uses` in the formula file"
                 )
             module = modules[use.component]
-            if use.method != "forward" and not callable(getattr(module, use.method, None)):
+            if use.method != "forward" and not _is_method(module, use.method):
                 raise CalibrationError(
-                    f"pipeline {formulas.name!r}: stage {stage} uses {use.component}.{use.method}, "
-                    f"but {type(module).__name__} has no method {use.method!r}"
+                    f"{_at(formulas, f'stage {stage}')}pipeline {formulas.name!r}: stage {stage} "
+                    f"uses {use.component}.{use.method}, but {type(module).__name__} has no method "
+                    f"{use.method!r}; fix the stage's `uses` in the formula file"
                 )
             stage_for[f"{use.component}.{use.method}"] = stage
             methods = entry_points.setdefault(use.component, [])
@@ -88,6 +92,41 @@ def pipeline_facts(formulas: Pipeline, modules: Mapping[str, object]) -> Pipelin
         layerwise,
         undeclared,
     )
+
+
+def _at(formulas: Pipeline, fact: str) -> str:
+    """``path:line: `` of a fact, for the start of a message (empty when unknown)."""
+    where = formulas.where(fact)
+    return f"{where}: " if where else ""
+
+
+def _is_method(module: object, name: str) -> bool:
+    """Whether ``module.name`` is a public method (a class, a dunder: callable, not methods)."""
+    found = getattr(module, name, None)
+    return not name.startswith("_") and (inspect.ismethod(found) or inspect.isfunction(found))
+
+
+def check_call(formulas: Pipeline, pipe: object) -> None:
+    """Every `call` argument is a keyword of the pipeline's ``__call__`` (unless it takes
+    ``**kwargs``): a wrong one would fail every request with a ``TypeError``."""
+    try:
+        signature = inspect.signature(type(pipe).__call__)
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to read
+        return
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    names = [p.name for p in parameters if p.kind in kinds and p.name != "self"]
+    for arg in formulas.call_names:
+        if arg not in names:
+            close = difflib.get_close_matches(arg, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise CalibrationError(
+                f"{_at(formulas, f'call {arg}')}pipeline {formulas.name!r}: `call {arg}` names an "
+                f"argument {type(pipe).__name__}.__call__ does not take{hint}; it takes "
+                f"{', '.join(names)}; fix or remove the `call` line in the formula file"
+            )
 
 
 def call_value(value: int | Fraction | bool) -> CallValue:

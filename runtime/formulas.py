@@ -66,9 +66,15 @@ class Pipeline:
     _calls: Callable[..., tuple[Any, ...]] | None
     source: str  # the generated Python (built from indices only, never from the file's text)
 
-    def __init__(self, decl: PipelineDecl, factories: FactoryCache | None = None) -> None:
+    def __init__(
+        self,
+        decl: PipelineDecl,
+        factories: FactoryCache | None = None,
+        sources: tuple[str, ...] = (),
+    ) -> None:
         """Build from a validated declaration, checking its default workload now; a FormulaBook
-        passes the factories its pipelines share (compiled on first use, each text once)."""
+        passes the factories its pipelines share (compiled on first use, each text once) and its
+        source paths (for ``where``)."""
         self.name = decl.name
         self.extends = decl.extends
         self.stages = tuple(s.name for s in decl.stages)
@@ -93,6 +99,10 @@ class Pipeline:
         self.probe_axes = decl.probe_axes
         # `probe frames >= 9`: the smallest value a probe may take on an axis (its steady regime).
         self.probe_minimums: Mapping[str, int] = MappingProxyType(dict(decl.probe_minimums))
+        spans = {f"call {c.arg}": c.span for c in decl.calls}
+        spans.update({f"stage {st.name}": st.span for st in decl.stages})
+        self._fact_spans = spans
+        self._sources = sources
         self._decl = decl
         self._factories = factories or FactoryCache()
         self._domain = Domain(decl, self._materialize)
@@ -145,6 +155,15 @@ class Pipeline:
             f"<Pipeline {self.name!r}: params {', '.join(self.param_names)}; stages "
             f"{', '.join(self.stages)}>"
         )
+
+    def where(self, fact: str) -> str:
+        """``path:line`` of a fact in its source (``"call num_frames"``, ``"stage DecodingStage"``),
+        for messages; ``""`` when the artifact does not say."""
+        span = self._fact_spans.get(fact)
+        if span is None:
+            return ""
+        path = self._sources[span[0]] if 0 <= span[0] < len(self._sources) else "<formulas>"
+        return f"{path}:{span[1]}"
 
     @property
     def default_workload(self) -> dict[str, int | bool]:
@@ -384,7 +403,10 @@ class FormulaBook(Mapping[str, Pipeline]):
 
     def __init__(self, artifact: Artifact) -> None:
         factories = FactoryCache()  # shared: identical formulas compile once per book
-        self._pipelines = {decl.name: Pipeline(decl, factories) for decl in artifact.pipelines}
+        paths = tuple(source.path for source in artifact.sources)
+        self._pipelines = {
+            decl.name: Pipeline(decl, factories, paths) for decl in artifact.pipelines
+        }
         self.format_version = artifact.format_version
         self.compiler = (artifact.compiler_name, artifact.compiler_version)
         self.sources: tuple[SourceDecl, ...] = artifact.sources

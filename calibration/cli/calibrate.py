@@ -82,7 +82,18 @@ EPILOG = "\n".join(
     show_default=True,
     help="auto: CUDA when available, else the CPU (exact live-tensor accounting).",
 )
-@click.option("--verify", is_flag=True, help="Also run the target for real and compare.")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Also run the target for real and compare; exit 4 when a bound is under the measured "
+    "peak or a request failed.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Also exit 5 on a finding to act on (formula-mismatch, iteration-mismatch) or a param "
+    "the target departs in that no size could move.",
+)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the document of docs/estimators.md on stdout."
 )
@@ -117,6 +128,7 @@ def calibrate(
     margin: float,
     device: str,
     verify: bool,
+    strict: bool,
     as_json: bool,
     plot: Path | None,
     save: Path | None,
@@ -142,6 +154,7 @@ def calibrate(
     """
     from calibration.cli.show import progress_bar, save_records, show, warn
     from calibration.errors import CalibrationError
+    from calibration.verdict import verdict
 
     try:
         with progress_bar(enabled=sys.stderr.isatty()) as tick:
@@ -167,7 +180,7 @@ def calibrate(
     if as_json or save is not None:
         from calibration.report import document
 
-        doc = document(cal)
+        doc = document(cal, strict=strict)
         if save is not None:
             from artifact.atomic import write_atomically
 
@@ -178,5 +191,8 @@ def calibrate(
     if as_json:
         ui().out.json(doc)
     else:
-        show(cal, plot)
+        show(cal, plot, strict=strict)
     warn(cal)
+    status = verdict(cal, strict=strict).status
+    if status:
+        raise click.exceptions.Exit(status)

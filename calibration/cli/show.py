@@ -10,6 +10,7 @@ from typing import Any
 
 from artifact.spelling import point_text
 from calibration.run import Calibration
+from calibration.verdict import verdict
 from dslc.cli_support import Failure, ui
 
 
@@ -49,7 +50,7 @@ def save_records(path: Path, cal: Calibration) -> None:
         raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def show(cal: Calibration, plot: Path | None) -> None:
+def show(cal: Calibration, plot: Path | None, *, strict: bool = False) -> None:
     from calibration.report import memory_rows, show_bytes, time_rows
 
     out = ui().out
@@ -58,13 +59,19 @@ def show(cal: Calibration, plot: Path | None) -> None:
         f"formulas {cal.formula_path}",
         style="bold",
     )
-    shown = [("warmup", cal.warmup), ("probe", cal.probe)]
-    shown += [(f"probe {k + 2}", p) for k, p in enumerate(cal.extra_probes)]
-    for role, point in (*shown, ("target", cal.target)):
-        out.line(f"{role + ':':8} " + point_text(point, sep=", "))
+    shown = [("warmup", cal.warmup, ""), ("probe", cal.probe, "")]
+    shown += [
+        (f"probe {k + 2}", p, f"  ({why}; {cost:.3g}x the target)")
+        for k, (p, why, cost) in enumerate(
+            zip(cal.extra_probes, cal.extra_reasons, cal.extra_costs)
+        )
+    ]
+    for role, point, why in (*shown, ("target", cal.target, "")):
+        out.line(f"{role + ':':8} " + point_text(point, sep=", ") + why)
     out.line(
         f"the target is {float(cal.work_ratio):.3g}x the probe (iterations x memory measure of the "
-        f"repeated stage); margin {cal.estimate.margin:g}"
+        f"repeated stage); the extra sizes cost {cal.extra_cost:.3g}x the target, one run each; "
+        f"fixed margin {cal.estimate.margin:g}"
     )
     weights = sum(cal.component_weight_bytes.values())
     by_role: dict[str, list[Any]] = {}
@@ -80,21 +87,32 @@ def show(cal: Calibration, plot: Path | None) -> None:
     )
     out.line()
     out.table(
-        ["memory", "method", "predicted", "bound", "measured", "error", "bound >= measured"],
+        [
+            "memory",
+            "method",
+            "margin",
+            "predicted",
+            "bound",
+            "measured",
+            "error",
+            "bound >= measured",
+        ],
         memory_rows(cal),
-        right=[False, False, True, True, True, True, False],
+        right=[False, False, False, True, True, True, True, False],
     )
     out.line()
     out.table(
-        ["time", "method", "predicted", "measured", "error"],
+        ["time", "method", "predicted", "two sigma", "measured", "error"],
         time_rows(cal),
-        right=[False, False, True, True, True],
+        right=[False, False, True, True, True, True],
     )
     if cal.measured is None:
         out.line()
         out.line("run with --verify to measure the target and compare")
     if plot is not None:
         out.line(f"wrote {plot}")
+    out.line()
+    out.line(verdict(cal, strict=strict).line, style="bold")
 
 
 def _source(label: str) -> str:
@@ -106,8 +124,21 @@ def _source(label: str) -> str:
 def warn(cal: Calibration) -> None:
     """Findings, undeclared components and failed requests, on stderr."""
     err = ui().err
+    for notice in cal.notices:
+        err.line(f"warning[target-below-probe]: {notice}", style="yellow")
     for finding in cal.findings:
-        err.line(f"warning[{finding.kind}]: {finding.message}", style="yellow")
+        level = "note" if finding.kind == "residual" else "warning"
+        err.line(
+            f"{level}[{finding.kind}]: {finding.message}; next: {finding.next_step}",
+            style="yellow",
+        )
+    for name in cal.uncovered:
+        err.line(
+            f"warning[uncovered]: the target departs from the probe in {name}, but no size cheaper "
+            "than the target moves it alone, so a dependence on it the formula leaves out would "
+            f"not show; probe with a smaller {name} (--probe) or a larger target",
+            style="yellow",
+        )
     for below in cal.below_minimum:
         err.line(f"warning[probe-below-minimum]: {below.message}", style="yellow")
     for name in cal.undeclared:

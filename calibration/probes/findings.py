@@ -1,20 +1,29 @@
-"""Do the measured sizes agree with the formulas? ``formula-mismatch``, ``probe-regime`` findings.
+"""Do the measured sizes agree with the formulas? Findings, each with its consequence at the target.
 
-For each stage and quantity (peak memory above the request's baseline; time per iteration), the
-sizes nearest the target that add a direction are fitted exactly (``constant + Σ slope × term``) and
-every other measured size is predicted from that fit. A size predicted within the tolerance
-confirms the formula. One that is not:
+Each stage's memory and time is fitted through its measured sizes and every other size is tested
+against the fit (``calibration.probes.residuals``: a residual beyond what the measurement alone can
+produce is evidence). The residual is carried to the target as a *risk* (bytes or seconds the
+formula may miss by there: the residual grown by how much larger the stage's measure and the
+direction it follows are at the target) and judged by its consequence, its *share* of the stage's
+peak (memory) or of the request's time:
 
-- *probe-regime*: only sizes smaller than every size that fits miss, and at least one size beside
-  those the fit passes through confirms it -- the small probes sat outside the formula's steady
-  regime (a video VAE decoding its first latent frames differently); their records are left out of
-  the estimate.
-- *unconfirmed*: only the smallest size misses and nothing else confirms the fit yet; the loop then
-  runs a larger probe (``calibration.run``) and checks again.
-- *formula-mismatch*: anything else -- two or more sizes miss with none confirming, a size larger
-  than a confirming one misses, or two sizes with the same terms measured differently: the declared
-  terms do not explain the measurements; the finding names the direction (steps, a probe axis) the
-  unexplained part follows.
+- *formula-mismatch* (actionable): a material residual (``MATERIAL``) that the sizes cannot put down
+  to a probe below the steady regime: two sizes with the same terms measured differently, a size
+  larger than a confirming one off the fit, or several sizes off with none confirming. It names the
+  direction the unexplained part follows and what to change.
+- *probe-regime*: only sizes smaller than every size that fits miss, and a size beside those the fit
+  passes through confirms it: the small probes sat outside the formula's steady regime. They are
+  left out of the estimate; declaring `probe X >= N` keeps later probes out of it.
+- *unconfirmed*: only the smallest size misses and nothing confirms the fit yet; the loop adds a
+  larger size (``calibration.run``), so this is shown only when no size between the probe and the
+  target could decide.
+- *residual*: memory beyond the backend's granularity whose consequence at the target is immaterial
+  (a scheduler's step arrays); not actionable: its risk is added to the stage's bound.
+- *iteration-mismatch* (actionable): the recorder counted another number of iterations than the
+  formula's at a measured size.
+
+A time residual must exceed the noise in every run (``residuals.Z``) and be material: a time finding
+that could flip between runs is noise, never a mismatch.
 """
 
 from __future__ import annotations
@@ -22,47 +31,38 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 
 from attrs import frozen
 
 from artifact.spelling import point_text
-from calibration.probes.policy import QUANTITIES, fit_rows, predict, work
+from calibration.probes.directions import Explanation, explain, size_along
+from calibration.probes.policy import QUANTITIES, Point, work
+from calibration.probes.residuals import SizePoint, StageFit, memory_slack, stage_fit
 from runtime import Pipeline
-from runtime.estimate.planes import row
 from runtime.record import WarmupRecord
 
-#: Relative misses tolerated, of the largest value of the quantity among the sizes: memory is
-#: counted exactly (CPU) or nearly (CUDA caching allocator); time is noisy on a shared machine.
-TOLERANCE: Mapping[str, float] = {"memory": 0.03, "time": 0.35}
-#: Absolute slack: allocator rounding and small framework buffers (4 KiB); timer and dispatch
-#: jitter of a shared CPU (3 ms per iteration).
-SLACK: Mapping[str, float] = {"memory": float(4 << 10), "time": 0.003}
+#: A residual is material when its risk at the target is at least this share of the stage's peak
+#: (memory: half a percent, a tenth of the error a first-draft formula reaches on families never
+#: seen) or of the request's time (the time goal, calibration.probes.time_probe.TIME_TOLERANCE).
+MATERIAL: Mapping[str, float] = {"memory": 0.005, "time": 0.05}
 #: Finding kinds that ask for a change before the calibration can be trusted.
-ACTIONABLE = frozenset({"formula-mismatch"})
-
-
-@frozen
-class SizePoint:
-    """One measured size of a stage's quantity: its params, terms, value and the fit's value."""
-
-    params: Mapping[str, int | bool]
-    terms: tuple[Fraction, ...]
-    value: float
-    predicted: float | None  # None for the sizes the fit passes through
+ACTIONABLE = frozenset({"formula-mismatch", "iteration-mismatch"})
 
 
 @frozen
 class Finding:
-    """One disagreement between the measurements and a stage's formula."""
+    """One disagreement between the measurements and a stage's formula, with its consequence."""
 
-    kind: str  # "formula-mismatch", "probe-regime" or "unconfirmed"
+    kind: str  # see the module docstring
     stage: str
-    quantity: str  # "memory" or "time"
+    quantity: str  # "memory", "time" or "iterations"
     message: str
     points: tuple[SizePoint, ...]
     direction: str | None = None  # what the unexplained part grows with
     out_of_regime: tuple[Mapping[str, int | bool], ...] = ()  # sizes to leave out of the estimate
+    risk: float = 0.0  # bytes or seconds the formula may miss by at the target
+    share: float = 0.0  # risk / the stage's peak (memory) or the request's time (time)
+    next_step: str = ""
 
     @property
     def actionable(self) -> bool:
@@ -71,166 +71,222 @@ class Finding:
         return self.kind in ACTIONABLE
 
 
-def _stage_value(record: WarmupRecord, stage: str, quantity: str, iterations: int) -> float | None:
-    """Peak bytes above the request's baseline, or seconds per iteration, of ``stage``."""
-    if quantity == "memory":
-        peaks = [p.peak_allocated for p in record.phases if p.kind == "stage" and p.name == stage]
-        return float(max(peaks) - record.baseline_allocated) if peaks else None
-    steps = sorted((i for i in record.iterations if i.stage == stage), key=lambda i: i.index)
-    if len(steps) > 1:
-        return statistics.median(i.duration_s for i in steps[1:])
-    seconds = record.stage_durations.get(stage)
-    if seconds is None or iterations <= 0:
-        return None
-    return seconds / iterations
+@frozen
+class Checked:
+    """The findings, most consequential first, and every stage's fit (the evidence for margins)."""
+
+    findings: tuple[Finding, ...]
+    fits: tuple[StageFit, ...]
+
+    def fit(self, stage: str, quantity: str) -> StageFit | None:
+        return next((f for f in self.fits if f.stage == stage and f.quantity == quantity), None)
 
 
-def sizes(
-    pipeline: Pipeline, records: Sequence[WarmupRecord], stage: str, quantity: str
-) -> list[tuple[dict[str, int | bool], tuple[Fraction, ...], float]]:
-    """One value per measured size (memory: the largest of its repeats; time: the median)."""
-    terms_of = QUANTITIES[quantity]
-    by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
-    # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
-    # peak says what the formula does (the loop re-runs its size later).
-    later = records[1:] if len(records) > 2 else records
-    for record in later:
-        if not record.ok:
+def _risk(fit: StageFit, off: Sequence[int], found: Explanation | None, target: Point) -> float:
+    """What the formula may miss by at the target: memory, the change the explaining term's fit
+    makes there plus what it leaves; time (or no explanation), the largest residual carried there,
+    relative (time) or grown by the stage's growing part and the direction (never shrunk)."""
+    if fit.quantity == "memory" and found is not None:
+        return abs(found.change_at_target) + found.left_over
+    out = 0.0
+    for i in off:
+        p = fit.points[i]
+        if fit.quantity == "time":
+            out = max(out, abs(p.residual) / abs(p.value) * abs(fit.at_target) if p.value else 0.0)
             continue
-        params = dict(record.params)
-        iterations = int(pipeline.evaluate(**params)[stage].iterations)
-        value = _stage_value(record, stage, quantity, iterations)
-        if value is not None:
-            by_size.setdefault(tuple(params.items()), []).append(value)
-    out = []
-    for key, values in by_size.items():
-        params = dict(key)
-        value = max(values) if quantity == "memory" else statistics.median(values)
-        out.append((params, terms_of(pipeline, stage, params), value))
+        grown = fit.growing_at_target / fit.growing[i] if fit.growing[i] > 0 else 1.0
+        along = 1.0
+        if found is not None and not found.declared:
+            along = float(size_along(found.group, target) / size_along(found.group, p.params))
+        out = max(out, abs(p.residual) * max(1.0, grown) * max(1.0, along))
     return out
 
 
-def directions(pipeline: Pipeline) -> dict[str, tuple[str, ...]]:
-    """Named growth directions: each probe axis group (``height*width``), then other int params."""
-    out: dict[str, tuple[str, ...]] = {}
-    grouped: set[str] = set()
-    for group in getattr(pipeline, "probe_axes", ()):
-        out["*".join(group)] = tuple(group)
-        grouped.update(group)
-    for name, value in pipeline.default_workload.items():
-        if name not in grouped and not isinstance(value, bool):
-            out[name] = (name,)
-    return out
+def _shown(points: Sequence[SizePoint], unit: str) -> str:
+    return (
+        "; ".join(
+            f"{point_text(p.params)}: {p.value:.4g}"
+            + ("" if p.predicted is None else f" (fit {p.predicted:.4g})")
+            for p in points
+        )
+        + f" ({unit})"
+    )
 
 
-def _direction(
-    pipeline: Pipeline, points: Sequence[SizePoint], off: Sequence[int], chosen: Sequence[int]
-) -> str | None:
-    """What the unexplained part follows: the direction in which the missed sizes differ most from
-    the fitted ones, and whether the measurements grow faster or slower than the declared terms."""
-    best: tuple[float, str] | None = None
-    for name, group in directions(pipeline).items():
-
-        def at(i: int, group: tuple[str, ...] = group) -> float:
-            return float(math.prod(int(points[i].params[g]) for g in group))
-
-        fitted = [at(i) for i in chosen]
-        spread = max(abs(math.log(at(i) / f)) for i in off for f in fitted if at(i) > 0 and f > 0)
-        if spread > 0 and (best is None or spread > best[0]):
-            best = (spread, name)
-    if best is None:
-        return None
-    same_terms = all(points[i].terms in {points[c].terms for c in chosen} for i in off)
-    if same_terms:
-        return f"{best[1]}, which the declared terms leave out"
-    residual = statistics.fmean(points[i].value - (points[i].predicted or 0.0) for i in off)
-    below = all(sum(points[i].terms) <= min(sum(points[c].terms) for c in chosen) for i in off)
-    faster = (residual > 0) == below
-    return f"{best[1]}, growing {'faster' if faster else 'slower'} than the declared terms"
-
-
-def _show(params: Mapping[str, int | bool]) -> str:
-    return point_text(params)
-
-
-def check_stage(
-    pipeline: Pipeline, records: Sequence[WarmupRecord], stage: str, quantity: str
+def classify(
+    pipeline: Pipeline, fit: StageFit, target: Point, scale: float, iterations: int
 ) -> Finding | None:
-    """The finding for one stage's quantity, or None when the sizes agree (or cannot be tested)."""
-    measured = sizes(pipeline, records, stage, quantity)
-    if len(measured) < 2:
-        return None
-    measured.sort(key=lambda s: work(pipeline, s[0]), reverse=True)  # the largest first
-    rows = [row(terms) for _, terms, _ in measured]
-    coefficients, chosen = fit_rows(rows, [Fraction(v) for _, _, v in measured])
-    scale = max(abs(v) for _, _, v in measured)
-    slack = TOLERANCE[quantity] * scale + SLACK[quantity]
-    points, off = [], []
-    for i, (params, terms, value) in enumerate(measured):
-        predicted = None if i in chosen else float(predict(coefficients, rows[i]))
-        points.append(SizePoint(params, terms, value, predicted))
-        if predicted is not None and abs(value - predicted) > slack:
-            off.append(i)
+    """The finding for one stage's quantity, or None when its sizes agree with the formula.
+
+    ``scale`` is what a share is of: the stage's peak at the target (memory) or the request's time;
+    ``iterations`` the stage's at the target (time risks are per iteration until multiplied)."""
+    off = fit.off
     if not off:
         return None
-    chosen_rows = {rows[i] for i in chosen}
-    confirming = [i for i in range(len(measured)) if i not in chosen and i not in off]
-    larger = [work(pipeline, measured[i][0]) for i in (*chosen, *confirming)]
-    below = all(
-        rows[i] not in chosen_rows and work(pipeline, measured[i][0]) < min(larger) for i in off
-    )
-    regime = below and bool(confirming)
-    unconfirmed = below and not confirming and len(off) == 1
-    shown = "; ".join(
-        f"{_show(p.params)}: {p.value:.4g}"
-        + ("" if p.predicted is None else f" (fit {p.predicted:.4g})")
-        for p in points
-    )
+    stage, quantity, points = fit.stage, fit.quantity, fit.points
+    found = explain(pipeline, fit, target)
+    name = found.direction if found is not None else None
+    risk = _risk(fit, off, found, target) * (iterations if quantity == "time" else 1)
+    share = risk / scale if scale > 0 else math.inf
     unit = "B above baseline" if quantity == "memory" else "s per iteration"
-    if regime:
+    at_risk = _show_risk(quantity, risk, share)
+    if share < MATERIAL[quantity]:
+        if quantity == "time":
+            return None  # within the time goal at the target: noise or a detail, not a finding
+        return Finding(
+            "residual",
+            stage,
+            quantity,
+            f"{stage} memory: the declared terms leave {_left_over(points, off, unit)} at the "
+            f"measured sizes, following {name or 'an undeclared term'}; {at_risk} at the target, "
+            "added to the bound",
+            points,
+            name,
+            risk=risk,
+            share=share,
+            next_step=(
+                f"to predict it exactly, give {stage}'s memory a term in {name}"
+                if name
+                else "none needed; the sizes do not say what it follows"
+            ),
+        )
+    chosen_rows = {points[i].terms for i in fit.chosen}
+    confirming = [i for i in range(len(points)) if i not in fit.chosen and i not in off]
+    larger = [work(pipeline, points[i].params) for i in (*fit.chosen, *confirming)]
+    below = all(
+        points[i].terms not in chosen_rows and work(pipeline, points[i].params) < min(larger)
+        for i in off
+    )
+    out_of_regime = tuple(points[i].params for i in off)
+    if below and confirming:
+        axes = ", ".join(
+            sorted({k for i in off for k, v in points[i].params.items() if v != target[k]})
+        )
         return Finding(
             "probe-regime",
             stage,
             quantity,
             f"{stage} {quantity}: the smallest size measured outside the formula's steady regime "
-            f"(its {unit} is off the fit that the larger sizes confirm); left out of the estimate; "
-            f"probe at larger sizes. Sizes: {shown}",
-            tuple(points),
-            out_of_regime=tuple(measured[i][0] for i in off),
+            f"(off the fit that the larger sizes confirm, {at_risk} had it been used); left out of "
+            f"the estimate. Sizes: {_shown(points, unit)}",
+            points,
+            name,
+            out_of_regime,
+            risk,
+            share,
+            f"declare the smallest steady size in the formula file (`probe {axes or 'AXIS'} >= N`)",
         )
-    if unconfirmed:
+    if below and len(off) == 1:
         return Finding(
             "unconfirmed",
             stage,
             quantity,
-            f"{stage} {quantity}: the smallest size is off the fit through the larger ones; "
-            "a larger "
-            f"probe decides between a probe outside the steady regime and a wrong formula. "
-            f"Sizes: {shown}",
-            tuple(points),
-            out_of_regime=tuple(measured[i][0] for i in off),
+            f"{stage} {quantity}: the smallest size is off the fit through the larger ones "
+            f"({at_risk}), and no size between the probe and the target is left to decide between "
+            f"a probe outside the steady regime and a wrong formula. Sizes: {_shown(points, unit)}",
+            points,
+            name,
+            out_of_regime,
+            risk,
+            share,
+            "probe larger (--probe), or declare `probe AXIS >= N` if the formula is right",
         )
-    direction = _direction(pipeline, points, off, chosen)
+    follows = name or "an undeclared term"
+    if found is not None:
+        follows = f"{name} times the stage's measure" if found.scaled else f"{name}"
+        if not found.declared:
+            follows += ", which the declared terms leave out"
     return Finding(
         "formula-mismatch",
         stage,
         quantity,
         f"{stage} {quantity}: the declared terms do not explain the measured sizes (left over: "
-        + ", ".join(f"{points[i].value - (points[i].predicted or 0.0):+.4g} {unit}" for i in off)
-        + f" beyond a tolerance of {slack:.4g}); the unexplained part follows "
-        f"{direction or 'an undeclared term'}. "
-        f"Sizes: {shown}",
-        tuple(points),
-        direction,
+        f"{_left_over(points, off, unit)}); the unexplained part follows {follows}; {at_risk} at "
+        f"the target. Sizes: {_shown(points, unit)}",
+        points,
+        name,
+        risk=risk,
+        share=share,
+        next_step=(
+            f"add a term in {follows.split(',')[0]} to {stage}'s `{quantity} ~` (or fix the ones "
+            "there) in the formula file"
+            if name
+            else f"revise {stage}'s `{quantity} ~` terms in the formula file"
+        ),
     )
 
 
-def check(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> tuple[Finding, ...]:
-    """Every stage's memory and time, checked."""
-    out = []
+def _left_over(points: Sequence[SizePoint], off: Sequence[int], unit: str) -> str:
+    return ", ".join(f"{points[i].residual:+.4g}" for i in off) + f" {unit}"
+
+
+def _show_risk(quantity: str, risk: float, share: float) -> str:
+    if quantity == "memory":
+        return f"{risk:.0f} B at risk ({share:.2%} of the stage's peak)"
+    return f"{risk * 1e3:.1f} ms at risk ({share:.1%} of the request)"
+
+
+def iteration_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> list[Finding]:
+    """Stages whose counted iterations differ from the formula's at a measured size."""
+    out: dict[str, Finding] = {}
+    for record in records:
+        if not record.ok:
+            continue
+        values = pipeline.evaluate(**record.params)
+        for pair in record.stage_iterations:
+            if pair.source != "counted" or pair.stage not in values or pair.stage in out:
+                continue
+            declared = int(values[pair.stage].iterations)
+            if pair.measured != declared:
+                at = point_text(record.params)
+                out[pair.stage] = Finding(
+                    "iteration-mismatch",
+                    pair.stage,
+                    "iterations",
+                    f"{pair.stage}: the pipeline ran {pair.measured} iterations at {at}, the "
+                    f"formula says {declared}; every per-iteration figure at the target is off by "
+                    "as much",
+                    (),
+                    risk=float(abs(pair.measured - declared)),
+                    share=abs(pair.measured - declared) / max(declared, 1),
+                    next_step=f"fix {pair.stage}'s `iterations =` in the formula file",
+                )
+    return list(out.values())
+
+
+def check(
+    pipeline: Pipeline, records: Sequence[WarmupRecord], target: Point, backend: str
+) -> Checked:
+    """Every stage's memory and time, and the counted iterations, checked; findings ranked by their
+    share at the target (actionable first)."""
+    fits: list[StageFit] = []
+    slack = memory_slack(backend)
     for stage in pipeline.stages:
         for quantity in QUANTITIES:
-            finding = check_stage(pipeline, records, stage, quantity)
-            if finding is not None:
-                out.append(finding)
-    return tuple(out)
+            fit = stage_fit(pipeline, records, stage, quantity, target, slack)
+            if fit is not None:
+                fits.append(fit)
+    at_target = pipeline.evaluate(**target)
+    request = sum(
+        max(f.at_target, 0.0) * int(at_target[f.stage].iterations)
+        for f in fits
+        if f.quantity == "time"
+    )
+    found = iteration_findings(pipeline, records)
+    for fit in fits:
+        iterations = int(at_target[fit.stage].iterations)
+        if fit.quantity == "memory":
+            scale = _stage_peak(records, fit)
+        else:
+            scale = request
+        finding = classify(pipeline, fit, target, scale, iterations)
+        if finding is not None:
+            found.append(finding)
+    found.sort(key=lambda f: (not f.actionable, -f.share, f.stage, f.quantity))
+    return Checked(tuple(found), tuple(fits))
+
+
+def _stage_peak(records: Sequence[WarmupRecord], fit: StageFit) -> float:
+    """The stage's peak at the target: the fit above the baseline plus the typical baseline."""
+    baselines = [r.baseline_allocated for r in records if r.ok]
+    return fit.at_target + (statistics.median(baselines) if baselines else 0.0)

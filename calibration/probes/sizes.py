@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 
 from calibration.probes.policy import mixes, next_probe, work
@@ -104,3 +105,78 @@ def larger_probe(
         if c not in measured and work(pipeline, probe) < work(pipeline, c) < work(pipeline, target)
     ]
     return min(candidates, key=lambda c: work(pipeline, c), default=None)
+
+
+# --- coverage: every direction the target departs in is moved by some size ----------------------
+
+#: How many values above a param's current one are tried for the next admissible one (a contract
+#: such as `frames % 8 == 1` skips 7); past it, the largest admissible value up to the goal.
+SCAN = 64
+
+
+def departures(probe: Params, target: Params) -> tuple[str, ...]:
+    """The params in which the target departs from the probe (steps and booleans included)."""
+    return tuple(name for name, value in probe.items() if target.get(name, value) != value)
+
+
+def moves_alone(a: Params, b: Params, name: str) -> bool:
+    """Whether ``a`` and ``b`` differ in ``name`` and nowhere else."""
+    return a[name] != b[name] and all(a[k] == b[k] for k in a if k != name)
+
+
+def covered(name: str, measured: Sequence[Params]) -> bool:
+    """Whether two measured sizes differ in ``name`` alone: a dependence on it then shows as a
+    difference between them whatever the formula declares."""
+    return any(moves_alone(a, b, name) for i, a in enumerate(measured) for b in measured[i + 1 :])
+
+
+def step_towards(
+    pipeline: Pipeline, point: Params, name: str, goal: int | bool
+) -> dict[str, int | bool] | None:
+    """``point`` with ``name`` moved one admissible step towards ``goal`` (a boolean: to it)."""
+    value = point[name]
+    if isinstance(value, bool) or isinstance(goal, bool):
+        moved: dict[str, int | bool] = {**point, name: goal}
+        return moved if pipeline.is_admissible(**moved) else None
+    others = {k: v for k, v in point.items() if k != name}
+    if goal > value:
+        for candidate in range(value + 1, min(goal, value + SCAN) + 1):
+            if pipeline.is_admissible(**{**point, name: candidate}):
+                return {**point, name: candidate}
+        found = pipeline.largest_admissible(name, goal, **others)
+        return {**point, name: found} if found is not None and found > value else None
+    found = pipeline.largest_admissible(name, value - 1, **others)
+    return {**point, name: found} if found is not None and found >= goal else None
+
+
+def coverage_probes(
+    pipeline: Pipeline,
+    measured: Sequence[Params],
+    bases: Sequence[Params],
+    probe: Params,
+    target: Params,
+) -> tuple[list[tuple[dict[str, int | bool], str]], tuple[str, ...]]:
+    """For each param the target departs in that no two measured sizes move alone, the cheapest
+    size that does: a base (the warmup, the probe) with that param one admissible step towards the
+    target, cheaper than the target. Returns (size, why) pairs and the params no size could move."""
+    sizes: list[Params] = list(measured)
+    ceiling = work(pipeline, target)
+    added: list[tuple[dict[str, int | bool], str]] = []
+    uncovered: list[str] = []
+    for name in departures(probe, target):
+        if covered(name, sizes):
+            continue
+        candidates = [
+            moved
+            for base in bases
+            if (moved := step_towards(pipeline, base, name, target[name])) is not None
+            and moved not in [dict(s) for s in sizes]
+            and work(pipeline, moved) < ceiling
+        ]
+        if not candidates:
+            uncovered.append(name)
+            continue
+        best = min(candidates, key=lambda c: work(pipeline, c))
+        sizes.append(best)
+        added.append((best, f"moving {name} towards the target"))
+    return added, tuple(uncovered)

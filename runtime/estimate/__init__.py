@@ -86,25 +86,28 @@ def estimate(
     margin: float | Fraction = DEFAULT_MARGIN,
     *,
     component_weight_bytes: Weights = None,
+    stage_margins: Mapping[str, float | Fraction] | None = None,
 ) -> WorkloadEstimate:
     """Everything at once: phase peaks, the request's peak, timing, layer uses and growth.
 
     ``pipeline`` is a loaded ``runtime.Pipeline``; ``target`` overrides its default workload (an
-    inadmissible point raises the loader's error); ``margin`` (>= 1) pads what is extrapolated;
-    ``component_weight_bytes`` floors each phase's constant part at its active components' weights.
-    Records of another pipeline raise ``ValueError``.
+    inadmissible point raises the loader's error); ``margin`` (>= 1) pads what is extrapolated,
+    ``stage_margins`` overrides it for the phases of some stages (a calibration whose sizes confirm
+    a stage's terms pads it less); ``component_weight_bytes`` floors each phase's constant part at
+    its active components' weights. Records of another pipeline raise ``ValueError``.
     """
     work = Workload(records, pipeline, target)
     exact = margin_fraction(margin)
+    margins = {s: margin_fraction(m) for s, m in (stage_margins or {}).items()}
     weights = dict(component_weight_bytes or {})
     growth = iteration_growth(work)
-    phases = phase_peaks(work, exact, weights, growth)
+    phases = phase_peaks(work, exact, weights, growth, margins)
     return WorkloadEstimate(
         pipeline=pipeline.name,
         target=work.target,
         margin=float(exact),
         phases=phases,
-        request_peak=request_peak(work, exact, weights, growth, phases),
+        request_peak=request_peak(work, exact, weights, growth, phases, margins),
         timing=request_time(work),
         layer_uses=layer_uses(work),
         growth=growth,

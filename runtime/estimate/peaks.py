@@ -340,9 +340,14 @@ def _label(kind: str, name: str, stage: str | None) -> str:
 
 
 def phase_peaks(
-    work: Workload, margin: Fraction, weights: Mapping[str, int], growth: Sequence[IterationGrowth]
+    work: Workload,
+    margin: Fraction,
+    weights: Mapping[str, int],
+    growth: Sequence[IterationGrowth],
+    stage_margins: Mapping[str, Fraction] | None = None,
 ) -> tuple[PhaseEstimate, ...]:
-    """One estimate per phase and component layout, in order of first appearance."""
+    """One estimate per phase and component layout, in order of first appearance; a stage in
+    ``stage_margins`` pads its phases by its own margin."""
     groups: dict[PhaseKey, list[tuple[int, WarmupRecord, Mapping[str, Any], Phase]]] = {}
     for index, record, values in work.ok:
         for phase in record.phases:
@@ -375,7 +380,8 @@ def phase_peaks(
                 for index, record, values, phase in members
             ]
             floor = sum(weights.get(c, 0) for c in active)
-            peak = peak_from_points(points, _target(work, stage), margin, floor, stage)
+            padding = (stage_margins or {}).get(stage, margin)
+            peak = peak_from_points(points, _target(work, stage), padding, floor, stage)
         out.append(PhaseEstimate(label, kind, name, stage, active, used, peak))
     return tuple(out)
 
@@ -404,9 +410,10 @@ def request_peak(
     weights: Mapping[str, int],
     growth: Sequence[IterationGrowth],
     phases: Sequence[PhaseEstimate],
+    stage_margins: Mapping[str, Fraction] | None = None,
 ) -> PeakEstimate:
-    """The request's peak: its own measured peaks scaled with the dominant stage, and at least every
-    phase.
+    """The request's peak: its own measured peaks scaled with the dominant stage (padded by its
+    margin), and at least every phase.
     """
     blocking = work.blocking_reason()
     if blocking:
@@ -433,7 +440,7 @@ def request_peak(
         own = peak_from_points(
             points,
             _target(work, stage),
-            margin,
+            (stage_margins or {}).get(stage, margin),
             sum(weights.get(c, 0) for c in active),
             stage,
         )

@@ -45,7 +45,7 @@ def _work(values: Mapping[str, Any], record: WarmupRecord) -> Fraction:
     )
 
 
-def _sample(
+def iteration_samples(
     record: WarmupRecord, stage: str, values: Mapping[str, Any]
 ) -> tuple[tuple[float, ...], float, bool] | None:
     """(per-iteration samples in seconds, fixed seconds, repeated) of one record's stage, or None
@@ -74,7 +74,7 @@ def stage_sizes(work: Workload, stage: str, repeated: bool) -> list[SizeTimes]:
     smallest first. A run is the unit of noise: its iterations are slow or fast together."""
     samples: dict[tuple[Fraction, ...], list[float]] = {}
     for _, record, values in work.ok:
-        sample = _sample(record, stage, values)
+        sample = iteration_samples(record, stage, values)
         if sample is not None and sample[2] == repeated:
             terms = time_terms(work.pipeline, stage, record.params)
             samples.setdefault(terms, []).append(statistics.median(sample[0]))
@@ -88,7 +88,7 @@ def stage_time(
     target_n = work.target_iterations(stage)
     target_m = work.target_values[stage].time
     _, rep, rep_values = representative
-    rep_sample = _sample(rep, stage, rep_values)
+    rep_sample = iteration_samples(rep, stage, rep_values)
     rep_n = measured_iterations(rep, stage, rep_values)
     if rep_sample is None:
         if target_n == 0:

@@ -1,0 +1,128 @@
+"""A bound as tight as the evidence allows: each stage's margin, and the risk findings add to it.
+
+The fixed margin (``runtime.estimate.DEFAULT_MARGIN``, 1.2 on what is extrapolated) assumes nothing
+about the formula. A stage earns a margin from evidence when the sizes say its terms explain every
+measurement: every param the target departs in was moved by some size (``coverage``), a size beyond
+those the fit passes through confirms the fit, and no finding on its memory is open. Its margin is
+then ``1 + max(EVIDENCE_FLOOR, SAFETY x misfit)``, the misfit being the largest residual at a
+confirming size relative to the fit's growing part there (0 on the exact CPU backend when the
+formula is right): the growing part extrapolated to the target may be off by that share, and the
+allocator's granularity is already in the residuals it allows (``residuals.memory_slack``).
+Elsewhere the fixed margin stays. A memory finding's risk (the bytes the formula may miss by at
+the target) is added to its stage's bounds, so a residual too small to act on never leaves a bound
+under the peak.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attrs import evolve, frozen
+
+from calibration.probes.findings import Checked, Finding
+from calibration.probes.residuals import StageFit
+from runtime import Pipeline
+from runtime.estimate import PeakEstimate, PhaseEstimate, WorkloadEstimate
+
+#: The least padding of a confirmed stage's growing part: a first-draft formula's raw error on
+#: families never seen is within half a percent (bench/README.md); four times that.
+EVIDENCE_FLOOR = 0.02
+#: How many times the largest relative misfit at a confirming size the padding covers.
+SAFETY = 2.0
+#: Memory findings whose risk is added to the stage's bounds.
+AT_RISK = frozenset({"residual", "formula-mismatch", "unconfirmed"})
+
+
+@frozen
+class StageMargin:
+    """The margin a stage's phases got, where it came from, and why."""
+
+    stage: str
+    margin: float
+    source: str  # "evidence" or "fixed"
+    reason: str
+
+
+def stage_margins(
+    pipeline: Pipeline, checked: Checked, uncovered: Sequence[str], fixed: float
+) -> tuple[StageMargin, ...]:
+    """Each stage's margin: from the evidence where it suffices, else ``fixed``."""
+    out = []
+    for stage in pipeline.stages:
+        fit = checked.fit(stage, "memory")
+        open_ = [
+            f.kind
+            for f in checked.findings
+            if f.stage == stage and f.quantity in ("memory", "iterations") and f.kind != "residual"
+        ]
+        reason = ""
+        if uncovered:
+            reason = f"no size moved {', '.join(uncovered)}"
+        elif open_:
+            reason = f"a {open_[0]} finding is open"
+        elif fit is None:
+            reason = "fewer than two sizes measured"
+        elif not fit.beyond:
+            reason = "no size beyond those the fit passes through tests it"
+        if reason or fit is None:
+            out.append(StageMargin(stage, fixed, "fixed", reason))
+            continue
+        noted = any(f.stage == stage and f.kind == "residual" for f in checked.findings)
+        misfit = 0.0 if noted else _misfit(fit)  # a residual's own risk is added (with_risks)
+        margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit)
+        if margin >= fixed:
+            out.append(StageMargin(stage, fixed, "fixed", f"the misfit {misfit:.2%} is too large"))
+            continue
+        sizes = len(fit.beyond)
+        why = f"{sizes} size{'s' if sizes > 1 else ''} beyond the fit confirm it"
+        why += " (its residual's risk added)" if noted else f" (misfit {misfit:.3%})"
+        out.append(StageMargin(stage, margin, "evidence", why))
+    return tuple(out)
+
+
+def _misfit(fit: StageFit) -> float:
+    """The largest residual at a size beyond the fit, relative to the fit's growing part there."""
+    return max(
+        (abs(fit.points[i].residual) / fit.growing[i] for i in fit.beyond if fit.growing[i] > 0),
+        default=0.0,
+    )
+
+
+def _ceil(value: float) -> int:
+    return int(-(-value // 1))
+
+
+def _padded(peak: PeakEstimate, risk: float, why: str) -> PeakEstimate:
+    if peak.bound_bytes is None or risk <= 0:
+        return peak
+    return evolve(
+        peak,
+        bound_bytes=peak.bound_bytes + _ceil(risk),
+        reason=f"{peak.reason}; plus {_ceil(risk)} B at risk ({why})",
+    )
+
+
+def with_risks(result: WorkloadEstimate, findings: Sequence[Finding]) -> WorkloadEstimate:
+    """The estimate with each memory finding's risk added to its stage's bounds (and the
+    request's, when that stage dominates it or a phase's bound now exceeds it)."""
+    risks: dict[str, Finding] = {}
+    for f in findings:
+        if f.quantity == "memory" and f.kind in AT_RISK and f.risk > risks.get(f.stage, f).risk:
+            risks[f.stage] = f
+        elif f.quantity == "memory" and f.kind in AT_RISK:
+            risks.setdefault(f.stage, f)
+    if not risks:
+        return result
+    phases: list[PhaseEstimate] = []
+    for p in result.phases:
+        found = risks.get(p.stage) if p.stage is not None else None
+        peak = p.peak if found is None else _padded(p.peak, found.risk, found.kind)
+        phases.append(evolve(p, peak=peak))
+    request = result.request_peak
+    dominant = risks.get(request.stage) if request.stage is not None else None
+    if dominant is not None:
+        request = _padded(request, dominant.risk, dominant.kind)
+    highest = max((p.peak.bound_bytes or 0 for p in phases), default=0)
+    if request.bound_bytes is not None and highest > request.bound_bytes:
+        request = evolve(request, bound_bytes=highest)
+    return evolve(result, phases=tuple(phases), request_peak=request)

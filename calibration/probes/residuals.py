@@ -1,0 +1,217 @@
+"""Each measured size against the exact fit of the formula's terms, with the residual that the
+measurement alone can produce there: the evidence behind every finding
+(``calibration.probes.findings``).
+
+For one stage and quantity (peak memory above the request's baseline; seconds per iteration), the
+sizes are fitted exactly (``constant + Σ slope × term``) through the independent ones nearest the
+target (largest first), and every other size is predicted from that fit. What the measurement can
+produce there, its *tolerance*, is grounded in the measurement's own noise:
+
+- memory: the exact CPU backend counts every live byte, so nothing (``memory_slack``: 0); the CUDA
+  caching allocator rounds each block to 512 B, so ``ALLOCATOR_SLACK``;
+- time: ``Z`` standard deviations of the residual, combining the size's own run-to-run spread, the
+  spread the fit carries to it from the sizes it passes through, and the plane's model error per
+  e-fold of distance (``runtime.estimate.time_fit``); and every run of the size must lie on the
+  same side of the fit (a residual whose sign flips between runs is noise).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+from attrs import frozen
+
+from calibration.probes.policy import QUANTITIES, Point, fit_rows, predict, work
+from runtime import Pipeline
+from runtime.estimate.planes import row
+from runtime.estimate.time_fit import (
+    MEDIAN_SE,
+    MODEL_ERROR,
+    SizeTimes,
+    distance,
+    relative_noise,
+)
+from runtime.estimate.timing import iteration_samples
+from runtime.record import WarmupRecord
+
+#: Bytes a fit may miss by on a caching allocator: each block is rounded up to 512 B, and a phase's
+#: peak holds up to about a hundred blocks beyond those its terms describe.
+ALLOCATOR_SLACK = float(64 << 10)
+#: Standard deviations a time residual must exceed to be more than noise (about 1 in 370 for
+#: normal noise, per size and stage).
+Z = 3.0
+
+
+def memory_slack(backend: str) -> float:
+    """Bytes of residual the memory backend can produce by itself: 0 where it counts exactly."""
+    return 0.0 if backend.endswith("live-tensors") else ALLOCATOR_SLACK
+
+
+@frozen
+class SizePoint:
+    """One measured size of a stage's quantity, and the fit's value there (None where it passes)."""
+
+    params: Mapping[str, int | bool]
+    terms: tuple[Fraction, ...]
+    value: float
+    predicted: float | None
+    samples: tuple[float, ...] = ()  # time: one a run
+    tolerance: float = 0.0  # the residual the measurement alone can produce here
+
+    @property
+    def residual(self) -> float:
+        return 0.0 if self.predicted is None else self.value - self.predicted
+
+    @property
+    def off(self) -> bool:
+        """Beyond what the measurement can produce, and (time) on one side in every run."""
+        if self.predicted is None or abs(self.residual) <= self.tolerance:
+            return False
+        if len(self.samples) > 1:
+            above = [s > self.predicted for s in self.samples]
+            return all(above) or not any(above)
+        return True
+
+
+@frozen
+class StageFit:
+    """Every measured size of one stage's quantity, the fit through some, its value at the
+    target."""
+
+    stage: str
+    quantity: str
+    points: tuple[SizePoint, ...]  # the largest first
+    chosen: tuple[int, ...]  # the sizes the fit passes through
+    at_target: (
+        float  # the fit's value at the target (bytes above baseline, or seconds per iteration)
+    )
+    growing_at_target: float  # its part that grows with the terms (the fit minus its constant)
+    growing: tuple[float, ...]  # that part at each size
+
+    @property
+    def off(self) -> tuple[int, ...]:
+        return tuple(i for i, p in enumerate(self.points) if p.off)
+
+    @property
+    def beyond(self) -> tuple[int, ...]:
+        """Sizes beyond the fit's with terms of their own: each tests the fit's shape."""
+        rows = {self.points[i].terms for i in self.chosen}
+        return tuple(
+            i for i, p in enumerate(self.points) if i not in self.chosen and p.terms not in rows
+        )
+
+    @property
+    def unconfirmed(self) -> bool:
+        """Whether it grows towards the target with no size beyond the fit to test it."""
+        return self.growing_at_target > 0 and not self.beyond
+
+
+def _grouped(
+    pipeline: Pipeline, records: Sequence[WarmupRecord], stage: str, quantity: str
+) -> dict[tuple[tuple[str, int | bool], ...], list[float]]:
+    """Per size (its params), the values of its runs (memory: peak above baseline; time: seconds
+    per iteration, one sample a run, ``runtime.estimate.timing.iteration_samples``)."""
+    by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
+    # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
+    # peak says what the formula does (the loop re-runs its size later).
+    later = records[1:] if len(records) > 2 else records
+    for record in later:
+        if not record.ok:
+            continue
+        params = dict(record.params)
+        if quantity == "memory":
+            peaks = [
+                p.peak_allocated for p in record.phases if p.kind == "stage" and p.name == stage
+            ]
+            value = float(max(peaks) - record.baseline_allocated) if peaks else None
+        else:
+            sample = iteration_samples(record, stage, pipeline.evaluate(**params))
+            value = statistics.median(sample[0]) if sample is not None else None
+        if value is not None:
+            by_size.setdefault(tuple(params.items()), []).append(value)
+    return by_size
+
+
+def _sensitivities(
+    rows: Sequence[tuple[Fraction, ...]], chosen: Sequence[int]
+) -> list[list[float]]:
+    """For each size, how the fit's value there moves with each chosen size's value."""
+    out: list[list[float]] = [[0.0] * len(chosen) for _ in rows]
+    for k in range(len(chosen)):
+        unit = [Fraction(int(j == k)) for j in range(len(chosen))]
+        coefficients, _ = fit_rows([rows[i] for i in chosen], unit)
+        for i, r in enumerate(rows):
+            out[i][k] = float(predict(coefficients, r))
+    return out
+
+
+def stage_fit(
+    pipeline: Pipeline,
+    records: Sequence[WarmupRecord],
+    stage: str,
+    quantity: str,
+    target: Point,
+    slack: float,
+) -> StageFit | None:
+    """The sizes of ``stage``'s ``quantity`` against the fit through them (None: under two)."""
+    terms_of = QUANTITIES[quantity]
+    grouped = _grouped(pipeline, records, stage, quantity)
+    if len(grouped) < 2:
+        return None
+    sizes = sorted(grouped.items(), key=lambda kv: work(pipeline, dict(kv[0])), reverse=True)
+    params = [dict(key) for key, _ in sizes]
+    runs = [values for _, values in sizes]
+    values = [max(v) if quantity == "memory" else statistics.median(v) for v in runs]
+    terms = [terms_of(pipeline, stage, p) for p in params]
+    rows = [row(t) for t in terms]
+    coefficients, chosen = fit_rows(rows, [Fraction(v) for v in values])
+    tolerances = [slack] * len(sizes)
+    if quantity == "time":
+        tolerances = _time_tolerances(terms, values, runs, rows, chosen)
+    points = tuple(
+        SizePoint(
+            params[i],
+            terms[i],
+            values[i],
+            None if i in chosen else float(predict(coefficients, rows[i])),
+            tuple(runs[i]) if quantity == "time" else (),
+            tolerances[i],
+        )
+        for i in range(len(sizes))
+    )
+    target_row = row(terms_of(pipeline, stage, target))
+    constant = float(coefficients[0]) if coefficients else 0.0
+    at_target = float(predict(coefficients, target_row))
+    growing = tuple(float(predict(coefficients, r)) - constant for r in rows)
+    return StageFit(
+        stage, quantity, points, tuple(chosen), at_target, at_target - constant, growing
+    )
+
+
+def _time_tolerances(
+    terms: Sequence[tuple[Fraction, ...]],
+    values: Sequence[float],
+    runs: Sequence[Sequence[float]],
+    rows: Sequence[tuple[Fraction, ...]],
+    chosen: Sequence[int],
+) -> list[float]:
+    """Z sigma of each size's residual: its own spread, the fit's there, and the model error."""
+    noise = relative_noise([SizeTimes(t, tuple(r)) for t, r in zip(terms, runs)])
+
+    def se(i: int) -> float:
+        return MEDIAN_SE * noise * abs(values[i]) / math.sqrt(len(runs[i]))
+
+    weights = _sensitivities(rows, chosen)
+    out = []
+    for i in range(len(values)):
+        if i in chosen:
+            out.append(0.0)
+            continue
+        fit_var = sum((w * se(j)) ** 2 for w, j in zip(weights[i], chosen))
+        far = min((distance(terms[j], terms[i]) for j in chosen), default=0.0)
+        model = MODEL_ERROR * far * abs(values[i])
+        out.append(Z * math.sqrt(se(i) ** 2 + fit_var + model**2))
+    return out
