@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from attrs import frozen
 
 from artifact.spelling import point_text
-from calibration.probes.directions import Explanation, explain, size_along
+from calibration.probes.directions import Explanation, explain
 from calibration.probes.policy import QUANTITIES, Point, work
 from calibration.probes.residuals import SizePoint, StageFit, memory_slack, stage_fit
 from runtime import Pipeline
@@ -82,24 +82,19 @@ class Checked:
         return next((f for f in self.fits if f.stage == stage and f.quantity == quantity), None)
 
 
-def _risk(fit: StageFit, off: Sequence[int], found: Explanation | None, target: Point) -> float:
-    """What the formula may miss by at the target: memory, the change the explaining term's fit
-    makes there plus what it leaves; time (or no explanation), the largest residual carried there,
-    relative (time) or grown by the stage's growing part and the direction (never shrunk)."""
-    if fit.quantity == "memory" and found is not None:
-        return abs(found.change_at_target) + found.left_over
-    out = 0.0
-    for i in off:
-        p = fit.points[i]
-        if fit.quantity == "time":
-            out = max(out, abs(p.residual) / abs(p.value) * abs(fit.at_target) if p.value else 0.0)
-            continue
-        grown = fit.growing_at_target / fit.growing[i] if fit.growing[i] > 0 else 1.0
-        along = 1.0
-        if found is not None and not found.declared:
-            along = float(size_along(found.group, target) / size_along(found.group, p.params))
-        out = max(out, abs(p.residual) * max(1.0, grown) * max(1.0, along))
-    return out
+#: An explaining term is credible when its fit leaves at most this share of the largest residual.
+CREDIBLE = 0.25
+
+
+def _risk(fit: StageFit, found: Explanation | None) -> float:
+    """What the formula may miss by at the target (per iteration, for time): the most the fit's
+    value there moves when one of its sizes is swapped for another, or when a credible explaining
+    term joins the declared ones, and never less than the largest residual at a size."""
+    residual = max((abs(p.residual) for p in fit.points), default=0.0)
+    explained = 0.0
+    if found is not None and found.left_over <= CREDIBLE * residual:
+        explained = abs(found.change_at_target)
+    return max(residual, fit.spread_at_target(), explained)
 
 
 def _shown(points: Sequence[SizePoint], unit: str) -> str:
@@ -126,7 +121,7 @@ def classify(
     stage, quantity, points = fit.stage, fit.quantity, fit.points
     found = explain(pipeline, fit, target)
     name = found.direction if found is not None else None
-    risk = _risk(fit, off, found, target) * (iterations if quantity == "time" else 1)
+    risk = _risk(fit, found) * (iterations if quantity == "time" else 1)
     share = risk / scale if scale > 0 else math.inf
     unit = "B above baseline" if quantity == "memory" else "s per iteration"
     at_risk = _show_risk(quantity, risk, share)

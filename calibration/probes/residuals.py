@@ -26,7 +26,7 @@ from attrs import frozen
 
 from calibration.probes.policy import QUANTITIES, Point, fit_rows, predict, work
 from runtime import Pipeline
-from runtime.estimate.planes import row
+from runtime.estimate.planes import estimable, row
 from runtime.estimate.time_fit import (
     MEDIAN_SE,
     MODEL_ERROR,
@@ -70,10 +70,12 @@ class SizePoint:
         """Beyond what the measurement can produce, and (time) on one side in every run."""
         if self.predicted is None or abs(self.residual) <= self.tolerance:
             return False
-        if len(self.samples) > 1:
-            above = [s > self.predicted for s in self.samples]
-            return all(above) or not any(above)
-        return True
+        if not self.samples:
+            return True  # memory: counted, not sampled
+        if len(self.samples) < 2:
+            return False  # a time measured once has no spread to judge its residual against
+        above = [s > self.predicted for s in self.samples]
+        return all(above) or not any(above)
 
 
 @frozen
@@ -90,6 +92,22 @@ class StageFit:
     )
     growing_at_target: float  # its part that grows with the terms (the fit minus its constant)
     growing: tuple[float, ...]  # that part at each size
+    target_terms: tuple[Fraction, ...] = ()
+
+    def spread_at_target(self) -> float:
+        """How far the fit's value at the target moves when any one size it passes through is
+        replaced by the next independent one (each such fit is as consistent with the formula):
+        the extrapolation's own uncertainty, 0 when every size lies on one plane."""
+        rows = [row(p.terms) for p in self.points]
+        values = [Fraction(p.value) for p in self.points]
+        target = row(self.target_terms)
+        out = 0.0
+        for left_out in self.chosen:
+            kept = [i for i in range(len(rows)) if i != left_out]
+            coefficients, chosen = fit_rows([rows[i] for i in kept], [values[i] for i in kept])
+            if chosen and estimable([rows[kept[i]] for i in chosen], target):
+                out = max(out, abs(float(predict(coefficients, target)) - self.at_target))
+        return out
 
     @property
     def off(self) -> tuple[int, ...]:
@@ -187,7 +205,14 @@ def stage_fit(
     at_target = float(predict(coefficients, target_row))
     growing = tuple(float(predict(coefficients, r)) - constant for r in rows)
     return StageFit(
-        stage, quantity, points, tuple(chosen), at_target, at_target - constant, growing
+        stage,
+        quantity,
+        points,
+        tuple(chosen),
+        at_target,
+        at_target - constant,
+        growing,
+        terms_of(pipeline, stage, target),
     )
 
 

@@ -19,6 +19,13 @@ def wan_session(wan_1_3b):
         yield Session(example.build(0), wan_1_3b, "cpu", call_kwargs=example.call_kwargs)
 
 
+TARGET = {"steps": 4, "frames": 17, "height": 128, "width": 128, "cfg": False}
+
+
+def _check(session, records):
+    return check(session.formulas, records, TARGET, session.recorder.backend.name).findings
+
+
 def _runs(session, shapes):
     """A warmup request first (checks leave the first request out: it pays one-time costs)."""
     with quiet_libraries():
@@ -38,9 +45,10 @@ def test_a_term_the_formula_leaves_out_is_a_formula_mismatch(wan_session):
     with sdpa_kernel(SDPBackend.MATH):
         records = _runs(wan_session, shapes)
     assert all(r.ok for r in records)
-    findings = {(f.kind, f.stage, f.quantity): f for f in check(wan_session.formulas, records)}
+    findings = {(f.kind, f.stage, f.quantity): f for f in _check(wan_session, records)}
     finding = findings[("formula-mismatch", "DenoisingStage", "memory")]
-    assert finding.direction == "height*width, growing faster than the declared terms"
+    assert finding.direction == "height*width"
+    assert finding.actionable and finding.risk > 0 and finding.next_step
     assert "do not explain the measured sizes" in finding.message
     assert len(finding.points) == 4
 
@@ -55,7 +63,7 @@ def test_a_video_vae_probed_at_its_cheapest_frames_is_outside_the_regime(wan_ses
         for frames in (1, 5, 9, 13, 17)
     ]
     records = _runs(wan_session, shapes)
-    findings = {(f.kind, f.stage, f.quantity): f for f in check(wan_session.formulas, records)}
+    findings = {(f.kind, f.stage, f.quantity): f for f in _check(wan_session, records)}
     finding = findings[("probe-regime", "DecodingStage", "memory")]
     assert [p["frames"] for p in finding.out_of_regime] == [5, 1]
     assert "outside the formula's steady regime" in finding.message
@@ -68,4 +76,4 @@ def test_sizes_that_agree_with_the_formula_find_nothing(wan_session):
         for side in (32, 48, 64)
     ]
     records = _runs(wan_session, shapes)
-    assert [f for f in check(wan_session.formulas, records) if f.quantity == "memory"] == []
+    assert [f for f in _check(wan_session, records) if f.quantity == "memory"] == []
