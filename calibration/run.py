@@ -427,7 +427,7 @@ def calibrate_session(
         undeclared=unstaged_components(loop.records),
         layer_bytes=session.layer_bytes,
         below_minimum=below_minimums(pipeline, {"warmup": warmup, "probe": probe}),
-        notices=_notices(pipeline, probe, target),
+        notices=(*session.call_warnings, *_notices(pipeline, probe, target)),
     )
 
 

@@ -220,7 +220,7 @@ class Session:
             to = getattr(pipe, "to", None)
             if callable(to):
                 to(self.device)
-        check_call(formulas, pipe)
+        self.call_warnings = check_call(formulas, pipe)
         modules = pipeline_modules(pipe)
         self.facts: PipelineFacts = pipeline_facts(formulas, modules)
         self.weights = {name: weight_bytes(m) for name, m in modules.items()}

@@ -106,27 +106,36 @@ def _is_method(module: object, name: str) -> bool:
     return not name.startswith("_") and (inspect.ismethod(found) or inspect.isfunction(found))
 
 
-def check_call(formulas: Pipeline, pipe: object) -> None:
-    """Every `call` argument is a keyword of the pipeline's ``__call__`` (unless it takes
-    ``**kwargs``): a wrong one would fail every request with a ``TypeError``."""
+def check_call(formulas: Pipeline, pipe: object) -> tuple[str, ...]:
+    """Every `call` argument is a keyword of the pipeline's ``__call__``: a wrong one would fail
+    every request with a ``TypeError`` (a ``CalibrationError`` naming the line now). A ``__call__``
+    that takes ``**kwargs`` accepts any name and may ignore it: those are returned as warnings."""
     try:
         signature = inspect.signature(type(pipe).__call__)
     except (TypeError, ValueError):  # a builtin or C callable: nothing to read
-        return
+        return ()
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     parameters = signature.parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return
+    anything = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
     names = [p.name for p in parameters if p.kind in kinds and p.name != "self"]
+    warnings = []
     for arg in formulas.call_names:
-        if arg not in names:
-            close = difflib.get_close_matches(arg, names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise CalibrationError(
-                f"{_at(formulas, f'call {arg}')}pipeline {formulas.name!r}: `call {arg}` names an "
-                f"argument {type(pipe).__name__}.__call__ does not take{hint}; it takes "
-                f"{', '.join(names)}; fix or remove the `call` line in the formula file"
+        if arg in names:
+            continue
+        close = difflib.get_close_matches(arg, names, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        where = f"{_at(formulas, f'call {arg}')}pipeline {formulas.name!r}: `call {arg}`"
+        if anything:
+            warnings.append(
+                f"{where} is not among the named arguments of {type(pipe).__name__}.__call__, "
+                f"which takes **kwargs and may ignore it{hint}"
             )
+            continue
+        raise CalibrationError(
+            f"{where} names an argument {type(pipe).__name__}.__call__ does not take{hint}; it "
+            f"takes {', '.join(names)}; fix or remove the `call` line in the formula file"
+        )
+    return tuple(warnings)
 
 
 def call_value(value: int | Fraction | bool) -> CallValue:

@@ -125,7 +125,8 @@ def warn(cal: Calibration) -> None:
     """Findings, undeclared components and failed requests, on stderr."""
     err = ui().err
     for notice in cal.notices:
-        err.line(f"warning[target-below-probe]: {notice}", style="yellow")
+        kind = "call-argument" if "`call " in notice else "target-below-probe"
+        err.line(f"warning[{kind}]: {notice}", style="yellow")
     for finding in cal.findings:
         level = "note" if finding.kind == "residual" else "warning"
         err.line(

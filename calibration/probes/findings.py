@@ -45,6 +45,9 @@ from runtime.record import WarmupRecord
 #: (memory: half a percent, a tenth of the error a first-draft formula reaches on families never
 #: seen) or of the request's time (the time goal, calibration.probes.time_probe.TIME_TOLERANCE).
 MATERIAL: Mapping[str, float] = {"memory": 0.005, "time": 0.05}
+#: A memory residual worth less than this share of the stage's peak at the target is not reported
+#: (a scheduler's step arrays, a few bytes); the bound's margin covers it.
+DETAIL = 1e-4
 #: Finding kinds that ask for a change before the calibration can be trusted.
 ACTIONABLE = frozenset({"formula-mismatch", "iteration-mismatch"})
 
@@ -126,8 +129,8 @@ def classify(
     unit = "B above baseline" if quantity == "memory" else "s per iteration"
     at_risk = _show_risk(quantity, risk, share)
     if share < MATERIAL[quantity]:
-        if quantity == "time":
-            return None  # within the time goal at the target: noise or a detail, not a finding
+        if quantity == "time" or share < DETAIL:
+            return None  # within the goal at the target (time), or a few bytes: not a finding
         return Finding(
             "residual",
             stage,

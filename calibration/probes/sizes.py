@@ -130,17 +130,26 @@ def covered(name: str, measured: Sequence[Params]) -> bool:
     return any(moves_alone(a, b, name) for i, a in enumerate(measured) for b in measured[i + 1 :])
 
 
+def _twos(value: int) -> int:
+    """How many times 2 divides ``value`` (0 counts as often as any)."""
+    return (value & -value).bit_length() - 1 if value else 64
+
+
 def step_towards(
     pipeline: Pipeline, point: Params, name: str, goal: int | bool
 ) -> dict[str, int | bool] | None:
-    """``point`` with ``name`` moved one admissible step towards ``goal`` (a boolean: to it)."""
+    """``point`` with ``name`` moved one admissible step towards ``goal`` (a boolean: to it),
+    upwards to a value at least as even as both ends (a 64-pixel side moves to 128, not to 72: a
+    size less regular than both the probe and the target measures padding that neither has)."""
     value = point[name]
     if isinstance(value, bool) or isinstance(goal, bool):
         moved: dict[str, int | bool] = {**point, name: goal}
         return moved if pipeline.is_admissible(**moved) else None
     others = {k: v for k, v in point.items() if k != name}
+    grain = 1 << min(_twos(value), _twos(goal))
     if goal > value:
-        for candidate in range(value + 1, min(goal, value + SCAN) + 1):
+        first = (value // grain + 1) * grain
+        for candidate in range(first, min(goal, value + SCAN * grain) + 1, grain):
             if pipeline.is_admissible(**{**point, name: candidate}):
                 return {**point, name: candidate}
         found = pipeline.largest_admissible(name, goal, **others)

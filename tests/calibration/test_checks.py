@@ -67,13 +67,17 @@ def test_a_video_vae_probed_at_its_cheapest_frames_is_outside_the_regime(wan_ses
     finding = findings[("probe-regime", "DecodingStage", "memory")]
     assert [p["frames"] for p in finding.out_of_regime] == [5, 1]
     assert "outside the formula's steady regime" in finding.message
-    assert not any(k == "formula-mismatch" and q == "memory" for k, _, q in findings)
+    assert ("formula-mismatch", "DecodingStage", "memory") not in findings
 
 
-def test_sizes_that_agree_with_the_formula_find_nothing(wan_session):
+def test_sizes_that_agree_with_the_formula_leave_nothing_to_act_on(wan_session):
+    # The sizes `dslc calibrate --example wan` measures: the memory the formulas declare explains
+    # them to a few bytes (the exact CPU backend counts every byte: what is left is a residual
+    # note whose risk is added to the bound, never a finding to act on).
     shapes = [
-        {"steps": 1, "frames": 9, "height": side, "width": side, "cfg": False}
-        for side in (32, 48, 64)
+        {"steps": 2, "frames": 17, "height": h, "width": w, "cfg": True}
+        for h, w in ((32, 32), (48, 32), (48, 48), (48, 64))
     ]
     records = _runs(wan_session, shapes)
-    assert [f for f in _check(wan_session, records) if f.quantity == "memory"] == []
+    memory = [f for f in _check(wan_session, records) if f.quantity == "memory"]
+    assert all(f.kind == "residual" and f.share < 0.005 for f in memory), memory
