@@ -83,6 +83,7 @@ class Calibration:
     extra_reasons: tuple[str, ...] = ()  # why each extra probe was measured (parallel)
     extra_costs: tuple[float, ...] = ()  # each extra probe's cost, one run, over the target's
     margins: tuple[StageMargin, ...] = ()  # each stage's margin (evidence or fixed) and why
+    fixed_bounds: Mapping[str, int | None] = field(factory=dict, hash=False)  # as before evidence
 
     @property
     def extra_cost(self) -> float:
@@ -237,6 +238,7 @@ class Settled:
     kept: tuple[WarmupRecord, ...]
     estimate: WorkloadEstimate
     margins: tuple[StageMargin, ...]
+    fixed_bounds: Mapping[str, int | None]  # each phase's (and "request") bound, fixed margin
 
 
 def settle(
@@ -268,7 +270,14 @@ def settle(
         component_weight_bytes=session.weights,
         stage_margins={m.stage: m.margin for m in margins if m.source == "evidence"},
     )
-    return Settled(checked, findings, tuple(kept), with_risks(result, checked.findings), margins)
+    fixed = estimate(
+        kept, pipeline, target=target, margin=margin, component_weight_bytes=session.weights
+    )
+    fixed_bounds = {p.label: p.peak.bound_bytes for p in fixed.phases}
+    fixed_bounds["request"] = fixed.request_peak.bound_bytes
+    return Settled(
+        checked, findings, tuple(kept), with_risks(result, checked.findings), margins, fixed_bounds
+    )
 
 
 class _Loop:
@@ -423,6 +432,7 @@ def calibrate_session(
         extra_costs=tuple(float(relative_cost(pipeline, p, target)) for p, _ in extras),
         findings=settled.findings,
         margins=settled.margins,
+        fixed_bounds=settled.fixed_bounds,
         uncovered=uncovered,
         undeclared=unstaged_components(loop.records),
         layer_bytes=session.layer_bytes,
