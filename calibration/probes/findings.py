@@ -21,6 +21,8 @@ peak (memory) or of the request's time:
   (a scheduler's step arrays); not actionable: its risk is added to the stage's bound.
 - *iteration-mismatch* (actionable): the recorder counted another number of iterations than the
   formula's at a measured size.
+- *stage-not-measured* (actionable): a stage the formula runs never opened (its `uses` names a
+  component or method that did not run), so its memory and time went to other phases unseen.
 
 A time residual must exceed the noise in every run (``residuals.Z``) and be material: a time finding
 that could flip between runs is noise, never a mismatch.
@@ -49,7 +51,7 @@ MATERIAL: Mapping[str, float] = {"memory": 0.005, "time": 0.05}
 #: (a scheduler's step arrays, a few bytes); the bound's margin covers it.
 DETAIL = 1e-4
 #: Finding kinds that ask for a change before the calibration can be trusted.
-ACTIONABLE = frozenset({"formula-mismatch", "iteration-mismatch"})
+ACTIONABLE = frozenset({"formula-mismatch", "iteration-mismatch", "stage-not-measured"})
 
 
 @frozen
@@ -252,6 +254,34 @@ def iteration_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> l
     return list(out.values())
 
 
+def unmeasured_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> list[Finding]:
+    """Stages the formula runs that never opened in any request: their `uses` named something that
+    did not run, so their memory and time went to other phases unseen."""
+    ran = {p.stage for r in records if r.ok for p in r.phases if p.stage is not None}
+    out = []
+    for stage in pipeline.stages:
+        if stage in ran:
+            continue
+        runs = [r for r in records if r.ok and pipeline.evaluate(**r.params)[stage].iterations > 0]
+        if not runs:
+            continue
+        uses = ", ".join(f"{u.component}.{u.method}" for u in pipeline.uses.get(stage, ()))
+        out.append(
+            Finding(
+                "stage-not-measured",
+                stage,
+                "memory",
+                f"{stage}: the formula runs it in every request measured, but what it `uses` "
+                f"({uses or 'nothing'}) never ran: nothing was measured for it, and its memory "
+                "and time were counted in other phases",
+                (),
+                share=1.0,  # the stage's whole figure is unknown
+                next_step=f"name the component and method that run {stage} in its `uses` line",
+            )
+        )
+    return out
+
+
 def check(
     pipeline: Pipeline, records: Sequence[WarmupRecord], target: Point, backend: str
 ) -> Checked:
@@ -270,7 +300,7 @@ def check(
         for f in fits
         if f.quantity == "time"
     )
-    found = iteration_findings(pipeline, records)
+    found = [*unmeasured_findings(pipeline, records), *iteration_findings(pipeline, records)]
     for fit in fits:
         iterations = int(at_target[fit.stage].iterations)
         if fit.quantity == "memory":
