@@ -1,9 +1,10 @@
 """One diffusers pipeline on one device, wired to a recorder through its formulas.
 
 ``Session.run`` records one request and never raises for a failed request (the record keeps the
-error). Requests are comparable: each starts from a fresh scheduler (``reset_scheduler``) and a
-generator seeded alike. Imports torch lazily; diffusers never (any object with the pipeline's
-``components`` and ``__call__`` works).
+error). Requests are comparable: each starts from a fresh scheduler (``reset_scheduler``), leaves
+none of its scheduler's history to the next request's baseline, and has a generator seeded alike.
+Imports torch lazily; diffusers never (any object with the pipeline's ``components`` and
+``__call__`` works).
 """
 
 from __future__ import annotations
@@ -254,12 +255,22 @@ class Session:
         return {**base, **call_arguments(self.formulas, params)}
 
     def body(self, req: Request) -> object:
-        """Run the pipeline for one recorded request (``run`` and the serving warmup call it)."""
+        """Run the pipeline for one recorded request (``run`` and the serving warmup call it).
+
+        The scheduler is replaced before the call and again after it, inside the request: a
+        multistep scheduler's history (its last model outputs, sized by this request's latents) is
+        freed before the request ends, so the next request's baseline does not hold it (a baseline
+        that did would shift every stage's peak above it by the previous request's latent size).
+        """
         from runtime.measure.diffusers_hooks import run_pipeline
 
         if self.fresh_scheduler:
             reset_scheduler(self.pipe)
-        return run_pipeline(self.pipe, req, {}, **self.kwargs_for(req.params))
+        try:
+            return run_pipeline(self.pipe, req, {}, **self.kwargs_for(req.params))
+        finally:
+            if self.fresh_scheduler:
+                reset_scheduler(self.pipe)
 
     def run(self, params: Params) -> WarmupRecord:
         """One recorded request; a failure is recorded (``record.error``), not raised."""
