@@ -233,7 +233,8 @@ def test_serving_warmup_end_to_end_on_an_image_pipeline(flux):
     # the lighten sequence, the device is sized so that exactly shapes[2] fits, it runs, and the
     # records estimate the default workload.
     from calibration.examples import EXAMPLES
-    from calibration.session import Session, quiet_libraries
+    from calibration.host import quiet_libraries
+    from calibration.session import Session
     from runtime.estimate import estimate
 
     example = EXAMPLES["flux"]
