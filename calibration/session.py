@@ -14,13 +14,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from calibration.host import clock_for, resolve_device
+from calibration.weights import module_layers, module_weights
 from calibration.wiring import DiffusersPipeline, PipelineFacts, call_arguments, pipeline_facts
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:
-    from torch import nn
-
     from runtime.measure import MemoryBackend, Request, WarmupRecorder
 
 log = logging.getLogger(__name__)
@@ -30,27 +29,6 @@ CallKwargs = Callable[[int], Mapping[str, object]]
 
 #: What a request passes besides the formulas' `call` arguments, when the pipeline takes it.
 DEFAULT_CALL: Mapping[str, object] = {"prompt": "a cat dancing", "output_type": "pt"}
-
-
-def weight_bytes(module: nn.Module) -> int:
-    """Bytes of a module's parameters and buffers, each storage counted once (tied weights too)."""
-    storages = {}
-    for t in (*module.parameters(), *module.buffers()):
-        storage = t.untyped_storage()
-        storages[storage.data_ptr(), storage.device] = storage.nbytes()
-    return sum(storages.values())
-
-
-def pipeline_modules(pipe: DiffusersPipeline) -> dict[str, nn.Module]:
-    """The pipeline's ``nn.Module`` components by name (no schedulers, tokenizers or None)."""
-    from torch import nn
-
-    return {name: c for name, c in pipe.components.items() if isinstance(c, nn.Module)}
-
-
-def component_weights(pipe: DiffusersPipeline) -> dict[str, int]:
-    """Weight bytes of every module component."""
-    return {name: weight_bytes(m) for name, m in pipeline_modules(pipe).items()}
 
 
 def reset_scheduler(pipe: DiffusersPipeline) -> None:
@@ -95,7 +73,7 @@ class Session:
         backend: MemoryBackend | None = None,
     ) -> None:
         from runtime.measure import AutoStages
-        from runtime.measure.diffusers_hooks import diffusers_recorder
+        from runtime.measure.diffusers_hooks import diffusers_recorder, pipeline_modules
 
         self.pipe, self.formulas, self.seed = pipe, formulas, seed
         self.device = resolve_device(device)
@@ -107,14 +85,8 @@ class Session:
                 to(self.device)
         modules = pipeline_modules(pipe)
         self.facts: PipelineFacts = pipeline_facts(formulas, modules)
-        self.weights = {name: weight_bytes(m) for name, m in modules.items()}
-        from calibration.plan.torch_sizes import layer_bytes
-
-        self.layer_bytes = {
-            name: per
-            for name in self.facts.layerwise
-            if name in modules and (per := layer_bytes(modules[name]))
-        }
+        self.weights = module_weights(modules)
+        self.layer_bytes = module_layers(modules, self.facts.layerwise)
         self.recorder: WarmupRecorder = diffusers_recorder(
             formulas,
             pipe,

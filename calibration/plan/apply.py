@@ -69,11 +69,12 @@ def apply(plan: Plan, pipe: Any, device: Any = "cuda", offload_device: Any = "cp
     from accelerate.hooks import add_hook_to_module
     from diffusers.hooks import apply_group_offloading
 
+    from runtime.measure.diffusers_hooks import pipeline_modules
     from runtime.measure.layers import repeated_layers
 
     if not plan.feasible:
         raise PlanApplyError(f"the plan is infeasible: {plan.reason}")
-    modules = {n: m for n, m in pipe.components.items() if isinstance(m, torch.nn.Module)}
+    modules = pipeline_modules(pipe)
     missing = sorted({p.component for p in plan.placements} - set(modules))
     if missing:
         raise PlanApplyError(f"the pipeline has no components {missing}; it has {sorted(modules)}")

@@ -3,7 +3,7 @@
 A calibration measures phase peaks with every component's weights on the device, so a phase's
 bound for planning is its bound minus those weights (``measured_weights_bytes``; by default the
 sum of ``component_weight_bytes``). No torch: the per-layer bytes come from
-``calibration.plan.torch_sizes.layer_bytes`` (or the document's ``layer_bytes``).
+``calibration.weights.layer_bytes`` (or the document's ``layer_bytes``).
 """
 
 from __future__ import annotations
