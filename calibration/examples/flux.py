@@ -6,7 +6,7 @@ from typing import Any
 
 # --- FLUX.1 text-to-image -------------------------------------------------------------------------
 
-_FLUX_WORDS = 11  # the vocabulary of calibration.examples.tiny_wan.tiny_tokenizer
+_FLUX_WORDS = 11  # the vocabulary of calibration.examples.wan.tiny_tokenizer
 
 
 def build(seed: int = 0) -> Any:
@@ -22,7 +22,7 @@ def build(seed: int = 0) -> Any:
     )
     from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
 
-    from calibration.examples.tiny_wan import tiny_tokenizer
+    from calibration.examples.wan import tiny_tokenizer
 
     torch.manual_seed(seed)
     vae = AutoencoderKL(

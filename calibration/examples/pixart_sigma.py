@@ -34,7 +34,7 @@ def build(seed: int = 0) -> Any:
     )
     from transformers import T5Config, T5EncoderModel
 
-    from calibration.examples.tiny_wan import tiny_tokenizer
+    from calibration.examples.wan import tiny_tokenizer
 
     torch.manual_seed(seed)
     transformer = PixArtTransformer2DModel(
@@ -55,7 +55,7 @@ def build(seed: int = 0) -> Any:
     torch.manual_seed(seed)
     text_encoder = T5EncoderModel(
         T5Config(
-            vocab_size=11,  # calibration.examples.tiny_wan.tiny_tokenizer's words
+            vocab_size=11,  # calibration.examples.wan.tiny_tokenizer's words
             d_model=32,
             d_kv=8,
             d_ff=64,
