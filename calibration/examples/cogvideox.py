@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from calibration.examples.tiny import tiny_t5_config, tiny_tokenizer
+
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work).
 #: Frames 17 (5 latent frames) is the smallest count in the VAE's steady regime
 #: (formulas/cogvideox.wf).
@@ -35,9 +37,7 @@ def build(seed: int = 0) -> Any:
         CogVideoXPipeline,
         CogVideoXTransformer3DModel,
     )
-    from transformers import T5Config, T5EncoderModel
-
-    from calibration.examples.wan import tiny_tokenizer
+    from transformers import T5EncoderModel
 
     torch.manual_seed(seed)
     # 32 channels: like the real VAE (128 at full resolution), the decoder's working set for one
@@ -70,17 +70,7 @@ def build(seed: int = 0) -> Any:
         max_text_seq_length=_TEXT_TOKENS,
     )
     torch.manual_seed(seed)
-    text_encoder = T5EncoderModel(
-        T5Config(
-            vocab_size=11,  # calibration.examples.wan.tiny_tokenizer's words
-            d_model=32,
-            d_kv=8,
-            d_ff=64,
-            num_layers=1,
-            num_heads=4,
-            relative_attention_num_buckets=8,
-        )
-    )
+    text_encoder = T5EncoderModel(tiny_t5_config())
     scheduler = CogVideoXDDIMScheduler(
         beta_schedule="scaled_linear",
         beta_start=0.00085,

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from calibration.examples.tiny import tiny_vae
+from calibration.examples.tiny import tiny_t5_config, tiny_tokenizer, tiny_vae
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work). Three
 #: steps or more: DPM-Solver's history of two model outputs is full (formulas/pixart_sigma.wf).
@@ -32,9 +32,7 @@ def build(seed: int = 0) -> Any:
         PixArtSigmaPipeline,
         PixArtTransformer2DModel,
     )
-    from transformers import T5Config, T5EncoderModel
-
-    from calibration.examples.wan import tiny_tokenizer
+    from transformers import T5EncoderModel
 
     torch.manual_seed(seed)
     transformer = PixArtTransformer2DModel(
@@ -53,17 +51,7 @@ def build(seed: int = 0) -> Any:
     )
     vae = tiny_vae(seed, sample_size=1024, scaling_factor=0.13025)
     torch.manual_seed(seed)
-    text_encoder = T5EncoderModel(
-        T5Config(
-            vocab_size=11,  # calibration.examples.wan.tiny_tokenizer's words
-            d_model=32,
-            d_kv=8,
-            d_ff=64,
-            num_layers=1,
-            num_heads=4,
-            relative_attention_num_buckets=8,
-        )
-    )
+    text_encoder = T5EncoderModel(tiny_t5_config())
     scheduler = DPMSolverMultistepScheduler(
         beta_schedule="linear",
         beta_start=0.0001,

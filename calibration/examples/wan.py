@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from calibration.examples.tiny import TINY_WORDS, tiny_tokenizer
+
 #: Call arguments that, with the request's params, make a complete tiny Wan run.
 TINY_WAN_CALL = {
     "prompt": "a cat dance",
@@ -25,20 +27,6 @@ TINY_WAN_CALL = {
     "max_sequence_length": 16,
     "output_type": "pt",
 }
-
-_WORDS = ("<pad>", "</s>", "<unk>", "a", "cat", "dance", "monkey", "negative", "video", "of", "the")
-
-
-def tiny_tokenizer() -> Any:
-    """A word-level fast tokenizer built in memory (the pipeline pads to max_sequence_length)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(_WORDS)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
-    )
 
 
 def build_tiny_wan(seed: int = 0, num_layers: int = 2, dtype: torch.dtype = torch.float32) -> Any:
@@ -79,7 +67,7 @@ def build_tiny_wan(seed: int = 0, num_layers: int = 2, dtype: torch.dtype = torc
     )
     torch.manual_seed(seed)
     config = UMT5Config(
-        vocab_size=len(_WORDS),
+        vocab_size=len(TINY_WORDS),
         d_model=32,
         d_kv=8,
         d_ff=64,
