@@ -9,11 +9,14 @@ encoders (the second with a projection, feeding the ``text_time`` added embeddin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from calibration.examples.tiny import tiny_vae
+from calibration.examples.tiny import tiny_tokenizer, tiny_vae
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work).
 WARMUP: dict[str, int | bool] = {"steps": 2, "height": 64, "width": 64}
@@ -26,20 +29,9 @@ _CLIP_DIM = 32  # hidden size of each CLIP encoder; the UNet's cross-attention s
 _TIME_EMBED = 8  # addition_time_embed_dim (SDXL: 256)
 
 
-def tiny_clip_tokenizer() -> Any:
+def tiny_clip_tokenizer() -> PreTrainedTokenizerFast:
     """A word-level fast tokenizer built in memory, padded to the CLIP encoders' position table."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(_WORDS)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        pad_token="<pad>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        model_max_length=_TEXT_TOKENS,
-    )
+    return tiny_tokenizer(_WORDS, model_max_length=_TEXT_TOKENS)
 
 
 def _clip_config() -> Any:

@@ -5,6 +5,7 @@ Imports tokenizers, transformers and diffusers only when called.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,15 +41,16 @@ TINY_VAE = {
 }
 
 
-def tiny_tokenizer() -> PreTrainedTokenizerFast:
-    """A word-level fast tokenizer built in memory (the pipeline pads to max_sequence_length)."""
+def tiny_tokenizer(words: Sequence[str] = TINY_WORDS, **options: int) -> PreTrainedTokenizerFast:
+    """A word-level fast tokenizer over ``words`` built in memory (the pipeline pads to
+    max_sequence_length; ``options`` such as ``model_max_length`` go to the tokenizer)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(TINY_WORDS)}, unk_token="<unk>"))
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
+        tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", **options
     )
 
 
