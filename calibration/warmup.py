@@ -27,6 +27,7 @@ from typing import Any
 
 from attrs import field, frozen
 
+from calibration.memory import allocator_margin
 from calibration.probes.findings import Finding, check
 from calibration.probes.minimums import raise_to_minimums
 from calibration.probes.policy import next_probe
@@ -36,7 +37,6 @@ from runtime.measure.distributed import LOCAL, Agreement
 from runtime.measure.recorder import Request, WarmupRecorder
 from runtime.record import ErrorInfo, WarmupRecord
 
-GiB = 1 << 30
 log = logging.getLogger(__name__)
 
 #: Substrings (lower-cased) of messages that mean an allocation failed, whatever the exception type.
@@ -70,11 +70,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
-
-
-def allocator_margin(total_bytes: int) -> int:
-    """Room left for allocator fragmentation and workspaces: max(1 GiB, 2 % of the device)."""
-    return max(GiB, -(-total_bytes * 2 // 100))
 
 
 def _largest(

@@ -5,6 +5,7 @@ the exact branch and bound, ``solver`` the ``solve`` entry point and its explana
 reads a calibration document, ``report`` shows a plan, ``apply`` installs one on a pipeline.
 """
 
+from calibration.memory import GiB, allocator_margin
 from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
     KINDS,
@@ -13,7 +14,6 @@ from calibration.plan.model import (
     RESIDENT,
     Component,
     Device,
-    GiB,
     Phase,
     PhaseUse,
     Placement,
@@ -21,7 +21,6 @@ from calibration.plan.model import (
     PlanInputError,
     PlanLimitError,
     Target,
-    allocator_margin,
     most_cautious_device,
     most_cautious_targets,
 )

@@ -12,7 +12,8 @@ from types import MappingProxyType
 
 from attrs import field, frozen, validators
 
-GiB = 1 << 30
+from calibration.memory import allocator_margin
+
 DEFAULT_BANDWIDTH = 25 * 10**9  # bytes/s: a PCIe 4.0 x16 link's pinned host-to-device copy rate
 
 RESIDENT = "resident"
@@ -27,11 +28,6 @@ class PlanInputError(ValueError):
 
 class PlanLimitError(PlanInputError):
     """Inputs whose exact solve would cost more than the search's node limit."""
-
-
-def allocator_margin(total_bytes: int) -> int:
-    """Room left for allocator fragmentation and workspaces: max(1 GiB, 2 % of the device)."""
-    return max(GiB, -(-total_bytes * 2 // 100))
 
 
 def _non_negative(_instance: object, attribute: object, value: int) -> None:
@@ -266,7 +262,6 @@ __all__ = [
     "PlanInputError",
     "PlanLimitError",
     "Target",
-    "allocator_margin",
     "most_cautious_device",
     "most_cautious_targets",
 ]

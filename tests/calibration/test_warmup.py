@@ -11,9 +11,8 @@ import torch
 from attrs import define
 from torch import nn
 
+from calibration.memory import GiB, allocator_margin
 from calibration.warmup import (
-    GiB,
-    allocator_margin,
     calibrate,
     is_out_of_memory,
     lighten_sequence,
