@@ -21,7 +21,7 @@ from typing import Any
 
 from attrs import define, field
 
-from calibration.plan.model import LAYERWISE, OFFLOADED, RESIDENT, Plan
+from calibration.plan.model import PlacementKind, Plan
 
 
 class PlanApplyError(ValueError):
@@ -82,9 +82,9 @@ def apply(plan: Plan, pipe: Any, device: Any = "cuda", offload_device: Any = "cp
     onload, offload = torch.device(device), torch.device(offload_device)
     for p in plan.placements:
         module = modules[p.component]
-        if p.kind == RESIDENT:
+        if p.kind == PlacementKind.RESIDENT:
             module.to(onload)
-        elif p.kind == LAYERWISE:
+        elif p.kind == PlacementKind.LAYERWISE:
             layers = repeated_layers(module)
             if len(layers) != p.layers:
                 raise PlanApplyError(
@@ -105,7 +105,7 @@ def apply(plan: Plan, pipe: Any, device: Any = "cuda", offload_device: Any = "cp
     for name, module in modules.items():  # every component offloads the onloaded others first
         add_hook_to_module(module, _before_hook(applied, name), append=True)
     for p in plan.placements:
-        if p.kind == OFFLOADED:
+        if p.kind == PlacementKind.OFFLOADED:
             _, hook = cpu_offload_with_hook(modules[p.component], onload)
             applied.offload_hooks[p.component] = hook
     return applied
@@ -113,7 +113,7 @@ def apply(plan: Plan, pipe: Any, device: Any = "cuda", offload_device: Any = "cp
 
 def placements_by_kind(plan: Plan) -> dict[str, Sequence[str]]:
     """Component names per placement kind (for logs and tests)."""
-    out: dict[str, list[str]] = {RESIDENT: [], LAYERWISE: [], OFFLOADED: []}
+    out: dict[str, list[str]] = {kind.value: [] for kind in PlacementKind}
     for p in plan.placements:
-        out[p.kind].append(p.component)
+        out[p.kind.value].append(p.component)
     return {k: tuple(v) for k, v in out.items()}

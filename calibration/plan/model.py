@@ -8,6 +8,7 @@ costs in host-to-device transfer per request. See docs/planning.md.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
 from types import MappingProxyType
 
 from attrs import field, frozen, validators
@@ -16,10 +17,19 @@ from calibration.memory import allocator_margin
 
 DEFAULT_BANDWIDTH = 25 * 10**9  # bytes/s: a PCIe 4.0 x16 link's pinned host-to-device copy rate
 
-RESIDENT = "resident"
-OFFLOADED = "offloaded"
-LAYERWISE = "layerwise"
-KINDS = (RESIDENT, OFFLOADED, LAYERWISE)
+
+class PlacementKind(str, Enum):
+    """Where a component lives; the value is how plans and documents spell it."""
+
+    RESIDENT = "resident"  # on the device for the whole request
+    OFFLOADED = "offloaded"  # on the host, onloaded whole for the phases that use it
+    LAYERWISE = "layerwise"  # on the device but for the repeated layers streamed one by one
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 class PlanInputError(ValueError):
@@ -202,7 +212,7 @@ class Placement:
     """Where one component lives, why, and what it costs per request."""
 
     component: str
-    kind: str  # one of KINDS
+    kind: PlacementKind
     resident_layers: tuple[int, ...]  # layer indices kept on the device (layerwise only)
     layers: int  # N: the component's repeated layers
     device_bytes: int  # always on the device (weights kept resident)
@@ -249,15 +259,12 @@ class Plan:
 
 __all__ = [
     "DEFAULT_BANDWIDTH",
-    "KINDS",
-    "LAYERWISE",
-    "OFFLOADED",
-    "RESIDENT",
     "Component",
     "Device",
     "Phase",
     "PhaseUse",
     "Placement",
+    "PlacementKind",
     "Plan",
     "PlanInputError",
     "PlanLimitError",
