@@ -21,10 +21,11 @@ from typing import Any
 
 from attrs import define, field
 
+from calibration.errors import CalibrationError
 from calibration.plan.model import PlacementKind, Plan
 
 
-class PlanApplyError(ValueError):
+class PlanApplyError(CalibrationError, ValueError):
     """The plan does not match the pipeline (a missing component, another layer count)."""
 
 

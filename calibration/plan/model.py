@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from attrs import field, frozen, validators
 
+from calibration.errors import CalibrationError
 from calibration.memory import allocator_margin
 
 DEFAULT_BANDWIDTH = 25 * 10**9  # bytes/s: a PCIe 4.0 x16 link's pinned host-to-device copy rate
@@ -32,7 +33,7 @@ class PlacementKind(str, Enum):
         return format(self.value, spec)
 
 
-class PlanInputError(ValueError):
+class PlanInputError(CalibrationError, ValueError):
     """Inputs that cannot describe a planning problem (unknown component, negative bytes, ...)."""
 
 
