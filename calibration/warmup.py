@@ -296,7 +296,7 @@ def run_probe(
     return ProbeOutcome(False, None, tuple(attempts), None, reason)
 
 
-def calibrate(
+def warm_up(
     recorder: WarmupRecorder,
     body: Callable[[Request], object],
     *,
