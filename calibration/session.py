@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 from calibration.calls import DEFAULT_CALL, accepted, reset_scheduler
 from calibration.host import clock_for, resolve_device
 from calibration.weights import module_layers, module_weights
-from calibration.wiring import DiffusersPipeline, PipelineFacts, call_arguments, pipeline_facts
+from calibration.wiring import (
+    DiffusersPipeline,
+    Params,
+    PipelineFacts,
+    call_arguments,
+    pipeline_facts,
+)
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 
@@ -24,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Params = Mapping[str, int | bool]
 CallKwargs = Callable[[int], Mapping[str, object]]
 
 
@@ -69,7 +74,7 @@ class Session:
             **({"backend": backend} if backend is not None else {}),
         )
 
-    def kwargs_for(self, params: Params) -> dict[str, Any]:
+    def kwargs_for(self, params: Params) -> dict[str, Any]:  # Any: the pipeline's own keywords
         """``pipe(...)``'s keyword arguments at ``params``: defaults, constants, the formulas."""
         import torch
 

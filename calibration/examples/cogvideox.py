@@ -10,11 +10,14 @@ Imports diffusers and transformers lazily (only when called).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from calibration.examples.tiny import tiny_t5_config, tiny_tokenizer
+from calibration.examples.tiny import quiet_pipeline, tiny_t5_config, tiny_tokenizer
+
+if TYPE_CHECKING:
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work).
 #: Frames 17 (5 latent frames) is the smallest count in the VAE's steady regime
@@ -29,7 +32,7 @@ TARGET: dict[str, int | bool] = {"steps": 4, "frames": 33, "height": 64, "width"
 _TEXT_TOKENS = 16  # max_sequence_length of the call and the transformer's max_text_seq_length
 
 
-def build(seed: int = 0) -> Any:
+def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.CogVideoXPipeline`` on the CPU, random weights, progress bar off."""
     from diffusers import (
         AutoencoderKLCogVideoX,
@@ -83,15 +86,14 @@ def build(seed: int = 0) -> Any:
         steps_offset=0,
         timestep_spacing="trailing",
     )
-    pipe: Any = CogVideoXPipeline(
+    pipe = CogVideoXPipeline(
         tokenizer=tiny_tokenizer(),
         text_encoder=text_encoder,
         vae=vae,
         transformer=transformer,
         scheduler=scheduler,
     )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return quiet_pipeline(pipe)
 
 
 def call_kwargs(seed: int) -> dict[str, object]:

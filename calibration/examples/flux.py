@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from calibration.examples.tiny import TINY_WORDS, tiny_t5_config, tiny_tokenizer, tiny_vae
+from calibration.examples.tiny import (
+    TINY_WORDS,
+    quiet_pipeline,
+    tiny_t5_config,
+    tiny_tokenizer,
+    tiny_vae,
+)
 
 if TYPE_CHECKING:
     from diffusers import FluxTransformer2DModel
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
     from transformers import CLIPTextModel, PreTrainedTokenizerFast, T5EncoderModel
 
 _TEXT_TOKENS = 16  # CLIP pads to this (its position table has 16 entries)
 
 
-def build(seed: int = 0) -> Any:
+def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.FluxPipeline``: tiny CLIP and T5 encoders, a 4-level VAE (8x) and a 2-block
     transformer.
     """
@@ -39,8 +46,7 @@ def build(seed: int = 0) -> Any:
         tokenizer_2=tiny_tokenizer(),
         transformer=transformer,
     )
-    pipe.set_progress_bar_config(disable=True)  # type: ignore[attr-defined]
-    return pipe
+    return quiet_pipeline(pipe)
 
 
 def _transformer(seed: int) -> FluxTransformer2DModel:
@@ -93,7 +99,7 @@ def _clip_tokenizer() -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def call_kwargs(seed: int) -> dict[str, Any]:
+def call_kwargs(seed: int) -> dict[str, object]:
     import torch
 
     return {

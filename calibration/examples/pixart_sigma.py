@@ -10,11 +10,14 @@ transformers lazily (only when called).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from calibration.examples.tiny import tiny_t5_config, tiny_tokenizer, tiny_vae
+from calibration.examples.tiny import quiet_pipeline, tiny_t5_config, tiny_tokenizer, tiny_vae
+
+if TYPE_CHECKING:
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work). Three
 #: steps or more: DPM-Solver's history of two model outputs is full (formulas/pixart_sigma.wf).
@@ -25,7 +28,7 @@ TARGET: dict[str, int | bool] = {"steps": 12, "height": 256, "width": 256}
 _TEXT_TOKENS = 16  # max_sequence_length of the call (PixArt-Sigma: 300)
 
 
-def build(seed: int = 0) -> Any:
+def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.PixArtSigmaPipeline`` on the CPU, random weights, progress bar off."""
     from diffusers import (
         DPMSolverMultistepScheduler,
@@ -60,15 +63,14 @@ def build(seed: int = 0) -> Any:
         algorithm_type="dpmsolver++",
         prediction_type="epsilon",
     )
-    pipe: Any = PixArtSigmaPipeline(
+    pipe = PixArtSigmaPipeline(
         tokenizer=tiny_tokenizer(),
         text_encoder=text_encoder,
         vae=vae,
         transformer=transformer,
         scheduler=scheduler,
     )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return quiet_pipeline(pipe)
 
 
 def call_kwargs(seed: int) -> dict[str, object]:

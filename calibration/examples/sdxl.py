@@ -9,14 +9,15 @@ encoders (the second with a projection, feeding the ``text_time`` added embeddin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from calibration.examples.tiny import tiny_tokenizer, tiny_vae
+from calibration.examples.tiny import quiet_pipeline, tiny_tokenizer, tiny_vae
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerFast
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
+    from transformers import CLIPTextConfig, PreTrainedTokenizerFast
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work).
 WARMUP: dict[str, int | bool] = {"steps": 2, "height": 64, "width": 64}
@@ -34,7 +35,7 @@ def tiny_clip_tokenizer() -> PreTrainedTokenizerFast:
     return tiny_tokenizer(_WORDS, model_max_length=_TEXT_TOKENS)
 
 
-def _clip_config() -> Any:
+def _clip_config() -> CLIPTextConfig:
     from transformers import CLIPTextConfig
 
     return CLIPTextConfig(
@@ -51,7 +52,7 @@ def _clip_config() -> Any:
     )
 
 
-def build(seed: int = 0) -> Any:
+def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.StableDiffusionXLPipeline`` on the CPU, random weights, progress bar off."""
     from diffusers import (
         EulerDiscreteScheduler,
@@ -90,7 +91,7 @@ def build(seed: int = 0) -> Any:
         steps_offset=1,
         timestep_spacing="leading",
     )
-    pipe: Any = StableDiffusionXLPipeline(
+    pipe = StableDiffusionXLPipeline(
         vae=vae,
         text_encoder=text_encoder,
         text_encoder_2=text_encoder_2,
@@ -100,8 +101,7 @@ def build(seed: int = 0) -> Any:
         scheduler=scheduler,
         add_watermarker=False,
     )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return quiet_pipeline(pipe)
 
 
 def call_kwargs(seed: int) -> dict[str, object]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from diffusers import AutoencoderKL
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
     from transformers import PreTrainedTokenizerFast, T5Config
 
 #: The tokenizer's whole vocabulary: every text encoder's ``vocab_size`` is its length.
@@ -69,10 +70,20 @@ def tiny_t5_config() -> T5Config:
     )
 
 
-def tiny_vae(seed: int, **overrides: Any) -> AutoencoderKL:
+def tiny_vae(seed: int, **overrides: object) -> AutoencoderKL:
     """``diffusers.AutoencoderKL(**TINY_VAE, **overrides)``, its weights drawn from ``seed``."""
     import torch
     from diffusers import AutoencoderKL
 
     torch.manual_seed(seed)
     return AutoencoderKL(**{**TINY_VAE, **overrides})
+
+
+def quiet_pipeline(pipe: Any) -> DiffusionPipeline:
+    """``pipe`` with its progress bar off, typed as the diffusers pipeline it is.
+
+    ``Any``: diffusers' top-level names (``diffusers.WanPipeline``) are typed as its dummy objects
+    (``diffusers.utils.dummy_*``), not as the pipelines they are at run time.
+    """
+    pipe.set_progress_bar_config(disable=True)
+    return pipe

@@ -13,11 +13,14 @@ move together and the warmup and probe determine them at the target (docs/estima
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from calibration.examples.tiny import TINY_WORDS, tiny_tokenizer
+from calibration.examples.tiny import TINY_WORDS, quiet_pipeline, tiny_tokenizer
+
+if TYPE_CHECKING:
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
 
 #: Call arguments that, with the request's params, make a complete tiny Wan run.
 TINY_WAN_CALL = {
@@ -29,7 +32,9 @@ TINY_WAN_CALL = {
 }
 
 
-def build_tiny_wan(seed: int = 0, num_layers: int = 2, dtype: torch.dtype = torch.float32) -> Any:
+def build_tiny_wan(
+    seed: int = 0, num_layers: int = 2, dtype: torch.dtype = torch.float32
+) -> DiffusionPipeline:
     """A ``diffusers.WanPipeline``: tiny UMT5 encoder, 3D VAE and transformer, random weights."""
     from diffusers import (
         AutoencoderKLWan,
@@ -77,22 +82,23 @@ def build_tiny_wan(seed: int = 0, num_layers: int = 2, dtype: torch.dtype = torc
         relative_attention_max_distance=16,
     )
     text_encoder = UMT5EncoderModel(config)
-    pipe: Any = WanPipeline(
-        tokenizer=tiny_tokenizer(),
-        text_encoder=text_encoder,
-        vae=vae,
-        scheduler=FlowMatchEulerDiscreteScheduler(shift=7.0),
-        transformer=transformer,
+    pipe = quiet_pipeline(
+        WanPipeline(
+            tokenizer=tiny_tokenizer(),
+            text_encoder=text_encoder,
+            vae=vae,
+            scheduler=FlowMatchEulerDiscreteScheduler(shift=7.0),
+            transformer=transformer,
+        )
     )
     if dtype != torch.float32:
         pipe.to(dtype=dtype)
-    pipe.set_progress_bar_config(disable=True)
     return pipe
 
 
 def tiny_wan_call(
     steps: int = 2, frames: int = 5, height: int = 32, width: int = 32, seed: int = 0
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Full keyword arguments for one deterministic tiny run."""
     return {
         **TINY_WAN_CALL,
@@ -104,12 +110,12 @@ def tiny_wan_call(
     }
 
 
-def build(seed: int = 0) -> Any:
+def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.WanPipeline`` from tiny configs (``build_tiny_wan``)."""
     return build_tiny_wan(seed=seed)
 
 
-def call_kwargs(seed: int) -> dict[str, Any]:
+def call_kwargs(seed: int) -> dict[str, object]:
     """The prompt, a negative prompt (CFG), short text, tensor output; params come from `call`."""
     return {**TINY_WAN_CALL, "generator": torch.Generator().manual_seed(seed)}
 

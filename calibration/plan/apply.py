@@ -17,12 +17,25 @@ Imports torch, diffusers and accelerate when called.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from attrs import define, field
 
 from calibration.errors import CalibrationError
 from calibration.plan.model import PlacementKind, Plan
+
+if TYPE_CHECKING:
+    import torch
+    from accelerate.hooks import ModelHook
+    from torch import nn
+
+    from calibration.wiring import DiffusersPipeline
+
+
+class OffloadHook(Protocol):
+    """What ``Applied`` uses of accelerate's ``UserCpuOffloadHook``: sending its module home."""
+
+    def offload(self) -> None: ...
 
 
 class PlanApplyError(CalibrationError, ValueError):
@@ -34,7 +47,7 @@ class Applied:
     """The hooks a plan installed: ``offload_all()`` after a request frees every onloaded one."""
 
     onloaded: set[str] = field(factory=set)
-    offload_hooks: dict[str, Any] = field(factory=dict)  # accelerate UserCpuOffloadHook by name
+    offload_hooks: dict[str, OffloadHook] = field(factory=dict)  # by component name
     streamed: dict[str, tuple[str, ...]] = field(factory=dict)  # component -> streamed layers
 
     def offload_others(self, name: str) -> None:
@@ -50,20 +63,27 @@ class Applied:
         self.offload_others("")
 
 
-def _before_hook(applied: Applied, name: str) -> Any:
+def _before_hook(applied: Applied, name: str) -> ModelHook:
     from accelerate.hooks import ModelHook
 
-    class OffloadOthers(ModelHook):  # type: ignore[misc]
+    class OffloadOthers(ModelHook):
         """Offloads the other onloaded components when this one starts."""
 
-        def pre_forward(self, module: Any, *args: Any, **kwargs: Any) -> Any:
+        def pre_forward(
+            self, module: nn.Module, *args: object, **kwargs: object
+        ) -> tuple[tuple[object, ...], dict[str, object]]:
             applied.offload_others(name)
             return args, kwargs
 
     return OffloadOthers()
 
 
-def apply(plan: Plan, pipe: Any, device: Any = "cuda", offload_device: Any = "cpu") -> Applied:
+def apply(
+    plan: Plan,
+    pipe: DiffusersPipeline,
+    device: str | torch.device = "cuda",
+    offload_device: str | torch.device = "cpu",
+) -> Applied:
     """Place every planned component of ``pipe`` on ``device`` or ``offload_device``."""
     import torch
     from accelerate import cpu_offload_with_hook

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from calibration.plan.model import Component, PlacementKind, Plan
 
@@ -56,7 +55,7 @@ def placement_text(kind: PlacementKind, kept: int, layers: int) -> str:
     return f"{kind.value} {kept}/{layers}" if kind == PlacementKind.LAYERWISE else kind.value
 
 
-def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, Any]:
+def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, object]:
     """The --json document: the device, the totals, every component and every phase."""
     names = {c.name: c.layer_names for c in components}
     d = plan.device
