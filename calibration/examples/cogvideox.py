@@ -17,6 +17,11 @@ import torch
 from calibration.examples.tiny import quiet_pipeline, tiny_t5_config, tiny_tokenizer
 
 if TYPE_CHECKING:
+    from diffusers import (
+        AutoencoderKLCogVideoX,
+        CogVideoXDDIMScheduler,
+        CogVideoXTransformer3DModel,
+    )
     from diffusers.pipelines.pipeline_utils import DiffusionPipeline
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work).
@@ -34,18 +39,31 @@ _TEXT_TOKENS = 16  # max_sequence_length of the call and the transformer's max_t
 
 def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.CogVideoXPipeline`` on the CPU, random weights, progress bar off."""
-    from diffusers import (
-        AutoencoderKLCogVideoX,
-        CogVideoXDDIMScheduler,
-        CogVideoXPipeline,
-        CogVideoXTransformer3DModel,
-    )
+    from diffusers import CogVideoXPipeline
     from transformers import T5EncoderModel
+
+    vae = _vae(seed)
+    transformer = _transformer(seed)
+    torch.manual_seed(seed)
+    text_encoder = T5EncoderModel(tiny_t5_config())
+    pipe = CogVideoXPipeline(
+        tokenizer=tiny_tokenizer(),
+        text_encoder=text_encoder,
+        vae=vae,
+        transformer=transformer,
+        scheduler=_scheduler(),
+    )
+    return quiet_pipeline(pipe)
+
+
+def _vae(seed: int) -> AutoencoderKLCogVideoX:
+    """A 4-level causal 3D VAE: 8x spatial, 4x temporal compression."""
+    from diffusers import AutoencoderKLCogVideoX
 
     torch.manual_seed(seed)
     # 32 channels: like the real VAE (128 at full resolution), the decoder's working set for one
     # batch of latent frames outweighs the 3-channel video it accumulates.
-    vae = AutoencoderKLCogVideoX(
+    return AutoencoderKLCogVideoX(
         in_channels=3,
         out_channels=3,
         down_block_types=("CogVideoXDownBlock3D",) * 4,
@@ -56,8 +74,14 @@ def build(seed: int = 0) -> DiffusionPipeline:
         norm_num_groups=4,
         temporal_compression_ratio=4,
     )
+
+
+def _transformer(seed: int) -> CogVideoXTransformer3DModel:
+    """Two blocks with 2x2 patches and CogVideoX-2b's sample size (its position embedding)."""
+    from diffusers import CogVideoXTransformer3DModel
+
     torch.manual_seed(seed)
-    transformer = CogVideoXTransformer3DModel(
+    return CogVideoXTransformer3DModel(
         num_attention_heads=2,
         attention_head_dim=16,
         in_channels=16,
@@ -72,9 +96,13 @@ def build(seed: int = 0) -> DiffusionPipeline:
         temporal_compression_ratio=4,
         max_text_seq_length=_TEXT_TOKENS,
     )
-    torch.manual_seed(seed)
-    text_encoder = T5EncoderModel(tiny_t5_config())
-    scheduler = CogVideoXDDIMScheduler(
+
+
+def _scheduler() -> CogVideoXDDIMScheduler:
+    """The DDIM scheduler of the CogVideoX-2b checkpoint (v-prediction, zero terminal SNR)."""
+    from diffusers import CogVideoXDDIMScheduler
+
+    return CogVideoXDDIMScheduler(
         beta_schedule="scaled_linear",
         beta_start=0.00085,
         beta_end=0.012,
@@ -86,14 +114,6 @@ def build(seed: int = 0) -> DiffusionPipeline:
         steps_offset=0,
         timestep_spacing="trailing",
     )
-    pipe = CogVideoXPipeline(
-        tokenizer=tiny_tokenizer(),
-        text_encoder=text_encoder,
-        vae=vae,
-        transformer=transformer,
-        scheduler=scheduler,
-    )
-    return quiet_pipeline(pipe)
 
 
 def call_kwargs(seed: int) -> dict[str, object]:
