@@ -20,7 +20,9 @@ import torch
 from calibration.examples.tiny import TINY_WORDS, quiet_pipeline, tiny_tokenizer
 
 if TYPE_CHECKING:
+    from diffusers import AutoencoderKLWan, WanTransformer3DModel
     from diffusers.pipelines.pipeline_utils import DiffusionPipeline
+    from transformers import UMT5EncoderModel
 
 #: Call arguments that, with the request's params, make a complete tiny Wan run.
 TINY_WAN_CALL = {
@@ -36,27 +38,48 @@ def build_tiny_wan(
     seed: int = 0, num_layers: int = 2, dtype: torch.dtype = torch.float32
 ) -> DiffusionPipeline:
     """A ``diffusers.WanPipeline``: tiny UMT5 encoder, 3D VAE and transformer, random weights."""
-    from diffusers import (
-        AutoencoderKLWan,
-        FlowMatchEulerDiscreteScheduler,
-        WanPipeline,
-        WanTransformer3DModel,
+    from diffusers import FlowMatchEulerDiscreteScheduler, WanPipeline
+
+    vae = _vae(seed)
+    transformer = _transformer(seed, num_layers)
+    text_encoder = _text_encoder(seed)
+    pipe = quiet_pipeline(
+        WanPipeline(
+            tokenizer=tiny_tokenizer(),
+            text_encoder=text_encoder,
+            vae=vae,
+            scheduler=FlowMatchEulerDiscreteScheduler(shift=7.0),
+            transformer=transformer,
+        )
     )
-    from transformers import UMT5Config, UMT5EncoderModel
+    if dtype != torch.float32:
+        pipe.to(dtype=dtype)
+    return pipe
+
+
+def _vae(seed: int) -> AutoencoderKLWan:
+    """A 3D causal VAE: 8x spatial, 4x temporal compression."""
+    from diffusers import AutoencoderKLWan
 
     torch.manual_seed(seed)
     # 16 channels: like the real Wan VAE (96), the decoder's per-chunk working set outweighs the
     # 3-channel video it accumulates, so decoding memory is a working set ~ height x width plus the
     # output ~ frames x height x width (with 3 channels the output alone set the peak).
-    vae = AutoencoderKLWan(
+    return AutoencoderKLWan(
         base_dim=16,
         z_dim=16,
         dim_mult=[1, 1, 1, 1],
         num_res_blocks=1,
         temperal_downsample=[False, True, True],
     )
+
+
+def _transformer(seed: int, num_layers: int) -> WanTransformer3DModel:
+    """``num_layers`` blocks with 1x2x2 patches and rotary positions."""
+    from diffusers import WanTransformer3DModel
+
     torch.manual_seed(seed)
-    transformer = WanTransformer3DModel(
+    return WanTransformer3DModel(
         patch_size=(1, 2, 2),
         num_attention_heads=2,
         attention_head_dim=12,
@@ -70,6 +93,12 @@ def build_tiny_wan(
         qk_norm="rms_norm_across_heads",
         rope_max_seq_len=32,
     )
+
+
+def _text_encoder(seed: int) -> UMT5EncoderModel:
+    """A one-layer UMT5 encoder over ``TINY_WORDS``."""
+    from transformers import UMT5Config, UMT5EncoderModel
+
     torch.manual_seed(seed)
     config = UMT5Config(
         vocab_size=len(TINY_WORDS),
@@ -81,19 +110,7 @@ def build_tiny_wan(
         relative_attention_num_buckets=8,
         relative_attention_max_distance=16,
     )
-    text_encoder = UMT5EncoderModel(config)
-    pipe = quiet_pipeline(
-        WanPipeline(
-            tokenizer=tiny_tokenizer(),
-            text_encoder=text_encoder,
-            vae=vae,
-            scheduler=FlowMatchEulerDiscreteScheduler(shift=7.0),
-            transformer=transformer,
-        )
-    )
-    if dtype != torch.float32:
-        pipe.to(dtype=dtype)
-    return pipe
+    return UMT5EncoderModel(config)
 
 
 def tiny_wan_call(
