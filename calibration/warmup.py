@@ -316,23 +316,7 @@ def warm_up(
             first = run_probe(recorder, [floor], body, max_retries=0, agreement=agreement)
             if not first.calibrated:
                 return first
-        free, total = recorder.backend.memory_info()
-        plan = plan_probe(
-            pipeline,
-            recorder.records,
-            start=start,
-            floor=floor,
-            free_bytes=free,
-            total_bytes=total,
-        )
-        outcome = run_probe(
-            recorder,
-            plan.shapes,
-            body,
-            start_step=plan.lighten_steps,
-            max_retries=max_retries,
-            agreement=agreement,
-        )
+        plan, outcome = _largest_fit(recorder, body, pipeline, start, floor, max_retries, agreement)
         determining: tuple[ProbeAttempt, ...] = ()
         reason = outcome.reason
         if outcome.calibrated and determine_terms and outcome.lighten_steps is not None:
@@ -356,6 +340,36 @@ def warm_up(
     except Exception as exc:  # noqa: BLE001 - fail open: serving goes on without calibration
         log.warning("warmup fails open: %s: %s", type(exc).__name__, exc)
         return ProbeOutcome(False, None, (), None, f"warmup failed: {type(exc).__name__}: {exc}")
+
+
+def _largest_fit(
+    recorder: WarmupRecorder,
+    body: Callable[[Request], object],
+    pipeline: Pipeline,
+    start: Params,
+    floor: Params,
+    max_retries: int,
+    agreement: Agreement,
+) -> tuple[ProbePlan, ProbeOutcome]:
+    """The largest shape predicted to fit in free memory, run (retried lighter on out-of-memory)."""
+    free, total = recorder.backend.memory_info()
+    plan = plan_probe(
+        pipeline,
+        recorder.records,
+        start=start,
+        floor=floor,
+        free_bytes=free,
+        total_bytes=total,
+    )
+    outcome = run_probe(
+        recorder,
+        plan.shapes,
+        body,
+        start_step=plan.lighten_steps,
+        max_retries=max_retries,
+        agreement=agreement,
+    )
+    return plan, outcome
 
 
 # --- probes that determine every declared term at the target --------------------------------------
