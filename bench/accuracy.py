@@ -37,8 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from artifact.spelling import point_text
 from calibration.examples import EXAMPLES
+from calibration.host import quiet_libraries, torch_threads
 from calibration.run import calibrate_session, load_pipeline, shapes, work_ratio
-from calibration.session import Session, quiet_libraries, torch_threads
+from calibration.session import Session
 from runtime.estimate import DEFAULT_MARGIN
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"

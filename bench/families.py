@@ -31,8 +31,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from calibration.host import quiet_libraries, torch_threads
 from calibration.run import load_pipeline
-from calibration.session import quiet_libraries, torch_threads
 from runtime.measure import AutoStages
 from runtime.measure.diffusers_hooks import diffusers_recorder, run_pipeline
 from runtime.record import WarmupRecord

@@ -19,13 +19,11 @@ from collections.abc import Sequence
 from types import FrameType
 
 from calibration.plan import (
-    LAYERWISE,
-    OFFLOADED,
-    RESIDENT,
     Component,
     Device,
     GiB,
     Phase,
+    PlacementKind,
     Target,
     solve,
 )
@@ -96,7 +94,7 @@ def greedy(
     picked: dict[str, Candidate] = {}
     for c in sorted(components, key=lambda c: -c.weight_bytes):
         cands = candidates(c, targets)
-        fitting = [x for x in cands if x.always <= budget and x.kind != OFFLOADED]
+        fitting = [x for x in cands if x.always <= budget and x.kind != PlacementKind.OFFLOADED]
         choice = fitting[0] if fitting else cands[-1]
         budget -= choice.always
         picked[c.name] = choice
@@ -120,10 +118,10 @@ def fits(
     return None
 
 
-def summary(kind: str, kept: int, layers: int) -> str:
+def summary(kind: PlacementKind, kept: int, layers: int) -> str:
     return (
-        {RESIDENT: "R", OFFLOADED: "O"}.get(kind, f"L{kept}/{layers}")
-        if kind != LAYERWISE
+        {PlacementKind.RESIDENT: "R", PlacementKind.OFFLOADED: "O"}.get(kind, f"L{kept}/{layers}")
+        if kind != PlacementKind.LAYERWISE
         else f"L{kept}/{layers}"
     )
 

@@ -30,7 +30,7 @@ def main() -> int:
     from calibration.plan import Component, Device, Phase, Target, solve
     from calibration.plan.apply import apply
     from calibration.plan.report import document, show_bytes
-    from calibration.plan.torch_sizes import pipeline_bytes
+    from calibration.weights import pipeline_bytes
 
     example = EXAMPLES[args.example]
     shape = {"num_inference_steps": 4, "height": 128, "width": 128}

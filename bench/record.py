@@ -24,7 +24,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from calibration.examples.tiny_wan import TINY_WAN_CALL, build_tiny_wan, tiny_wan_call
+from calibration.examples.wan import TINY_WAN_CALL, build_tiny_wan, tiny_wan_call
 from runtime import load_formulas
 from runtime.measure import WarmupRecorder
 from runtime.measure.backends import LiveTensorBackend

@@ -20,8 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calibration.examples import EXAMPLES
+from calibration.host import quiet_libraries, torch_threads
 from calibration.run import full_point, load_pipeline
-from calibration.session import Session, quiet_libraries, torch_threads
+from calibration.session import Session
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 

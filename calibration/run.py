@@ -22,13 +22,14 @@ from attrs import field, frozen
 
 from artifact.spelling import point_text
 from calibration.errors import CalibrationError
+from calibration.host import quiet_libraries, torch_threads
 from calibration.probes.evidence import StageMargin, stage_margins, with_risks
 from calibration.probes.findings import Checked, Finding, check
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
 from calibration.probes.policy import open_stages
 from calibration.probes.sizes import coverage_probes, extra_probes, ladder, larger_probe
 from calibration.probes.time_probe import TIME_TOLERANCE, time_probe
-from calibration.session import Params, Session, quiet_libraries, torch_threads
+from calibration.session import Params, Session
 from runtime import FormulaError, Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate
 from runtime.record import WarmupRecord
@@ -582,7 +583,7 @@ def calibrate_pipeline(
     time_tolerance: float | None = TIME_TOLERANCE,
 ) -> Calibration:
     """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate."""
-    from calibration.session import resolve_device
+    from calibration.host import resolve_device
 
     target_point, probe_point, warmup_point = shapes(
         pipeline, defaults, target=target, probe=probe, warmup=warmup

@@ -22,21 +22,21 @@ from __future__ import annotations
 import gc
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from attrs import field, frozen
 
+from calibration.memory import allocator_margin
 from calibration.probes.findings import Finding, check
 from calibration.probes.minimums import raise_to_minimums
 from calibration.probes.policy import next_probe
+from calibration.wiring import Params
 from runtime import Pipeline
 from runtime.estimate import DEFAULT_MARGIN, estimate
 from runtime.measure.distributed import LOCAL, Agreement
 from runtime.measure.recorder import Request, WarmupRecorder
 from runtime.record import ErrorInfo, WarmupRecord
 
-GiB = 1 << 30
 log = logging.getLogger(__name__)
 
 #: Substrings (lower-cased) of messages that mean an allocation failed, whatever the exception type.
@@ -72,14 +72,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return False
 
 
-def allocator_margin(total_bytes: int) -> int:
-    """Room left for allocator fragmentation and workspaces: max(1 GiB, 2 % of the device)."""
-    return max(GiB, -(-total_bytes * 2 // 100))
-
-
-def _largest(
-    pipeline: Pipeline, name: str, at_most: int, floor: int, shape: Mapping[str, Any]
-) -> int:
+def _largest(pipeline: Pipeline, name: str, at_most: int, floor: int, shape: Params) -> int:
     """The largest admissible value of ``name`` in ``[floor, at_most]`` (``floor`` when none is)."""
     if at_most <= floor:
         return floor
@@ -89,8 +82,8 @@ def _largest(
 
 
 def _shrink(
-    pipeline: Pipeline, shape: Mapping[str, Any], floor: Mapping[str, Any], group: Sequence[str]
-) -> dict[str, Any] | None:
+    pipeline: Pipeline, shape: Params, floor: Params, group: Sequence[str]
+) -> dict[str, int | bool] | None:
     """``shape`` with the product of ``group``'s params about halved (each side alike), or None.
 
     No axis goes below its floor, nor below the formulas' probe minimum (`probe frames >= 9`)."""
@@ -110,9 +103,7 @@ def _shrink(
     return new if pipeline.is_admissible(**new) else None
 
 
-def lighten(
-    pipeline: Pipeline, shape: Mapping[str, Any], floor: Mapping[str, Any]
-) -> dict[str, Any] | None:
+def lighten(pipeline: Pipeline, shape: Params, floor: Params) -> dict[str, int | bool] | None:
     """One step lighter than ``shape`` along the first probe axis group that can shrink, or None."""
     for group in pipeline.probe_axes:
         lighter = _shrink(pipeline, shape, floor, group)
@@ -122,8 +113,8 @@ def lighten(
 
 
 def lighten_sequence(
-    pipeline: Pipeline, start: Mapping[str, Any], floor: Mapping[str, Any]
-) -> tuple[dict[str, Any], ...]:
+    pipeline: Pipeline, start: Params, floor: Params
+) -> tuple[dict[str, int | bool], ...]:
     """``start``, then each lighter shape, ending at the floor-most shape reachable."""
     shapes = [dict(start)]
     while (nxt := lighten(pipeline, shapes[-1], floor)) is not None:
@@ -143,7 +134,7 @@ class PeakPrediction:
 def predict_peak(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
-    shape: Mapping[str, Any],
+    shape: Params,
     margin: float = DEFAULT_MARGIN,
 ) -> PeakPrediction | None:
     """The request peak at ``shape`` above the current baseline, by the estimators (None: no
@@ -163,9 +154,9 @@ def predict_peak(
 class ProbePlan:
     """The chosen probe: its params, its index in the lighten sequence, and why."""
 
-    params: Mapping[str, Any] = field(hash=False)
+    params: Params = field(hash=False)
     lighten_steps: int
-    shapes: tuple[Mapping[str, Any], ...] = field(hash=False)
+    shapes: tuple[Params, ...] = field(hash=False)
     prediction: PeakPrediction | None
     budget: int
     fits: bool
@@ -176,8 +167,8 @@ def plan_probe(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     *,
-    start: Mapping[str, Any],
-    floor: Mapping[str, Any],
+    start: Params,
+    floor: Params,
     free_bytes: int,
     total_bytes: int,
 ) -> ProbePlan:
@@ -223,7 +214,7 @@ OK, OUT_OF_MEMORY, FAILED = 0, 1, 2
 class ProbeAttempt:
     """One try of a probe shape and how it ended."""
 
-    params: Mapping[str, Any] = field(hash=False)
+    params: Params = field(hash=False)
     lighten_steps: int
     error: ErrorInfo | None
     out_of_memory: bool
@@ -250,7 +241,7 @@ class ProbeOutcome:
 
 
 def _attempt(
-    recorder: WarmupRecorder, params: Mapping[str, Any], body: Callable[[Request], object]
+    recorder: WarmupRecorder, params: Params, body: Callable[[Request], object]
 ) -> tuple[int, ErrorInfo | None, WarmupRecord | None]:
     """Run one probe; never raises (the exception, and the tensors its traceback pins, end here)."""
     try:
@@ -267,7 +258,7 @@ def _attempt(
 
 def run_probe(
     recorder: WarmupRecorder,
-    shapes: Sequence[Mapping[str, Any]],
+    shapes: Sequence[Params],
     body: Callable[[Request], object],
     *,
     start_step: int = 0,
@@ -301,12 +292,12 @@ def run_probe(
     return ProbeOutcome(False, None, tuple(attempts), None, reason)
 
 
-def calibrate(
+def warm_up(
     recorder: WarmupRecorder,
     body: Callable[[Request], object],
     *,
-    start: Mapping[str, Any],
-    floor: Mapping[str, Any],
+    start: Params,
+    floor: Params,
     max_retries: int = 3,
     agreement: Agreement = LOCAL,
     determine_terms: bool = True,
@@ -325,23 +316,7 @@ def calibrate(
             first = run_probe(recorder, [floor], body, max_retries=0, agreement=agreement)
             if not first.calibrated:
                 return first
-        free, total = recorder.backend.memory_info()
-        plan = plan_probe(
-            pipeline,
-            recorder.records,
-            start=start,
-            floor=floor,
-            free_bytes=free,
-            total_bytes=total,
-        )
-        outcome = run_probe(
-            recorder,
-            plan.shapes,
-            body,
-            start_step=plan.lighten_steps,
-            max_retries=max_retries,
-            agreement=agreement,
-        )
+        plan, outcome = _largest_fit(recorder, body, pipeline, start, floor, max_retries, agreement)
         determining: tuple[ProbeAttempt, ...] = ()
         reason = outcome.reason
         if outcome.calibrated and determine_terms and outcome.lighten_steps is not None:
@@ -371,14 +346,44 @@ def calibrate(
         return ProbeOutcome(False, None, (), None, f"warmup failed: {type(exc).__name__}: {exc}")
 
 
+def _largest_fit(
+    recorder: WarmupRecorder,
+    body: Callable[[Request], object],
+    pipeline: Pipeline,
+    start: Params,
+    floor: Params,
+    max_retries: int,
+    agreement: Agreement,
+) -> tuple[ProbePlan, ProbeOutcome]:
+    """The largest shape predicted to fit in free memory, run (retried lighter on out-of-memory)."""
+    free, total = recorder.backend.memory_info()
+    plan = plan_probe(
+        pipeline,
+        recorder.records,
+        start=start,
+        floor=floor,
+        free_bytes=free,
+        total_bytes=total,
+    )
+    outcome = run_probe(
+        recorder,
+        plan.shapes,
+        body,
+        start_step=plan.lighten_steps,
+        max_retries=max_retries,
+        agreement=agreement,
+    )
+    return plan, outcome
+
+
 # --- probes that determine every declared term at the target --------------------------------------
 
 
 def _determine_terms(
     recorder: WarmupRecorder,
-    shapes: Sequence[Mapping[str, Any]],
+    shapes: Sequence[Params],
     chosen: int,
-    target: Mapping[str, Any],
+    target: Params,
     body: Callable[[Request], object],
     agreement: Agreement,
     max_retries: int,
@@ -387,7 +392,7 @@ def _determine_terms(
     pipeline: Pipeline = recorder.pipeline  # type: ignore[assignment]
     attempts: list[ProbeAttempt] = []
     lighter = list(shapes[chosen + 1 :])
-    tried: list[dict[str, Any]] = []
+    tried: list[dict[str, int | bool]] = []
     ran: list[str] = []
     for _ in range(max_retries + 1):
         measured = [dict(r.params) for r in recorder.records if r.ok]
@@ -411,7 +416,7 @@ def _determine_terms(
 
 
 def open_stages_of(
-    pipeline: Pipeline, measured: Sequence[Mapping[str, Any]], target: Mapping[str, Any]
+    pipeline: Pipeline, measured: Sequence[Params], target: Params
 ) -> tuple[tuple[str, str], ...]:
     """``calibration.probes.policy.open_stages`` (named here for the warmup's readers)."""
     from calibration.probes.policy import open_stages

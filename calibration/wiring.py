@@ -22,6 +22,9 @@ from runtime import Pipeline
 
 CallValue = int | float | bool
 
+#: A point of the formulas' params (a shape): name -> value.
+Params = Mapping[str, int | bool]
+
 
 class DiffusersPipeline(Protocol):
     """What calibration uses of a diffusers ``DiffusionPipeline``: its components and its call."""
@@ -145,6 +148,6 @@ def call_value(value: int | Fraction | bool) -> CallValue:
     return int(value) if value.denominator == 1 else float(value)
 
 
-def call_arguments(formulas: Pipeline, params: Mapping[str, int | bool]) -> dict[str, CallValue]:
+def call_arguments(formulas: Pipeline, params: Params) -> dict[str, CallValue]:
     """The pipeline's keyword arguments for a request at ``params`` (the formulas' `call` lines)."""
     return {k: call_value(v) for k, v in formulas.call_arguments(**params).items()}

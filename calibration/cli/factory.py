@@ -16,13 +16,14 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TypeVar
 
 from attrs import frozen
 
 from calibration.errors import CalibrationError
+from calibration.wiring import Params
 
-Params = Mapping[str, int | bool]
+T = TypeVar("T")
 
 
 @frozen
@@ -30,7 +31,7 @@ class Factory:
     """What ``--pipeline`` names: the factory, and what its module offers beside it."""
 
     spec: str
-    build: Callable[[int], Any]
+    build: Callable[[int], object]  # the user's pipeline: checked against its formulas later
     call_kwargs: Callable[[int], Mapping[str, object]] | None
     shapes: tuple[Params | None, Params | None, Params | None]  # warmup, probe, target
 
@@ -54,7 +55,7 @@ def _module(where: str) -> ModuleType:
         raise CalibrationError(f"--pipeline: cannot import module {where!r}: {exc}") from None
 
 
-def _seeded(fn: Callable[..., Any]) -> Callable[[int], Any]:
+def _seeded(fn: Callable[..., T]) -> Callable[[int], T]:
     """``fn(seed)`` when it takes an argument, else ``fn()``."""
     try:
         takes = bool(inspect.signature(fn).parameters)

@@ -7,22 +7,23 @@ when a calibration runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 from attrs import frozen
 
 from calibration.examples import EXAMPLES
 from calibration.probes.time_probe import TIME_TOLERANCE
+from calibration.wiring import Params
 from dslc.cli_support import assignments
 from runtime.estimate.results import DEFAULT_MARGIN
 
 if TYPE_CHECKING:
     from calibration.run import Calibration, Progress
 
-Params = Mapping[str, int | bool]
+Command = TypeVar("Command", bound=Callable[..., object])
 
 #: The repository's formulas/ folder (beside the calibration package in a checkout).
 FORMULAS = Path(__file__).resolve().parents[2] / "formulas"
@@ -36,7 +37,7 @@ def shape_option(
     return assignments(ctx, param, items)
 
 
-def pipeline_options(command: Callable[..., Any]) -> Callable[..., Any]:
+def pipeline_options(command: Command) -> Command:
     """The pipeline to calibrate (an example or yours) and its warmup and probe shapes."""
     for option in reversed(
         [
@@ -90,7 +91,7 @@ def pipeline_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+def run_options(command: Command) -> Command:
     """How a calibration runs: the margin, repeats, clock, seed, threads, time probes."""
     for option in reversed(
         [

@@ -27,6 +27,7 @@ from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
     Component,
     Device,
+    Plan,
     PlanInputError,
     Target,
     most_cautious_targets,
@@ -190,28 +191,8 @@ def plan(
     as_json: bool,
 ) -> None:
     """Plan component residency: resident, offloaded whole, or k of N layers on the device."""
-    if (device_memory is None) == (device_name is None):
-        raise click.UsageError("give exactly one of --device-memory and --device")
-    capacity = device_memory if device_memory is not None else _cuda_memory(str(device_name))
-    if bandwidth == 0:
-        raise click.BadParameter("must be > 0", param_hint="--bandwidth")
-    device = Device(
-        capacity,
-        reserve_bytes=reserve,
-        pin_budget_bytes=pin_budget,
-        bandwidth_bytes_per_s=float(bandwidth or DEFAULT_BANDWIDTH),
-    )
-    ctx = click.get_current_context()
-    given = [
-        option
-        for param, option in _RUN_PARAMS.items()
-        if ctx.get_parameter_source(param) is not ParameterSource.DEFAULT
-    ]
-    if calibrations and given:
-        raise click.UsageError(
-            f"give saved calibrations (--calibration) or a pipeline to calibrate ({given[0]}), "
-            "not both"
-        )
+    device = _device(device_memory, device_name, reserve, bandwidth, pin_budget)
+    _no_run_options_with(calibrations)
     try:
         if calibrations:
             loaded = [load_calibration(path) for path in calibrations]
@@ -226,33 +207,75 @@ def plan(
         result = solve(components, planned, device)
     except PlanInputError as exc:
         raise Failure(str(exc)) from None
-    out = ui().out
     if as_json:
-        out.json(document(result, components))
+        ui().out.json(document(result, components))
     else:
-        out.line(
-            f"device {show_bytes(capacity)}, reserve {show_bytes(device.reserve)}, "
-            f"usable {show_bytes(device.usable_bytes)}; targets: "
-            + "; ".join(t.name for t in planned)
-        )
-        if result.feasible:
-            out.line(
-                f"transfer per request {result.transfer_s * 1000:.1f} ms "
-                f"({show_bytes(result.transfer_bytes)}), pinned {show_bytes(result.pinned_bytes)}"
-            )
-            out.line()
-            out.table(
-                ["component", "placement", "on device", "onloaded", "transfer", "binds"],
-                component_rows(result),
-                right=[False, False, True, True, True, False],
-            )
-            out.line()
-            out.table(
-                ["target", "phase", "bound", "weights", "headroom"],
-                phase_rows(result),
-                right=[False, False, True, True, True],
-            )
+        _show(result, planned)
     if not result.feasible:
         if not as_json:
             ui().err.line(f"error: nothing fits: {result.reason}", style="bold red")
         raise click.exceptions.Exit(1)
+
+
+def _device(
+    device_memory: int | None,
+    device_name: str | None,
+    reserve: int | None,
+    bandwidth: int | None,
+    pin_budget: int | None,
+) -> Device:
+    """The device the options describe: its capacity given or read from CUDA, exactly one."""
+    if (device_memory is None) == (device_name is None):
+        raise click.UsageError("give exactly one of --device-memory and --device")
+    capacity = device_memory if device_memory is not None else _cuda_memory(str(device_name))
+    if bandwidth == 0:
+        raise click.BadParameter("must be > 0", param_hint="--bandwidth")
+    return Device(
+        capacity,
+        reserve_bytes=reserve,
+        pin_budget_bytes=pin_budget,
+        bandwidth_bytes_per_s=float(bandwidth or DEFAULT_BANDWIDTH),
+    )
+
+
+def _no_run_options_with(calibrations: Sequence[Path]) -> None:
+    """Saved calibrations exclude the options that choose or shape a calibration to run."""
+    ctx = click.get_current_context()
+    given = [
+        option
+        for param, option in _RUN_PARAMS.items()
+        if ctx.get_parameter_source(param) is not ParameterSource.DEFAULT
+    ]
+    if calibrations and given:
+        raise click.UsageError(
+            f"give saved calibrations (--calibration) or a pipeline to calibrate ({given[0]}), "
+            "not both"
+        )
+
+
+def _show(result: Plan, planned: Sequence[Target]) -> None:
+    """The plan on the terminal: the device and targets, then (when it fits) the two tables."""
+    out = ui().out
+    device = result.device
+    out.line(
+        f"device {show_bytes(device.capacity_bytes)}, reserve {show_bytes(device.reserve)}, "
+        f"usable {show_bytes(device.usable_bytes)}; targets: " + "; ".join(t.name for t in planned)
+    )
+    if not result.feasible:
+        return
+    out.line(
+        f"transfer per request {result.transfer_s * 1000:.1f} ms "
+        f"({show_bytes(result.transfer_bytes)}), pinned {show_bytes(result.pinned_bytes)}"
+    )
+    out.line()
+    out.table(
+        ["component", "placement", "on device", "onloaded", "transfer", "binds"],
+        component_rows(result),
+        right=[False, False, True, True, True, False],
+    )
+    out.line()
+    out.table(
+        ["target", "phase", "bound", "weights", "headroom"],
+        phase_rows(result),
+        right=[False, False, True, True, True],
+    )

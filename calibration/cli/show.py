@@ -6,16 +6,16 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from artifact.spelling import point_text
-from calibration.run import Calibration
+from calibration.run import Calibration, Progress
 from calibration.verdict import verdict
 from dslc.cli_support import Failure, ui
+from runtime.record import WarmupRecord
 
 
 @contextmanager
-def progress_bar(enabled: bool) -> Iterator[Any]:
+def progress_bar(enabled: bool) -> Iterator[Progress | None]:
     """A rich progress bar on stderr (only on a terminal); yields the progress callback."""
     if not enabled:
         yield None
@@ -74,7 +74,7 @@ def show(cal: Calibration, plot: Path | None, *, strict: bool = False) -> None:
         f"fixed margin {cal.estimate.margin:g}"
     )
     weights = sum(cal.component_weight_bytes.values())
-    by_role: dict[str, list[Any]] = {}
+    by_role: dict[str, list[WarmupRecord]] = {}
     for role, record in zip(cal.roles, cal.records):
         by_role.setdefault(role, []).append(record)
     out.line(

@@ -12,11 +12,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from attrs import frozen
 
-Params = Mapping[str, int | bool]
+from calibration.wiring import Params
+
+if TYPE_CHECKING:
+    from diffusers import DiffusionPipeline
 
 
 def _params(value: Params) -> Params:
@@ -37,15 +40,15 @@ class Example:
         return importlib.import_module(f"calibration.examples.{self.module}")
 
     @property
-    def build(self) -> Callable[[int], Any]:
+    def build(self) -> Callable[[int], DiffusionPipeline]:
         """seed -> the diffusers pipeline on the CPU."""
-        build: Callable[[int], Any] = self._load().build
+        build: Callable[[int], DiffusionPipeline] = self._load().build
         return build
 
     @property
-    def call_kwargs(self) -> Callable[[int], dict[str, Any]]:
+    def call_kwargs(self) -> Callable[[int], dict[str, object]]:
         """seed -> the constant ``pipe(...)`` arguments."""
-        kwargs: Callable[[int], dict[str, Any]] = self._load().call_kwargs
+        kwargs: Callable[[int], dict[str, object]] = self._load().call_kwargs
         return kwargs
 
     @property

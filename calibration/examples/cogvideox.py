@@ -10,9 +10,19 @@ Imports diffusers and transformers lazily (only when called).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
+
+from calibration.examples.tiny import quiet_pipeline, tiny_t5_config, tiny_tokenizer
+
+if TYPE_CHECKING:
+    from diffusers import (
+        AutoencoderKLCogVideoX,
+        CogVideoXDDIMScheduler,
+        CogVideoXTransformer3DModel,
+    )
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work).
 #: Frames 17 (5 latent frames) is the smallest count in the VAE's steady regime
@@ -27,22 +37,33 @@ TARGET: dict[str, int | bool] = {"steps": 4, "frames": 33, "height": 64, "width"
 _TEXT_TOKENS = 16  # max_sequence_length of the call and the transformer's max_text_seq_length
 
 
-def build(seed: int = 0) -> Any:
+def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.CogVideoXPipeline`` on the CPU, random weights, progress bar off."""
-    from diffusers import (
-        AutoencoderKLCogVideoX,
-        CogVideoXDDIMScheduler,
-        CogVideoXPipeline,
-        CogVideoXTransformer3DModel,
-    )
-    from transformers import T5Config, T5EncoderModel
+    from diffusers import CogVideoXPipeline
+    from transformers import T5EncoderModel
 
-    from calibration.examples.tiny_wan import tiny_tokenizer
+    vae = _vae(seed)
+    transformer = _transformer(seed)
+    torch.manual_seed(seed)
+    text_encoder = T5EncoderModel(tiny_t5_config())
+    pipe = CogVideoXPipeline(
+        tokenizer=tiny_tokenizer(),
+        text_encoder=text_encoder,
+        vae=vae,
+        transformer=transformer,
+        scheduler=_scheduler(),
+    )
+    return quiet_pipeline(pipe)
+
+
+def _vae(seed: int) -> AutoencoderKLCogVideoX:
+    """A 4-level causal 3D VAE: 8x spatial, 4x temporal compression."""
+    from diffusers import AutoencoderKLCogVideoX
 
     torch.manual_seed(seed)
     # 32 channels: like the real VAE (128 at full resolution), the decoder's working set for one
     # batch of latent frames outweighs the 3-channel video it accumulates.
-    vae = AutoencoderKLCogVideoX(
+    return AutoencoderKLCogVideoX(
         in_channels=3,
         out_channels=3,
         down_block_types=("CogVideoXDownBlock3D",) * 4,
@@ -53,8 +74,14 @@ def build(seed: int = 0) -> Any:
         norm_num_groups=4,
         temporal_compression_ratio=4,
     )
+
+
+def _transformer(seed: int) -> CogVideoXTransformer3DModel:
+    """Two blocks with 2x2 patches and CogVideoX-2b's sample size (its position embedding)."""
+    from diffusers import CogVideoXTransformer3DModel
+
     torch.manual_seed(seed)
-    transformer = CogVideoXTransformer3DModel(
+    return CogVideoXTransformer3DModel(
         num_attention_heads=2,
         attention_head_dim=16,
         in_channels=16,
@@ -69,19 +96,13 @@ def build(seed: int = 0) -> Any:
         temporal_compression_ratio=4,
         max_text_seq_length=_TEXT_TOKENS,
     )
-    torch.manual_seed(seed)
-    text_encoder = T5EncoderModel(
-        T5Config(
-            vocab_size=11,  # calibration.examples.tiny_wan.tiny_tokenizer's words
-            d_model=32,
-            d_kv=8,
-            d_ff=64,
-            num_layers=1,
-            num_heads=4,
-            relative_attention_num_buckets=8,
-        )
-    )
-    scheduler = CogVideoXDDIMScheduler(
+
+
+def _scheduler() -> CogVideoXDDIMScheduler:
+    """The DDIM scheduler of the CogVideoX-2b checkpoint (v-prediction, zero terminal SNR)."""
+    from diffusers import CogVideoXDDIMScheduler
+
+    return CogVideoXDDIMScheduler(
         beta_schedule="scaled_linear",
         beta_start=0.00085,
         beta_end=0.012,
@@ -93,15 +114,6 @@ def build(seed: int = 0) -> Any:
         steps_offset=0,
         timestep_spacing="trailing",
     )
-    pipe: Any = CogVideoXPipeline(
-        tokenizer=tiny_tokenizer(),
-        text_encoder=text_encoder,
-        vae=vae,
-        transformer=transformer,
-        scheduler=scheduler,
-    )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
 
 
 def call_kwargs(seed: int) -> dict[str, object]:

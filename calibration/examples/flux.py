@@ -2,45 +2,60 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-# --- FLUX.1 text-to-image -------------------------------------------------------------------------
+from calibration.examples.tiny import (
+    TINY_WORDS,
+    quiet_pipeline,
+    tiny_t5_config,
+    tiny_tokenizer,
+    tiny_vae,
+)
 
-_FLUX_WORDS = 11  # the vocabulary of calibration.examples.tiny_wan.tiny_tokenizer
+if TYPE_CHECKING:
+    from diffusers import FluxTransformer2DModel
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
+    from transformers import CLIPTextModel, PreTrainedTokenizerFast, T5EncoderModel
+
+_TEXT_TOKENS = 16  # CLIP pads to this (its position table has 16 entries)
 
 
-def build(seed: int = 0) -> Any:
+def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.FluxPipeline``: tiny CLIP and T5 encoders, a 4-level VAE (8x) and a 2-block
     transformer.
     """
-    import torch
-    from diffusers import (
-        AutoencoderKL,
-        FlowMatchEulerDiscreteScheduler,
-        FluxPipeline,
-        FluxTransformer2DModel,
-    )
-    from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
 
-    from calibration.examples.tiny_wan import tiny_tokenizer
-
-    torch.manual_seed(seed)
-    vae = AutoencoderKL(
-        in_channels=3,
-        out_channels=3,
-        down_block_types=["DownEncoderBlock2D"] * 4,
-        up_block_types=["UpDecoderBlock2D"] * 4,
+    vae = tiny_vae(
+        seed,
         block_out_channels=[8, 8, 8, 8],
-        layers_per_block=1,
         latent_channels=16,
-        norm_num_groups=4,
         use_quant_conv=False,
         use_post_quant_conv=False,
         shift_factor=0.0609,
         scaling_factor=1.5035,
     )
+    transformer = _transformer(seed)
+    clip, t5 = _text_encoders(seed)
+    pipe = FluxPipeline(
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        vae=vae,
+        text_encoder=clip,
+        tokenizer=_clip_tokenizer(),
+        text_encoder_2=t5,
+        tokenizer_2=tiny_tokenizer(),
+        transformer=transformer,
+    )
+    return quiet_pipeline(pipe)
+
+
+def _transformer(seed: int) -> FluxTransformer2DModel:
+    """One double-stream and one single-stream block, guidance-distilled like FLUX.1-dev."""
+    import torch
+    from diffusers import FluxTransformer2DModel
+
     torch.manual_seed(seed)
-    transformer = FluxTransformer2DModel(
+    return FluxTransformer2DModel(
         patch_size=1,
         in_channels=64,
         num_layers=1,
@@ -52,48 +67,39 @@ def build(seed: int = 0) -> Any:
         guidance_embeds=True,
         axes_dims_rope=(4, 6, 6),
     )
+
+
+def _text_encoders(seed: int) -> tuple[CLIPTextModel, T5EncoderModel]:
+    """The CLIP (pooled) and T5 (sequence) encoders, drawn one after the other from ``seed``."""
+    import torch
+    from transformers import CLIPTextConfig, CLIPTextModel, T5EncoderModel
+
     torch.manual_seed(seed)
     clip = CLIPTextModel(
         CLIPTextConfig(
-            vocab_size=_FLUX_WORDS,
+            vocab_size=len(TINY_WORDS),
             hidden_size=32,
             intermediate_size=37,
             num_hidden_layers=1,
             num_attention_heads=4,
-            max_position_embeddings=16,
+            max_position_embeddings=_TEXT_TOKENS,
             projection_dim=32,
             bos_token_id=0,
             eos_token_id=1,
             pad_token_id=0,
         )
     )
-    t5 = T5EncoderModel(
-        T5Config(
-            vocab_size=_FLUX_WORDS,
-            d_model=32,
-            d_kv=8,
-            d_ff=64,
-            num_layers=1,
-            num_heads=4,
-            relative_attention_num_buckets=8,
-        )
-    )
+    return clip, T5EncoderModel(tiny_t5_config())
+
+
+def _clip_tokenizer() -> PreTrainedTokenizerFast:
+    """``tiny_tokenizer`` padding to the CLIP position table."""
     tokenizer = tiny_tokenizer()
-    tokenizer.model_max_length = 16  # CLIP pads to this (its position table has 16 entries)
-    pipe = FluxPipeline(
-        scheduler=FlowMatchEulerDiscreteScheduler(),
-        vae=vae,
-        text_encoder=clip,
-        tokenizer=tokenizer,
-        text_encoder_2=t5,
-        tokenizer_2=tiny_tokenizer(),
-        transformer=transformer,
-    )
-    pipe.set_progress_bar_config(disable=True)  # type: ignore[attr-defined]
-    return pipe
+    tokenizer.model_max_length = _TEXT_TOKENS
+    return tokenizer
 
 
-def call_kwargs(seed: int) -> dict[str, Any]:
+def call_kwargs(seed: int) -> dict[str, object]:
     import torch
 
     return {

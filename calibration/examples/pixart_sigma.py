@@ -10,11 +10,14 @@ transformers lazily (only when called).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from calibration.examples.tiny import tiny_vae
+from calibration.examples.tiny import quiet_pipeline, tiny_t5_config, tiny_tokenizer, tiny_vae
+
+if TYPE_CHECKING:
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work). Three
 #: steps or more: DPM-Solver's history of two model outputs is full (formulas/pixart_sigma.wf).
@@ -25,16 +28,14 @@ TARGET: dict[str, int | bool] = {"steps": 12, "height": 256, "width": 256}
 _TEXT_TOKENS = 16  # max_sequence_length of the call (PixArt-Sigma: 300)
 
 
-def build(seed: int = 0) -> Any:
+def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.PixArtSigmaPipeline`` on the CPU, random weights, progress bar off."""
     from diffusers import (
         DPMSolverMultistepScheduler,
         PixArtSigmaPipeline,
         PixArtTransformer2DModel,
     )
-    from transformers import T5Config, T5EncoderModel
-
-    from calibration.examples.tiny_wan import tiny_tokenizer
+    from transformers import T5EncoderModel
 
     torch.manual_seed(seed)
     transformer = PixArtTransformer2DModel(
@@ -53,17 +54,7 @@ def build(seed: int = 0) -> Any:
     )
     vae = tiny_vae(seed, sample_size=1024, scaling_factor=0.13025)
     torch.manual_seed(seed)
-    text_encoder = T5EncoderModel(
-        T5Config(
-            vocab_size=11,  # calibration.examples.tiny_wan.tiny_tokenizer's words
-            d_model=32,
-            d_kv=8,
-            d_ff=64,
-            num_layers=1,
-            num_heads=4,
-            relative_attention_num_buckets=8,
-        )
-    )
+    text_encoder = T5EncoderModel(tiny_t5_config())
     scheduler = DPMSolverMultistepScheduler(
         beta_schedule="linear",
         beta_start=0.0001,
@@ -72,15 +63,14 @@ def build(seed: int = 0) -> Any:
         algorithm_type="dpmsolver++",
         prediction_type="epsilon",
     )
-    pipe: Any = PixArtSigmaPipeline(
+    pipe = PixArtSigmaPipeline(
         tokenizer=tiny_tokenizer(),
         text_encoder=text_encoder,
         vae=vae,
         transformer=transformer,
         scheduler=scheduler,
     )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return quiet_pipeline(pipe)
 
 
 def call_kwargs(seed: int) -> dict[str, object]:

@@ -9,11 +9,15 @@ encoders (the second with a projection, feeding the ``text_time`` added embeddin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from calibration.examples.tiny import tiny_vae
+from calibration.examples.tiny import quiet_pipeline, tiny_tokenizer, tiny_vae
+
+if TYPE_CHECKING:
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
+    from transformers import CLIPTextConfig, PreTrainedTokenizerFast
 
 #: Formula params of a bounded warmup, the probe and a demo target (>= 4x the probe's work).
 WARMUP: dict[str, int | bool] = {"steps": 2, "height": 64, "width": 64}
@@ -26,23 +30,12 @@ _CLIP_DIM = 32  # hidden size of each CLIP encoder; the UNet's cross-attention s
 _TIME_EMBED = 8  # addition_time_embed_dim (SDXL: 256)
 
 
-def tiny_clip_tokenizer() -> Any:
+def tiny_clip_tokenizer() -> PreTrainedTokenizerFast:
     """A word-level fast tokenizer built in memory, padded to the CLIP encoders' position table."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(_WORDS)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        pad_token="<pad>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        model_max_length=_TEXT_TOKENS,
-    )
+    return tiny_tokenizer(_WORDS, model_max_length=_TEXT_TOKENS)
 
 
-def _clip_config() -> Any:
+def _clip_config() -> CLIPTextConfig:
     from transformers import CLIPTextConfig
 
     return CLIPTextConfig(
@@ -59,7 +52,7 @@ def _clip_config() -> Any:
     )
 
 
-def build(seed: int = 0) -> Any:
+def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.StableDiffusionXLPipeline`` on the CPU, random weights, progress bar off."""
     from diffusers import (
         EulerDiscreteScheduler,
@@ -98,7 +91,7 @@ def build(seed: int = 0) -> Any:
         steps_offset=1,
         timestep_spacing="leading",
     )
-    pipe: Any = StableDiffusionXLPipeline(
+    pipe = StableDiffusionXLPipeline(
         vae=vae,
         text_encoder=text_encoder,
         text_encoder_2=text_encoder_2,
@@ -108,8 +101,7 @@ def build(seed: int = 0) -> Any:
         scheduler=scheduler,
         add_watermarker=False,
     )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return quiet_pipeline(pipe)
 
 
 def call_kwargs(seed: int) -> dict[str, object]:

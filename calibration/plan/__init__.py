@@ -5,23 +5,19 @@ the exact branch and bound, ``solver`` the ``solve`` entry point and its explana
 reads a calibration document, ``report`` shows a plan, ``apply`` installs one on a pipeline.
 """
 
+from calibration.memory import GiB, allocator_margin
 from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
-    KINDS,
-    LAYERWISE,
-    OFFLOADED,
-    RESIDENT,
     Component,
     Device,
-    GiB,
     Phase,
     PhaseUse,
     Placement,
+    PlacementKind,
     Plan,
     PlanInputError,
     PlanLimitError,
     Target,
-    allocator_margin,
     most_cautious_device,
     most_cautious_targets,
 )
@@ -29,16 +25,13 @@ from calibration.plan.solver import solve
 
 __all__ = [
     "DEFAULT_BANDWIDTH",
-    "KINDS",
-    "LAYERWISE",
-    "OFFLOADED",
-    "RESIDENT",
     "Component",
     "Device",
     "GiB",
     "Phase",
     "PhaseUse",
     "Placement",
+    "PlacementKind",
     "Plan",
     "PlanInputError",
     "PlanLimitError",

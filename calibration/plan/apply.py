@@ -17,14 +17,28 @@ Imports torch, diffusers and accelerate when called.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from attrs import define, field
 
-from calibration.plan.model import LAYERWISE, OFFLOADED, RESIDENT, Plan
+from calibration.errors import CalibrationError
+from calibration.plan.model import PlacementKind, Plan
+
+if TYPE_CHECKING:
+    import torch
+    from accelerate.hooks import ModelHook
+    from torch import nn
+
+    from calibration.wiring import DiffusersPipeline
 
 
-class PlanApplyError(ValueError):
+class OffloadHook(Protocol):
+    """What ``Applied`` uses of accelerate's ``UserCpuOffloadHook``: sending its module home."""
+
+    def offload(self) -> None: ...
+
+
+class PlanApplyError(CalibrationError, ValueError):
     """The plan does not match the pipeline (a missing component, another layer count)."""
 
 
@@ -33,7 +47,7 @@ class Applied:
     """The hooks a plan installed: ``offload_all()`` after a request frees every onloaded one."""
 
     onloaded: set[str] = field(factory=set)
-    offload_hooks: dict[str, Any] = field(factory=dict)  # accelerate UserCpuOffloadHook by name
+    offload_hooks: dict[str, OffloadHook] = field(factory=dict)  # by component name
     streamed: dict[str, tuple[str, ...]] = field(factory=dict)  # component -> streamed layers
 
     def offload_others(self, name: str) -> None:
@@ -49,31 +63,39 @@ class Applied:
         self.offload_others("")
 
 
-def _before_hook(applied: Applied, name: str) -> Any:
+def _before_hook(applied: Applied, name: str) -> ModelHook:
     from accelerate.hooks import ModelHook
 
-    class OffloadOthers(ModelHook):  # type: ignore[misc]
+    class OffloadOthers(ModelHook):
         """Offloads the other onloaded components when this one starts."""
 
-        def pre_forward(self, module: Any, *args: Any, **kwargs: Any) -> Any:
+        def pre_forward(
+            self, module: nn.Module, *args: object, **kwargs: object
+        ) -> tuple[tuple[object, ...], dict[str, object]]:
             applied.offload_others(name)
             return args, kwargs
 
     return OffloadOthers()
 
 
-def apply(plan: Plan, pipe: Any, device: Any = "cuda", offload_device: Any = "cpu") -> Applied:
+def apply(
+    plan: Plan,
+    pipe: DiffusersPipeline,
+    device: str | torch.device = "cuda",
+    offload_device: str | torch.device = "cpu",
+) -> Applied:
     """Place every planned component of ``pipe`` on ``device`` or ``offload_device``."""
     import torch
     from accelerate import cpu_offload_with_hook
     from accelerate.hooks import add_hook_to_module
     from diffusers.hooks import apply_group_offloading
 
+    from runtime.measure.diffusers_hooks import pipeline_modules
     from runtime.measure.layers import repeated_layers
 
     if not plan.feasible:
         raise PlanApplyError(f"the plan is infeasible: {plan.reason}")
-    modules = {n: m for n, m in pipe.components.items() if isinstance(m, torch.nn.Module)}
+    modules = pipeline_modules(pipe)
     missing = sorted({p.component for p in plan.placements} - set(modules))
     if missing:
         raise PlanApplyError(f"the pipeline has no components {missing}; it has {sorted(modules)}")
@@ -81,9 +103,9 @@ def apply(plan: Plan, pipe: Any, device: Any = "cuda", offload_device: Any = "cp
     onload, offload = torch.device(device), torch.device(offload_device)
     for p in plan.placements:
         module = modules[p.component]
-        if p.kind == RESIDENT:
+        if p.kind == PlacementKind.RESIDENT:
             module.to(onload)
-        elif p.kind == LAYERWISE:
+        elif p.kind == PlacementKind.LAYERWISE:
             layers = repeated_layers(module)
             if len(layers) != p.layers:
                 raise PlanApplyError(
@@ -104,7 +126,7 @@ def apply(plan: Plan, pipe: Any, device: Any = "cuda", offload_device: Any = "cp
     for name, module in modules.items():  # every component offloads the onloaded others first
         add_hook_to_module(module, _before_hook(applied, name), append=True)
     for p in plan.placements:
-        if p.kind == OFFLOADED:
+        if p.kind == PlacementKind.OFFLOADED:
             _, hook = cpu_offload_with_hook(modules[p.component], onload)
             applied.offload_hooks[p.component] = hook
     return applied
@@ -112,7 +134,7 @@ def apply(plan: Plan, pipe: Any, device: Any = "cuda", offload_device: Any = "cp
 
 def placements_by_kind(plan: Plan) -> dict[str, Sequence[str]]:
     """Component names per placement kind (for logs and tests)."""
-    out: dict[str, list[str]] = {RESIDENT: [], LAYERWISE: [], OFFLOADED: []}
+    out: dict[str, list[str]] = {kind.value: [] for kind in PlacementKind}
     for p in plan.placements:
-        out[p.kind].append(p.component)
+        out[p.kind.value].append(p.component)
     return {k: tuple(v) for k, v in out.items()}

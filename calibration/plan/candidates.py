@@ -13,14 +13,14 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
-from calibration.plan.model import LAYERWISE, OFFLOADED, RESIDENT, Component, PlanInputError, Target
+from calibration.plan.model import Component, PlacementKind, PlanInputError, Target
 
 
 @frozen
 class Candidate:
     """One way to place a component."""
 
-    kind: str
+    kind: PlacementKind
     always: int  # on the device in every phase
     onload: int  # added in the phases where the component is active
     cost: int  # transfer bytes per request, weighted over targets
@@ -91,7 +91,7 @@ def layer_uses(component: Component, targets: Sequence[Target]) -> tuple[int, ..
 def candidates(component: Component, targets: Sequence[Target]) -> tuple[Candidate, ...]:
     """The component's candidates, most resident first."""
     w = component.weight_bytes
-    out = [Candidate(RESIDENT, w, 0, 0, 0)]
+    out = [Candidate(PlacementKind.RESIDENT, w, 0, 0, 0)]
     sizes = component.layer_bytes
     if sizes:
         uses = layer_uses(component, targets)
@@ -102,6 +102,8 @@ def candidates(component: Component, targets: Sequence[Target]) -> tuple[Candida
             moved += sizes[i]
             cost += sizes[i] * uses[i]
             largest = max(largest, sizes[i])
-            out.append(Candidate(LAYERWISE, w - moved, largest, cost, moved, k, order))
-    out.append(Candidate(OFFLOADED, 0, w, w * whole_uses(component, targets), w))
+            out.append(
+                Candidate(PlacementKind.LAYERWISE, w - moved, largest, cost, moved, k, order)
+            )
+    out.append(Candidate(PlacementKind.OFFLOADED, 0, w, w * whole_uses(component, targets), w))
     return tuple(out)

@@ -3,7 +3,7 @@
 A calibration measures phase peaks with every component's weights on the device, so a phase's
 bound for planning is its bound minus those weights (``measured_weights_bytes``; by default the
 sum of ``component_weight_bytes``). No torch: the per-layer bytes come from
-``calibration.plan.torch_sizes.layer_bytes`` (or the document's ``layer_bytes``).
+``calibration.weights.layer_bytes`` (or the document's ``layer_bytes``).
 """
 
 from __future__ import annotations
@@ -11,12 +11,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
 from artifact.spelling import point_text
 from calibration.plan.model import Component, Phase, PlanInputError, Target
+
+if TYPE_CHECKING:
+    from runtime.estimate import WorkloadEstimate
+
+#: A parsed JSON value: a saved document is read by duck typing, its shape checked as it is read
+#: (a wrong one is a ``CalibrationFormatError``), so no static type can say more.
+Json = Any
 
 MAX_DOCUMENT_BYTES = 16 << 20  # a calibration document is a few KiB; refuse anything absurd
 MAX_ITEMS = 100_000  # phases, layer uses and layers, each
@@ -89,7 +96,7 @@ def _target(
 
 
 def from_estimate(
-    estimate: Any,
+    estimate: WorkloadEstimate,
     components: Sequence[Component],
     *,
     measured_weights_bytes: int | None = None,
@@ -111,7 +118,7 @@ def from_estimate(
     )
 
 
-def load_calibration(source: str | Path | Mapping[str, Any], *, weight: int = 1) -> Calibrated:
+def load_calibration(source: str | Path | Mapping[str, Json], *, weight: int = 1) -> Calibrated:
     """Read a ``dslc calibrate --json`` / ``--save`` document (docs/planning.md lists the keys)."""
     doc = _read(source) if not isinstance(source, Mapping) else source
     try:
@@ -122,7 +129,7 @@ def load_calibration(source: str | Path | Mapping[str, Any], *, weight: int = 1)
         raise CalibrationFormatError(f"calibration document: {type(exc).__name__}: {exc}") from None
 
 
-def _read(path: str | Path) -> Mapping[str, Any]:
+def _read(path: str | Path) -> Mapping[str, Json]:
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -140,13 +147,13 @@ def _read(path: str | Path) -> Mapping[str, Any]:
     return doc
 
 
-def _int(value: Any, what: str) -> int:
+def _int(value: object, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise PlanInputError(f"{what} must be an int >= 0, got {value!r}")
     return value
 
 
-def _items(doc: Mapping[str, Any], key: str, default: Any = None) -> Any:
+def _items(doc: Mapping[str, Json], key: str, default: Json = None) -> Json:
     value = doc.get(key, default)
     if value is None:
         raise PlanInputError(f"missing key {key!r}")
@@ -155,7 +162,7 @@ def _items(doc: Mapping[str, Any], key: str, default: Any = None) -> Any:
     return value
 
 
-def _parse(doc: Mapping[str, Any], weight: int) -> Calibrated:
+def _parse(doc: Mapping[str, Json], weight: int) -> Calibrated:
     weights = {
         str(k): _int(v, f"component_weight_bytes[{k!r}]")
         for k, v in _items(doc, "component_weight_bytes").items()

@@ -8,30 +8,37 @@ costs in host-to-device transfer per request. See docs/planning.md.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
 from types import MappingProxyType
 
 from attrs import field, frozen, validators
 
-GiB = 1 << 30
+from calibration.errors import CalibrationError
+from calibration.memory import allocator_margin
+
 DEFAULT_BANDWIDTH = 25 * 10**9  # bytes/s: a PCIe 4.0 x16 link's pinned host-to-device copy rate
 
-RESIDENT = "resident"
-OFFLOADED = "offloaded"
-LAYERWISE = "layerwise"
-KINDS = (RESIDENT, OFFLOADED, LAYERWISE)
+
+class PlacementKind(str, Enum):
+    """Where a component lives; the value is how plans and documents spell it."""
+
+    RESIDENT = "resident"  # on the device for the whole request
+    OFFLOADED = "offloaded"  # on the host, onloaded whole for the phases that use it
+    LAYERWISE = "layerwise"  # on the device but for the repeated layers streamed one by one
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
-class PlanInputError(ValueError):
+class PlanInputError(CalibrationError, ValueError):
     """Inputs that cannot describe a planning problem (unknown component, negative bytes, ...)."""
 
 
 class PlanLimitError(PlanInputError):
     """Inputs whose exact solve would cost more than the search's node limit."""
-
-
-def allocator_margin(total_bytes: int) -> int:
-    """Room left for allocator fragmentation and workspaces: max(1 GiB, 2 % of the device)."""
-    return max(GiB, -(-total_bytes * 2 // 100))
 
 
 def _non_negative(_instance: object, attribute: object, value: int) -> None:
@@ -206,7 +213,7 @@ class Placement:
     """Where one component lives, why, and what it costs per request."""
 
     component: str
-    kind: str  # one of KINDS
+    kind: PlacementKind
     resident_layers: tuple[int, ...]  # layer indices kept on the device (layerwise only)
     layers: int  # N: the component's repeated layers
     device_bytes: int  # always on the device (weights kept resident)
@@ -253,20 +260,16 @@ class Plan:
 
 __all__ = [
     "DEFAULT_BANDWIDTH",
-    "KINDS",
-    "LAYERWISE",
-    "OFFLOADED",
-    "RESIDENT",
     "Component",
     "Device",
     "Phase",
     "PhaseUse",
     "Placement",
+    "PlacementKind",
     "Plan",
     "PlanInputError",
     "PlanLimitError",
     "Target",
-    "allocator_margin",
     "most_cautious_device",
     "most_cautious_targets",
 ]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
-from calibration.plan.model import LAYERWISE, Component, Plan
+from calibration.plan.model import Component, PlacementKind, Plan
 
 VERSION = 1
 _UNITS = {
@@ -51,12 +50,12 @@ def show_bytes(value: int) -> str:
     return f"{sign}{size} B"
 
 
-def placement_text(kind: str, kept: int, layers: int) -> str:
+def placement_text(kind: PlacementKind, kept: int, layers: int) -> str:
     """``resident``, ``offloaded``, ``layerwise 30/40``."""
-    return f"{kind} {kept}/{layers}" if kind == LAYERWISE else kind
+    return f"{kind.value} {kept}/{layers}" if kind == PlacementKind.LAYERWISE else kind.value
 
 
-def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, Any]:
+def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, object]:
     """The --json document: the device, the totals, every component and every phase."""
     names = {c.name: c.layer_names for c in components}
     d = plan.device
@@ -77,7 +76,7 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, Any]
         "components": [
             {
                 "name": p.component,
-                "placement": p.kind,
+                "placement": p.kind.value,
                 "layers": p.layers,
                 "resident_layers": list(p.resident_layers),
                 "resident_layer_names": [

@@ -12,12 +12,12 @@ from fractions import Fraction
 
 from calibration.plan.candidates import Candidate, Group, candidates
 from calibration.plan.model import (
-    RESIDENT,
     Component,
     Device,
     Phase,
     PhaseUse,
     Placement,
+    PlacementKind,
     Plan,
     PlanInputError,
     PlanLimitError,
@@ -146,7 +146,7 @@ def _explain(
     bandwidth = device.bandwidth_bytes_per_s
     for component, cand in zip(components, picked):
         binding, missing = None, 0
-        if cand.kind != RESIDENT:
+        if cand.kind != PlacementKind.RESIDENT:
             extra = component.weight_bytes - cand.always
             for t in targets:
                 for p in t.phases:

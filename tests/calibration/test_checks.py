@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from calibration.examples import EXAMPLES
+from calibration.host import quiet_libraries
 from calibration.probes.findings import check
-from calibration.session import Session, quiet_libraries
+from calibration.session import Session
 
 pytest.importorskip("diffusers")
 

@@ -7,7 +7,7 @@ import pytest
 from calibration.examples import EXAMPLES
 from calibration.plan import Component, Device, Phase, Target, solve
 from calibration.plan.apply import PlanApplyError, apply, placements_by_kind
-from calibration.plan.torch_sizes import pipeline_bytes
+from calibration.weights import pipeline_bytes
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")

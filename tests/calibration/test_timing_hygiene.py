@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from calibration.examples import EXAMPLES
+from calibration.host import pinned_to_one_core, quiet_libraries, torch_threads
 from calibration.run import calibrate_session, full_point
-from calibration.session import Session, pinned_to_one_core, quiet_libraries, torch_threads
+from calibration.session import Session
 
 pytest.importorskip("diffusers")
 

@@ -11,14 +11,13 @@ import torch
 from attrs import define
 from torch import nn
 
+from calibration.memory import GiB, allocator_margin
 from calibration.warmup import (
-    GiB,
-    allocator_margin,
-    calibrate,
     is_out_of_memory,
     lighten_sequence,
     predict_peak,
     run_probe,
+    warm_up,
 )
 from runtime.measure import WarmupRecorder
 from runtime.measure.backends import LiveTensorBackend
@@ -233,7 +232,8 @@ def test_serving_warmup_end_to_end_on_an_image_pipeline(flux):
     # the lighten sequence, the device is sized so that exactly shapes[2] fits, it runs, and the
     # records estimate the default workload.
     from calibration.examples import EXAMPLES
-    from calibration.session import Session, quiet_libraries
+    from calibration.host import quiet_libraries
+    from calibration.session import Session
     from runtime.estimate import estimate
 
     example = EXAMPLES["flux"]
@@ -251,7 +251,7 @@ def test_serving_warmup_end_to_end_on_an_image_pipeline(flux):
         backend.free = (
             allocator_margin(backend.total) + predict_peak(flux, recorder.records, shapes[2]).bytes
         )
-        outcome = calibrate(recorder, session.body, start=start, floor=floor)
+        outcome = warm_up(recorder, session.body, start=start, floor=floor)
     assert outcome.calibrated, outcome.reason
     assert outcome.plan.fits and outcome.plan.lighten_steps == 2
     assert dict(outcome.record.params) == shapes[2]
@@ -265,11 +265,11 @@ def test_calibrate_fails_open(wan):
         raise torch.OutOfMemoryError("CUDA out of memory")
 
     recorder = WarmupRecorder(wan, device="cpu")
-    outcome = calibrate(recorder, body, start=START, floor=FLOOR)
+    outcome = warm_up(recorder, body, start=START, floor=FLOOR)
     assert not outcome.calibrated and len(outcome.attempts) == 1  # the floor itself failed
 
     class Broken:
-        """A pipeline whose formulas cannot even be asked: calibrate still returns."""
+        """A pipeline whose formulas cannot even be asked: warm_up still returns."""
 
         name = "broken"
         stages = ()
@@ -279,7 +279,7 @@ def test_calibrate_fails_open(wan):
         def is_admissible(self, **params):
             raise RuntimeError("formulas unavailable")
 
-    outcome = calibrate(WarmupRecorder(Broken(), device="cpu"), body, start=START, floor=FLOOR)
+    outcome = warm_up(WarmupRecorder(Broken(), device="cpu"), body, start=START, floor=FLOOR)
     assert not outcome.calibrated and "formulas unavailable" in outcome.reason
 
 

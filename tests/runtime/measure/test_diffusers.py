@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from calibration.examples.tiny_wan import TINY_WAN_CALL, build_tiny_wan, tiny_wan_call
+from calibration.examples.wan import TINY_WAN_CALL, build_tiny_wan, tiny_wan_call
 from runtime.measure import count_hooks
 from runtime.measure.diffusers_hooks import diffusers_recorder, pipeline_modules, run_pipeline
 from runtime.record import LayerUse, StageIterations
