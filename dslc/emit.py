@@ -57,7 +57,7 @@ def number(value: Fraction) -> dict[str, Any]:
     return {"k": "frac", "n": value.numerator, "d": value.denominator}
 
 
-class _Emitter:
+class _ExprLowerer:
     """Lowers one pipeline's expressions; list lets are folded away so the artifact has no lists."""
 
     def __init__(self, pipeline: ResolvedPipeline, spans: SpanTable | None = None):
@@ -179,8 +179,8 @@ def pipeline_document(
 ) -> dict[str, Any]:
     """One pipeline's object in the artifact; `index` numbers the sources, `spans` (when given)
     receives where each emitted object came from."""
-    emitter = _Emitter(pipeline, spans)
-    note = emitter._note
+    lowerer = _ExprLowerer(pipeline, spans)
+    note = lowerer._note
     params = []
     for p in pipeline.params:
         entry: dict[str, Any] = {"name": p.name, "type": p.type, "default": p.default}
@@ -192,7 +192,7 @@ def pipeline_document(
     for stage in pipeline.stages:
         entry = {"name": stage.name, "span": _span(stage.decl.name_span, index)}
         for name in ast.FIELDS:
-            entry[name] = emitter.field(pipeline, stage.field(name), index)
+            entry[name] = lowerer.field(pipeline, stage.field(name), index)
         if stage.uses:
             entry["uses"] = [{"component": u.component, "method": u.entry} for u in stage.uses]
         if stage.per_step:
@@ -201,7 +201,7 @@ def pipeline_document(
     facts: dict[str, Any] = {}
     if pipeline.calls:
         facts["calls"] = [
-            note({"arg": c.arg, "expr": emitter.expr(c.value), "span": _span(c.span, index)}, c)
+            note({"arg": c.arg, "expr": lowerer.expr(c.value), "span": _span(c.span, index)}, c)
             for c in pipeline.calls
         ]
     if pipeline.probes:
@@ -218,14 +218,14 @@ def pipeline_document(
         {
             "param": p.name,
             "text": format_expr(where),
-            "expr": emitter.expr(where),
+            "expr": lowerer.expr(where),
             "span": _span(where.span, index),
         }
         for p, where in pipeline.contracts
     ]
     lets = [
         note(
-            {"name": let.name, "expr": emitter.expr(let.value), "span": _span(let.span, index)},
+            {"name": let.name, "expr": lowerer.expr(let.value), "span": _span(let.span, index)},
             let,
             let.name_span,
         )
