@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from artifact.document import read_artifact
 from dslc import bombs, emit, limits
+from dslc.build import load_program
 from dslc.compiler import CompileResult, compile_text
 from dslc.diagnostics import Diagnostic
 from dslc.testing import sources
@@ -36,7 +37,7 @@ def builds_and_loads(text: str) -> None:
     result = compile_text(text, "ok.wf")
     assert result.ok, [f"{d.code}: {d.message}" for d in result.errors]
     assert result.program is not None
-    book = load_formulas(emit.dumps(emit.artifact(result.program)))
+    book = load_program(result.program)
     for name in book:
         book[name].evaluate()
 
