@@ -61,14 +61,29 @@ def render(path: object) -> str:
     return "".join(reversed(parts)).lstrip(".")
 
 
+def location(path: object) -> tuple[str | int, ...]:
+    """`("pipelines", 0, "stages", 1, "iterations", "expr")` from the linked path."""
+    steps: list[str | int] = []
+    while isinstance(path, tuple):
+        path, segment = path
+        if type(segment) is int:
+            steps.append(segment)
+        elif str(segment).startswith("["):
+            steps.append(int(str(segment)[1:-1]))
+        else:
+            steps.append(str(segment).lstrip("."))
+    return tuple(reversed(steps))
+
+
 def fail(path: object, problem: str) -> ArtifactError:
     """The error to raise for a problem at `path`."""
-    return ArtifactError(render(path), problem)
+    return ArtifactError(render(path), problem, location(path))
 
 
-def over_limit(path: object, problem: str) -> ArtifactLimitError:
-    """The error to raise when the artifact at `path` exceeds a resource limit."""
-    return ArtifactLimitError(render(path), problem)
+def over_limit(path: object, problem: str, *, limit: str) -> ArtifactLimitError:
+    """The error to raise when the artifact at `path` exceeds a resource limit (`limit`: its name
+    in artifact.limits)."""
+    return ArtifactLimitError(render(path), problem, location(path), limit=limit)
 
 
 def show(value: object) -> str:
@@ -128,7 +143,9 @@ def as_int(value: object, path: object, low: int | None = None) -> int:
     if type(value) is not int:
         raise fail(path, f"expected an integer, got {describe(value)}")
     if not -_INT_BOUND < value < _INT_BOUND:
-        raise over_limit(path, f"integer has more than {MAX_INT_DIGITS} digits")
+        raise over_limit(
+            path, f"integer has more than {MAX_INT_DIGITS} digits", limit="MAX_INT_DIGITS"
+        )
     if low is not None and value < low:
         raise fail(path, f"expected an integer >= {low}, got {value}")
     return value
@@ -139,7 +156,9 @@ def as_text(value: object, path: object) -> str:
     if type(value) is not str:
         raise fail(path, f"expected a string, got {describe(value)}")
     if len(value) > MAX_TEXT_LENGTH:
-        raise over_limit(path, f"string longer than {MAX_TEXT_LENGTH} characters")
+        raise over_limit(
+            path, f"string longer than {MAX_TEXT_LENGTH} characters", limit="MAX_TEXT_LENGTH"
+        )
     return value
 
 
@@ -152,6 +171,7 @@ def as_name(value: object, path: object) -> str:
             path,
             f"invalid name {show(value)}: {len(value)} characters, over the limit of "
             f"{MAX_NAME_LENGTH}",
+            limit="MAX_NAME_LENGTH",
         )
     if not (value.isascii() and value.isidentifier()):
         raise fail(
@@ -218,7 +238,9 @@ class NodeBudget:
     def take(self, count: int, path: object) -> None:
         self.left -= count
         if self.left < 0:
-            raise over_limit(path, f"the artifact has over {MAX_NODES:,} expression nodes")
+            raise over_limit(
+                path, f"the artifact has over {MAX_NODES:,} expression nodes", limit="MAX_NODES"
+            )
 
     def spend(self, work: int, path: object) -> None:
         """Charge evaluating one formula once (as the loader does at the default workload)."""
@@ -227,6 +249,7 @@ class NodeBudget:
             raise over_limit(
                 path,
                 f"evaluating every formula once would take over {MAX_LOAD_WORK:,} word operations",
+                limit="MAX_LOAD_WORK",
             )
 
 
@@ -260,6 +283,7 @@ class Scope:
                 path,
                 f"evaluating this may take {work:,} word operations (its lets included); "
                 f"the limit is {MAX_CALL_WORK:,}",
+                limit="MAX_CALL_WORK",
             )
         self.budget.spend(expr.work, path)
 
@@ -284,7 +308,9 @@ def check_expr(node: object, path: object, scope: Scope, depth: int) -> Expr:
     falls through to the general checks, which raise the precise error.
     """
     if depth > MAX_DEPTH:
-        raise over_limit(path, f"expression nested deeper than {MAX_DEPTH} levels")
+        raise over_limit(
+            path, f"expression nested deeper than {MAX_DEPTH} levels", limit="MAX_DEPTH"
+        )
     if type(node) is dict and len(node) == 2:
         kind = node.get("k")
         if type(kind) is str:
@@ -355,7 +381,11 @@ def _compound(
         as_object(node, path, ("k", "args", "exp"))
         exp = as_int(node["exp"], into(path, ".exp"), 0)
         if exp > MAX_POW_EXPONENT:
-            raise over_limit(into(path, ".exp"), f"exponent {exp} is over {MAX_POW_EXPONENT}")
+            raise over_limit(
+                into(path, ".exp"),
+                f"exponent {exp} is over {MAX_POW_EXPONENT}",
+                limit="MAX_POW_EXPONENT",
+            )
     elif not (type(node) is dict and len(node) == 2 and "args" in node):
         as_object(node, path, ("k", "args"))
     raw = node["args"]
@@ -381,6 +411,7 @@ def _compound(
             path,
             f"this value may reach {max(bits, dbits):,} bits over the declared param ranges; "
             f"the limit is {MAX_VALUE_BITS:,} (narrow the params' ranges)",
+            limit="MAX_VALUE_BITS",
         )
     return Expr(kind, typ, args, None, None, exp, bits, dbits, work)
 

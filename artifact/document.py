@@ -91,7 +91,9 @@ def read_artifact(
         data = _read_file(os.fspath(source))
     size = len(data) if not isinstance(data, str) else len(data.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
-        raise over_limit(None, f"artifact is {size} bytes, over the {MAX_BYTES}-byte limit")
+        raise over_limit(
+            None, f"artifact is {size} bytes, over the {MAX_BYTES}-byte limit", limit="MAX_BYTES"
+        )
     return parse_artifact(_parse_json(data))
 
 
@@ -152,7 +154,9 @@ def parse_artifact(doc: object) -> Artifact:
     raw_pipelines = as_list(doc["pipelines"], pipelines_path)
     if len(raw_pipelines) > MAX_PIPELINES:
         raise over_limit(
-            pipelines_path, f"{len(raw_pipelines):,} pipelines; the limit is {MAX_PIPELINES:,}"
+            pipelines_path,
+            f"{len(raw_pipelines):,} pipelines; the limit is {MAX_PIPELINES:,}",
+            limit="MAX_PIPELINES",
         )
     for i, raw in enumerate(raw_pipelines):
         pipeline = parse_pipeline(raw, into(pipelines_path, f"[{i}]"), i, len(sources), budget)
@@ -220,7 +224,9 @@ def _count_members(obj: Mapping[str, object], path: object) -> None:
     stages = obj["stages"]
     if isinstance(stages, (list, tuple)) and len(stages) > MAX_STAGES:
         raise over_limit(
-            into(path, ".stages"), f"{len(stages):,} stages; the limit is {MAX_STAGES}"
+            into(path, ".stages"),
+            f"{len(stages):,} stages; the limit is {MAX_STAGES}",
+            limit="MAX_STAGES",
         )
     count = sum(
         len(members) if isinstance(members, (list, tuple)) else 0
@@ -228,7 +234,9 @@ def _count_members(obj: Mapping[str, object], path: object) -> None:
     )
     if count > MAX_MEMBERS:
         raise over_limit(
-            path, f"{count:,} params, lets and stages; the limit is {MAX_MEMBERS} per pipeline"
+            path,
+            f"{count:,} params, lets and stages; the limit is {MAX_MEMBERS} per pipeline",
+            limit="MAX_MEMBERS",
         )
 
 

@@ -60,19 +60,29 @@ class FormulaError(Exception):
 
 class ArtifactError(FormulaError, ValueError):
     """The artifact is malformed or of an unknown version; `path` says where (e.g.
-    `pipelines[0].name`).
+    `pipelines[0].name`), `location` the same as keys and indices from the document's root
+    (`("pipelines", 0, "name")`; empty where the raiser gives no path), so a caller (the
+    compiler's cost pass) can walk to the refused object without reading the text back.
     """
 
-    def __init__(self, path: str, problem: str) -> None:
+    def __init__(self, path: str, problem: str, location: tuple[str | int, ...] = ()) -> None:
         where = f"at {path}: " if path else ""
         super().__init__(f"invalid workload-formulas artifact: {where}{problem}")
         self.path = path
         self.problem = problem
+        self.location = location
 
 
 class ArtifactLimitError(ArtifactError):
     """The artifact exceeds a resource limit (artifact/limits.py): too many nodes or members, a
-    name too long, or a value or an evaluation the static cost model bounds above its limit."""
+    name too long, or a value or an evaluation the static cost model bounds above its limit;
+    `limit` names it (`"MAX_VALUE_BITS"`), so the compiler can say what to change."""
+
+    def __init__(
+        self, path: str, problem: str, location: tuple[str | int, ...] = (), *, limit: str = ""
+    ) -> None:
+        super().__init__(path, problem, location)
+        self.limit = limit
 
 
 class ParamError(FormulaError):

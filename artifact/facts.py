@@ -75,7 +75,9 @@ def calls(value: object, path: object, n_sources: int, scope: Scope) -> tuple[Ca
     """`call` arguments: unique names, each an expression over params and lets (any type)."""
     raw = as_list(value, path)
     if len(raw) > MAX_CALLS:
-        raise over_limit(path, f"expected at most {MAX_CALLS} calls, got {len(raw)}")
+        raise over_limit(
+            path, f"expected at most {MAX_CALLS} calls, got {len(raw)}", limit="MAX_CALLS"
+        )
     found: list[CallDecl] = []
     names: set[str] = set()
     for i, item in enumerate(raw):

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -41,6 +41,9 @@ from calibration.host import quiet_libraries, torch_threads
 from calibration.run import calibrate_session, load_pipeline, shapes, work_ratio
 from calibration.session import Session
 from runtime.estimate import DEFAULT_MARGIN
+
+if TYPE_CHECKING:
+    from calibration.run import Calibration
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 
@@ -251,12 +254,29 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
             verify=True,
             repeat=repeat,
         )
-    result = cal.estimate
-    records = cal.records
-    measured = cal.measured
+    return {
+        "case": name,
+        "what": what,
+        "example": example.name,
+        "pipeline": pipeline.name,
+        "warmup": None if warmup is None else warmup_point,
+        "probe": probe_point,
+        "more_probes": list(cal.extra_probes),
+        "target": target_point,
+        "work_ratio": float(work_ratio(pipeline, probe_point, target_point)),
+        "rows": _rows(cal, units(target_point)),
+        "findings": [f"{f.kind}: {f.stage} {f.quantity}" for f in cal.findings],
+        "time": _timing(cal),
+        "errors": list(cal.errors),
+    }
+
+
+def _rows(cal: Calibration, target_units: int) -> list[dict[str, Any]]:
+    """Per phase, then the request: measured, predicted and bound peaks beside the seed's two
+    baselines over the records that ran."""
+    result, measured = cal.estimate, cal.measured
     assert measured is not None
-    ok = [r for r in records if r.ok]
-    target_units = units(target_point)
+    ok = [r for r in cal.records if r.ok]
     rows = []
     measured_peaks = {(p.kind, p.name, p.stage): p.peak_allocated for p in measured.phases}
     for p in result.phases:
@@ -289,33 +309,26 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
             single_point(request_points, target_units),
         )
     )
+    return rows
+
+
+def _timing(cal: Calibration) -> dict[str, Any]:
+    """The request time and each stage's, predicted vs measured, with the target's runs."""
+    timing, measured = cal.estimate.timing, cal.measured
+    assert measured is not None
     return {
-        "case": name,
-        "what": what,
-        "example": example.name,
-        "pipeline": pipeline.name,
-        "warmup": None if warmup is None else warmup_point,
-        "probe": probe_point,
-        "more_probes": list(cal.extra_probes),
-        "target": target_point,
-        "work_ratio": float(work_ratio(pipeline, probe_point, target_point)),
-        "rows": rows,
-        "findings": [f"{f.kind}: {f.stage} {f.quantity}" for f in cal.findings],
-        "time": {
-            "predicted_ms": None if result.timing.seconds is None else result.timing.seconds * 1e3,
-            "measured_ms": measured.duration_s * 1e3,
-            "method": result.timing.method,
-            "spread_ms": None if result.timing.spread_s is None else result.timing.spread_s * 1e3,
-            "target_runs_ms": sorted(r.duration_s * 1e3 for r in cal.target_runs if r.ok),
-            "stages": {
-                s.stage: {
-                    "predicted_ms": None if s.seconds is None else s.seconds * 1e3,
-                    "measured_ms": measured.stage_durations.get(s.stage, 0.0) * 1e3,
-                }
-                for s in result.timing.stages
-            },
+        "predicted_ms": None if timing.seconds is None else timing.seconds * 1e3,
+        "measured_ms": measured.duration_s * 1e3,
+        "method": timing.method,
+        "spread_ms": None if timing.spread_s is None else timing.spread_s * 1e3,
+        "target_runs_ms": sorted(r.duration_s * 1e3 for r in cal.target_runs if r.ok),
+        "stages": {
+            s.stage: {
+                "predicted_ms": None if s.seconds is None else s.seconds * 1e3,
+                "measured_ms": measured.stage_durations.get(s.stage, 0.0) * 1e3,
+            }
+            for s in timing.stages
         },
-        "errors": list(cal.errors),
     }
 
 

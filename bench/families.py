@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from calibration.host import quiet_libraries, torch_threads
 from calibration.run import load_pipeline
+from runtime import Pipeline
 from runtime.measure import AutoStages
 from runtime.measure.diffusers_hooks import diffusers_recorder, run_pipeline
 from runtime.record import WarmupRecord
@@ -148,6 +149,23 @@ def measure(family: str, repeat: int) -> None:
     module_name, formula_file, name, grid = FAMILIES[family]
     module = importlib.import_module(module_name)
     formulas = load_pipeline(ROOT / formula_file, name)
+    records = _records(module, formulas, grid, repeat)
+    print(f"\n### {family}: `{name}` ({formula_file})\n")
+    outside = sorted({c for _, r in records for c in _outside(r)})
+    print(f"components run outside every stage: {', '.join(outside) or 'none'}\n")
+    print(
+        "| stage | point | memory terms | peak above baseline B | fit residual | iterations | "
+        "ms / iteration | us / iteration / time unit |"
+    )
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for stage in formulas.stages:
+        _print_stage(family, formulas, records, stage)
+
+
+def _records(
+    module: Any, formulas: Pipeline, grid: Sequence[Point], repeat: int
+) -> list[tuple[Point, WarmupRecord]]:
+    """Each point of the grid run `repeat` times after one warm-up run: its fastest record."""
     pipe = module.build(0)
     stages, entry_points = _stages(formulas)
     recorder = diffusers_recorder(
@@ -171,53 +189,51 @@ def measure(family: str, repeat: int) -> None:
                 run_pipeline(pipe, req, {}, **_call(formulas, module, req.params))
             runs.append(recorder.records[-1])
         records.append((point, min(runs, key=lambda r: r.duration_s)))
-    print(f"\n### {family}: `{name}` ({formula_file})\n")
-    outside = sorted({c for _, r in records for c in _outside(r)})
-    print(f"components run outside every stage: {', '.join(outside) or 'none'}\n")
-    print(
-        "| stage | point | memory terms | peak above baseline B | fit residual | iterations | "
-        "ms / iteration | us / iteration / time unit |"
-    )
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    for stage in formulas.stages:
-        rows = []
-        for point, record in records:
-            peak = _stage_peak(record, stage)
-            if peak is None:
-                continue
-            terms = tuple(float(t) for t in formulas.memory_terms(stage, **point))
-            rows.append((point, record, terms, peak))
-        steady = [(terms, peak) for point, _, terms, peak in rows if _steady(family, point)]
-        coefficients, _ = _fit(steady)
-        for point, record, terms, peak in rows:
-            predicted = coefficients[0] + sum(c * t for c, t in zip(coefficients[1:], terms))
-            residual = (peak - predicted) / peak if peak else 0.0
-            counted = _counted(record, stage)
-            seconds = per_iteration(record, stage)
-            unit = float(formulas.time(stage, **point))
-            shape = " ".join(f"{k}={v}" for k, v in point.items() if k != "cfg")
-            mark = "" if _steady(family, point) else " (not steady)"
-            print(
-                f"| {stage} | {shape}{mark} | {', '.join(f'{t:g}' for t in terms)} | {peak:,} | "
-                f"{residual:+.1%} | {counted} | {seconds * 1e3:.2f} | "
-                f"{seconds / unit * 1e6:.3f} |"
-            )
-        if any(len({terms[i] for terms, _ in steady}) > 1 for i in range(len(steady[0][0]))):
-            fit = " + ".join(f"{c:,.1f} x term{i}" for i, c in enumerate(coefficients[1:], 1))
-            fit = f"B = {coefficients[0]:,.0f} + {fit}"
-        else:
-            fit = f"B = {max(peak for _, peak in steady):,} (constant terms)"
-        times = [
-            (per_iteration(r, stage), float(formulas.time(stage, **p)))
-            for p, r in records
-            if _steady(family, p) and stage in r.stage_durations
-        ]
-        t_fit, t_residuals = _fit([((unit,), t) for t, unit in times])
-        worst = max(abs(r) / t for r, (t, _) in zip(t_residuals, times))
+    return records
+
+
+def _print_stage(
+    family: str, formulas: Pipeline, records: Sequence[tuple[Point, WarmupRecord]], stage: str
+) -> None:
+    """One stage's rows (a point each) and its fits over the steady points."""
+    rows = []
+    for point, record in records:
+        peak = _stage_peak(record, stage)
+        if peak is None:
+            continue
+        terms = tuple(float(t) for t in formulas.memory_terms(stage, **point))
+        rows.append((point, record, terms, peak))
+    steady = [(terms, peak) for point, _, terms, peak in rows if _steady(family, point)]
+    coefficients, _ = _fit(steady)
+    for point, record, terms, peak in rows:
+        predicted = coefficients[0] + sum(c * t for c, t in zip(coefficients[1:], terms))
+        residual = (peak - predicted) / peak if peak else 0.0
+        counted = _counted(record, stage)
+        seconds = per_iteration(record, stage)
+        unit = float(formulas.time(stage, **point))
+        shape = " ".join(f"{k}={v}" for k, v in point.items() if k != "cfg")
+        mark = "" if _steady(family, point) else " (not steady)"
         print(
-            f"| {stage} | fit over steady points | {fit} | | | | "
-            f"{t_fit[0] * 1e3:.2f} + {t_fit[1] * 1e6:.4f} us x unit | worst {worst:.0%} |"
+            f"| {stage} | {shape}{mark} | {', '.join(f'{t:g}' for t in terms)} | {peak:,} | "
+            f"{residual:+.1%} | {counted} | {seconds * 1e3:.2f} | "
+            f"{seconds / unit * 1e6:.3f} |"
         )
+    if any(len({terms[i] for terms, _ in steady}) > 1 for i in range(len(steady[0][0]))):
+        fit = " + ".join(f"{c:,.1f} x term{i}" for i, c in enumerate(coefficients[1:], 1))
+        fit = f"B = {coefficients[0]:,.0f} + {fit}"
+    else:
+        fit = f"B = {max(peak for _, peak in steady):,} (constant terms)"
+    times = [
+        (per_iteration(r, stage), float(formulas.time(stage, **p)))
+        for p, r in records
+        if _steady(family, p) and stage in r.stage_durations
+    ]
+    t_fit, t_residuals = _fit([((unit,), t) for t, unit in times])
+    worst = max(abs(r) / t for r, (t, _) in zip(t_residuals, times))
+    print(
+        f"| {stage} | fit over steady points | {fit} | | | | "
+        f"{t_fit[0] * 1e3:.2f} + {t_fit[1] * 1e6:.4f} us x unit | worst {worst:.0%} |"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -25,7 +25,10 @@ import resource
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+
+import attrs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -83,7 +86,7 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="wall-time budget (default 60)")
     parser.add_argument("--seed", type=int, default=0)
@@ -94,55 +97,60 @@ def main(argv: list[str] | None = None) -> int:
         "--replay", nargs=2, metavar=("KIND", "CASE"), help="rerun one case and show its payload"
     )
     parser.add_argument("--max-shown", type=int, default=5, help="failures printed per kind")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    texts = corpus(args.generated, args.seed)
-    doc = json.dumps(fuzzing.real_artifact(str(ROOT / "formulas")))  # each case parses a fresh copy
-    check = {"source": fuzzing.check_source, "artifact": fuzzing.check_artifact}
 
-    if args.replay:
-        kind, index = args.replay[0], int(args.replay[1])
-        mutation, payload = case(kind, args.seed, index, texts, doc)
-        print(f"{kind} case {index} ({mutation}); payload:\n{payload!r}"[:4000])
+Check = Callable[..., float]  # check_source or check_artifact: (payload, mutation) -> seconds
+
+
+@attrs.define
+class Tally:
+    """What the run found per kind: cases, failures, time, the slowest case, the largest rise of
+    the process's peak RSS in one case."""
+
+    seed: int
+    max_shown: int
+    runs: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(KINDS, 0))
+    failures: dict[str, list[str]] = attrs.Factory(lambda: {kind: [] for kind in KINDS})
+    slowest: dict[str, tuple[float, str]] = attrs.Factory(lambda: dict.fromkeys(KINDS, (0.0, "")))
+    busy: dict[str, float] = attrs.Factory(lambda: dict.fromkeys(KINDS, 0.0))
+    grew: dict[str, tuple[int, str]] = attrs.Factory(lambda: dict.fromkeys(KINDS, (0, "")))
+
+    def run(self, kind: str, index: int, mutation: str, payload: object, check: Check) -> None:
+        """Run one case and count it; a failure is printed (the first `max_shown` per kind)."""
+        peak_before = _peak_rss()
+        begin = time.perf_counter()
         try:
-            print(f"ok in {check[kind](payload, mutation):.4f} s")
+            elapsed = check(payload, mutation)
         except fuzzing.Failure as failure:
-            raise failure.__cause__ or failure
-        return 0
+            elapsed = time.perf_counter() - begin
+            self.failures[kind].append(
+                f"{failure} (reproduce: bench/fuzz.py --seed {self.seed} --replay {kind} {index})"
+            )
+            if len(self.failures[kind]) <= self.max_shown:
+                print(f"FAIL {self.failures[kind][-1]}", flush=True)
+        self.runs[kind] += 1
+        self.busy[kind] += elapsed
+        if elapsed > self.slowest[kind][0]:
+            self.slowest[kind] = (elapsed, f"#{index} {mutation}")
+        rise = _peak_rss() - peak_before
+        if rise > self.grew[kind][0]:
+            self.grew[kind] = (rise, f"#{index} {mutation}")
 
-    runs = dict.fromkeys(KINDS, 0)
-    failures: dict[str, list[str]] = {kind: [] for kind in KINDS}
-    slowest = dict.fromkeys(KINDS, (0.0, ""))
-    busy = dict.fromkeys(KINDS, 0.0)
-    grew = dict.fromkeys(KINDS, (0, ""))  # the largest rise of the process's peak RSS in one case
-    start = time.perf_counter()
-    deadline = start + args.seconds
-    index = 0
-    while time.perf_counter() < deadline:
-        for kind in KINDS:
-            mutation, payload = case(kind, args.seed, index, texts, doc)
-            peak_before = _peak_rss()
-            begin = time.perf_counter()
-            try:
-                elapsed = check[kind](payload, mutation)
-            except fuzzing.Failure as failure:
-                elapsed = time.perf_counter() - begin
-                failures[kind].append(
-                    f"{failure} (reproduce: bench/fuzz.py --seed {args.seed} "
-                    f"--replay {kind} {index})"
-                )
-                if len(failures[kind]) <= args.max_shown:
-                    print(f"FAIL {failures[kind][-1]}", flush=True)
-            runs[kind] += 1
-            busy[kind] += elapsed
-            if elapsed > slowest[kind][0]:
-                slowest[kind] = (elapsed, f"#{index} {mutation}")
-            rise = _peak_rss() - peak_before
-            if rise > grew[kind][0]:
-                grew[kind] = (rise, f"#{index} {mutation}")
-        index += 1
-    total = time.perf_counter() - start
 
+def _replay(args: argparse.Namespace, texts: list[str], doc: str, check: dict[str, Check]) -> int:
+    kind, index = args.replay[0], int(args.replay[1])
+    mutation, payload = case(kind, args.seed, index, texts, doc)
+    print(f"{kind} case {index} ({mutation}); payload:\n{payload!r}"[:4000])
+    try:
+        print(f"ok in {check[kind](payload, mutation):.4f} s")
+    except fuzzing.Failure as failure:
+        raise failure.__cause__ or failure
+    return 0
+
+
+def _report(args: argparse.Namespace, texts: list[str], tally: Tally, total: float) -> None:
+    """The machine, a table per kind, peak memory and each distinct failure."""
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, CPython "
         f"{platform.python_version()}; "
@@ -150,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({len(texts) - args.generated} real + {args.generated} generated)"
     )
     print(f"{'kind':<10}{'cases':>8}{'failures':>10}{'slowest':>11}  {'cases/s':>8}  slowest case")
+    runs, failures, slowest, busy = tally.runs, tally.failures, tally.slowest, tally.busy
     for kind in KINDS:
         rate = runs[kind] / busy[kind] if busy[kind] else 0.0
         print(
@@ -168,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for kind in KINDS:
         print(
-            f"{kind:<10}largest rise of the peak in one case: {grew[kind][0] / 2**20:.1f} MiB "
-            f"({grew[kind][1] or 'none'})"
+            f"{kind:<10}largest rise of the peak in one case: {tally.grew[kind][0] / 2**20:.1f} "
+            f"MiB ({tally.grew[kind][1] or 'none'})"
         )
     distinct: dict[str, int] = {}
     for kind in KINDS:
@@ -178,7 +187,26 @@ def main(argv: list[str] | None = None) -> int:
             distinct[f"{kind}: {key}"] = distinct.get(f"{kind}: {key}", 0) + 1
     for key, count in distinct.items():
         print(f"distinct failure x{count}: {key}")
-    return 1 if any(failures.values()) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    texts = corpus(args.generated, args.seed)
+    doc = json.dumps(fuzzing.real_artifact(str(ROOT / "formulas")))  # each case parses a fresh copy
+    check: dict[str, Check] = {"source": fuzzing.check_source, "artifact": fuzzing.check_artifact}
+    if args.replay:
+        return _replay(args, texts, doc, check)
+    tally = Tally(args.seed, args.max_shown)
+    start = time.perf_counter()
+    deadline = start + args.seconds
+    index = 0
+    while time.perf_counter() < deadline:
+        for kind in KINDS:
+            mutation, payload = case(kind, args.seed, index, texts, doc)
+            tally.run(kind, index, mutation, payload, check[kind])
+        index += 1
+    _report(args, texts, tally, time.perf_counter() - start)
+    return 1 if any(tally.failures.values()) else 0
 
 
 if __name__ == "__main__":

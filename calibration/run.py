@@ -172,19 +172,14 @@ def load_pipeline(formula_path: Path, name: str) -> Pipeline:
     ``formula_path`` is a file or a folder (every ``*.wf`` below it, so parents in other files
     resolve). The compiler is imported here only: calibration itself needs just the runtime.
     """
-    from dslc.compiler import compile_paths
-    from dslc.diagnostics import render
-    from dslc.emit import artifact, dumps
-    from runtime import load_formulas
+    from dslc.build import NotCompiled, load_sources
 
     if not formula_path.exists():
         raise CalibrationError(f"no formula file or folder {formula_path}")
-    result = compile_paths([formula_path])
-    if not result.ok or result.program is None:
-        raise CalibrationError(
-            f"{formula_path} does not compile:\n" + "\n".join(render(d) for d in result.errors)
-        )
-    book = load_formulas(dumps(artifact(result.program)))
+    try:
+        book = load_sources([formula_path])
+    except NotCompiled as exc:
+        raise CalibrationError(str(exc)) from None
     if name not in book:
         raise CalibrationError(
             f"{formula_path} has no pipeline {name!r}; it has {', '.join(sorted(book))}"

@@ -249,6 +249,16 @@ def walk(expr: Expr) -> list[Expr]:
     return out
 
 
+def depth(expr: Expr) -> int:
+    """Levels of an expression (a leaf: 1), without recursion (a long sum is a deep chain)."""
+    deepest, stack = 0, [(expr, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack += [(child, level + 1) for child in children(node)]
+    return deepest
+
+
 def names(expr: Expr) -> list[Name]:
     """Every name an expression refers to, in source order."""
     return [node for node in walk(expr) if isinstance(node, Name)]

@@ -181,13 +181,12 @@ def build(paths: tuple[Path, ...], strict: bool, output: Path) -> None:
     The file is written atomically: readers see the old file or the new one,
     never a partial one, and a failed build leaves an existing file untouched.
     """
-    from dslc.emit import artifact, dumps
-    from runtime import load_formulas
+    from dslc.build import emit_and_load
 
     files = wf_files(paths)
     program = compile_files(files, strict=strict).program
-    text = dumps(artifact(program))
-    book = load_formulas(text)  # the runtime must accept what we emit; if not, a bug (exit 3)
+    # The runtime must accept what we emit; if it does not, that is a bug (exit 3).
+    text, book = emit_and_load(program)
     for name in book:  # and compile it: the loader defers that to each pipeline's first use
         book[name].source  # noqa: B018
     write_file(output, text)

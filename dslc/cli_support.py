@@ -152,10 +152,10 @@ def load_book(source: Path) -> tuple[Any, Any]:
                 return load_formulas(source), None
         except OSError as exc:
             raise Failure(f"cannot read {source}: {exc.strerror or exc}") from None
-    from dslc.emit import artifact, dumps
+    from dslc.build import load_program
 
     program = compile_files(wf_files([source])).program
-    return load_formulas(dumps(artifact(program))), program
+    return load_program(program), program
 
 
 def pipeline_named(book: Any, name: str, source: Path) -> Any:

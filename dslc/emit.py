@@ -57,7 +57,7 @@ def number(value: Fraction) -> dict[str, Any]:
     return {"k": "frac", "n": value.numerator, "d": value.denominator}
 
 
-class _Emitter:
+class _ExprLowerer:
     """Lowers one pipeline's expressions; list lets are folded away so the artifact has no lists."""
 
     def __init__(self, pipeline: ResolvedPipeline, spans: SpanTable | None = None):
@@ -129,22 +129,22 @@ class _Emitter:
             return {"expr": ONE, "span": None}
         terms = pipeline.terms(field)
         if len(terms) == 1:
-            return self._note(
+            return self.note(
                 {"expr": self.expr(terms[0]), "span": _span(terms[0].span, index)}, field
             )
-        return self._note(
+        return self.note(
             {
                 "expr": add_all([self.expr(term) for term in terms]),
                 "span": _span(field.value.span, index),
                 "terms": [
-                    self._note({"expr": self.expr(term), "span": _span(term.span, index)}, term)
+                    self.note({"expr": self.expr(term), "span": _span(term.span, index)}, term)
                     for term in terms
                 ],
             },
             field,
         )
 
-    def _note(
+    def note(
         self, entry: dict[str, Any], node: Any, name_span: Span | None = None
     ) -> dict[str, Any]:
         """Record where an emitted object (and its name) came from, when keeping a span table."""
@@ -179,29 +179,59 @@ def pipeline_document(
 ) -> dict[str, Any]:
     """One pipeline's object in the artifact; `index` numbers the sources, `spans` (when given)
     receives where each emitted object came from."""
-    emitter = _Emitter(pipeline, spans)
-    note = emitter._note
+    lowerer = _ExprLowerer(pipeline, spans)
+    document = {
+        "name": pipeline.name,
+        "extends": pipeline.parent,
+        "span": _span(pipeline.decl.name_span, index),
+        "params": _params(pipeline, index, lowerer),
+        "contracts": _contracts(pipeline, index, lowerer),
+        "lets": _lets(pipeline, index, lowerer),
+        "stages": _stages(pipeline, index, lowerer),
+        **_facts(pipeline, index, lowerer),
+    }
+    return lowerer.note(document, pipeline.decl, pipeline.decl.name_span)
+
+
+def _params(
+    pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
+) -> list[dict[str, Any]]:
     params = []
     for p in pipeline.params:
         entry: dict[str, Any] = {"name": p.name, "type": p.type, "default": p.default}
         if p.type == "int":
             entry.update({"min": p.lo, "max": p.hi})
         entry["span"] = _span(p.decl.span, index)
-        params.append(note(entry, p.decl, p.decl.name_span))
+        params.append(lowerer.note(entry, p.decl, p.decl.name_span))
+    return params
+
+
+def _stages(
+    pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
+) -> list[dict[str, Any]]:
     stages = []
     for stage in pipeline.stages:
-        entry = {"name": stage.name, "span": _span(stage.decl.name_span, index)}
+        entry: dict[str, Any] = {"name": stage.name, "span": _span(stage.decl.name_span, index)}
         for name in ast.FIELDS:
-            entry[name] = emitter.field(pipeline, stage.field(name), index)
+            entry[name] = lowerer.field(pipeline, stage.field(name), index)
         if stage.uses:
             entry["uses"] = [{"component": u.component, "method": u.entry} for u in stage.uses]
         if stage.per_step:
             entry["per_step"] = True
-        stages.append(note(entry, stage.decl, stage.decl.name_span))
+        stages.append(lowerer.note(entry, stage.decl, stage.decl.name_span))
+    return stages
+
+
+def _facts(
+    pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
+) -> dict[str, Any]:
+    """The optional keys for calibration: `calls`, `probe_axes`, `probe_minimums`."""
     facts: dict[str, Any] = {}
     if pipeline.calls:
         facts["calls"] = [
-            note({"arg": c.arg, "expr": emitter.expr(c.value), "span": _span(c.span, index)}, c)
+            lowerer.note(
+                {"arg": c.arg, "expr": lowerer.expr(c.value), "span": _span(c.span, index)}, c
+            )
             for c in pipeline.calls
         ]
     if pipeline.probes:
@@ -214,35 +244,36 @@ def pipeline_document(
         }
         if minimums:
             facts["probe_minimums"] = minimums
-    contracts = [
+    return facts
+
+
+def _contracts(
+    pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
+) -> list[dict[str, Any]]:
+    return [
         {
             "param": p.name,
             "text": format_expr(where),
-            "expr": emitter.expr(where),
+            "expr": lowerer.expr(where),
             "span": _span(where.span, index),
         }
         for p, where in pipeline.contracts
     ]
-    lets = [
-        note(
-            {"name": let.name, "expr": emitter.expr(let.value), "span": _span(let.span, index)},
+
+
+def _lets(
+    pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
+) -> list[dict[str, Any]]:
+    """The lets but the list lets (folded into their uses)."""
+    return [
+        lowerer.note(
+            {"name": let.name, "expr": lowerer.expr(let.value), "span": _span(let.span, index)},
             let,
             let.name_span,
         )
         for let in pipeline.lets
         if pipeline.types.get(let.name) != LIST
     ]
-    document = {
-        "name": pipeline.name,
-        "extends": pipeline.parent,
-        "span": _span(pipeline.decl.name_span, index),
-        "params": params,
-        "contracts": contracts,
-        "lets": lets,
-        "stages": stages,
-        **facts,
-    }
-    return note(document, pipeline.decl, pipeline.decl.name_span)
 
 
 def artifact(program: Program) -> dict[str, Any]:

@@ -187,7 +187,7 @@ def simplify(resolved: ResolvedPipeline, expr: ast.Expr) -> ast.Expr | None:
         tree = to_ast(lowered)
     except (LowerError, Untranslatable, TypeError, ValueError, ArithmeticError, RecursionError):
         return None  # sympy refused, or produced something the language cannot write
-    return tree if ast_depth(tree) <= MAX_SHOWN_DEPTH else None
+    return tree if ast.depth(tree) <= MAX_SHOWN_DEPTH else None
 
 
 def inline_lets(resolved: ResolvedPipeline, expr: ast.Expr) -> ast.Expr | None:
@@ -208,7 +208,7 @@ def _shape(expr: ast.Expr, lets: Mapping[str, tuple[int, int]]) -> tuple[int, in
     if isinstance(expr, ast.Name) and expr.id in lets:
         return lets[expr.id]
     nodes, depth = 1, 0
-    for child in ast_children(expr):
+    for child in ast.children(expr):
         n, d = _shape(child, lets)
         nodes, depth = min(nodes + n, 10 * MAX_SHOWN_NODES), max(depth, d)
     return nodes, depth + 1
@@ -230,31 +230,6 @@ def _substitute(expr: ast.Expr, lets: Mapping[str, ast.Expr]) -> ast.Expr:
     if isinstance(expr, ast.ListLit):
         return ast.ListLit(tuple(_substitute(a, lets) for a in expr.items))
     return expr
-
-
-def ast_children(expr: ast.Expr) -> tuple[ast.Expr, ...]:
-    """The sub-expressions of a node, in source order."""
-    if isinstance(expr, ast.Unary):
-        return (expr.operand,)
-    if isinstance(expr, ast.Binary):
-        return (expr.left, expr.right)
-    if isinstance(expr, ast.IfElse):
-        return (expr.cond, expr.then, expr.orelse)
-    if isinstance(expr, ast.Call):
-        return expr.args
-    if isinstance(expr, ast.ListLit):
-        return expr.items
-    return ()
-
-
-def ast_depth(expr: ast.Expr) -> int:
-    """Levels of a syntax tree (a leaf: 1), without recursion (a long sum is a deep chain)."""
-    deepest, stack = 0, [(expr, 1)]
-    while stack:
-        node, level = stack.pop()
-        deepest = max(deepest, level)
-        stack += [(child, level + 1) for child in ast_children(node)]
-    return deepest
 
 
 def tree_size(expr: object) -> int:

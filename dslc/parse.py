@@ -78,6 +78,39 @@ def _parser() -> lark.Lark:
 
 def parse(source: SourceFile) -> ast.Module:
     """Parse one file; raise CompileError with diagnostics on anything malformed."""
+    tokens = _screen(source)
+    state = ParseState(source)
+    token = PARSE_STATE.set(state)
+    try:
+        module = cast(ast.Module, _parser().parse(source.text))  # the embedded transformer's result
+    except _LimitHit as hit:
+        raise CompileError(
+            [
+                error(
+                    "limit",
+                    hit.message,
+                    token_span(source, hit.token),
+                    hints=["name part of the expression with a 'let'"],
+                )
+            ]
+        ) from None
+    except UnexpectedInput as exc:
+        from dslc.recover import recover
+
+        first = syntax_diagnostic(source, exc)
+        raise CompileError(
+            recover(source, first, error_offset(source, exc), _reparser(source), tokens)
+        ) from None
+    finally:
+        PARSE_STATE.reset(token)
+    if state.problems:
+        raise CompileError(state.problems)
+    return ast.Module(module.pipelines, source, tuple(_comments(source)))
+
+
+def _screen(source: SourceFile) -> int:
+    """What Lark is never given: a file over the size limit, control characters, more tokens than
+    the limit; the file's token count otherwise (recovery's budget)."""
     size = len(source.text.encode("utf-8", "surrogatepass"))
     if size > MAX_FILE_BYTES:
         raise CompileError(
@@ -118,33 +151,7 @@ def parse(source: SourceFile) -> ast.Module:
                 )
             ]
         )
-    state = ParseState(source)
-    token = PARSE_STATE.set(state)
-    try:
-        module = cast(ast.Module, _parser().parse(source.text))  # the embedded transformer's result
-    except _LimitHit as hit:
-        raise CompileError(
-            [
-                error(
-                    "limit",
-                    hit.message,
-                    token_span(source, hit.token),
-                    hints=["name part of the expression with a 'let'"],
-                )
-            ]
-        ) from None
-    except UnexpectedInput as exc:
-        from dslc.recover import recover
-
-        first = syntax_diagnostic(source, exc)
-        raise CompileError(
-            recover(source, first, error_offset(source, exc), _reparser(source), tokens)
-        ) from None
-    finally:
-        PARSE_STATE.reset(token)
-    if state.problems:
-        raise CompileError(state.problems)
-    return ast.Module(module.pipelines, source, tuple(_comments(source)))
+    return tokens
 
 
 def _reparser(source: SourceFile) -> Callable[[str], tuple[Diagnostic, int] | None]:

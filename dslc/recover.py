@@ -70,72 +70,91 @@ class _Open:
 
 def scan(text: str) -> Scan:
     """The blocks and statements of `text`; a block closes where a statement cannot be inside it."""
-    blocks: list[Block | None] = []
-    statements: list[Statement] = []
-    stack: list[_Open] = []
-    words: list[str] = []  # the current statement's first two words
+    scanner = _Scanner()
+    for match in _TOKEN.finditer(text):
+        scanner.feed(match.group(), match.start())
+    scanner.finish(len(text))
+    while scanner.stack:
+        scanner.close(scanner.stack.pop(), None, len(text))
+    return Scan(tuple(b for b in scanner.blocks if b is not None), tuple(scanner.statements))
+
+
+@attrs.define
+class _Scanner:
+    """The state of `scan` between tokens: blocks open and found, the statement being read."""
+
+    blocks: list[Block | None] = attrs.Factory(list)
+    statements: list[Statement] = attrs.Factory(list)
+    stack: list[_Open] = attrs.Factory(list)
+    words: list[str] = attrs.Factory(list)  # the current statement's first two words
     start: int | None = None  # offset of the current statement's first token
-    depth = 0  # parentheses and brackets
-    line_start = False  # only newlines since the last statement's token
+    depth: int = 0  # parentheses and brackets
+    line_start: bool = False  # only newlines since the last statement's token
 
-    def finish(end: int, opens: int | None = None) -> None:
-        nonlocal start
-        if start is not None:
-            statements.append(Statement(start, end, stack[-1].index if stack else -1, opens))
-        start = None
-        words.clear()
+    def finish(self, end: int, opens: int | None = None) -> None:
+        """End the current statement (if any) at `end`."""
+        if self.start is not None:
+            block = self.stack[-1].index if self.stack else -1
+            self.statements.append(Statement(self.start, end, block, opens))
+        self.start = None
+        self.words.clear()
 
-    def close(block: _Open, closed: int | None, ended: int) -> None:
-        blocks[block.index] = Block(
+    def close(self, block: _Open, closed: int | None, ended: int) -> None:
+        self.blocks[block.index] = Block(
             block.kind, block.name, block.start, block.opened, closed, ended
         )
 
-    for match in _TOKEN.finditer(text):
-        token, offset = match.group(), match.start()
+    def feed(self, token: str, offset: int) -> None:
+        """One token of the text: separators end statements, braces open and close blocks."""
         if token.startswith("#"):
-            continue
-        if token == ";" or (token == "\n" and not depth):
-            finish(offset)
-            continue
+            return
+        if token == ";" or (token == "\n" and not self.depth):
+            self.finish(offset)
+            return
         if token == "\n":
-            line_start = True
-            continue
-        if depth and line_start and token in ("pipeline", *_PIPELINE_MEMBERS):
-            finish(offset)  # a bracket left open: the statement ended at the line before
-            depth = 0
-        line_start = False
+            self.line_start = True
+            return
+        if self.depth and self.line_start and token in ("pipeline", *_PIPELINE_MEMBERS):
+            self.finish(offset)  # a bracket left open: the statement ended at the line before
+            self.depth = 0
+        self.line_start = False
         if token == "}":
-            finish(offset)
-            if stack:
-                close(stack.pop(), offset, offset)
-            depth = 0
-            continue
+            self.finish(offset)
+            if self.stack:
+                self.close(self.stack.pop(), offset, offset)
+            self.depth = 0
+            return
         if token in "([":
-            depth += 1
+            self.depth += 1
         elif token in ")]":
-            depth = max(0, depth - 1)
-        if start is None:
-            start = offset
-            if token == "pipeline":
-                while stack:
-                    close(stack.pop(), None, offset)
-            elif token in _PIPELINE_MEMBERS and stack and stack[-1].kind == "stage":
-                close(stack.pop(), None, offset)
-        if (token[0].isalpha() or token[0] == "_") and len(words) < 2:
-            words.append(token)
+            self.depth = max(0, self.depth - 1)
+        if self.start is None:
+            self._begin(token, offset)
+        if (token[0].isalpha() or token[0] == "_") and len(self.words) < 2:
+            self.words.append(token)
         if token == "{":
-            kind = words[0] if words and words[0] in ("pipeline", "stage") else "block"
-            name = words[1] if kind != "block" and len(words) > 1 else None
-            index = len(blocks)
-            blocks.append(None)
-            header_start = start if start is not None else offset
-            finish(offset, opens=index)
-            stack.append(_Open(kind, name, header_start, offset, index))
-            depth = 0
-    finish(len(text))
-    while stack:
-        close(stack.pop(), None, len(text))
-    return Scan(tuple(b for b in blocks if b is not None), tuple(statements))
+            self._open(offset)
+
+    def _begin(self, token: str, offset: int) -> None:
+        """A statement starts: `pipeline` closes every block, a pipeline member a stage."""
+        self.start = offset
+        if token == "pipeline":
+            while self.stack:
+                self.close(self.stack.pop(), None, offset)
+        elif token in _PIPELINE_MEMBERS and self.stack and self.stack[-1].kind == "stage":
+            self.close(self.stack.pop(), None, offset)
+
+    def _open(self, offset: int) -> None:
+        """A `{`: the statement so far is the header of a block named by its first two words."""
+        words = self.words
+        kind = words[0] if words and words[0] in ("pipeline", "stage") else "block"
+        name = words[1] if kind != "block" and len(words) > 1 else None
+        index = len(self.blocks)
+        self.blocks.append(None)
+        header_start = self.start if self.start is not None else offset
+        self.finish(offset, opens=index)
+        self.stack.append(_Open(kind, name, header_start, offset, index))
+        self.depth = 0
 
 
 def blank(text: str, start: int, end: int) -> str:

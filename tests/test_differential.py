@@ -8,12 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dslc import ast
+from dslc.build import load_program
 from dslc.compiler import compile_text
-from dslc.emit import artifact, dumps
 from dslc.fmt import format_expr
 from dslc.interp import Interpreter, as_python
 from dslc.testing import admissible_params, expressions, sources
-from runtime import load_formulas
 from tests.examples import program_of
 
 
@@ -27,7 +26,7 @@ def test_runtime_equals_the_oracle_at_admissible_points(data: st.DataObject, tex
     result = compile_text(text, "generated.wf")
     program = program_of(result)
     (resolved,) = program.pipelines
-    pipeline = load_formulas(dumps(artifact(program)))["generated"]
+    pipeline = load_program(program)["generated"]
     for _ in range(5):
         point = data.draw(admissible_params(pipeline))
         oracle = Interpreter(
@@ -86,7 +85,7 @@ def test_call_arguments_equal_the_oracle_at_admissible_points(
 ) -> None:
     program = program_of(compile_text(text, "generated.wf"))
     (resolved,) = program.pipelines
-    pipeline = load_formulas(dumps(artifact(program)))["generated"]
+    pipeline = load_program(program)["generated"]
     assert pipeline.call_names == tuple(call.arg for call in resolved.calls)
     for _ in range(5):
         point = data.draw(admissible_params(pipeline))

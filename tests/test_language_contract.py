@@ -9,16 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dslc.build import load_program
 from dslc.compiler import compile_text
-from dslc.emit import artifact, dumps
-from runtime import load_formulas
-from tests.examples import LANGUAGE_EXAMPLE, ROOT
+from tests.examples import LANGUAGE_EXAMPLE, ROOT, program_of
 
 
 def book():  # type: ignore[no-untyped-def]
     result = compile_text(LANGUAGE_EXAMPLE, "wan.wf")
     assert result.diagnostics == ()
-    return load_formulas(dumps(artifact(result.program)))
+    return load_program(program_of(result))
 
 
 def test_loader_example_values() -> None:

@@ -1,8 +1,9 @@
-"""The layering holds: compiler -> artifact <- runtime <- calibration, no arrow back.
+"""The layering holds: compiler (dslc) -> artifact <- runtime <- calibration <- bench.
 
-Every module of ``dslc`` is imported (the `dslc` command's plugins are not: they load only when
-run), then every module of ``runtime`` outside ``runtime.measure``; what each pulled in is checked
-in a fresh interpreter, so nothing imported by other tests hides an arrow.
+Every import of every module is read from the source (`tests/import_graph.py`: module level, inside
+functions, under TYPE_CHECKING, `importlib.import_module("...")`), so an arrow back that runs only
+when a function is called is caught too; then every module is imported alone in a fresh
+interpreter, which must work and must not pull in what its layer may not load.
 """
 
 from __future__ import annotations
@@ -10,49 +11,187 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
-SCRIPT = """
-import importlib, json, pkgutil, sys
-skip = set(sys.argv[2:])
+from tests.import_graph import ROOT, Graph, modules
 
-def walk(name):
-    module = importlib.import_module(name)
-    for info in pkgutil.iter_modules(getattr(module, "__path__", []), name + "."):
-        if info.name not in skip:
-            walk(info.name)
+PACKAGES = ("artifact", "dslc", "runtime", "calibration", "bench")
 
-walk(sys.argv[1])
-roots = sorted({name.split(".")[0] for name in sys.modules})
-print(json.dumps(roots))
+#: The compiler's tool modules that load back what they build through the runtime (the only
+#: modules of `dslc` that may import `runtime`): the compile-and-load helper (`dslc.build`, which
+#: `dslc build` uses), the command line's plumbing (loading an artifact for `eval`, `list`...)
+#: and the fuzzing harness. Each must use the runtime (a test), so the list stays exact.
+DSLC_RUNTIME_TOOLS = frozenset({"dslc.build", "dslc.cli_support", "dslc.fuzzing"})
+
+#: The module of `calibration.plan` that moves torch modules (`calibration.weights` sizes them);
+#: the planner itself is pure.
+PLAN_TORCH = frozenset({"calibration.plan.apply"})
+
+FORBIDDEN = {
+    "artifact": {"dslc", "runtime", "calibration", "bench", "torch", "diffusers", "lark", "sympy"},
+    "dslc": {"torch", "diffusers", "transformers", "calibration", "bench"},
+    "runtime": {"dslc", "lark", "sympy", "calibration", "bench"},
+    "calibration": {"bench"},
+}
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _may_not_import(module: str) -> set[str]:
+    """The top-level packages `module` may never import, lazily or not."""
+    forbidden = set(FORBIDDEN.get(module.split(".")[0], ()))
+    if _inside(module, "dslc") and module not in DSLC_RUNTIME_TOOLS:
+        forbidden.add("runtime")
+    if _inside(module, "calibration.plan") and module not in PLAN_TORCH:
+        forbidden.add("torch")
+    return forbidden
+
+
+def _may_not_load(module: str) -> set[str]:
+    """The top-level packages importing `module` alone may not load (`_may_not_import`, and torch
+    for the runtime outside `runtime.measure`)."""
+    forbidden = _may_not_import(module)
+    if _inside(module, "runtime") and not _inside(module, "runtime.measure"):
+        forbidden.add("torch")
+    return forbidden
+
+
+def violations(graph: Graph) -> list[str]:
+    """Every import that breaks the layering, and every module whose import alone loads a package
+    its layer may not (through the project's own modules' module-level imports)."""
+    found = [str(item) for item in graph.imports if item.root in _may_not_import(item.module)]
+    for module in graph.paths:
+        loaded = graph.eagerly_loaded(module)
+        for root in sorted(_may_not_load(module) & {name.split(".")[0] for name in loaded}):
+            found.append(f"importing {module} loads {root}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> Graph:
+    return Graph.read(PACKAGES)
+
+
+def test_the_layering_holds_for_every_import(graph: Graph) -> None:
+    assert violations(graph) == []
+
+
+def test_the_source_reader_sees_lazy_imports(graph: Graph) -> None:
+    lazy = [item for item in graph.imports if not item.eager]
+    assert len(lazy) > 50, len(lazy)
+    assert any(item.target == "runtime" for item in graph.of("dslc.cli_support") if not item.eager)
+
+
+def test_every_runtime_tool_of_the_compiler_exists_and_uses_the_runtime(graph: Graph) -> None:
+    for module in sorted(DSLC_RUNTIME_TOOLS):
+        assert module in graph.paths, module
+        assert any(item.root == "runtime" for item in graph.of(module)), module
+    assert PLAN_TORCH <= set(graph.paths), PLAN_TORCH - set(graph.paths)
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def test_a_lazy_import_that_breaks_the_layering_is_reported(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "runtime/__init__.py": "",
+            "runtime/sneaky.py": """
+                def compile_on_the_fly():
+                    from dslc.compiler import compile_text
+                    return compile_text
+                """,
+            "runtime/dynamic.py": """
+                import importlib
+
+                class Late:
+                    def load(self):
+                        return importlib.import_module("sympy")
+                """,
+            "runtime/typed.py": """
+                from typing import TYPE_CHECKING
+
+                if TYPE_CHECKING:
+                    from calibration.run import load_pipeline
+                """,
+        },
+    )
+    found = violations(Graph.read(["runtime"], tmp_path))
+    assert found == [
+        "runtime.dynamic:6 imports sympy (lazily)",
+        "runtime.sneaky:3 imports dslc.compiler (lazily)",
+        "runtime.typed:5 imports calibration.run (lazily)",
+    ]
+
+
+def test_torch_loaded_through_a_module_level_chain_is_reported(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "runtime/__init__.py": "",
+            "runtime/lazy.py": "def f():\n    import torch\n",
+            "runtime/chain.py": "from runtime import helper\n",
+            "runtime/helper.py": "from .measure.hooks import hook\n",
+            "runtime/measure/__init__.py": "",
+            "runtime/measure/hooks.py": "import torch\n\nhook = torch.nn.Module\n",
+        },
+    )
+    assert violations(Graph.read(["runtime"], tmp_path)) == [
+        "importing runtime.chain loads torch",
+        "importing runtime.helper loads torch",
+    ]
+
+
+def test_relative_imports_are_resolved(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "artifact/__init__.py": "from . import ir\n",
+            "artifact/ir.py": "from .sub import deep\n",
+            "artifact/sub/__init__.py": "from ..ir import x\n",
+            "artifact/sub/deep.py": "from .. import ir\n",
+        },
+    )
+    graph = Graph.read(["artifact"], tmp_path)
+    targets = {(item.module, item.target) for item in graph.imports}
+    assert targets == {
+        ("artifact", "artifact"),
+        ("artifact.ir", "artifact.sub"),
+        ("artifact.sub", "artifact.ir"),
+        ("artifact.sub.deep", "artifact"),
+    }
+    assert "artifact.ir" in graph.eagerly_loaded("artifact")
+    assert "artifact.sub.deep" in graph.eagerly_loaded("artifact.ir")
+    assert graph.resolve(graph.imports[-1]) == ["artifact", "artifact.ir"]
+
+
+# --------------------------------------------------------------------- each module, alone
+
+
+ALONE = """
+import importlib, json, sys
+importlib.import_module(sys.argv[1])
+print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
 """
 
-
-def _imported(package: str, *skip: str) -> set[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, package, *skip], capture_output=True, text=True, check=True
-    )
-    return set(json.loads(out.stdout))
-
-
-def test_the_compiler_imports_neither_torch_nor_diffusers_nor_calibration():
-    roots = _imported("dslc")
-    assert {"torch", "diffusers", "transformers", "calibration"}.isdisjoint(roots), roots
-
-
-def test_the_runtime_never_imports_the_compiler_or_calibration():
-    roots = _imported("runtime", "runtime.measure")
-    assert {"dslc", "lark", "sympy", "calibration", "torch"}.isdisjoint(roots), roots
+MODULES = sorted(modules(("artifact", "dslc", "runtime", "calibration")))
 
 
 @pytest.mark.slow
-def test_measuring_uses_torch_but_never_the_compiler_or_calibration():
-    roots = _imported("runtime")
-    assert "torch" in roots
-    assert {"dslc", "lark", "sympy", "calibration"}.isdisjoint(roots), roots
-
-
-def test_calibration_plans_without_torch():
-    roots = _imported("calibration.plan")
-    assert "torch" not in roots, roots
+@pytest.mark.parametrize("module", MODULES)
+def test_every_module_imports_alone_in_a_fresh_interpreter(module: str) -> None:
+    command = [sys.executable, "-c", ALONE, module]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = set(json.loads(done.stdout))
+    assert not loaded & _may_not_load(module), sorted(loaded & _may_not_load(module))

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
+from dslc.build import load_program
 from dslc.compiler import compile_text
-from dslc.emit import artifact, dumps
 from dslc.limits import MAX_NAME_LENGTH
-from runtime import load_formulas
 
 
 def source(name: str) -> str:
@@ -20,7 +19,7 @@ def test_a_name_at_the_limit_compiles_and_loads() -> None:
     name = "n" * (MAX_NAME_LENGTH - 1)  # the let adds one character
     result = compile_text(source(name))
     assert result.ok and result.program is not None
-    book = load_formulas(dumps(artifact(result.program)))
+    book = load_program(result.program)
     assert book[name].iterations(name) == 1
 
 

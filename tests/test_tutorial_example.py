@@ -14,19 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dslc.compiler
-import dslc.emit
-import runtime
+from dslc.build import load_sources, load_text
 from dslc.testing import admissible_params, assert_non_decreasing, assert_probe_within_target
-from tests.examples import program_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 
-book = runtime.load_formulas(
-    dslc.emit.dumps(
-        dslc.emit.artifact(program_of(dslc.compiler.compile_paths([ROOT / "formulas"])))
-    )
-)
+book = load_sources([ROOT / "formulas"])
 wan = book["wan2_2_t2v_a14b"]
 longlive = book["longlive2"]
 
@@ -73,10 +67,7 @@ def test_tutorial_shows_this_code() -> None:
 
 def test_tutorial_formula_compiles_and_evaluates_as_shown() -> None:
     text = next(block for block in _blocks("wf") if "pipeline my_model" in block)
-    result = dslc.compiler.compile_text(text, "my_model.wf")
-    model = runtime.load_formulas(dslc.emit.dumps(dslc.emit.artifact(program_of(result))))[
-        "my_model"
-    ]
+    model = load_text(text, "my_model.wf")["my_model"]
     values = model.evaluate(steps=4, frames=17)
     assert (
         values["DenoisingStage"].iterations,

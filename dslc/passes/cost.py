@@ -9,7 +9,6 @@ never computes a value the model has not bounded.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from artifact.checks import NodeBudget, as_name, into
@@ -21,8 +20,6 @@ from dslc.model import ResolvedPipeline
 from dslc.source import Span
 
 __all__ = ["CostBudget", "check_cost"]
-
-_SEGMENT = re.compile(r"\.?([A-Za-z_]+)|\[(\d+)\]")
 
 
 class _AnySource(dict[str, int]):
@@ -68,10 +65,10 @@ def check_cost(pipeline: ResolvedPipeline, budget: CostBudget) -> list[Diagnosti
         parse_pipeline(document, into(into(None, "pipelines"), f"[{index}]"), index, 1, nodes)
     except ArtifactLimitError as exc:
         budget.exhausted = budget.nodes.left < 0 or budget.nodes.work_left < 0
-        span = _locate(document, exc.path, spans) or pipeline.decl.name_span
-        return [error("limit", exc.problem, span, hints=_hints(exc.problem))]
+        span = _locate(document, exc.location, spans) or pipeline.decl.name_span
+        return [error("limit", exc.problem, span, hints=_hints(exc.limit))]
     except ArtifactError as exc:  # the compiler emitted something its own loader refuses: a bug
-        span = _locate(document, exc.path, spans) or pipeline.decl.name_span
+        span = _locate(document, exc.location, spans) or pipeline.decl.name_span
         return [error("type", f"internal: the compiled form is invalid: {exc.problem}", span)]
     budget.charged[key] = (left - nodes.left, work_left - nodes.work_left)
     budget._alive.append(pipeline)
@@ -107,20 +104,23 @@ def _valid_names(pipeline: ResolvedPipeline) -> bool:
     return True
 
 
-def _hints(problem: str) -> list[str]:
-    if "bits" in problem:
+def _hints(limit: str) -> list[str]:
+    """What to change in the source when the loader would refuse the pipeline over `limit`."""
+    if limit == "MAX_VALUE_BITS":
         return ["give the params a finite range ('in [LO, HI]'), or lower the powers"]
-    if "word operations" in problem:
+    if limit in ("MAX_CALL_WORK", "MAX_LOAD_WORK"):
         return ["narrow the params' ranges, or split the work across fewer, smaller formulas"]
     return []
 
 
-def _locate(document: dict[str, Any], path: str, spans: emit.SpanTable) -> Span | None:
-    """The span of the deepest emitted object on `path` (`pipelines[0].lets[3].expr.args[0]`)."""
-    segments = [name or int(number) for name, number in _SEGMENT.findall(path)][2:]
+def _locate(
+    document: dict[str, Any], location: tuple[str | int, ...], spans: emit.SpanTable
+) -> Span | None:
+    """The span of the deepest emitted object on the error's `location` (`("pipelines", 0,
+    "lets", 3, "expr", "args", 0)`: the pipeline's own steps start at the third)."""
     node: Any = document
     found = spans.get(id(node))
-    for segment in segments:
+    for segment in location[2:]:
         if segment == "name" and isinstance(node, dict):
             return spans.get((id(node), "name")) or found
         try:

@@ -152,42 +152,13 @@ def prove_integer(
     axes: list[tuple[object, list[Fraction]]] = []
     size = 1  # the product of the axes so far: no axis is built past MAX_COMBINATIONS
     for name in sorted(shape.params):
-        period = d
-        for modulus, _ in atoms.get(name, ()):
-            period = math.lcm(period, modulus)
-        domain = ctx.domains[name]
-        if (
-            isinstance(domain, Interval)
-            and not isinstance(domain.hi, float)
-            and not isinstance(domain.lo, float)
-            and domain.hi - domain.lo < period
-        ):
-            lo, hi = int(domain.lo), int(domain.hi)
-            if size * (hi - lo + 1) > MAX_COMBINATIONS:
-                return False
-            ok = ctx.admits(name)
-            found = [v for v in range(lo, hi + 1) if ok is None or ok(v)]
-        else:
-            if size * period > MAX_COMBINATIONS:
-                return False
-            found = [
-                r
-                for r in range(period)
-                if all(_holds(ctx, atom, name, r) for _, atom in atoms.get(name, ()))
-            ]
+        found = _param_values(ctx, name, d, atoms.get(name, ()), size)
+        if found is None:
+            return False
         size *= len(found)
         axes.append((name, [Fraction(v) for v in found]))
     for key, node in shape.opaque.items():
-        value = ctx.interval(node)
-        if (
-            isinstance(value, Interval)
-            and not isinstance(value.lo, float)
-            and not isinstance(value.hi, float)
-            and value.hi - value.lo < d
-        ):
-            lo, hi = int(value.lo), int(value.hi)
-        else:
-            lo, hi = 0, d - 1
+        lo, hi = _opaque_range(ctx, node, d)
         size *= hi - lo + 1
         if size > MAX_COMBINATIONS:
             return False
@@ -200,3 +171,42 @@ def prove_integer(
     except RecursionError:
         return False
     return True
+
+
+def _param_values(
+    ctx: Context, name: str, d: int, atoms: Sequence[tuple[int, ast.Expr]], size: int
+) -> list[int] | None:
+    """The values of a param to try: all of a range shorter than the period (`d` and the atoms'
+    moduli), else the residues the atoms admit; None when `size` times them is over the bound."""
+    period = d
+    for modulus, _ in atoms:
+        period = math.lcm(period, modulus)
+    domain = ctx.domains[name]
+    if (
+        isinstance(domain, Interval)
+        and not isinstance(domain.hi, float)
+        and not isinstance(domain.lo, float)
+        and domain.hi - domain.lo < period
+    ):
+        lo, hi = int(domain.lo), int(domain.hi)
+        if size * (hi - lo + 1) > MAX_COMBINATIONS:
+            return None
+        ok = ctx.admits(name)
+        return [v for v in range(lo, hi + 1) if ok is None or ok(v)]
+    if size * period > MAX_COMBINATIONS:
+        return None
+    return [r for r in range(period) if all(_holds(ctx, atom, name, r) for _, atom in atoms)]
+
+
+def _opaque_range(ctx: Context, node: ast.Expr, d: int) -> tuple[int, int]:
+    """The values an opaque subterm is tried at: its interval when shorter than `d`, else every
+    residue modulo `d`."""
+    value = ctx.interval(node)
+    if (
+        isinstance(value, Interval)
+        and not isinstance(value.lo, float)
+        and not isinstance(value.hi, float)
+        and value.hi - value.lo < d
+    ):
+        return int(value.lo), int(value.hi)
+    return 0, d - 1

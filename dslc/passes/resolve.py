@@ -177,6 +177,7 @@ def flatten(
     probes: tuple[ast.Probe, ...] = ()
     for index, pipeline in enumerate(chain):
         own, member_problems = _own_members(pipeline)
+        last = index == len(chain) - 1  # the pipeline itself, after its parents
         if pipeline.name == name:
             problems += member_problems
         probes = tuple(m for m in own if isinstance(m, ast.Probe)) or probes
@@ -186,30 +187,7 @@ def flatten(
             if isinstance(member, ast.CallArg):
                 calls[member.arg] = member
             elif isinstance(member, ast.Param):
-                if member.type is None:  # `param NAME = VALUE`: only the default changes
-                    inherited = params.get(member.name)
-                    if inherited is None:
-                        problems.append(
-                            error(
-                                "undefined-name",
-                                f"'param {member.name} = ...' overrides a default, but no parent "
-                                f"declares '{member.name}'",
-                                member.name_span,
-                                hints=[
-                                    *did_you_mean(member.name, params),
-                                    f"declare it in full: 'param {member.name}: int = ...'",
-                                ][:1],
-                            )
-                        )
-                        continue
-                    params[member.name] = ResolvedParam(
-                        member.name, inherited.type, inherited.decl, member
-                    )
-                else:
-                    if member.name in lets and index == len(chain) - 1:
-                        problems.append(_duplicate("name", member.name, lets[member.name], member))
-                    lets.pop(member.name, None)
-                    params[member.name] = ResolvedParam(member.name, member.type, member, member)
+                problems += _merge_param(member, params, lets, last)
             elif isinstance(member, ast.Let):
                 if member.name in params:
                     problems.append(
@@ -218,16 +196,7 @@ def flatten(
                     continue
                 lets[member.name] = member
             else:
-                if index == len(chain) - 1:
-                    for field in member.fields:
-                        problems += _check_field(field)
-                before = stages.get(member.name)
-                merged = dict(before.fields) if before is not None else {}
-                merged.update({f.name: f for f in member.fields if f.name in _FIELD_OPS})
-                header = member
-                if before is not None and not member.has_header_facts:
-                    header = before.header or before.decl
-                stages[member.name] = ResolvedStage(member.name, member, merged, header)
+                problems += _merge_stage(member, stages, last)
     resolved = ResolvedPipeline(
         name,
         chain[-1].parent,
@@ -239,6 +208,56 @@ def flatten(
         probes=probes,
     )
     return resolved, problems
+
+
+def _merge_param(
+    member: ast.Param, params: dict[str, ResolvedParam], lets: dict[str, ast.Let], last: bool
+) -> list[Diagnostic]:
+    """A param over those inherited: `param NAME = VALUE` changes only the default of a parent's
+    param; a full declaration replaces a param (or an inherited let) of that name."""
+    if member.type is None:
+        inherited = params.get(member.name)
+        if inherited is None:
+            return [
+                error(
+                    "undefined-name",
+                    f"'param {member.name} = ...' overrides a default, but no parent "
+                    f"declares '{member.name}'",
+                    member.name_span,
+                    hints=[
+                        *did_you_mean(member.name, params),
+                        f"declare it in full: 'param {member.name}: int = ...'",
+                    ][:1],
+                )
+            ]
+        params[member.name] = ResolvedParam(member.name, inherited.type, inherited.decl, member)
+        return []
+    problems = []
+    if member.name in lets and last:
+        problems.append(_duplicate("name", member.name, lets[member.name], member))
+    lets.pop(member.name, None)
+    params[member.name] = ResolvedParam(member.name, member.type, member, member)
+    return problems
+
+
+def _merge_stage(
+    member: ast.Stage, stages: dict[str, ResolvedStage], last: bool
+) -> list[Diagnostic]:
+    """A stage over the inherited one of its name: its fields replace theirs one by one, its header
+    facts (`uses`, `per step`) all of theirs when it states any; the pipeline's own fields are
+    checked."""
+    problems: list[Diagnostic] = []
+    if last:
+        for field in member.fields:
+            problems += _check_field(field)
+    before = stages.get(member.name)
+    merged = dict(before.fields) if before is not None else {}
+    merged.update({f.name: f for f in member.fields if f.name in _FIELD_OPS})
+    header = member
+    if before is not None and not member.has_header_facts:
+        header = before.header or before.decl
+    stages[member.name] = ResolvedStage(member.name, member, merged, header)
+    return problems
 
 
 def _expressions(pipeline: ResolvedPipeline) -> list[tuple[ast.Expr, str | None]]:

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from dslc.build import load_program
 from dslc.compiler import compile_paths
-from dslc.emit import artifact, dumps
-from runtime import load_formulas
 from runtime.measure import AutoStages
 from runtime.measure.diffusers_hooks import diffusers_recorder, run_pipeline
 from tests.examples import program_of
@@ -58,7 +57,7 @@ FAMILIES = {
 def _formulas(path: str, name: str):
     result = compile_paths([ROOT / path])
     assert not result.diagnostics, [str(d) for d in result.diagnostics]
-    return load_formulas(dumps(artifact(program_of(result))))[name]
+    return load_program(program_of(result))[name]
 
 
 def _recorder(formulas, pipe):

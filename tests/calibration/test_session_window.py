@@ -26,7 +26,8 @@ def test_the_previous_requests_scheduler_history_is_not_in_the_next_baseline(pix
     # every stage of a 64x64 request 6,144 B lower after a 128x128 one than after a 64x64 one: the
     # false `formula-mismatch` on PixArt's TextEncodingStage memory (docs/formulas.md).
     from calibration.examples import EXAMPLES
-    from calibration.session import Session, quiet_libraries
+    from calibration.host import quiet_libraries
+    from calibration.session import Session
 
     example = EXAMPLES["pixart"]
     small = {"steps": 3, "height": 64, "width": 64, "cfg": True}

@@ -15,7 +15,7 @@ from calibration.probes.time_probe import (
     time_probe,
     uncertain_stages,
 )
-from runtime import Pipeline, load_formulas
+from runtime import Pipeline
 from runtime.estimate import estimate
 from runtime.record import StageIterations, WarmupRecord
 from tests.runtime.estimate.conftest import TOY, record, stage, steps
@@ -25,11 +25,9 @@ TARGET = {"steps": 10, "size": 100, "blocks": 1}
 
 @pytest.fixture(scope="module")
 def toy() -> Pipeline:
-    from dslc.compiler import compile_text
-    from dslc.emit import artifact, dumps
-    from tests.examples import program_of
+    from dslc.build import load_text
 
-    return load_formulas(dumps(artifact(program_of(compile_text(TOY, "toy.wf")))))["toy"]
+    return load_text(TOY, "toy.wf")["toy"]
 
 
 def timed(size: int, per_step: list[float]) -> WarmupRecord:

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from artifact.document import read_artifact
 from dslc import bombs, emit, limits
+from dslc.build import load_program
 from dslc.compiler import CompileResult, compile_text
 from dslc.diagnostics import Diagnostic
 from dslc.testing import sources
@@ -36,7 +37,7 @@ def builds_and_loads(text: str) -> None:
     result = compile_text(text, "ok.wf")
     assert result.ok, [f"{d.code}: {d.message}" for d in result.errors]
     assert result.program is not None
-    book = load_formulas(emit.dumps(emit.artifact(result.program)))
+    book = load_program(result.program)
     for name in book:
         book[name].evaluate()
 
@@ -263,3 +264,19 @@ def test_children_do_not_walk_inherited_formulas_for_their_divisions(
     for child in children:  # defaults changed: the same formulas, ranges and lets
         assert check_properties(child, proofs=proofs) == []
     assert len(walked) == first
+
+
+def test_the_loaders_refusal_says_where_and_which_limit_without_being_read_back() -> None:
+    """The cost pass walks the error's `location` and reads its `limit`, never its text."""
+    from artifact import limits as artifact_limits
+    from artifact.errors import ArtifactLimitError
+
+    with pytest.raises(ArtifactLimitError) as info:
+        load_formulas(bombs.nested_powers_artifact(6))
+    error = info.value
+    assert error.location[:3] == ("pipelines", 0, "stages")
+    assert error.path == "".join(
+        f"[{step}]" if isinstance(step, int) else f".{step}" for step in error.location
+    ).lstrip(".")
+    assert error.limit == "MAX_VALUE_BITS"
+    assert hasattr(artifact_limits, error.limit)

@@ -85,11 +85,9 @@ def test_schema_rejects_unknown_kinds_and_wrong_arity() -> None:
 
 
 def test_the_wan_formulas_declare_the_memory_terms_the_estimators_fit() -> None:
-    from runtime import load_formulas
+    from dslc.build import load_sources
 
-    book = load_formulas(
-        dumps(artifact(program_of(compile_paths([ROOT / "formulas"], strict=True))))
-    )
+    book = load_sources([ROOT / "formulas"], strict=True)
     wan = book["wan2_1_t2v_1_3b"]  # 81 frames at 480x832: 21 latent frames, 21 x 30 x 52 tokens
     assert wan.memory_terms("DecodingStage") == (480 * 832, 21 * 480 * 832)
     assert wan.memory_terms("DenoisingStage") == (21 * 30 * 52,)
@@ -102,11 +100,9 @@ def test_the_wan_formulas_declare_the_memory_terms_the_estimators_fit() -> None:
 
 def test_attention_heavy_denoisers_declare_a_quadratic_time_term() -> None:
     """HunyuanVideo, Qwen-Image and LTX-2: linear work + self-attention over token pairs."""
-    from runtime import load_formulas
+    from dslc.build import load_sources
 
-    book = load_formulas(
-        dumps(artifact(program_of(compile_paths([ROOT / "formulas"], strict=True))))
-    )
+    book = load_sources([ROOT / "formulas"], strict=True)
     hunyuan = book["hunyuan_video_t2v"]  # 129 frames at 720x1280: 33 x 45 x 80 tokens, no CFG
     tokens = 33 * 45 * 80
     assert hunyuan.time_terms("DenoisingStage") == (tokens, tokens * tokens)

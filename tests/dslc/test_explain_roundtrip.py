@@ -10,21 +10,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dslc import ast
+from dslc.build import load_program
 from dslc.compiler import compile_text
-from dslc.emit import artifact, dumps
 from dslc.explain import MAX_SHOWN_NODES, Explanation, explain
 from dslc.interp import Interpreter
 from dslc.model import ResolvedPipeline
 from dslc.parse import parse_text
 from dslc.testing import admissible_params, sources
-from runtime import Pipeline, load_formulas
+from runtime import Pipeline
 
 
 def compiled(text: str) -> tuple[ResolvedPipeline, Pipeline]:
     result = compile_text(text, "explained.wf")
     assert result.ok and result.program is not None, result.diagnostics
     (resolved,) = result.program.pipelines
-    return resolved, load_formulas(dumps(artifact(result.program)))[resolved.name]
+    return resolved, load_program(result.program)[resolved.name]
 
 
 def reparsed(formula: str) -> ast.Expr:

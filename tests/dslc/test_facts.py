@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dslc import ast
+from dslc.build import load_program, load_text
 from dslc.cli import cli
 from dslc.compiler import compile_paths, compile_text
 from dslc.emit import artifact, dumps
@@ -61,7 +62,7 @@ def errors(text: str) -> list[tuple[str, str]]:
 
 
 def loaded(text: str, name: str):  # type: ignore[no-untyped-def]
-    return load_formulas(dumps(artifact(compiled(text))))[name]
+    return load_program(compiled(text))[name]
 
 
 # --- syntax ----------------------------------------------------------------------------------
@@ -104,7 +105,7 @@ def test_new_keywords_stay_ordinary_names_elsewhere() -> None:
     assert [p.name for p in old.params] == ["call", "probe", "uses", "per"]
     assert [s.name for s in old.stages] == ["per", "call", "uses"]
     assert old.stages[2].uses == (ast.Use("step"), ast.Use("per", "step"))
-    pipeline = load_formulas(dumps(artifact(program)))["old"]
+    pipeline = load_program(program)["old"]
     assert pipeline.iterations("per") == 2 * 3 + 1 + 4
     assert format_source(SourceFile("t.wf", OLD_NAMES)) == OLD_NAMES
 
@@ -205,7 +206,7 @@ pipeline grandchild extends child {
 
 
 def test_inheritance_of_facts() -> None:
-    book = load_formulas(dumps(artifact(compiled(FAMILY))))
+    book = load_program(compiled(FAMILY))
     wan, child, grandchild = book["wan"], book["child"], book["grandchild"]
     assert child.call_names == (*wan.call_names, "extra")
     assert child.call_arguments()["guidance_scale"] == 3
@@ -283,7 +284,7 @@ def test_no_facts_no_keys() -> None:
     (pipeline,) = artifact(compiled("pipeline p { stage S { iterations = 1 } }"))["pipelines"]
     assert "calls" not in pipeline and "probe_axes" not in pipeline
     assert set(pipeline["stages"][0]) == {"name", "span", "iterations", "memory", "time"}
-    book = load_formulas(dumps(artifact(compiled("pipeline p { stage S {} }"))))
+    book = load_text("pipeline p { stage S {} }", "t.wf")
     assert book["p"].uses == {"S": ()}
     assert book["p"].call_names == () and book["p"].call_arguments() == {}
     assert book["p"].probe_axes == () and book["p"].stepped_stages == ()

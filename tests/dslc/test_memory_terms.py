@@ -14,7 +14,7 @@ import pytest
 from dslc import ast
 from dslc.compiler import compile_text
 from dslc.diagnostics import Diagnostic
-from dslc.emit import artifact, dumps
+from dslc.emit import artifact
 from dslc.fmt import format_expr, format_source
 from dslc.interp import Interpreter
 from dslc.limits import MAX_MEASURE_TERMS
@@ -422,11 +422,11 @@ def test_the_schema_takes_terms_on_measures_only_and_bounds_their_number() -> No
 
 
 def test_the_runtime_loads_the_terms_and_sums_them() -> None:
-    from runtime import load_formulas
+    from dslc.build import load_program
 
     result = compile_text(VAE, "vae.wf")
     assert result.program is not None
-    pipeline = load_formulas(dumps(artifact(result.program)))["vae"]
+    pipeline = load_program(result.program)["vae"]
     assert pipeline.memory("DecodingStage", frames=5) == 720 * 1280 * 3
     assert pipeline.memory_terms("DecodingStage", frames=5) == (720 * 1280, 2 * 720 * 1280)
     assert pipeline.memory_terms("OneStage") == (720 * 1280,)

@@ -10,12 +10,11 @@ import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dslc.build import load_program
 from dslc.compiler import compile_text
-from dslc.emit import artifact, dumps
 from dslc.interp import Interpreter
 from dslc.lower import lower_field, param_symbol
 from dslc.testing import admissible_params, sources
-from runtime import load_formulas
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
@@ -24,7 +23,7 @@ def test_sympy_lowering_equals_the_oracle(data: st.DataObject, text: str) -> Non
     result = compile_text(text, "generated.wf")
     assert result.ok and result.program is not None
     (resolved,) = result.program.pipelines
-    pipeline = load_formulas(dumps(artifact(result.program)))["generated"]
+    pipeline = load_program(result.program)["generated"]
     symbols = {p.name: param_symbol(p) for p in resolved.params}
     for _ in range(3):
         point = data.draw(admissible_params(pipeline))

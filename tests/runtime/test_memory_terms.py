@@ -475,8 +475,8 @@ def test_params_are_keyword_only(risky: Pipeline) -> None:
 
 
 def test_compiled_terms_load_end_to_end() -> None:
+    from dslc.build import load_program
     from dslc.compiler import compile_text
-    from dslc.emit import artifact, dumps
     from dslc.limits import MAX_MEASURE_TERMS
 
     assert MAX_MEASURE_TERMS == MAX_MEMORY_TERMS  # what the compiler allows, the loader accepts
@@ -494,7 +494,7 @@ pipeline w extends v {
 """
     result = compile_text(text, "v.wf")
     assert result.ok and result.program is not None, [d.message for d in result.diagnostics]
-    book = load_formulas(dumps(artifact(result.program)))
+    book = load_program(result.program)
     v, w = book["v"], book["w"]
     assert v.memory_terms("D") == (400,)
     assert v.memory_terms("E") == (200, 1800, 3) and v.memory("E") == 2003

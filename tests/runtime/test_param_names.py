@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from dslc.build import load_program
 from dslc.compiler import compile_text
-from dslc.emit import artifact, dumps
-from runtime import InadmissibleError, ParamTypeError, Pipeline, load_formulas
+from runtime import InadmissibleError, ParamTypeError, Pipeline
 
 # Every argument name the Pipeline methods and their generated entries use.
 NAMES = ("self", "at_most", "name", "stage", "params", "probe", "target", "others", "_")
@@ -17,7 +17,7 @@ def pipeline(text: str) -> Pipeline:
     result = compile_text(text)
     assert result.ok and result.program is not None, result.diagnostics
     (name,) = (p.name for p in result.program.pipelines)
-    return load_formulas(dumps(artifact(result.program)))[name]
+    return load_program(result.program)[name]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
-from runtime import Pipeline, load_formulas
+from runtime import Pipeline
 from runtime.record import ErrorInfo, Iteration, LayerUse, Phase, StageIterations, WarmupRecord
 
 TOY = """
@@ -37,12 +37,9 @@ pipeline toy {
 @pytest.fixture(scope="session")
 def toy() -> Pipeline:
     """The toy pipeline, compiled by dslc and loaded by the runtime exactly as an artifact is."""
-    from dslc.compiler import compile_text
-    from dslc.emit import artifact, dumps
-    from tests.examples import program_of
+    from dslc.build import load_text
 
-    result = compile_text(TOY, "toy.wf")
-    return load_formulas(dumps(artifact(program_of(result))))["toy"]
+    return load_text(TOY, "toy.wf")["toy"]
 
 
 def phase(

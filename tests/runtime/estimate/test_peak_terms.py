@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import pytest
 
-from runtime import Pipeline, load_formulas
+from runtime import Pipeline
 from runtime.estimate import PlaneFit, estimate, estimate_workload_phase_peaks
 from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
 from tests.runtime.estimate.conftest import record, stage
@@ -29,12 +29,9 @@ DECODE = "stage:DecodingStage"
 
 @pytest.fixture(scope="module")
 def video() -> Pipeline:
-    from dslc.compiler import compile_text
-    from dslc.emit import artifact, dumps
-    from tests.examples import program_of
+    from dslc.build import load_text
 
-    result = compile_text(VIDEO, "video.wf")
-    return load_formulas(dumps(artifact(program_of(result))))["video"]
+    return load_text(VIDEO, "video.wf")["video"]
 
 
 def true_peak(area: int, frames: int) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Pipeline, load_formulas
+from runtime import Pipeline
 from runtime.estimate import estimate_default_workload_timing
 from runtime.record import StageIterations, WarmupRecord
 from tests.runtime.estimate.conftest import record, stage, steps
@@ -27,11 +27,9 @@ pipeline toy {
 
 
 def compiled(text: str, name: str) -> Pipeline:
-    from dslc.compiler import compile_text
-    from dslc.emit import artifact, dumps
-    from tests.examples import program_of
+    from dslc.build import load_text
 
-    return load_formulas(dumps(artifact(program_of(compile_text(text, f"{name}.wf")))))[name]
+    return load_text(text, f"{name}.wf")[name]
 
 
 @pytest.fixture(scope="module")

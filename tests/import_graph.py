@@ -1,0 +1,185 @@
+"""Every import of the project's modules, read from the source with `ast`, so the layering test
+sees imports inside functions and under `if TYPE_CHECKING:` that importing the module never runs.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import attrs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@attrs.frozen
+class Import:
+    """One import statement (or `importlib.import_module("...")` call) of a module."""
+
+    module: str  # the importing module
+    target: str  # the imported module, absolute (`from x import y` is `x`; see `Graph.resolve`)
+    names: tuple[str, ...]  # what `from x import ...` names (each may be a submodule)
+    line: int
+    eager: bool  # runs when the module is imported: at module or class level, not TYPE_CHECKING
+
+    @property
+    def root(self) -> str:
+        return self.target.split(".")[0]
+
+    def __str__(self) -> str:
+        when = "" if self.eager else " (lazily)"
+        return f"{self.module}:{self.line} imports {self.target}{when}"
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """`runtime/estimate/__init__.py` -> `runtime.estimate`."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules(packages: Iterable[str], root: Path = ROOT) -> dict[str, Path]:
+    """Every module of the given top-level folders, by dotted name."""
+    found: dict[str, Path] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            found[module_name(path, root)] = path
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_module_call(node: ast.Call) -> str | None:
+    """The literal name of `importlib.import_module("x")` or `__import__("x")`; else None."""
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if called not in ("import_module", "__import__") or not node.args:
+        return None
+    first = node.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None
+
+
+class _Collector(ast.NodeVisitor):
+    """Walks one module's tree, noting each import and whether importing the module runs it."""
+
+    def __init__(self, module: str, is_package: bool) -> None:
+        self.module = module
+        self.package = module if is_package else module.rpartition(".")[0]
+        self.found: list[Import] = []
+        self._lazy = 0  # inside a function body (or a TYPE_CHECKING block)
+
+    def _note(self, target: str, names: tuple[str, ...], line: int) -> None:
+        self.found.append(Import(self.module, target, names, line, eager=self._lazy == 0))
+
+    def _absolute(self, name: str, level: int) -> str:
+        if level == 0:
+            return name
+        base = self.package.split(".")
+        base = base[: len(base) - (level - 1)]
+        return ".".join(base + ([name] if name else []))
+
+    def _deferred(self, nodes: Sequence[ast.AST]) -> None:
+        self._lazy += 1
+        for node in nodes:
+            self.visit(node)
+        self._lazy -= 1
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._note(alias.name, (), node.lineno)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        target = self._absolute(node.module or "", node.level)
+        self._note(target, tuple(alias.name for alias in node.names), node.lineno)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = _import_module_call(node)
+        if name is not None and not name.startswith("."):
+            self._note(name, (), node.lineno)
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._function(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._function(node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._deferred([node.body])
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for part in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
+            if part is not None:
+                self.visit(part)  # evaluated when the def runs
+        self._deferred(node.body)
+
+    def visit_If(self, node: ast.If) -> None:
+        if _is_type_checking(node.test):
+            self._deferred(node.body)
+            for part in node.orelse:
+                self.visit(part)
+        else:
+            self.generic_visit(node)
+
+
+def imports_of(path: Path, module: str) -> list[Import]:
+    """Every import in one source file."""
+    collector = _Collector(module, path.name == "__init__.py")
+    collector.visit(ast.parse(path.read_text(), str(path)))
+    return collector.found
+
+
+@attrs.frozen(repr=False)
+class Graph:
+    """The project's modules and every import between them and to the outside."""
+
+    paths: Mapping[str, Path]
+    imports: tuple[Import, ...]
+
+    @classmethod
+    def read(cls, packages: Iterable[str], root: Path = ROOT) -> Graph:
+        paths = modules(packages, root)
+        found = [item for name, path in paths.items() for item in imports_of(path, name)]
+        return cls(paths, tuple(found))
+
+    def resolve(self, item: Import) -> list[str]:
+        """The modules an import runs: the target and, for `from x import y`, `x.y` when that is a
+        module of the project, with the packages above each."""
+        targets = [item.target] + [
+            f"{item.target}.{name}" for name in item.names if f"{item.target}.{name}" in self.paths
+        ]
+        out: list[str] = []
+        for target in targets:
+            parts = target.split(".")
+            out += [".".join(parts[: i + 1]) for i in range(len(parts))]
+        return list(dict.fromkeys(out))
+
+    def eagerly_loaded(self, module: str) -> set[str]:
+        """Every module (the project's and the outside's) importing `module` alone runs."""
+        seen: set[str] = set()
+        parts = module.split(".")
+        stack = [".".join(parts[: i + 1]) for i in range(len(parts))]
+        by_module: dict[str, list[Import]] = {}
+        for item in self.imports:
+            by_module.setdefault(item.module, []).append(item)
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for item in by_module.get(name, ()):
+                if item.eager:
+                    stack += self.resolve(item)
+        return seen
+
+    def of(self, prefix: str) -> Iterator[Import]:
+        """The imports made by `prefix` and the modules below it."""
+        for item in self.imports:
+            if item.module == prefix or item.module.startswith(prefix + "."):
+                yield item
