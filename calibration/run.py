@@ -272,7 +272,12 @@ def settle(
     fixed_bounds = {p.label: p.peak.bound_bytes for p in fixed.phases}
     fixed_bounds["request"] = fixed.request_peak.bound_bytes
     return Settled(
-        checked, findings, tuple(kept), with_risks(result, checked.findings), margins, fixed_bounds
+        checked,
+        findings,
+        tuple(kept),
+        with_risks(result, (*checked.findings, *checked.quiet)),
+        margins,
+        fixed_bounds,
     )
 
 
@@ -466,7 +471,7 @@ def _more_sizes(
     for _ in range(CONFIRM_TRIES):
         unsure = any(f.kind == "unconfirmed" for f in settled.findings)
         unconfirmed_fit = any(
-            m.source == "fixed" and "confirms it" in m.reason for m in settled.margins
+            f.unconfirmed for f in settled.checked.fits if f.quantity == "memory"
         ) and not any(f.actionable for f in settled.findings)
         if not (unsure or unconfirmed_fit):
             break

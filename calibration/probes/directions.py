@@ -62,12 +62,14 @@ def _with(
     return (*terms, extra)
 
 
-def explain(pipeline: Pipeline, fit: StageFit, target: Point) -> Explanation | None:
-    """The candidate that explains the residuals best (None when none reduces them)."""
+def explanations(pipeline: Pipeline, fit: StageFit, target: Point) -> list[Explanation]:
+    """Every candidate that reduces the residuals, the best first (the smallest left over; on a
+    tie, the one that moves the target most: the sizes cannot tell them apart, so the cautious
+    reading names the direction)."""
     terms_of = QUANTITIES[fit.quantity]
     target_terms = terms_of(pipeline, fit.stage, target)
     base = max((abs(p.residual) for p in fit.points), default=0.0)
-    best: tuple[float, int, Explanation] | None = None
+    found: list[Explanation] = []
     for name, group in directions(pipeline).items():
         if all(size_along(group, p.params) == size_along(group, target) for p in fit.points):
             continue  # no size moves it: nothing can say
@@ -84,11 +86,10 @@ def explain(pipeline: Pipeline, fit: StageFit, target: Point) -> Explanation | N
                 predict(coefficients, row(_with(target_terms, target, group, scaled)))
             )
             declared = _varies(pipeline, fit, group, target)
-            found = Explanation(name, group, scaled, at_target - fit.at_target, left, declared)
-            key = (left, len(chosen))
-            if best is None or key < best[:2]:
-                best = (left, len(chosen), found)
-    return None if best is None else best[2]
+            found.append(
+                Explanation(name, group, scaled, at_target - fit.at_target, left, declared)
+            )
+    return sorted(found, key=lambda e: (e.left_over, -abs(e.change_at_target)))
 
 
 def _varies(pipeline: Pipeline, fit: StageFit, group: Sequence[str], target: Point) -> bool:

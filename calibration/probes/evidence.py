@@ -49,7 +49,7 @@ def stage_margins(
     """Each stage's margin: from the evidence where it suffices, else ``fixed``."""
     out = []
     for stage in pipeline.stages:
-        fit = checked.fit(stage, "memory")
+        fits = checked.fits_of(stage, "memory")
         open_ = [
             f.kind
             for f in checked.findings
@@ -60,20 +60,23 @@ def stage_margins(
             reason = f"no size moved {', '.join(uncovered)}"
         elif open_:
             reason = f"a {open_[0]} finding is open"
-        elif fit is None:
+        elif not fits:
             reason = "fewer than two sizes measured"
-        elif not fit.beyond:
+        elif any(f.unconfirmed for f in fits):
             reason = "no size beyond those the fit passes through tests it"
-        if reason or fit is None:
+        if reason:
             out.append(StageMargin(stage, fixed, "fixed", reason))
             continue
-        noted = any(f.stage == stage and f.kind == "residual" for f in checked.findings)
-        misfit = 0.0 if noted else _misfit(fit)  # a residual's own risk is added (with_risks)
+        noted = any(
+            f.stage == stage and f.kind == "residual" for f in (*checked.findings, *checked.quiet)
+        )
+        # a residual's own risk is added instead (with_risks)
+        misfit = 0.0 if noted else max(_misfit(f) for f in fits)
         margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit)
         if margin >= fixed:
             out.append(StageMargin(stage, fixed, "fixed", f"the misfit {misfit:.2%} is too large"))
             continue
-        sizes = len(fit.beyond)
+        sizes = max(len(f.beyond) for f in fits)
         why = f"{sizes} size{'s' if sizes > 1 else ''} beyond the fit confirm it"
         why += " (its residual's risk added)" if noted else f" (misfit {misfit:.3%})"
         out.append(StageMargin(stage, margin, "evidence", why))

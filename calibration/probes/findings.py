@@ -37,8 +37,8 @@ from collections.abc import Mapping, Sequence
 from attrs import frozen
 
 from artifact.spelling import point_text
-from calibration.probes.directions import Explanation, explain
-from calibration.probes.policy import QUANTITIES, Point, work
+from calibration.probes.directions import Explanation, explanations
+from calibration.probes.policy import Point, work
 from calibration.probes.residuals import SizePoint, StageFit, memory_slack, stage_fit
 from runtime import Pipeline
 from runtime.record import WarmupRecord
@@ -48,7 +48,7 @@ from runtime.record import WarmupRecord
 #: seen) or of the request's time (the time goal, calibration.probes.time_probe.TIME_TOLERANCE).
 MATERIAL: Mapping[str, float] = {"memory": 0.005, "time": 0.05}
 #: A memory residual worth less than this share of the stage's peak at the target is not reported
-#: (a scheduler's step arrays, a few bytes); the bound's margin covers it.
+#: (a scheduler's step arrays, a few bytes); its risk is still added to the bound.
 DETAIL = 1e-4
 #: Finding kinds that ask for a change before the calibration can be trusted.
 ACTIONABLE = frozenset({"formula-mismatch", "iteration-mismatch", "stage-not-measured"})
@@ -82,23 +82,26 @@ class Checked:
 
     findings: tuple[Finding, ...]
     fits: tuple[StageFit, ...]
+    quiet: tuple[Finding, ...] = ()  # residuals under DETAIL: not reported, their risk still added
 
-    def fit(self, stage: str, quantity: str) -> StageFit | None:
-        return next((f for f in self.fits if f.stage == stage and f.quantity == quantity), None)
+    def fits_of(self, stage: str, quantity: str) -> tuple[StageFit, ...]:
+        """The stage's fits of ``quantity`` (memory: one a phase, the stage's own first)."""
+        return tuple(f for f in self.fits if f.stage == stage and f.quantity == quantity)
 
 
 #: An explaining term is credible when its fit leaves at most this share of the largest residual.
 CREDIBLE = 0.25
 
 
-def _risk(fit: StageFit, found: Explanation | None) -> float:
+def _risk(fit: StageFit, candidates: Sequence[Explanation]) -> float:
     """What the formula may miss by at the target (per iteration, for time): the most the fit's
-    value there moves when one of its sizes is swapped for another, or when a credible explaining
-    term joins the declared ones, and never less than the largest residual at a size."""
+    value there moves when one of its sizes is swapped for another, or when any credible
+    explaining term joins the declared ones, and never less than the largest residual at a size."""
     residual = max((abs(p.residual) for p in fit.points), default=0.0)
-    explained = 0.0
-    if found is not None and found.left_over <= CREDIBLE * residual:
-        explained = abs(found.change_at_target)
+    explained = max(
+        (abs(e.change_at_target) for e in candidates if e.left_over <= CREDIBLE * residual),
+        default=0.0,
+    )
     return max(residual, fit.spread_at_target(), explained)
 
 
@@ -124,20 +127,24 @@ def classify(
     if not off:
         return None
     stage, quantity, points = fit.stage, fit.quantity, fit.points
-    found = explain(pipeline, fit, target)
+    candidates = explanations(pipeline, fit, target)
+    found = candidates[0] if candidates else None
     name = found.direction if found is not None else None
-    risk = _risk(fit, found) * (iterations if quantity == "time" else 1)
+    risk = _risk(fit, candidates) * (iterations if quantity == "time" else 1)
     share = risk / scale if scale > 0 else math.inf
     unit = "B above baseline" if quantity == "memory" else "s per iteration"
+    what = f"{stage} {quantity}"
+    if fit.phase and not fit.phase.startswith("stage:"):
+        what += f" ({fit.phase})"
     at_risk = _show_risk(quantity, risk, share)
     if share < MATERIAL[quantity]:
-        if quantity == "time" or share < DETAIL:
-            return None  # within the goal at the target (time), or a few bytes: not a finding
+        if quantity == "time":
+            return None  # within the time goal at the target: noise or a detail, not a finding
         return Finding(
             "residual",
             stage,
             quantity,
-            f"{stage} memory: the declared terms leave {_left_over(points, off, unit)} at the "
+            f"{what}: the declared terms leave {_left_over(points, off, unit)} at the "
             f"measured sizes, following {name or 'an undeclared term'}; {at_risk} at the target, "
             "added to the bound",
             points,
@@ -166,7 +173,7 @@ def classify(
             "probe-regime",
             stage,
             quantity,
-            f"{stage} {quantity}: the smallest size measured outside the formula's steady regime "
+            f"{what}: the smallest size measured outside the formula's steady regime "
             f"(off the fit that the larger sizes confirm, {at_risk} had it been used); left out of "
             f"the estimate. Sizes: {_shown(points, unit)}",
             points,
@@ -181,7 +188,7 @@ def classify(
             "unconfirmed",
             stage,
             quantity,
-            f"{stage} {quantity}: the smallest size is off the fit through the larger ones "
+            f"{what}: the smallest size is off the fit through the larger ones "
             f"({at_risk}), and no size between the probe and the target is left to decide between "
             f"a probe outside the steady regime and a wrong formula. Sizes: {_shown(points, unit)}",
             points,
@@ -200,7 +207,7 @@ def classify(
         "formula-mismatch",
         stage,
         quantity,
-        f"{stage} {quantity}: the declared terms do not explain the measured sizes (left over: "
+        f"{what}: the declared terms do not explain the measured sizes (left over: "
         f"{_left_over(points, off, unit)}); the unexplained part follows {follows}; {at_risk} at "
         f"the target. Sizes: {_shown(points, unit)}",
         points,
@@ -290,10 +297,14 @@ def check(
     fits: list[StageFit] = []
     slack = memory_slack(backend)
     for stage in pipeline.stages:
-        for quantity in QUANTITIES:
-            fit = stage_fit(pipeline, records, stage, quantity, target, slack)
+        phases = {(p.kind, p.name) for r in records if r.ok for p in r.phases if p.stage == stage}
+        for phase in sorted(phases, key=lambda k: (k[0] != "stage", k)):
+            fit = stage_fit(pipeline, records, stage, "memory", target, slack, phase)
             if fit is not None:
                 fits.append(fit)
+        fit = stage_fit(pipeline, records, stage, "time", target, slack)
+        if fit is not None:
+            fits.append(fit)
     at_target = pipeline.evaluate(**target)
     request = sum(
         max(f.at_target, 0.0) * int(at_target[f.stage].iterations)
@@ -301,6 +312,7 @@ def check(
         if f.quantity == "time"
     )
     found = [*unmeasured_findings(pipeline, records), *iteration_findings(pipeline, records)]
+    worst: dict[tuple[str, str], Finding] = {}  # one a stage and quantity: its worst phase's
     for fit in fits:
         iterations = int(at_target[fit.stage].iterations)
         if fit.quantity == "memory":
@@ -308,10 +320,17 @@ def check(
         else:
             scale = request
         finding = classify(pipeline, fit, target, scale, iterations)
-        if finding is not None:
-            found.append(finding)
+        key = (fit.stage, fit.quantity)
+        if finding is not None and (key not in worst or _rank(finding) < _rank(worst[key])):
+            worst[key] = finding
+    quiet = tuple(f for f in worst.values() if f.kind == "residual" and f.share < DETAIL)
+    found += [f for f in worst.values() if not (f.kind == "residual" and f.share < DETAIL)]
     found.sort(key=lambda f: (not f.actionable, -f.share, f.stage, f.quantity))
-    return Checked(tuple(found), tuple(fits))
+    return Checked(tuple(found), tuple(fits), quiet)
+
+
+def _rank(finding: Finding) -> tuple[bool, float]:
+    return (not finding.actionable, -finding.share)
 
 
 def _stage_peak(records: Sequence[WarmupRecord], fit: StageFit) -> float:

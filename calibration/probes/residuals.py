@@ -93,6 +93,7 @@ class StageFit:
     growing_at_target: float  # its part that grows with the terms (the fit minus its constant)
     growing: tuple[float, ...]  # that part at each size
     target_terms: tuple[Fraction, ...] = ()
+    phase: str = ""  # the phase's label (memory): "stage:DenoisingStage", "setup:DenoisingStage"
 
     def spread_at_target(self) -> float:
         """How far the fit's value at the target moves when any one size it passes through is
@@ -128,10 +129,15 @@ class StageFit:
 
 
 def _grouped(
-    pipeline: Pipeline, records: Sequence[WarmupRecord], stage: str, quantity: str
+    pipeline: Pipeline,
+    records: Sequence[WarmupRecord],
+    stage: str,
+    quantity: str,
+    phase: tuple[str, str] | None,
 ) -> dict[tuple[tuple[str, int | bool], ...], list[float]]:
-    """Per size (its params), the values of its runs (memory: peak above baseline; time: seconds
-    per iteration, one sample a run, ``runtime.estimate.timing.iteration_samples``)."""
+    """Per size (its params), the values of its runs (memory: the phase's peak above baseline;
+    time: seconds per iteration, one sample a run, ``timing.iteration_samples``)."""
+    kind, name = phase or ("stage", stage)
     by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
     # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
     # peak says what the formula does (the loop re-runs its size later).
@@ -142,7 +148,9 @@ def _grouped(
         params = dict(record.params)
         if quantity == "memory":
             peaks = [
-                p.peak_allocated for p in record.phases if p.kind == "stage" and p.name == stage
+                p.peak_allocated
+                for p in record.phases
+                if p.kind == kind and p.name == name and p.stage == stage
             ]
             value = float(max(peaks) - record.baseline_allocated) if peaks else None
         else:
@@ -173,10 +181,12 @@ def stage_fit(
     quantity: str,
     target: Point,
     slack: float,
+    phase: tuple[str, str] | None = None,
 ) -> StageFit | None:
-    """The sizes of ``stage``'s ``quantity`` against the fit through them (None: under two)."""
+    """The sizes of ``stage``'s ``quantity`` (memory: of one of its phases, ``(kind, name)``, the
+    stage's own by default) against the fit through them (None: under two sizes)."""
     terms_of = QUANTITIES[quantity]
-    grouped = _grouped(pipeline, records, stage, quantity)
+    grouped = _grouped(pipeline, records, stage, quantity, phase)
     if len(grouped) < 2:
         return None
     sizes = sorted(grouped.items(), key=lambda kv: work(pipeline, dict(kv[0])), reverse=True)
@@ -213,7 +223,13 @@ def stage_fit(
         at_target - constant,
         growing,
         terms_of(pipeline, stage, target),
+        _label(phase or ("stage", stage), stage) if quantity == "memory" else "",
     )
+
+
+def _label(phase: tuple[str, str], stage: str) -> str:
+    kind, name = phase
+    return f"{kind}:{name}" if kind == "stage" else f"{kind}:{name}@{stage}"
 
 
 def _time_tolerances(

@@ -55,7 +55,14 @@ def test_wan_verify_json_plot_and_records(tmp_path):
     )
     assert doc["target"] == {"steps": 8, "frames": 17, "height": 64, "width": 64, "cfg": True}
     assert doc["work_ratio"] >= 4
-    assert [r["role"] for r in doc["records"]] == ["warmup", "probe", "re-warm"]
+    # The probe, then a size moving steps alone and one moving height alone (coverage: the target
+    # departs in both), then the re-warm; every extra size cheaper than the target together.
+    roles = [r["role"] for r in doc["records"]]
+    assert roles[:2] == ["warmup", "probe"] and roles[-1] == "re-warm", roles
+    whys = [e["why"] for e in doc["extra_sizes"]]
+    assert any("moving steps" in w for w in whys) and any("moving height" in w for w in whys)
+    assert len(roles) == 3 + len(whys) and 0 < doc["extra_cost"] < 1
+    assert doc["verdict"]["holds"] and doc["verdict"]["exit_status"] == 0
     labels = [p["label"] for p in doc["phases"]]
     assert {"stage:TextEncodingStage", "stage:DenoisingStage", "stage:DecodingStage"} <= set(labels)
     for entry in [*doc["phases"], doc["request"]]:
