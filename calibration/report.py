@@ -37,9 +37,18 @@ def _error(c: Comparison) -> float | None:
 
 def document(cal: Calibration, *, strict: bool = False) -> dict[str, Any]:
     """The --json document (its verdict as ``dslc calibrate`` with or without --strict)."""
-    est = cal.estimate
-    peak, time = cal.request_peak(), cal.request_time()
-    sources = {m.stage: m.source for m in cal.margins}
+    return {
+        **_verdict_part(cal, strict),
+        **_request_part(cal),
+        **_memory_part(cal),
+        **_time_part(cal),
+        **_sizes_part(cal),
+        **_findings_part(cal),
+    }
+
+
+def _verdict_part(cal: Calibration, strict: bool) -> dict[str, Any]:
+    """Whether it holds, as the CLI's verdict line and exit status say."""
     judged = verdict(cal, strict=strict)
     return {
         "verdict": {
@@ -50,13 +59,19 @@ def document(cal: Calibration, *, strict: bool = False) -> dict[str, Any]:
             "findings": judged.findings,
             "line": judged.line,
         },
+    }
+
+
+def _request_part(cal: Calibration) -> dict[str, Any]:
+    """What was calibrated, at which shapes, and every recorded request."""
+    return {
         "version": DOCUMENT_VERSION,
         "example": cal.example,
         "pipeline": cal.pipeline,
         "formulas": cal.formula_path,
         "device": cal.device,
         "backend": cal.backend,
-        "margin": est.margin,
+        "margin": cal.estimate.margin,
         "warmup": dict(cal.warmup),
         "probe": dict(cal.probe),
         "second_probe": None if cal.second_probe is None else dict(cal.second_probe),
@@ -75,6 +90,15 @@ def document(cal: Calibration, *, strict: bool = False) -> dict[str, Any]:
             }
             for role, r in zip(cal.roles, cal.records)
         ],
+    }
+
+
+def _memory_part(cal: Calibration) -> dict[str, Any]:
+    """Each phase's peak and the request's: predicted, bound, measured; the request's time."""
+    est = cal.estimate
+    peak, time = cal.request_peak(), cal.request_time()
+    sources = {m.stage: m.source for m in cal.margins}
+    return {
         "phases": [
             {
                 "label": p.label,
@@ -109,6 +133,13 @@ def document(cal: Calibration, *, strict: bool = False) -> dict[str, Any]:
             "measured_ms": _ms(time.measured),
             "time_error": _error(time),
         },
+    }
+
+
+def _time_part(cal: Calibration) -> dict[str, Any]:
+    """Time per stage, layer uses, growth and failed requests."""
+    est = cal.estimate
+    return {
         "stages": [
             {
                 "stage": c.label,
@@ -142,6 +173,12 @@ def document(cal: Calibration, *, strict: bool = False) -> dict[str, Any]:
             for g in est.growth
         ],
         "errors": list(cal.errors),
+    }
+
+
+def _sizes_part(cal: Calibration) -> dict[str, Any]:
+    """The extra sizes with why and their cost, each stage's margin, what no size moved."""
+    return {
         "extra_probes": [dict(p) for p in cal.extra_probes],
         "extra_sizes": [
             {"params": dict(p), "why": why, "cost": round(cost, 5)}
@@ -154,6 +191,12 @@ def document(cal: Calibration, *, strict: bool = False) -> dict[str, Any]:
         ],
         "uncovered": list(cal.uncovered),
         "notices": list(cal.notices),
+    }
+
+
+def _findings_part(cal: Calibration) -> dict[str, Any]:
+    """The findings and the planner's inputs (weights, layers)."""
+    return {
         "findings": [
             {
                 "kind": f.kind,

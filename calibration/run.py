@@ -27,7 +27,14 @@ from calibration.probes.evidence import StageMargin, stage_margins, with_risks
 from calibration.probes.findings import Checked, Finding, check
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
 from calibration.probes.policy import open_stages
-from calibration.probes.sizes import coverage_probes, extra_probes, ladder, larger_probe
+from calibration.probes.sizes import (
+    coverage_probes,
+    departures,
+    extra_probes,
+    ladder,
+    larger_probe,
+    shape_probe,
+)
 from calibration.probes.time_probe import TIME_TOLERANCE, time_probe
 from calibration.session import Params, Session
 from runtime import FormulaError, Pipeline
@@ -368,6 +375,32 @@ def calibrate_session(
     verification keeps the target run of median duration (``median_run``).
     """
     pipeline = session.formulas
+    points, sizes, uncovered = _planned(pipeline, warmup, probe, target)
+    loop = _Loop(session, points, sizes, target, repeat, verify, progress)
+    loop.measure("warmup")
+    for k in range(repeat):
+        for role, _ in list(loop.sizes):
+            loop.measure(role)
+        loop.measure("re-warm")
+        if k == 0:
+            _more_sizes(loop, probe, target, margin, uncovered, time_tolerance)
+        if verify:
+            loop.verify_target(k + 1)
+    settled = settle(session, loop.records, target, margin, uncovered)
+    loop.step += 1
+    loop.tick(loop.step, loop.total, "estimating")
+    measured_run = median_run(loop.runs) if loop.runs else None
+    loop.tick(loop.total, loop.total, "done")
+    return _calibration(
+        loop, settled, measured_run, (warmup, probe, target), uncovered, label, formula_path
+    )
+
+
+def _planned(
+    pipeline: Pipeline, warmup: Params, probe: Params, target: Params
+) -> tuple[dict[str, dict[str, int | bool]], list[tuple[str, str]], tuple[str, ...]]:
+    """The sizes planned before anything runs -- the probe, the extra probes that determine every
+    term, one size per param no two sizes move alone -- by role, why each, and what none moves."""
     planned = [
         (p, "determining the declared terms at the target")
         for p in extra_probes(pipeline, warmup, probe, target)
@@ -385,21 +418,21 @@ def calibrate_session(
     for k, (point, why) in enumerate(planned):
         points[f"probe {k + 2}"] = point
         sizes.append((f"probe {k + 2}", why))
-    loop = _Loop(session, points, sizes, target, repeat, verify, progress)
-    loop.measure("warmup")
-    for k in range(repeat):
-        for role, _ in list(loop.sizes):
-            loop.measure(role)
-        loop.measure("re-warm")
-        if k == 0:
-            _more_sizes(loop, probe, target, margin, uncovered, time_tolerance)
-        if verify:
-            loop.verify_target(k + 1)
-    settled = settle(session, loop.records, target, margin, uncovered)
-    loop.step += 1
-    loop.tick(loop.step, loop.total, "estimating")
-    measured_run = median_run(loop.runs) if loop.runs else None
-    loop.tick(loop.total, loop.total, "done")
+    return points, sizes, uncovered
+
+
+def _calibration(
+    loop: _Loop,
+    settled: Settled,
+    measured_run: WarmupRecord | None,
+    shapes: tuple[Params, Params, Params],
+    uncovered: tuple[str, ...],
+    label: str,
+    formula_path: str,
+) -> Calibration:
+    """What the loop measured and settled, as one value; every request failing is an error."""
+    session, pipeline = loop.session, loop.session.formulas
+    warmup, probe, target = shapes
     errors = tuple(
         f"{role}: {r.error.type}: {r.error.message}"
         for role, r in zip((*loop.roles, "target"), (*loop.records, measured_run))
@@ -410,7 +443,7 @@ def calibrate_session(
             f"every request failed ({len(loop.records) + len(loop.runs)} of them); the first: "
             f"{errors[0] if errors else 'unknown'}"
         )
-    extras = [(points[role], why) for role, why in loop.sizes[1:]]
+    extras = [(loop.points[role], why) for role, why in loop.sizes[1:]]
     return Calibration(
         example=label,
         pipeline=pipeline.name,
@@ -464,8 +497,9 @@ def _more_sizes(
     time_tolerance: float | None,
 ) -> None:
     """After the first round: larger sizes until no fit is unconfirmed and every growing stage's
-    fit is confirmed by a size beyond it (for its evidence margin), then a probe for time when a
-    stage's time at the target is too uncertain (``calibration.probes.time_probe``)."""
+    fit is confirmed by a size beyond it (for its evidence margin), a third value of every param
+    the memory grows with (``shape_probe``), then a probe for time when a stage's time at the
+    target is too uncertain (``calibration.probes.time_probe``)."""
     pipeline = loop.session.formulas
     settled = settle(loop.session, loop.records, target, margin, uncovered)
     for _ in range(CONFIRM_TRIES):
@@ -479,6 +513,13 @@ def _more_sizes(
         larger = larger_probe(pipeline, probe, target, measured)
         why = "deciding an unconfirmed fit" if unsure else "confirming the fits"
         if larger is None or not loop.add_size(larger, why):
+            break
+        settled = settle(loop.session, loop.records, target, margin, uncovered)
+    for _ in departures(probe, target):
+        found = shape_probe(pipeline, [dict(r.params) for r in loop.records], probe, target)
+        if found is None or not loop.add_size(
+            found[0], f"testing the fit's shape along {found[1]}"
+        ):
             break
         settled = settle(loop.session, loop.records, target, margin, uncovered)
     if time_tolerance is not None:

@@ -4,10 +4,12 @@ The fixed margin (``runtime.estimate.DEFAULT_MARGIN``, 1.2 on what is extrapolat
 about the formula. A stage earns a margin from evidence when the sizes say its terms explain every
 measurement: every param the target departs in was moved by some size (``coverage``), a size beyond
 those the fit passes through confirms the fit, and no finding on its memory is open. Its margin is
-then ``1 + max(EVIDENCE_FLOOR, SAFETY x misfit)``, the misfit being the largest residual at a
-confirming size relative to the fit's growing part there (0 on the exact CPU backend when the
-formula is right): the growing part extrapolated to the target may be off by that share, and the
-allocator's granularity is already in the residuals it allows (``residuals.memory_slack``).
+then ``1 + max(EVIDENCE_FLOOR, SAFETY x misfit) + PER_EFOLD x ln(reach)``, the misfit being the
+largest residual at a confirming size relative to the fit's growing part there (0 on the exact CPU
+backend when the formula is right) and the reach how far the target's growing part lies beyond the
+largest measured one: the growing part extrapolated to the target may be off by that share, more
+the farther it goes, and the allocator's granularity is already in the residuals it allows
+(``residuals.memory_slack``).
 Elsewhere the fixed margin stays. A memory finding's risk (the bytes the formula may miss by at
 the target) is added to its stage's bounds, so a residual too small to act on never leaves a bound
 under the peak.
@@ -15,6 +17,7 @@ under the peak.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from attrs import evolve, frozen
@@ -29,6 +32,10 @@ from runtime.estimate import PeakEstimate, PhaseEstimate, WorkloadEstimate
 EVIDENCE_FLOOR = 0.02
 #: How many times the largest relative misfit at a confirming size the padding covers.
 SAFETY = 2.0
+#: Padding added per e-fold the target's growing part lies beyond the largest size's: sizes that
+#: lie on a plane say nothing of a curvature past them (the tiny Wan transformer's memory was
+#: exactly linear in tokens up to 12 and 5.2 % of its growth above the line at 36).
+PER_EFOLD = 0.04
 #: Memory findings whose risk is added to the stage's bounds.
 AT_RISK = frozenset({"residual", "formula-mismatch", "unconfirmed"})
 
@@ -72,15 +79,23 @@ def stage_margins(
         )
         # a residual's own risk is added instead (with_risks)
         misfit = 0.0 if noted else max(_misfit(f) for f in fits)
-        margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit)
+        reach = max(_reach(f) for f in fits)
+        margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit) + PER_EFOLD * math.log(reach)
         if margin >= fixed:
             out.append(StageMargin(stage, fixed, "fixed", f"the misfit {misfit:.2%} is too large"))
             continue
         sizes = max(len(f.beyond) for f in fits)
         why = f"{sizes} size{'s' if sizes > 1 else ''} beyond the fit confirm it"
-        why += " (its residual's risk added)" if noted else f" (misfit {misfit:.3%})"
+        why += " (its residual's risk added" if noted else f" (misfit {misfit:.3%}"
+        why += f", the target {reach:.3g}x the largest size's growth)"
         out.append(StageMargin(stage, margin, "evidence", why))
     return tuple(out)
+
+
+def _reach(fit: StageFit) -> float:
+    """How far the target's growing part lies beyond the largest measured one (at least 1)."""
+    largest = max(fit.growing, default=0.0)
+    return max(1.0, fit.growing_at_target / largest) if largest > 0 else 1.0
 
 
 def _misfit(fit: StageFit) -> float:

@@ -116,6 +116,45 @@ def _shown(points: Sequence[SizePoint], unit: str) -> str:
     )
 
 
+@frozen
+class _Case:
+    """One stage's quantity off its fit: what every finding about it says."""
+
+    fit: StageFit
+    off: tuple[int, ...]
+    what: str  # "DenoisingStage memory (setup:DenoisingStage@DenoisingStage)"
+    found: Explanation | None  # the best explaining term
+    risk: float
+    share: float
+
+    @property
+    def name(self) -> str | None:
+        return self.found.direction if self.found is not None else None
+
+    @property
+    def unit(self) -> str:
+        return "B above baseline" if self.fit.quantity == "memory" else "s per iteration"
+
+    @property
+    def at_risk(self) -> str:
+        return _show_risk(self.fit.quantity, self.risk, self.share)
+
+    def finding(self, kind: str, message: str, next_step: str, regime: bool = False) -> Finding:
+        points = self.fit.points
+        return Finding(
+            kind,
+            self.fit.stage,
+            self.fit.quantity,
+            message,
+            points,
+            self.name,
+            tuple(points[i].params for i in self.off) if regime else (),
+            self.risk,
+            self.share,
+            next_step,
+        )
+
+
 def classify(
     pipeline: Pipeline, fit: StageFit, target: Point, scale: float, iterations: int
 ) -> Finding | None:
@@ -126,37 +165,42 @@ def classify(
     off = fit.off
     if not off:
         return None
-    stage, quantity, points = fit.stage, fit.quantity, fit.points
     candidates = explanations(pipeline, fit, target)
-    found = candidates[0] if candidates else None
-    name = found.direction if found is not None else None
-    risk = _risk(fit, candidates) * (iterations if quantity == "time" else 1)
-    share = risk / scale if scale > 0 else math.inf
-    unit = "B above baseline" if quantity == "memory" else "s per iteration"
-    what = f"{stage} {quantity}"
+    risk = _risk(fit, candidates) * (iterations if fit.quantity == "time" else 1)
+    what = f"{fit.stage} {fit.quantity}"
     if fit.phase and not fit.phase.startswith("stage:"):
         what += f" ({fit.phase})"
-    at_risk = _show_risk(quantity, risk, share)
-    if share < MATERIAL[quantity]:
-        if quantity == "time":
-            return None  # within the time goal at the target: noise or a detail, not a finding
-        return Finding(
-            "residual",
-            stage,
-            quantity,
-            f"{what}: the declared terms leave {_left_over(points, off, unit)} at the "
-            f"measured sizes, following {name or 'an undeclared term'}; {at_risk} at the target, "
-            "added to the bound",
-            points,
-            name,
-            risk=risk,
-            share=share,
-            next_step=(
-                f"to predict it exactly, give {stage}'s memory a term in {name}"
-                if name
-                else "none needed; the sizes do not say what it follows"
-            ),
+    case = _Case(
+        fit,
+        off,
+        what,
+        candidates[0] if candidates else None,
+        risk,
+        risk / scale if scale > 0 else math.inf,
+    )
+    if case.share < MATERIAL[fit.quantity]:
+        # time within the goal at the target is noise or a detail, not a finding
+        return _residual(case) if fit.quantity == "memory" else None
+    regime, unconfirmed = _below(pipeline, fit, off)
+    if regime:
+        return _regime(pipeline, case, target)
+    if unconfirmed:
+        return case.finding(
+            "unconfirmed",
+            f"{what}: the smallest size is off the fit through the larger ones "
+            f"({case.at_risk}), and no size between the probe and the target is left to decide "
+            "between a probe outside the steady regime and a wrong formula. Sizes: "
+            f"{_shown(fit.points, case.unit)}",
+            "probe larger (--probe), or declare `probe AXIS >= N` if the formula is right",
+            regime=True,
         )
+    return _mismatch(case)
+
+
+def _below(pipeline: Pipeline, fit: StageFit, off: Sequence[int]) -> tuple[bool, bool]:
+    """(probe-regime, unconfirmed): only sizes smaller than every fitting one miss, and a size
+    beyond the fit confirms it (regime) or, with one size off, none does yet (unconfirmed)."""
+    points = fit.points
     chosen_rows = {points[i].terms for i in fit.chosen}
     confirming = [i for i in range(len(points)) if i not in fit.chosen and i not in off]
     larger = [work(pipeline, points[i].params) for i in (*fit.chosen, *confirming)]
@@ -164,61 +208,60 @@ def classify(
         points[i].terms not in chosen_rows and work(pipeline, points[i].params) < min(larger)
         for i in off
     )
-    out_of_regime = tuple(points[i].params for i in off)
-    if below and confirming:
-        axes = ", ".join(
-            sorted({k for i in off for k, v in points[i].params.items() if v != target[k]})
-        )
-        return Finding(
-            "probe-regime",
-            stage,
-            quantity,
-            f"{what}: the smallest size measured outside the formula's steady regime "
-            f"(off the fit that the larger sizes confirm, {at_risk} had it been used); left out of "
-            f"the estimate. Sizes: {_shown(points, unit)}",
-            points,
-            name,
-            out_of_regime,
-            risk,
-            share,
-            f"declare the smallest steady size in the formula file (`probe {axes or 'AXIS'} >= N`)",
-        )
-    if below and len(off) == 1:
-        return Finding(
-            "unconfirmed",
-            stage,
-            quantity,
-            f"{what}: the smallest size is off the fit through the larger ones "
-            f"({at_risk}), and no size between the probe and the target is left to decide between "
-            f"a probe outside the steady regime and a wrong formula. Sizes: {_shown(points, unit)}",
-            points,
-            name,
-            out_of_regime,
-            risk,
-            share,
-            "probe larger (--probe), or declare `probe AXIS >= N` if the formula is right",
-        )
-    follows = name or "an undeclared term"
+    return below and bool(confirming), below and not confirming and len(off) == 1
+
+
+def _residual(case: _Case) -> Finding:
+    name = case.name
+    return case.finding(
+        "residual",
+        f"{case.what}: the declared terms leave {_left_over(case.fit.points, case.off, case.unit)} "
+        f"at the measured sizes, following {name or 'an undeclared term'}; {case.at_risk} at the "
+        "target, added to the bound",
+        (
+            f"to predict it exactly, give {case.fit.stage}'s memory a term in {name}"
+            if name
+            else "none needed; the sizes do not say what it follows"
+        ),
+    )
+
+
+def _regime(pipeline: Pipeline, case: _Case, target: Point) -> Finding:
+    points = case.fit.points
+    probed = {a for group in getattr(pipeline, "probe_axes", ()) for a in group}
+    moved = {k for i in case.off for k, v in points[i].params.items() if v != target[k]}
+    axes = ", ".join(sorted(moved & probed))
+    return case.finding(
+        "probe-regime",
+        f"{case.what}: the smallest size measured outside the formula's steady regime (off the fit "
+        f"that the larger sizes confirm, {case.at_risk} had it been used); left out of the "
+        f"estimate. Sizes: {_shown(points, case.unit)}",
+        (
+            f"declare the smallest steady size in the formula file (`probe {axes} >= N`)"
+            if axes
+            else "probe larger (--probe): the smallest sizes sit outside the steady regime"
+        ),
+        regime=True,
+    )
+
+
+def _mismatch(case: _Case) -> Finding:
+    fit, found = case.fit, case.found
+    follows = case.name or "an undeclared term"
     if found is not None:
-        follows = f"{name} times the stage's measure" if found.scaled else f"{name}"
+        follows = f"{case.name} times the stage's measure" if found.scaled else f"{case.name}"
         if not found.declared:
             follows += ", which the declared terms leave out"
-    return Finding(
+    return case.finding(
         "formula-mismatch",
-        stage,
-        quantity,
-        f"{what}: the declared terms do not explain the measured sizes (left over: "
-        f"{_left_over(points, off, unit)}); the unexplained part follows {follows}; {at_risk} at "
-        f"the target. Sizes: {_shown(points, unit)}",
-        points,
-        name,
-        risk=risk,
-        share=share,
-        next_step=(
-            f"add a term in {follows.split(',')[0]} to {stage}'s `{quantity} ~` (or fix the ones "
-            "there) in the formula file"
-            if name
-            else f"revise {stage}'s `{quantity} ~` terms in the formula file"
+        f"{case.what}: the declared terms do not explain the measured sizes (left over: "
+        f"{_left_over(fit.points, case.off, case.unit)}); the unexplained part follows {follows}; "
+        f"{case.at_risk} at the target. Sizes: {_shown(fit.points, case.unit)}",
+        (
+            f"add a term in {follows.split(',')[0]} to {fit.stage}'s `{fit.quantity} ~` (or fix "
+            "the ones there) in the formula file"
+            if case.name
+            else f"revise {fit.stage}'s `{fit.quantity} ~` terms in the formula file"
         ),
     )
 

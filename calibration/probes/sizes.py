@@ -189,3 +189,42 @@ def coverage_probes(
         sizes.append(best)
         added.append((best, f"moving {name} towards the target"))
     return added, tuple(uncovered)
+
+
+def _grows_with(pipeline: Pipeline, name: str, probe: Params, target: Params) -> bool:
+    """Whether some stage's memory terms at the target change when ``name`` takes the probe's
+    value: a dependence the sizes must test the shape of, not only its slope."""
+    moved = {**target, name: probe[name]}
+    if not pipeline.is_admissible(**moved):
+        return True
+    return any(
+        pipeline.memory_terms(stage, **moved) != pipeline.memory_terms(stage, **target)
+        for stage in pipeline.stages
+    )
+
+
+def shape_probe(
+    pipeline: Pipeline, measured: Sequence[Params], probe: Params, target: Params
+) -> tuple[dict[str, int | bool], str] | None:
+    """A size that tests the shape of the fit along a param the memory grows with: where the sizes
+    hold fewer than three values of it (two fix a slope, a third tests it), the cheapest measured
+    size nearest the target in it, moved one admissible step further towards the target."""
+    ceiling = work(pipeline, target)
+    seen = [dict(m) for m in measured]
+    best: tuple[Fraction, dict[str, int | bool], str] | None = None
+    for name in departures(probe, target):
+        if isinstance(target[name], bool) or len({m[name] for m in measured}) >= 3:
+            continue
+        if not _grows_with(pipeline, name, probe, target):
+            continue
+        nearest = min(abs(int(target[name]) - int(m[name])) for m in measured)
+        bases = [m for m in measured if abs(int(target[name]) - int(m[name])) == nearest]
+        for base in sorted(bases, key=lambda m: work(pipeline, m)):
+            moved = step_towards(pipeline, base, name, target[name])
+            if moved is None or moved in seen or moved == dict(target):
+                continue
+            cost = work(pipeline, moved)
+            if cost < ceiling and (best is None or cost < best[0]):
+                best = (cost, moved, name)
+            break
+    return None if best is None else (best[1], best[2])

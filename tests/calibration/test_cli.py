@@ -87,7 +87,8 @@ def test_wan_verify_json_plot_and_records(tmp_path):
         ("blocks.1", 16),
     }
     assert plot.read_bytes().startswith(b"\x89PNG")
-    assert [dict(r.params)["height"] for r in load_records(records)] == [32, 48, 32, 64]
+    saved = [dict(r.params) for r in load_records(records)]  # the sizes in order, then the target
+    assert saved == [*(r["params"] for r in doc["records"]), doc["target"]]
 
 
 @pytest.mark.slow

@@ -81,7 +81,14 @@ def test_the_calibration_catches_the_mistake(name):
     mistake = BY_NAME[name]
     outcome, _ = run_mistake(mistake)
     shown = f"{mistake.why}: {outcome}"
-    if outcome.harmless:  # reported, not failed: the mistake did not matter at these shapes
-        pytest.skip(f"harmless at these shapes today: {outcome.findings}")
+    if outcome.harmless:
+        # It did not matter at these shapes (its risk went into the bound), yet the calibration is
+        # never silent about it: a finding names one of its stages and the param it gets wrong.
+        assert any(
+            f.stage in mistake.stages
+            and (mistake.direction is None or mistake.direction in (f.direction or ""))
+            for f in outcome.findings
+        ), shown
+        return
     assert outcome.caught, shown
     assert outcome.names_direction, shown
