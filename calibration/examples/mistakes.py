@@ -404,18 +404,13 @@ def edited_text(mistake: Mistake, root: Path = ROOT) -> str:
 
 def compile_mistake(mistake: Mistake, root: Path = ROOT) -> Pipeline:
     """The edited formulas compiled in memory (they must pass `dslc check`) and loaded."""
-    from dslc.compiler import compile_text
-    from dslc.diagnostics import render
-    from dslc.emit import artifact, dumps
-    from runtime import load_formulas
+    from dslc.build import NotCompiled, load_text
 
-    result = compile_text(edited_text(mistake, root), f"{mistake.name}.wf")
-    if not result.ok or result.program is None:
-        raise ValueError(
-            f"{mistake.name}: the edited {mistake.formula_file} does not compile:\n"
-            + "\n".join(render(d) for d in result.errors)
-        )
-    return load_formulas(dumps(artifact(result.program)))[mistake.pipeline]
+    try:
+        book = load_text(edited_text(mistake, root), f"{mistake.name}.wf")
+    except NotCompiled as exc:
+        raise ValueError(f"{mistake.name}: the edited {mistake.formula_file} {exc}") from None
+    return book[mistake.pipeline]
 
 
 def factory(family: str) -> tuple[Callable[[int], Any], Callable[[int], Mapping[str, object]]]:

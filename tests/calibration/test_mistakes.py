@@ -5,7 +5,7 @@ the measured peak; time beyond +-5 % and two sigma, for mistakes about time) is 
 actionable finding, or the calibration refuses to run with an error naming the bad fact. Each
 mistake should really miss (one that does not is skipped: harmless at its shapes) and the finding
 must name the param the mistake gets wrong. The ones today's checks are silent on are strict
-xfails (issue 18): remove the mark as the checks land.
+xfails (issue 18 caught them all).
 """
 
 from __future__ import annotations
@@ -14,28 +14,8 @@ import pytest
 
 from calibration.examples.mistakes import BY_NAME, MISTAKES, edited_text, run_mistake
 
-#: Silent today, and why (bench/mistakes.py shows the numbers).
-SILENT: dict[str, str] = {
-    "sd-no-history-term": "no size ever moves steps: DenoisingStage's bound falls under the "
-    "measured peak with no finding",
-    "sdxl-no-cfg-batch": "no size ever moves cfg: DenoisingStage's bound falls under the "
-    "measured peak with no finding",
-    "wan-time-no-cfg": "no size moves cfg; the time finding is 'unconfirmed' only",
-    "flux-call-num-frames": "every request fails with TypeError and the calibration still returns",
-    "sdxl-decode-uses-encode": "a stage whose window never opens is not reported",
-    "cogvideox-probe-minimum-9": "the probes sit below the decoder's regime; no size above it "
-    "checks the fit, no finding",
-    "wan-decode-no-output-term": "no size ever moves frames: the decoded video's growth is never "
-    "measured",
-    "flux-denoise-grows-with-steps": "no size moves steps, so the term in steps is extrapolated "
-    "from area alone (+70 % at the target, no finding)",
-}
-
-#: Silent today where their miss shows; time noise decides whether it shows (not strict).
-NOISY: dict[str, str] = {
-    "sd-steps-minus-one": "no check compares the counted UNet calls with the formula's "
-    "iterations; the time miss (-8 % to -22 %, near two sigma) carries no finding",
-}
+#: Mistakes a calibration is silent on, and why (none since issue 18: each entry is a strict xfail).
+SILENT: dict[str, str] = {}
 
 
 def _param(name: str) -> object:
@@ -44,8 +24,6 @@ def _param(name: str) -> object:
         marks.append(pytest.mark.slow)
     if name in SILENT:
         marks.append(pytest.mark.xfail(strict=True, reason=f"issue 18: {SILENT[name]}"))
-    if name in NOISY:
-        marks.append(pytest.mark.xfail(strict=False, reason=f"issue 18: {NOISY[name]}"))
     return pytest.param(name, marks=marks, id=name)
 
 
@@ -62,7 +40,7 @@ def test_the_suite_covers_the_issues_kinds_over_three_families():
         "wrong probe minimum",
     } <= kinds
     assert len(MISTAKES) >= 10 and len({m.family for m in MISTAKES}) >= 3
-    assert set(SILENT) | set(NOISY) <= set(BY_NAME)
+    assert set(SILENT) <= set(BY_NAME)
 
 
 @pytest.mark.parametrize("name", list(BY_NAME))
