@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from attrs import frozen
 
 from artifact.spelling import point_text
-from calibration.probes.directions import Explanation, explanations
+from calibration.probes.directions import Explanation, directions, explanations
 from calibration.probes.policy import Point, work
 from calibration.probes.residuals import SizePoint, StageFit, memory_slack, stage_fit
 from runtime import Pipeline
@@ -126,9 +126,12 @@ class _Case:
     found: Explanation | None  # the best explaining term
     risk: float
     share: float
+    moved: str | None = None  # the param whose alone-moving pair of sizes disagrees most
 
     @property
     def name(self) -> str | None:
+        if self.moved is not None:
+            return self.moved
         return self.found.direction if self.found is not None else None
 
     @property
@@ -177,6 +180,7 @@ def classify(
         candidates[0] if candidates else None,
         risk,
         risk / scale if scale > 0 else math.inf,
+        _moved_alone(pipeline, fit),
     )
     if case.share < MATERIAL[fit.quantity]:
         # time within the goal at the target is noise or a detail, not a finding
@@ -195,6 +199,28 @@ def classify(
             regime=True,
         )
     return _mismatch(case)
+
+
+def _moved_alone(pipeline: Pipeline, fit: StageFit) -> str | None:
+    """The param whose pairs of sizes that differ in it alone disagree most with the fit: the
+    residuals of such a pair differ by what the formula gets wrong along it (the most direct
+    evidence, which coverage plans for)."""
+    best: tuple[float, str] | None = None
+    points = fit.points
+    for i, a in enumerate(points):
+        for b in points[i + 1 :]:
+            differ = [k for k in a.params if a.params[k] != b.params[k]]
+            if len(differ) != 1:
+                continue
+            gap = abs(a.residual - b.residual)
+            if gap <= max(a.tolerance, b.tolerance):
+                continue
+            relative = gap / max(abs(a.value), abs(b.value), 1e-30)
+            if best is None or relative > best[0]:
+                best = (relative, differ[0])
+    if best is None:
+        return None
+    return next((n for n, group in directions(pipeline).items() if best[1] in group), best[1])
 
 
 def _below(pipeline: Pipeline, fit: StageFit, off: Sequence[int]) -> tuple[bool, bool]:
@@ -248,7 +274,7 @@ def _regime(pipeline: Pipeline, case: _Case, target: Point) -> Finding:
 def _mismatch(case: _Case) -> Finding:
     fit, found = case.fit, case.found
     follows = case.name or "an undeclared term"
-    if found is not None:
+    if found is not None and found.direction == case.name:
         follows = f"{case.name} times the stage's measure" if found.scaled else f"{case.name}"
         if not found.declared:
             follows += ", which the declared terms leave out"
@@ -289,6 +315,15 @@ def iteration_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> l
             declared = int(values[pair.stage].iterations)
             if pair.measured != declared:
                 at = point_text(record.params)
+                depends = [
+                    name
+                    for name, default in pipeline.default_workload.items()
+                    if name in record.params
+                    and record.params[name] != default
+                    and pipeline.is_admissible(**{**record.params, name: default})
+                    and pipeline.evaluate(**{**record.params, name: default})[pair.stage].iterations
+                    != declared
+                ]
                 out[pair.stage] = Finding(
                     "iteration-mismatch",
                     pair.stage,
@@ -297,6 +332,7 @@ def iteration_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> l
                     f"formula says {declared}; every per-iteration figure at the target is off by "
                     "as much",
                     (),
+                    ", ".join(depends) or None,
                     risk=float(abs(pair.measured - declared)),
                     share=abs(pair.measured - declared) / max(declared, 1),
                     next_step=f"fix {pair.stage}'s `iterations =` in the formula file",
