@@ -238,7 +238,7 @@ def rename(
     """Give a checked entry the params' real names as keyword parameters, so CPython binds
     `steps=4` itself. Only the code object's variable *names* change (locals are read by index),
     so no text from the file is ever compiled; plain locals get names no identifier can take."""
-    code = fn.__code__  # type: ignore[attr-defined]
+    code = fn.__code__
     assert code.co_kwonlyargcount == 0 and not code.co_cellvars  # only names change below
     mapping = {f"p{i}": pname for i, pname in enumerate(param_names)}
     mapping["_s"] = _fresh("stage", param_names)
@@ -249,12 +249,12 @@ def rename(
         code.replace(co_varnames=varnames, co_name=name, co_qualname=f"Pipeline.{name}")
         if hasattr(code, "co_qualname")
         else code.replace(co_varnames=varnames, co_name=name),
-        fn.__globals__,  # type: ignore[attr-defined]
+        fn.__globals__,
         name,
-        fn.__defaults__,  # type: ignore[attr-defined]
-        fn.__closure__,  # type: ignore[attr-defined]
+        fn.__defaults__,
+        fn.__closure__,
     )
-    kwdefaults = fn.__kwdefaults__  # type: ignore[attr-defined]
+    kwdefaults = fn.__kwdefaults__
     renamed.__kwdefaults__ = {mapping[k]: v for k, v in kwdefaults.items()} if kwdefaults else None
     renamed.__qualname__ = f"Pipeline.{name}"
     return renamed

@@ -256,7 +256,7 @@ class Pipeline:
         if isinstance(at_most, _Keyword):
             if "at_most" not in others:
                 raise TypeError("largest_admissible() needs the bound `at_most`")
-            at_most = others.pop("at_most")  # type: ignore[assignment]
+            at_most = others.pop("at_most")
         return self._domain.largest(name, at_most, others)
 
     def compiled_iterations(self, stage: str) -> Callable[..., int | Fraction]:
@@ -355,7 +355,7 @@ class Pipeline:
         fn = self._fields[field].get(stage)
         if fn is None:
             raise UnknownStageError(self.name, str(stage), self.stages)
-        return fn  # type: ignore[return-value]
+        return fn
 
     def _culprit(self, args: Args) -> str:
         """Which stage field divides by zero (re-evaluated one by one, only on the error path)."""

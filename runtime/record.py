@@ -342,7 +342,7 @@ def _records_json(text: str | bytes) -> list[Any]:
             f"(this runtime reads version {RECORD_VERSION})"
         )
     _check(isinstance(doc["records"], list), "records file.records", "a list", doc["records"])
-    return doc["records"]  # type: ignore[no-any-return]
+    return doc["records"]
 
 
 @contextlib.contextmanager

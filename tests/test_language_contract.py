@@ -15,7 +15,7 @@ from runtime import load_formulas
 from tests.examples import LANGUAGE_EXAMPLE, ROOT
 
 
-def book():  # type: ignore[no-untyped-def]
+def book():
     result = compile_text(LANGUAGE_EXAMPLE, "wan.wf")
     assert result.diagnostics == ()
     return load_formulas(dumps(artifact(result.program)))

@@ -52,7 +52,7 @@ class Applied:
 def _before_hook(applied: Applied, name: str) -> Any:
     from accelerate.hooks import ModelHook
 
-    class OffloadOthers(ModelHook):  # type: ignore[misc]
+    class OffloadOthers(ModelHook):
         """Offloads the other onloaded components when this one starts."""
 
         def pre_forward(self, module: Any, *args: Any, **kwargs: Any) -> Any:

@@ -49,7 +49,7 @@ pipeline wan {
 """
 
 
-def compiled(text: str):  # type: ignore[no-untyped-def]
+def compiled(text: str):
     result = compile_text(text, "t.wf")
     assert result.ok, [d.message for d in result.diagnostics]
     assert result.program is not None
@@ -60,7 +60,7 @@ def errors(text: str) -> list[tuple[str, str]]:
     return [(d.code, d.message) for d in compile_text(text, "t.wf").errors]
 
 
-def loaded(text: str, name: str):  # type: ignore[no-untyped-def]
+def loaded(text: str, name: str):
     return load_formulas(dumps(artifact(compiled(text))))[name]
 
 

@@ -67,9 +67,9 @@ def test_the_seed_names_compute_the_parts_of_estimate(toy, records):
 def test_results_are_frozen(toy, records):
     whole = est.estimate(records, toy)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        whole.margin = 2.0  # type: ignore[misc]
+        whole.margin = 2.0
     with pytest.raises(TypeError):
-        whole.target["size"] = 1  # type: ignore[index]
+        whole.target["size"] = 1
     assert hash(whole.request_peak) == hash(est.estimate(records, toy).request_peak)
 
 
