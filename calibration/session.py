@@ -157,11 +157,6 @@ def pipeline_modules(pipe: DiffusersPipeline) -> dict[str, nn.Module]:
     return {name: c for name, c in pipe.components.items() if isinstance(c, nn.Module)}
 
 
-def component_weights(pipe: DiffusersPipeline) -> dict[str, int]:
-    """Weight bytes of every module component."""
-    return {name: weight_bytes(m) for name, m in pipeline_modules(pipe).items()}
-
-
 def reset_scheduler(pipe: DiffusersPipeline) -> None:
     """Give ``pipe`` a fresh scheduler of the same class and config.
 

@@ -29,8 +29,6 @@ RECORD_FORMAT = "warmup-records"
 RECORD_VERSION = 1
 MAX_RECORDS_BYTES = 256 * 1024 * 1024  # a records file is read whole: refuse a larger one first
 
-#: Phase kinds the recorder writes itself; users may add their own with ``req.phase(kind)``.
-PHASE_KINDS = ("stage", "component", "prefetch", "transition")
 #: Where a stage's ``measured`` iteration count came from, most authoritative first.
 ITERATION_SOURCES = ("explicit", "counted", "formula")
 

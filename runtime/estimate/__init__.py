@@ -32,7 +32,6 @@ from runtime.estimate.points import (
     Workload,
     margin_fraction,
     resolve_target,
-    undetermined_stages,
 )
 from runtime.estimate.results import (
     DEFAULT_MARGIN,
@@ -71,7 +70,6 @@ __all__ = [
     "estimate_layerwise_layer_uses",
     "estimate_workload_phase_peaks",
     "resolve_target",
-    "undetermined_stages",
 ]
 
 Records = Iterable[WarmupRecord]

@@ -10,13 +10,12 @@ the target in some stage says nothing about the target and is dropped.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
 from artifact.spelling import point_text
-from runtime.estimate.planes import estimable, row
-from runtime.estimate.results import LinearFit, Measure
+from runtime.estimate.results import Measure
 from runtime.record import WarmupRecord
 
 
@@ -41,20 +40,6 @@ def ceil_bytes(value: Fraction | int) -> int:
     return math.ceil(value)
 
 
-def least_squares(points: Sequence[tuple[Measure, Fraction]]) -> LinearFit:
-    """The least-squares line through ``(measure, value)`` points (two or more distinct measures),
-    exact; through two points it is the line through them."""
-    n = len(points)
-    mean_m = sum((Fraction(m) for m, _ in points), Fraction(0)) / n
-    mean_v = sum((v for _, v in points), Fraction(0)) / n
-    spread = sum(((m - mean_m) ** 2 for m, _ in points), Fraction(0))
-    if not spread:
-        raise ValueError("a line needs two distinct measures")
-    slope = sum(((m - mean_m) * (v - mean_v) for m, v in points), Fraction(0)) / spread
-    measures = sorted(m for m, _ in points)
-    return LinearFit(mean_v - slope * mean_m, slope, (measures[0], measures[-1]))
-
-
 def show_measure(value: Measure) -> str:
     """A measure for a reason text: exact when integral, else a short decimal."""
     if isinstance(value, int) or value.denominator == 1:
@@ -77,27 +62,6 @@ def memory_terms(pipeline: Any, params: Mapping[str, int | bool]) -> dict[str, t
 def time_terms(pipeline: Any, stage: str, params: Mapping[str, Any]) -> tuple[Fraction, ...]:
     """The stage's time terms at ``params`` (one for a plain ``time ~ EXPR``), exact."""
     return tuple(Fraction(t) for t in pipeline.time_terms(stage, **params))
-
-
-def undetermined_stages(
-    pipeline: Any, measured: Sequence[Mapping[str, Any]], target: Mapping[str, Any]
-) -> tuple[str, ...]:
-    """Stages with several memory terms whose plane through the ``measured`` points is not defined
-    at ``target`` (and that no measured point covers term by term)."""
-    terms_of = getattr(pipeline, "memory_terms", None)
-    if terms_of is None:
-        return ()
-    open_stages = []
-    for stage in pipeline.stages:
-        wanted = tuple(terms_of(stage, **target))
-        if len(wanted) < 2:
-            continue
-        seen = [tuple(terms_of(stage, **params)) for params in measured]
-        if any(all(t >= w for t, w in zip(terms, wanted)) for terms in seen):
-            continue
-        if not seen or not estimable([row(terms) for terms in seen], row(wanted)):
-            open_stages.append(stage)
-    return tuple(open_stages)
 
 
 class Workload:
