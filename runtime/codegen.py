@@ -54,7 +54,7 @@ class PipelinePlan(Frozen):
     lets: FunctionPlan | None  # every let at once (`_L`), when some function shares it
 
 
-class _Emitter:
+class _SourceWriter:
     """Turns validated expressions into source text; one function at a time (`begin`)."""
 
     def __init__(
@@ -327,32 +327,32 @@ def plan_pipeline(
 ) -> PipelinePlan:
     """The source of every factory of one pipeline, with the constants each is instantiated with
     (tests lower `inline_nodes` and `positional` to reach every layout with small pipelines)."""
-    emit = _Emitter(decl, inline_nodes, positional)
+    writer = _SourceWriter(decl, inline_nodes, positional)
     plans = []
     for s, stage in enumerate(decl.stages):
         for f, field in enumerate((stage.iterations, stage.memory, stage.time)):
-            plans.append(emit.function(f"s{s}f{f}", [field.expr], "single"))
-    plans.append(emit.function("iters", [st.iterations.expr for st in decl.stages], "tuple"))
-    plans.append(emit.function("ok", [c.expr for c in decl.contracts], "all"))
+            plans.append(writer.function(f"s{s}f{f}", [field.expr], "single"))
+    plans.append(writer.function("iters", [st.iterations.expr for st in decl.stages], "tuple"))
+    plans.append(writer.function("ok", [c.expr for c in decl.contracts], "all"))
     for k, contract in enumerate(decl.contracts):
-        plans.append(emit.function(f"k{k}", [contract.expr], "single"))
+        plans.append(writer.function(f"k{k}", [contract.expr], "single"))
     for s, stage in enumerate(decl.stages):  # one closure per term, so an error can name its term
         for t, term in enumerate(stage.memory_terms):
-            plans.append(emit.function(f"s{s}t{t}", [term.expr], "single"))
+            plans.append(writer.function(f"s{s}t{t}", [term.expr], "single"))
     for s, stage in enumerate(decl.stages):  # then every time term, the same way
         for t, term in enumerate(stage.time_terms):
-            plans.append(emit.function(f"s{s}u{t}", [term.expr], "single"))
+            plans.append(writer.function(f"s{s}u{t}", [term.expr], "single"))
     if decl.calls:  # every `call` argument at once, as a tuple in declaration order
-        plans.append(emit.function("calls", [c.expr for c in decl.calls], "tuple"))
+        plans.append(writer.function("calls", [c.expr for c in decl.calls], "tuple"))
     # Every field, then every term, in one call computing each let once: `evaluate` and the
     # loader's check of the default workload take work linear in the pipeline, not fields x lets.
     every = [f.expr for st in decl.stages for f in (st.iterations, st.memory, st.time)]
     every += [term.expr for st in decl.stages for term in st.memory_terms]
     every += [term.expr for st in decl.stages for term in st.time_terms]
-    plans.append(emit.function("every", every, "guarded"))
-    plans.append(emit.checked())
+    plans.append(writer.function("every", every, "guarded"))
+    plans.append(writer.checked())
     rational = any(st.iterations.expr.type == "rat" for st in decl.stages)
-    lets = emit.lets_function() if emit.used_shared else None
+    lets = writer.lets_function() if writer.used_shared else None
     return PipelinePlan(tuple(plans), rational, lets)
 
 

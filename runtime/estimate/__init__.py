@@ -16,8 +16,8 @@ fit, scaled or none, with a ``reason``) and which margin is in force. See docs/e
     result.phase("stage:DenoisingStage").peak.raw_bytes
     result.timing.seconds
 
-The seed's entry points are kept under their names (with this module's types): each computes one
-part of ``estimate``.
+Each ``estimate_*`` entry point below computes one part of ``estimate`` (at any target, the
+default workload when none is given).
 """
 
 from __future__ import annotations
@@ -64,11 +64,11 @@ __all__ = [
     "TimingEstimate",
     "WorkloadEstimate",
     "estimate",
-    "estimate_default_workload_peak_bytes",
-    "estimate_default_workload_timing",
     "estimate_iteration_growth",
     "estimate_layerwise_layer_uses",
-    "estimate_workload_phase_peaks",
+    "estimate_peak_bytes",
+    "estimate_phase_peaks",
+    "estimate_timing",
     "resolve_target",
 ]
 
@@ -111,7 +111,7 @@ def estimate(
     )
 
 
-def estimate_workload_phase_peaks(
+def estimate_phase_peaks(
     records: Records,
     pipeline: Any,
     target: Target = None,
@@ -126,7 +126,7 @@ def estimate_workload_phase_peaks(
     )
 
 
-def estimate_default_workload_peak_bytes(
+def estimate_peak_bytes(
     records: Records,
     pipeline: Any,
     target: Target = None,
@@ -141,9 +141,7 @@ def estimate_default_workload_peak_bytes(
     return request_peak(work, exact, weights, growth, phase_peaks(work, exact, weights, growth))
 
 
-def estimate_default_workload_timing(
-    records: Records, pipeline: Any, target: Target = None
-) -> TimingEstimate:
+def estimate_timing(records: Records, pipeline: Any, target: Target = None) -> TimingEstimate:
     """The request's and each stage's duration at the target."""
     return request_time(Workload(records, pipeline, target))
 

@@ -39,18 +39,18 @@ def test_the_seed_names_compute_the_parts_of_estimate(toy, records):
     )
     kwargs = {"target": {"size": 50}}
     assert (
-        est.estimate_workload_phase_peaks(
+        est.estimate_phase_peaks(
             records, toy, margin=1.3, component_weight_bytes={"transformer": 5}, **kwargs
         )
         == whole.phases
     )
     assert (
-        est.estimate_default_workload_peak_bytes(
+        est.estimate_peak_bytes(
             records, toy, margin=1.3, component_weight_bytes={"transformer": 5}, **kwargs
         )
         == whole.request_peak
     )
-    assert est.estimate_default_workload_timing(records, toy, **kwargs) == whole.timing
+    assert est.estimate_timing(records, toy, **kwargs) == whole.timing
     assert est.estimate_layerwise_layer_uses(records, toy, **kwargs) == whole.layer_uses
     assert est.estimate_iteration_growth(records, toy, **kwargs) == whole.growth
     assert dict(whole.target) == {"steps": 10, "size": 50, "blocks": 1}
