@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "FIELD_NAMES",
     "NO_POSITIONAL",
     "UNDEFINED",
     "CompiledPipeline",
@@ -30,9 +31,18 @@ __all__ = [
     "instantiate",
     "normalize",
     "plan_pipeline",
+    "valid_value",
 ]
 
-_FIELD_NAMES = ("iterations", "memory", "time")
+#: A stage's fields, in the order of the generated closures and of every per-field table.
+FIELD_NAMES = ("iterations", "memory", "time")
+
+
+def valid_value(field: int, value: object) -> bool:
+    """Iterations (field 0) are non-negative ints; measures non-negative ints or Fractions."""
+    if type(value) is int:
+        return value >= 0
+    return field != 0 and type(value) is Fraction and value >= 0
 
 
 class _Undefined:
@@ -179,7 +189,7 @@ def instantiate(
     consts = checked_plan.consts
     checked = tuple(
         rename(make_checked(consts, defaults, contracts, tables[k], fallbacks[k], integral[k]),
-               names, _FIELD_NAMES[k])
+               names, FIELD_NAMES[k])
         for k in range(3)
     )  # fmt: skip
     ordered = (*((plan.lets,) if plan.lets else ()), *plan.functions)
