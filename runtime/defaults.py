@@ -13,9 +13,9 @@ from __future__ import annotations
 from fractions import Fraction
 from math import ceil, floor
 
-from artifact.checks import show
 from artifact.errors import ArtifactError
 from artifact.ir import Expr, PipelineDecl
+from artifact.spelling import file_value
 from runtime.evaluator import FIELD_NAMES, UNDEFINED, valid_value
 
 TYPE_CHECKING = False
@@ -133,7 +133,7 @@ def check_defaults(decl: PipelineDecl) -> tuple[int, ...]:
     for k, expr, path in checks:
         value = result_at(expr, params, lets)
         if value is UNDEFINED or not valid_value(k, value):
-            problem = "division by zero" if value is UNDEFINED else show(value)
+            problem = "division by zero" if value is UNDEFINED else file_value(value)
             message = f"at the default workload this is {problem}, which is invalid"
             raise ArtifactError(path, message)
         if k == 0:

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from types import MappingProxyType
 
-from artifact.checks import show
 from artifact.document import read_artifact
 from artifact.errors import (
     EvaluationError,
@@ -17,6 +16,7 @@ from artifact.errors import (
     UnknownStageError,
 )
 from artifact.ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
+from artifact.spelling import file_value
 from runtime.defaults import check_defaults
 from runtime.domain import SEARCH_LIMIT, Args, Domain
 from runtime.evaluator import (
@@ -346,7 +346,9 @@ class Pipeline:
             return value  # type: ignore[return-value]
         want = "a non-negative integer" if field == 0 else "non-negative"
         what = what or f"{stage}.{FIELD_NAMES[field]}"
-        message = f"{self.name}.{what} is {show(value)}, not {want}, at {self._domain.point(args)}"
+        message = (
+            f"{self.name}.{what} is {file_value(value)}, not {want}, at {self._domain.point(args)}"
+        )
         raise EvaluationError(message, self.name, what)
 
     def _all_iterations(self, params: Mapping[str, object]) -> tuple[int, ...]:

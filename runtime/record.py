@@ -22,7 +22,7 @@ import attrs
 from attrs import field, frozen
 
 from artifact.atomic import NotARegularFileError, check_regular, write_atomically
-from artifact.checks import show
+from artifact.spelling import file_value
 from artifact.strict_json import strict_loads
 
 RECORD_FORMAT = "warmup-records"
@@ -194,7 +194,7 @@ class WarmupRecord:
         obj = _expect_keys(value, {"version"} | _FIELDS[cls], "record")
         if obj["version"] != RECORD_VERSION or type(obj["version"]) is not int:
             raise RecordFormatError(
-                f"record version {show(obj['version'])} is not supported "
+                f"record version {file_value(obj['version'])} is not supported "
                 f"(this runtime reads version {RECORD_VERSION})"
             )
         return _decode(cls, {k: v for k, v in obj.items() if k != "version"}, "record")
@@ -243,7 +243,7 @@ def _expect_keys(value: Any, keys: set[str], where: str) -> dict[str, Any]:
 def _check(ok: bool, where: str, what: str, value: Any) -> None:
     """Raise a RecordFormatError naming the field unless ``ok``."""
     if not ok:
-        raise RecordFormatError(f"{where}: expected {what}, got {show(value)}")
+        raise RecordFormatError(f"{where}: expected {what}, got {file_value(value)}")
 
 
 def _scalar(kind: Any, value: Any, where: str) -> Any:
@@ -332,11 +332,11 @@ def _records_json(text: str | bytes) -> list[Any]:
     doc = _expect_keys(doc, {"format", "version", "records"}, "records file")
     if doc["format"] != RECORD_FORMAT:
         raise RecordFormatError(
-            f"records file: format {show(doc['format'])} is not {RECORD_FORMAT!r}"
+            f"records file: format {file_value(doc['format'])} is not {RECORD_FORMAT!r}"
         )
     if doc["version"] != RECORD_VERSION or type(doc["version"]) is not int:
         raise RecordFormatError(
-            f"records file version {show(doc['version'])} is not supported "
+            f"records file version {file_value(doc['version'])} is not supported "
             f"(this runtime reads version {RECORD_VERSION})"
         )
     _check(isinstance(doc["records"], list), "records file.records", "a list", doc["records"])
