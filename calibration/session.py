@@ -247,7 +247,7 @@ class Session:
 
         if self.fresh_scheduler:
             reset_scheduler(self.pipe)
-        return run_pipeline(self.pipe, req, {}, **self.kwargs_for(req.params))
+        return run_pipeline(self.pipe, req, **self.kwargs_for(req.params))
 
     def run(self, params: Params) -> WarmupRecord:
         """One recorded request; a failure is recorded (``record.error``), not raised."""

@@ -35,14 +35,6 @@ WAN_STAGES = AutoStages(
 #: Components whose pipeline entry point is a method other than ``forward``.
 ENTRY_POINTS = {"vae": "decode"}
 
-#: How the formula params of a video pipeline map onto ``pipe(...)`` keyword arguments.
-WAN_CALL_ARGS = {
-    "steps": "num_inference_steps",
-    "frames": "num_frames",
-    "height": "height",
-    "width": "width",
-}
-
 
 def pipeline_modules(pipe: Any) -> dict[str, nn.Module]:
     """The pipeline's ``nn.Module`` components by name (no schedulers, tokenizers or None)."""
@@ -95,12 +87,12 @@ STAGE_BREAKS = ("prepare_latents",)
 def run_pipeline(
     pipe: Any,
     req: Request,
-    call_args: Mapping[str, str] = WAN_CALL_ARGS,
     *,
     stage_breaks: Iterable[str] = STAGE_BREAKS,
     **kwargs: Any,
 ) -> Any:
-    """Call ``pipe`` at the request's params (mapped by ``call_args``), step callback installed.
+    """Call ``pipe(**kwargs)`` with the step callback installed; the caller maps the request's
+    params onto ``kwargs`` (a pipeline's ``call_arguments``: its formulas' ``call`` facts).
 
     The step callback is ``callback_on_step_end``, or the legacy ``callback`` (at every step) for a
     pipeline that has only that one (``legacy_step_callback``).
@@ -110,9 +102,6 @@ def run_pipeline(
     latents' preparation in the text-encoding stage, which the formulas say does not grow with the
     shape. The work then counts in the request's peak, outside any stage.
     """
-    for param, arg in call_args.items():
-        if param in req.params:
-            kwargs.setdefault(arg, req.params[param])
     if _takes_legacy_callback(pipe):
         every = kwargs.setdefault("callback_steps", 1)
         kwargs["callback"] = legacy_step_callback(req, kwargs.get("callback"), every)
