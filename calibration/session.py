@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from calibration.errors import CalibrationError
-from calibration.wiring import DiffusersPipeline, PipelineFacts, call_arguments, pipeline_facts
+from calibration.wiring import PipelineFacts, call_arguments, pipeline_facts
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from runtime.measure import MemoryBackend, Request, WarmupRecorder
+    from runtime.measure.diffusers_hooks import DiffusersPipeline
 
 log = logging.getLogger(__name__)
 

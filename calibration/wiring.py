@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Protocol
 
 from attrs import field, frozen
 
@@ -19,15 +18,6 @@ from calibration.errors import CalibrationError
 from runtime import Pipeline
 
 CallValue = int | float | bool
-
-
-class DiffusersPipeline(Protocol):
-    """What calibration uses of a diffusers ``DiffusionPipeline``: its components and its call."""
-
-    @property
-    def components(self) -> Mapping[str, object]: ...
-
-    def __call__(self, *args: object, **kwargs: object) -> object: ...
 
 
 def _frozen_map(value: Mapping[str, object]) -> Mapping[str, object]:
