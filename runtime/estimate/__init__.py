@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any
 
 from runtime.estimate.layers import layer_uses
 from runtime.estimate.peaks import iteration_growth, phase_peaks, request_peak
@@ -48,6 +47,7 @@ from runtime.estimate.results import (
     WorkloadEstimate,
 )
 from runtime.estimate.timing import request_time
+from runtime.formulas import Pipeline
 from runtime.record import WarmupRecord
 
 __all__ = [
@@ -79,7 +79,7 @@ Weights = Mapping[str, int] | None
 
 def estimate(
     records: Records,
-    pipeline: Any,
+    pipeline: Pipeline,
     target: Target = None,
     margin: float | Fraction = DEFAULT_MARGIN,
     *,
@@ -113,7 +113,7 @@ def estimate(
 
 def estimate_phase_peaks(
     records: Records,
-    pipeline: Any,
+    pipeline: Pipeline,
     target: Target = None,
     margin: float | Fraction = DEFAULT_MARGIN,
     *,
@@ -128,7 +128,7 @@ def estimate_phase_peaks(
 
 def estimate_peak_bytes(
     records: Records,
-    pipeline: Any,
+    pipeline: Pipeline,
     target: Target = None,
     margin: float | Fraction = DEFAULT_MARGIN,
     *,
@@ -141,20 +141,20 @@ def estimate_peak_bytes(
     return request_peak(work, exact, weights, growth, phase_peaks(work, exact, weights, growth))
 
 
-def estimate_timing(records: Records, pipeline: Any, target: Target = None) -> TimingEstimate:
+def estimate_timing(records: Records, pipeline: Pipeline, target: Target = None) -> TimingEstimate:
     """The request's and each stage's duration at the target."""
     return request_time(Workload(records, pipeline, target))
 
 
 def estimate_layerwise_layer_uses(
-    records: Records, pipeline: Any, target: Target = None
+    records: Records, pipeline: Pipeline, target: Target = None
 ) -> tuple[LayerUseEstimate, ...]:
     """Per (component, layer, stage) calls at the target."""
     return layer_uses(Workload(records, pipeline, target))
 
 
 def estimate_iteration_growth(
-    records: Records, pipeline: Any, target: Target = None
+    records: Records, pipeline: Pipeline, target: Target = None
 ) -> tuple[IterationGrowth, ...]:
     """Stages whose per-iteration peaks grow, extrapolated to the target's last iteration."""
     return iteration_growth(Workload(records, pipeline, target))

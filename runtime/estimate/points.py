@@ -16,6 +16,7 @@ from typing import Any
 
 from artifact.spelling import point_text
 from runtime.estimate.results import Measure
+from runtime.formulas import Pipeline
 from runtime.record import WarmupRecord
 
 
@@ -54,12 +55,14 @@ def show_terms(terms: tuple[Measure, ...]) -> str:
     return "[" + ", ".join(show_measure(t) for t in terms) + "]"
 
 
-def memory_terms(pipeline: Any, params: Mapping[str, int | bool]) -> dict[str, tuple[Measure, ...]]:
+def memory_terms(
+    pipeline: Pipeline, params: Mapping[str, int | bool]
+) -> dict[str, tuple[Measure, ...]]:
     """Every stage's memory terms at ``params`` (one term per stage for a plain ``memory ~``)."""
     return {stage: tuple(pipeline.memory_terms(stage, **params)) for stage in pipeline.stages}
 
 
-def time_terms(pipeline: Any, stage: str, params: Mapping[str, Any]) -> tuple[Fraction, ...]:
+def time_terms(pipeline: Pipeline, stage: str, params: Mapping[str, Any]) -> tuple[Fraction, ...]:
     """The stage's time terms at ``params`` (one for a plain ``time ~ EXPR``), exact."""
     return tuple(Fraction(t) for t in pipeline.time_terms(stage, **params))
 
@@ -70,7 +73,7 @@ class Workload:
     def __init__(
         self,
         records: Iterable[WarmupRecord],
-        pipeline: Any,
+        pipeline: Pipeline,
         target: Mapping[str, int | bool] | None = None,
     ) -> None:
         self.pipeline = pipeline
@@ -119,7 +122,9 @@ class Workload:
         return int(self.target_values[stage].iterations)
 
 
-def resolve_target(pipeline: Any, target: Mapping[str, int | bool] | None) -> dict[str, int | bool]:
+def resolve_target(
+    pipeline: Pipeline, target: Mapping[str, int | bool] | None
+) -> dict[str, int | bool]:
     """The default workload with ``target``'s overrides; an inadmissible point raises the loader's
     error.
     """
@@ -138,7 +143,7 @@ def measured_iterations(record: WarmupRecord, stage: str, values: Mapping[str, A
     return int(values[stage].iterations)
 
 
-def _params(pipeline: Any, record: WarmupRecord) -> dict[str, int | bool]:
+def _params(pipeline: Pipeline, record: WarmupRecord) -> dict[str, int | bool]:
     known = set(pipeline.default_workload)
     unknown = sorted(set(record.params) - known)
     if unknown:
