@@ -216,9 +216,10 @@ def _build(
     """One closure: the plain function itself, or its factory called with what it needs."""
     if not f.factory:
         return factories[f.text]
-    if f.lets:
-        return factories[f.text](f.consts, lets)
-    return factories[f.text](f.consts)
+    made: Callable[..., Any] = (
+        factories[f.text](f.consts, lets) if f.lets else factories[f.text](f.consts)
+    )
+    return made
 
 
 def compile_pipeline(

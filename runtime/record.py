@@ -197,7 +197,10 @@ class WarmupRecord:
                 f"record version {file_value(obj['version'])} is not supported "
                 f"(this runtime reads version {RECORD_VERSION})"
             )
-        return _decode(cls, {k: v for k, v in obj.items() if k != "version"}, "record")
+        record: WarmupRecord = _decode(
+            cls, {k: v for k, v in obj.items() if k != "version"}, "record"
+        )
+        return record
 
 
 # --- JSON encoding: one table of field kinds, so encode and decode cannot drift apart ----------
@@ -339,8 +342,9 @@ def _records_json(text: str | bytes) -> list[Any]:
             f"records file version {file_value(doc['version'])} is not supported "
             f"(this runtime reads version {RECORD_VERSION})"
         )
-    _check(isinstance(doc["records"], list), "records file.records", "a list", doc["records"])
-    return doc["records"]
+    records: list[Any] = doc["records"]
+    _check(isinstance(records, list), "records file.records", "a list", records)
+    return records
 
 
 @contextlib.contextmanager
