@@ -24,6 +24,7 @@ from attrs import field, frozen
 from artifact.atomic import NotARegularFileError, check_regular, write_atomically
 from artifact.spelling import file_value
 from artifact.strict_json import strict_loads
+from runtime.errors import RecordFormatError
 
 RECORD_FORMAT = "warmup-records"
 RECORD_VERSION = 1
@@ -33,10 +34,6 @@ MAX_RECORDS_BYTES = 256 * 1024 * 1024  # a records file is read whole: refuse a 
 ITERATION_SOURCES = ("explicit", "counted", "formula")
 
 ParamValue = int | bool
-
-
-class RecordFormatError(ValueError):
-    """A record file or JSON value that is not a valid warmup record of this version."""
 
 
 def _freeze_params(value: Mapping[str, ParamValue]) -> Mapping[str, ParamValue]:

@@ -90,7 +90,7 @@ def estimate(
     ``pipeline`` is a loaded ``runtime.Pipeline``; ``target`` overrides its default workload (an
     inadmissible point raises the loader's error); ``margin`` (>= 1) pads what is extrapolated;
     ``component_weight_bytes`` floors each phase's constant part at its active components' weights.
-    Records of another pipeline raise ``ValueError``.
+    Records of another pipeline raise ``RecordMismatchError`` (a ``ValueError``).
     """
     work = Workload(records, pipeline, target)
     exact = margin_fraction(margin)

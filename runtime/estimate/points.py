@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from artifact.spelling import point_text
+from runtime.errors import RecordMismatchError, RuntimeValueError
 from runtime.estimate.results import Measure
 from runtime.formulas import Pipeline
 from runtime.record import WarmupRecord
@@ -25,14 +26,16 @@ def margin_fraction(margin: float | Fraction) -> Fraction:
     if isinstance(margin, bool) or not isinstance(margin, (int, float, Fraction)):
         raise TypeError(f"margin must be a number >= 1, got {margin!r}")
     if isinstance(margin, float) and not math.isfinite(margin):
-        raise ValueError(f"margin must be a finite number >= 1, got {margin!r}")
+        raise RuntimeValueError(f"margin must be a finite number >= 1, got {margin!r}")
     exact = (
         Fraction(margin).limit_denominator(1_000_000)
         if isinstance(margin, float)
         else Fraction(margin)
     )
     if exact < 1:
-        raise ValueError(f"margin must be >= 1 (it pads what is extrapolated), got {margin!r}")
+        raise RuntimeValueError(
+            f"margin must be >= 1 (it pads what is extrapolated), got {margin!r}"
+        )
     return exact
 
 
@@ -87,7 +90,7 @@ class Workload:
         self.dropped: list[WarmupRecord] = []
         for index, record in enumerate(self.records):
             if record.pipeline != pipeline.name:
-                raise ValueError(
+                raise RecordMismatchError(
                     f"record {index} is of pipeline {record.pipeline!r}, not {pipeline.name!r}"
                 )
             params = _params(pipeline, record)
@@ -147,7 +150,9 @@ def _params(pipeline: Pipeline, record: WarmupRecord) -> dict[str, int | bool]:
     known = set(pipeline.default_workload)
     unknown = sorted(set(record.params) - known)
     if unknown:
-        raise ValueError(f"record params {unknown} are not params of pipeline {pipeline.name!r}")
+        raise RecordMismatchError(
+            f"record params {unknown} are not params of pipeline {pipeline.name!r}"
+        )
     return dict(record.params)
 
 
