@@ -268,33 +268,8 @@ class _SourceWriter:
         n = len(decl.params)
         args = ", ".join(f"p{i}" for i in range(n))
         slow = f"return _slow(_s, _kw, ({''.join(f'p{i}, ' for i in range(n))}), _x)"
-        # Each param's test: its default passes on identity; another value needs the right type,
-        # its range and the contracts over it alone. Contracts over several params (or lets) come
-        # after, skipped when all their params are at their defaults (the loader checked those).
-        own: list[list[str]] = [[] for _ in decl.params]
-        shared = []
-        for j, contract in enumerate(decl.contracts):
-            lets, _ = scan(contract.expr)
-            used = sorted(set(params_of(contract.expr)).union(*(self.let_params[k] for k in lets)))
-            call = "*_a" if self.wide else args
-            code = f"_K[{j}]({call})" if lets else self.expr(contract.expr, 3)
-            if len(used) == 1 and not lets:
-                own[used[0]].append(code)
-            elif used:
-                shared.append(f"({' and '.join(f'p{i} is d{i}' for i in used)} or {code})")
-        tests = []
-        for i, p in enumerate(decl.params):
-            if p.type == "bool":
-                checks = [f"(p{i} is True or p{i} is False)", *own[i]]
-            else:
-                assert p.min is not None
-                if p.max is not None:
-                    high = f" <= {self.literal(p.max)}"
-                else:  # to inf: below what the cost model assumed, else `_slow` raises
-                    high = f" < {self.literal(1 << param_bits(p.min, None, False))}"
-                checks = [f"_type(p{i}) is _int", f"{self.literal(p.min)} <= p{i}{high}", *own[i]]
-            tests.append(f"(p{i} is d{i} or ({' and '.join(checks)}))")
-        tests += shared
+        own, shared = self.contract_tests(args)
+        tests = [*self.param_tests(own), *shared]
         # Results must be >= 0; int-typed iterations are ints by construction, rational ones are
         # tested (`_I` is int for the iterations entry, None for memory and time).
         rational = any(st.iterations.expr.type == "rat" for st in decl.stages)
@@ -320,6 +295,42 @@ class _SourceWriter:
         ]
         plan = self.factory("checked", ", _D, _K, _T, _slow, _I", body, "checked")
         return FunctionPlan(plan.role, plan.text, plan.consts, plan.factory, False)
+
+    def contract_tests(self, args: str) -> tuple[list[list[str]], list[str]]:
+        """Each param's own contract tests, and the tests of contracts over several params or lets.
+
+        A param's default passes on identity; another value needs the right type, its range and
+        the contracts over it alone. Contracts over several params (or lets) come after, skipped
+        when all their params are at their defaults (the loader checked those).
+        """
+        own: list[list[str]] = [[] for _ in self.decl.params]
+        shared = []
+        for j, contract in enumerate(self.decl.contracts):
+            lets, _ = scan(contract.expr)
+            used = sorted(set(params_of(contract.expr)).union(*(self.let_params[k] for k in lets)))
+            call = "*_a" if self.wide else args
+            code = f"_K[{j}]({call})" if lets else self.expr(contract.expr, 3)
+            if len(used) == 1 and not lets:
+                own[used[0]].append(code)
+            elif used:
+                shared.append(f"({' and '.join(f'p{i} is d{i}' for i in used)} or {code})")
+        return own, shared
+
+    def param_tests(self, own: list[list[str]]) -> list[str]:
+        """Per param: its default by identity, or its type, its range and its own contracts."""
+        tests = []
+        for i, p in enumerate(self.decl.params):
+            if p.type == "bool":
+                checks = [f"(p{i} is True or p{i} is False)", *own[i]]
+            else:
+                assert p.min is not None
+                if p.max is not None:
+                    high = f" <= {self.literal(p.max)}"
+                else:  # to inf: below what the cost model assumed, else `_slow` raises
+                    high = f" < {self.literal(1 << param_bits(p.min, None, False))}"
+                checks = [f"_type(p{i}) is _int", f"{self.literal(p.min)} <= p{i}{high}", *own[i]]
+            tests.append(f"(p{i} is d{i} or ({' and '.join(checks)}))")
+        return tests
 
 
 def plan_pipeline(

@@ -416,27 +416,7 @@ def request_peak(
     stage = _dominant_stage(work)
     candidates: list[tuple[str, PeakEstimate]] = []
     if stage is not None:
-        points = [
-            MeasuredPoint(
-                values[stage].memory,
-                record.peak_allocated,
-                record.baseline_allocated,
-                max(
-                    (_growth_for(growth, index, g.stage, record.peak_allocated) for g in growth),
-                    default=0,
-                ),
-                work.terms[index][stage],
-            )
-            for index, record, values in work.ok
-        ]
-        active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
-        own = peak_from_points(
-            points,
-            _target(work, stage),
-            margin,
-            sum(weights.get(c, 0) for c in active),
-            stage,
-        )
+        own = _scaled_with(work, stage, margin, weights, growth)
         candidates.append((f"the request, scaled with {stage}", own))
     candidates += [(f"phase {p.label}", p.peak) for p in phases if p.peak.ok]
     if not candidates:
@@ -458,4 +438,31 @@ def request_peak(
         chosen.points,
         chosen.fit,
         chosen.target_terms,
+    )
+
+
+def _scaled_with(
+    work: Workload,
+    stage: str,
+    margin: Fraction,
+    weights: Mapping[str, int],
+    growth: Sequence[IterationGrowth],
+) -> PeakEstimate:
+    """The request's own measured peaks carried to the target along ``stage``'s memory."""
+    points = [
+        MeasuredPoint(
+            values[stage].memory,
+            record.peak_allocated,
+            record.baseline_allocated,
+            max(
+                (_growth_for(growth, index, g.stage, record.peak_allocated) for g in growth),
+                default=0,
+            ),
+            work.terms[index][stage],
+        )
+        for index, record, values in work.ok
+    ]
+    active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
+    return peak_from_points(
+        points, _target(work, stage), margin, sum(weights.get(c, 0) for c in active), stage
     )
