@@ -25,15 +25,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from itertools import pairwise
-from typing import Any
 
 from attrs import frozen
 
+from artifact.ir import StageValues
 from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
     LinearFit,
+    Measure,
     MeasuredPoint,
     PeakEstimate,
     PhaseEstimate,
@@ -41,7 +42,7 @@ from runtime.estimate.results import (
 )
 from runtime.record import Iteration, Phase, WarmupRecord
 
-Terms = tuple[Any, ...]
+Terms = tuple[Measure, ...]
 PhaseKey = tuple[str, str, str | None, tuple[str, ...], tuple[str, ...]]
 
 
@@ -102,7 +103,9 @@ def _growth_for(growth: Sequence[IterationGrowth], index: int, stage: str | None
 # --- one constraint from its measured points ------------------------------------------------------
 
 
-def none(reason: str, stage: str | None = None, target_measure: Any = None) -> PeakEstimate:
+def none(
+    reason: str, stage: str | None = None, target_measure: Measure | None = None
+) -> PeakEstimate:
     return PeakEstimate("none", None, None, 1.0, reason, stage, target_measure)
 
 
@@ -111,7 +114,7 @@ class _Where:
     """What every estimate of one constraint shares: its stage and the target's measure."""
 
     stage: str | None
-    target_measure: Any
+    target_measure: Measure
     target_terms: Terms
 
     def estimate(
@@ -150,7 +153,7 @@ def _covers(terms: Terms, target: Terms) -> bool:
 
 def peak_from_points(
     points: Sequence[MeasuredPoint],
-    target: Any,
+    target: Measure | Terms,
     margin: Fraction,
     floor: int,
     stage: str | None,
@@ -343,7 +346,7 @@ def phase_peaks(
     work: Workload, margin: Fraction, weights: Mapping[str, int], growth: Sequence[IterationGrowth]
 ) -> tuple[PhaseEstimate, ...]:
     """One estimate per phase and component layout, in order of first appearance."""
-    groups: dict[PhaseKey, list[tuple[int, WarmupRecord, Mapping[str, Any], Phase]]] = {}
+    groups: dict[PhaseKey, list[tuple[int, WarmupRecord, Mapping[str, StageValues], Phase]]] = {}
     for index, record, values in work.ok:
         for phase in record.phases:
             groups.setdefault(_key(phase), []).append((index, record, values, phase))
@@ -380,7 +383,7 @@ def phase_peaks(
     return tuple(out)
 
 
-def _target(work: Workload, stage: str) -> Any:
+def _target(work: Workload, stage: str) -> Measure | Terms:
     """The target's memory measure of a stage: a number, or the tuple of its terms when several."""
     terms = work.target_terms[stage]
     return terms if len(terms) > 1 else work.target_values[stage].memory

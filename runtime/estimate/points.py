@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any
 
+from artifact.ir import StageValues
 from artifact.spelling import point_text
 from runtime.errors import RecordMismatchError, RuntimeValueError
 from runtime.estimate.results import Measure
@@ -65,7 +65,9 @@ def memory_terms(
     return {stage: tuple(pipeline.memory_terms(stage, **params)) for stage in pipeline.stages}
 
 
-def time_terms(pipeline: Pipeline, stage: str, params: Mapping[str, Any]) -> tuple[Fraction, ...]:
+def time_terms(
+    pipeline: Pipeline, stage: str, params: Mapping[str, int | bool]
+) -> tuple[Fraction, ...]:
     """The stage's time terms at ``params`` (one for a plain ``time ~ EXPR``), exact."""
     return tuple(Fraction(t) for t in pipeline.time_terms(stage, **params))
 
@@ -85,7 +87,7 @@ class Workload:
         self.target_terms = memory_terms(pipeline, self.target)
         self.records = tuple(records)
         self.terms: dict[int, dict[str, tuple[Measure, ...]]] = {}
-        self.ok: list[tuple[int, WarmupRecord, dict[str, Any]]] = []
+        self.ok: list[tuple[int, WarmupRecord, dict[str, StageValues]]] = []
         self.blocking: list[WarmupRecord] = []
         self.dropped: list[WarmupRecord] = []
         for index, record in enumerate(self.records):
@@ -138,7 +140,7 @@ def resolve_target(
     return point
 
 
-def measured_iterations(record: WarmupRecord, stage: str, values: Mapping[str, Any]) -> int:
+def measured_iterations(record: WarmupRecord, stage: str, values: Mapping[str, StageValues]) -> int:
     """How often the stage's unit ran in the record: as recorded, else the formula at its params."""
     for pair in record.stage_iterations:
         if pair.stage == stage:

@@ -23,10 +23,10 @@ import math
 import statistics
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any
 
 from attrs import frozen
 
+from artifact.ir import StageValues
 from artifact.spelling import point_text
 from runtime.estimate.points import (
     Workload,
@@ -40,7 +40,7 @@ from runtime.estimate.time_fit import SizeTimes, fit_time
 from runtime.record import WarmupRecord
 
 
-def _work(values: Mapping[str, Any], record: WarmupRecord) -> Fraction:
+def _work(values: Mapping[str, StageValues], record: WarmupRecord) -> Fraction:
     return sum(
         (Fraction(measured_iterations(record, s, values)) * values[s].time for s in values),
         Fraction(0),
@@ -48,7 +48,7 @@ def _work(values: Mapping[str, Any], record: WarmupRecord) -> Fraction:
 
 
 def _sample(
-    record: WarmupRecord, stage: str, values: Mapping[str, Any]
+    record: WarmupRecord, stage: str, values: Mapping[str, StageValues]
 ) -> tuple[tuple[float, ...], float, bool] | None:
     """(per-iteration samples in seconds, fixed seconds, repeated) of one record's stage, or None
     if it did not run. A repeated stage's samples are its steady iterations (the first one dropped
@@ -94,7 +94,7 @@ class _Carried:
 
 
 def stage_time(
-    work: Workload, stage: str, representative: tuple[int, WarmupRecord, Mapping[str, Any]]
+    work: Workload, stage: str, representative: tuple[int, WarmupRecord, Mapping[str, StageValues]]
 ) -> StageTime:
     """One stage's time at the target (see the module docstring)."""
     target_n = work.target_iterations(stage)
