@@ -27,6 +27,7 @@ from artifact.limits import (
     MAX_TEXT_LENGTH,
     MAX_VALUE_BITS,
 )
+from artifact.spelling import file_value
 
 __all__ = [
     "MAX_CALLS",
@@ -86,22 +87,6 @@ def over_limit(path: object, problem: str, *, limit: str) -> ArtifactLimitError:
     return ArtifactLimitError(render(path), problem, location(path), limit=limit)
 
 
-def show(value: object) -> str:
-    """A short, safe rendering of a file value for messages (never evaluated)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 160:
-        return f"of {value.bit_length():,} bits"  # repr() refuses ints over 4,300 digits
-    if (
-        isinstance(value, Fraction)
-        and max(value.numerator.bit_length(), value.denominator.bit_length()) > 160
-    ):
-        bits = value.numerator.bit_length(), value.denominator.bit_length()
-        return f"a fraction of {bits[0]:,}/{bits[1]:,} bits"
-    if isinstance(value, Fraction):
-        return str(value)
-    text = repr(value)
-    return text if len(text) <= 48 else text[:45] + "..."
-
-
 def describe(value: object) -> str:
     """A value as messages name it: its JSON kind and a short rendering."""
     names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
@@ -111,7 +96,7 @@ def describe(value: object) -> str:
         return "an object"
     if value is None:
         return "null"
-    return f"{names.get(type(value), type(value).__name__)} {show(value)}"
+    return f"{names.get(type(value), type(value).__name__)} {file_value(value)}"
 
 
 def as_object(
@@ -127,7 +112,7 @@ def as_object(
         allowed = set(required) | set(optional)
         for key in value:
             if key not in allowed:
-                raise fail(path, f"unexpected key {show(key)}")
+                raise fail(path, f"unexpected key {file_value(key)}")
     return value
 
 
@@ -169,14 +154,15 @@ def as_name(value: object, path: object) -> str:
     if len(value) > MAX_NAME_LENGTH and value.isascii() and value.isidentifier():
         raise over_limit(
             path,
-            f"invalid name {show(value)}: {len(value)} characters, over the limit of "
+            f"invalid name {file_value(value)}: {len(value)} characters, over the limit of "
             f"{MAX_NAME_LENGTH}",
             limit="MAX_NAME_LENGTH",
         )
     if not (value.isascii() and value.isidentifier()):
         raise fail(
             path,
-            f"invalid name {show(value)} (want [A-Za-z_][A-Za-z0-9_]*, <= {MAX_NAME_LENGTH} chars)",
+            f"invalid name {file_value(value)} "
+            f"(want [A-Za-z_][A-Za-z0-9_]*, <= {MAX_NAME_LENGTH} chars)",
         )
     return value
 
@@ -341,7 +327,7 @@ def _check_any(node: object, path: object, scope: Scope, depth: int) -> Expr:
     if type(kind) is not str:
         raise fail(path, "missing or non-string node kind 'k'")
     if kind not in KINDS:
-        raise fail(into(path, ".k"), f"unknown node kind {show(kind)}")
+        raise fail(into(path, ".k"), f"unknown node kind {file_value(kind)}")
     if kind == "int":
         as_object(node, path, ("k", "v"))
         v = as_int(node["v"], into(path, ".v"))

@@ -101,7 +101,8 @@ def _karatsuba(words: int) -> int:
     cut-over is 70 30-bit digits), then three half-size products per halving."""
     if words <= 32:
         return words * words
-    return 1024 * 3 ** ((words - 1) >> 5).bit_length()
+    halvings: int = 3 ** ((words - 1) >> 5).bit_length()  # typeshed: int ** int may be a float
+    return 1024 * halvings
 
 
 def _product(a: int, b: int) -> int:

@@ -23,7 +23,6 @@ from artifact.checks import (
     into,
     over_limit,
     same_tree,
-    show,
 )
 from artifact.cost import node_bounds, param_bits
 from artifact.errors import ArtifactError
@@ -53,6 +52,7 @@ from artifact.limits import (
     MAX_POW_EXPONENT,
     MAX_STAGES,
 )
+from artifact.spelling import file_value
 from artifact.strict_json import strict_loads
 
 __all__ = [
@@ -136,7 +136,7 @@ def parse_artifact(doc: object) -> Artifact:
     if type(version) is not int or version != FORMAT_VERSION:
         raise fail(
             into(None, "format_version"),
-            f"unsupported format_version {show(version)}: this loader reads version "
+            f"unsupported format_version {file_value(version)}: this loader reads version "
             f"{FORMAT_VERSION}",
         )
     as_object(doc, None, ("format", "format_version", "compiler", "sources", "pipelines"))

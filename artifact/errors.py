@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from artifact.spelling import passed_value
+
 __all__ = [
     "ArtifactError",
     "ArtifactLimitError",
@@ -35,15 +37,6 @@ def _hint(name: str, known: Iterable[str]) -> str:
     """Render the did-you-mean suffix of an unknown-name message (empty when nothing is close)."""
     best = did_you_mean(name, known)
     return f"; did you mean {best!r}?" if best is not None else ""
-
-
-def _show(value: object) -> str:
-    """A request value for a message, bounded (repr() refuses ints over 4,300 digits)."""
-    if isinstance(value, int) and value.bit_length() > 160:
-        return f"<an integer of {value.bit_length():,} bits>"
-    from artifact.checks import show  # only on the error path
-
-    return show(value)
 
 
 class FormulaError(Exception):
@@ -119,7 +112,7 @@ class ParamTypeError(ParamError, TypeError):
         super().__init__(
             message
             or f"param {param!r} of pipeline {pipeline!r} takes {article} {expected}; "
-            f"got {_show(value)} ({type(value).__name__})",
+            f"got {passed_value(value)} ({type(value).__name__})",
             pipeline,
             param,
         )

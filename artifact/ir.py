@@ -95,7 +95,7 @@ class Frozen:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._fields() == other._fields()  # type: ignore[attr-defined]
+        return self._fields() == other._fields()
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._fields()))
@@ -138,7 +138,7 @@ class ParamInfo(Frozen):
         return f"[{self.min}, {'inf' if self.max is None else self.max}]"
 
 
-class Expr(tuple):  # type: ignore[type-arg]
+class Expr(tuple[object, ...]):
     """A validated expression node: `type` is int/rat/bool; `ref` indexes params or lets.
 
     `bits`, `dbits` and `work` are its static cost (artifact/cost.py): bounds on the bit lengths of
@@ -180,7 +180,7 @@ class Expr(tuple):  # type: ignore[type-arg]
 
     def __eq__(self, other: object) -> bool:
         # False, not NotImplemented: tuple's own == would otherwise equate it with a plain tuple
-        return type(other) is Expr and tuple.__eq__(self, other)  # type: ignore[arg-type]
+        return type(other) is Expr and tuple.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
@@ -192,7 +192,7 @@ class Expr(tuple):  # type: ignore[type-arg]
         inner = ", ".join(f"{n}={v!r}" for n, v in zip(self._names, self))
         return f"Expr({inner})"
 
-    def __getnewargs__(self) -> tuple[object, ...]:  # type: ignore[override]
+    def __getnewargs__(self) -> tuple[object, ...]:
         return tuple(self)
 
 

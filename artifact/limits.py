@@ -41,7 +41,7 @@ MAX_MEMORY_TERMS = MAX_MEASURE_TERMS  # the name before time took terms too
 MAX_STAGE_USES = 16  # component uses of one stage
 MAX_CALLS = 512  # `call` arguments of one pipeline
 # A param ranging up to `inf` is bounded only by the largest int a request may pass: 4,300 digits.
-UNBOUNDED_BITS = (10**MAX_INT_DIGITS).bit_length()
+UNBOUNDED_BITS: int = (10**MAX_INT_DIGITS).bit_length()
 MAX_VALUE_BITS = 1 << 17  # bit length any value may reach over the declared param ranges
 MAX_CALL_WORK = 1 << 22  # word operations one evaluation may take (artifact/cost.py)
 MAX_LOAD_WORK = 1 << 23  # word operations of evaluating every formula of an artifact once

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from artifact.checks import show
+from artifact.spelling import file_value
 
 
 def strict_loads(data: str | bytes | bytearray) -> object:
@@ -20,7 +20,7 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise ValueError(f"duplicate key {show(key)} in a JSON object")
+                raise ValueError(f"duplicate key {file_value(key)} in a JSON object")
             seen.add(key)
     return obj
 

@@ -180,13 +180,13 @@ def _records(
     scheduler = pipe.scheduler
     records: list[tuple[Point, WarmupRecord]] = []
     with recorder.request(**grid[0]) as req:  # warm up: first calls initialise lazily
-        run_pipeline(pipe, req, {}, **_call(formulas, module, req.params))
+        run_pipeline(pipe, req, **_call(formulas, module, req.params))
     for point in grid:
         runs = []
         for _ in range(repeat):
             pipe.scheduler = type(scheduler).from_config(scheduler.config)  # no state carried over
             with recorder.request(**point) as req:
-                run_pipeline(pipe, req, {}, **_call(formulas, module, req.params))
+                run_pipeline(pipe, req, **_call(formulas, module, req.params))
             runs.append(recorder.records[-1])
         records.append((point, min(runs, key=lambda r: r.duration_s)))
     return records

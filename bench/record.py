@@ -24,7 +24,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from calibration.examples.wan import TINY_WAN_CALL, build_tiny_wan, tiny_wan_call
+from calibration.examples.wan import build_tiny_wan, tiny_wan_call
 from runtime import load_formulas
 from runtime.measure import WarmupRecorder
 from runtime.measure.backends import LiveTensorBackend
@@ -157,7 +157,7 @@ def wan_variants(wan) -> dict[str, Callable[[], object]]:
 
     def recorded() -> None:
         with recorder.request(**PARAMS) as req:
-            run_pipeline(pipe, req, **TINY_WAN_CALL, generator=torch.Generator().manual_seed(0))
+            run_pipeline(pipe, req, **tiny_wan_call(**PARAMS))
         recorder._records.clear()
 
     return {"plain forward": plain, "CPU tracker": tracked, "recorder + layer tracker": recorded}

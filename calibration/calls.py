@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from calibration.wiring import DiffusersPipeline
+if TYPE_CHECKING:
+    from runtime.measure.diffusers_hooks import DiffusersPipeline
+
 
 #: What a request passes besides the formulas' `call` arguments, when the pipeline takes it.
 DEFAULT_CALL: Mapping[str, object] = {"prompt": "a cat dancing", "output_type": "pt"}

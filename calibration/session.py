@@ -17,7 +17,6 @@ from calibration.calls import DEFAULT_CALL, accepted, reset_scheduler
 from calibration.host import clock_for, resolve_device
 from calibration.weights import module_layers, module_weights
 from calibration.wiring import (
-    DiffusersPipeline,
     Params,
     PipelineFacts,
     call_arguments,
@@ -29,6 +28,7 @@ from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:
     from runtime.measure import MemoryBackend, Request, WarmupRecorder
+    from runtime.measure.diffusers_hooks import DiffusersPipeline
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class Session:
         if self.fresh_scheduler:
             reset_scheduler(self.pipe)
         try:
-            return run_pipeline(self.pipe, req, {}, **self.kwargs_for(req.params))
+            return run_pipeline(self.pipe, req, **self.kwargs_for(req.params))
         finally:
             if self.fresh_scheduler:
                 reset_scheduler(self.pipe)

@@ -29,7 +29,7 @@ from attrs import field, frozen
 from calibration.memory import allocator_margin
 from calibration.probes.findings import Finding, check
 from calibration.probes.minimums import raise_to_minimums
-from calibration.probes.policy import next_probe
+from calibration.probes.policy import next_probe, open_stages
 from calibration.wiring import Params
 from runtime import Pipeline
 from runtime.estimate import DEFAULT_MARGIN, estimate
@@ -406,19 +406,10 @@ def _determine_terms(
         if outcome.calibrated:
             ran.append(str(shape))
     measured = [dict(r.params) for r in recorder.records if r.ok]
-    still = [f"{s} {q}" for s, q in open_stages_of(pipeline, measured, target)]
+    still = [f"{s} {q}" for s, q in open_stages(pipeline, measured, target)]
     note = f"; determined by probes at {', '.join(ran)}" if ran else ""
     if still:
         why = "a probe failed" if len(ran) < len(tried) else "no lighter shape determines them"
         note += f"; {', '.join(still)} stay undetermined at the target ({why})"
         log.warning("warmup: %s", note[2:])
     return tuple(attempts), note
-
-
-def open_stages_of(
-    pipeline: Pipeline, measured: Sequence[Params], target: Params
-) -> tuple[tuple[str, str], ...]:
-    """``calibration.probes.policy.open_stages`` (named here for the warmup's readers)."""
-    from calibration.probes.policy import open_stages
-
-    return open_stages(pipeline, measured, target)

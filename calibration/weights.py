@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from torch import nn
 
-    from calibration.wiring import DiffusersPipeline
+    from runtime.measure.diffusers_hooks import DiffusersPipeline
 
 
 def weight_bytes(module: nn.Module) -> int:

@@ -13,7 +13,6 @@ import inspect
 from collections.abc import Mapping
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Protocol
 
 from attrs import field, frozen
 
@@ -24,15 +23,6 @@ CallValue = int | float | bool
 
 #: A point of the formulas' params (a shape): name -> value.
 Params = Mapping[str, int | bool]
-
-
-class DiffusersPipeline(Protocol):
-    """What calibration uses of a diffusers ``DiffusionPipeline``: its components and its call."""
-
-    @property
-    def components(self) -> Mapping[str, object]: ...
-
-    def __call__(self, *args: object, **kwargs: object) -> object: ...
 
 
 def _frozen_map(value: Mapping[str, object]) -> Mapping[str, object]:

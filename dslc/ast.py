@@ -10,7 +10,7 @@ from dslc.source import SourceFile, Span
 
 
 def _span() -> Span | None:
-    return attrs.field(default=None, eq=False, repr=False, kw_only=True)  # type: ignore[no-any-return]
+    return attrs.field(default=None, eq=False, repr=False, kw_only=True)
 
 
 @attrs.frozen

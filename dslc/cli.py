@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from artifact.spelling import param_value
 from dslc import __version__
 from dslc.cli_list import list_command
 from dslc.cli_support import (
@@ -40,7 +41,6 @@ from dslc.render_rich import (
     json_number,
     plural,
     show_number,
-    show_value,
 )
 
 HELP = """\
@@ -276,7 +276,7 @@ def _measure_terms(
 def _point(point: dict[str, int | bool], changed: dict[str, int | bool]) -> list[str]:
     """`steps = 4 (set)`, `frames = 81`, ...: one item per param (`(none)` for no params)."""
     return [
-        f"{name} = {show_value(value)}{' (set)' if name in changed else ''}"
+        f"{name} = {param_value(value)}{' (set)' if name in changed else ''}"
         for name, value in point.items()
     ] or ["(none)"]
 

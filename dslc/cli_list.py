@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
+from artifact.spelling import param_value
 from dslc.cli_support import load_book, ui
-from dslc.render_rich import show_value
 
 
 def examples_epilog() -> str:
@@ -21,7 +21,7 @@ def param_rows(pipeline: Any) -> list[list[str]]:
         [
             info.name,
             info.type,
-            show_value(info.default),
+            param_value(info.default),
             info.range_text or "-",
             " and ".join(info.contracts) or "-",
         ]

@@ -107,13 +107,6 @@ def json_number(value: int | Fraction) -> int | float:
         ) from None
 
 
-def show_value(value: object) -> str:
-    """A param value as the language writes it (`true`, not `True`)."""
-    if value is True or value is False:
-        return "true" if value else "false"
-    return str(value)
-
-
 class Output:
     """One output stream (stdout or stderr), plain or coloured."""
 

@@ -19,6 +19,7 @@ from artifact.errors import (
     UnknownStageError,
 )
 from artifact.ir import ComponentUse
+from runtime.errors import RecordFormatError, RecordMismatchError, RuntimeValueError
 from runtime.formulas import FormulaBook, ParamInfo, Pipeline, StageValues, load_formulas
 
 __all__ = [
@@ -34,6 +35,9 @@ __all__ = [
     "ParamLimitError",
     "ParamTypeError",
     "Pipeline",
+    "RecordFormatError",
+    "RecordMismatchError",
+    "RuntimeValueError",
     "StageValues",
     "UnknownParamError",
     "UnknownPipelineError",

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from artifact.ir import Frozen
+from runtime.errors import RuntimeValueError
 from runtime.formulas import Pipeline
 
 __all__ = [
@@ -106,7 +107,7 @@ class StageIterationRecorder:
         """A loop that knows its own length records it; this wins over any formula value."""
         for what, value in (("measured", measured), ("target", target)):
             if type(value) is not int or value < 0:
-                raise ValueError(
+                raise RuntimeValueError(
                     f"{what} iterations of {stage!r} must be a non-negative int, got {value!r}"
                 )
         self._records[stage] = (measured, target)

@@ -54,7 +54,7 @@ class PipelinePlan(Frozen):
     lets: FunctionPlan | None  # every let at once (`_L`), when some function shares it
 
 
-class _Emitter:
+class _SourceWriter:
     """Turns validated expressions into source text; one function at a time (`begin`)."""
 
     def __init__(
@@ -268,33 +268,8 @@ class _Emitter:
         n = len(decl.params)
         args = ", ".join(f"p{i}" for i in range(n))
         slow = f"return _slow(_s, _kw, ({''.join(f'p{i}, ' for i in range(n))}), _x)"
-        # Each param's test: its default passes on identity; another value needs the right type,
-        # its range and the contracts over it alone. Contracts over several params (or lets) come
-        # after, skipped when all their params are at their defaults (the loader checked those).
-        own: list[list[str]] = [[] for _ in decl.params]
-        shared = []
-        for j, contract in enumerate(decl.contracts):
-            lets, _ = scan(contract.expr)
-            used = sorted(set(params_of(contract.expr)).union(*(self.let_params[k] for k in lets)))
-            call = "*_a" if self.wide else args
-            code = f"_K[{j}]({call})" if lets else self.expr(contract.expr, 3)
-            if len(used) == 1 and not lets:
-                own[used[0]].append(code)
-            elif used:
-                shared.append(f"({' and '.join(f'p{i} is d{i}' for i in used)} or {code})")
-        tests = []
-        for i, p in enumerate(decl.params):
-            if p.type == "bool":
-                checks = [f"(p{i} is True or p{i} is False)", *own[i]]
-            else:
-                assert p.min is not None
-                if p.max is not None:
-                    high = f" <= {self.literal(p.max)}"
-                else:  # to inf: below what the cost model assumed, else `_slow` raises
-                    high = f" < {self.literal(1 << param_bits(p.min, None, False))}"
-                checks = [f"_type(p{i}) is _int", f"{self.literal(p.min)} <= p{i}{high}", *own[i]]
-            tests.append(f"(p{i} is d{i} or ({' and '.join(checks)}))")
-        tests += shared
+        own, shared = self.contract_tests(args)
+        tests = [*self.param_tests(own), *shared]
         # Results must be >= 0; int-typed iterations are ints by construction, rational ones are
         # tested (`_I` is int for the iterations entry, None for memory and time).
         rational = any(st.iterations.expr.type == "rat" for st in decl.stages)
@@ -321,38 +296,74 @@ class _Emitter:
         plan = self.factory("checked", ", _D, _K, _T, _slow, _I", body, "checked")
         return FunctionPlan(plan.role, plan.text, plan.consts, plan.factory, False)
 
+    def contract_tests(self, args: str) -> tuple[list[list[str]], list[str]]:
+        """Each param's own contract tests, and the tests of contracts over several params or lets.
+
+        A param's default passes on identity; another value needs the right type, its range and
+        the contracts over it alone. Contracts over several params (or lets) come after, skipped
+        when all their params are at their defaults (the loader checked those).
+        """
+        own: list[list[str]] = [[] for _ in self.decl.params]
+        shared = []
+        for j, contract in enumerate(self.decl.contracts):
+            lets, _ = scan(contract.expr)
+            used = sorted(set(params_of(contract.expr)).union(*(self.let_params[k] for k in lets)))
+            call = "*_a" if self.wide else args
+            code = f"_K[{j}]({call})" if lets else self.expr(contract.expr, 3)
+            if len(used) == 1 and not lets:
+                own[used[0]].append(code)
+            elif used:
+                shared.append(f"({' and '.join(f'p{i} is d{i}' for i in used)} or {code})")
+        return own, shared
+
+    def param_tests(self, own: list[list[str]]) -> list[str]:
+        """Per param: its default by identity, or its type, its range and its own contracts."""
+        tests = []
+        for i, p in enumerate(self.decl.params):
+            if p.type == "bool":
+                checks = [f"(p{i} is True or p{i} is False)", *own[i]]
+            else:
+                assert p.min is not None
+                if p.max is not None:
+                    high = f" <= {self.literal(p.max)}"
+                else:  # to inf: below what the cost model assumed, else `_slow` raises
+                    high = f" < {self.literal(1 << param_bits(p.min, None, False))}"
+                checks = [f"_type(p{i}) is _int", f"{self.literal(p.min)} <= p{i}{high}", *own[i]]
+            tests.append(f"(p{i} is d{i} or ({' and '.join(checks)}))")
+        return tests
+
 
 def plan_pipeline(
     decl: PipelineDecl, *, inline_nodes: int = _INLINE_NODES, positional: int = _POSITIONAL
 ) -> PipelinePlan:
     """The source of every factory of one pipeline, with the constants each is instantiated with
     (tests lower `inline_nodes` and `positional` to reach every layout with small pipelines)."""
-    emit = _Emitter(decl, inline_nodes, positional)
+    writer = _SourceWriter(decl, inline_nodes, positional)
     plans = []
     for s, stage in enumerate(decl.stages):
         for f, field in enumerate((stage.iterations, stage.memory, stage.time)):
-            plans.append(emit.function(f"s{s}f{f}", [field.expr], "single"))
-    plans.append(emit.function("iters", [st.iterations.expr for st in decl.stages], "tuple"))
-    plans.append(emit.function("ok", [c.expr for c in decl.contracts], "all"))
+            plans.append(writer.function(f"s{s}f{f}", [field.expr], "single"))
+    plans.append(writer.function("iters", [st.iterations.expr for st in decl.stages], "tuple"))
+    plans.append(writer.function("ok", [c.expr for c in decl.contracts], "all"))
     for k, contract in enumerate(decl.contracts):
-        plans.append(emit.function(f"k{k}", [contract.expr], "single"))
+        plans.append(writer.function(f"k{k}", [contract.expr], "single"))
     for s, stage in enumerate(decl.stages):  # one closure per term, so an error can name its term
         for t, term in enumerate(stage.memory_terms):
-            plans.append(emit.function(f"s{s}t{t}", [term.expr], "single"))
+            plans.append(writer.function(f"s{s}t{t}", [term.expr], "single"))
     for s, stage in enumerate(decl.stages):  # then every time term, the same way
         for t, term in enumerate(stage.time_terms):
-            plans.append(emit.function(f"s{s}u{t}", [term.expr], "single"))
+            plans.append(writer.function(f"s{s}u{t}", [term.expr], "single"))
     if decl.calls:  # every `call` argument at once, as a tuple in declaration order
-        plans.append(emit.function("calls", [c.expr for c in decl.calls], "tuple"))
+        plans.append(writer.function("calls", [c.expr for c in decl.calls], "tuple"))
     # Every field, then every term, in one call computing each let once: `evaluate` and the
     # loader's check of the default workload take work linear in the pipeline, not fields x lets.
     every = [f.expr for st in decl.stages for f in (st.iterations, st.memory, st.time)]
     every += [term.expr for st in decl.stages for term in st.memory_terms]
     every += [term.expr for st in decl.stages for term in st.time_terms]
-    plans.append(emit.function("every", every, "guarded"))
-    plans.append(emit.checked())
+    plans.append(writer.function("every", every, "guarded"))
+    plans.append(writer.checked())
     rational = any(st.iterations.expr.type == "rat" for st in decl.stages)
-    lets = emit.lets_function() if emit.used_shared else None
+    lets = writer.lets_function() if writer.used_shared else None
     return PipelinePlan(tuple(plans), rational, lets)
 
 

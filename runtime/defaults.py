@@ -13,10 +13,10 @@ from __future__ import annotations
 from fractions import Fraction
 from math import ceil, floor
 
-from artifact.checks import show
 from artifact.errors import ArtifactError
 from artifact.ir import Expr, PipelineDecl
-from runtime.evaluator import UNDEFINED
+from artifact.spelling import file_value
+from runtime.evaluator import FIELD_NAMES, UNDEFINED, valid_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["check_defaults", "lets_at", "result_at", "value_at"]
-
-_FIELDS = ("iterations", "memory", "time")
 
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "add": lambda a, b: a + b,
@@ -107,13 +105,6 @@ def result_at(e: Expr, params: tuple[Any, ...], lets: list[Any]) -> Any:
     return value
 
 
-def _valid(field: int, value: object) -> bool:
-    """Iterations (field 0) are non-negative ints; measures non-negative ints or Fractions."""
-    if type(value) is int:
-        return value >= 0
-    return field != 0 and type(value) is Fraction and value >= 0
-
-
 def check_defaults(decl: PipelineDecl) -> tuple[int, ...]:
     """Each stage's iterations at the default workload, which must be admissible and evaluable;
     else ArtifactError naming the first broken contract, field, memory term or the calls."""
@@ -132,7 +123,7 @@ def check_defaults(decl: PipelineDecl) -> tuple[int, ...]:
     checks = []  # (field, expr, path): every stage's fields, then memory terms, then time terms
     for s, stage in enumerate(decl.stages):
         for k, field in enumerate((stage.iterations, stage.memory, stage.time)):
-            checks.append((k, field.expr, f"{where}.stages[{s}].{_FIELDS[k]}.expr"))
+            checks.append((k, field.expr, f"{where}.stages[{s}].{FIELD_NAMES[k]}.expr"))
     for s, stage in enumerate(decl.stages):
         for j, term in enumerate(stage.memory_terms):
             checks.append((1, term.expr, f"{where}.stages[{s}].memory.terms[{j}].expr"))
@@ -141,8 +132,8 @@ def check_defaults(decl: PipelineDecl) -> tuple[int, ...]:
             checks.append((2, term.expr, f"{where}.stages[{s}].time.terms[{j}].expr"))
     for k, expr, path in checks:
         value = result_at(expr, params, lets)
-        if value is UNDEFINED or not _valid(k, value):
-            problem = "division by zero" if value is UNDEFINED else show(value)
+        if value is UNDEFINED or not valid_value(k, value):
+            problem = "division by zero" if value is UNDEFINED else file_value(value)
             message = f"at the default workload this is {problem}, which is invalid"
             raise ArtifactError(path, message)
         if k == 0:

@@ -19,21 +19,12 @@ from artifact.errors import (
     UnknownParamError,
 )
 from artifact.ir import PipelineDecl
+from artifact.spelling import bounded_param_value
 
-__all__ = ["SEARCH_LIMIT", "Args", "Domain", "int_like", "show_value"]
+__all__ = ["SEARCH_LIMIT", "Args", "Domain", "int_like"]
 
 SEARCH_LIMIT = 10_000  # largest_admissible walks down at most this many candidate values
 Args = list[int | bool] | tuple[int | bool, ...]  # param values in declaration order
-
-
-def show_value(value: object) -> str:
-    """A param value as the language writes it (`true`, not `True`); a huge int by its size (str()
-    refuses ints over 4,300 digits, and a message should stay short anyway)."""
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, int) and value.bit_length() > 160:
-        return f"<an integer of {value.bit_length():,} bits>"
-    return str(value)
 
 
 def int_like(value: object) -> int | None:
@@ -154,7 +145,7 @@ class Domain:
         for name, (index, low, high, limit) in self.specs.items():
             if low is not None and not low <= args[index] <= high:
                 messages.append(
-                    f"{name} = {show_value(args[index])} is outside {self.ranges[name]}"
+                    f"{name} = {bounded_param_value(args[index])} is outside {self.ranges[name]}"
                 )
                 names.append(name)
                 beyond = beyond or not -limit < args[index] < limit
@@ -163,7 +154,7 @@ class Domain:
             problem = f"violates `{self.texts[k]}`"
             if self._raises(k, args):
                 problem = f"cannot satisfy `{self.texts[k]}` (division by zero)"
-            messages.append(f"{self.names[owner]} = {show_value(args[owner])} {problem}")
+            messages.append(f"{self.names[owner]} = {bounded_param_value(args[owner])} {problem}")
             names.append(self.names[owner])
         return tuple(messages), tuple(dict.fromkeys(names))
 
@@ -217,4 +208,4 @@ class Domain:
 
     def point(self, args: Args) -> str:
         """A point for messages: `steps = 4, frames = 81, ..., cfg = true`."""
-        return ", ".join(f"{n} = {show_value(v)}" for n, v in zip(self.names, args))
+        return ", ".join(f"{n} = {bounded_param_value(v)}" for n, v in zip(self.names, args))

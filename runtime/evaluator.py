@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "FIELD_NAMES",
     "NO_POSITIONAL",
     "UNDEFINED",
     "CompiledPipeline",
@@ -30,9 +31,18 @@ __all__ = [
     "instantiate",
     "normalize",
     "plan_pipeline",
+    "valid_value",
 ]
 
-_FIELD_NAMES = ("iterations", "memory", "time")
+#: A stage's fields, in the order of the generated closures and of every per-field table.
+FIELD_NAMES = ("iterations", "memory", "time")
+
+
+def valid_value(field: int, value: object) -> bool:
+    """Iterations (field 0) are non-negative ints; measures non-negative ints or Fractions."""
+    if type(value) is int:
+        return value >= 0
+    return field != 0 and type(value) is Fraction and value >= 0
 
 
 class _Undefined:
@@ -179,7 +189,7 @@ def instantiate(
     consts = checked_plan.consts
     checked = tuple(
         rename(make_checked(consts, defaults, contracts, tables[k], fallbacks[k], integral[k]),
-               names, _FIELD_NAMES[k])
+               names, FIELD_NAMES[k])
         for k in range(3)
     )  # fmt: skip
     ordered = (*((plan.lets,) if plan.lets else ()), *plan.functions)
@@ -206,9 +216,10 @@ def _build(
     """One closure: the plain function itself, or its factory called with what it needs."""
     if not f.factory:
         return factories[f.text]
-    if f.lets:
-        return factories[f.text](f.consts, lets)
-    return factories[f.text](f.consts)
+    made: Callable[..., Any] = (
+        factories[f.text](f.consts, lets) if f.lets else factories[f.text](f.consts)
+    )
+    return made
 
 
 def compile_pipeline(
@@ -238,7 +249,7 @@ def rename(
     """Give a checked entry the params' real names as keyword parameters, so CPython binds
     `steps=4` itself. Only the code object's variable *names* change (locals are read by index),
     so no text from the file is ever compiled; plain locals get names no identifier can take."""
-    code = fn.__code__  # type: ignore[attr-defined]
+    code = fn.__code__
     assert code.co_kwonlyargcount == 0 and not code.co_cellvars  # only names change below
     mapping = {f"p{i}": pname for i, pname in enumerate(param_names)}
     mapping["_s"] = _fresh("stage", param_names)
@@ -249,12 +260,12 @@ def rename(
         code.replace(co_varnames=varnames, co_name=name, co_qualname=f"Pipeline.{name}")
         if hasattr(code, "co_qualname")
         else code.replace(co_varnames=varnames, co_name=name),
-        fn.__globals__,  # type: ignore[attr-defined]
+        fn.__globals__,
         name,
-        fn.__defaults__,  # type: ignore[attr-defined]
-        fn.__closure__,  # type: ignore[attr-defined]
+        fn.__defaults__,
+        fn.__closure__,
     )
-    kwdefaults = fn.__kwdefaults__  # type: ignore[attr-defined]
+    kwdefaults = fn.__kwdefaults__
     renamed.__kwdefaults__ = {mapping[k]: v for k, v in kwdefaults.items()} if kwdefaults else None
     renamed.__qualname__ = f"Pipeline.{name}"
     return renamed

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from types import MappingProxyType
 
-from artifact.checks import show
 from artifact.document import read_artifact
 from artifact.errors import (
     EvaluationError,
@@ -17,9 +16,18 @@ from artifact.errors import (
     UnknownStageError,
 )
 from artifact.ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
+from artifact.spelling import file_value
 from runtime.defaults import check_defaults
 from runtime.domain import SEARCH_LIMIT, Args, Domain
-from runtime.evaluator import NO_POSITIONAL, UNDEFINED, FactoryCache, instantiate, plan_pipeline
+from runtime.evaluator import (
+    FIELD_NAMES,
+    NO_POSITIONAL,
+    UNDEFINED,
+    FactoryCache,
+    instantiate,
+    plan_pipeline,
+    valid_value,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,7 +43,6 @@ __all__ = [
     "load_formulas",
 ]
 
-_FIELDS = ("iterations", "memory", "time")
 _LAZY = frozenset({"_fields", "_iters", "_every", "_terms", "_time_terms", "_calls", "source"})
 
 
@@ -217,7 +224,7 @@ class Pipeline:
             return (self._field(field, stage, args),)
         values = []
         for j, fn in enumerate(terms):
-            what = f"{stage}.{_FIELDS[field]}[{j}]"
+            what = f"{stage}.{FIELD_NAMES[field]}[{j}]"
             values.append(self._check(field, stage, self._call(fn, args, what), args, what))
         return tuple(values)
 
@@ -275,7 +282,7 @@ class Pipeline:
         if isinstance(at_most, _Keyword):
             if "at_most" not in others:
                 raise TypeError("largest_admissible() needs the bound `at_most`")
-            at_most = others.pop("at_most")  # type: ignore[assignment]
+            at_most = others.pop("at_most")
         return self._domain.largest(name, at_most, others)
 
     def compiled_iterations(self, stage: str) -> Callable[..., int | Fraction]:
@@ -304,7 +311,7 @@ class Pipeline:
             """Called by the fast entry with the values it bound, to redo the call the slow way."""
             if guard is not NO_POSITIONAL:
                 raise TypeError(
-                    f"{_FIELDS[field]}() takes the stage by position and params by keyword only"
+                    f"{FIELD_NAMES[field]}() takes the stage by position and params by keyword only"
                 )
             params = {
                 n: v for n, v, d in zip(self.param_names, values, self._defaults) if v is not d
@@ -324,7 +331,9 @@ class Pipeline:
     def _field(self, field: int, stage: str, args: Args) -> int | Fraction:
         """One stage field at a bound point, with its division and result checks."""
         fn = self._fields[field][stage]
-        return self._check(field, stage, self._call(fn, args, f"{stage}.{_FIELDS[field]}"), args)
+        return self._check(
+            field, stage, self._call(fn, args, f"{stage}.{FIELD_NAMES[field]}"), args
+        )
 
     def _call(self, fn: Callable[..., Any], args: Args, what: str | None = None) -> Any:
         """Call a closure; division by zero becomes an EvaluationError naming the stage field."""
@@ -340,7 +349,7 @@ class Pipeline:
     def _defined(self, value: object, stage: str, field: int, args: Args) -> object:
         """A value from `every`, which holds UNDEFINED where the field divided by zero."""
         if value is UNDEFINED:
-            what = f"{stage}.{_FIELDS[field]}"
+            what = f"{stage}.{FIELD_NAMES[field]}"
             message = (
                 f"division by zero evaluating {self.name}.{what} at {self._domain.point(args)}"
             )
@@ -352,11 +361,13 @@ class Pipeline:
     ) -> int | Fraction:
         """Iterations must be a non-negative int, measures (and memory terms, `what` naming the
         term) non-negative, exact int or Fraction."""
-        if _valid(field, value):
+        if valid_value(field, value):
             return value  # type: ignore[return-value]
         want = "a non-negative integer" if field == 0 else "non-negative"
-        what = what or f"{stage}.{_FIELDS[field]}"
-        message = f"{self.name}.{what} is {show(value)}, not {want}, at {self._domain.point(args)}"
+        what = what or f"{stage}.{FIELD_NAMES[field]}"
+        message = (
+            f"{self.name}.{what} is {file_value(value)}, not {want}, at {self._domain.point(args)}"
+        )
         raise EvaluationError(message, self.name, what)
 
     def _all_iterations(self, params: Mapping[str, object]) -> tuple[int, ...]:
@@ -374,7 +385,7 @@ class Pipeline:
         fn = self._fields[field].get(stage)
         if fn is None:
             raise UnknownStageError(self.name, str(stage), self.stages)
-        return fn  # type: ignore[return-value]
+        return fn
 
     def _culprit(self, args: Args) -> str:
         """Which stage field divides by zero (re-evaluated one by one, only on the error path)."""
@@ -383,15 +394,8 @@ class Pipeline:
                 try:
                     fn(*args)
                 except ZeroDivisionError:
-                    return f"{stage}.{_FIELDS[k]}"
+                    return f"{stage}.{FIELD_NAMES[k]}"
         return "a stage"
-
-
-def _valid(field: int, value: object) -> bool:
-    """Iterations (field 0) are non-negative ints; measures non-negative ints or Fractions."""
-    if type(value) is int:
-        return value >= 0
-    return field != 0 and type(value) is Fraction and value >= 0
 
 
 class FormulaBook(Mapping[str, Pipeline]):

@@ -22,23 +22,18 @@ import attrs
 from attrs import field, frozen
 
 from artifact.atomic import NotARegularFileError, check_regular, write_atomically
-from artifact.checks import show
+from artifact.spelling import file_value
 from artifact.strict_json import strict_loads
+from runtime.errors import RecordFormatError
 
 RECORD_FORMAT = "warmup-records"
 RECORD_VERSION = 1
 MAX_RECORDS_BYTES = 256 * 1024 * 1024  # a records file is read whole: refuse a larger one first
 
-#: Phase kinds the recorder writes itself; users may add their own with ``req.phase(kind)``.
-PHASE_KINDS = ("stage", "component", "prefetch", "transition")
 #: Where a stage's ``measured`` iteration count came from, most authoritative first.
 ITERATION_SOURCES = ("explicit", "counted", "formula")
 
 ParamValue = int | bool
-
-
-class RecordFormatError(ValueError):
-    """A record file or JSON value that is not a valid warmup record of this version."""
 
 
 def _freeze_params(value: Mapping[str, ParamValue]) -> Mapping[str, ParamValue]:
@@ -196,10 +191,13 @@ class WarmupRecord:
         obj = _expect_keys(value, {"version"} | _FIELDS[cls], "record")
         if obj["version"] != RECORD_VERSION or type(obj["version"]) is not int:
             raise RecordFormatError(
-                f"record version {show(obj['version'])} is not supported "
+                f"record version {file_value(obj['version'])} is not supported "
                 f"(this runtime reads version {RECORD_VERSION})"
             )
-        return _decode(cls, {k: v for k, v in obj.items() if k != "version"}, "record")
+        record: WarmupRecord = _decode(
+            cls, {k: v for k, v in obj.items() if k != "version"}, "record"
+        )
+        return record
 
 
 # --- JSON encoding: one table of field kinds, so encode and decode cannot drift apart ----------
@@ -245,7 +243,7 @@ def _expect_keys(value: Any, keys: set[str], where: str) -> dict[str, Any]:
 def _check(ok: bool, where: str, what: str, value: Any) -> None:
     """Raise a RecordFormatError naming the field unless ``ok``."""
     if not ok:
-        raise RecordFormatError(f"{where}: expected {what}, got {show(value)}")
+        raise RecordFormatError(f"{where}: expected {what}, got {file_value(value)}")
 
 
 def _scalar(kind: Any, value: Any, where: str) -> Any:
@@ -334,15 +332,16 @@ def _records_json(text: str | bytes) -> list[Any]:
     doc = _expect_keys(doc, {"format", "version", "records"}, "records file")
     if doc["format"] != RECORD_FORMAT:
         raise RecordFormatError(
-            f"records file: format {show(doc['format'])} is not {RECORD_FORMAT!r}"
+            f"records file: format {file_value(doc['format'])} is not {RECORD_FORMAT!r}"
         )
     if doc["version"] != RECORD_VERSION or type(doc["version"]) is not int:
         raise RecordFormatError(
-            f"records file version {show(doc['version'])} is not supported "
+            f"records file version {file_value(doc['version'])} is not supported "
             f"(this runtime reads version {RECORD_VERSION})"
         )
-    _check(isinstance(doc["records"], list), "records file.records", "a list", doc["records"])
-    return doc["records"]  # type: ignore[no-any-return]
+    records: list[Any] = doc["records"]
+    _check(isinstance(records, list), "records file.records", "a list", records)
+    return records
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from dslc.compiler import compile_text
 from tests.examples import LANGUAGE_EXAMPLE, ROOT, program_of
 
 
-def book():  # type: ignore[no-untyped-def]
+def book():
     result = compile_text(LANGUAGE_EXAMPLE, "wan.wf")
     assert result.diagnostics == ()
     return load_program(program_of(result))

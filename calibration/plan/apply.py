@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from accelerate.hooks import ModelHook
     from torch import nn
 
-    from calibration.wiring import DiffusersPipeline
+    from runtime.measure.diffusers_hooks import DiffusersPipeline
 
 
 class OffloadHook(Protocol):

@@ -74,15 +74,6 @@ def _resolve_param(param: ResolvedParam, problems: list[Diagnostic]) -> Resolved
     return attrs.evolve(param, default=default, lo=lo, hi=hi)
 
 
-def check_domain(pipeline: ResolvedPipeline) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
-    """Fill each param's default and range; the default workload must satisfy every contract."""
-    resolved, problems = resolve_params(pipeline)
-    if resolved is None:
-        return None, problems
-    problems = check_default_workload(resolved)
-    return (None if problems else resolved), problems
-
-
 def resolve_params(pipeline: ResolvedPipeline) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
     """Each param's default and range, evaluated (constants only: nothing else is evaluated yet)."""
     problems: list[Diagnostic] = []

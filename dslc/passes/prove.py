@@ -15,12 +15,12 @@ settled by the cheapest means that works, over the admissible domain:
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 
+from artifact.spelling import proof_value
 from dslc import ast
 from dslc.diagnostics import Diagnostic, error, warning
 from dslc.fmt import format_expr
@@ -59,7 +59,6 @@ SHRINK_SECONDS = 1.0  # a safety net on moving one counterexample towards the de
 WORK = 250_000  # nodes evaluated per pipeline by splitting (weighing 5) and search: about a second
 SYMBOLIC_SECONDS = 8 * PROVER_SECONDS  # sympy per pipeline, all formulas together
 FILE_WORK = 40 * WORK  # nodes evaluated for all the pipelines of one file (a `limit` beyond)
-MAX_DIGITS = 30  # a value shown in a message has at most about this many digits
 MAX_QUOTED = 40  # an expression quoted in a message has at most this many characters
 
 
@@ -463,7 +462,7 @@ class Prover:
         assert ob.refuted is not None
         point = ob.refuted[0]
         names = self.ctx.ordered(self.ctx.deps(ob.expr))
-        shown = ", ".join(f"{n} = {_show(point[n])}" for n in names)
+        shown = ", ".join(f"{n} = {proof_value(point[n])}" for n in names)
         return f" at {shown}" if shown else ""
 
     def _refuted(self, ob: Obligation) -> Diagnostic:
@@ -485,7 +484,7 @@ class Prover:
                 ],
             )
         value = ob.refuted[1]
-        shown = _show(value)
+        shown = proof_value(value)
         said = f"{ob.what} is {shown}{where}" if where else f"{ob.what} is always {shown}"
         if ob.kind == NONNEG:
             return error(
@@ -560,21 +559,3 @@ def _quoted(expr: ast.Expr, otherwise: str) -> str:
     """An expression as source text when short enough to quote in a message."""
     text = format_expr(expr)
     return text if len(text) <= MAX_QUOTED else otherwise
-
-
-def _show(value: object) -> str:
-    """A value for a message: `true`, `-1`, `7/2`, or `about 1.6e+3584` past MAX_DIGITS digits."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if not isinstance(value, Fraction):
-        return str(value)
-    num, den = abs(value.numerator), value.denominator
-    if (
-        num.bit_length() < MAX_DIGITS * 3 and den.bit_length() < MAX_DIGITS * 3
-    ):  # under about 30 digits
-        return str(value)
-    if num == 0:
-        return "0"
-    exponent = math.log10(num) - math.log10(den)
-    whole = math.floor(exponent)
-    return f"about {'-' if value < 0 else ''}{10 ** (exponent - whole):.1f}e{whole:+d}"

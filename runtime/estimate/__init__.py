@@ -16,15 +16,14 @@ fit, scaled or none, with a ``reason``) and which margin is in force. See docs/e
     result.phase("stage:DenoisingStage").peak.raw_bytes
     result.timing.seconds
 
-The seed's entry points are kept under their names (with this module's types): each computes one
-part of ``estimate``.
+Each ``estimate_*`` entry point below computes one part of ``estimate`` (at any target, the
+default workload when none is given).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any
 
 from runtime.estimate.layers import layer_uses
 from runtime.estimate.peaks import iteration_growth, phase_peaks, request_peak
@@ -32,7 +31,6 @@ from runtime.estimate.points import (
     Workload,
     margin_fraction,
     resolve_target,
-    undetermined_stages,
 )
 from runtime.estimate.results import (
     DEFAULT_MARGIN,
@@ -49,6 +47,7 @@ from runtime.estimate.results import (
     WorkloadEstimate,
 )
 from runtime.estimate.timing import request_time
+from runtime.formulas import Pipeline
 from runtime.record import WarmupRecord
 
 __all__ = [
@@ -65,13 +64,12 @@ __all__ = [
     "TimingEstimate",
     "WorkloadEstimate",
     "estimate",
-    "estimate_default_workload_peak_bytes",
-    "estimate_default_workload_timing",
     "estimate_iteration_growth",
     "estimate_layerwise_layer_uses",
-    "estimate_workload_phase_peaks",
+    "estimate_peak_bytes",
+    "estimate_phase_peaks",
+    "estimate_timing",
     "resolve_target",
-    "undetermined_stages",
 ]
 
 Records = Iterable[WarmupRecord]
@@ -81,7 +79,7 @@ Weights = Mapping[str, int] | None
 
 def estimate(
     records: Records,
-    pipeline: Any,
+    pipeline: Pipeline,
     target: Target = None,
     margin: float | Fraction = DEFAULT_MARGIN,
     *,
@@ -94,7 +92,8 @@ def estimate(
     inadmissible point raises the loader's error); ``margin`` (>= 1) pads what is extrapolated,
     ``stage_margins`` overrides it for the phases of some stages (a calibration whose sizes confirm
     a stage's terms pads it less); ``component_weight_bytes`` floors each phase's constant part at
-    its active components' weights. Records of another pipeline raise ``ValueError``.
+    its active components' weights. Records of another pipeline raise ``RecordMismatchError`` (a
+    ``ValueError``).
     """
     work = Workload(records, pipeline, target)
     exact = margin_fraction(margin)
@@ -116,9 +115,9 @@ def estimate(
     )
 
 
-def estimate_workload_phase_peaks(
+def estimate_phase_peaks(
     records: Records,
-    pipeline: Any,
+    pipeline: Pipeline,
     target: Target = None,
     margin: float | Fraction = DEFAULT_MARGIN,
     *,
@@ -131,9 +130,9 @@ def estimate_workload_phase_peaks(
     )
 
 
-def estimate_default_workload_peak_bytes(
+def estimate_peak_bytes(
     records: Records,
-    pipeline: Any,
+    pipeline: Pipeline,
     target: Target = None,
     margin: float | Fraction = DEFAULT_MARGIN,
     *,
@@ -146,22 +145,20 @@ def estimate_default_workload_peak_bytes(
     return request_peak(work, exact, weights, growth, phase_peaks(work, exact, weights, growth))
 
 
-def estimate_default_workload_timing(
-    records: Records, pipeline: Any, target: Target = None
-) -> TimingEstimate:
+def estimate_timing(records: Records, pipeline: Pipeline, target: Target = None) -> TimingEstimate:
     """The request's and each stage's duration at the target."""
     return request_time(Workload(records, pipeline, target))
 
 
 def estimate_layerwise_layer_uses(
-    records: Records, pipeline: Any, target: Target = None
+    records: Records, pipeline: Pipeline, target: Target = None
 ) -> tuple[LayerUseEstimate, ...]:
     """Per (component, layer, stage) calls at the target."""
     return layer_uses(Workload(records, pipeline, target))
 
 
 def estimate_iteration_growth(
-    records: Records, pipeline: Any, target: Target = None
+    records: Records, pipeline: Pipeline, target: Target = None
 ) -> tuple[IterationGrowth, ...]:
     """Stages whose per-iteration peaks grow, extrapolated to the target's last iteration."""
     return iteration_growth(Workload(records, pipeline, target))

@@ -25,15 +25,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from itertools import pairwise
-from typing import Any
 
 from attrs import frozen
 
+from artifact.ir import StageValues
 from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
     LinearFit,
+    Measure,
     MeasuredPoint,
     PeakEstimate,
     PhaseEstimate,
@@ -41,7 +42,7 @@ from runtime.estimate.results import (
 )
 from runtime.record import Iteration, Phase, WarmupRecord
 
-Terms = tuple[Any, ...]
+Terms = tuple[Measure, ...]
 PhaseKey = tuple[str, str, str | None, tuple[str, ...], tuple[str, ...]]
 
 
@@ -102,7 +103,9 @@ def _growth_for(growth: Sequence[IterationGrowth], index: int, stage: str | None
 # --- one constraint from its measured points ------------------------------------------------------
 
 
-def none(reason: str, stage: str | None = None, target_measure: Any = None) -> PeakEstimate:
+def none(
+    reason: str, stage: str | None = None, target_measure: Measure | None = None
+) -> PeakEstimate:
     return PeakEstimate("none", None, None, 1.0, reason, stage, target_measure)
 
 
@@ -111,7 +114,7 @@ class _Where:
     """What every estimate of one constraint shares: its stage and the target's measure."""
 
     stage: str | None
-    target_measure: Any
+    target_measure: Measure
     target_terms: Terms
 
     def estimate(
@@ -150,7 +153,7 @@ def _covers(terms: Terms, target: Terms) -> bool:
 
 def peak_from_points(
     points: Sequence[MeasuredPoint],
-    target: Any,
+    target: Measure | Terms,
     margin: Fraction,
     floor: int,
     stage: str | None,
@@ -348,7 +351,7 @@ def phase_peaks(
 ) -> tuple[PhaseEstimate, ...]:
     """One estimate per phase and component layout, in order of first appearance; a stage in
     ``stage_margins`` pads its phases by its own margin."""
-    groups: dict[PhaseKey, list[tuple[int, WarmupRecord, Mapping[str, Any], Phase]]] = {}
+    groups: dict[PhaseKey, list[tuple[int, WarmupRecord, Mapping[str, StageValues], Phase]]] = {}
     for index, record, values in work.ok:
         for phase in record.phases:
             groups.setdefault(_key(phase), []).append((index, record, values, phase))
@@ -386,7 +389,7 @@ def phase_peaks(
     return tuple(out)
 
 
-def _target(work: Workload, stage: str) -> Any:
+def _target(work: Workload, stage: str) -> Measure | Terms:
     """The target's memory measure of a stage: a number, or the tuple of its terms when several."""
     terms = work.target_terms[stage]
     return terms if len(terms) > 1 else work.target_values[stage].memory
@@ -423,27 +426,7 @@ def request_peak(
     stage = _dominant_stage(work)
     candidates: list[tuple[str, PeakEstimate]] = []
     if stage is not None:
-        points = [
-            MeasuredPoint(
-                values[stage].memory,
-                record.peak_allocated,
-                record.baseline_allocated,
-                max(
-                    (_growth_for(growth, index, g.stage, record.peak_allocated) for g in growth),
-                    default=0,
-                ),
-                work.terms[index][stage],
-            )
-            for index, record, values in work.ok
-        ]
-        active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
-        own = peak_from_points(
-            points,
-            _target(work, stage),
-            (stage_margins or {}).get(stage, margin),
-            sum(weights.get(c, 0) for c in active),
-            stage,
-        )
+        own = _scaled_with(work, stage, (stage_margins or {}).get(stage, margin), weights, growth)
         candidates.append((f"the request, scaled with {stage}", own))
     candidates += [(f"phase {p.label}", p.peak) for p in phases if p.peak.ok]
     if not candidates:
@@ -465,4 +448,31 @@ def request_peak(
         chosen.points,
         chosen.fit,
         chosen.target_terms,
+    )
+
+
+def _scaled_with(
+    work: Workload,
+    stage: str,
+    margin: Fraction,
+    weights: Mapping[str, int],
+    growth: Sequence[IterationGrowth],
+) -> PeakEstimate:
+    """The request's own measured peaks carried to the target along ``stage``'s memory."""
+    points = [
+        MeasuredPoint(
+            values[stage].memory,
+            record.peak_allocated,
+            record.baseline_allocated,
+            max(
+                (_growth_for(growth, index, g.stage, record.peak_allocated) for g in growth),
+                default=0,
+            ),
+            work.terms[index][stage],
+        )
+        for index, record, values in work.ok
+    ]
+    active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
+    return peak_from_points(
+        points, _target(work, stage), margin, sum(weights.get(c, 0) for c in active), stage
     )

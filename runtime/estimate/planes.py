@@ -108,15 +108,6 @@ def basic_solution(rows: Sequence[Row], values: Sequence[Fraction]) -> tuple[Fra
     return tuple(solution)
 
 
-def least_squares_at(
-    rows: Sequence[Row], values: Sequence[Fraction], target: Row
-) -> tuple[Fraction, tuple[Fraction, ...]] | None:
-    """The least-squares plane's value at ``target`` (and its coefficients), exactly; None unless
-    ``target`` lies in the rows' span (only there is the value the same for every solution)."""
-    fitted = weighted_least_squares_at(rows, values, [Fraction(1)] * len(rows), target)
-    return None if fitted is None else fitted[:2]
-
-
 def weighted_least_squares_at(
     rows: Sequence[Row], values: Sequence[Fraction], weights: Sequence[Fraction], target: Row
 ) -> tuple[Fraction, tuple[Fraction, ...], Fraction] | None:

@@ -10,13 +10,14 @@ the target in some stage says nothing about the target and is dropped.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any
 
+from artifact.ir import StageValues
 from artifact.spelling import point_text
-from runtime.estimate.planes import estimable, row
-from runtime.estimate.results import LinearFit, Measure
+from runtime.errors import RecordMismatchError, RuntimeValueError
+from runtime.estimate.results import Measure
+from runtime.formulas import Pipeline
 from runtime.record import WarmupRecord
 
 
@@ -25,34 +26,22 @@ def margin_fraction(margin: float | Fraction) -> Fraction:
     if isinstance(margin, bool) or not isinstance(margin, (int, float, Fraction)):
         raise TypeError(f"margin must be a number >= 1, got {margin!r}")
     if isinstance(margin, float) and not math.isfinite(margin):
-        raise ValueError(f"margin must be a finite number >= 1, got {margin!r}")
+        raise RuntimeValueError(f"margin must be a finite number >= 1, got {margin!r}")
     exact = (
         Fraction(margin).limit_denominator(1_000_000)
         if isinstance(margin, float)
         else Fraction(margin)
     )
     if exact < 1:
-        raise ValueError(f"margin must be >= 1 (it pads what is extrapolated), got {margin!r}")
+        raise RuntimeValueError(
+            f"margin must be >= 1 (it pads what is extrapolated), got {margin!r}"
+        )
     return exact
 
 
 def ceil_bytes(value: Fraction | int) -> int:
     """Bytes are whole and estimates round up."""
     return math.ceil(value)
-
-
-def least_squares(points: Sequence[tuple[Measure, Fraction]]) -> LinearFit:
-    """The least-squares line through ``(measure, value)`` points (two or more distinct measures),
-    exact; through two points it is the line through them."""
-    n = len(points)
-    mean_m = sum((Fraction(m) for m, _ in points), Fraction(0)) / n
-    mean_v = sum((v for _, v in points), Fraction(0)) / n
-    spread = sum(((m - mean_m) ** 2 for m, _ in points), Fraction(0))
-    if not spread:
-        raise ValueError("a line needs two distinct measures")
-    slope = sum(((m - mean_m) * (v - mean_v) for m, v in points), Fraction(0)) / spread
-    measures = sorted(m for m, _ in points)
-    return LinearFit(mean_v - slope * mean_m, slope, (measures[0], measures[-1]))
 
 
 def show_measure(value: Measure) -> str:
@@ -69,35 +58,18 @@ def show_terms(terms: tuple[Measure, ...]) -> str:
     return "[" + ", ".join(show_measure(t) for t in terms) + "]"
 
 
-def memory_terms(pipeline: Any, params: Mapping[str, int | bool]) -> dict[str, tuple[Measure, ...]]:
+def memory_terms(
+    pipeline: Pipeline, params: Mapping[str, int | bool]
+) -> dict[str, tuple[Measure, ...]]:
     """Every stage's memory terms at ``params`` (one term per stage for a plain ``memory ~``)."""
     return {stage: tuple(pipeline.memory_terms(stage, **params)) for stage in pipeline.stages}
 
 
-def time_terms(pipeline: Any, stage: str, params: Mapping[str, Any]) -> tuple[Fraction, ...]:
+def time_terms(
+    pipeline: Pipeline, stage: str, params: Mapping[str, int | bool]
+) -> tuple[Fraction, ...]:
     """The stage's time terms at ``params`` (one for a plain ``time ~ EXPR``), exact."""
     return tuple(Fraction(t) for t in pipeline.time_terms(stage, **params))
-
-
-def undetermined_stages(
-    pipeline: Any, measured: Sequence[Mapping[str, Any]], target: Mapping[str, Any]
-) -> tuple[str, ...]:
-    """Stages with several memory terms whose plane through the ``measured`` points is not defined
-    at ``target`` (and that no measured point covers term by term)."""
-    terms_of = getattr(pipeline, "memory_terms", None)
-    if terms_of is None:
-        return ()
-    open_stages = []
-    for stage in pipeline.stages:
-        wanted = tuple(terms_of(stage, **target))
-        if len(wanted) < 2:
-            continue
-        seen = [tuple(terms_of(stage, **params)) for params in measured]
-        if any(all(t >= w for t, w in zip(terms, wanted)) for terms in seen):
-            continue
-        if not seen or not estimable([row(terms) for terms in seen], row(wanted)):
-            open_stages.append(stage)
-    return tuple(open_stages)
 
 
 class Workload:
@@ -106,7 +78,7 @@ class Workload:
     def __init__(
         self,
         records: Iterable[WarmupRecord],
-        pipeline: Any,
+        pipeline: Pipeline,
         target: Mapping[str, int | bool] | None = None,
     ) -> None:
         self.pipeline = pipeline
@@ -115,12 +87,12 @@ class Workload:
         self.target_terms = memory_terms(pipeline, self.target)
         self.records = tuple(records)
         self.terms: dict[int, dict[str, tuple[Measure, ...]]] = {}
-        self.ok: list[tuple[int, WarmupRecord, dict[str, Any]]] = []
+        self.ok: list[tuple[int, WarmupRecord, dict[str, StageValues]]] = []
         self.blocking: list[WarmupRecord] = []
         self.dropped: list[WarmupRecord] = []
         for index, record in enumerate(self.records):
             if record.pipeline != pipeline.name:
-                raise ValueError(
+                raise RecordMismatchError(
                     f"record {index} is of pipeline {record.pipeline!r}, not {pipeline.name!r}"
                 )
             params = _params(pipeline, record)
@@ -155,7 +127,9 @@ class Workload:
         return int(self.target_values[stage].iterations)
 
 
-def resolve_target(pipeline: Any, target: Mapping[str, int | bool] | None) -> dict[str, int | bool]:
+def resolve_target(
+    pipeline: Pipeline, target: Mapping[str, int | bool] | None
+) -> dict[str, int | bool]:
     """The default workload with ``target``'s overrides; an inadmissible point raises the loader's
     error.
     """
@@ -166,7 +140,7 @@ def resolve_target(pipeline: Any, target: Mapping[str, int | bool] | None) -> di
     return point
 
 
-def measured_iterations(record: WarmupRecord, stage: str, values: Mapping[str, Any]) -> int:
+def measured_iterations(record: WarmupRecord, stage: str, values: Mapping[str, StageValues]) -> int:
     """How often the stage's unit ran in the record: as recorded, else the formula at its params."""
     for pair in record.stage_iterations:
         if pair.stage == stage:
@@ -174,11 +148,13 @@ def measured_iterations(record: WarmupRecord, stage: str, values: Mapping[str, A
     return int(values[stage].iterations)
 
 
-def _params(pipeline: Any, record: WarmupRecord) -> dict[str, int | bool]:
+def _params(pipeline: Pipeline, record: WarmupRecord) -> dict[str, int | bool]:
     known = set(pipeline.default_workload)
     unknown = sorted(set(record.params) - known)
     if unknown:
-        raise ValueError(f"record params {unknown} are not params of pipeline {pipeline.name!r}")
+        raise RecordMismatchError(
+            f"record params {unknown} are not params of pipeline {pipeline.name!r}"
+        )
     return dict(record.params)
 
 

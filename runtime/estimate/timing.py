@@ -23,8 +23,10 @@ import math
 import statistics
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any
 
+from attrs import frozen
+
+from artifact.ir import StageValues
 from artifact.spelling import point_text
 from runtime.estimate.points import (
     Workload,
@@ -33,12 +35,12 @@ from runtime.estimate.points import (
     show_terms,
     time_terms,
 )
-from runtime.estimate.results import StageTime, TimingEstimate
+from runtime.estimate.results import Measure, StageTime, TimingEstimate
 from runtime.estimate.time_fit import SizeTimes, fit_time
 from runtime.record import WarmupRecord
 
 
-def _work(values: Mapping[str, Any], record: WarmupRecord) -> Fraction:
+def _work(values: Mapping[str, StageValues], record: WarmupRecord) -> Fraction:
     return sum(
         (Fraction(measured_iterations(record, s, values)) * values[s].time for s in values),
         Fraction(0),
@@ -46,7 +48,7 @@ def _work(values: Mapping[str, Any], record: WarmupRecord) -> Fraction:
 
 
 def iteration_samples(
-    record: WarmupRecord, stage: str, values: Mapping[str, Any]
+    record: WarmupRecord, stage: str, values: Mapping[str, StageValues]
 ) -> tuple[tuple[float, ...], float, bool] | None:
     """(per-iteration samples in seconds, fixed seconds, repeated) of one record's stage, or None
     if it did not run. A repeated stage's samples are its steady iterations (the first one dropped
@@ -81,8 +83,18 @@ def stage_sizes(work: Workload, stage: str, repeated: bool) -> list[SizeTimes]:
     return [SizeTimes(t, tuple(samples[t])) for t in sorted(samples, key=sum)]
 
 
+@frozen
+class _Carried:
+    """A per-iteration time carried to the target's measure, how, and its spread at the target."""
+
+    method: str
+    per_iteration: float
+    how: str
+    spread: float | None = None
+
+
 def stage_time(
-    work: Workload, stage: str, representative: tuple[int, WarmupRecord, Mapping[str, Any]]
+    work: Workload, stage: str, representative: tuple[int, WarmupRecord, Mapping[str, StageValues]]
 ) -> StageTime:
     """One stage's time at the target (see the module docstring)."""
     target_n = work.target_iterations(stage)
@@ -91,105 +103,127 @@ def stage_time(
     rep_sample = iteration_samples(rep, stage, rep_values)
     rep_n = measured_iterations(rep, stage, rep_values)
     if rep_sample is None:
-        if target_n == 0:
-            return StageTime(
-                stage,
-                "measurement",
-                0.0,
-                "does not run at the target (0 iterations)",
-                False,
-                rep_n,
-                0,
-            )
+        return _not_measured(stage, rep_n, target_n, target_m)
+    samples, fixed, repeated = rep_sample
+    seconds = _measured_at_target(work, stage, target_n, target_m)
+    if seconds is not None:
         return StageTime(
-            stage,
-            "none",
-            None,
-            "not measured in the representative record",
-            False,
-            rep_n,
-            target_n,
+            stage=stage,
+            method="measurement",
+            seconds=seconds,
+            reason="measured at the target's iterations and measure (the median of its runs)",
+            repeated=repeated,
+            measured_iterations=target_n,
+            target_iterations=target_n,
+            fixed_s=fixed,
             target_measure=target_m,
         )
-    samples, fixed, repeated = rep_sample
-    per_iteration = statistics.median(samples)
+    sizes = stage_sizes(work, stage, repeated)
+    carried = _fitted(sizes, time_terms(work.pipeline, stage, work.target), target_n)
+    if carried is None:
+        rep_terms = time_terms(work.pipeline, stage, rep.params)
+        base = next((s.median for s in sizes if s.terms == rep_terms), statistics.median(samples))
+        carried = _scaled(base, rep_values[stage].time, target_m, len(sizes))
+    if carried is None:
+        return StageTime(
+            stage=stage,
+            method="none",
+            seconds=None,
+            reason="measured where its time measure is 0; cannot scale",
+            repeated=repeated,
+            measured_iterations=rep_n,
+            target_iterations=target_n,
+            fixed_s=fixed,
+            target_measure=target_m,
+        )
+    what = "median steady iteration" if repeated else "time per iteration"
+    reason = f"{carried.how}; {what} x {target_n} target iterations" + (
+        f" + {fixed:.4g} s outside iterations" if fixed else ""
+    )
+    return StageTime(
+        stage=stage,
+        method=carried.method,
+        seconds=fixed + carried.per_iteration * target_n,
+        reason=reason,
+        repeated=repeated,
+        measured_iterations=rep_n,
+        target_iterations=target_n,
+        fixed_s=fixed,
+        per_iteration_s=carried.per_iteration,
+        target_measure=target_m,
+        spread_s=carried.spread,
+    )
+
+
+def _not_measured(stage: str, rep_n: int, target_n: int, target_m: Measure) -> StageTime:
+    """A stage the representative record did not run: nothing to carry (none at the target)."""
+    if target_n == 0:
+        return StageTime(
+            stage=stage,
+            method="measurement",
+            seconds=0.0,
+            reason="does not run at the target (0 iterations)",
+            repeated=False,
+            measured_iterations=rep_n,
+            target_iterations=0,
+        )
+    return StageTime(
+        stage=stage,
+        method="none",
+        seconds=None,
+        reason="not measured in the representative record",
+        repeated=False,
+        measured_iterations=rep_n,
+        target_iterations=target_n,
+        target_measure=target_m,
+    )
+
+
+def _measured_at_target(
+    work: Workload, stage: str, target_n: int, target_m: Measure
+) -> float | None:
+    """The median duration of the runs at the target's iterations and measure, if any ran there."""
     exact = [
-        (record.stage_durations[stage], i)
-        for i, record, values in work.ok
+        record.stage_durations[stage]
+        for _, record, values in work.ok
         if stage in record.stage_durations
         and measured_iterations(record, stage, values) == target_n
         and values[stage].time == target_m
     ]
-    if exact:
-        seconds = statistics.median(d for d, _ in exact)
-        return StageTime(
-            stage,
-            "measurement",
-            seconds,
-            "measured at the target's iterations and measure (the median of its runs)",
-            repeated,
-            target_n,
-            target_n,
-            fixed,
-            None,
-            target_m,
-        )
-    sizes = stage_sizes(work, stage, repeated)
-    target_terms = time_terms(work.pipeline, stage, work.target)
+    return statistics.median(exact) if exact else None
+
+
+def _fitted(
+    sizes: list[SizeTimes], target_terms: tuple[Fraction, ...], target_n: int
+) -> _Carried | None:
+    """The per-iteration time of the fit over every measured size, read at the target's terms;
+    None where the sizes do not determine it."""
     fitted = fit_time(sizes, target_terms)
-    spread: float | None = None
-    if fitted is not None:
-        predicted = max(0.0, fitted.value)
-        spread = fitted.spread * target_n
-        method = "fit"
-        shown = ", ".join(show_terms(s.terms) for s in sizes)
-        how = f"per-iteration time fitted (weighted least squares) on measures {shown}: " + (
-            f"{fitted.coefficients[0]:.4g} s + "
-            + " + ".join(f"{c:.4g} s x term {i + 1}" for i, c in enumerate(fitted.coefficients[1:]))
-        )
-        how += f", +-{fitted.spread:.2g} s at the target (noise {fitted.noise:.1%})"
-        if any(c < 0 for c in fitted.coefficients[1:]):
-            predicted = sizes[-1].median
-            how += " (negative slope taken as flat: the largest size's time)"
-    else:
-        m = rep_values[stage].time
-        if m == 0:
-            return StageTime(
-                stage,
-                "none",
-                None,
-                "measured where its time measure is 0; cannot scale",
-                repeated,
-                rep_n,
-                target_n,
-                fixed,
-                None,
-                target_m,
-            )
-        rep_terms = time_terms(work.pipeline, stage, rep.params)
-        base = next((s.median for s in sizes if s.terms == rep_terms), per_iteration)
-        predicted = float(Fraction(base) * Fraction(target_m) / Fraction(m))
-        method = "scaled"
-        how = f"per-iteration time scaled by measure {show_measure(target_m)} / {show_measure(m)}"
-        if len(sizes) >= 2:
-            how += " (the measured sizes do not determine the time terms at the target)"
-    what = "median steady iteration" if repeated else "time per iteration"
-    reason = f"{how}; {what} x {target_n} target iterations" + (
-        f" + {fixed:.4g} s outside iterations" if fixed else ""
+    if fitted is None:
+        return None
+    predicted = max(0.0, fitted.value)
+    shown = ", ".join(show_terms(s.terms) for s in sizes)
+    how = f"per-iteration time fitted (weighted least squares) on measures {shown}: " + (
+        f"{fitted.coefficients[0]:.4g} s + "
+        + " + ".join(f"{c:.4g} s x term {i + 1}" for i, c in enumerate(fitted.coefficients[1:]))
     )
-    return StageTime(
-        stage,
-        method,
-        fixed + predicted * target_n,
-        reason,
-        repeated,
-        rep_n,
-        target_n,
-        fixed,
-        predicted,
-        target_m,
-        spread,
-    )
+    how += f", +-{fitted.spread:.2g} s at the target (noise {fitted.noise:.1%})"
+    if any(c < 0 for c in fitted.coefficients[1:]):
+        predicted = sizes[-1].median
+        how += " (negative slope taken as flat: the largest size's time)"
+    return _Carried("fit", predicted, how, fitted.spread * target_n)
+
+
+def _scaled(base: float, measure: Measure, target_m: Measure, sizes: int) -> _Carried | None:
+    """``base`` scaled by the ratio of the target's measure to the measured one; None where the
+    measured one is 0."""
+    if measure == 0:
+        return None
+    predicted = float(Fraction(base) * Fraction(target_m) / Fraction(measure))
+    how = f"per-iteration time scaled by measure {show_measure(target_m)} / {show_measure(measure)}"
+    if sizes >= 2:
+        how += " (the measured sizes do not determine the time terms at the target)"
+    return _Carried("scaled", predicted, how)
 
 
 def request_time(work: Workload) -> TimingEstimate:

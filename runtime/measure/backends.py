@@ -161,11 +161,11 @@ class LiveStorageCounter:
         self.peak = self.current
 
 
-class _LiveStorageMode(TorchDispatchMode):
+class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's is untyped
     """Sees every aten op's outputs and counts the storages that the op newly allocated."""
 
     def __init__(self, counter: LiveStorageCounter, device_type: str) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch: untyped
         self.counter = counter
         self.device_type = device_type
         self.aliasing: dict[Any, bool] = {}  # per OpOverload: do its outputs alias its inputs?

@@ -13,12 +13,28 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from runtime.measure.recorder import AutoStages, FormulaPipeline, Request, WarmupRecorder
+
+
+class DiffusersPipeline(Protocol):
+    """What measuring (and calibration) uses of a diffusers ``DiffusionPipeline``: its components
+    and its call."""
+
+    @property
+    def components(self) -> Mapping[str, object]: ...
+
+    def __call__(self, *args: object, **kwargs: object) -> object: ...
+
+
+#: diffusers' ``callback_on_step_end(pipe, step, timestep, callback_kwargs) -> callback_kwargs``.
+StepEndCallback = Callable[[object, int, object, dict[str, object]], dict[str, object]]
+#: The legacy ``callback(step, timestep, latents)``, called every ``callback_steps``.
+LegacyStepCallback = Callable[[int, object, object], object]
 
 #: Stage names of the Wan family as the formulas (and the serving code) name them.
 WAN_STAGES = AutoStages(
@@ -35,29 +51,21 @@ WAN_STAGES = AutoStages(
 #: Components whose pipeline entry point is a method other than ``forward``.
 ENTRY_POINTS = {"vae": "decode"}
 
-#: How the formula params of a video pipeline map onto ``pipe(...)`` keyword arguments.
-WAN_CALL_ARGS = {
-    "steps": "num_inference_steps",
-    "frames": "num_frames",
-    "height": "height",
-    "width": "width",
-}
 
-
-def pipeline_modules(pipe: Any) -> dict[str, nn.Module]:
+def pipeline_modules(pipe: DiffusersPipeline) -> dict[str, nn.Module]:
     """The pipeline's ``nn.Module`` components by name (no schedulers, tokenizers or None)."""
     return {name: c for name, c in pipe.components.items() if isinstance(c, nn.Module)}
 
 
 def diffusers_recorder(
     formulas: FormulaPipeline,
-    pipe: Any,
+    pipe: DiffusersPipeline,
     device: str | torch.device = "auto",
     *,
     stages: AutoStages = WAN_STAGES,
     layerwise: Iterable[str] = ("transformer",),
     entry_points: Mapping[str, str | Sequence[str]] = ENTRY_POINTS,
-    **options: Any,
+    **options: Any,  # WarmupRecorder's own keyword arguments, each of its own type
 ) -> WarmupRecorder:
     """A recorder wired to ``pipe``: its modules hooked, stages opened from component use."""
     modules = pipeline_modules(pipe)
@@ -72,14 +80,12 @@ def diffusers_recorder(
     )
 
 
-def step_callback(
-    req: Request, chained: Callable[..., Any] | None = None
-) -> Callable[..., dict[str, Any]]:
+def step_callback(req: Request, chained: StepEndCallback | None = None) -> StepEndCallback:
     """A ``callback_on_step_end`` ending the request's iteration, then calling ``chained``."""
 
     def on_step_end(
-        pipe: Any, step: int, timestep: Any, callback_kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
+        pipe: object, step: int, timestep: object, callback_kwargs: dict[str, object]
+    ) -> dict[str, object]:
         req.step_end()
         if chained is not None:
             return chained(pipe, step, timestep, callback_kwargs)
@@ -93,14 +99,14 @@ STAGE_BREAKS = ("prepare_latents",)
 
 
 def run_pipeline(
-    pipe: Any,
+    pipe: DiffusersPipeline,
     req: Request,
-    call_args: Mapping[str, str] = WAN_CALL_ARGS,
     *,
     stage_breaks: Iterable[str] = STAGE_BREAKS,
-    **kwargs: Any,
-) -> Any:
-    """Call ``pipe`` at the request's params (mapped by ``call_args``), step callback installed.
+    **kwargs: Any,  # the pipeline's own call arguments: each pipeline types its own
+) -> Any:  # what the pipeline returns (a pipeline-specific diffusers output)
+    """Call ``pipe(**kwargs)`` with the step callback installed; the caller maps the request's
+    params onto ``kwargs`` (a pipeline's ``call_arguments``: its formulas' ``call`` facts).
 
     The step callback is ``callback_on_step_end``, or the legacy ``callback`` (at every step) for a
     pipeline that has only that one (``legacy_step_callback``).
@@ -110,9 +116,6 @@ def run_pipeline(
     latents' preparation in the text-encoding stage, which the formulas say does not grow with the
     shape. The work then counts in the request's peak, outside any stage.
     """
-    for param, arg in call_args.items():
-        if param in req.params:
-            kwargs.setdefault(arg, req.params[param])
     if _takes_legacy_callback(pipe):
         every = kwargs.setdefault("callback_steps", 1)
         kwargs["callback"] = legacy_step_callback(req, kwargs.get("callback"), every)
@@ -123,7 +126,7 @@ def run_pipeline(
         return pipe(**kwargs)
 
 
-def _takes_legacy_callback(pipe: Any) -> bool:
+def _takes_legacy_callback(pipe: DiffusersPipeline) -> bool:
     """Whether ``pipe`` reports steps only through the legacy ``callback(step, timestep, latents)``
     (PixArt, older pipelines): its ``__call__`` has ``callback`` but no ``callback_on_step_end``."""
     try:
@@ -134,12 +137,12 @@ def _takes_legacy_callback(pipe: Any) -> bool:
 
 
 def legacy_step_callback(
-    req: Request, chained: Callable[..., Any] | None = None, every: int = 1
-) -> Callable[..., None]:
+    req: Request, chained: LegacyStepCallback | None = None, every: int = 1
+) -> LegacyStepCallback:
     """A legacy ``callback`` ending the request's iteration at every step, then calling ``chained``
     on the steps the caller asked for (its ``callback_steps``)."""
 
-    def on_step(step: int, timestep: Any, latents: Any) -> None:
+    def on_step(step: int, timestep: object, latents: object) -> None:
         req.step_end()
         if chained is not None and step % every == 0:
             chained(step, timestep, latents)
@@ -148,7 +151,7 @@ def legacy_step_callback(
 
 
 @contextlib.contextmanager
-def _breaking(pipe: Any, req: Request, names: tuple[str, ...]) -> Iterator[None]:
+def _breaking(pipe: DiffusersPipeline, req: Request, names: tuple[str, ...]) -> Iterator[None]:
     """Wrap ``names`` on the instance for one call; the class's methods are never touched."""
     wrapped = []
     for name in names:
@@ -156,7 +159,9 @@ def _breaking(pipe: Any, req: Request, names: tuple[str, ...]) -> Iterator[None]
         if original is None or name in vars(pipe):
             continue  # not a method of this pipeline, or already wrapped by the caller
 
-        def breaking(*args: Any, _original: Any = original, **kw: Any) -> Any:
+        def breaking(
+            *args: object, _original: Callable[..., object] = original, **kw: object
+        ) -> object:
             req.end_auto_stage()
             return _original(*args, **kw)
 

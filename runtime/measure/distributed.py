@@ -16,6 +16,7 @@ import attrs
 import torch
 import torch.distributed as dist
 
+from runtime.errors import RecordMismatchError
 from runtime.record import WarmupRecord
 
 
@@ -91,7 +92,7 @@ def reduce_record(record: WarmupRecord, group: Any = None) -> WarmupRecord:
     fp, n = _fingerprint(record), len(record.phases) + len(record.iterations)
     lo_hi = _all_reduce([fp, -fp, n, -n], torch.int64, dist.ReduceOp.MAX, group)
     if lo_hi[0] != -lo_hi[1] or lo_hi[2] != -lo_hi[3]:
-        raise ValueError(
+        raise RecordMismatchError(
             "warmup records differ in structure across ranks (phases or iterations); cannot reduce"
         )
     peaks = [record.peak_allocated, record.peak_reserved, -record.baseline_allocated]

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from attrs import define, field
 from torch import nn
 
+from runtime.errors import RuntimeValueError
 from runtime.record import LayerUse
 
 
@@ -37,7 +38,9 @@ def repeated_layers(
         wanted = set(groups)
         missing = wanted - {name for name, _ in lists}
         if missing:
-            raise ValueError(f"no nn.ModuleList named {sorted(missing)} in {type(module).__name__}")
+            raise RuntimeValueError(
+                f"no nn.ModuleList named {sorted(missing)} in {type(module).__name__}"
+            )
         lists = [(name, m) for name, m in lists if name in wanted]
     else:
         outer: list[tuple[str, nn.Module]] = []

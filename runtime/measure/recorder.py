@@ -24,6 +24,7 @@ import torch
 from attrs import define, field
 from torch import nn
 
+from runtime.errors import RuntimeValueError
 from runtime.measure.backends import MemoryBackend, backend_for
 from runtime.measure.layers import iter_tensors
 from runtime.measure.request import AutoStages, FormulaPipeline, Request
@@ -63,7 +64,7 @@ class WarmupRecorder:
         self.device = self.backend.device
         unknown = set(self.layerwise) - set(self.components)
         if unknown:
-            raise ValueError(
+            raise RuntimeValueError(
                 f"layerwise components {sorted(unknown)} are not among components "
                 f"{sorted(self.components)}"
             )
@@ -81,13 +82,13 @@ class WarmupRecorder:
         defaults = dict(self.pipeline.default_workload)
         unknown = set(params) - set(defaults)
         if unknown:
-            raise ValueError(
+            raise RuntimeValueError(
                 f"unknown params {sorted(unknown)} for pipeline {self.pipeline.name!r}; "
                 f"known: {list(defaults)}"
             )
         full = {**defaults, **params}
         if not self.pipeline.is_admissible(**full):
-            raise ValueError(
+            raise RuntimeValueError(
                 f"params {full} are not admissible for {self.pipeline.name!r}: "
                 + "; ".join(map(str, self.pipeline.violations(**full)))
             )

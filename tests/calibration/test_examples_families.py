@@ -91,7 +91,7 @@ def test_a_small_request_records_every_declared_stage(family):
     pipe = module.build()
     recorder = _recorder(formulas, pipe)
     with recorder.request(**params) as req:
-        out = run_pipeline(pipe, req, {}, **_call(formulas, module, req.params))
+        out = run_pipeline(pipe, req, **_call(formulas, module, req.params))
     record = recorder.records[-1]
     assert record.ok, record.error
 
@@ -175,7 +175,6 @@ def test_legacy_callback_pipelines_count_their_steps():
         run_pipeline(
             pipe,
             req,
-            {},
             **_call(
                 formulas,
                 pixart_sigma,

@@ -9,7 +9,7 @@ from dslc.source import SourceFile
 from tests.examples import LANGUAGE_EXAMPLE
 
 
-def compiled(text: str):  # type: ignore[no-untyped-def]
+def compiled(text: str):
     result = compile_text(text, "t.wf")
     assert result.ok, [d.message for d in result.diagnostics]
     assert result.program is not None

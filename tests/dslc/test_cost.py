@@ -219,7 +219,7 @@ def test_children_that_change_only_defaults_are_charged_without_a_second_check(
     checked = []
     real = cost.parse_pipeline
 
-    def counting(*args):  # type: ignore[no-untyped-def]
+    def counting(*args):
         checked.append(args[2])
         return real(*args)
 
@@ -251,7 +251,7 @@ def test_children_do_not_walk_inherited_formulas_for_their_divisions(
     walked: list[object] = []
     real = obligations._division_sites
 
-    def walking(ctx, expr):  # type: ignore[no-untyped-def]
+    def walking(ctx, expr):
         walked.append(expr)
         return real(ctx, expr)
 

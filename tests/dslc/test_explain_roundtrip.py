@@ -33,14 +33,14 @@ def reparsed(formula: str) -> ast.Expr:
     return module.pipelines[0].members[0].fields[0].value  # type: ignore[union-attr]
 
 
-def runtime_value(pipeline: Pipeline, stage: str, field: str, term: int | None, point: dict):  # type: ignore[no-untyped-def,type-arg]
+def runtime_value(pipeline: Pipeline, stage: str, field: str, term: int | None, point: dict):
     if term is not None:
         terms_of = pipeline.memory_terms if field == "memory" else pipeline.time_terms
         return terms_of(stage, **point)[term]
     return getattr(pipeline.evaluate(**point)[stage], field)
 
 
-def assert_round_trips(explained: Explanation, pipeline: Pipeline, points: list[dict]) -> None:  # type: ignore[type-arg]
+def assert_round_trips(explained: Explanation, pipeline: Pipeline, points: list[dict]) -> None:
     for f in explained.fields:
         if f.formula.startswith("(a formula of more than"):
             continue

@@ -50,7 +50,7 @@ pipeline wan {
 """
 
 
-def compiled(text: str):  # type: ignore[no-untyped-def]
+def compiled(text: str):
     result = compile_text(text, "t.wf")
     assert result.ok, [d.message for d in result.diagnostics]
     assert result.program is not None

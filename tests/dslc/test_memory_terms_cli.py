@@ -34,7 +34,7 @@ def vae(tmp_path: Path) -> Path:
     return path
 
 
-def run(*args: str):  # type: ignore[no-untyped-def]
+def run(*args: str):
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result

@@ -26,7 +26,7 @@ def test_fields_by_name_with_defaults() -> None:
 def test_immutable() -> None:
     e = node()
     with pytest.raises(AttributeError):
-        e.value = 5  # type: ignore[misc]
+        e.value = 5
     with pytest.raises(AttributeError):
         e.other = 1  # type: ignore[attr-defined]
 

@@ -75,7 +75,7 @@ def small() -> Pipeline:
         lambda p: p.stage_iterations({"n": HUGE}),
     ],
 )
-def test_a_huge_value_is_inadmissible_with_a_short_message(small: Pipeline, call) -> None:  # type: ignore[no-untyped-def]
+def test_a_huge_value_is_inadmissible_with_a_short_message(small: Pipeline, call) -> None:
     with pytest.raises(InadmissibleError) as err:
         call(small)
     assert "n = <an integer of 16,610 bits> is outside [0, 100]" in str(err.value)

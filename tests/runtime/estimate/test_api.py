@@ -39,18 +39,18 @@ def test_the_seed_names_compute_the_parts_of_estimate(toy, records):
     )
     kwargs = {"target": {"size": 50}}
     assert (
-        est.estimate_workload_phase_peaks(
+        est.estimate_phase_peaks(
             records, toy, margin=1.3, component_weight_bytes={"transformer": 5}, **kwargs
         )
         == whole.phases
     )
     assert (
-        est.estimate_default_workload_peak_bytes(
+        est.estimate_peak_bytes(
             records, toy, margin=1.3, component_weight_bytes={"transformer": 5}, **kwargs
         )
         == whole.request_peak
     )
-    assert est.estimate_default_workload_timing(records, toy, **kwargs) == whole.timing
+    assert est.estimate_timing(records, toy, **kwargs) == whole.timing
     assert est.estimate_layerwise_layer_uses(records, toy, **kwargs) == whole.layer_uses
     assert est.estimate_iteration_growth(records, toy, **kwargs) == whole.growth
     assert dict(whole.target) == {"steps": 10, "size": 50, "blocks": 1}
@@ -67,9 +67,9 @@ def test_the_seed_names_compute_the_parts_of_estimate(toy, records):
 def test_results_are_frozen(toy, records):
     whole = est.estimate(records, toy)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        whole.margin = 2.0  # type: ignore[misc]
+        whole.margin = 2.0
     with pytest.raises(TypeError):
-        whole.target["size"] = 1  # type: ignore[index]
+        whole.target["size"] = 1
     assert hash(whole.request_peak) == hash(est.estimate(records, toy).request_peak)
 
 

@@ -13,7 +13,7 @@ from fractions import Fraction
 import pytest
 
 from runtime import Pipeline
-from runtime.estimate import PlaneFit, estimate, estimate_workload_phase_peaks
+from runtime.estimate import PlaneFit, estimate, estimate_phase_peaks
 from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
 from tests.runtime.estimate.conftest import record, stage
 
@@ -51,9 +51,7 @@ def at(area: int, frames: int, peak: int | None = None):
 
 
 def decode(records, video, **kwargs):
-    return {p.label: p.peak for p in estimate_workload_phase_peaks(records, video, **kwargs)}[
-        DECODE
-    ]
+    return {p.label: p.peak for p in estimate_phase_peaks(records, video, **kwargs)}[DECODE]
 
 
 def test_the_loader_gives_the_terms(video):

@@ -13,8 +13,8 @@ import pytest
 from runtime import InadmissibleError
 from runtime.estimate import (
     estimate,
-    estimate_default_workload_peak_bytes,
-    estimate_workload_phase_peaks,
+    estimate_peak_bytes,
+    estimate_phase_peaks,
 )
 from tests.runtime.estimate.conftest import phase, record, stage
 
@@ -22,7 +22,7 @@ DENOISE = "stage:DenoisingStage"
 
 
 def peaks(records, toy, **kwargs):
-    return {p.label: p.peak for p in estimate_workload_phase_peaks(records, toy, **kwargs)}
+    return {p.label: p.peak for p in estimate_phase_peaks(records, toy, **kwargs)}
 
 
 def test_a_measurement_at_the_target_bounds_it_directly(toy):
@@ -200,7 +200,7 @@ def test_different_component_layouts_stay_separate_constraints(toy):
     both = record(
         {"size": 20}, phases=[stage("DenoisingStage", 2600, active=["vae", "transformer"])]
     )
-    result = estimate_workload_phase_peaks([alone, both], toy)
+    result = estimate_phase_peaks([alone, both], toy)
     assert [(p.label, p.active_components, p.peak.raw_bytes) for p in result] == [
         ("stage:DenoisingStage#layout1", ("transformer",), 7000),
         ("stage:DenoisingStage#layout2", ("transformer", "vae"), 9000),
@@ -235,7 +235,7 @@ def test_the_request_peak_scales_its_own_peaks_and_is_at_least_every_phase(toy):
             peak=5100,
         ),
     ]
-    peak = estimate_default_workload_peak_bytes(records, toy)
+    peak = estimate_peak_bytes(records, toy)
     assert (peak.method, peak.raw_bytes, peak.bound_bytes, peak.stage) == (
         "fit",
         21100,
@@ -256,7 +256,7 @@ def test_the_request_peak_scales_its_own_peaks_and_is_at_least_every_phase(toy):
             peak=30000,
         ),
     ]
-    peak = estimate_default_workload_peak_bytes(big, toy)
+    peak = estimate_peak_bytes(big, toy)
     assert (peak.raw_bytes, peak.bound_bytes) == (30000, 30000)
 
 
@@ -273,7 +273,7 @@ def test_every_figure_says_how_it_was_obtained(toy):
             ],
         )
     ]
-    for p in estimate_workload_phase_peaks(records, toy):
+    for p in estimate_phase_peaks(records, toy):
         assert p.peak.method in METHODS and p.peak.reason
         assert (p.peak.raw_bytes is None) == (p.peak.method == "none")
     with pytest.raises(ValueError):

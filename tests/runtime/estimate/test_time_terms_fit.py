@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import Pipeline
-from runtime.estimate import estimate_default_workload_timing
+from runtime.estimate import estimate_timing
 from runtime.record import StageIterations, WarmupRecord
 from tests.runtime.estimate.conftest import record, stage, steps
 
@@ -66,7 +66,7 @@ def test_two_time_terms_are_fitted_exactly(attention: Pipeline) -> None:
     # three sizes, three unknowns (constant, size slope, size^2 slope): the fit is exact, and at
     # size 100 per iteration is 0.01 + 0.1 + 1.0 = 1.11 s, x 10 target iterations = 11.1 s.
     assert attention.time_terms("DenoisingStage", size=20) == (20, 400)
-    denoise = estimate_default_workload_timing(RECORDS, attention).stage("DenoisingStage")
+    denoise = estimate_timing(RECORDS, attention).stage("DenoisingStage")
     assert denoise.method == "fit"
     assert denoise.per_iteration_s == pytest.approx(per_iteration(100))
     assert denoise.seconds == pytest.approx(10 * per_iteration(100))
@@ -80,6 +80,6 @@ def test_one_time_term_misses_the_quadratic_part(attention: Pipeline) -> None:
     # weigh each size by its noise, which moves the line but not past the curve): well under the
     # true 1.11 s, what the second term is for.
     single = compiled(ATTENTION.replace("[size, size * size]", "size"), "toy")
-    linear = estimate_default_workload_timing(RECORDS, single).stage("DenoisingStage")
+    linear = estimate_timing(RECORDS, single).stage("DenoisingStage")
     assert linear.per_iteration_s is not None
     assert linear.per_iteration_s < 0.6 * per_iteration(100)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.estimate import estimate, estimate_default_workload_timing
+from runtime.estimate import estimate, estimate_timing
 from runtime.record import StageIterations
 from tests.runtime.estimate.conftest import record, stage, steps
 
@@ -41,7 +41,7 @@ def test_one_record_scales_by_the_time_measure_ratio(toy):
     # = 4.1. DecodingStage (one-shot): 0.5 x 2 = 1.0. TextEncodingStage: measure 1, 1 iteration =
     # the target's -> measured 0.05. Untracked: 2.0 - 1.55 = 0.45, kept. Request: 4.1 + 1.0 + 0.05 +
     # 0.45 = 5.6.
-    timing = estimate_default_workload_timing([timed(50, [0.3, 0.2, 0.25, 0.15], 1.0)], toy)
+    timing = estimate_timing([timed(50, [0.3, 0.2, 0.25, 0.15], 1.0)], toy)
     assert timing.seconds == pytest.approx(5.6)
     assert timing.untracked_s == pytest.approx(0.45)
     denoise = timing.stage("DenoisingStage")
@@ -63,7 +63,7 @@ def test_one_record_scales_by_the_time_measure_ratio(toy):
 
 def test_a_single_iteration_is_its_own_median(toy):
     # one iteration of 0.3 in a 0.4 s stage at size 50: 0.1 + 0.3 * 2 * 10 = 6.1.
-    timing = estimate_default_workload_timing([timed(50, [0.3], 0.4)], toy)
+    timing = estimate_timing([timed(50, [0.3], 0.4)], toy)
     assert timing.stage("DenoisingStage").seconds == pytest.approx(6.1)
 
 
@@ -73,7 +73,7 @@ def test_two_sizes_fit_the_per_iteration_time(toy):
     # its iterations: 0.05 + 0.55 * 10 = 5.55. Decoding: 0.5 s at 10 and 0.7 s at 20 -> 0.3 + 0.02 *
     # size -> 2.3 at 100.
     records = [timed(10, [0.4, 0.1, 0.1], 0.65), timed(20, [0.2, 0.15, 0.15], 0.55, decode=0.7)]
-    timing = estimate_default_workload_timing(records, toy)
+    timing = estimate_timing(records, toy)
     denoise = timing.stage("DenoisingStage")
     assert (denoise.method, denoise.seconds, denoise.per_iteration_s) == (
         "fit",
@@ -96,7 +96,7 @@ def test_three_sizes_fit_the_per_iteration_time_by_weighted_least_squares(toy):
         timed(20, [0.3, 0.16, 0.16], 0.7),
         timed(30, [0.19, 0.19, 0.19], 0.6),
     ]
-    denoise = estimate_default_workload_timing(records, toy).stage("DenoisingStage")
+    denoise = estimate_timing(records, toy).stage("DenoisingStage")
     assert (denoise.method, denoise.seconds, denoise.per_iteration_s) == (
         "fit",
         pytest.approx(5.149918),
@@ -108,7 +108,7 @@ def test_three_sizes_fit_the_per_iteration_time_by_weighted_least_squares(toy):
 def test_a_negative_time_slope_is_taken_as_flat(toy):
     # size 10 -> 0.2, size 20 -> 0.15: the larger size's 0.15 per iteration: 0.05 + 1.5 = 1.55.
     records = [timed(10, [0.4, 0.2, 0.2], 0.85), timed(20, [0.2, 0.15, 0.15], 0.55)]
-    denoise = estimate_default_workload_timing(records, toy).stage("DenoisingStage")
+    denoise = estimate_timing(records, toy).stage("DenoisingStage")
     assert (denoise.seconds, denoise.per_iteration_s) == pytest.approx((1.55, 0.15))
     assert "negative slope" in denoise.reason
 
@@ -122,14 +122,12 @@ def test_repeated_runs_of_one_size_count_by_their_median(toy):
         timed(20, [0.2, 0.15, 0.15], 0.55),
         timed(20, [0.2, 0.15, 0.15], 0.55),
     ]
-    assert estimate_default_workload_timing(records, toy).stage(
-        "DenoisingStage"
-    ).seconds == pytest.approx(5.55)
+    assert estimate_timing(records, toy).stage("DenoisingStage").seconds == pytest.approx(5.55)
 
 
 def test_a_run_at_the_target_is_a_measurement(toy):
     at_target = timed(100, [0.1] * 10, 1.25, decode=0.8, text=0.05, duration=2.3)
-    timing = estimate_default_workload_timing([timed(20, [0.2, 0.15, 0.15], 0.55), at_target], toy)
+    timing = estimate_timing([timed(20, [0.2, 0.15, 0.15], 0.55), at_target], toy)
     assert [(s.stage, s.method) for s in timing.stages] == [
         ("TextEncodingStage", "measurement"),
         ("DenoisingStage", "measurement"),
@@ -144,7 +142,7 @@ def test_runs_at_the_target_count_by_their_median(toy):
     runs = [
         timed(100, [0.1] * 10, 1.25, decode=d, text=0.05, duration=2.3) for d in (0.8, 0.6, 1.4)
     ]
-    timing = estimate_default_workload_timing(runs, toy)
+    timing = estimate_timing(runs, toy)
     assert timing.stage("DecodingStage").seconds == pytest.approx(0.8)
 
 
@@ -158,7 +156,7 @@ def test_any_admissible_target(toy):
 
 
 def test_no_time_without_a_successful_record_or_a_measured_stage(toy):
-    timing = estimate_default_workload_timing([record({"size": 20}, error="out of memory")], toy)
+    timing = estimate_timing([record({"size": 20}, error="out of memory")], toy)
     assert (timing.method, timing.seconds) == ("none", None)
     partial = record(
         {"size": 50},
@@ -166,7 +164,7 @@ def test_no_time_without_a_successful_record_or_a_measured_stage(toy):
         duration=1.0,
         iterations=steps("DenoisingStage", [0.3, 0.2]),
     )
-    timing = estimate_default_workload_timing([partial], toy)
+    timing = estimate_timing([partial], toy)
     assert (timing.method, timing.seconds) == ("none", None)
     assert "TextEncodingStage" in timing.reason and "DecodingStage" in timing.reason
     assert timing.stage("DenoisingStage").seconds == pytest.approx(

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 
-from calibration.examples.wan import TINY_WAN_CALL, build_tiny_wan, tiny_wan_call
+from calibration.examples.wan import build_tiny_wan, tiny_wan_call
 from runtime.measure import count_hooks
 from runtime.measure.diffusers_hooks import diffusers_recorder, pipeline_modules, run_pipeline
 from runtime.record import LayerUse, StageIterations
@@ -51,8 +49,7 @@ def test_instrumented_run(wan):
         out = run_pipeline(
             pipe,
             req,
-            **TINY_WAN_CALL,
-            generator=torch.Generator().manual_seed(0),
+            **tiny_wan_call(**PARAMS),
             callback_on_step_end=user_callback,
         )
     assert torch.equal(out.frames, reference)  # measuring does not change the result
@@ -111,8 +108,7 @@ def test_prepare_latents_closes_the_text_stage(wan):
 
     def text_peak(params, **options) -> int:
         with recorder.request(**params) as req:
-            call: dict[str, Any] = {**TINY_WAN_CALL, **options}
-            run_pipeline(pipe, req, generator=torch.Generator().manual_seed(0), **call)
+            run_pipeline(pipe, req, **{**tiny_wan_call(**params), **options})
         record = recorder.records[-1]
         return next(
             p.peak_allocated - record.baseline_allocated
