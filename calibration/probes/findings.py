@@ -201,11 +201,15 @@ def classify(
     return _mismatch(case)
 
 
+#: A direction is named beside the worst one when its pairs disagree at least this much of it.
+ALSO = 0.25
+
+
 def _moved_alone(pipeline: Pipeline, fit: StageFit) -> str | None:
-    """The param whose pairs of sizes that differ in it alone disagree most with the fit: the
-    residuals of such a pair differ by what the formula gets wrong along it (the most direct
-    evidence, which coverage plans for)."""
-    best: tuple[float, str] | None = None
+    """The params whose pairs of sizes that differ in them alone disagree with the fit, the worst
+    first (each as its probe-axis group): the residuals of such a pair differ by what the formula
+    gets wrong along it -- the most direct evidence, which coverage plans for."""
+    gaps: dict[str, float] = {}
     points = fit.points
     for i, a in enumerate(points):
         for b in points[i + 1 :]:
@@ -215,12 +219,15 @@ def _moved_alone(pipeline: Pipeline, fit: StageFit) -> str | None:
             gap = abs(a.residual - b.residual)
             if gap <= max(a.tolerance, b.tolerance):
                 continue
-            relative = gap / max(abs(a.value), abs(b.value), 1e-30)
-            if best is None or relative > best[0]:
-                best = (relative, differ[0])
-    if best is None:
+            name = next(
+                (n for n, group in directions(pipeline).items() if differ[0] in group), differ[0]
+            )
+            gaps[name] = max(gaps.get(name, 0.0), gap / max(abs(a.value), abs(b.value), 1e-30))
+    if not gaps:
         return None
-    return next((n for n, group in directions(pipeline).items() if best[1] in group), best[1])
+    worst = max(gaps.values())
+    named = sorted((n for n, g in gaps.items() if g >= ALSO * worst), key=lambda n: -gaps[n])
+    return ", ".join(named)
 
 
 def _below(pipeline: Pipeline, fit: StageFit, off: Sequence[int]) -> tuple[bool, bool]:

@@ -55,9 +55,15 @@ def test_the_target_is_measured_once_a_round_beside_the_sizes_that_predict_it(wa
             progress=lambda step, total, what: steps.append((step, total, what)),
         )
     sizes = [dict(r.params)["height"] for r in session.recorder.records]
-    extra = [p["height"] for p in cal.extra_probes]
-    one_round = [32, *extra, 16, 48]  # probe, extra probes, re-warm, target
-    assert sizes == [16, *one_round, *one_round]
+    height = {"warmup": 16, "probe": 32, "re-warm": 16}
+    height.update({f"probe {k + 2}": p["height"] for k, p in enumerate(cal.extra_probes)})
+    # Rounds start at the probe; each ends with the target (sizes the first round shows are
+    # needed are measured at once, after its re-warm, and in every later round before it).
+    starts = [i for i, role in enumerate(cal.roles) if role == "probe"]
+    assert len(starts) == 2
+    rounds = [cal.roles[starts[0] : starts[1]], cal.roles[starts[1] :]]
+    assert sizes == [16, *(h for r in rounds for h in [*(height[x] for x in r), 48])]
+    assert rounds[1][-1] == "re-warm" and set(rounds[0]) == set(rounds[1])
     assert cal.roles[:2] == ("warmup", "probe") and cal.roles[-1] == "re-warm"
     assert len(cal.target_runs) == 2 and cal.measured in cal.target_runs
     assert all(dict(r.params) != target for r in cal.records)  # the estimate never sees the target
