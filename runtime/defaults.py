@@ -23,9 +23,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    #: A formula's value mid-walk: an int, a Fraction, a bool, or UNDEFINED (a let that divided by
+    #: zero, raising where it is used). Deliberately dynamic: the walk applies Python's own
+    #: operators to whatever the validated tree combines, and what makes each operation valid is
+    #: the loader's type check of that tree, which no static type of this walker can follow.
+    Value = Any
+
 __all__ = ["check_defaults", "lets_at", "result_at", "value_at"]
 
-_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+_BINARY: dict[str, Callable[[Value, Value], Value]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
@@ -41,7 +47,7 @@ _BINARY: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-def value_at(e: Expr, params: tuple[Any, ...], lets: list[Any]) -> Any:
+def value_at(e: Expr, params: tuple[int | bool, ...], lets: list[Value]) -> Value:
     """`e`'s value at a point (`lets` computed before); raises ZeroDivisionError as the generated
     code does, and passes UNDEFINED (a let that divided by zero) on where the code would."""
     kind = e.kind
@@ -82,10 +88,10 @@ def value_at(e: Expr, params: tuple[Any, ...], lets: list[Any]) -> Any:
     return min(values) if kind == "min" else max(values)
 
 
-def lets_at(decl: PipelineDecl, params: tuple[Any, ...]) -> list[Any]:
+def lets_at(decl: PipelineDecl, params: tuple[int | bool, ...]) -> list[Value]:
     """Every let's value at a point, each once, in order; one dividing by zero is UNDEFINED (it
     raises only where a taken branch uses it, as in the generated code)."""
-    lets: list[Any] = []
+    lets: list[Value] = []
     for let in decl.lets:
         try:
             lets.append(value_at(let.expr, params, lets))
@@ -94,7 +100,7 @@ def lets_at(decl: PipelineDecl, params: tuple[Any, ...]) -> list[Any]:
     return lets
 
 
-def result_at(e: Expr, params: tuple[Any, ...], lets: list[Any]) -> Any:
+def result_at(e: Expr, params: tuple[int | bool, ...], lets: list[Value]) -> Value:
     """A formula's final value: UNDEFINED where it divides by zero, integral Fractions as ints."""
     try:
         value = value_at(e, params, lets)

@@ -25,7 +25,11 @@ __all__ = [
     "NO_POSITIONAL",
     "UNDEFINED",
     "CompiledPipeline",
+    "Every",
     "FactoryCache",
+    "Generated",
+    "Measure",
+    "Predicate",
     "compile_pipeline",
     "compile_plans",
     "instantiate",
@@ -33,6 +37,20 @@ __all__ = [
     "plan_pipeline",
     "valid_value",
 ]
+
+#: A generated closure or factory as exec'd from runtime/codegen.py's text: its arity and result
+#: are fixed by the codegen role that wrote it, which no annotation of a dict of compiled texts can
+#: express; this alias is where that knowledge enters the typed code (each field of CompiledPipeline
+#: below names the precise type of its role).
+Generated = Callable[..., "Any"]
+#: A stage field, memory term or time term: checked to be an int or a Fraction after the call.
+Measure = Callable[..., int | Fraction]
+#: A contract (alone or all at once): its truth is what counts.
+Predicate = Callable[..., object]
+#: Several values in one call: every stage's iterations, or every `call` argument.
+Values = Callable[..., tuple[int | Fraction | bool, ...]]
+#: Every field and term in one call, UNDEFINED where one divides by zero.
+Every = Callable[..., tuple[object, ...]]
 
 #: A stage's fields, in the order of the generated closures and of every per-field table.
 FIELD_NAMES = ("iterations", "memory", "time")
@@ -52,7 +70,7 @@ class _Undefined:
     __slots__ = ()
 
     def _raise(self, *_: object) -> object:
-        """Any use of an undefined value is the division by zero it stands for."""
+        """Every use of an undefined value is the division by zero it stands for."""
         raise ZeroDivisionError("division by zero")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _raise
@@ -98,27 +116,27 @@ class CompiledPipeline(Frozen):
         "terms",
         "time_terms",
     )
-    fields: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: iterations, memory, time
-    iterations: Callable[..., tuple[Any, ...]]  # all stages' iterations
-    admissible: Callable[..., Any] | None  # every contract at once (None: no contracts)
-    contracts: tuple[Callable[..., Any], ...]  # each contract alone
-    checked: tuple[Callable[..., Any], ...]  # the fast checked entries (iterations, memory, time)
+    fields: tuple[tuple[Measure, ...], ...]  # per stage: iterations, memory, time
+    iterations: Values  # all stages' iterations
+    admissible: Predicate | None  # every contract at once (None: no contracts)
+    contracts: tuple[Predicate, ...]  # each contract alone
+    checked: tuple[Callable[..., object], ...]  # fast checked entries: iterations, memory, time
     source: str
-    terms: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: its memory terms (or none)
-    calls: Callable[..., tuple[Any, ...]] | None  # every `call` argument (None: no calls)
-    every: Callable[..., tuple[Any, ...]]  # every field (3 per stage), then every memory term, then
+    terms: tuple[tuple[Measure, ...], ...]  # per stage: its memory terms (or none)
+    calls: Values | None  # every `call` argument (None: no calls)
+    every: Every  # every field (3 per stage), then every memory term, then
     # every time term; UNDEFINED where one divides by zero, each let computed once
-    time_terms: tuple[tuple[Callable[..., Any], ...], ...]  # per stage: its time terms (or none)
+    time_terms: tuple[tuple[Measure, ...], ...]  # per stage: its time terms (or none)
 
 
-def compile_plans(plans: Sequence[PipelinePlan]) -> dict[str, Callable[..., Any]]:
+def compile_plans(plans: Sequence[PipelinePlan]) -> dict[str, Generated]:
     """Compile every distinct factory of these plans in one module: factory text -> factory."""
     return _compile(
         f.text for plan in plans for f in (*plan.functions, *((plan.lets,) if plan.lets else ()))
     )
 
 
-def _compile(texts: Iterable[str]) -> dict[str, Callable[..., Any]]:
+def _compile(texts: Iterable[str]) -> dict[str, Generated]:
     """Compile these factory texts (each once) in one module: factory text -> factory."""
     unique = list(dict.fromkeys(texts))
     source = "".join(text.replace("{name}", f"_g{i}", 1) for i, text in enumerate(unique))
@@ -140,9 +158,9 @@ class FactoryCache:
 
     def __init__(self) -> None:
         self.lock = allocate_lock()
-        self.known: dict[str, Callable[..., Any]] = {}
+        self.known: dict[str, Generated] = {}
 
-    def for_plan(self, plan: PipelinePlan) -> dict[str, Callable[..., Any]]:
+    def for_plan(self, plan: PipelinePlan) -> dict[str, Generated]:
         """Every factory `plan` needs, compiling those not seen before (call with `lock` held)."""
         functions = (*plan.functions, *((plan.lets,) if plan.lets else ()))
         new = [f.text for f in functions if f.text not in self.known]
@@ -154,8 +172,8 @@ class FactoryCache:
 def instantiate(
     decl: PipelineDecl,
     plan: PipelinePlan,
-    factories: dict[str, Callable[..., Any]],
-    fallbacks: tuple[Callable[..., Any], ...],
+    factories: dict[str, Generated],
+    fallbacks: tuple[Callable[..., object], ...],
 ) -> CompiledPipeline:
     """A pipeline's closures from compiled factories, with its constants and defaults.
 
@@ -210,20 +228,16 @@ def instantiate(
     )
 
 
-def _build(
-    f: FunctionPlan, factories: dict[str, Callable[..., Any]], lets: Callable[..., Any] | None
-) -> Callable[..., Any]:
+def _build(f: FunctionPlan, factories: dict[str, Generated], lets: Generated | None) -> Generated:
     """One closure: the plain function itself, or its factory called with what it needs."""
     if not f.factory:
         return factories[f.text]
-    made: Callable[..., Any] = (
-        factories[f.text](f.consts, lets) if f.lets else factories[f.text](f.consts)
-    )
+    made: Generated = factories[f.text](f.consts, lets) if f.lets else factories[f.text](f.consts)
     return made
 
 
 def compile_pipeline(
-    decl: PipelineDecl, fallbacks: tuple[Callable[..., Any], ...], **layout: int
+    decl: PipelineDecl, fallbacks: tuple[Callable[..., object], ...], **layout: int
 ) -> CompiledPipeline:
     """Plan, compile and instantiate one pipeline on its own (a book compiles all at once);
     `layout` passes `inline_nodes` and `positional` on to plan_pipeline."""

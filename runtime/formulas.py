@@ -23,7 +23,10 @@ from runtime.evaluator import (
     FIELD_NAMES,
     NO_POSITIONAL,
     UNDEFINED,
+    Every,
     FactoryCache,
+    Measure,
+    Values,
     instantiate,
     plan_pipeline,
     valid_value,
@@ -31,7 +34,9 @@ from runtime.evaluator import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import TypeVar
+
+    _T = TypeVar("_T")
 
 __all__ = [
     "SEARCH_LIMIT",
@@ -65,12 +70,12 @@ class Pipeline:
 
     # Built on first use by _materialize (through __getattr__), not at load: the loader validates,
     # bounds and checks every pipeline, but generates and compiles code only for those used.
-    _fields: tuple[dict[str, Callable[..., Any]], ...]  # per field kind: stage -> closure
-    _iters: Callable[..., tuple[Any, ...]]
-    _every: Callable[..., tuple[Any, ...]]
-    _terms: dict[str, tuple[Callable[..., Any], ...]]  # memory terms, by stage (when listed)
-    _time_terms: dict[str, tuple[Callable[..., Any], ...]]  # time terms, likewise
-    _calls: Callable[..., tuple[Any, ...]] | None
+    _fields: tuple[dict[str, Measure], ...]  # per field kind: stage -> closure
+    _iters: Values
+    _every: Every
+    _terms: dict[str, tuple[Measure, ...]]  # memory terms, by stage (when listed)
+    _time_terms: dict[str, tuple[Measure, ...]]  # time terms, likewise
+    _calls: Values | None
     source: str  # the generated Python (built from indices only, never from the file's text)
 
     def __init__(
@@ -116,7 +121,7 @@ class Pipeline:
         self._defaults = self._domain.defaults
         self._default_iterations = check_defaults(decl)  # a broken artifact fails at load
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         """The closures, on first use: generate and compile this pipeline's code, then answer."""
         if name in _LAZY:
             self._materialize()
@@ -212,7 +217,7 @@ class Pipeline:
     def _measure_terms(
         self,
         field: int,
-        table: Mapping[str, tuple[Callable[..., Any], ...]],
+        table: Mapping[str, tuple[Measure, ...]],
         stage: str,
         params: Mapping[str, int | bool],
     ) -> tuple[int | Fraction, ...]:
@@ -335,7 +340,7 @@ class Pipeline:
             field, stage, self._call(fn, args, f"{stage}.{FIELD_NAMES[field]}"), args
         )
 
-    def _call(self, fn: Callable[..., Any], args: Args, what: str | None = None) -> Any:
+    def _call(self, fn: Callable[..., _T], args: Args, what: str | None = None) -> _T:
         """Call a closure; division by zero becomes an EvaluationError naming the stage field."""
         try:
             return fn(*args)

@@ -13,10 +13,10 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import NoReturn, TypeVar
 
 import attrs
 from attrs import field, frozen
@@ -34,6 +34,7 @@ MAX_RECORDS_BYTES = 256 * 1024 * 1024  # a records file is read whole: refuse a 
 ITERATION_SOURCES = ("explicit", "counted", "formula")
 
 ParamValue = int | bool
+_A = TypeVar("_A", bound=attrs.AttrsInstance)
 
 
 def _freeze_params(value: Mapping[str, ParamValue]) -> Mapping[str, ParamValue]:
@@ -177,16 +178,16 @@ class WarmupRecord:
             totals[key] = totals.get(key, 0) + use.calls
         return totals
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Callable[[object], WarmupRecord], tuple[dict[str, object]]]:
         """Pickle through the JSON form (the read-only params mapping cannot be pickled itself)."""
         return (WarmupRecord.from_json, (self.to_json(),))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The versioned JSON value of this record (plain dicts, lists, strings and numbers)."""
-        return {"version": RECORD_VERSION, **_encode(self)}
+        return {"version": RECORD_VERSION, **_encode_fields(self, type(self))}
 
     @classmethod
-    def from_json(cls, value: Any) -> WarmupRecord:
+    def from_json(cls, value: object) -> WarmupRecord:
         """Rebuild a record from ``to_json``'s value, refusing anything else."""
         obj = _expect_keys(value, {"version"} | _FIELDS[cls], "record")
         if obj["version"] != RECORD_VERSION or type(obj["version"]) is not int:
@@ -194,10 +195,7 @@ class WarmupRecord:
                 f"record version {file_value(obj['version'])} is not supported "
                 f"(this runtime reads version {RECORD_VERSION})"
             )
-        record: WarmupRecord = _decode(
-            cls, {k: v for k, v in obj.items() if k != "version"}, "record"
-        )
-        return record
+        return _decode(cls, {k: v for k, v in obj.items() if k != "version"}, "record")
 
 
 # --- JSON encoding: one table of field kinds, so encode and decode cannot drift apart ----------
@@ -217,10 +215,16 @@ _FIELDS: dict[type, set[str]] = {
 }
 
 
-def _encode(value: Any) -> Any:
+def _encode_fields(value: object, cls: type[attrs.AttrsInstance]) -> dict[str, object]:
+    """An attrs value's fields (``cls`` is its type), each encoded."""
+    return {f.name: _encode(getattr(value, f.name)) for f in attrs.fields(cls)}
+
+
+def _encode(value: object) -> object:
     """Attrs values become dicts, tuples lists, mappings dicts; scalars pass through."""
-    if attrs.has(type(value)):
-        return {f.name: _encode(getattr(value, f.name)) for f in attrs.fields(type(value))}
+    cls = type(value)
+    if attrs.has(cls):
+        return _encode_fields(value, cls)
     if isinstance(value, tuple):
         return [_encode(v) for v in value]
     if isinstance(value, Mapping):
@@ -228,7 +232,7 @@ def _encode(value: Any) -> Any:
     return value
 
 
-def _expect_keys(value: Any, keys: set[str], where: str) -> dict[str, Any]:
+def _expect_keys(value: object, keys: set[str], where: str) -> dict[str, object]:
     """Exactly these keys, so a typo or a field from another version is an error, not a default."""
     if not isinstance(value, dict):
         raise RecordFormatError(f"{where}: expected an object, got {type(value).__name__}")
@@ -240,13 +244,18 @@ def _expect_keys(value: Any, keys: set[str], where: str) -> dict[str, Any]:
     return value
 
 
-def _check(ok: bool, where: str, what: str, value: Any) -> None:
+def _check(ok: bool, where: str, what: str, value: object) -> None:
     """Raise a RecordFormatError naming the field unless ``ok``."""
     if not ok:
-        raise RecordFormatError(f"{where}: expected {what}, got {file_value(value)}")
+        _fail(where, what, value)
 
 
-def _scalar(kind: Any, value: Any, where: str) -> Any:
+def _fail(where: str, what: str, value: object) -> NoReturn:
+    """Raise a RecordFormatError naming the field and what it should have been."""
+    raise RecordFormatError(f"{where}: expected {what}, got {file_value(value)}")
+
+
+def _scalar(kind: object, value: object, where: str) -> object:
     """Check one scalar field against its annotation (a bool is never an int, nor the reverse)."""
     if kind in ("str", str):
         _check(isinstance(value, str), where, "a string", value)
@@ -255,8 +264,9 @@ def _scalar(kind: Any, value: Any, where: str) -> Any:
     elif kind in ("int", int):
         _check(type(value) is int and value >= 0, where, "a non-negative integer", value)
     elif kind in ("float", float):
-        ok = type(value) in (int, float) and math.isfinite(value) and value >= 0
-        _check(ok, where, "a finite non-negative number", value)
+        if type(value) not in (int, float) or not isinstance(value, (int, float)):
+            _fail(where, "a finite non-negative number", value)  # (no bool, nor a subclass)
+        _check(math.isfinite(value) and value >= 0, where, "a finite non-negative number", value)
         value = float(value)
     elif kind == "tuple[str, ...]":
         _check(
@@ -273,10 +283,10 @@ def _scalar(kind: Any, value: Any, where: str) -> Any:
     return value
 
 
-def _decode(cls: type, obj: dict[str, Any], where: str) -> Any:
+def _decode(cls: type[_A], obj: dict[str, object], where: str) -> _A:
     """Build ``cls`` from a checked dict, recursing into the nested value types."""
     nested = _NESTED.get(cls, {})
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
     for f in attrs.fields(cls):
         raw, at = obj[f.name], f"{where}.{f.name}"
         inner = nested.get(f.name)
@@ -287,7 +297,8 @@ def _decode(cls: type, obj: dict[str, Any], where: str) -> Any:
                 None if raw is None else _decode(inner, _expect_keys(raw, _FIELDS[inner], at), at)
             )
         else:
-            _check(isinstance(raw, list), at, "a list", raw)
+            if not isinstance(raw, list):
+                _fail(at, "a list", raw)
             kwargs[f.name] = tuple(
                 _decode(inner, _expect_keys(item, _FIELDS[inner], f"{at}[{i}]"), f"{at}[{i}]")
                 for i, item in enumerate(raw)
@@ -303,7 +314,7 @@ def dumps_records(records: Iterable[WarmupRecord]) -> str:
     return _document([r.to_json() for r in records])
 
 
-def _document(values: list[Any]) -> str:
+def _document(values: Sequence[object]) -> str:
     """A records file from records' JSON values: one line each (json's C encoder: no indent)."""
     head = json.dumps({"format": RECORD_FORMAT, "version": RECORD_VERSION})[:-1]
     lines = ",\n".join(json.dumps(v, allow_nan=False) for v in values)
@@ -319,7 +330,7 @@ def loads_records(text: str | bytes) -> list[WarmupRecord]:
     return [WarmupRecord.from_json(r) for r in _records_json(text)]
 
 
-def _records_json(text: str | bytes) -> list[Any]:
+def _records_json(text: str | bytes) -> list[object]:
     """The records' JSON values of a file whose header (format, version, a list) is checked."""
     if len(text) > MAX_RECORDS_BYTES:
         raise RecordFormatError(f"records file is over the {MAX_RECORDS_BYTES:,}-byte limit")
@@ -339,8 +350,9 @@ def _records_json(text: str | bytes) -> list[Any]:
             f"records file version {file_value(doc['version'])} is not supported "
             f"(this runtime reads version {RECORD_VERSION})"
         )
-    records: list[Any] = doc["records"]
-    _check(isinstance(records, list), "records file.records", "a list", records)
+    records = doc["records"]
+    if not isinstance(records, list):
+        _fail("records file.records", "a list", records)
     return records
 
 

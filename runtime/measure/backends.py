@@ -10,12 +10,15 @@ from __future__ import annotations
 import contextlib
 import os
 import weakref
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 from attrs import define, field
 from torch.utils._python_dispatch import TorchDispatchMode
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
 
 
 @runtime_checkable
@@ -46,7 +49,7 @@ class MemoryBackend(Protocol):
     def memory_info(self) -> tuple[int, int]:
         """``(free, total)`` bytes of the device, as the probe planner sees them."""
 
-    def tracking(self) -> contextlib.AbstractContextManager[Any]:
+    def tracking(self) -> contextlib.AbstractContextManager[object]:
         """Context in which allocations are counted (the CPU tracker must be active to see them)."""
 
     def track_existing(self, tensors: Iterable[torch.Tensor]) -> None:
@@ -61,6 +64,8 @@ class AllocatorBackend:
     """CUDA (or any accelerator with the same memory API) through ``torch.get_device_module``."""
 
     device: torch.device
+    # The device module (torch.cuda, torch.xpu, ...): torch types it as a bare ModuleType, whose
+    # attributes are untyped, so nothing here can say more of its allocator functions.
     module: Any = field(default=None)
     name: str = "allocator"
 
@@ -93,7 +98,7 @@ class AllocatorBackend:
         free, total = self.module.mem_get_info(self.device)
         return int(free), int(total)
 
-    def tracking(self) -> contextlib.AbstractContextManager[Any]:
+    def tracking(self) -> contextlib.AbstractContextManager[object]:
         return contextlib.nullcontext()
 
     def track_existing(self, tensors: Iterable[torch.Tensor]) -> None:
@@ -114,7 +119,7 @@ class LiveStorageCounter:
 
     current: int = 0
     peak: int = 0
-    _live: dict[int, tuple[int, weakref.ref[Any]]] = field(factory=dict)
+    _live: dict[int, tuple[int, weakref.ref[torch.UntypedStorage]]] = field(factory=dict)
 
     def add(self, storage: torch.UntypedStorage) -> None:
         """Count a storage the first time it is seen (an op allocated it); forget it when freed."""
@@ -135,7 +140,10 @@ class LiveStorageCounter:
             self._resize(id(storage), entry, storage)
 
     def _resize(
-        self, key: int, entry: tuple[int, weakref.ref[Any]], storage: torch.UntypedStorage
+        self,
+        key: int,
+        entry: tuple[int, weakref.ref[torch.UntypedStorage]],
+        storage: torch.UntypedStorage,
     ) -> None:
         nbytes = storage.nbytes()
         if nbytes != entry[0] and entry[1]() is storage:
@@ -143,8 +151,8 @@ class LiveStorageCounter:
             self.current += nbytes - entry[0]
             self.peak = max(self.peak, self.current)
 
-    def _finalizer(self, key: int) -> Callable[[weakref.ref[Any]], None]:
-        def drop(ref: weakref.ref[Any]) -> None:
+    def _finalizer(self, key: int) -> Callable[[weakref.ref[torch.UntypedStorage]], None]:
+        def drop(ref: weakref.ref[torch.UntypedStorage]) -> None:
             entry = self._live.get(key)
             if entry is not None and entry[1] is ref:
                 del self._live[key]
@@ -168,7 +176,7 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
         super().__init__()  # type: ignore[no-untyped-call]  # torch: untyped
         self.counter = counter
         self.device_type = device_type
-        self.aliasing: dict[Any, bool] = {}  # per OpOverload: do its outputs alias its inputs?
+        self.aliasing: dict[OpOverload, bool] = {}  # per op: do its outputs alias its inputs?
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -179,7 +187,13 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
         """
         return False
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_dispatch__(
+        self,
+        func: OpOverload,
+        types: Collection[type],
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
         out = func(*args, **(kwargs or {}))
         aliasing = self.aliasing.get(func)
         if aliasing is None:

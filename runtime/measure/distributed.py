@@ -10,7 +10,7 @@ rank; a mismatch is detected with a fingerprint and raised, rather than silently
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 import attrs
 import torch
@@ -36,8 +36,10 @@ class LocalAgreement:
 
 LOCAL = LocalAgreement()
 
+_N = TypeVar("_N", int, float)
 
-def _device(group: Any) -> torch.device:
+
+def _device(group: dist.ProcessGroup | None) -> torch.device:
     """Collectives on NCCL need CUDA tensors; gloo and others take CPU tensors."""
     if dist.get_backend(group) == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
@@ -45,8 +47,10 @@ def _device(group: Any) -> torch.device:
 
 
 def _all_reduce(
-    values: list[int] | list[float], dtype: torch.dtype, op: Any, group: Any
-) -> list[Any]:
+    values: list[_N], dtype: torch.dtype, op: object, group: dist.ProcessGroup | None
+) -> list[_N]:
+    """The values reduced elementwise over the group (`op`: a ``dist.ReduceOp``; `dtype` holds
+    them exactly, so ints come back as ints and floats as floats)."""
     tensor = torch.tensor(values, dtype=dtype, device=_device(group))
     dist.all_reduce(tensor, op=op, group=group)
     return tensor.tolist()
@@ -55,21 +59,21 @@ def _all_reduce(
 class TorchDistributedAgreement:
     """Agreement over a ``torch.distributed`` process group (None: the default group)."""
 
-    def __init__(self, group: Any = None) -> None:
+    def __init__(self, group: dist.ProcessGroup | None = None) -> None:
         self.group = group
 
     def max_int(self, value: int) -> int:
         return int(_all_reduce([int(value)], torch.int64, dist.ReduceOp.MAX, self.group)[0])
 
 
-def agreement(group: Any = None) -> Agreement:
+def agreement(group: dist.ProcessGroup | None = None) -> Agreement:
     """The group's agreement when torch.distributed is initialised, else the local one."""
     if dist.is_available() and dist.is_initialized():
         return TorchDistributedAgreement(group)
     return LOCAL
 
 
-def agree_lighten_steps(steps: int, group: Any = None) -> int:
+def agree_lighten_steps(steps: int, group: dist.ProcessGroup | None = None) -> int:
     """The most cautious shrink over the group: the MAX of every rank's lighten steps."""
     return agreement(group).max_int(steps)
 
@@ -85,7 +89,7 @@ def _fingerprint(record: WarmupRecord) -> int:
     return int.from_bytes(digest, "big") >> 2
 
 
-def reduce_record(record: WarmupRecord, group: Any = None) -> WarmupRecord:
+def reduce_record(record: WarmupRecord, group: dist.ProcessGroup | None = None) -> WarmupRecord:
     """The record with peaks MAX-, baselines MIN- and durations MAX-reduced over the group."""
     if not (dist.is_available() and dist.is_initialized()):
         return record

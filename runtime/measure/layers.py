@@ -8,13 +8,20 @@ held by one ``HookSet`` and removed when measuring ends, so the model is left as
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from attrs import define, field
-from torch import nn
+from torch import Tensor, nn
 
 from runtime.errors import RuntimeValueError
 from runtime.record import LayerUse
+
+
+class Removable(Protocol):
+    """A hook that can be taken off again (torch's ``RemovableHandle``)."""
+
+    def remove(self) -> None:
+        """Take the hook off."""
 
 
 class ComponentListener(Protocol):
@@ -55,10 +62,10 @@ def repeated_layers(
 class HookSet:
     """Every hook installed for one measurement, removable in one call."""
 
-    _handles: list[Any] = field(factory=list)
+    _handles: list[Removable] = field(factory=list)
     _restores: list[Callable[[], None]] = field(factory=list)
 
-    def add(self, handle: Any) -> None:
+    def add(self, handle: Removable) -> None:
         """Keep a ``RemovableHandle``."""
         self._handles.append(handle)
 
@@ -69,7 +76,7 @@ class HookSet:
         had_own = method in vars(module)
         original = getattr(module, method)
 
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
+        def wrapped(*args: object, **kwargs: object) -> object:
             before()
             try:
                 return original(*args, **kwargs)
@@ -108,10 +115,10 @@ def hook_components(
         methods = (declared,) if isinstance(declared, str) else tuple(declared)
         for method in methods:
 
-            def enter(*_: Any, _name: str = name, _method: str = method) -> None:
+            def enter(*_: object, _name: str = name, _method: str = method) -> None:
                 listener.component_entered(_name, _method)
 
-            def leave(*_: Any, _name: str = name) -> None:
+            def leave(*_: object, _name: str = name) -> None:
                 listener.component_exited(_name)
 
             if method == "forward":
@@ -141,7 +148,7 @@ class LayerUseTracker:
             for layer_name, layer in repeated_layers(module, groups.get(component)):
                 self._order.setdefault((component, layer_name), len(self._order))
 
-                def count(*_: Any, _key: tuple[str, str] = (component, layer_name)) -> None:
+                def count(*_: object, _key: tuple[str, str] = (component, layer_name)) -> None:
                     full = (*_key, self.stage_of())
                     self._counts[full] = self._counts.get(full, 0) + 1
 
@@ -177,7 +184,7 @@ def count_hooks(module: nn.Module) -> int:
     return sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in module.modules())
 
 
-def iter_tensors(modules: Iterable[nn.Module]) -> Iterator[Any]:
+def iter_tensors(modules: Iterable[nn.Module]) -> Iterator[Tensor]:
     """Parameters and buffers of the modules, to seed the CPU tracker's baseline with weights."""
     for module in modules:
         yield from module.parameters()

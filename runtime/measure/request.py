@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from attrs import define, field, frozen
 
@@ -37,14 +37,16 @@ class FormulaPipeline(Protocol):
     def default_workload(self) -> Mapping[str, int | bool]: ...
 
     def stage_iterations(
-        self, probe: Mapping[str, Any], target: Mapping[str, Any] | None = None
+        self, probe: Mapping[str, int | bool], target: Mapping[str, int | bool] | None = None
     ) -> dict[str, tuple[int, int]]: ...
 
-    def is_admissible(self, /, **params: Any) -> bool: ...
+    def is_admissible(self, /, **params: int | bool) -> bool: ...
 
-    def violations(self, /, **params: Any) -> Any: ...
+    def violations(self, /, **params: int | bool) -> Iterable[object]: ...
 
-    def largest_admissible(self, name: str, at_most: int, /, **others: Any) -> int | None: ...
+    def largest_admissible(
+        self, name: str, at_most: int, /, **others: int | bool
+    ) -> int | None: ...
 
 
 def _stage_set(value: Iterable[str]) -> frozenset[str]:

@@ -11,7 +11,6 @@ import contextlib
 import gc
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from attrs import frozen
 
@@ -47,7 +46,7 @@ class ServingMonitor:
         self._windows = PeakWindows(backend)
         self._window = self._windows.open()
 
-    def tracking(self) -> contextlib.AbstractContextManager[Any]:
+    def tracking(self) -> contextlib.AbstractContextManager[object]:
         """Wrap serving requests in this on the CPU, whose tracker only counts while active."""
         return self.backend.tracking()
 
