@@ -1,6 +1,6 @@
 """Docs as tests: run the fenced examples of a Markdown page and compare what they show.
 
-The conventions a page follows (docs/README.md explains them to writers):
+The conventions a page follows (this docstring is their one statement, for writers too):
 
 - ```` ```console ````: lines starting with `$ ` are commands, the lines up to the next `$ ` the
   output they must print (stdout and stderr together). A line `...` stands for any number of

@@ -1,6 +1,6 @@
 """Every fenced example in README.md and docs/*.md runs, and what a page shows is what happens.
 
-The conventions are in tests/docs_runner.py's docstring and docs/README.md.
+The conventions are in tests/docs_runner.py's docstring.
 """
 
 from __future__ import annotations
