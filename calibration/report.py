@@ -190,7 +190,7 @@ def _sizes_part(cal: Calibration) -> dict[str, Any]:
             for m in cal.margins
         ],
         "uncovered": list(cal.uncovered),
-        "notices": list(cal.notices),
+        "notices": [*cal.notices, *cal.call_warnings],
     }
 
 

@@ -24,7 +24,7 @@ from artifact.spelling import point_text
 from calibration.errors import CalibrationError
 from calibration.host import quiet_libraries, torch_threads
 from calibration.probes.evidence import StageMargin, stage_margins, with_risks
-from calibration.probes.findings import Checked, Finding, check
+from calibration.probes.findings import Checked, Finding, check, rank
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
 from calibration.probes.policy import open_stages
 from calibration.probes.sizes import (
@@ -100,6 +100,7 @@ class Calibration:
 
     uncovered: tuple[str, ...] = ()  # params the target departs in that no size could move
     notices: tuple[str, ...] = ()  # warnings about the request itself (a target below the probe)
+    call_warnings: tuple[str, ...] = ()  # `call` arguments a **kwargs pipeline may ignore
 
     @property
     def second_probe(self) -> Params | None:
@@ -241,7 +242,6 @@ class Settled:
     kept: tuple[WarmupRecord, ...]
     estimate: WorkloadEstimate
     margins: tuple[StageMargin, ...]
-    fixed_bounds: Mapping[str, int | None]  # each phase's (and "request") bound, fixed margin
 
 
 def settle(
@@ -259,10 +259,7 @@ def settle(
     checked = everything if len(kept) == len(records) else check(pipeline, kept, target, backend)
     regime = [f for f in everything.findings if f.kind == "probe-regime"]
     findings = tuple(
-        sorted(
-            [*regime, *(f for f in checked.findings if f.kind != "probe-regime")],
-            key=lambda f: (not f.actionable, -f.share, f.stage, f.quantity),
-        )
+        sorted([*regime, *(f for f in checked.findings if f.kind != "probe-regime")], key=rank)
     )
     margins = stage_margins(pipeline, checked, uncovered, margin)
     result = estimate(
@@ -273,19 +270,30 @@ def settle(
         component_weight_bytes=session.weights,
         stage_margins={m.stage: m.margin for m in margins if m.source == "evidence"},
     )
-    fixed = estimate(
-        kept, pipeline, target=target, margin=margin, component_weight_bytes=session.weights
-    )
-    fixed_bounds = {p.label: p.peak.bound_bytes for p in fixed.phases}
-    fixed_bounds["request"] = fixed.request_peak.bound_bytes
     return Settled(
         checked,
         findings,
         tuple(kept),
         with_risks(result, (*checked.findings, *checked.quiet)),
         margins,
-        fixed_bounds,
     )
+
+
+def fixed_margin_bounds(
+    session: Session, settled: Settled, target: Params, margin: float
+) -> dict[str, int | None]:
+    """Each phase's bound (and the request's, as "request") with the fixed margin alone, on the
+    same records: what the margins from evidence are compared with."""
+    fixed = estimate(
+        settled.kept,
+        session.formulas,
+        target=target,
+        margin=margin,
+        component_weight_bytes=session.weights,
+    )
+    bounds = {p.label: p.peak.bound_bytes for p in fixed.phases}
+    bounds["request"] = fixed.request_peak.bound_bytes
+    return bounds
 
 
 class _Loop:
@@ -466,12 +474,13 @@ def _calibration(
         extra_costs=tuple(float(relative_cost(pipeline, p, target)) for p, _ in extras),
         findings=settled.findings,
         margins=settled.margins,
-        fixed_bounds=settled.fixed_bounds,
+        fixed_bounds=fixed_margin_bounds(session, settled, target, settled.estimate.margin),
         uncovered=uncovered,
         undeclared=unstaged_components(loop.records),
         layer_bytes=session.layer_bytes,
         below_minimum=below_minimums(pipeline, {"warmup": warmup, "probe": probe}),
-        notices=(*session.call_warnings, *_notices(pipeline, probe, target)),
+        notices=_notices(pipeline, probe, target),
+        call_warnings=session.call_warnings,
     )
 
 

@@ -125,8 +125,9 @@ def warn(cal: Calibration) -> None:
     """Findings, undeclared components and failed requests, on stderr."""
     err = ui().err
     for notice in cal.notices:
-        kind = "call-argument" if "`call " in notice else "target-below-probe"
-        err.line(f"warning[{kind}]: {notice}", style="yellow")
+        err.line(f"warning[target-below-probe]: {notice}", style="yellow")
+    for warning in cal.call_warnings:
+        err.line(f"warning[call-argument]: {warning}", style="yellow")
     for finding in cal.findings:
         level = "note" if finding.kind == "residual" else "warning"
         err.line(

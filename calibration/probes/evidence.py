@@ -125,10 +125,9 @@ def with_risks(result: WorkloadEstimate, findings: Sequence[Finding]) -> Workloa
     request's, when that stage dominates it or a phase's bound now exceeds it)."""
     risks: dict[str, Finding] = {}
     for f in findings:
-        if f.quantity == "memory" and f.kind in AT_RISK and f.risk > risks.get(f.stage, f).risk:
+        at_risk = f.quantity == "memory" and f.kind in AT_RISK
+        if at_risk and (f.stage not in risks or f.risk > risks[f.stage].risk):
             risks[f.stage] = f
-        elif f.quantity == "memory" and f.kind in AT_RISK:
-            risks.setdefault(f.stage, f)
     if not risks:
         return result
     phases: list[PhaseEstimate] = []

@@ -211,6 +211,7 @@ def _moved_alone(pipeline: Pipeline, fit: StageFit) -> str | None:
     gets wrong along it -- the most direct evidence, which coverage plans for."""
     gaps: dict[str, float] = {}
     points = fit.points
+    group_of = {param: n for n, group in directions(pipeline).items() for param in group}
     for i, a in enumerate(points):
         for b in points[i + 1 :]:
             differ = [k for k in a.params if a.params[k] != b.params[k]]
@@ -219,9 +220,7 @@ def _moved_alone(pipeline: Pipeline, fit: StageFit) -> str | None:
             gap = abs(a.residual - b.residual)
             if gap <= max(a.tolerance, b.tolerance):
                 continue
-            name = next(
-                (n for n, group in directions(pipeline).items() if differ[0] in group), differ[0]
-            )
+            name = group_of.get(differ[0], differ[0])
             gaps[name] = max(gaps.get(name, 0.0), gap / max(abs(a.value), abs(b.value), 1e-30))
     if not gaps:
         return None
@@ -407,16 +406,17 @@ def check(
             scale = request
         finding = classify(pipeline, fit, target, scale, iterations)
         key = (fit.stage, fit.quantity)
-        if finding is not None and (key not in worst or _rank(finding) < _rank(worst[key])):
+        if finding is not None and (key not in worst or rank(finding) < rank(worst[key])):
             worst[key] = finding
     quiet = tuple(f for f in worst.values() if f.kind == "residual" and f.share < DETAIL)
     found += [f for f in worst.values() if not (f.kind == "residual" and f.share < DETAIL)]
-    found.sort(key=lambda f: (not f.actionable, -f.share, f.stage, f.quantity))
+    found.sort(key=rank)
     return Checked(tuple(found), tuple(fits), quiet)
 
 
-def _rank(finding: Finding) -> tuple[bool, float]:
-    return (not finding.actionable, -finding.share)
+def rank(finding: Finding) -> tuple[bool, float, str, str]:
+    """How findings are ordered: those to act on first, then by their share at the target."""
+    return (not finding.actionable, -finding.share, finding.stage, finding.quantity)
 
 
 def _stage_peak(records: Sequence[WarmupRecord], fit: StageFit) -> float:
