@@ -30,7 +30,6 @@ that could flip between runs is noise, never a mismatch.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 
@@ -179,7 +178,7 @@ def classify(
         what,
         candidates[0] if candidates else None,
         risk,
-        risk / scale if scale > 0 else math.inf,
+        risk / scale if scale > 0 else 1.0,  # nothing to compare with: count it whole
         _moved_alone(pipeline, fit),
     )
     if case.share < MATERIAL[fit.quantity]:
