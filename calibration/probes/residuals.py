@@ -38,6 +38,9 @@ ALLOCATOR_SLACK = float(64 << 10)
 #: Standard deviations a time residual must exceed to be more than noise (about 1 in 370 for
 #: normal noise, per size and stage).
 Z = 3.0
+#: Seconds a per-iteration sample may be off whatever its size: the timer, dispatch and a shared
+#: core's scheduling (a one-shot stage of a few milliseconds is mostly that).
+JITTER = 0.002
 #: How far a time per iteration may stray from a plane, relative, per e-fold between a size and
 #: the farthest size the fit passes through: on the CPU, torch switches convolution algorithms
 #: between sizes (a video VAE's decode: ``slow_conv3d`` below, ``mkldnn_convolution`` above), and
@@ -241,9 +244,16 @@ def _time_tolerances(
 ) -> list[float]:
     """Z sigma of each size's residual: its own spread, the fit's there, and the model error."""
     noise = relative_noise([SizeTimes(t, tuple(r)) for t, r in zip(terms, runs)])
+    own = [
+        relative_noise([SizeTimes(t, tuple(r))]) if len(r) > 1 else noise
+        for t, r in zip(terms, runs)
+    ]
 
     def se(i: int) -> float:
-        return MEDIAN_SE * noise * abs(values[i]) / math.sqrt(len(runs[i]))
+        """The size's median's standard error: the pooled or its own spread, whichever is wider,
+        and the clock's jitter."""
+        relative = MEDIAN_SE * max(noise, own[i]) * abs(values[i]) / math.sqrt(len(runs[i]))
+        return math.hypot(relative, JITTER)
 
     weights = _sensitivities(rows, chosen)
     out = []
