@@ -9,6 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from artifact.units import show_bytes, show_seconds
 from calibration.run import Calibration, Comparison
 from calibration.verdict import verdict
 
@@ -236,17 +237,9 @@ def _margin_source(method: str, source: str | None) -> str | None:
     return source if method in ("fit", "scaled") else None
 
 
-def show_bytes(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(value) >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{int(value)} B"
-
-
 def show_ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f} ms"
+    """A time given in milliseconds, through the one formatter of units."""
+    return show_seconds(None if value is None else value / 1e3)
 
 
 def show_error(c: Comparison) -> str:
@@ -321,4 +314,4 @@ def time_rows(cal: Calibration) -> list[list[str]]:
 
 
 def _show_two_sigma(spread_s: float | None) -> str:
-    return "-" if spread_s is None else f"±{2 * spread_s * 1e3:.1f} ms"
+    return "-" if spread_s is None else f"±{show_seconds(2 * spread_s)}"

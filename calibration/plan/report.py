@@ -2,52 +2,21 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from artifact.units import parse_size, show_bytes, show_seconds
 from calibration.plan.model import Component, PlacementKind, Plan
 
 VERSION = 1
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
-}
-_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*")
-
-
-def parse_size(text: str, *, per_second: bool = False) -> int:
-    """``80GiB``, ``1.5TB``, ``123456`` (bytes); with ``per_second``, ``25GB/s`` too."""
-    body = text.strip()
-    if per_second and body.lower().endswith("/s"):
-        body = body[:-2]
-    match = _SIZE.fullmatch(body)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _UNITS or len(match.group(1)) > 30:
-        raise ValueError(
-            f"{text!r} is not a size; write e.g. 80GiB, 24GB, 512MiB or a number of bytes"
-        )
-    whole, _, frac = match.group(1).partition(".")
-    scale = _UNITS[unit]
-    return (
-        int(whole) * scale + (int(frac) * scale) // 10 ** len(frac) if frac else int(whole) * scale
-    )
-
-
-def show_bytes(value: int) -> str:
-    """Binary units, three significant figures: 28.6 GiB."""
-    sign, size = ("-", -value) if value < 0 else ("", value)
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return f"{sign}{size / scale:.3g} {unit}"
-    return f"{sign}{size} B"
+__all__ = [
+    "VERSION",
+    "component_rows",
+    "document",
+    "parse_size",
+    "phase_rows",
+    "placement_text",
+    "show_bytes",
+]
 
 
 def placement_text(kind: PlacementKind, kept: int, layers: int) -> str:
@@ -113,17 +82,17 @@ def component_rows(plan: Plan) -> list[list[str]]:
             placement_text(p.kind, len(p.resident_layers), p.layers),
             show_bytes(p.device_bytes),
             show_bytes(p.onload_bytes),
-            f"{p.transfer_s * 1000:.1f} ms",
+            show_seconds(p.transfer_s),
             "-"
             if p.binding_phase is None
-            else f"{p.binding_phase} (-{show_bytes(p.missing_bytes)})",
+            else f"{p.binding_phase} (missing {show_bytes(p.missing_bytes)})",
         ]
         for p in plan.placements
     ]
 
 
 def phase_rows(plan: Plan) -> list[list[str]]:
-    """target, phase, bound, weights on the device, headroom."""
+    """target, phase, activation bound (weights excluded), weights on the device, headroom."""
     return [
         [
             u.target,

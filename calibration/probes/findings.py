@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from attrs import frozen
 
 from artifact.spelling import point_text
+from artifact.units import show_bytes, show_seconds
 from calibration.probes.directions import Explanation, directions, explanations
 from calibration.probes.policy import Point, work
 from calibration.probes.residuals import SizePoint, StageFit, memory_slack, stage_fit
@@ -104,14 +105,20 @@ def _risk(fit: StageFit, candidates: Sequence[Explanation]) -> float:
     return max(residual, fit.spread_at_target(), explained)
 
 
+def _amount(unit: str, value: float, signed: bool = False) -> str:
+    """A size's value in its unit (bytes or seconds), through the one formatter of units."""
+    shown = show_bytes(value) if unit.startswith("B") else show_seconds(value)
+    return f"+{shown}" if signed and value >= 0 else shown
+
+
 def _shown(points: Sequence[SizePoint], unit: str) -> str:
     return (
         "; ".join(
-            f"{point_text(p.params)}: {p.value:.4g}"
-            + ("" if p.predicted is None else f" (fit {p.predicted:.4g})")
+            f"{point_text(p.params)}: {_amount(unit, p.value)}"
+            + ("" if p.predicted is None else f" (fit {_amount(unit, p.predicted)})")
             for p in points
         )
-        + f" ({unit})"
+        + f" ({unit.removeprefix('B ').removeprefix('s ')})"
     )
 
 
@@ -298,13 +305,14 @@ def _mismatch(case: _Case) -> Finding:
 
 
 def _left_over(points: Sequence[SizePoint], off: Sequence[int], unit: str) -> str:
-    return ", ".join(f"{points[i].residual:+.4g}" for i in off) + f" {unit}"
+    what = unit.removeprefix("B ").removeprefix("s ")
+    return ", ".join(_amount(unit, points[i].residual, signed=True) for i in off) + f" {what}"
 
 
 def _show_risk(quantity: str, risk: float, share: float) -> str:
     if quantity == "memory":
-        return f"{risk:.0f} B at risk ({share:.2%} of the stage's peak)"
-    return f"{risk * 1e3:.1f} ms at risk ({share:.1%} of the request)"
+        return f"{show_bytes(risk)} at risk ({share:.2%} of the stage's peak)"
+    return f"{show_seconds(risk)} at risk ({share:.1%} of the request)"
 
 
 def iteration_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> list[Finding]:
