@@ -20,8 +20,10 @@ import click
 
 from artifact.spelling import param_value
 from dslc import __version__
+from dslc.cli_globals import with_global_options
 from dslc.cli_list import list_command
 from dslc.cli_support import (
+    POINT_METAVAR,
     DslcGroup,
     Ui,
     assignments,
@@ -36,8 +38,6 @@ from dslc.cli_support import (
     write_file,
 )
 from dslc.render_rich import (
-    COLOR_MODES,
-    MAX_TABLE_WIDTH,
     json_number,
     plural,
     show_number,
@@ -64,19 +64,27 @@ and builds one JSON artifact that a serving worker loads with
 workload.
 
 Workflow: write formulas/*.wf; `dslc fmt` and `dslc check` them; try values
-with `dslc eval` and `dslc explain`; then `dslc build` the artifact and ship it.
+with `dslc eval` and `dslc explain`; `dslc build` the artifact and ship it;
+`dslc calibrate` a pipeline from a cheap probe, and `dslc plan` what stays on
+the device.
+
+Every command takes --json, --color, --width and --quiet (before or after its
+name); a point is `NAME=VALUE[,...]`, the option repeatable (--set, --probe,
+--target).
 """
 
 EPILOG = """\
 \b
 Examples:
   dslc check formulas/                     # every *.wf below formulas/
-  dslc check --strict --format json formulas/
+  dslc check --strict --json formulas/
   dslc build formulas/ -o build/formulas.json
   dslc eval formulas/ wan2_2_t2v_a14b --set steps=4
   dslc eval build/formulas.json minimax_h3 --json
   dslc fmt --check formulas/
-  dslc explain formulas/wan.wf wan2_2_t2v_a14b --probe steps=4
+  dslc explain formulas/wan.wf wan2_2_t2v_a14b --probe steps=4,frames=17
+  dslc calibrate --example flux --verify
+  dslc plan --example flux --device-memory 24GiB
 
 \b
 Exit status: 0 ok, 1 errors in the input, 2 usage error, 3 internal error.
@@ -87,8 +95,8 @@ Colour is used only on a terminal and never when NO_COLOR is set.
 PATHS = click.argument(
     "paths",
     nargs=-1,
-    required=True,
-    metavar="PATH...",
+    required=False,
+    metavar="[PATH...]",
     type=click.Path(exists=True, path_type=Path),
 )
 STRICT = click.option(
@@ -107,23 +115,12 @@ def examples(*lines: str) -> str:
     "dslc", cls=DslcGroup, help=HELP, epilog=EPILOG, context_settings={"max_content_width": 100}
 )
 @click.version_option(__version__, prog_name="dslc")
-@click.option(
-    "--color",
-    type=click.Choice(COLOR_MODES),
-    default="auto",
-    show_default=True,
-    help="Colour the output: on a terminal (auto), always, or never.",
-)
-@click.option(
-    "--width",
-    type=click.IntRange(0, MAX_TABLE_WIDTH),
-    default=None,
-    metavar="COLUMNS",
-    help="Fit tables to this width (0: never wrap). Default: the terminal's; a pipe: never wrap.",
-)
 @click.pass_context
-def cli(ctx: click.Context, color: str, width: int | None) -> None:
-    ctx.obj = Ui(color, width)
+def cli(ctx: click.Context) -> None:
+    ctx.ensure_object(Ui)  # --color, --width, --quiet (dslc.cli_globals) may have made it
+
+
+with_global_options(cli)
 
 
 # --- commands --------------------------------------------------------------------------------
@@ -131,30 +128,32 @@ def cli(ctx: click.Context, color: str, width: int | None) -> None:
 
 @cli.command(
     short_help="Check .wf files and print every diagnostic.",
-    epilog=examples("dslc check formulas/", "dslc check --strict --format json a.wf b.wf"),
+    epilog=examples("dslc check", "dslc check --strict --json a.wf b.wf"),
 )
 @PATHS
 @STRICT
+@click.option("--json", "as_json", is_flag=True, help='Print {"diagnostics": [...]} on stdout.')
 @click.option(
     "--format",
     "output_format",
     type=click.Choice(["human", "json"]),
-    default="human",
-    show_default=True,
-    help='json: {"diagnostics": [...]} on stdout.',
+    default=None,
+    hidden=True,
+    help="Deprecated: --format json is --json.",
 )
-def check(paths: tuple[Path, ...], strict: bool, output_format: str) -> None:
+def check(paths: tuple[Path, ...], strict: bool, as_json: bool, output_format: str | None) -> None:
     """Check .wf files (and every *.wf below folders); print every diagnostic.
 
-    Diagnostics go to stdout, a one-line summary to stderr. Exit 0 when clean
-    (warnings allowed unless --strict), 1 on errors.
+    PATH defaults to the repository's formulas/. Diagnostics go to stdout, a
+    one-line summary to stderr. Exit 0 when clean (warnings allowed unless
+    --strict), 1 on errors.
     """
     from dslc.compiler import compile_paths
     from dslc.diagnostics import to_json
 
     files = wf_files(paths)
     result = compile_paths(files, strict=strict)
-    if output_format == "json":
+    if as_json or output_format == "json":
         ui().out.json({"diagnostics": [to_json(d) for d in result.diagnostics]})
     else:
         for diagnostic in result.diagnostics:
@@ -212,8 +211,9 @@ def build(paths: tuple[Path, ...], strict: bool, output: Path) -> None:
     "overrides",
     multiple=True,
     callback=assignments,
-    metavar="NAME=VALUE",
-    help="Override a param of the default workload (int, 1_000 allowed, or true/false).",
+    metavar=POINT_METAVAR,
+    help="Override params of the default workload (int, 1_000 allowed, or true/false); "
+    "repeatable.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the values as JSON.")
 def eval_command(
@@ -365,7 +365,11 @@ def unified_diff(before: str, after: str, name: str) -> list[str]:
 @cli.command(
     "explain",
     short_help="Show formulas and probe-to-target ratios.",
-    epilog=examples("dslc explain formulas/wan.wf wan2_2_t2v_a14b --probe steps=4"),
+    epilog=examples(
+        "dslc explain formulas/wan.wf wan2_2_t2v_a14b --probe steps=4,frames=17",
+        "dslc explain formulas/ flux1_dev --probe steps=2,height=256,width=256 "
+        "--target steps=28,height=1024,width=1024",
+    ),
 )
 @SOURCE
 @click.argument("pipeline")
@@ -373,19 +377,31 @@ def unified_diff(before: str, after: str, name: str) -> list[str]:
     "--probe",
     multiple=True,
     callback=assignments,
-    metavar="NAME=VALUE",
-    help="A param of the probe that differs from the default workload.",
+    metavar=POINT_METAVAR,
+    help="The probe's params that differ from the target; repeatable.",
+)
+@click.option(
+    "--target",
+    multiple=True,
+    callback=assignments,
+    metavar=POINT_METAVAR,
+    help="The target's params that differ from the default workload; repeatable.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
 def explain_command(
-    source: Path, pipeline: str, probe: dict[str, int | bool], as_json: bool
+    source: Path,
+    pipeline: str,
+    probe: dict[str, int | bool],
+    target: dict[str, int | bool],
+    as_json: bool,
 ) -> None:
     """Each stage's formulas and their values at the probe and at the target.
 
     PATH is a .wf file or a folder. For each stage field: the formula with lets
-    inlined, its value at the probe (the default workload with --probe overrides),
-    at the target (the default workload), and the ratio target/probe, i.e. what
-    a measurement at the probe is multiplied by.
+    inlined, its value at the probe (the target with --probe overrides), at the
+    target (the default workload with --target overrides, as `dslc calibrate`
+    takes them), and the ratio target/probe, i.e. what a measurement at the
+    probe is multiplied by.
     """
     from dslc.explain import explain
 
@@ -396,7 +412,7 @@ def explain_command(
     book, program = load_book(source)
     with runtime_errors():
         formulas = pipeline_named(book, pipeline, source)
-        result = explain(program.pipeline(pipeline), formulas, probe)
+        result = explain(program.pipeline(pipeline), formulas, probe, target)
     if as_json:
         stages: dict[str, dict[str, Any]] = {}
         for f in result.fields:
@@ -420,8 +436,9 @@ def explain_command(
     out = ui().out
     out.line(pipeline, style="bold")
     out.labelled("probe:  ", _point(dict(result.probe), probe))
-    target = _point(dict(result.target), {})
-    out.labelled("target: ", [*target[:-1], target[-1] + " (the default workload)"])
+    shown = _point(dict(result.target), target)
+    where = "" if target else " (the default workload)"
+    out.labelled("target: ", [*shown[:-1], shown[-1] + where])
     out.table(
         ["stage", "field", "probe", "target", "ratio", "formula"],
         [

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from artifact.spelling import param_value
-from dslc.cli_support import load_book, ui
+from dslc.cli_support import default_formulas, load_book, ui
 
 
 def examples_epilog() -> str:
@@ -49,16 +49,18 @@ def pipeline_json(pipeline: Any) -> dict[str, Any]:
 
 
 @click.command("list", epilog=examples_epilog())
-@click.argument("source", metavar="PATH", type=click.Path(exists=True, path_type=Path))
+@click.argument(
+    "source", metavar="[PATH]", required=False, type=click.Path(exists=True, path_type=Path)
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the pipelines as JSON.")
-def list_command(source: Path, as_json: bool) -> None:
+def list_command(source: Path | None, as_json: bool) -> None:
     """List the pipelines in PATH with their params and stages.
 
     PATH is a built .json artifact, or a .wf file or a folder of them (compiled
     in memory first). For each param: its type, default (the default workload),
-    range and contracts.
+    range and contracts. PATH defaults to the repository's formulas/.
     """
-    book, _ = load_book(source)
+    book, _ = load_book(source if source is not None else default_formulas())
     if as_json:
         ui().out.json({"pipelines": [pipeline_json(book[name]) for name in book]})
         return

@@ -25,12 +25,19 @@ _INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")
 
 
 class Ui:
-    """The two output streams of one invocation."""
+    """The two output streams of one invocation, and whether notes (progress, `wrote`) show."""
 
-    def __init__(self, color: str = "auto", width: int | None = None):
+    def __init__(self, color: str = "auto", width: int | None = None, quiet: bool = False):
         self.mode = color
+        self.width = width
+        self.quiet = quiet
         self.out = Output(sys.stdout, use_color(sys.stdout, color), width)
         self.err = Output(sys.stderr, use_color(sys.stderr, color), width)
+
+    def note(self, text: str) -> None:
+        """A line about the run, not its result (`wrote FILE`, a step), on stderr; not --quiet."""
+        if not self.quiet:
+            self.err.line(text)
 
 
 def ui() -> Ui:
@@ -75,12 +82,17 @@ def parse_value(name: str, text: str) -> int | bool:
     raise click.BadParameter(f"{name}: {text!r} is neither an integer nor true/false")
 
 
+#: How every option that gives a point (`--set`, `--probe`, `--target`, `--warmup`) is written.
+POINT_METAVAR = "NAME=VALUE[,...]"
+
+
 def assignments(
     ctx: click.Context, param: click.Parameter, values: Sequence[str]
 ) -> dict[str, int | bool]:
-    """`NAME=VALUE` options as a dict (ints, `1_000` allowed, and true/false)."""
+    """`NAME=VALUE[,NAME=VALUE...]` options, repeatable, as one dict (ints, `1_000` allowed, and
+    true/false): `--set steps=4,frames=17` and `--set steps=4 --set frames=17` are the same."""
     result: dict[str, int | bool] = {}
-    for raw in values:
+    for raw in [part for value in values for part in value.split(",") if part.strip()]:
         name, sep, text = raw.partition("=")
         name, text = name.strip(), text.strip()
         if not sep or not name:
@@ -91,10 +103,24 @@ def assignments(
     return result
 
 
+#: The repository's formulas/ folder: what `check`, `list` and `calibrate` read without a PATH.
+REPO_FORMULAS = Path(__file__).resolve().parents[1] / "formulas"
+
+
+def default_formulas() -> Path:
+    """The repository's formulas/ when no PATH is given; a usage error when there is none."""
+    if not REPO_FORMULAS.is_dir():
+        raise click.UsageError(f"give a PATH (there is no {REPO_FORMULAS} to default to)")
+    return REPO_FORMULAS
+
+
 def wf_files(paths: Sequence[Path]) -> list[Path]:
-    """The files as given and every `*.wf` below the folders; none at all is a usage error."""
+    """The files as given and every `*.wf` below the folders; none at all is a usage error.
+
+    No paths at all: the repository's formulas/."""
     from dslc.compiler import discover
 
+    paths = list(paths) or [default_formulas()]
     files, problems = discover(paths)
     if problems:
         raise click.BadParameter(problems[0].message, param_hint="PATH")
@@ -207,14 +233,14 @@ class DslcGroup(click.Group):
         return sorted({*super().list_commands(ctx), *plugin_commands()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from dslc.cli_globals import with_global_options
+
         command = super().get_command(ctx, cmd_name)
-        if command is not None:
-            return command
-        plugin = plugin_commands().get(cmd_name)
-        if plugin is None:
-            return None
-        loaded = plugin.load()
-        return loaded if isinstance(loaded, click.Command) else None
+        if command is None:
+            plugin = plugin_commands().get(cmd_name)
+            loaded = plugin.load() if plugin is not None else None
+            command = loaded if isinstance(loaded, click.Command) else None
+        return None if command is None else with_global_options(command)
 
     def invoke(self, ctx: click.Context) -> Any:
         # Python's int-to-text digit guard stays on: huge values print as their leading digits and

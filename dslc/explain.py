@@ -61,16 +61,21 @@ def ratio(target: int | Fraction, probe: int | Fraction) -> Fraction | None:
 
 
 def explain(
-    resolved: ResolvedPipeline, runtime_pipeline: Any, overrides: Mapping[str, int | bool]
+    resolved: ResolvedPipeline,
+    runtime_pipeline: Any,
+    overrides: Mapping[str, int | bool],
+    target_overrides: Mapping[str, int | bool] | None = None,
 ) -> Explanation:
     """Explain `resolved` (the compiler's view), with values from `runtime_pipeline` (loaded).
 
-    Raises the runtime's typed errors for an unknown param, a wrong type or an inadmissible probe.
+    The target is the default workload with `target_overrides`; the probe is the target with
+    `overrides` (unset params: the target's, as `dslc calibrate` fills them). Raises the
+    runtime's typed errors for an unknown param, a wrong type or an inadmissible point.
     """
-    at_probe = runtime_pipeline.evaluate(**overrides)
-    at_target = runtime_pipeline.evaluate()
-    target = dict(runtime_pipeline.default_workload)
+    target = {**runtime_pipeline.default_workload, **(target_overrides or {})}
     probe = {**target, **overrides}
+    at_probe = runtime_pipeline.evaluate(**probe)
+    at_target = runtime_pipeline.evaluate(**target)
     checks = FormulaChecks(resolved, sample_points(runtime_pipeline, probe))
     fields = []
     for stage in resolved.stages:
@@ -93,8 +98,8 @@ def explain(
                     if name == "memory"
                     else runtime_pipeline.time_terms
                 )
-                probes = terms_of(stage.name, **overrides)
-                targets = terms_of(stage.name)
+                probes = terms_of(stage.name, **probe)
+                targets = terms_of(stage.name, **target)
                 fields += [
                     FieldExplanation(
                         stage.name,

@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from attrs import field, frozen, validators
 
+from artifact.units import show_bytes
 from calibration.errors import CalibrationError
 from calibration.memory import allocator_margin
 
@@ -83,8 +84,8 @@ class Component:
             )
         if sum(self.layer_bytes) > self.weight_bytes:
             raise PlanInputError(
-                f"component {self.name!r}: its layers ({sum(self.layer_bytes)} B) weigh more than "
-                f"the whole component ({self.weight_bytes} B)"
+                f"component {self.name!r}: its layers ({show_bytes(sum(self.layer_bytes))}) weigh "
+                f"more than the whole component ({show_bytes(self.weight_bytes)})"
             )
 
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+from artifact.units import show_bytes
 from calibration.plan.candidates import Candidate, Group, candidates
 from calibration.plan.model import (
     Component,
@@ -201,13 +202,15 @@ def _infeasible_reason(
                 worst = (short, f"{t.name}/{p.label}")
     if worst is not None:
         return (
-            f"phase {worst[1]} needs {worst[0]} B more than the device's usable "
-            f"{usable} B (capacity {device.capacity_bytes} B - reserve {device.reserve} B), "
+            f"phase {worst[1]} needs {show_bytes(worst[0])} more than the device's usable "
+            f"{show_bytes(usable)} (capacity {show_bytes(device.capacity_bytes)} - reserve "
+            f"{show_bytes(device.reserve)}), "
             "even with every component offloaded or streamed"
         )
     if min_always > 0:
         return (
-            f"the pin budget ({device.pin_budget_bytes} B) needs at least {min_always} B of "
+            f"the pin budget ({show_bytes(device.pin_budget_bytes)}) needs at least "
+            f"{show_bytes(min_always)} of "
             "weights resident, and no placement keeping that much fits every phase"
         )
     return "each phase fits on its own, but no single placement fits every phase at once"
