@@ -52,12 +52,9 @@ def show_seconds(value: float | None) -> str:
 
 
 def _three(value: float) -> str:
-    """Three significant figures, never in exponent notation (1020, not 1.02e+03)."""
-    if value >= 100:
-        return f"{value:.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
+    """Three significant figures, trailing zeros dropped, never in exponent notation (1020, not
+    1.02e+03)."""
+    return f"{value:.0f}" if value >= 999.5 else f"{value:.3g}"
 
 
 def parse_size(text: str, *, per_second: bool = False, unit_required: bool = False) -> int:

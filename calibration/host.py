@@ -15,13 +15,22 @@ from calibration.errors import CalibrationError
 
 
 def resolve_device(device: str) -> str:
-    """``auto``: CUDA when available, else the CPU; ``cuda`` without a device is an error."""
+    """``auto``: CUDA when available, else the CPU; ``cuda`` or ``cuda:N`` without that device is
+    an error."""
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise CalibrationError("--device cuda: no CUDA device is available (try --device cpu)")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise CalibrationError(f"--device {device}: no CUDA device is available (try --device cpu)")
+    if device.startswith("cuda:"):
+        index = int(device.removeprefix("cuda:"))
+        if index >= torch.cuda.device_count():
+            raise CalibrationError(
+                f"--device {device}: there are {torch.cuda.device_count()} CUDA devices "
+                "(cuda:0 ...)"
+            )
+        torch.cuda.set_device(index)  # the allocator counters read the current device
     return device
 
 

@@ -174,7 +174,10 @@ def check(paths: tuple[Path, ...], strict: bool, as_json: bool, output_format: s
     type=click.Path(dir_okay=False, path_type=Path),
     help="Where to write the artifact.",
 )
-def build(paths: tuple[Path, ...], strict: bool, output: Path) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"output", "pipelines", "files"} on stdout.'
+)
+def build(paths: tuple[Path, ...], strict: bool, output: Path, as_json: bool) -> None:
     """Check, then write the artifact (only when there are no errors).
 
     The file is written atomically: readers see the old file or the new one,
@@ -189,6 +192,15 @@ def build(paths: tuple[Path, ...], strict: bool, output: Path) -> None:
     for name in book:  # and compile it: the loader defers that to each pipeline's first use
         book[name].source  # noqa: B018
     write_file(output, text)
+    if as_json:
+        ui().out.json(
+            {
+                "output": str(output),
+                "pipelines": list(program.pipelines),
+                "files": [str(f) for f in files],
+            }
+        )
+        return
     ui().out.line(
         f"wrote {output}: {plural(len(program.pipelines), 'pipeline')} "
         f"from {plural(len(files), 'file')}",
@@ -212,8 +224,7 @@ def build(paths: tuple[Path, ...], strict: bool, output: Path) -> None:
     multiple=True,
     callback=assignments,
     metavar=POINT_METAVAR,
-    help="Override params of the default workload (int, 1_000 allowed, or true/false); "
-    "repeatable.",
+    help="Override params of the default workload (int, 1_000 allowed, or true/false); repeatable.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the values as JSON.")
 def eval_command(
@@ -296,7 +307,13 @@ def _point(point: dict[str, int | bool], changed: dict[str, int | bool]) -> list
     is_flag=True,
     help="Change nothing; print a unified diff of each file that would change.",
 )
-def fmt_command(paths: tuple[Path, ...], check: bool, diff: bool) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"changed", "unchanged", "errors"} (file lists) on stdout instead of lines.',
+)
+def fmt_command(paths: tuple[Path, ...], check: bool, diff: bool, as_json: bool) -> None:
     """Rewrite .wf files in canonical form, in place and atomically.
 
     A file that does not parse is reported and left alone (exit 1). With --diff
@@ -310,6 +327,7 @@ def fmt_command(paths: tuple[Path, ...], check: bool, diff: bool) -> None:
 
     files = wf_files(paths)
     changed, broken = 0, 0
+    lists: dict[str, list[str]] = {"changed": [], "unchanged": [], "errors": []}
     for path in files:
         source, problems = read_source(path)
         try:
@@ -320,13 +338,19 @@ def fmt_command(paths: tuple[Path, ...], check: bool, diff: bool) -> None:
             for diagnostic in exc.diagnostics:
                 ui().err.diagnostic(diagnostic)
             broken += 1
+            lists["errors"].append(str(path))
             continue
         if formatted == source.text:
+            lists["unchanged"].append(str(path))
             continue
         if parse(SourceFile(source.name, formatted)) != parse(source):
             raise AssertionError(f"formatting {path} would change its meaning")
         changed += 1
-        if diff:
+        lists["changed"].append(str(path))
+        if as_json:
+            if not (check or diff):
+                write_file(path, formatted)
+        elif diff:
             for line in unified_diff(source.text, formatted, str(path)):
                 ui().out.line(line, style=_DIFF_STYLES.get(line[:1]))
         elif check:
@@ -339,6 +363,8 @@ def fmt_command(paths: tuple[Path, ...], check: bool, diff: bool) -> None:
     if broken:
         parts.append(f"{broken} with errors (left unchanged)")
     failed = broken or (check and changed)
+    if as_json:
+        ui().out.json({**lists, "written": not (check or diff)})
     ui().err.line(", ".join(parts), style="bold red" if failed else "green")
     if failed:
         raise click.exceptions.Exit(1)

@@ -9,7 +9,6 @@ in ``calibration.report``, what a terminal shows in ``calibration.cli.show``, th
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -19,13 +18,15 @@ from calibration.cli.options import (
     Choice,
     RunSettings,
     Shapes,
+    check_choice,
+    device_option,
     pipeline_options,
     run_calibration,
     run_options,
     shape_option,
 )
 from calibration.examples import EXAMPLES
-from dslc.cli_support import Failure, ui
+from dslc.cli_support import POINT_METAVAR, Failure, ui
 
 
 def _shape(params: object) -> str:
@@ -43,7 +44,7 @@ EPILOG = "\n".join(
         "  dslc calibrate --example flux --verify --plot flux.png",
         "  dslc calibrate --probe steps=2,height=32,width=32 \\",
         "      --target steps=8,frames=17,height=64,width=64",
-        "  dslc calibrate --pipeline my_pipes.py:build --formulas formulas/ --name my_model \\",
+        "  dslc calibrate --pipeline my_pipes.py:build --formulas my_model.wf \\",
         "      --probe steps=2,height=64,width=64 --target steps=8,height=128,width=128 --verify",
         "",
         "\b",
@@ -71,17 +72,11 @@ EPILOG = "\n".join(
     "--target",
     multiple=True,
     callback=shape_option,
-    metavar="NAME=VALUE[,...]",
+    metavar=POINT_METAVAR,
     help="The target to estimate; unset params: the example's demo target, then the default "
-    "workload.",
+    "workload; repeatable.",
 )
-@click.option(
-    "--device",
-    type=click.Choice(["auto", "cpu", "cuda"]),
-    default="auto",
-    show_default=True,
-    help="auto: CUDA when available, else the CPU (exact live-tensor accounting).",
-)
+@device_option
 @click.option(
     "--verify",
     is_flag=True,
@@ -152,14 +147,15 @@ def calibrate(
     time, and the layer uses. With --verify it runs the target too, once a round beside the
     sizes, and compares.
     """
-    from calibration.cli.show import progress_bar, save_records, show, warn
+    from calibration.cli.show import progress, save_records, show, warn, wrote
     from calibration.errors import CalibrationError
     from calibration.verdict import verdict
 
+    choice = check_choice(Choice(example, factory, formulas_path, name))
     try:
-        with progress_bar(enabled=sys.stderr.isatty()) as tick:
+        with progress() as tick:
             cal = run_calibration(
-                Choice(example, factory, formulas_path, name),
+                choice,
                 Shapes(warmup, probe, target),
                 RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
                 device=device,
@@ -177,6 +173,7 @@ def calibrate(
             draw(cal, plot)
         except OSError as exc:
             raise Failure(f"cannot write {plot}: {exc.strerror or exc}") from None
+        wrote(plot, "the plot")
     if as_json or save is not None:
         from calibration.report import document
 
@@ -188,6 +185,7 @@ def calibrate(
                 write_atomically(save, json.dumps(doc, indent=2) + "\n")
             except OSError as exc:
                 raise Failure(f"cannot write {save}: {exc.strerror or exc}") from None
+            wrote(save, "the calibration document")
     if as_json:
         ui().out.json(doc)
     else:

@@ -17,7 +17,7 @@ from attrs import frozen
 from calibration.examples import EXAMPLES
 from calibration.probes.time_probe import TIME_TOLERANCE
 from calibration.wiring import Params
-from dslc.cli_support import assignments
+from dslc.cli_support import POINT_METAVAR, REPO_FORMULAS, assignments
 from runtime.estimate.results import DEFAULT_MARGIN
 
 if TYPE_CHECKING:
@@ -26,15 +26,62 @@ if TYPE_CHECKING:
 Command = TypeVar("Command", bound=Callable[..., object])
 
 #: The repository's formulas/ folder (beside the calibration package in a checkout).
-FORMULAS = Path(__file__).resolve().parents[2] / "formulas"
+FORMULAS = REPO_FORMULAS
 
 
 def shape_option(
     ctx: click.Context, param: click.Parameter, values: Sequence[str]
 ) -> dict[str, int | bool]:
-    """`NAME=VALUE[,NAME=VALUE...]`, the option repeatable; values as in `dslc eval --set`."""
-    items = [part.strip() for raw in values for part in raw.split(",") if part.strip()]
-    return assignments(ctx, param, items)
+    """`NAME=VALUE[,NAME=VALUE...]`, the option repeatable: as `dslc eval --set` reads them."""
+    return assignments(ctx, param, values)
+
+
+class DeviceType(click.ParamType):
+    """Where a calibration runs and measures: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``."""
+
+    name = "device"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        text = str(value).strip()
+        if text in ("auto", "cpu", "cuda") or (
+            text.startswith("cuda:") and text[5:].isdigit() and len(text) <= 12
+        ):
+            return text
+        self.fail(f"{text!r} is not auto, cpu, cuda or cuda:N", param, ctx)
+
+
+def device_option(command: Command) -> Command:
+    """``--device``: where a calibration runs and measures (the same in calibrate and plan)."""
+    return click.option(
+        "--device",
+        type=DeviceType(),
+        default="auto",
+        show_default=True,
+        metavar="auto|cpu|cuda|cuda:N",
+        help="Where the calibration runs and measures; auto: CUDA when available, else the CPU "
+        "(exact live-tensor accounting).",
+    )(command)
+
+
+def check_choice(choice: Choice) -> Choice:
+    """Usage checks before any work (exit 2): --pipeline names its pipeline with --name, or the
+    formulas hold exactly one, which is then the name."""
+    if choice.factory is None or choice.name is not None:
+        return choice
+    from dslc.build import NotCompiled, load_sources
+
+    try:
+        names = list(load_sources([choice.formulas_path])) if choice.formulas_path.exists() else []
+    except NotCompiled:
+        names = []  # the calibration itself reports the diagnostics (exit 1)
+    if len(names) != 1:
+        held = f"it holds {', '.join(sorted(names))}" if names else "name the pipeline"
+        raise click.UsageError(
+            f"--pipeline needs --name (the pipeline in {choice.formulas_path}; {held})"
+        )
+    return Choice(choice.example, choice.factory, choice.formulas_path, names[0])
 
 
 def pipeline_options(command: Command) -> Command:
@@ -67,14 +114,14 @@ def pipeline_options(command: Command) -> Command:
             click.option(
                 "--name",
                 metavar="PIPELINE",
-                help="The pipeline in the formulas (default: the example's; required with "
-                "--pipeline).",
+                help="The pipeline in the formulas (default: the example's; with --pipeline: "
+                "the only one in --formulas).",
             ),
             click.option(
                 "--warmup",
                 multiple=True,
                 callback=shape_option,
-                metavar="NAME=VALUE[,...]",
+                metavar=POINT_METAVAR,
                 help="The bounded warmup (run before and after the probe); unset params: the "
                 "probe's.",
             ),
@@ -82,8 +129,8 @@ def pipeline_options(command: Command) -> Command:
                 "--probe",
                 multiple=True,
                 callback=shape_option,
-                metavar="NAME=VALUE[,...]",
-                help="The probe; unset params: the target's.",
+                metavar=POINT_METAVAR,
+                help="The probe; unset params: the target's; repeatable.",
             ),
         ]
     ):
@@ -107,8 +154,8 @@ def run_options(command: Command) -> Command:
                 type=click.IntRange(min=1),
                 default=3,
                 show_default=True,
-                help="Run the probe and the re-warm (and, with --verify, the target) this many "
-                "times; timings count by their median.",
+                help="Run the probe and the re-warm (and a verified target) this many times; "
+                "timings count by their median.",
             ),
             click.option(
                 "--clock",

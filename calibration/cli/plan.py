@@ -1,8 +1,9 @@
 """`dslc plan`: from saved calibrations (or one it runs) and a device, what stays on it, and why.
 
 A plugin command (entry point ``dslc.commands``); torch is imported only to run a calibration or
-for ``--device cuda:N``. Without ``--calibration`` it calibrates the pipeline chosen as
-`dslc calibrate` chooses it (the same options), once per ``--target``, then plans.
+for ``--device-memory cuda:N``. Without ``--calibration`` it calibrates the pipeline chosen as
+`dslc calibrate` chooses it (the same options, ``--device`` included), once per ``--target``, then
+plans. What can be checked is checked before any calibration runs (usage errors, exit 2).
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from artifact.units import show_seconds
 from calibration.cli.options import (
     Choice,
     RunSettings,
     Shapes,
+    check_choice,
+    device_option,
     pipeline_options,
     run_calibration,
     run_options,
@@ -34,7 +38,7 @@ from calibration.plan.model import (
 )
 from calibration.plan.report import component_rows, document, parse_size, phase_rows, show_bytes
 from calibration.plan.solver import solve
-from dslc.cli_support import Failure, ui
+from dslc.cli_support import POINT_METAVAR, Failure, ui
 
 _EPILOG_LINES = (
     "\b",
@@ -43,7 +47,8 @@ _EPILOG_LINES = (
     "  dslc plan --example wan --target steps=8,frames=17,height=64,width=64 \\",
     "            --target steps=8,frames=33,height=64,width=64 --device-memory 1GiB --reserve 0",
     "  dslc calibrate --json > cal.json && dslc plan --calibration cal.json --device-memory 24GiB",
-    "  dslc plan --calibration default.json --calibration largest.json --device cuda:0 --json",
+    "  dslc plan --calibration default.json --calibration largest.json --device-memory cuda:0 \\",
+    "            --json",
     "  dslc plan --calibration rank0.json --calibration rank1.json --device-memory 80GiB \\",
     "            --reserve 4GiB --bandwidth 12GB/s --pin-budget 64GiB",
     "",
@@ -55,25 +60,35 @@ EPILOG = "\n".join(_EPILOG_LINES)
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """A size with its unit (`24` alone is refused: 24 bytes is rarely meant); 0 needs none."""
     if value is None:
         return None
     try:
-        return parse_size(value, per_second=param.name == "bandwidth")
+        return parse_size(value, per_second=param.name == "bandwidth", unit_required=True)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def _capacity(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """--device-memory: a size, or `cuda`/`cuda:N` to read that device's total memory."""
+    if value is not None and value.strip().startswith("cuda"):
+        return _cuda_memory(value.strip())
+    return _size(ctx, param, value)
 
 
 def _cuda_memory(device: str) -> int:
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency
-        raise Failure("--device needs torch") from None
-    if not device.startswith("cuda") or not torch.cuda.is_available():
-        raise Failure(f"no CUDA device {device!r} here; give --device-memory instead")
+        raise Failure("--device-memory cuda needs torch") from None
+    if not torch.cuda.is_available():
+        raise click.BadParameter(
+            f"no CUDA device {device!r} here; give a size (80GiB)", param_hint="--device-memory"
+        )
     try:
         return int(torch.cuda.get_device_properties(torch.device(device)).total_memory)
     except (RuntimeError, AssertionError, ValueError) as exc:
-        raise Failure(f"--device {device}: {exc}") from None
+        raise click.BadParameter(f"{device}: {exc}", param_hint="--device-memory") from None
 
 
 def inputs(
@@ -105,6 +120,7 @@ _RUN_PARAMS = {  # parameter -> option: the ones that choose or shape a calibrat
     "warmup": "--warmup",
     "probe": "--probe",
     "targets": "--target",
+    "device": "--device",
 }
 
 
@@ -115,16 +131,14 @@ def calibrated(
     device: str,
 ) -> list[Calibrated]:
     """Run one calibration per target shape (progress on stderr, as `dslc calibrate` shows)."""
-    import sys
-
-    from calibration.cli.show import progress_bar, warn
+    from calibration.cli.show import progress, warn
     from calibration.errors import CalibrationError
     from calibration.report import document
 
     out = []
     for shape in shapes:
         try:
-            with progress_bar(enabled=sys.stderr.isatty()) as tick:
+            with progress() as tick:
                 cal = run_calibration(choice, shape, settings, device=device, progress=tick)
         except CalibrationError as exc:
             raise Failure(str(exc)) from None
@@ -133,14 +147,16 @@ def calibrated(
     return out
 
 
-@click.command("plan", epilog=EPILOG)
+@click.command(
+    "plan", epilog=EPILOG, short_help="Plan what stays on the device: resident, offloaded, k of N."
+)
 @click.option(
     "--calibration",
     "calibrations",
     multiple=True,
     type=click.Path(dir_okay=False, path_type=Path),
     help="A saved calibration (dslc calibrate --json / --save); repeatable. Without it, plan "
-    "runs one: the pipeline, shape and run options below are dslc calibrate's.",
+    "runs one: the pipeline, shape, run and --device options below are dslc calibrate's.",
 )
 @pipeline_options
 @click.option(
@@ -148,24 +164,34 @@ def calibrated(
     "targets",
     multiple=True,
     callback=_each_shape,
-    metavar="NAME=VALUE[,...]",
-    help="A shape to calibrate and plan for; repeatable: one calibration each, planned together "
+    metavar=POINT_METAVAR,
+    help="A shape to calibrate and plan for; each occurrence one calibration, planned together "
     "[default: the example's demo target].",
 )
 @run_options
-@click.option("--device-memory", callback=_size, help="Device capacity: 80GiB, 24GB, bytes.")
+@device_option
 @click.option(
-    "--device",
-    "device_name",
-    help="Read the capacity from a CUDA device (cuda:0); a calibration plan runs runs there.",
+    "--device-memory",
+    required=True,
+    callback=_capacity,
+    metavar="SIZE|cuda[:N]",
+    help="The capacity planned for: 80GiB, 24GB, 1024B, or cuda:0 to read that device's.",
 )
-@click.option("--reserve", callback=_size, help="Kept free [default: max(1 GiB, 2 %)].")
+@click.option(
+    "--reserve",
+    callback=_size,
+    metavar="SIZE",
+    help="Kept free, below --device-memory [default: max(1 GiB, 2 %)].",
+)
 @click.option(
     "--bandwidth",
     callback=_size,
+    metavar="SIZE/s",
     help=f"Host-to-device bytes/s: 25GB/s [default: {DEFAULT_BANDWIDTH // 10**9}GB/s].",
 )
-@click.option("--pin-budget", callback=_size, help="Pinned host memory [default: unlimited].")
+@click.option(
+    "--pin-budget", callback=_size, metavar="SIZE", help="Pinned host memory [default: unlimited]."
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document (docs/planning.md).")
 def plan(
     calibrations: tuple[Path, ...],
@@ -183,28 +209,33 @@ def plan(
     threads: int,
     time_tolerance: float,
     no_time_probe: bool,
-    device_memory: int | None,
-    device_name: str | None,
+    device: str,
+    device_memory: int,
     reserve: int | None,
     bandwidth: int | None,
     pin_budget: int | None,
     as_json: bool,
 ) -> None:
-    """Plan component residency: resident, offloaded whole, or k of N layers on the device."""
-    device = _device(device_memory, device_name, reserve, bandwidth, pin_budget)
+    """Plan component residency: resident, offloaded whole, or k of N layers on the device.
+
+    The capacity is --device-memory (minus --reserve); the calibrations are saved ones
+    (--calibration) or run here, on --device, as `dslc calibrate` runs them.
+    """
     _no_run_options_with(calibrations)
+    planned_device = _device(device_memory, reserve, bandwidth, pin_budget)
+    choice = check_choice(Choice(example, factory, formulas_path, name))
     try:
         if calibrations:
             loaded = [load_calibration(path) for path in calibrations]
         else:
             loaded = calibrated(
-                Choice(example, factory, formulas_path, name),
+                choice,
                 [Shapes(warmup, probe, t) for t in targets or [{}]],
                 RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
-                device=device_name or "auto",
+                device=device,
             )
         components, planned = inputs(loaded)
-        result = solve(components, planned, device)
+        result = solve(components, planned, planned_device)
     except PlanInputError as exc:
         raise Failure(str(exc)) from None
     if as_json:
@@ -218,24 +249,31 @@ def plan(
 
 
 def _device(
-    device_memory: int | None,
-    device_name: str | None,
+    capacity: int,
     reserve: int | None,
     bandwidth: int | None,
     pin_budget: int | None,
 ) -> Device:
-    """The device the options describe: its capacity given or read from CUDA, exactly one."""
-    if (device_memory is None) == (device_name is None):
-        raise click.UsageError("give exactly one of --device-memory and --device")
-    capacity = device_memory if device_memory is not None else _cuda_memory(str(device_name))
+    """The device the options describe; a reserve that leaves nothing usable is a usage error,
+    found before any calibration runs."""
     if bandwidth == 0:
         raise click.BadParameter("must be > 0", param_hint="--bandwidth")
-    return Device(
+    if capacity == 0:
+        raise click.BadParameter("must be > 0", param_hint="--device-memory")
+    device = Device(
         capacity,
         reserve_bytes=reserve,
         pin_budget_bytes=pin_budget,
         bandwidth_bytes_per_s=float(bandwidth or DEFAULT_BANDWIDTH),
     )
+    if device.usable_bytes <= 0:
+        which = "the reserve" if reserve is not None else "the default reserve, max(1 GiB, 2 %),"
+        raise click.BadParameter(
+            f"{which} {show_bytes(device.reserve)} leaves nothing of {show_bytes(capacity)} "
+            "(give a larger --device-memory, or a smaller --reserve)",
+            param_hint="--reserve" if reserve is not None else "--device-memory",
+        )
+    return device
 
 
 def _no_run_options_with(calibrations: Sequence[Path]) -> None:
@@ -264,18 +302,18 @@ def _show(result: Plan, planned: Sequence[Target]) -> None:
     if not result.feasible:
         return
     out.line(
-        f"transfer per request {result.transfer_s * 1000:.1f} ms "
+        f"transfer per request {show_seconds(result.transfer_s)} "
         f"({show_bytes(result.transfer_bytes)}), pinned {show_bytes(result.pinned_bytes)}"
     )
     out.line()
-    out.table(
-        ["component", "placement", "on device", "onloaded", "transfer", "binds"],
-        component_rows(result),
-        right=[False, False, True, True, True, False],
-    )
+    out.table(COMPONENT_HEADERS, component_rows(result), right=COMPONENT_RIGHT)
     out.line()
-    out.table(
-        ["target", "phase", "bound", "weights", "headroom"],
-        phase_rows(result),
-        right=[False, False, True, True, True],
-    )
+    out.table(PHASE_HEADERS, phase_rows(result), right=PHASE_RIGHT)
+
+
+#: The plan's tables. "activation bound" leaves the weights out (`dslc calibrate`'s "peak bound"
+#: includes them); "binds" names the phase that keeps a component off the device and by how much.
+COMPONENT_HEADERS = ["component", "placement", "on device", "onloaded", "transfer", "binds"]
+COMPONENT_RIGHT = [False, False, True, True, True, False]
+PHASE_HEADERS = ["target", "phase", "activation bound", "weights", "headroom"]
+PHASE_RIGHT = [False, False, True, True, True]

@@ -40,6 +40,32 @@ def progress_bar(enabled: bool) -> Iterator[Progress | None]:
         yield tick
 
 
+@contextmanager
+def progress() -> Iterator[Progress | None]:
+    """The run's progress on stderr: a bar on a terminal, else one line per step (a piped run
+    shows where it is too); nothing with --quiet."""
+    current = ui()
+    if current.quiet:
+        yield None
+    elif sys.stderr.isatty():
+        with progress_bar(enabled=True) as tick:
+            yield tick
+    else:
+        last: list[str] = []
+
+        def line(step: int, total: int, what: str) -> None:
+            if last != [what]:
+                current.err.line(f"calibrate [{step}/{total}] {what}")
+                last[:] = [what]
+
+        yield line
+
+
+def wrote(path: Path, what: str) -> None:
+    """The note every written file gets (on stderr: stdout may carry --json)."""
+    ui().note(f"wrote {path} ({what})")
+
+
 def save_records(path: Path, cal: Calibration) -> None:
     from runtime.record import save_records as save
 
@@ -48,6 +74,24 @@ def save_records(path: Path, cal: Calibration) -> None:
         save(path, records)
     except OSError as exc:
         raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
+    wrote(path, "the warmup records")
+
+
+#: The memory table's columns: each peak includes the weights on the device (`dslc plan`'s
+#: "activation bound" leaves them out).
+MEMORY_HEADERS = [
+    "memory",
+    "method",
+    "margin",
+    "predicted peak",
+    "peak bound",
+    "measured peak",
+    "error",
+    "bound >= measured",
+]
+MEMORY_RIGHT = [False, False, False, True, True, True, True, False]
+TIME_HEADERS = ["time", "method", "predicted", "two sigma", "measured", "error"]
+TIME_RIGHT = [False, False, True, True, True, True]
 
 
 def show(cal: Calibration, plot: Path | None, *, strict: bool = False) -> None:
@@ -86,31 +130,12 @@ def show(cal: Calibration, plot: Path | None, *, strict: bool = False) -> None:
         )
     )
     out.line()
-    out.table(
-        [
-            "memory",
-            "method",
-            "margin",
-            "predicted",
-            "bound",
-            "measured",
-            "error",
-            "bound >= measured",
-        ],
-        memory_rows(cal),
-        right=[False, False, False, True, True, True, True, False],
-    )
+    out.table(MEMORY_HEADERS, memory_rows(cal), right=MEMORY_RIGHT)
     out.line()
-    out.table(
-        ["time", "method", "predicted", "two sigma", "measured", "error"],
-        time_rows(cal),
-        right=[False, False, True, True, True, True],
-    )
+    out.table(TIME_HEADERS, time_rows(cal), right=TIME_RIGHT)
     if cal.measured is None:
         out.line()
         out.line("run with --verify to measure the target and compare")
-    if plot is not None:
-        out.line(f"wrote {plot}")
     out.line()
     out.line(verdict(cal, strict=strict).line, style="bold")
 

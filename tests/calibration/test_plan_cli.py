@@ -182,9 +182,9 @@ def test_cli_table_and_exit_codes(tmp_path):
     assert tiny.exit_code == 1 and "nothing fits" in tiny.output
     # the phase and the bytes missing: the text encoder (9 GiB, not layerwise) and 1 GiB of
     # activations in 3 GiB usable
-    assert "stage:TextEncodingStage needs 7516192768 B more" in tiny.output
+    assert "stage:TextEncodingStage needs 7 GiB more" in tiny.output
     both = runner.invoke(plan, ["--calibration", path])
-    assert both.exit_code == 2 and "exactly one of" in both.output
+    assert both.exit_code == 2 and "--device-memory" in both.output
     bad = runner.invoke(plan, ["--calibration", path, "--device-memory", "lots"])
     assert bad.exit_code == 2 and "not a size" in bad.output
     missing = runner.invoke(
@@ -258,6 +258,21 @@ def test_cli_calibration_options_usage_errors_exit_2(args, message):
     assert result.exit_code == 2 and message in result.output, result.output
 
 
-def test_cli_reports_a_calibration_error_without_running_it():
-    result = CliRunner().invoke(plan, ["--pipeline", "json:dumps", "--device-memory", "1GiB"])
-    assert result.exit_code == 1 and "needs --name" in result.output, result.output
+def test_cli_reports_a_usage_error_without_running_it():
+    result = CliRunner().invoke(plan, ["--pipeline", "json:dumps", "--device-memory", "2GiB"])
+    assert result.exit_code == 2 and "needs --name" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--device-memory", "24"], "has no unit"),
+        (["--device-memory", "4MiB"], "leaves nothing of 4 MiB"),
+        (["--device-memory", "8GiB", "--reserve", "8GiB"], "leaves nothing"),
+        (["--device-memory", "8GiB", "--bandwidth", "12"], "has no unit"),
+    ],
+)
+def test_cli_device_checks_come_before_any_calibration(args, message):
+    """Exit 2 at once (no pipeline is built: the example below would take seconds)."""
+    result = CliRunner().invoke(plan, ["--example", "flux", *args])
+    assert result.exit_code == 2 and message in result.output, result.output

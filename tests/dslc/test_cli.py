@@ -120,7 +120,7 @@ def test_check_json_format(typo: Path, wan: Path) -> None:
         "end_column": 33,
     }
     assert result.stderr.strip() == "1 error in 2 files"
-    clean = run("check", "--format", "json", str(wan))
+    clean = run("check", "--json", str(wan))
     assert (clean.exit_code, json.loads(clean.stdout)) == (0, {"diagnostics": []})
 
 
@@ -151,7 +151,6 @@ def test_check_warnings_pass_unless_strict(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ["check"],  # no path
         ["check", "missing.wf"],  # a path that does not exist
         ["check", "--format", "xml", "x.wf"],
         ["frobnicate"],
