@@ -295,15 +295,23 @@ def _show(result: Plan, planned: Sequence[Target]) -> None:
     """The plan on the terminal: the device and targets, then (when it fits) the two tables."""
     out = ui().out
     device = result.device
-    out.line(
-        f"device {show_bytes(device.capacity_bytes)}, reserve {show_bytes(device.reserve)}, "
-        f"usable {show_bytes(device.usable_bytes)}; targets: " + "; ".join(t.name for t in planned)
+    out.labelled(
+        "device ",
+        [
+            show_bytes(device.capacity_bytes),
+            f"reserve {show_bytes(device.reserve)}",
+            f"usable {show_bytes(device.usable_bytes)}",
+        ],
     )
+    out.labelled("targets: ", [t.name for t in planned])
     if not result.feasible:
         return
-    out.line(
-        f"transfer per request {show_seconds(result.transfer_s)} "
-        f"({show_bytes(result.transfer_bytes)}), pinned {show_bytes(result.pinned_bytes)}"
+    out.labelled(
+        "transfer per request ",
+        [
+            f"{show_seconds(result.transfer_s)} ({show_bytes(result.transfer_bytes)})",
+            f"pinned {show_bytes(result.pinned_bytes)}",
+        ],
     )
     out.line()
     out.table(COMPONENT_HEADERS, component_rows(result), right=COMPONENT_RIGHT)
