@@ -8,7 +8,8 @@ The conventions a page follows (this docstring is their one statement, for write
 - ```` ```bash ````: every line (comments aside) is a command that must exit 0; nothing is compared.
 - ```` ```python ````: run in order, in one namespace per page. An expression statement ending in
   `# -> VALUE` must have `repr(value) == VALUE` (`...` matches any text; two spaces end VALUE, so
-  a remark may follow).
+  a remark may follow). Preceded by `<!-- file: NAME -->`, it is not run but written to NAME (a
+  test file, a factory), for the commands that follow.
 - ```` ```wf ````: a file containing `pipeline` must compile without errors. Preceded by
   `<!-- file: NAME -->`, it is also written to NAME, for the commands that follow.
 - `<!-- not run: REASON -->` right before a fence skips that block (REASON is required).
@@ -40,7 +41,7 @@ from dslc.emit import artifact, dumps
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*(?P<key>not run|file):\s*(?P<value>.*?)\s*-->\s*$")
-RUNNABLE = ("dslc ", ".venv/bin/dslc ", "echo $?", "cat ", "ls ")
+RUNNABLE = ("dslc ", ".venv/bin/dslc ", ".venv/bin/python -m pytest ", "echo $?", "cat ", "ls ")
 COMMAND_SECONDS = 300  # a hang guard for one command, not a performance bound
 
 
@@ -186,16 +187,22 @@ class Page:
         from dslc.compiler import compile_text
 
         if block.file:
-            target = self.scratch / block.file
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(block.text)
+            self._write(block)
             return  # a file for the commands: what they print is the check
         if re.search(r"^\s*pipeline\s", block.text, re.MULTILINE):
             result = compile_text(block.text, f"{self.path.name}:{block.line}")
             for error in result.errors:
                 self.fail(block, (error.span.line - 1) if error.span else 0, error.message)
 
+    def _write(self, block: Block) -> None:
+        target = self.scratch / str(block.file)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(block.text)
+
     def _python(self, block: Block) -> None:
+        if block.file:
+            self._write(block)
+            return
         try:
             tree = _with_checks(block.text)
             code = compile(tree, f"{self.path.name}:{block.line}", "exec")

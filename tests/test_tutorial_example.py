@@ -1,12 +1,12 @@
-"""The pytest example of docs/tutorial.md, run against `formulas/` compiled in memory.
+"""The tutorial's kind of property tests on the repository's own pipelines (`formulas/` compiled
+in memory), and checks of docs/tutorial.md itself.
 
-The tutorial loads `build/formulas.json`; here the same book is compiled from `formulas/` so the
-test never depends on a stale build. `test_tutorial_shows_this_code` keeps the two in step.
+The tutorial's own test file (`test_my_model.py`, on the reader's `my_model.wf`) runs, with every
+other command of the page, in `tests/test_docs.py`.
 """
 
 from __future__ import annotations
 
-import inspect
 import re
 from pathlib import Path
 
@@ -55,14 +55,24 @@ def _blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", TUTORIAL.read_text(), re.DOTALL)
 
 
-def test_tutorial_shows_this_code() -> None:
-    """Every test function above appears verbatim in the tutorial's pytest example."""
-    example = next(block for block in _blocks("python") if "def test_" in block)
-    assert 'book = load_formulas("build/formulas.json")' in example
-    for name, function in list(globals().items()):
-        if name.startswith("test_") and not name.startswith("test_tutorial"):
-            source = inspect.getsource(function)
-            assert source in example, f"{name} differs from docs/tutorial.md"
+def test_tutorial_works_on_the_readers_files_only() -> None:
+    """Every command the tutorial runs names the reader's files, never the repository's formulas
+    or tests (the docs runner gives a page a copy of formulas/: the tutorial must not use it)."""
+    from tests.docs_runner import blocks
+
+    commands = [
+        line[2:]
+        for block in blocks(TUTORIAL.read_text())
+        if block.skip is None and block.lang in ("console", "bash")
+        for line in block.text.splitlines()
+        if line.startswith("$ ") or block.lang == "bash"
+    ]
+    assert any("calibrate" in c for c in commands) and any(" plan " in c for c in commands)
+    for command in commands:
+        assert "formulas/" not in command and "formulas.json" not in command, command
+        assert "tests/" not in command, command
+    files = {b.file for b in blocks(TUTORIAL.read_text()) if b.file}
+    assert {"my_model.wf", "test_my_model.py", "my_sd.wf", "my_sd_pipeline.py"} <= files
 
 
 def test_tutorial_formula_compiles_and_evaluates_as_shown() -> None:

@@ -1,112 +1,12 @@
 """A user's own pipeline for `dslc calibrate --pipeline tests/calibration/custom_pipeline.py:build`.
 
-A tiny diffusers ``StableDiffusionPipeline`` shaped like Stable Diffusion 1.5 (one CLIP text
-encoder, a 4-level UNet2DConditionModel with cross-attention on its first three levels, a 4-level
-8x AutoencoderKL, the PNDM scheduler of the SD 1.5 checkpoint), random weights, built offline; not a
-built-in example. Its formulas: ``tests/calibration/data/custom_sd.wf``.
+The tiny SD 1.5-shaped pipeline of ``calibration.examples.tiny_sd`` (random weights, built
+offline), loaded from a file path as a user's factory is. Its formulas:
+``tests/calibration/data/custom_sd.wf``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from calibration.examples.tiny_sd import build, call_kwargs
 
-import torch
-
-from calibration.examples.tiny import tiny_vae
-
-_WORDS = ("<pad>", "</s>", "<unk>", "a", "photo", "of", "an", "astronaut", "riding", "horse")
-_TEXT_TOKENS = 16  # the tokenizer pads to this; the CLIP position table has as many entries
-
-
-def _tokenizer() -> Any:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(_WORDS)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        pad_token="<pad>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        model_max_length=_TEXT_TOKENS,
-    )
-
-
-def build(seed: int = 0) -> Any:
-    """A ``diffusers.StableDiffusionPipeline`` on the CPU, random weights, progress bar off."""
-    from diffusers import (
-        PNDMScheduler,
-        StableDiffusionPipeline,
-        UNet2DConditionModel,
-    )
-    from transformers import CLIPTextConfig, CLIPTextModel
-
-    torch.manual_seed(seed)
-    unet = UNet2DConditionModel(
-        sample_size=64,  # SD 1.5: 64 latents = 512 pixels
-        in_channels=4,
-        out_channels=4,
-        block_out_channels=(16, 32, 32, 32),
-        layers_per_block=1,
-        down_block_types=(
-            "CrossAttnDownBlock2D",
-            "CrossAttnDownBlock2D",
-            "CrossAttnDownBlock2D",
-            "DownBlock2D",
-        ),
-        up_block_types=(
-            "UpBlock2D",
-            "CrossAttnUpBlock2D",
-            "CrossAttnUpBlock2D",
-            "CrossAttnUpBlock2D",
-        ),
-        attention_head_dim=8,
-        cross_attention_dim=32,
-        norm_num_groups=8,
-    )
-    vae = tiny_vae(seed, sample_size=512)
-    torch.manual_seed(seed)
-    text_encoder = CLIPTextModel(
-        CLIPTextConfig(
-            vocab_size=len(_WORDS),
-            hidden_size=32,
-            intermediate_size=37,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            max_position_embeddings=_TEXT_TOKENS,
-            bos_token_id=0,
-            eos_token_id=1,
-            pad_token_id=0,
-        )
-    )
-    scheduler = PNDMScheduler(  # SD 1.5's scheduler config
-        beta_start=0.00085,
-        beta_end=0.012,
-        beta_schedule="scaled_linear",
-        skip_prk_steps=True,
-        set_alpha_to_one=False,
-        steps_offset=1,
-    )
-    pipe: Any = StableDiffusionPipeline(
-        vae=vae,
-        text_encoder=text_encoder,
-        tokenizer=_tokenizer(),
-        unet=unet,
-        scheduler=scheduler,
-        safety_checker=None,
-        feature_extractor=None,
-        requires_safety_checker=False,
-    )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
-
-
-def call_kwargs(seed: int = 0) -> dict[str, object]:
-    """Constant ``pipe(...)`` arguments (the formula params come on top)."""
-    return {
-        "prompt": "a photo of an astronaut riding a horse",
-        "guidance_scale": 7.5,
-        "output_type": "pt",
-        "generator": torch.Generator().manual_seed(seed),
-    }
+__all__ = ["build", "call_kwargs"]
