@@ -217,7 +217,7 @@ def seed_estimate(points: Sequence[tuple[int, int, int]], target: int) -> int | 
 
 
 def single_point(points: Sequence[tuple[int, int, int]], target: int) -> int | None:
-    """The largest record's above-baseline peak scaled by the units ratio (probe.predict_peak's
+    """The largest record's above-baseline peak scaled by the units ratio (calibration.warmup.predict_peak's
     rule).
     """
     if not points:

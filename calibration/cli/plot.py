@@ -1,90 +1,195 @@
-"""`dslc calibrate --plot FILE.png`: per-iteration peaks, and predicted vs measured per phase
-(Agg).
+"""`dslc calibrate --plot FILE.png`: peaks per iteration and per stage, every phase's peak and
+every stage's time, predicted vs measured (Agg).
+
+Every axis starts at 0 with round ticks in one binary unit (0, 256 KiB, 512 KiB, ...), and the
+target is spelled as the text spells it (`steps=8,cfg=true`).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from calibration.report import show_bytes
-from calibration.run import Calibration
+from artifact.spelling import point_text
+from calibration.run import Calibration, Comparison
+
+_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+_STEPS = (1, 2, 2.5, 5, 10)
 
 
-def plot(cal: Calibration, path: Path) -> None:
-    """Left: each run's per-iteration peaks, with each stage's predicted peak and bound.
-    Right: every phase and the request: the prediction, the bound and (--verify) the measured peak,
-    on linear byte axes (KiB/MiB/GiB); findings in red below.
-    """
-    import matplotlib
+def round_ticks(top: float, scale: float = 1.0, count: int = 5) -> float:
+    """A tick step of about `top / count` that is 1, 2, 2.5 or 5 times a power of ten, in units
+    of `scale` (so 256 KiB, not 262,144 B shown as 256 KiB)."""
+    if top <= 0:
+        return scale
+    raw = top / scale / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(s for s in _STEPS if s * power >= raw)
+    return step * power * scale
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    bytes_axis = FuncFormatter(lambda value, _: show_bytes(value))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 1.6]})
-    runs = [*zip(cal.roles, cal.records)] + (
-        [("target (measured)", cal.measured)] if cal.measured else []
-    )
-    stages = []
-    seen = set()
-    for role, record in runs:
-        if role in seen:  # repeated runs of one size draw the same line
-            continue
-        seen.add(role)
+def bytes_unit(top: float) -> tuple[str, int]:
+    """The largest binary unit that `top` reaches."""
+    return next(((n, s) for n, s in _UNITS if top >= s), _UNITS[-1])
+
+
+def _bytes_axis(axis: Any, values: Sequence[float | None]) -> None:
+    """From 0, with round ticks in one binary unit."""
+    from matplotlib.ticker import FuncFormatter, MultipleLocator
+
+    top = max((v for v in values if v is not None), default=1.0) or 1.0
+    name, scale = bytes_unit(top)
+    step = round_ticks(top, scale)
+    axis.yaxis.set_major_locator(MultipleLocator(step))
+    axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / scale:g} {name}"))
+    axis.set_ylim(0, math.ceil(top * 1.05 / step) * step)
+
+
+def _time_axis(axis: Any, values_ms: Sequence[float | None]) -> None:
+    from matplotlib.ticker import FuncFormatter, MultipleLocator
+
+    top = max((v for v in values_ms if v is not None), default=1.0) or 1.0
+    step = round_ticks(top)
+    axis.yaxis.set_major_locator(MultipleLocator(step))
+    axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g} ms"))
+    axis.set_ylim(0, math.ceil(top * 1.05 / step) * step)
+
+
+def _runs(cal: Calibration) -> list[tuple[str, Any]]:
+    """One run per role (repeats draw the same line), the measured target last."""
+    seen: dict[str, Any] = {}
+    for role, record in zip(cal.roles, cal.records):
+        seen.setdefault(role, record)
+    if cal.measured is not None:
+        seen["target (measured)"] = cal.measured
+    return list(seen.items())
+
+
+def _style(role: str) -> dict[str, Any]:
+    """The warmup drawn wide underneath, the re-warm (the same size) thin and dashed on top."""
+    if role == "warmup":
+        return {"linewidth": 4, "alpha": 0.45, "marker": "o", "zorder": 1}
+    if role == "re-warm":
+        return {"linewidth": 1.2, "linestyle": "--", "marker": "x", "zorder": 3}
+    return {"linewidth": 1.5, "marker": "o", "zorder": 2}
+
+
+def _iterations(axis: Any, cal: Calibration) -> list[float]:
+    """Each run's per-iteration peaks, per repeated stage."""
+    values: list[float] = []
+    for role, record in _runs(cal):
         by_stage: dict[str, list[tuple[int, int]]] = {}
         for it in record.iterations:
             by_stage.setdefault(it.stage, []).append((it.index, it.peak_allocated))
         for stage, points in by_stage.items():
-            stages.append(stage)
             xs, ys = zip(*sorted(points))
-            style = "--" if role == "re-warm" else "-"  # warmup and re-warm: one size, two runs
-            left.plot(xs, ys, marker="o", linestyle=style, label=f"{role}: {stage}")
-    for stage in dict.fromkeys(stages):
+            axis.plot(xs, ys, label=f"{role}: {stage}", **_style(role))
+            values += ys
+    axis.set_xlabel("iteration")
+    axis.set_ylabel("peak allocated")
+    axis.set_title("per-iteration peaks (repeated stages)")
+    return values
+
+
+def _stages(axis: Any, cal: Calibration) -> list[float]:
+    """Every stage's peak in each run, beside its predicted peak and bound."""
+    order: list[str] = []
+    for _, record in _runs(cal):
+        order += [p.name for p in record.phases if p.kind == "stage" and p.name not in order]
+    positions = {stage: k for k, stage in enumerate(order)}
+    values: list[float] = []
+    for role, record in _runs(cal):
+        peaks = {p.name: p.peak_allocated for p in record.phases if p.kind == "stage"}
+        xs = [positions[s] for s in order if s in peaks]
+        ys = [peaks[s] for s in order if s in peaks]
+        axis.plot(xs, ys, label=role, **_style(role))
+        values += ys
+    for stage, x in positions.items():
         try:
             estimate = cal.estimate.phase(f"stage:{stage}").peak
         except KeyError:
             continue
-        if estimate.raw_bytes is not None:
-            left.axhline(
-                estimate.raw_bytes, linestyle="--", color="grey", label=f"predicted {stage}"
-            )
-        if estimate.bound_bytes is not None:
-            left.axhline(estimate.bound_bytes, linestyle=":", color="red", label=f"bound {stage}")
-    left.set_xlabel("iteration")
-    left.xaxis.set_major_locator(MaxNLocator(integer=True))
-    left.yaxis.set_major_formatter(bytes_axis)
-    left.set_ylabel("peak allocated")
-    left.set_title("per-iteration peaks")
-    left.legend(fontsize="small")
+        for value, marker, name in (
+            (estimate.raw_bytes, "_", "predicted"),
+            (estimate.bound_bytes, "v", "bound"),
+        ):
+            if value is not None:
+                axis.scatter(
+                    [x],
+                    [value],
+                    marker=marker,
+                    s=160,
+                    color="black",
+                    zorder=4,
+                    label=name if x == 0 else None,
+                )
+                values.append(value)
+    axis.set_xticks(list(positions.values()))
+    axis.set_xticklabels(order, rotation=20, ha="right", fontsize="small")
+    axis.set_ylabel("stage peak allocated")
+    axis.set_title("every stage's peak, each run")
+    return values
+
+
+def _bars(axis: Any, comparisons: Sequence[Comparison], series: Sequence[tuple[str, str]]) -> list:
+    """Grouped bars: one group per comparison, one bar per (attribute, label) series."""
+    width = 0.8 / max(len(series), 1)
+    values: list[float] = []
+    for k, (attribute, label) in enumerate(series):
+        heights = [getattr(c, attribute) for c in comparisons]
+        if all(v is None for v in heights):
+            continue
+        offset = (k - (len(series) - 1) / 2) * width
+        axis.bar(
+            [x + offset for x in range(len(comparisons))],
+            [v or 0 for v in heights],
+            width,
+            label=label,
+        )
+        values += [v for v in heights if v is not None]
+    axis.set_xticks(list(range(len(comparisons))))
+    axis.set_xticklabels([c.label for c in comparisons], rotation=30, ha="right", fontsize="small")
+    return values
+
+
+def plot(cal: Calibration, path: Path) -> None:
+    """Four panels: per-iteration peaks, every stage's peak per run, every phase's peak
+    (predicted, bound, measured), every stage's time (predicted, measured); findings below."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ((iters, stages), (phases, times)) = plt.subplots(2, 2, figsize=(14, 10))
+    _bytes_axis(iters, _iterations(iters, cal))
+    iters.legend(fontsize="x-small")
+    _bytes_axis(stages, _stages(stages, cal))
+    stages.legend(fontsize="x-small")
 
     comparisons = [*cal.phases(), cal.request_peak()]
-    labels = [c.label for c in comparisons]
-    positions = list(range(len(labels)))
-    width = 0.27
-    for offset, name, values in (
-        (-width, "predicted", [c.predicted for c in comparisons]),
-        (0.0, f"bound (margin {cal.estimate.margin:g})", [c.bound for c in comparisons]),
-        (width, "measured", [c.measured for c in comparisons]),
-    ):
-        if all(v is None for v in values):
-            continue
-        right.bar([x + offset for x in positions], [v or 0 for v in values], width, label=name)
-    right.set_xticks(positions)
-    right.set_xticklabels(labels, rotation=30, ha="right", fontsize="small")
-    right.set_ylabel("peak allocated (every phase and the request)")
-    right.yaxis.set_major_formatter(bytes_axis)
-    right.set_title(f"{cal.pipeline} at {', '.join(f'{k}={v}' for k, v in cal.target.items())}")
-    right.legend(fontsize="small")
+    bound = f"bound (margin {cal.estimate.margin:g})"
+    series = [("predicted", "predicted"), ("bound", bound), ("measured", "measured")]
+    _bytes_axis(phases, _bars(phases, comparisons, series))
+    phases.set_ylabel("peak allocated (every phase and the request)")
+    phases.set_title(f"{cal.pipeline} at {point_text(cal.target)}")
+    phases.legend(fontsize="small")
+
+    timed = [*cal.stage_times(), cal.request_time()]
+    _time_axis(times, _bars(times, timed, [("predicted", "predicted"), ("measured", "measured")]))
+    times.set_ylabel("time (every stage and the request)")
+    times.set_title("time per request")
+    times.legend(fontsize="small")
     if cal.findings:
         fig.text(
             0.01,
-            0.01,
+            0.005,
             "\n".join(f"{f.kind}: {f.stage} {f.quantity}" for f in cal.findings),
             fontsize="small",
             color="darkred",
             va="bottom",
         )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
