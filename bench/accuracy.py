@@ -217,8 +217,8 @@ def seed_estimate(points: Sequence[tuple[int, int, int]], target: int) -> int | 
 
 
 def single_point(points: Sequence[tuple[int, int, int]], target: int) -> int | None:
-    """The largest record's above-baseline peak scaled by the units ratio (calibration.warmup.predict_peak's
-    rule).
+    """The largest record's above-baseline peak scaled by the units ratio
+    (calibration.warmup.predict_peak's rule).
     """
     if not points:
         return None

@@ -1,4 +1,4 @@
-"""A tiny Stable Diffusion 1.5-shaped pipeline for a user's own factory (`dslc calibrate --pipeline`).
+"""A tiny Stable Diffusion 1.5-shaped pipeline that a user's own factory may return.
 
 Not a built-in example (no ``--example``): the factory a user writes, as the tutorial's
 ``my_sd_pipeline.py`` and ``tests/calibration/custom_pipeline.py`` do, returns it. A tiny diffusers
