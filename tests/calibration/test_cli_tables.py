@@ -101,7 +101,7 @@ def test_calibrate_tables(width: int) -> None:
     assert fits(text, width)
     for unit in ("MiB", "µs", "ms", " s"):
         assert unit in text
-    check_golden(f"calibrate-{width}.txt", text)
+    check_golden(f"calibrate-run-{width}.txt", text)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
