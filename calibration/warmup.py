@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 from attrs import field, frozen
 
+from artifact.units import show_bytes
 from calibration.memory import allocator_margin
 from calibration.probes.findings import Finding, check
 from calibration.probes.minimums import raise_to_minimums
@@ -196,7 +197,8 @@ def plan_probe(
                 prediction,
                 budget,
                 True,
-                f"predicted {prediction.bytes} B ({prediction.method}) fits {budget} B",
+                f"predicted {show_bytes(prediction.bytes)} ({prediction.method}) fits "
+                f"{show_bytes(budget)}",
             )
     prediction = predict_peak(pipeline, records, shapes[last])
     return ProbePlan(

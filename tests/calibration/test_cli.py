@@ -256,9 +256,21 @@ def test_your_own_pipeline_from_a_factory_and_a_formula_file(tmp_path):
     [
         (["--pipeline", "nope", "--name", "x"], "expected MODULE:FACTORY"),
         (["--pipeline", "no/such/file.py:build", "--name", "x"], "no file"),
-        (["--pipeline", "json:dumps"], "needs --name"),
     ],
 )
 def test_pipeline_usage_problems_exit_1(args, message):
     result = invoke(*args)
     assert result.exit_code == 1 and message in result.stderr, result.output
+
+
+def test_pipeline_without_name_is_a_usage_error_unless_the_file_holds_one():
+    """Exit 2 before anything is built when the formulas hold several pipelines; the only one's
+    name otherwise."""
+    from calibration.cli.options import Choice, check_choice
+
+    result = invoke("--pipeline", "json:dumps")
+    assert result.exit_code == 2 and "needs --name" in result.output, result.output
+    assert "wan2_1_t2v_1_3b" in result.output  # the pipelines it could have been
+    one = Path(__file__).resolve().parent / "data" / "custom_sd.wf"
+    chosen = check_choice(Choice("wan", "x.py:build", one, None))
+    assert chosen.name == "custom_sd"
