@@ -20,14 +20,17 @@ import click
 
 from artifact.spelling import param_value
 from dslc import __version__
+from dslc.cli_fmt import fmt_command
 from dslc.cli_globals import with_global_options
 from dslc.cli_list import list_command
 from dslc.cli_support import (
+    PATHS,
     POINT_METAVAR,
     DslcGroup,
     Ui,
     assignments,
     compile_files,
+    examples,
     internal_error,
     load_book,
     pipeline_named,
@@ -92,23 +95,10 @@ Colour is used only on a terminal and never when NO_COLOR is set.
 """
 
 
-PATHS = click.argument(
-    "paths",
-    nargs=-1,
-    required=False,
-    metavar="[PATH...]",
-    type=click.Path(exists=True, path_type=Path),
-)
 STRICT = click.option(
     "--strict", is_flag=True, help="Treat warnings (unproven properties) as errors."
 )
 SOURCE = click.argument("source", metavar="PATH", type=click.Path(exists=True, path_type=Path))
-
-
-def examples(*lines: str) -> str:
-    """A command's epilog: example lines that click must not rewrap."""
-    title = "Examples:" if len(lines) > 1 else "Example:"
-    return "\b\n" + title + "\n" + "\n".join(f"  {line}" for line in lines)
 
 
 @click.group(
@@ -293,102 +283,6 @@ def _point(point: dict[str, int | bool], changed: dict[str, int | bool]) -> list
 
 
 @cli.command(
-    "fmt",
-    epilog=examples(
-        "dslc fmt formulas/", "dslc fmt --check formulas/", "dslc fmt --check --diff a.wf"
-    ),
-)
-@PATHS
-@click.option(
-    "--check", is_flag=True, help="Change nothing; list the files that would change, exit 1 if any."
-)
-@click.option(
-    "--diff",
-    is_flag=True,
-    help="Change nothing; print a unified diff of each file that would change.",
-)
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help='Print {"changed", "unchanged", "errors"} (file lists) on stdout instead of lines.',
-)
-def fmt_command(paths: tuple[Path, ...], check: bool, diff: bool, as_json: bool) -> None:
-    """Rewrite .wf files in canonical form, in place and atomically.
-
-    A file that does not parse is reported and left alone (exit 1). With --diff
-    (alone or with --check) nothing is written: stdout gets a unified diff per file.
-    """
-    from dslc.compiler import read_source
-    from dslc.diagnostics import CompileError
-    from dslc.fmt import format_source
-    from dslc.parse import parse
-    from dslc.source import SourceFile
-
-    files = wf_files(paths)
-    changed, broken = 0, 0
-    lists: dict[str, list[str]] = {"changed": [], "unchanged": [], "errors": []}
-    for path in files:
-        source, problems = read_source(path)
-        try:
-            if source is None:
-                raise CompileError(problems)
-            formatted = format_source(source)
-        except CompileError as exc:
-            for diagnostic in exc.diagnostics:
-                ui().err.diagnostic(diagnostic)
-            broken += 1
-            lists["errors"].append(str(path))
-            continue
-        if formatted == source.text:
-            lists["unchanged"].append(str(path))
-            continue
-        if parse(SourceFile(source.name, formatted)) != parse(source):
-            raise AssertionError(f"formatting {path} would change its meaning")
-        changed += 1
-        lists["changed"].append(str(path))
-        if as_json:
-            if not (check or diff):
-                write_file(path, formatted)
-        elif diff:
-            for line in unified_diff(source.text, formatted, str(path)):
-                ui().out.line(line, style=_DIFF_STYLES.get(line[:1]))
-        elif check:
-            ui().out.line(f"would reformat {path}")
-        else:
-            write_file(path, formatted)
-            ui().out.line(f"reformatted {path}")
-    verb = "would be reformatted" if check or diff else "reformatted"
-    parts = [f"{plural(changed, 'file')} {verb}", f"{len(files) - changed - broken} unchanged"]
-    if broken:
-        parts.append(f"{broken} with errors (left unchanged)")
-    failed = broken or (check and changed)
-    if as_json:
-        ui().out.json({**lists, "written": not (check or diff)})
-    ui().err.line(", ".join(parts), style="bold red" if failed else "green")
-    if failed:
-        raise click.exceptions.Exit(1)
-
-
-_DIFF_STYLES = {"+": "green", "-": "red", "@": "cyan"}
-
-
-def unified_diff(before: str, after: str, name: str) -> list[str]:
-    """`--- NAME` / `+++ NAME (formatted)` and the hunks, each line without its line ending."""
-    import difflib
-
-    return list(
-        difflib.unified_diff(
-            before.splitlines(),
-            after.splitlines(),
-            fromfile=name,
-            tofile=f"{name} (formatted)",
-            lineterm="",
-        )
-    )
-
-
-@cli.command(
     "explain",
     short_help="Show formulas and probe-to-target ratios.",
     epilog=examples(
@@ -483,6 +377,7 @@ def explain_command(
 
 
 cli.add_command(list_command)
+cli.add_command(fmt_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -256,3 +256,19 @@ class DslcGroup(click.Group):
                 raise
             internal_error(exc)
             ctx.exit(3)
+
+
+#: The `[PATH...]` argument of check, build and fmt (none: the repository's formulas/).
+PATHS = click.argument(
+    "paths",
+    nargs=-1,
+    required=False,
+    metavar="[PATH...]",
+    type=click.Path(exists=True, path_type=Path),
+)
+
+
+def examples(*lines: str) -> str:
+    """A command's epilog: example lines that click must not rewrap."""
+    title = "Examples:" if len(lines) > 1 else "Example:"
+    return "\b\n" + title + "\n" + "\n".join(f"  {line}" for line in lines)
