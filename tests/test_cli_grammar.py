@@ -186,3 +186,24 @@ def test_help_text_says_what_the_command_does() -> None:
     assert "..." not in top.split("Commands:")[1].split("Examples:")[0]  # no summary cut off
     _, plan_help, _ = run("plan", "--help")
     assert "--verify" not in plan_help and "runs runs" not in plan_help
+
+
+def test_quiet_drops_progress_and_notes_wherever_it_is_given() -> None:
+    from calibration.cli.show import progress, wrote
+    from dslc.cli_support import ui
+
+    @click.command()
+    def probe_command() -> None:
+        with progress() as tick:
+            assert (tick is None) == ui().quiet
+            if tick is not None:
+                tick(1, 2, "probe")
+        wrote(Path("x.json"), "a file")
+
+    from dslc.cli_globals import with_global_options
+
+    command = with_global_options(probe_command)
+    loud = CliRunner().invoke(command, [])
+    assert loud.stderr == "calibrate [1/2] probe\nwrote x.json (a file)\n"
+    quiet = CliRunner().invoke(command, ["--quiet"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""

@@ -46,6 +46,11 @@ def test_wan_verify_json_plot_and_records(tmp_path):
         "--no-time-probe",  # the runs then depend on the formulas alone, not on timings
     )
     assert result.exit_code == 0, result.output
+    # not a terminal: one progress line per step on stderr, and a line for every file written
+    steps = [line for line in result.stderr.splitlines() if line.startswith("calibrate [")]
+    assert len(steps) >= 5 and steps[-1].endswith("done"), result.stderr
+    assert f"wrote {plot} (the plot)" in result.stderr
+    assert f"wrote {records} (the warmup records)" in result.stderr
     doc = json.loads(result.stdout)
     assert (doc["example"], doc["pipeline"], doc["verified"], doc["device"]) == (
         "wan",
