@@ -24,7 +24,7 @@ OUT_OF_MEMORY, PEAK = "out-of-memory", "peak"
 
 @frozen
 class Fault:
-    """One injected failure: ``kind`` in ``stage``, ``extra_bytes`` for a peak, ``times`` requests."""
+    """A failure: ``kind`` in ``stage``, ``extra_bytes`` for a peak (``times`` requests)."""
 
     stage: str
     kind: str = OUT_OF_MEMORY
@@ -34,12 +34,6 @@ class Fault:
     def __attrs_post_init__(self) -> None:
         if self.kind not in (OUT_OF_MEMORY, PEAK):
             raise ValueError(f"a fault is {OUT_OF_MEMORY!r} or {PEAK!r}, not {self.kind!r}")
-
-
-class _Recorder:
-    """What ``watch`` needs of a ``WarmupRecorder``: the request being recorded."""
-
-    active: object
 
 
 @define

@@ -52,7 +52,7 @@ class Failure(str, Enum):
 
 @frozen
 class PhaseCheck:
-    """One phase under the plan in force: predicted (bound + weights), measured, the usable bytes."""
+    """One phase under the plan in force: predicted (bound + weights), measured, usable bytes."""
 
     target: str
     label: str

@@ -6,7 +6,6 @@ functions here run one step on a ``calibration.session.Session`` and say what th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -139,25 +138,19 @@ def apply_and_validate(
     Every rank calls the same collectives whatever happens here (an apply that fails counts as a
     failed request), so ranks stay in step."""
     shared = str(session.device).startswith("cpu")
+    applied: Applied | None = None
+    record: WarmupRecord | None = None
     try:
-        applied: Applied | None = apply(
+        applied = apply(
             plan, session.pipe, device=session.device, offload_device=settings.offload_device
         )
     except PlanApplyError as exc:  # the plan does not match the pipeline; apply undid itself
-        applied = None
         log.add("apply", "failed", str(exc))
         local = Validation(Failure.REQUEST_ERROR, f"apply failed: {exc}")
-        record = None
     else:
         kinds = dict(placement(plan))
         log.add("apply", "done", f"{len(kinds)} components placed", placement=kinds)
-        try:
-            record = session.run(target)  # never raises for a failed request: the record says
-            applied.offload_all()
-            session.recorder.backend.release_pool()
-        except BaseException:
-            applied.undo()
-            raise
+        record = _measure(session, applied, target)
         log.records.append(record)
         local = validate(plan, record, shared_memory=shared)
     worst = worst_failure(settings.agreement, local.failure)
@@ -186,6 +179,18 @@ def apply_and_validate(
         log.add("rollback", "done", "every hook removed, every module back on its device")
         applied = None
     return Tried(applied, validation, record)
+
+
+def _measure(session: Session, applied: Applied, target: Params) -> WarmupRecord:
+    """One request under the placement; anything escaping it takes the placement off first."""
+    try:
+        record = session.run(target)  # never raises for a failed request: the record says
+        applied.offload_all()
+        session.recorder.backend.release_pool()
+    except BaseException:
+        applied.undo()
+        raise
+    return record
 
 
 def rewarm(log: Log, session: Session, applied: Applied, warmup: Params) -> None:
@@ -221,8 +226,3 @@ def _shape(params: Params) -> str:
     from calibration.plan.inputs import target_name
 
     return target_name(params)
-
-
-def weights_of(components: Sequence[Component]) -> int:
-    """All the components' weights."""
-    return sum(c.weight_bytes for c in components)

@@ -149,9 +149,9 @@ def revised_bounds(
             continue
         if u.label in measured:
             bound = max(bound, measured[u.label] - u.weights_bytes)
-        if validation.failure is Failure.OUT_OF_MEMORY and stages.get(u.label) is not None:
-            if stages[u.label] == validation.failed_stage:
-                bound = max(bound, u.bound_bytes + max(u.headroom_bytes, 0) + 1)
+        struck = stages.get(u.label) is not None and stages[u.label] == validation.failed_stage
+        if validation.failure is Failure.OUT_OF_MEMORY and struck:
+            bound = max(bound, u.bound_bytes + max(u.headroom_bytes, 0) + 1)
         out.append(bound)
     return out
 
