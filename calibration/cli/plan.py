@@ -44,6 +44,7 @@ _EPILOG_LINES = (
     "            --target steps=8,frames=33,height=64,width=64 --device-memory 1GiB --reserve 0",
     "  dslc calibrate --json > cal.json && dslc plan --calibration cal.json --device-memory 24GiB",
     "  dslc plan --calibration default.json --calibration largest.json --device cuda:0 --json",
+    "  dslc plan --example flux --device-memory 3MiB --reserve 0 --validate   # apply, validate",
     "  dslc plan --calibration rank0.json --calibration rank1.json --device-memory 80GiB \\",
     "            --reserve 4GiB --bandwidth 12GB/s --pin-budget 64GiB",
     "",
@@ -167,6 +168,17 @@ def calibrated(
 )
 @click.option("--pin-budget", callback=_size, help="Pinned host memory [default: unlimited].")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document (docs/planning.md).")
+@click.option(
+    "--validate",
+    "validate_mode",
+    is_flag=False,
+    flag_value="apply",
+    default=None,
+    type=click.Choice(["off", "plan", "apply", "strict"]),
+    help="Run the serving lifecycle (docs/planning.md): plan, apply, validate on a measured "
+    "request, roll back and re-plan; MODE apply (the default) or strict, off, plan. "
+    "Exit 4 when no plan validates, 5 when strict refuses to serve.",
+)
 def plan(
     calibrations: tuple[Path, ...],
     example: str,
@@ -189,10 +201,26 @@ def plan(
     bandwidth: int | None,
     pin_budget: int | None,
     as_json: bool,
+    validate_mode: str | None,
 ) -> None:
     """Plan component residency: resident, offloaded whole, or k of N layers on the device."""
     device = _device(device_memory, device_name, reserve, bandwidth, pin_budget)
     _no_run_options_with(calibrations)
+    if validate_mode is not None:
+        if calibrations:
+            raise click.UsageError("--validate runs the pipeline: give no --calibration")
+        from calibration.lifecycle.cli import validate_command
+
+        status = validate_command(
+            Choice(example, factory, formulas_path, name),
+            [Shapes(warmup, probe, t) for t in targets or [{}]],
+            RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
+            device,
+            device_name or "auto",
+            validate_mode,
+            as_json,
+        )
+        raise click.exceptions.Exit(status)
     try:
         if calibrations:
             loaded = [load_calibration(path) for path in calibrations]

@@ -1,5 +1,5 @@
-"""Failures injected at the memory backend's boundary: an out-of-memory error in a chosen stage, or
-a measured peak above the plan's there. Tests and bench/lifecycle.py drive the lifecycle's
+"""Failures injected at the memory backend's boundary: an out-of-memory error in a chosen stage, a
+measured peak above the plan's there, or another error failing the request. Tests and bench/lifecycle.py drive the lifecycle's
 roll-back this way on a real pipeline, without a mock of the pipeline or of diffusers.
 
 ``FaultyBackend`` wraps a real ``MemoryBackend`` and asks the recorder which stage the request is
@@ -19,7 +19,7 @@ from attrs import define, field, frozen
 
 from runtime.measure.backends import MemoryBackend
 
-OUT_OF_MEMORY, PEAK = "out-of-memory", "peak"
+OUT_OF_MEMORY, PEAK, ERROR = "out-of-memory", "peak", "error"
 
 
 @frozen
@@ -32,8 +32,10 @@ class Fault:
     times: int | None = None
 
     def __attrs_post_init__(self) -> None:
-        if self.kind not in (OUT_OF_MEMORY, PEAK):
-            raise ValueError(f"a fault is {OUT_OF_MEMORY!r} or {PEAK!r}, not {self.kind!r}")
+        if self.kind not in (OUT_OF_MEMORY, PEAK, ERROR):
+            raise ValueError(
+                f"a fault is {OUT_OF_MEMORY!r}, {PEAK!r} or {ERROR!r}, not {self.kind!r}"
+            )
 
 
 @define
@@ -80,12 +82,19 @@ class FaultyBackend:
         return sum(self.faults[i].extra_bytes for i in armed)
 
     def current_allocated(self) -> int:
-        armed = [i for i in self._armed(OUT_OF_MEMORY) if i not in self._this_request]
+        armed = [
+            i
+            for kind in (OUT_OF_MEMORY, ERROR)
+            for i in self._armed(kind)
+            if i not in self._this_request
+        ]
         if armed:
             self._this_request.update(armed)  # once a request: the request's exit reads again
-            stage = self.faults[armed[0]].stage
+            fault = self.faults[armed[0]]
+            if fault.kind == ERROR:
+                raise RuntimeError(f"request failed in {fault.stage} (injected)")
             raise torch.OutOfMemoryError(
-                f"CUDA out of memory. Tried to allocate 2.00 GiB in {stage} (injected)"
+                f"CUDA out of memory. Tried to allocate 2.00 GiB in {fault.stage} (injected)"
             )
         return self.inner.current_allocated()
 

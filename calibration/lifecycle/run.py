@@ -129,10 +129,11 @@ def _apply(
         if not plan.feasible:
             why = "nothing fits" + (" by the measured phases" if attempt else "")
             break
-        if placement_key(plan) in tried:
-            why = "the re-plan repeats a placement that failed"
+        key = f"{placement_key(plan)}|{planned_bounds(targets)}"
+        if key in tried:  # the same placement with the same bounds: it would fail the same way
+            why = "the re-plan repeats a plan that failed"
             break
-        tried.add(placement_key(plan))
+        tried.add(key)
         result = apply_and_validate(book, session, plan, points.target, settings)
         if result.validation.holds:
             return _serve(book, mode, session, points, settings, plan, result, cal)
@@ -189,13 +190,23 @@ def _serve(
     same_everywhere(settings.agreement, placement_key(plan), "the final placement")
     rewarm(book, session, applied, points.warmup)
     monitor = enter_serving(book, session)
+    tries = sum(s.name == "validate" for s in book.steps)
+    which = "the fallback" if _is_fallback(book) else "the plan"
     verdict = (
-        "holds" if validated else "NO PLAN VALIDATES: serving on the most conservative placement"
+        f"{which} held on a measured request (validation {tries})"
+        if validated
+        else "NO PLAN VALIDATES: serving on the most conservative placement, unvalidated"
     )
     status = OK if validated else NO_PLAN_VALIDATES
     outcome = _finish(book, mode, plan, applied, True, verdict, cal, status)
     outcome.monitor = monitor
     return outcome
+
+
+def _is_fallback(book: Log) -> bool:
+    """Whether the last plan applied was the fallback."""
+    plans = [s.name for s in book.steps if s.name in ("plan", "re-plan", "fallback")]
+    return bool(plans) and plans[-1] == "fallback"
 
 
 def _finish(
