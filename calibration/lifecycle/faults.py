@@ -1,6 +1,7 @@
 """Failures injected at the memory backend's boundary: an out-of-memory error in a chosen stage, a
-measured peak above the plan's there, or another error failing the request. Tests and bench/lifecycle.py drive the lifecycle's
-roll-back this way on a real pipeline, without a mock of the pipeline or of diffusers.
+measured peak above the plan's there, or another error failing the request. Tests and
+bench/lifecycle_gpu.py drive the lifecycle's roll-back this way on a real pipeline, without a mock
+of the pipeline or of diffusers.
 
 ``FaultyBackend`` wraps a real ``MemoryBackend`` and asks the recorder which stage the request is
 in (``watch``). An out-of-memory fault raises ``torch.OutOfMemoryError`` from the first counter read
