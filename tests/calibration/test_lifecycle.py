@@ -89,7 +89,7 @@ def test_apply_validates_rewarms_and_serves():
 
 
 def test_out_of_memory_rolls_back_and_replans():
-    outcome, session = lifecycle([Fault("DenoisingStage", times=1)])
+    outcome, _session = lifecycle([Fault("DenoisingStage", times=1)])
     assert _validations(outcome) == [Failure.OUT_OF_MEMORY.value, "holds"]
     names = _names(outcome)
     assert names[names.index("validate") + 1 : names.index("validate") + 3] == [
@@ -98,7 +98,7 @@ def test_out_of_memory_rolls_back_and_replans():
     ]
     assert dict(outcome.report.placement) != FIRST  # denoising needed more room: less resident
     first, second = (s.data["phases"] for s in outcome.report.step("validate"))
-    denoise = [[p for p in v if p["label"] == "stage:DenoisingStage"][0] for v in (first, second)]
+    denoise = [next(p for p in v if p["label"] == "stage:DenoisingStage") for v in (first, second)]
     assert denoise[1]["predicted_bytes"] > denoise[0]["predicted_bytes"]  # its bound was raised
     assert outcome.report.status == OK and outcome.report.validated
     failed = [r for r in outcome.records if r.error is not None]
