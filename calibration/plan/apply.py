@@ -61,6 +61,7 @@ class Applied:
     modules: dict[str, nn.Module] = field(factory=dict)  # every component touched
     devices: dict[str, dict[str, torch.device]] = field(factory=dict)  # component -> tensor -> dev
     blocks: list[nn.Module] = field(factory=list)  # the blocks diffusers' group offloading hooks
+    own_forward: set[int] = field(factory=set)  # ids of submodules with their own ``forward``
     undone: bool = False
 
     def offload_others(self, name: str) -> None:
@@ -84,10 +85,10 @@ class Applied:
         for block in self.blocks:
             _remove_group_offloading(block)
         for name, module in self.modules.items():
-            own_forward = "forward" in module.__dict__
             remove_hook_from_module(module, recurse=True)
-            if not own_forward:  # accelerate sets ``forward`` on the instance; the class's again
-                module.__dict__.pop("forward", None)
+            for sub in module.modules():  # both libraries leave ``forward`` on the instance
+                if id(sub) not in self.own_forward:
+                    sub.__dict__.pop("forward", None)
             _restore(module, self.devices[name])
         self.onloaded.clear()
         self.offload_hooks.clear()
@@ -174,7 +175,13 @@ def apply(
             f"components {hooked} already carry offloading hooks (a plan applied and not undone, "
             "or enable_model_cpu_offload); undo them first"
         )
-    applied = Applied(modules=dict(modules), devices={n: _devices(m) for n, m in modules.items()})
+    applied = Applied(
+        modules=dict(modules),
+        devices={n: _devices(m) for n, m in modules.items()},
+        own_forward={
+            id(s) for m in modules.values() for s in m.modules() if "forward" in s.__dict__
+        },
+    )
     try:
         _install(applied, plan, torch.device(device), torch.device(offload_device))
     except BaseException:
