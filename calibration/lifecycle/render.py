@@ -54,6 +54,7 @@ def _phase_lines(phases: object) -> list[str]:
         if measured is None:
             continue
         predicted, usable = p["predicted_bytes"], p["usable_bytes"]
-        mark = " OVER" if measured > predicted or measured > usable else ""
+        mark = " OVER the bound" if measured > predicted else ""
+        mark += f" OVER the usable {usable:,} B" if measured > usable else ""
         out.append(f"    {p['label']}: measured {measured:,} B of {predicted:,} B predicted{mark}")
     return out

@@ -147,13 +147,14 @@ def _apply(
             plan = solve(components, targets, settings.device)
             plan_step(book, "re-plan", plan, f"the measured phases (try {attempt + 2})")
     fallback = most_conservative(components, targets, settings.device)
-    plan_step(book, "fallback", fallback, why)
+    plan_step(book, "fallback", fallback, f"{why}; the most conservative placement")
     result = apply_and_validate(book, session, fallback, points.target, settings)
     if result.validation.holds:
         return _serve(book, mode, session, points, settings, fallback, result, cal)
     if mode is Mode.STRICT:
-        book.add("refuse", "refused", "no plan validates: strict mode refuses to serve")
-        return _finish(book, mode, None, None, False, "NO PLAN VALIDATES: refused", cal, REFUSED)
+        book.add("refuse", "refused", "every hook removed; the pipeline is as it was")
+        verdict = "NO PLAN VALIDATES: strict mode refuses to serve"
+        return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
     return _serve(book, mode, session, points, settings, fallback, result, cal)
 
 
