@@ -24,6 +24,8 @@ def main() -> int:
     parser.add_argument("--example", choices=("flux",), default="flux")
     parser.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (a dry run)")
     args = parser.parse_args()
+    import gc
+
     import torch
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -64,10 +66,21 @@ def main() -> int:
         backend.watch(made.recorder)
         return made
 
+    def release(pipe: object, outcome: object = None) -> None:
+        """One pipeline on the device at a time, as in a worker: the others' weights would count."""
+        applied = getattr(outcome, "applied", None)
+        if applied is not None:
+            applied.undo()
+        pipe.to("cpu")  # type: ignore[attr-defined]
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
     first = session([])
     cal = calibrate_session(
         first, target=target, probe=probe, warmup=warmup, repeat=1, time_tolerance=None
     )
+    release(first.pipe)
     components, targets = plan_inputs(cal)
     full = sum(c.weight_bytes for c in components) + max(p.bound_bytes for p in targets[0].phases)
     device = None
@@ -83,15 +96,18 @@ def main() -> int:
     print(f"## capacity {device.capacity_bytes:,} B: the plan streams")
     ok = True
 
-    streaming = run_lifecycle(session([]), points, Settings(device), calibration=cal)
+    streams = plan
+    used = session([])
+    streaming = run_lifecycle(used, points, Settings(device), calibration=cal)
     print("\n".join(lines(streaming.report)))
     ok &= streaming.report.validated and _validations(streaming) == ["holds"]
+    release(used.pipe, streaming)
 
     print("## out of memory injected in the denoising stage, once")
-    faulted = run_lifecycle(
-        session([Fault("DenoisingStage", times=1)]), points, Settings(device), calibration=cal
-    )
+    used = session([Fault("DenoisingStage", times=1)])
+    faulted = run_lifecycle(used, points, Settings(device), calibration=cal)
     print("\n".join(lines(faulted.report)))
+    release(used.pipe, faulted)
     ok &= faulted.report.validated and _validations(faulted)[0] == "out-of-memory"
     ok &= bool(faulted.report.step("rollback"))
 
@@ -107,9 +123,10 @@ def main() -> int:
 
     untouched = example.build(0).to(args.device)
     expected = images(untouched)
+    release(untouched)
     pipe = session([]).pipe  # on the device, as a worker's
     before = {n: {p.device for p in m.parameters()} for n, m in pipeline_modules(pipe).items()}
-    applied = apply(streaming.plan, pipe, device=args.device)  # type: ignore[arg-type]
+    applied = apply(streams, pipe, device=args.device)
     under = images(pipe)
     applied.undo()
     after = {n: {p.device for p in m.parameters()} for n, m in pipeline_modules(pipe).items()}

@@ -8,6 +8,7 @@ so each run seeds it, and starts from a fresh scheduler, as ``Session.body`` doe
 from __future__ import annotations
 
 import pytest
+from diffusers.utils.torch_utils import get_module_execution_device
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -81,6 +82,9 @@ def test_undo_removes_every_hook_and_gives_the_same_images(pipe, reference):
     applied = apply(MIXED, pipe, device="cpu", offload_device="cpu")
     streamed = pipe.transformer.get_submodule(applied.streamed["transformer"][0])
     assert streamed._diffusers_hook.hooks and hasattr(pipe.text_encoder, "_hf_hook")
+    for module in pipeline_modules(pipe).values():  # diffusers sends a component's inputs there
+        assert get_module_execution_device(module) == torch.device("cpu")
+        assert module._hf_hook.execution_device == torch.device("cpu")
     assert torch.equal(_run(pipe), reference)
     applied.undo()
     assert _state(pipe) == before and _state(pipe)[1] == set()
