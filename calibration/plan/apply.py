@@ -229,7 +229,7 @@ def _install(applied: Applied, plan: Plan, onload: torch.device, offload: torch.
             _, hook = cpu_offload_with_hook(modules[p.component], onload)
             applied.offload_hooks[p.component] = hook
     for module in modules.values():  # where inputs go: diffusers asks the top hook (which may be
-        module._hf_hook.execution_device = onload  # accelerate's SequentialHook, without one)
+        setattr(module._hf_hook, "execution_device", onload)  # noqa: B010 - a SequentialHook)
 
 
 def placements_by_kind(plan: Plan) -> dict[str, Sequence[str]]:
