@@ -188,9 +188,13 @@ def _serve(
             same_everywhere(settings.agreement, "", "the final placement")
             return _finish(book, mode, None, None, True, f"NO PLAN VALIDATES: {exc}", cal)
         book.add("apply", "done", "the fallback, kept unvalidated", placement=dict(placement(plan)))
-    same_everywhere(settings.agreement, placement_key(plan), "the final placement")
-    rewarm(book, session, applied, points.warmup)
-    monitor = enter_serving(book, session)
+    try:
+        same_everywhere(settings.agreement, placement_key(plan), "the final placement")
+        rewarm(book, session, applied, points.warmup)
+        monitor = enter_serving(book, session)
+    except BaseException:  # never serve, nor fail, with a plan half in force
+        applied.undo()
+        raise
     tries = sum(s.name == "validate" for s in book.steps)
     which = "the fallback" if _is_fallback(book) else "the plan"
     verdict = (

@@ -153,6 +153,22 @@ def apply_and_validate(
         record = _measure(session, applied, target)
         log.records.append(record)
         local = validate(plan, record, shared_memory=shared)
+    try:
+        return _agreed(log, applied, local, record, settings)
+    except BaseException:  # a collective that fails: never leave the plan half in force
+        if applied is not None:
+            applied.undo()
+        raise
+
+
+def _agreed(
+    log: Log,
+    applied: Applied | None,
+    local: Validation,
+    record: WarmupRecord | None,
+    settings: Settings,
+) -> Tried:
+    """The ranks' most cautious validation, recorded; the plan undone unless it holds."""
     worst = worst_failure(settings.agreement, local.failure)
     validation = local
     if worst is not local.failure:

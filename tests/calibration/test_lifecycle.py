@@ -155,3 +155,27 @@ def test_strict_refuses_to_serve_and_leaves_the_pipeline_as_it_was():
     assert _names(outcome)[-1] == "refuse"
     assert outcome.applied is None and not _hooked(session)
     assert session.recorder.request() is not None  # still warming up: never entered serving
+
+
+class FailingCollective:
+    """An agreement whose ``call``-th collective fails (a rank lost mid-way), else a single rank."""
+
+    def __init__(self, call: int) -> None:
+        self.calls, self.call = 0, call
+
+    def max_int(self, value: int) -> int:
+        self.calls += 1
+        if self.calls == self.call:
+            raise RuntimeError("gloo: connection reset by peer")
+        return value
+
+
+def test_a_failure_mid_way_leaves_no_plan_in_force_and_keeps_the_records():
+    phases = len(calibration().estimate.phases)
+    before_validation = 2 + 2 + phases  # the phases' fingerprint, their count, each bound
+    outcome, session = lifecycle(agreement=FailingCollective(before_validation + 1))
+    assert _names(outcome)[-3:] == ["plan", "apply", "error"]
+    assert "connection reset" in outcome.report.step("error")[0].detail
+    assert not _hooked(session) and outcome.applied is None  # undone, not half-applied
+    assert len(outcome.records) == len(calibration().records) + 1  # the validation's record kept
+    assert outcome.report.status == NO_PLAN_VALIDATES and outcome.report.serving  # fails open
