@@ -57,7 +57,7 @@ def main() -> int:
     def session(faults: list[Fault]) -> Session:
         backend = FaultyBackend(backend_for(args.device), faults)
         made = Session(
-            example.build(0),
+            example.build(0),  # type: ignore[arg-type]  # a diffusers pipeline
             formulas,
             args.device,
             call_kwargs=example.call_kwargs,
@@ -121,7 +121,7 @@ def main() -> int:
                 **example.call_kwargs(0), num_inference_steps=2, height=64, width=64
             ).images
 
-    untouched = example.build(0).to(args.device)
+    untouched = example.build(0).to(args.device)  # type: ignore[attr-defined]
     expected = images(untouched)
     release(untouched)
     pipe = session([]).pipe  # on the device, as a worker's

@@ -39,24 +39,25 @@ class Fault:
             )
 
 
+def _faults(value: Iterable[Fault]) -> tuple[Fault, ...]:
+    return tuple(value)
+
+
 @define
 class FaultyBackend:
     """A real backend whose counters fail or read high in chosen stages (``faults``)."""
 
     inner: MemoryBackend
-    faults: tuple[Fault, ...] = field(converter=tuple, default=())
+    faults: tuple[Fault, ...] = field(converter=_faults, default=())
+    name: str = field(init=False)
+    device: torch.device = field(init=False)
     _stage: Callable[[], str | None] = field(default=lambda: None, init=False)
     _struck: dict[int, int] = field(factory=dict, init=False)  # fault index -> requests struck
     _this_request: set[int] = field(factory=set, init=False)
     _depth: int = field(default=0, init=False)
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def device(self) -> torch.device:
-        return self.inner.device
+    def __attrs_post_init__(self) -> None:
+        self.name, self.device = self.inner.name, self.inner.device
 
     def watch(self, recorder: object) -> None:
         """Key the faults on ``recorder``'s current request's stage."""

@@ -44,7 +44,8 @@ def points() -> Points:
 def session(faults: Sequence[Fault] = ()) -> tuple[Session, FaultyBackend]:
     """A fresh tiny FLUX on the CPU, recorded through the exact CPU backend with ``faults``."""
     backend = FaultyBackend(LiveTensorBackend(), tuple(faults))
-    built = Session(FLUX.build(0), formulas(), "cpu", call_kwargs=FLUX.call_kwargs, backend=backend)
+    pipe = FLUX.build(0)
+    built = Session(pipe, formulas(), "cpu", call_kwargs=FLUX.call_kwargs, backend=backend)  # type: ignore[arg-type]
     backend.watch(built.recorder)
     return built, backend
 
