@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything that needs a CUDA device, in one short run (CI has none): the CUDA tests, the
-# recorder's overhead with the allocator backend, the planner applied on the device, and
-# `dslc calibrate --device cuda --verify` on two examples (wall clock, allocator statistics).
+# recorder's overhead with the allocator backend, the planner applied on the device, the serving
+# lifecycle (a plan that must stream, validated; one forced to fail by an injected out-of-memory
+# error, rolled back and re-planned; undo), and `dslc calibrate --device cuda --verify` on two
+# examples (wall clock, allocator statistics).
 #
 #     bash bench/gpu.sh            # from the repository root, after the README's setup command
 #
@@ -16,6 +18,7 @@ run "$py" -m pytest -q -rs tests/runtime/measure/test_backends.py tests/runtime/
 run "$py" bench/record.py --rounds 9
 run "$py" bench/plan_gpu.py --example flux
 run "$py" bench/plan_gpu.py --example wan
+run "$py" bench/lifecycle_gpu.py --example flux --device cuda
 run .venv/bin/dslc calibrate --example flux --device cuda --verify --repeat 3
 run .venv/bin/dslc calibrate --example wan --device cuda --verify --repeat 3
 exit $status

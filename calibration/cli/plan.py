@@ -49,6 +49,7 @@ _EPILOG_LINES = (
     "  dslc calibrate --json > cal.json && dslc plan --calibration cal.json --device-memory 24GiB",
     "  dslc plan --calibration default.json --calibration largest.json --device-memory cuda:0 \\",
     "            --json",
+    "  dslc plan --example flux --device-memory 3MiB --reserve 0 --validate   # apply, validate",
     "  dslc plan --calibration rank0.json --calibration rank1.json --device-memory 80GiB \\",
     "            --reserve 4GiB --bandwidth 12GB/s --pin-budget 64GiB",
     "",
@@ -193,6 +194,17 @@ def calibrated(
     "--pin-budget", callback=_size, metavar="SIZE", help="Pinned host memory [default: unlimited]."
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON document (docs/planning.md).")
+@click.option(
+    "--validate",
+    "validate_mode",
+    is_flag=False,
+    flag_value="apply",
+    default=None,
+    type=click.Choice(["off", "plan", "apply", "strict"]),
+    help="Run the serving lifecycle (docs/planning.md): plan, apply, validate on a measured "
+    "request, roll back and re-plan; MODE apply (the default) or strict, off, plan. "
+    "Exit 4 when no plan validates, 5 when strict refuses to serve.",
+)
 def plan(
     calibrations: tuple[Path, ...],
     example: str,
@@ -215,6 +227,7 @@ def plan(
     bandwidth: int | None,
     pin_budget: int | None,
     as_json: bool,
+    validate_mode: str | None,
 ) -> None:
     """Plan component residency: resident, offloaded whole, or k of N layers on the device.
 
@@ -224,6 +237,21 @@ def plan(
     _no_run_options_with(calibrations)
     planned_device = _device(device_memory, reserve, bandwidth, pin_budget)
     choice = check_choice(Choice(example, factory, formulas_path, name))
+    if validate_mode is not None:
+        if calibrations:
+            raise click.UsageError("--validate runs the pipeline: give no --calibration")
+        from calibration.lifecycle.cli import validate_command
+
+        status = validate_command(
+            choice,
+            [Shapes(warmup, probe, t) for t in targets or [{}]],
+            RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
+            planned_device,
+            device,
+            validate_mode,
+            as_json,
+        )
+        raise click.exceptions.Exit(status)
     try:
         if calibrations:
             loaded = [load_calibration(path) for path in calibrations]

@@ -11,12 +11,16 @@
   accelerate ``ModelHook`` that offloads the other onloaded ones before it starts (diffusers'
   ``apply_forward_hook`` runs it for ``vae.decode`` too).
 
+``Applied.undo()`` takes every one of those hooks off again and puts every tensor back on the device
+it was on, so the pipeline computes exactly what it did before ``apply``; ``apply`` itself undoes
+what it did when it fails half-way (a pipeline is never left half-applied).
+
 Imports torch, diffusers and accelerate when called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from attrs import define, field
@@ -42,13 +46,23 @@ class PlanApplyError(CalibrationError, ValueError):
     """The plan does not match the pipeline (a missing component, another layer count)."""
 
 
+#: The names diffusers' group offloading registers its hooks under (its group_offloading module).
+_GROUP_HOOKS = ("group_offloading", "layer_execution_tracker", "lazy_prefetch_group_offloading")
+
+
 @define
 class Applied:
-    """The hooks a plan installed: ``offload_all()`` after a request frees every onloaded one."""
+    """The hooks a plan installed: ``offload_all()`` after a request frees every onloaded one,
+    ``undo()`` removes them all and puts every module back where it was."""
 
     onloaded: set[str] = field(factory=set)
     offload_hooks: dict[str, OffloadHook] = field(factory=dict)  # by component name
     streamed: dict[str, tuple[str, ...]] = field(factory=dict)  # component -> streamed layers
+    modules: dict[str, nn.Module] = field(factory=dict)  # every component touched
+    devices: dict[str, dict[str, torch.device]] = field(factory=dict)  # component -> tensor -> dev
+    blocks: list[nn.Module] = field(factory=list)  # the blocks diffusers' group offloading hooks
+    own_forward: set[int] = field(factory=set)  # ids of submodules with their own ``forward``
+    undone: bool = False
 
     def offload_others(self, name: str) -> None:
         """Before ``name`` runs: every other onloaded component goes back to the host."""
@@ -61,6 +75,66 @@ class Applied:
     def offload_all(self) -> None:
         """After a request: nothing offloaded-whole stays on the device."""
         self.offload_others("")
+
+    def undo(self) -> None:
+        """Every hook off, every tensor back on its device: the pipeline as before ``apply``."""
+        if self.undone:
+            return
+        from accelerate.hooks import remove_hook_from_module
+
+        for block in self.blocks:
+            _remove_group_offloading(block)
+        for name, module in self.modules.items():
+            remove_hook_from_module(module, recurse=True)
+            for sub in module.modules():  # both libraries leave ``forward`` on the instance
+                if id(sub) not in self.own_forward:
+                    sub.__dict__.pop("forward", None)
+            _restore(module, self.devices[name])
+        self.onloaded.clear()
+        self.offload_hooks.clear()
+        self.streamed.clear()
+        self.blocks.clear()
+        self.undone = True
+
+
+def _tensors(module: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    yield from module.named_parameters(remove_duplicate=False)
+    yield from module.named_buffers(remove_duplicate=False)
+
+
+def _devices(module: nn.Module) -> dict[str, torch.device]:
+    return {name: t.device for name, t in _tensors(module)}
+
+
+def _restore(module: nn.Module, devices: dict[str, torch.device]) -> None:
+    """Each parameter and buffer back on the device it was on (one ``to`` when they shared one)."""
+    if len(set(devices.values())) == 1:
+        module.to(next(iter(devices.values())))
+        return
+    for name, tensor in _tensors(module):
+        where = devices.get(name)
+        if where is not None and tensor.device != where:
+            tensor.data = tensor.data.to(where)
+
+
+def _remove_group_offloading(block: nn.Module) -> None:
+    """diffusers' group-offloading hooks off ``block`` and its submodules, empty registries too."""
+    for module in block.modules():
+        registry = getattr(module, "_diffusers_hook", None)
+        if registry is None:
+            continue
+        for hook in _GROUP_HOOKS:
+            registry.remove_hook(hook, recurse=False)
+        if not registry.hooks:
+            del module._diffusers_hook
+
+
+def has_offload_hooks(module: nn.Module) -> bool:
+    """Whether accelerate or diffusers hooks already sit on ``module`` or below it."""
+    return any(
+        hasattr(m, "_hf_hook") or getattr(getattr(m, "_diffusers_hook", None), "hooks", None)
+        for m in module.modules()
+    )
 
 
 def _before_hook(applied: Applied, name: str) -> ModelHook:
@@ -86,12 +160,8 @@ def apply(
 ) -> Applied:
     """Place every planned component of ``pipe`` on ``device`` or ``offload_device``."""
     import torch
-    from accelerate import cpu_offload_with_hook
-    from accelerate.hooks import add_hook_to_module
-    from diffusers.hooks import apply_group_offloading
 
     from runtime.measure.diffusers_hooks import pipeline_modules
-    from runtime.measure.layers import repeated_layers
 
     if not plan.feasible:
         raise PlanApplyError(f"the plan is infeasible: {plan.reason}")
@@ -99,8 +169,36 @@ def apply(
     missing = sorted({p.component for p in plan.placements} - set(modules))
     if missing:
         raise PlanApplyError(f"the pipeline has no components {missing}; it has {sorted(modules)}")
-    applied = Applied()
-    onload, offload = torch.device(device), torch.device(offload_device)
+    hooked = sorted(n for n, m in modules.items() if has_offload_hooks(m))
+    if hooked:
+        raise PlanApplyError(
+            f"components {hooked} already carry offloading hooks (a plan applied and not undone, "
+            "or enable_model_cpu_offload); undo them first"
+        )
+    applied = Applied(
+        modules=dict(modules),
+        devices={n: _devices(m) for n, m in modules.items()},
+        own_forward={
+            id(s) for m in modules.values() for s in m.modules() if "forward" in s.__dict__
+        },
+    )
+    try:
+        _install(applied, plan, torch.device(device), torch.device(offload_device))
+    except BaseException:
+        applied.undo()  # never half-applied
+        raise
+    return applied
+
+
+def _install(applied: Applied, plan: Plan, onload: torch.device, offload: torch.device) -> None:
+    """Move and hook every planned component (``apply`` undoes it all when this raises)."""
+    from accelerate import cpu_offload_with_hook
+    from accelerate.hooks import add_hook_to_module
+    from diffusers.hooks import apply_group_offloading
+
+    from runtime.measure.layers import repeated_layers
+
+    modules = applied.modules
     for p in plan.placements:
         module = modules[p.component]
         if p.kind == PlacementKind.RESIDENT:
@@ -115,6 +213,7 @@ def apply(
             kept = set(p.resident_layers)
             streamed = [(n, block) for i, (n, block) in enumerate(layers) if i not in kept]
             for _, block in streamed:
+                applied.blocks.append(block)
                 apply_group_offloading(
                     block,
                     onload_device=onload,
@@ -129,7 +228,8 @@ def apply(
         if p.kind == PlacementKind.OFFLOADED:
             _, hook = cpu_offload_with_hook(modules[p.component], onload)
             applied.offload_hooks[p.component] = hook
-    return applied
+    for module in modules.values():  # where inputs go: diffusers asks the top hook (which may be
+        setattr(module._hf_hook, "execution_device", onload)  # noqa: B010 - a SequentialHook)
 
 
 def placements_by_kind(plan: Plan) -> dict[str, Sequence[str]]:

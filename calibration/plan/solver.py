@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+import attrs
+
 from artifact.units import show_bytes
 from calibration.plan.candidates import Candidate, Group, candidates
 from calibration.plan.model import (
@@ -214,3 +216,24 @@ def _infeasible_reason(
             "weights resident, and no placement keeping that much fits every phase"
         )
     return "each phase fits on its own, but no single placement fits every phase at once"
+
+
+def most_conservative(
+    components: Sequence[Component], targets: Sequence[Target], device: Device
+) -> Plan:
+    """Every component in its smallest footprint (offloaded whole or streamed, whichever needs
+    less in its phases), whatever it costs in transfer: the placement a worker falls back to.
+
+    Feasible as a placement whether or not the estimates say it fits (``reason`` says which)."""
+    components, targets = tuple(components), tuple(targets)
+    index = _check(components, targets)
+    picked = [
+        min(candidates(c, targets), key=lambda k: (k.always + k.onload, k.always, k.cost))
+        for c in components
+    ]
+    plan = _explain(components, picked, targets, index, device, 0)
+    short = [u for u in plan.phases if u.headroom_bytes < 0]
+    reason = "the most conservative placement: every component offloaded or streamed" + (
+        f"; the estimates say {len(short)} phase(s) overflow even so" if short else ""
+    )
+    return attrs.evolve(plan, reason=reason)

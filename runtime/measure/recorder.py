@@ -75,6 +75,11 @@ class WarmupRecorder:
         """Every record so far, oldest first."""
         return tuple(self._records)
 
+    @property
+    def active(self) -> Request | None:
+        """The request being recorded now, if any (what a fault-injecting backend keys on)."""
+        return self._active
+
     def request(self, **params: int | bool) -> Request:
         """Record one warmup request; params left out take the pipeline's default workload."""
         if self._serving is not None:

@@ -1,0 +1,124 @@
+"""`dslc plan --validate[=MODE]`: the whole lifecycle on an example or ``--pipeline``, shown.
+
+The command (``calibration.cli.plan``) parses its options and calls ``validate_command``; this
+module builds the pipeline and its session as `dslc calibrate` does, runs ``run_lifecycle`` and
+prints each step and the verdict (or the --json document). Returns the exit status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from attrs import frozen
+
+from calibration.cli.options import Choice, RunSettings, Shapes
+from calibration.errors import CalibrationError
+from calibration.lifecycle.model import Mode
+from calibration.lifecycle.render import document, lines
+from calibration.lifecycle.run import Outcome, run_lifecycle
+from calibration.lifecycle.steps import Points, Settings
+from calibration.plan.model import Device
+from calibration.plan.report import show_bytes
+from calibration.wiring import Params
+from runtime import Pipeline
+
+MODES = tuple(m.value for m in Mode)
+
+
+@frozen
+class Built:
+    """What the lifecycle needs of the chosen pipeline: the factory, the formulas, the shapes."""
+
+    build: Callable[[int], object]
+    call_kwargs: Callable[[int], Mapping[str, object]] | None
+    formulas: Pipeline
+    defaults: tuple[Params, Params, Params]
+
+
+def _built(choice: Choice, shapes: Shapes) -> Built:
+    """The chosen example or factory with its formulas (`dslc calibrate`'s choice)."""
+    from calibration.cli.options import _defaults
+    from calibration.examples import EXAMPLES
+    from calibration.run import load_pipeline
+
+    if choice.factory is not None:
+        from calibration.cli.factory import load_factory
+
+        if choice.name is None:
+            raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
+        loaded = load_factory(choice.factory)
+        formulas = load_pipeline(choice.formulas_path, choice.name)
+        return Built(
+            loaded.build,
+            loaded.call_kwargs,
+            formulas,
+            _defaults(loaded.shapes, shapes.probe, shapes.target),
+        )
+    chosen = EXAMPLES[choice.example]
+    path = choice.formulas_path
+    formulas = load_pipeline(path / chosen.formula_file if path.is_dir() else path, chosen.pipeline)
+    return Built(chosen.build, chosen.call_kwargs, formulas, chosen.shapes)
+
+
+def lifecycle(
+    choice: Choice, shapes: Shapes, settings: RunSettings, device: Device, where: str, mode: str
+) -> Outcome:
+    """Build the pipeline on ``where`` (auto, cpu, cuda:N) and run the lifecycle in ``mode``."""
+    from calibration.host import quiet_libraries, resolve_device, torch_threads
+    from calibration.run import shapes as full_shapes
+    from calibration.session import Session
+
+    built = _built(choice, shapes)
+    target, probe, warmup = full_shapes(
+        built.formulas,
+        built.defaults,
+        target=shapes.target,
+        probe=shapes.probe,
+        warmup=shapes.warmup,
+    )
+    where = resolve_device(where)
+    with quiet_libraries(), torch_threads(where, settings.threads):
+        session = Session(
+            built.build(settings.seed),  # type: ignore[arg-type]  # checked by pipeline_facts
+            built.formulas,
+            where,
+            seed=settings.seed,
+            clock=settings.clock,
+            call_kwargs=built.call_kwargs,
+        )
+        return run_lifecycle(
+            session,
+            Points(warmup, probe, target),
+            Settings(device, mode, margin=settings.margin, repeat=settings.repeat),
+        )
+
+
+def validate_command(
+    choice: Choice,
+    shapes: Sequence[Shapes],
+    settings: RunSettings,
+    device: Device,
+    where: str,
+    mode: str,
+    as_json: bool,
+) -> int:
+    """Run the lifecycle, print the steps and the verdict (or the JSON); the exit status."""
+    from dslc.cli_support import Failure, ui
+
+    if len(shapes) != 1:
+        raise Failure("--validate plans for one --target: give the largest serving shape")
+    try:
+        outcome = lifecycle(choice, shapes[0], settings, device, where, mode)
+    except CalibrationError as exc:
+        raise Failure(str(exc)) from None
+    report = outcome.report
+    if as_json:
+        ui().out.json(document(report, outcome.records))
+        return report.status
+    header = (
+        f"mode {report.mode}; device {show_bytes(device.capacity_bytes)}, reserve "
+        f"{show_bytes(device.reserve)}, usable {show_bytes(device.usable_bytes)}"
+    )
+    for line in lines(report, header):
+        ui().out.line(line)
+    return report.status

@@ -1,0 +1,124 @@
+"""The lifecycle's values: modes, how a validation ended, each step, and the report of a run.
+
+Pure (no torch): what a serving worker decided, measured and why, as frozen values that
+``calibration.lifecycle.render`` turns into JSON and terminal lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from types import MappingProxyType
+
+from attrs import field, frozen
+
+from calibration.verdict import STRICT_FAILED, VERIFY_FAILED
+
+#: A JSON-ready value (numbers, strings, lists and dicts of them) kept in a step's data.
+JsonValue = object
+
+
+class Mode(str, Enum):
+    """How far a worker goes: measure, plan, apply and validate, or refuse to serve unvalidated."""
+
+    OFF = "off"  # measure only: warmup, probes, estimates
+    PLAN = "plan"  # ... and plan; apply nothing
+    APPLY = "apply"  # ... apply and validate; serve on the fallback if nothing validates
+    STRICT = "strict"  # ... and refuse to serve when no plan validates
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Failure(str, Enum):
+    """How a validation request ended; later members are more cautious (ranks take the max)."""
+
+    NONE = "holds"
+    OVER_BOUND = "over-bound"  # a phase measured above the bound the plan predicted
+    OVER_CAPACITY = "over-capacity"  # a phase measured above capacity - reserve
+    REQUEST_ERROR = "request-error"  # the request raised something other than out-of-memory
+    OUT_OF_MEMORY = "out-of-memory"  # an allocation failed (CUDA, cuBLAS, the host)
+
+    @property
+    def severity(self) -> int:
+        """The order ranks agree on: the largest wins."""
+        return list(Failure).index(self)
+
+    @classmethod
+    def of_severity(cls, value: int) -> Failure:
+        """The member at ``severity`` ``value``."""
+        return list(Failure)[value]
+
+
+@frozen
+class PhaseCheck:
+    """One phase under the plan in force: predicted (bound + weights), measured, usable bytes."""
+
+    target: str
+    label: str
+    predicted_bytes: int
+    measured_bytes: int | None  # None: the request never reached it
+    usable_bytes: int
+
+    @property
+    def over_bound(self) -> bool:
+        """Measured above what the plan predicted."""
+        return self.measured_bytes is not None and self.measured_bytes > self.predicted_bytes
+
+    @property
+    def over_capacity(self) -> bool:
+        """Measured above capacity - reserve."""
+        return self.measured_bytes is not None and self.measured_bytes > self.usable_bytes
+
+
+@frozen
+class Validation:
+    """One validation request under a plan: how it ended, why, and every phase's check."""
+
+    failure: Failure
+    reason: str
+    checks: tuple[PhaseCheck, ...] = ()
+    failed_stage: str | None = None  # the stage an out-of-memory error struck in
+
+    @property
+    def holds(self) -> bool:
+        return self.failure is Failure.NONE
+
+
+def _frozen_data(value: Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:
+    return MappingProxyType(dict(value))
+
+
+@frozen
+class Step:
+    """One step of the lifecycle: its name, how it ended, a line saying why, and its figures."""
+
+    name: str  # warmup, probes, estimate, plan, apply, validate, rollback, re-plan, fallback, ...
+    outcome: str  # done, skipped, holds, failed, refused, ...
+    detail: str
+    data: Mapping[str, JsonValue] = field(factory=dict, converter=_frozen_data, hash=False)
+
+
+#: Exit statuses of `dslc plan --validate` (docs/planning.md), those of calibration.verdict:
+#: 0 a plan validated (or the mode stops before validating); 1 nothing fits (mode plan);
+#: ``VERIFY_FAILED`` no plan validated, the worker serves on the fallback unvalidated;
+#: ``STRICT_FAILED`` no plan validated and strict mode refuses to serve.
+OK, NOTHING_FITS = 0, 1
+NO_PLAN_VALIDATES, REFUSED = VERIFY_FAILED, STRICT_FAILED
+
+
+@frozen
+class Report:
+    """A whole run: the mode, every step in order, where each component ended, the verdict."""
+
+    mode: Mode
+    steps: tuple[Step, ...]
+    validated: bool  # a plan held on a measured request
+    serving: bool  # the worker went on to serve
+    placement: tuple[tuple[str, str], ...]  # (component, placement text) in force; () for none
+    status: int
+    verdict: str
+
+    def step(self, name: str) -> tuple[Step, ...]:
+        """Every step of that name, in order."""
+        return tuple(s for s in self.steps if s.name == name)

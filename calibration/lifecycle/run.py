@@ -1,0 +1,239 @@
+"""The one entry point a serving worker (and `dslc plan --validate`) calls: ``run_lifecycle``.
+
+bounded warmup -> probes -> estimates -> plan -> apply -> validate -> (roll back -> re-plan with
+the measured phases -> apply -> validate)* -> fallback -> re-warm -> serving, as far as the mode
+goes (docs/planning.md, "The lifecycle"). Every step is recorded in the report; every record
+measured is kept, whatever fails later; no plan is ever left half-applied.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from attrs import define
+
+from calibration.errors import CalibrationError
+from calibration.lifecycle.agree import max_each, placement_key, same_everywhere
+from calibration.lifecycle.model import (
+    NO_PLAN_VALIDATES,
+    NOTHING_FITS,
+    OK,
+    REFUSED,
+    Mode,
+    Report,
+)
+from calibration.lifecycle.steps import (
+    Log,
+    Points,
+    Settings,
+    Tried,
+    apply_and_validate,
+    calibration_steps,
+    enter_serving,
+    placement,
+    plan_inputs,
+    plan_step,
+    rewarm,
+)
+from calibration.lifecycle.validate import planned_bounds, revised_bounds, with_bounds
+from calibration.plan.apply import Applied
+from calibration.plan.model import Component, Plan, Target
+from calibration.plan.solver import most_conservative, solve
+from runtime.record import WarmupRecord
+
+if TYPE_CHECKING:
+    from calibration.run import Calibration
+    from calibration.session import Session
+
+log = logging.getLogger(__name__)
+
+
+@define
+class Outcome:
+    """What the worker serves with: the report, every record, the plan and hooks in force."""
+
+    report: Report
+    records: tuple[WarmupRecord, ...]
+    plan: Plan | None = None
+    applied: Applied | None = None  # ``applied.undo()`` takes the placement off again
+    monitor: object | None = None  # the ``ServingMonitor`` once serving began
+    calibration: Calibration | None = None
+
+
+def run_lifecycle(
+    session: Session,
+    points: Points,
+    settings: Settings,
+    *,
+    calibration: Calibration | None = None,
+) -> Outcome:
+    """Take ``session``'s pipeline from warmup to serving as far as ``settings.mode`` says.
+
+    ``calibration``: one already measured on this pipeline (its steps are marked ``given``).
+    Never raises for a failed request, plan or validation: the report says what happened."""
+    mode = Mode(settings.mode)
+    book = Log()
+    try:
+        cal = calibration if calibration is not None else _calibrate(session, points, settings)
+    except CalibrationError as exc:
+        book.add("estimate", "failed", str(exc))
+        return _finish(book, mode, None, None, False, f"not calibrated: {exc}")
+    calibration_steps(book, cal, given=calibration is not None)
+    if mode is Mode.OFF:
+        return _finish(book, mode, None, None, False, "measured only (mode off)", cal=cal)
+    components, targets = plan_inputs(cal)
+    same_everywhere(settings.agreement, str([p.label for t in targets for p in t.phases]), "phases")
+    targets = with_bounds(targets, max_each(settings.agreement, planned_bounds(targets), "phases"))
+    plan = solve(components, targets, settings.device)
+    plan_step(book, "plan", plan, "the estimates")
+    if mode is Mode.PLAN:
+        return _finish(book, mode, plan, None, False, "planned, nothing applied (mode plan)", cal)
+    try:
+        return _apply(book, mode, session, points, settings, components, targets, plan, cal)
+    except Exception as exc:
+        log.exception("lifecycle failed")
+        book.add("error", "failed", f"{type(exc).__name__}: {exc}")
+        return _finish(book, mode, None, None, False, f"the lifecycle failed: {exc}", cal)
+
+
+def _calibrate(session: Session, points: Points, settings: Settings) -> Calibration:
+    from calibration.run import calibrate_session
+
+    return calibrate_session(
+        session,
+        target=points.target,
+        probe=points.probe,
+        warmup=points.warmup,
+        margin=settings.margin,
+        repeat=settings.repeat,
+        time_tolerance=None,  # time decides no placement
+    )
+
+
+def _apply(
+    book: Log,
+    mode: Mode,
+    session: Session,
+    points: Points,
+    settings: Settings,
+    components: tuple[Component, ...],
+    targets: tuple[Target, ...],
+    plan: Plan,
+    cal: Calibration,
+) -> Outcome:
+    """Apply and validate, re-plan on failure up to ``max_replans`` times, then fall back."""
+    tried: set[str] = set()
+    why = f"no plan held in {settings.max_replans + 1} tries"
+    for attempt in range(settings.max_replans + 1):
+        if not plan.feasible:
+            why = "nothing fits" + (" by the measured phases" if attempt else "")
+            break
+        key = f"{placement_key(plan)}|{planned_bounds(targets)}"
+        if key in tried:  # the same placement with the same bounds: it would fail the same way
+            why = "the re-plan repeats a plan that failed"
+            break
+        tried.add(key)
+        result = apply_and_validate(book, session, plan, points.target, settings)
+        if result.validation.holds:
+            return _serve(book, mode, session, points, settings, plan, result, cal)
+        bounds = (
+            revised_bounds(plan, result.validation, result.record, shared_memory=_shared(session))
+            if result.record is not None
+            else planned_bounds(targets)
+        )
+        targets = with_bounds(targets, max_each(settings.agreement, bounds, "phases"))
+        if attempt < settings.max_replans:
+            plan = solve(components, targets, settings.device)
+            plan_step(book, "re-plan", plan, f"the measured phases (try {attempt + 2})")
+    fallback = most_conservative(components, targets, settings.device)
+    plan_step(book, "fallback", fallback, f"{why}; the most conservative placement")
+    result = apply_and_validate(book, session, fallback, points.target, settings)
+    if result.validation.holds:
+        return _serve(book, mode, session, points, settings, fallback, result, cal)
+    if mode is Mode.STRICT:
+        book.add("refuse", "refused", "every hook removed; the pipeline is as it was")
+        verdict = "NO PLAN VALIDATES: strict mode refuses to serve"
+        return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
+    return _serve(book, mode, session, points, settings, fallback, result, cal)
+
+
+def _shared(session: Session) -> bool:
+    return str(session.device).startswith("cpu")
+
+
+def _serve(
+    book: Log,
+    mode: Mode,
+    session: Session,
+    points: Points,
+    settings: Settings,
+    plan: Plan,
+    result: Tried,
+    cal: Calibration,
+) -> Outcome:
+    """Keep the placement (the fallback re-applied, unvalidated, when it failed too), re-warm,
+    serve; a fallback that cannot be applied leaves the pipeline as it was, serving unplanned."""
+    validated = result.validation.holds
+    applied = result.applied
+    if applied is None:
+        from calibration.plan.apply import PlanApplyError, apply
+
+        try:
+            applied = apply(
+                plan, session.pipe, device=session.device, offload_device=settings.offload_device
+            )
+        except PlanApplyError as exc:
+            book.add("apply", "failed", f"the fallback, kept unvalidated: {exc}")
+            same_everywhere(settings.agreement, "", "the final placement")
+            return _finish(book, mode, None, None, True, f"NO PLAN VALIDATES: {exc}", cal)
+        book.add("apply", "done", "the fallback, kept unvalidated", placement=dict(placement(plan)))
+    try:
+        same_everywhere(settings.agreement, placement_key(plan), "the final placement")
+        rewarm(book, session, applied, points.warmup)
+        monitor = enter_serving(book, session)
+    except BaseException:  # never serve, nor fail, with a plan half in force
+        applied.undo()
+        raise
+    tries = sum(s.name == "validate" for s in book.steps)
+    which = "the fallback" if _is_fallback(book) else "the plan"
+    verdict = (
+        f"{which} held on a measured request (validation {tries})"
+        if validated
+        else "NO PLAN VALIDATES: serving on the most conservative placement, unvalidated"
+    )
+    status = OK if validated else NO_PLAN_VALIDATES
+    outcome = _finish(book, mode, plan, applied, True, verdict, cal, status)
+    outcome.monitor = monitor
+    return outcome
+
+
+def _is_fallback(book: Log) -> bool:
+    """Whether the last plan applied was the fallback."""
+    plans = [s.name for s in book.steps if s.name in ("plan", "re-plan", "fallback")]
+    return bool(plans) and plans[-1] == "fallback"
+
+
+def _finish(
+    book: Log,
+    mode: Mode,
+    plan: Plan | None,
+    applied: Applied | None,
+    serving: bool,
+    verdict: str,
+    cal: Calibration | None = None,
+    status: int | None = None,
+) -> Outcome:
+    """The report and the outcome; ``status`` defaults from the mode and the plan."""
+    validated = status == OK and mode in (Mode.APPLY, Mode.STRICT)
+    if status is None:
+        if mode in (Mode.APPLY, Mode.STRICT):
+            status = REFUSED if mode is Mode.STRICT else NO_PLAN_VALIDATES
+        else:
+            status = NOTHING_FITS if plan is not None and not plan.feasible else OK
+        serving = serving or mode is not Mode.STRICT  # fail open: serve unplanned
+    shown = placement(plan) if plan is not None and plan.feasible else ()
+    report = Report(
+        mode, tuple(book.steps), validated, serving, shown if applied else (), status, verdict
+    )
+    return Outcome(report, tuple(book.records), plan, applied, None, cal)

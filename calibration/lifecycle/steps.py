@@ -1,0 +1,244 @@
+"""The lifecycle's steps, each recorded as it happens: measure, plan, apply and validate, re-warm.
+
+``Log`` keeps the steps and every record measured (a later failure never loses them); the
+functions here run one step on a ``calibration.session.Session`` and say what they decided.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+from attrs import define, field, frozen
+
+from calibration.lifecycle.agree import worst_failure
+from calibration.lifecycle.model import Failure, JsonValue, Step, Validation
+from calibration.lifecycle.validate import validate
+from calibration.plan.apply import Applied, PlanApplyError, apply
+from calibration.plan.inputs import components_from_bytes, from_estimate
+from calibration.plan.model import Component, Device, Plan, Target
+from calibration.plan.report import placement_text, show_bytes
+from calibration.wiring import Params
+from runtime.estimate import DEFAULT_MARGIN
+from runtime.measure.distributed import LOCAL, Agreement
+from runtime.record import WarmupRecord
+
+if TYPE_CHECKING:
+    from calibration.run import Calibration
+    from calibration.session import Session
+
+
+@frozen
+class Settings:
+    """How a worker runs the lifecycle: the device to plan for, how far to go, how hard to try."""
+
+    device: Device
+    mode: str = "apply"  # a ``Mode`` value
+    max_replans: int = 2  # re-plans after the first plan fails, before the fallback
+    offload_device: str = "cpu"
+    margin: float = DEFAULT_MARGIN
+    repeat: int = 1  # calibration rounds
+    agreement: Agreement = field(default=LOCAL, eq=False)
+
+
+@frozen
+class Points:
+    """The worker's shapes: the bounded warmup, the probe, the serving target plans are made for."""
+
+    warmup: Params = field(hash=False)
+    probe: Params = field(hash=False)
+    target: Params = field(hash=False)
+
+
+@define
+class Log:
+    """The steps so far and every record measured, in order."""
+
+    steps: list[Step] = field(factory=list)
+    records: list[WarmupRecord] = field(factory=list)
+
+    def add(self, name: str, outcome: str, detail: str, **data: JsonValue) -> None:
+        self.steps.append(Step(name, outcome, detail, data))
+
+
+def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
+    """The warmup, the probes and the estimates of a calibration, as three steps."""
+    log.records.extend(cal.records)
+    roles = list(cal.roles)
+    first = cal.records[roles.index("warmup")] if "warmup" in roles else None
+    origin = "given" if given else "done"
+    log.add(
+        "warmup",
+        origin,
+        f"bounded warmup at {_shape(cal.warmup)}"
+        + (f": peak {show_bytes(first.peak_allocated)}" if first and first.ok else ""),
+        params=dict(cal.warmup),
+        ok=bool(first and first.ok),
+    )
+    probes = [r for role, r in zip(roles, cal.records) if role not in ("warmup", "re-warm")]
+    failed = sum(not r.ok for r in probes)
+    log.add(
+        "probes",
+        origin,
+        f"{len(probes)} probe request(s), {failed} failed; probe {_shape(cal.probe)}",
+        requests=len(probes),
+        failed=failed,
+    )
+    log.add(
+        "estimate",
+        origin,
+        f"{len(cal.estimate.phases)} phase bounds at {_shape(cal.target)}",
+        bounds={p.label: p.peak.bound_bytes for p in cal.estimate.phases},
+    )
+
+
+def plan_inputs(cal: Calibration) -> tuple[tuple[Component, ...], tuple[Target, ...]]:
+    """The planner's components and target from a calibration in memory."""
+    components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
+    return components, (from_estimate(cal.estimate, components),)
+
+
+def placement(plan: Plan) -> tuple[tuple[str, str], ...]:
+    """Each component's placement as the tables spell it."""
+    return tuple(
+        (p.component, placement_text(p.kind, len(p.resident_layers), p.layers))
+        for p in plan.placements
+    )
+
+
+def plan_step(log: Log, name: str, plan: Plan, why: str) -> None:
+    """A plan (first, re-planned or fallback): its placements, or why nothing fits."""
+    shown = ", ".join(f"{c} {k}" for c, k in placement(plan))
+    log.add(
+        name,
+        "done" if plan.feasible else "nothing fits",
+        f"{why}: {shown}; transfer {show_bytes(plan.transfer_bytes)} per request"
+        if plan.feasible
+        else f"{why}: {plan.reason}",
+        placement=dict(placement(plan)),
+        reason=plan.reason,
+        transfer_bytes=plan.transfer_bytes,
+    )
+
+
+@frozen
+class Tried:
+    """One plan applied and validated: the hooks (None once undone or when apply failed)."""
+
+    applied: Applied | None
+    validation: Validation
+    record: WarmupRecord | None
+
+
+def apply_and_validate(
+    log: Log, session: Session, plan: Plan, target: Params, settings: Settings
+) -> Tried:
+    """Apply ``plan``, run one request at ``target``, validate; undo unless every rank held.
+
+    Every rank calls the same collectives whatever happens here (an apply that fails counts as a
+    failed request), so ranks stay in step."""
+    shared = str(session.device).startswith("cpu")
+    applied: Applied | None = None
+    record: WarmupRecord | None = None
+    try:
+        applied = apply(
+            plan, session.pipe, device=session.device, offload_device=settings.offload_device
+        )
+    except PlanApplyError as exc:  # the plan does not match the pipeline; apply undid itself
+        log.add("apply", "failed", str(exc))
+        local = Validation(Failure.REQUEST_ERROR, f"apply failed: {exc}")
+    else:
+        kinds = dict(placement(plan))
+        log.add("apply", "done", f"{len(kinds)} components placed", placement=kinds)
+        record = _measure(session, applied, target)
+        log.records.append(record)
+        local = validate(plan, record, shared_memory=shared)
+    try:
+        return _agreed(log, applied, local, record, settings)
+    except BaseException:  # a collective that fails: never leave the plan half in force
+        if applied is not None:
+            applied.undo()
+        raise
+
+
+def _agreed(
+    log: Log,
+    applied: Applied | None,
+    local: Validation,
+    record: WarmupRecord | None,
+    settings: Settings,
+) -> Tried:
+    """The ranks' most cautious validation, recorded; the plan undone unless it holds."""
+    worst = worst_failure(settings.agreement, local.failure)
+    validation = local
+    if worst is not local.failure:
+        validation = attrs.evolve(
+            local, failure=worst, reason=f"{local.reason}; another rank: {worst.value}"
+        )
+    log.add(
+        "validate",
+        "holds" if validation.holds else validation.failure.value,
+        validation.reason,
+        phases=[
+            {
+                "target": c.target,
+                "label": c.label,
+                "predicted_bytes": c.predicted_bytes,
+                "measured_bytes": c.measured_bytes,
+                "usable_bytes": c.usable_bytes,
+            }
+            for c in validation.checks
+        ],
+    )
+    if not validation.holds and applied is not None:
+        applied.undo()
+        log.add("rollback", "done", "every hook removed, every module back on its device")
+        applied = None
+    return Tried(applied, validation, record)
+
+
+def _measure(session: Session, applied: Applied, target: Params) -> WarmupRecord:
+    """One request under the placement; anything escaping it takes the placement off first."""
+    try:
+        record = session.run(target)  # never raises for a failed request: the record says
+        applied.offload_all()
+        session.recorder.backend.release_pool()
+    except BaseException:
+        applied.undo()
+        raise
+    return record
+
+
+def rewarm(log: Log, session: Session, applied: Applied, warmup: Params) -> None:
+    """One bounded request under the placement in force (its allocator state is serving's)."""
+    record = session.run(warmup)
+    applied.offload_all()
+    log.records.append(record)
+    log.add(
+        "re-warm",
+        "done" if record.ok else "failed",
+        f"at {_shape(warmup)}"
+        + (f": {record.error.type}: {record.error.message}" if record.error else ""),
+    )
+
+
+def enter_serving(log: Log, session: Session) -> object:
+    """The warmup -> serving transition (pool and staging caches released, peak reset)."""
+    monitor = session.recorder.end_warmup()
+    report = monitor.report
+    log.add(
+        "serving",
+        "done",
+        f"warmup memory released: {show_bytes(report.allocated_before)} -> "
+        f"{show_bytes(report.allocated_after)} allocated",
+        allocated_before=report.allocated_before,
+        allocated_after=report.allocated_after,
+        caches_released=report.caches_released,
+    )
+    return monitor
+
+
+def _shape(params: Params) -> str:
+    from calibration.plan.inputs import target_name
+
+    return target_name(params)

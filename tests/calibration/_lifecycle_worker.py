@@ -1,0 +1,45 @@
+"""One rank of the two-process lifecycle test (its own module: spawned children import it)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+#: Per scenario, each rank's injected faults: (stage, kind, extra bytes, times).
+SCENARIOS = {
+    "oom on rank 1": [[], [("DenoisingStage", "out-of-memory", 0, 1)]],
+    "peak on rank 0": [[("DenoisingStage", "peak", 1000, None)], []],
+}
+
+
+def worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    """Run the lifecycle once per scenario with this rank's faults; write what each ended on."""
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=120),
+    )
+    try:
+        from calibration.lifecycle.faults import Fault
+        from runtime.measure.distributed import TorchDistributedAgreement
+        from tests.calibration.lifecycle_setup import lifecycle
+
+        results = {}
+        for name, faults in SCENARIOS.items():
+            mine = [Fault(stage, kind, extra, times) for stage, kind, extra, times in faults[rank]]
+            outcome, _ = lifecycle(mine, agreement=TorchDistributedAgreement())
+            results[name] = {
+                "placement": dict(outcome.report.placement),
+                "validations": [s.outcome for s in outcome.report.step("validate")],
+                "status": outcome.report.status,
+            }
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
+    finally:
+        dist.destroy_process_group()
