@@ -75,6 +75,7 @@ def test_validate_needs_a_pipeline_to_run(tmp_path):
     path = tmp_path / "cal.json"
     path.write_text("{}")
     result = CliRunner().invoke(
-        plan, ["--calibration", str(path), "--device-memory", "1MiB", "--validate"]
+        plan,
+        ["--calibration", str(path), "--device-memory", "1MiB", "--reserve", "0", "--validate"],
     )
     assert result.exit_code == 2 and "--validate runs the pipeline" in result.output
