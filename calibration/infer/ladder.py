@@ -19,11 +19,12 @@ from runtime import Pipeline
 #: The most sizes one ladder holds (both parts together).
 MAX_SIZES = 48
 #: How far above the base the steps param climbs (a scheduler's history saturates within 4).
-STEPS_UP = 5
+STEPS_UP = 4
 #: How many values a frame-like param takes from its smallest up to the base.
 FRAME_LEVELS = 7
-#: A param without a modulus contract moves by this much a level (pixels: one latent).
-DEFAULT_STRIDE = 8
+#: The least a param other than a frame-like one moves a level: pixels by 32 keep the latents a
+#: multiple of a UNet's downsampling (at 8-pixel strides, a 3-level UNet's activations round).
+MIN_STRIDE = 32
 
 
 @frozen
@@ -36,8 +37,12 @@ class Size:
 
 
 def stride(pipeline: Pipeline, param: str) -> int:
+    """A level of ``param``: its contract's modulus for a frame-like one, else at least 32."""
     modulus = contract_modulus(pipeline.params[param].contracts, param)
-    return modulus[0] if modulus is not None else DEFAULT_STRIDE
+    if modulus is not None and modulus[1] == 1:
+        return modulus[0]
+    k = modulus[0] if modulus is not None else 1
+    return k * -(-MIN_STRIDE // k)
 
 
 def int_params(pipeline: Pipeline) -> list[str]:
