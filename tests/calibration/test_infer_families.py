@@ -108,8 +108,8 @@ def test_iteration_formulas_equal_the_hand_written_ones_on_a_grid(family, tmp_pa
     _, draft = _drafted(family, tmp_path)
     assert list(draft.stages) == list(hand.stages)
     assert draft.stepped_stages == hand.stepped_stages
-    assert {s: [u.text for u in us] for s, us in draft.uses.items()} == {
-        s: [u.text for u in us] for s, us in hand.uses.items()
+    assert {s: [(u.component, u.method) for u in us] for s, us in draft.uses.items()} == {
+        s: [(u.component, u.method) for u in us] for s, us in hand.uses.items()
     }
     checked = 0
     for point in _grid(hand):
