@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from calibration.infer.layout import StagePlan
 from calibration.infer.search import (
@@ -55,7 +55,8 @@ class StageProposal:
     memory: TermFit
     memory_samples: tuple[Sample, ...]
     memory_moved_by: tuple[str, ...]
-    regime: Regime | None
+    regimes: tuple[Regime, ...]
+    approximate: bool
     time: TermFit
     time_samples: tuple[Sample, ...]
 
@@ -104,13 +105,61 @@ def feature_table(
     return {p: features(p, contracts[p], steps=p == steps) for p in params}
 
 
-def _regimes(samples: Sequence[Sample], params: Sequence[str]) -> list[tuple[str, int]]:
-    """`probe P >= N` candidates: drop the one or two smallest values of one param."""
-    out = []
-    for p in params:
-        values = sorted({int(s.point[p]) for s in samples})
-        out.extend((p, v) for v in values[1:3])
-    return out
+#: How far an approximate memory fit may miss a size, relative, when no set of the grammar is
+#: exact (a tiny model's attention kernels round in ways no low-degree monomial follows).
+APPROXIMATE = 0.02
+#: The fewest distinct values a param keeps under a probe minimum (the fit must still be tested).
+KEEP_VALUES = 3
+#: Term sets one regime's search may try (fewer than a whole search: many regimes are tried).
+REGIME_SETS = 12_000
+
+
+def _minimums(samples: Sequence[Sample], param: str, base: Point) -> list[int]:
+    """Minimums that leave out values under the base's only (the ladder is built around it)."""
+    values = sorted({int(s.point[param]) for s in samples})
+    return [v for v in values[1 : max(1, len(values) - KEEP_VALUES + 1)] if v <= int(base[param])]
+
+
+def _regimes(
+    samples: Sequence[Sample], params: Sequence[str], base: Point
+) -> list[tuple[tuple[str, int], ...]]:
+    """`probe P >= N` candidates, smallest first: one param's smallest values left out, then two
+    params' together; never above the base."""
+    singles = [(p, n) for p in params for n in _minimums(samples, p, base)]
+    pairs = [(a, b) for i, a in enumerate(singles) for b in singles[i + 1 :] if a[0] != b[0]]
+    return [(one,) for one in singles] + pairs
+
+
+def tiers(table: Mapping[str, Sequence[Feature]], moving: Sequence[str]) -> list[list[Monomial]]:
+    """The plain monomials (params and latent counts), then all of them (clamps too)."""
+    plain = monomials({p: [f for f in table[p] if f.rank < 2] for p in moving})
+    full = monomials({p: table[p] for p in moving})
+    return [plain, full] if len(full) > len(plain) else [plain]
+
+
+def _with_regimes(
+    candidates: Sequence[Sequence[Monomial]],
+    samples: Sequence[Sample],
+    moving: Sequence[str],
+    base: Point,
+) -> tuple[TermFit, tuple[Regime, ...]]:
+    fit = fit_terms(candidates, samples)
+    if fit.terms is not None and not fit.terms:
+        return fit, ()
+    # Fewer terms once the smallest sizes of a param are left out: a regime, `probe P >= N`.
+    fewer = MAX_TERMS if fit.terms is None else len(fit.terms) - 1
+    for regime in _regimes(samples, moving, base):
+        kept = [s for s in samples if all(int(s.point[p]) >= n for p, n in regime)]
+        if len(kept) < max(8, len(samples) // 3):
+            continue
+        trial = fit_terms(candidates, kept, fewer, REGIME_SETS)
+        if trial.terms is not None:
+            found = tuple(
+                Regime(p, n, tuple(s.point for s in samples if int(s.point[p]) < n))
+                for p, n in regime
+            )
+            return trial, found
+    return fit, ()
 
 
 def fit_memory(
@@ -118,30 +167,23 @@ def fit_memory(
     base: Point,
     params: Sequence[str],
     table: Mapping[str, Sequence[Feature]],
-) -> tuple[TermFit, tuple[str, ...], Regime | None]:
-    """The smallest exact memory terms, with a probe minimum when the smallest sizes are off."""
+) -> tuple[TermFit, tuple[str, ...], tuple[Regime, ...], bool]:
+    """The smallest exact memory terms, with probe minimums when the smallest sizes are off; when
+    no set is exact, the smallest plain one within ``APPROXIMATE`` of every size (flagged)."""
     moving = moved_by(samples, base, params, MEMORY_SLACK)
-    candidates: list[Monomial] = monomials({p: table[p] for p in moving})
-    fit = fit_terms(candidates, samples)
-    if fit.terms is not None and not fit.terms:
-        return fit, tuple(moving), None
-    # Fewer terms once the smallest sizes of one param are left out: a regime, `probe P >= N`.
-    fewer = MAX_TERMS if fit.terms is None else len(fit.terms) - 1
-    for p, n in _regimes(samples, moving):
-        kept = [s for s in samples if int(s.point[p]) >= n]
-        if len(kept) < len(samples) // 2:
-            continue
-        trial = fit_terms(candidates, kept, fewer)
-        if trial.terms is not None:
-            dropped = tuple(s.point for s in samples if int(s.point[p]) < n)
-            return trial, tuple(moving), Regime(p, n, dropped)
-    return fit, tuple(moving), None
+    candidates = tiers(table, moving)
+    fit, regimes = _with_regimes(candidates, samples, moving, base)
+    if fit.terms is not None:
+        return fit, tuple(moving), regimes, False
+    loose = [evolve(s, tolerance=max(s.tolerance, APPROXIMATE * abs(s.value))) for s in samples]
+    approx, regimes = _with_regimes(candidates[:1], loose, moving, base)
+    if approx.terms is None:
+        return fit, tuple(moving), (), False
+    return approx, tuple(moving), regimes, True
 
 
-def fit_time(
-    samples: Sequence[Sample], candidates: Sequence[Monomial]
-) -> TermFit:
-    return fit_terms(candidates, samples)
+def fit_time(samples: Sequence[Sample], candidates: Sequence[Sequence[Monomial]]) -> TermFit:
+    return fit_terms(candidates, samples, 2)
 
 
 def propose(
@@ -171,16 +213,15 @@ def propose(
             for m in ok
             if (v := _memory(m.record, plan.name)) is not None
         ]
-        memory, moving, regime = fit_memory(mem, base, ints, table)
+        memory, moving, regimes, approximate = fit_memory(mem, base, ints, table)
         spread = _spread(base_repeats, plan)
         times = [
             Sample(dict(m.record.params), v, m.held_out, _time_tolerance(v, spread))
             for m in ok
             if (v := _seconds(m.record, plan.name, _count(m.record, plan) or 1)) is not None
         ]
-        if regime is not None:
-            times = [t for t in times if int(t.point[regime.param]) >= regime.minimum]
-        time = fit_time(times, monomials({p: table[p][:1] for p in moving}))
+        times = [t for t in times if all(int(t.point[r.param]) >= r.minimum for r in regimes)]
+        time = fit_time(times, [monomials({p: table[p][:1] for p in moving})])
         out.append(
             StageProposal(
                 plan,
@@ -189,7 +230,8 @@ def propose(
                 memory,
                 tuple(mem),
                 moving,
-                regime,
+                regimes,
+                approximate,
                 time,
                 tuple(times),
             )

@@ -50,7 +50,9 @@ def stage_body(p: StageProposal) -> list[str]:
     if p.memory.terms is None:
         lines.append("# memory: no term set of the grammar explains every size exactly")
     elif p.memory.terms:
-        lines.append(_fit_comment("memory", p.memory, len(p.memory_samples), "B"))
+        kept = len(p.memory_samples) - len({tuple(x.items()) for r in p.regimes for x in r.dropped})
+        what = "memory (APPROXIMATE: no exact set; within 2 % of every size)" if p.approximate else "memory"
+        lines.append(_fit_comment(what, p.memory, kept, "B"))
         lines.append(f"memory ~ {_terms_text(p.memory.terms)}")
     else:
         lines.append(f"# memory: constant over {len(p.memory_samples)} sizes (the default ~ 1)")
@@ -85,11 +87,9 @@ def _lets(proposals: Sequence[StageProposal]) -> list[str]:
 def _minimums(proposals: Sequence[StageProposal]) -> list[str]:
     best: dict[str, tuple[int, str]] = {}
     for p in proposals:
-        r = p.regime
-        if r is None:
-            continue
-        if r.param not in best or r.minimum > best[r.param][0]:
-            best[r.param] = (r.minimum, f"{p.plan.name} off the fit at {_points(r.dropped, 2)}")
+        for r in p.regimes:
+            if r.param not in best or r.minimum > best[r.param][0]:
+                best[r.param] = (r.minimum, f"{p.plan.name} off the fit at {_points(r.dropped, 2)}")
     return [f"    probe {k} >= {n}  # {why}" for k, (n, why) in best.items()]
 
 

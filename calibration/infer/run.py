@@ -151,13 +151,14 @@ def _stage(p: StageProposal) -> dict[str, Any]:
             "constant": p.memory.constant,
             "slopes": list(p.memory.slopes),
             "largest_residual": p.memory.residual,
+            "approximate": p.approximate,
             "sets_tried": p.memory.tried,
             "rejected": list(p.memory.rejected),
             "moved_by": list(p.memory_moved_by),
-            "probe_minimum": None
-            if p.regime is None
-            else {"param": p.regime.param, "minimum": p.regime.minimum,
-                  "off_the_fit": [dict(x) for x in p.regime.dropped]},
+            "probe_minimums": [
+                {"param": r.param, "minimum": r.minimum, "off_the_fit": [dict(x) for x in r.dropped]}
+                for r in p.regimes
+            ],
         },
         "time": {
             "terms": terms(p.time),

@@ -89,52 +89,64 @@ class TermFit:
 
 
 def fit_terms(
-    candidates: Sequence[Monomial], samples: Sequence[Sample], most: int = MAX_TERMS
+    tiers: Sequence[Sequence[Monomial]],
+    samples: Sequence[Sample],
+    most: int = MAX_TERMS,
+    limit: int = MAX_SETS,
 ) -> TermFit:
-    """The smallest set of ``candidates`` whose constant + non-negative combination reproduces
-    every size within its tolerance (least squares on the fitted sizes, which must determine
-    every slope), fitted without the held-out sizes and checked on them."""
+    """The smallest set of monomials whose constant + non-negative combination reproduces every
+    size within its tolerance (least squares on the fitted sizes, which must determine every
+    slope), fitted without the held-out sizes and checked on them.
+
+    ``tiers`` are nested candidate lists, plainest first: every set of the first tier, fewest
+    terms first, then the new sets of the next (a clamp only where no plain set fits). At most
+    ``limit`` sets are tried.
+    """
     if not samples:
         return TermFit(None, 0.0, (), 0.0, 0, ("no size measured",))
-    fit = [s for s in samples if not s.held_out]
-    y = np.array([s.value for s in fit], dtype=float)
-    all_y = np.array([s.value for s in samples], dtype=float)
-    tol = np.array([s.tolerance for s in samples], dtype=float)
-    table = {m.text: np.array([float(m.at(s.point)) for s in samples]) for m in candidates}
     held = np.array([s.held_out for s in samples])
+    y = np.array([s.value for s in samples], dtype=float)
+    tol = np.array([s.tolerance for s in samples], dtype=float)
+    everything = list(dict.fromkeys(m for tier in tiers for m in tier))
+    table = {m: np.array([float(m.at(s.point)) for s in samples]) for m in everything}
+    ones = np.ones(len(samples))
+    scale = max(1.0, float(np.abs(y).max()))
     rejected: list[str] = []
     tried = 0
-    for size in range(most + 1):
-        for chosen in combinations(candidates, size):
-            tried += 1
-            if tried > MAX_SETS:
-                return TermFit(None, 0.0, (), 0.0, tried - 1, tuple(rejected))
-            columns = [np.ones(len(samples))] + [table[m.text] for m in chosen]
-            full = np.stack(columns, axis=1)
-            design = full[~held]
-            if np.linalg.matrix_rank(design) < design.shape[1]:
-                continue  # not determined by the fitted sizes: a smaller set says the same
-            coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-            if any(c < -1e-9 * max(1.0, abs(float(y.max()))) for c in coef[1:]):
+    seen: set[tuple[Monomial, ...]] = set()
+    for tier in tiers:
+        for size in range(most + 1):
+            for chosen in combinations(tier, size):
+                if chosen in seen:
+                    continue
+                seen.add(chosen)
+                tried += 1
+                if tried > limit:
+                    return TermFit(None, 0.0, (), 0.0, tried - 1, tuple(rejected))
+                full = np.stack([ones, *(table[m] for m in chosen)], axis=1)
+                coef, _, rank, _ = np.linalg.lstsq(full[~held], y[~held], rcond=None)
+                if rank < full.shape[1]:
+                    continue  # not determined by the fitted sizes: a smaller set says the same
+                if any(c < -1e-9 * scale for c in coef[1:]):
+                    if len(rejected) < 4:
+                        rejected.append(_set_text(chosen) + " (a negative slope)")
+                    continue
+                residual = np.abs(full @ coef - y)
+                if np.all(residual <= tol):
+                    return TermFit(
+                        tuple(chosen),
+                        float(coef[0]),
+                        tuple(float(c) for c in coef[1:]),
+                        float(residual.max()),
+                        tried,
+                        tuple(rejected),
+                    )
                 if len(rejected) < 4:
-                    rejected.append(_set_text(chosen) + " (a negative slope)")
-                continue
-            residual = np.abs(full @ coef - all_y)
-            if np.all(residual <= tol):
-                return TermFit(
-                    tuple(chosen),
-                    float(coef[0]),
-                    tuple(float(c) for c in coef[1:]),
-                    float(residual.max()),
-                    tried,
-                    tuple(rejected),
-                )
-            if len(rejected) < 4:
-                worst = int(np.argmax(residual - tol))
-                rejected.append(
-                    f"{_set_text(chosen)} (off by {residual[worst]:.0f} at "
-                    f"{_show(samples[worst].point)})"
-                )
+                    worst = int(np.argmax(residual - tol))
+                    rejected.append(
+                        f"{_set_text(chosen)} (off by {residual[worst]:.3g} at "
+                        f"{_show(samples[worst].point)})"
+                    )
     return TermFit(None, 0.0, (), 0.0, tried, tuple(rejected))
 
 

@@ -34,7 +34,7 @@ class Feature:
     param: str
     text: str
     fn: Callable[[int], int]
-    rank: int  # 0 the param itself; higher: less simple
+    rank: int  # 0 the plainest (the param, or the latent count its contract suggests)
     let: str | None = None  # the let a draft declares for it (None: written inline)
     let_text: str | None = None
 
@@ -93,10 +93,11 @@ def features(
     out = [Feature(param, param, lambda v: v, 0)]
     modulus = contract_modulus(contracts, param)
     if modulus is not None and modulus[1] == 1 and modulus[0] > 1:
+        # what a `P % k == 1` contract suggests comes first: a VAE's latent count
         k = modulus[0]
         name = latent_name or f"latent_{param}"
         text = f"({param} - 1) // {k} + 1"
-        out.append(Feature(param, text, _latent(k), 1, name, text))
+        out = [Feature(param, text, _latent(k), 0, name, text), Feature(param, param, lambda v: v, 1)]
     if steps:
         for o, lo, hi in product(CLAMP_OFFSETS, CLAMP_LOWS, CLAMP_HIGHS):
             if lo >= hi:

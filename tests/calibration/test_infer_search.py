@@ -73,8 +73,8 @@ def test_latent_frames_is_found_where_frames_would_need_two_terms():
         return 1000 + 5 * latent * p["height"] * p["width"]
 
     samples = [Sample(p, float(value(p))) for p in grid]
-    fit, moving, regime = fit_memory(samples, base, PARAMS, table)
-    assert regime is None
+    fit, moving, regimes, approximate = fit_memory(samples, base, PARAMS, table)
+    assert regimes == () and not approximate
     assert set(moving) == {"frames", "height", "width"}
     assert [m.text for m in fit.terms] == ["latent_frames * height * width"]
     assert fit.terms[0].features[0].let_text == "(frames - 1) // 4 + 1"
@@ -89,7 +89,7 @@ def test_a_history_term_saturating_in_steps_is_found():
         return 7 * pixels + 2 * max(min(p["steps"] - 1, 4), 2) * pixels
 
     samples = [Sample(p, float(value(p))) for p in grid]
-    fit, moving, _ = fit_memory(samples, base, PARAMS, _table())
+    fit, moving, _, approximate = fit_memory(samples, base, PARAMS, _table())
     assert "steps" in moving
     texts = [m.text for m in fit.terms]
     assert texts[0] == "height * width" and len(texts) == 2
@@ -111,9 +111,9 @@ def test_the_smallest_sizes_off_the_fit_become_a_probe_minimum():
         return 9 * latent * pixels - bump
 
     samples = [Sample(p, float(value(p))) for p in grid]
-    fit, _, regime = fit_memory(samples, base, PARAMS, _table())
-    assert regime is not None and (regime.param, regime.minimum) == ("frames", 9)
-    assert all(p["frames"] < 9 for p in regime.dropped)
+    fit, _, regimes, approximate = fit_memory(samples, base, PARAMS, _table())
+    assert [(r.param, r.minimum) for r in regimes] == [("frames", 9)]
+    assert all(p["frames"] < 9 for p in regimes[0].dropped)
     assert [m.text for m in fit.terms] == ["latent_frames * height * width"]
 
 
@@ -131,7 +131,7 @@ def test_any_combination_of_plain_monomials_is_reproduced_by_no_more_terms(picks
         Sample(p, float(constant + sum(s * m.at(p) for s, m in zip(slopes, chosen))))
         for p in grid
     ]
-    fit = fit_terms(plain, samples)
+    fit = fit_terms([plain], samples)
     assert fit.terms is not None and len(fit.terms) <= len(chosen)
     assert fit.residual < 1e-6
     assert all(s >= -1e-9 for s in fit.slopes)
@@ -144,7 +144,7 @@ def test_the_search_stops_at_its_limit_of_sets():
     everything = monomials(table)
     # no combination of three terms gives a random-looking value: the search gives up, bounded
     samples = [Sample(p, float((i * 7919) % 104729)) for i, p in enumerate(grid)]
-    fit = fit_terms(everything, samples)
+    fit = fit_terms([everything], samples)
     assert fit.terms is None
     assert fit.tried <= MAX_SETS
 
