@@ -6,7 +6,6 @@ when it runs. The work lives in ``calibration.infer``.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -16,20 +15,18 @@ from calibration.cli.options import shape_option
 from calibration.examples import EXAMPLES
 from dslc.cli_support import Failure, ui
 
-EPILOG = "\n".join(
-    [
-        "\b",
-        "Examples:",
-        "  dslc infer --example flux --params skeleton.wf -o draft.wf",
-        "  dslc infer --pipeline tests/calibration/custom_pipeline.py:build \\",
-        "      --params tests/calibration/data/skeletons/custom_sd.wf \\",
-        "      --base steps=2,height=32,width=32 -o draft.wf --json > report.json",
-        "",
-        "\b",
-        "Limits: at most 48 sizes in the ladder plus the steps ladder one level up; monomials",
-        "of up to 3 params; up to 3 terms a stage; at most 60,000 term sets a search.",
-    ]
-)
+EPILOG = """\b
+Examples:
+  dslc infer --example flux --params skeleton.wf -o draft.wf
+  dslc infer --pipeline tests/calibration/custom_pipeline.py:build \\
+      --params tests/calibration/data/skeletons/custom_sd.wf \\
+      --base steps=2,height=32,width=32 -o draft.wf --json > report.json
+
+\b
+Limits: at most 48 sizes in the ladder, plus the steps ladder again one level up
+when memory moves with steps; monomials of up to 3 params; up to 3 terms a stage;
+at most 60,000 term sets a search (12,000 a probe minimum tried).
+"""
 
 
 @click.command(
@@ -111,7 +108,9 @@ def infer(
             chosen = EXAMPLES[example or ""]
             build, call_kwargs, start = chosen.build, chosen.call_kwargs, chosen.warmup
             label = f"--example {chosen.name}"
-        header = f"# Drafted by `dslc infer` from {label} and {skeleton.name}: review each proposal.\n"
+        header = (
+            f"# Drafted by `dslc infer` from {label} and {skeleton.name}: review each proposal.\n"
+        )
         with progress_bar(enabled=sys.stderr.isatty()) as tick:
             result = run_infer(
                 build,  # type: ignore[arg-type]

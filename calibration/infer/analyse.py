@@ -81,7 +81,9 @@ def _seconds(record: WarmupRecord, stage: str, iterations: int) -> float | None:
     return sum(spans) / max(iterations, 1) if spans else None
 
 
-def moved_by(samples: Sequence[Sample], base: Point, params: Sequence[str], slack: float) -> list[str]:
+def moved_by(
+    samples: Sequence[Sample], base: Point, params: Sequence[str], slack: float
+) -> list[str]:
     """The params whose one-at-a-time sizes measure otherwise than the base."""
     at_base = [s.value for s in samples if dict(s.point) == dict(base)]
     if not at_base:
@@ -126,8 +128,9 @@ def _regimes(
     """`probe P >= N` candidates, smallest first: one param's smallest values left out, then two
     params' together; never above the base."""
     singles = [(p, n) for p in params for n in _minimums(samples, p, base)]
-    pairs = [(a, b) for i, a in enumerate(singles) for b in singles[i + 1 :] if a[0] != b[0]]
-    return [(one,) for one in singles] + pairs
+    out: list[tuple[tuple[str, int], ...]] = [(one,) for one in singles]
+    out += [(a, b) for i, a in enumerate(singles) for b in singles[i + 1 :] if a[0] != b[0]]
+    return out
 
 
 def tiers(table: Mapping[str, Sequence[Feature]], moving: Sequence[str]) -> list[list[Monomial]]:
@@ -242,7 +245,9 @@ def propose(
 def _spread(records: Sequence[WarmupRecord], plan: StagePlan) -> float:
     """The base's relative run-to-run spread of the stage's time (0 under two runs)."""
     values = [
-        v for r in records if r.ok and (v := _seconds(r, plan.name, _count(r, plan) or 1)) is not None
+        v
+        for r in records
+        if r.ok and (v := _seconds(r, plan.name, _count(r, plan) or 1)) is not None
     ]
     if len(values) < 2:
         return 0.0

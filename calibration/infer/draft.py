@@ -51,7 +51,11 @@ def stage_body(p: StageProposal) -> list[str]:
         lines.append("# memory: no term set of the grammar explains every size exactly")
     elif p.memory.terms:
         kept = len(p.memory_samples) - len({tuple(x.items()) for r in p.regimes for x in r.dropped})
-        what = "memory (APPROXIMATE: no exact set; within 2 % of every size)" if p.approximate else "memory"
+        what = (
+            "memory (APPROXIMATE: no exact set; within 2 % of every size)"
+            if p.approximate
+            else "memory"
+        )
         lines.append(_fit_comment(what, p.memory, kept, "B"))
         lines.append(f"memory ~ {_terms_text(p.memory.terms)}")
     else:
@@ -60,7 +64,9 @@ def stage_body(p: StageProposal) -> list[str]:
         lines.append(_fit_comment("time per iteration", p.time, len(p.time_samples), "s"))
         lines.append(f"time ~ {_terms_text(p.time.terms)}")
     elif p.time.terms is not None:
-        lines.append(f"# time per iteration: constant within the spread at {len(p.time_samples)} sizes")
+        lines.append(
+            f"# time per iteration: constant within the spread at {len(p.time_samples)} sizes"
+        )
     elif p.memory.terms:
         lines.append("# time: no fit within the spread; the memory terms, to review")
         lines.append(f"time ~ {_terms_text(p.memory.terms)}")

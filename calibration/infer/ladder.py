@@ -14,7 +14,7 @@ from itertools import product
 from attrs import frozen
 
 from calibration.infer.terms import Point, contract_modulus
-from runtime import Pipeline
+from runtime import FormulaError, Pipeline
 
 #: The most sizes one ladder holds (both parts together).
 MAX_SIZES = 48
@@ -55,7 +55,7 @@ def steps_param(pipeline: Pipeline) -> str | None:
         try:
             args = pipeline.call_arguments(**{**pipeline.default_workload, name: 1})
             again = pipeline.call_arguments(**{**pipeline.default_workload, name: 2})
-        except Exception:  # noqa: BLE001 - an inadmissible probe of the call: not this param
+        except FormulaError:  # an inadmissible point: not this param
             continue
         if args.get("num_inference_steps") == 1 and again.get("num_inference_steps") == 2:
             return name
@@ -67,8 +67,13 @@ def _frame_like(pipeline: Pipeline, param: str) -> bool:
     return modulus is not None and modulus[1] == 1
 
 
-def _add(out: list[Size], pipeline: Pipeline, point: dict[str, int | bool], why: str,
-         held_out: bool = False) -> None:
+def _add(
+    out: list[Size],
+    pipeline: Pipeline,
+    point: dict[str, int | bool],
+    why: str,
+    held_out: bool = False,
+) -> None:
     if len(out) >= MAX_SIZES or not pipeline.is_admissible(**point):
         return
     if any(dict(s.point) == point for s in out):
@@ -98,13 +103,21 @@ def plan(pipeline: Pipeline, base: Point) -> list[Size]:
         for v in values:
             _add(out, pipeline, {**base, p: v}, f"{p} alone")
     for levels in product((0, 1), repeat=len(axes)):
-        point = {**base, **{p: int(base[p]) + j * stride(pipeline, p) for p, j in zip(axes, levels)}}
+        point = {
+            **base,
+            **{p: int(base[p]) + j * stride(pipeline, p) for p, j in zip(axes, levels)},
+        }
         _add(out, pipeline, point, "jointly (" + ", ".join(axes) + ")")
     up2 = {p: int(base[p]) + 2 * stride(pipeline, p) for p in axes}
     _add(out, pipeline, {**base, **up2}, "held out: every param two levels up", True)
     if steps is not None:
-        _add(out, pipeline, {**base, **up2, steps: int(base[steps]) + 2},
-             f"held out: {steps} with every param up", True)
+        _add(
+            out,
+            pipeline,
+            {**base, **up2, steps: int(base[steps]) + 2},
+            f"held out: {steps} with every param up",
+            True,
+        )
     return out
 
 
@@ -120,4 +133,4 @@ def steps_across(pipeline: Pipeline, base: Point, measured: Sequence[Size]) -> l
     low = pipeline.params[steps].min or 1
     for v in range(low, int(base[steps]) + STEPS_UP + 1):
         _add(out, pipeline, {**up, steps: v}, f"{steps} one level up")
-    return out[len(measured):]
+    return out[len(measured) :]

@@ -12,7 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from attrs import frozen
 
 from calibration.errors import CalibrationError
-from calibration.infer.layout import StagePlan, Use, discovery_stages, layout, probe_uses, stage_text
+from calibration.infer.layout import (
+    StagePlan,
+    Use,
+    discovery_stages,
+    layout,
+    probe_uses,
+    stage_text,
+)
 from calibration.infer.terms import Point
 from calibration.session import Session
 from runtime import Pipeline
@@ -48,15 +55,6 @@ class Discovered:
     records: tuple[WarmupRecord, ...]
 
 
-def _session(
-    factory: Factory, formulas: Pipeline, seed: int, call_kwargs: object
-) -> Session:
-    from runtime.measure.diffusers_hooks import pipeline_modules  # noqa: F401 - torch present
-
-    pipe = factory(seed)
-    return Session(pipe, formulas, "cpu", seed=seed, call_kwargs=call_kwargs)  # type: ignore[arg-type]
-
-
 def discover(
     factory: Factory,
     skeleton: str,
@@ -87,8 +85,11 @@ def discover(
             )
     plans = layout(uses, first, more)
     by_stage = {u.probe_stage: u.text for u in uses}
-    ran = tuple(dict.fromkeys(by_stage[p.stage] for p in first.phases
-                              if p.kind == "component" and p.stage in by_stage))
+    ran = tuple(
+        dict.fromkeys(
+            by_stage[p.stage] for p in first.phases if p.kind == "component" and p.stage in by_stage
+        )
+    )
     return Discovered(tuple(plans), ran, (first, more))
 
 

@@ -40,9 +40,7 @@ def _name(skeleton: str) -> str:
     except NotCompiled as exc:
         raise CalibrationError(str(exc)) from None
     if len(book) != 1:
-        raise CalibrationError(
-            f"the skeleton must hold exactly one pipeline; it has {len(book)}"
-        )
+        raise CalibrationError(f"the skeleton must hold exactly one pipeline; it has {len(book)}")
     (name,) = book
     if book[name].stages:
         raise CalibrationError(
@@ -87,8 +85,9 @@ def infer(
         )
         runner.warm(point)
         measured = [Measured(runner.measure(s.point, s.why), s.held_out) for s in sizes]
-        repeats = [runner.measure(point, "base again, for time's spread")
-                   for _ in range(BASE_REPEATS - 1)]
+        repeats = [
+            runner.measure(point, "base again, for time's spread") for _ in range(BASE_REPEATS - 1)
+        ]
         base_records = [measured[0].record, *repeats]
         ints = int_params(sk)
         contracts = {p: sk.params[p].contracts for p in ints}
@@ -100,9 +99,7 @@ def infer(
             sizes = [*sizes, *more]
         proposals = propose(found.stages, measured, point, ints, contracts, steps, base_records)
     draft = draft_text(skeleton, proposals, header)
-    return Inference(
-        name, point, found.ran, tuple(sizes), tuple(measured), tuple(proposals), draft
-    )
+    return Inference(name, point, found.ran, tuple(sizes), tuple(measured), tuple(proposals), draft)
 
 
 def report(inference: Inference) -> dict[str, Any]:
@@ -156,7 +153,11 @@ def _stage(p: StageProposal) -> dict[str, Any]:
             "rejected": list(p.memory.rejected),
             "moved_by": list(p.memory_moved_by),
             "probe_minimums": [
-                {"param": r.param, "minimum": r.minimum, "off_the_fit": [dict(x) for x in r.dropped]}
+                {
+                    "param": r.param,
+                    "minimum": r.minimum,
+                    "off_the_fit": [dict(x) for x in r.dropped],
+                }
                 for r in p.regimes
             ],
         },

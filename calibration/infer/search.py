@@ -58,14 +58,16 @@ def fit_iterations(
     if len(values) == 1:
         (only,) = values
         return IterationFit(str(only), (Tried(str(only), "chosen"),))
-    tried.append(Tried("constant", f"rejected: counts {sorted(values)} differ"))
+    tried.append(Tried("constant", "rejected: the counts differ"))
     for form in forms:
-        miss = next(
-            ((p, c) for p, c, held in counts if not held and form.fn(p) != c), None
-        )
+        miss = next(((p, c) for p, c, held in counts if not held and form.fn(p) != c), None)
         if miss is not None:
-            tried.append(Tried(form.text, f"rejected: gives {form.fn(miss[0])} for {miss[1]} "
-                                          f"at {_show(miss[0])}"))
+            tried.append(
+                Tried(
+                    form.text,
+                    f"rejected: gives {form.fn(miss[0])} for {miss[1]} at {_show(miss[0])}",
+                )
+            )
             continue
         held = next(((p, c) for p, c, h in counts if h and form.fn(p) != c), None)
         if held is not None:

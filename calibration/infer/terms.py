@@ -97,7 +97,10 @@ def features(
         k = modulus[0]
         name = latent_name or f"latent_{param}"
         text = f"({param} - 1) // {k} + 1"
-        out = [Feature(param, text, _latent(k), 0, name, text), Feature(param, param, lambda v: v, 1)]
+        out = [
+            Feature(param, text, _latent(k), 0, name, text),
+            Feature(param, param, lambda v: v, 1),
+        ]
     if steps:
         for o, lo, hi in product(CLAMP_OFFSETS, CLAMP_LOWS, CLAMP_HIGHS):
             if lo >= hi:
@@ -137,19 +140,21 @@ def iteration_forms(ints: Sequence[str], let_features: Sequence[Feature]) -> lis
         for o in (-1, 1, -2, 2):
             forms.append(IterationForm(f"{p} {'+' if o > 0 else '-'} {abs(o)}", _param(p, o)))
     for f in let_features:
-        forms.append(IterationForm(f.let or f.text, lambda point, f=f: f.at(point)))
+        forms.append(IterationForm(f.let or f.text, f.at))
     for p in ints:
         for o in (1, -1):
             sign = "+" if o > 0 else "-"
-            forms.append(
-                IterationForm(f"if {p} > 1 then {p} {sign} 1 else 1", _repeating(p, o))
-            )
-        forms.append(IterationForm(f"2 * {p}", lambda point, p=p: 2 * int(point[p])))
+            forms.append(IterationForm(f"if {p} > 1 then {p} {sign} 1 else 1", _repeating(p, o)))
+        forms.append(IterationForm(f"2 * {p}", _twice(p)))
     return forms
 
 
 def _param(p: str, o: int) -> Callable[[Point], int]:
     return lambda point: int(point[p]) + o
+
+
+def _twice(p: str) -> Callable[[Point], int]:
+    return lambda point: 2 * int(point[p])
 
 
 def _repeating(p: str, o: int) -> Callable[[Point], int]:

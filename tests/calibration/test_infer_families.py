@@ -27,14 +27,18 @@ from click.testing import CliRunner
 
 pytest.importorskip("diffusers")
 
-from calibration.examples import EXAMPLES  # noqa: E402
-from calibration.infer import infer  # noqa: E402
-from calibration.run import calibrate_pipeline, load_pipeline  # noqa: E402
+from calibration.examples import EXAMPLES
+from calibration.infer import infer
+from calibration.run import calibrate_pipeline, load_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 SKELETONS = ROOT / "tests/calibration/data/skeletons"
 SD_BASE = {"steps": 2, "height": 32, "width": 32}
-SD_SHAPES = (SD_BASE, {"steps": 2, "height": 32, "width": 32}, {"steps": 8, "height": 64, "width": 64})
+SD_SHAPES = (
+    SD_BASE,
+    {"steps": 2, "height": 32, "width": 32},
+    {"steps": 8, "height": 64, "width": 64},
+)
 
 #: family -> (skeleton, hand-written file, pipeline).
 FAMILIES = {
@@ -142,7 +146,7 @@ def _peaks_hold(cal) -> list[str]:
 def test_calibrate_verify_with_the_draft_meets_the_memory_goals(family, tmp_path):
     factory, call_kwargs, _, shapes = _source(family)
     _, draft = _drafted(family, tmp_path)
-    warmup, probe, target = shapes
+    _warmup, _probe, _target = shapes
     cal = calibrate_pipeline(
         factory,
         draft,
@@ -176,7 +180,9 @@ def test_the_sd15_draft_has_the_extra_unet_call_and_the_history_term(tmp_path):
         return max(min(steps - 1, 4), 2)
 
     # the same history as the hand-written term, up to a constant the other term absorbs
-    assert [history(s) - history(2) for s in range(2, 12)] == [held(s) - held(2) for s in range(2, 12)]
+    assert [history(s) - history(2) for s in range(2, 12)] == [
+        held(s) - held(2) for s in range(2, 12)
+    ]
 
 
 @pytest.mark.slow
@@ -225,7 +231,8 @@ def test_a_skeleton_with_stages_or_a_bad_base_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(command, ["--example", "flux", "--params", str(staged)])
     assert result.exit_code == 1 and "declares stages already" in result.output
     result = CliRunner().invoke(
-        command, ["--example", "flux", "--params", str(SKELETONS / "flux.wf"), "--base", "height=33"]
+        command,
+        ["--example", "flux", "--params", str(SKELETONS / "flux.wf"), "--base", "height=33"],
     )
     assert result.exit_code == 1 and "not admissible" in result.output
     result = CliRunner().invoke(command, ["--params", str(SKELETONS / "flux.wf")])

@@ -89,7 +89,7 @@ def test_a_history_term_saturating_in_steps_is_found():
         return 7 * pixels + 2 * max(min(p["steps"] - 1, 4), 2) * pixels
 
     samples = [Sample(p, float(value(p))) for p in grid]
-    fit, moving, _, approximate = fit_memory(samples, base, PARAMS, _table())
+    fit, moving, _, _approximate = fit_memory(samples, base, PARAMS, _table())
     assert "steps" in moving
     texts = [m.text for m in fit.terms]
     assert texts[0] == "height * width" and len(texts) == 2
@@ -111,7 +111,7 @@ def test_the_smallest_sizes_off_the_fit_become_a_probe_minimum():
         return 9 * latent * pixels - bump
 
     samples = [Sample(p, float(value(p))) for p in grid]
-    fit, _, regimes, approximate = fit_memory(samples, base, PARAMS, _table())
+    fit, _, regimes, _approximate = fit_memory(samples, base, PARAMS, _table())
     assert [(r.param, r.minimum) for r in regimes] == [("frames", 9)]
     assert all(p["frames"] < 9 for p in regimes[0].dropped)
     assert [m.text for m in fit.terms] == ["latent_frames * height * width"]
@@ -124,12 +124,11 @@ def test_the_smallest_sizes_off_the_fit_become_a_probe_minimum():
     constant=st.integers(0, 10_000),
 )
 def test_any_combination_of_plain_monomials_is_reproduced_by_no_more_terms(picks, slopes, constant):
-    base, grid = _grid()
+    _base, grid = _grid()
     plain = monomials({p: features(p, (), steps=False)[:1] for p in PARAMS})
     chosen = [plain[i] for i in picks]
     samples = [
-        Sample(p, float(constant + sum(s * m.at(p) for s, m in zip(slopes, chosen))))
-        for p in grid
+        Sample(p, float(constant + sum(s * m.at(p) for s, m in zip(slopes, chosen)))) for p in grid
     ]
     fit = fit_terms([plain], samples)
     assert fit.terms is not None and len(fit.terms) <= len(chosen)
@@ -139,7 +138,7 @@ def test_any_combination_of_plain_monomials_is_reproduced_by_no_more_terms(picks
 
 
 def test_the_search_stops_at_its_limit_of_sets():
-    base, grid = _grid()
+    _base, grid = _grid()
     table = _table()
     everything = monomials(table)
     # no combination of three terms gives a random-looking value: the search gives up, bounded
