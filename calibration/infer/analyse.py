@@ -186,6 +186,15 @@ def fit_memory(
 
 
 def fit_time(samples: Sequence[Sample], candidates: Sequence[Sequence[Monomial]]) -> TermFit:
+    """The memory's own terms (``candidates[0]``) when every size's time is within its spread of
+    them -- the same proposal in every run unless the times say otherwise -- else the smallest set
+    of up to two terms that is."""
+    first = candidates[0]
+    for chosen in (first, first[-1:]):  # all of them, then the largest alone
+        if chosen:
+            found = fit_terms([chosen], samples, len(chosen), 1, least=len(chosen))
+            if found.terms:
+                return found
     return fit_terms(candidates, samples, 2)
 
 
@@ -224,7 +233,15 @@ def propose(
             if (v := _seconds(m.record, plan.name, _count(m.record, plan) or 1)) is not None
         ]
         times = [t for t in times if all(int(t.point[r.param]) >= r.minimum for r in regimes)]
-        time = fit_time(times, [monomials({p: table[p][:1] for p in moving})])
+        # a step's time does not grow with the count of steps: per-iteration time leaves it out
+        # the memory's terms first (without steps): what grows the working set grows the work
+        timed = monomials({p: table[p][:1] for p in moving if p != steps})
+        first = [
+            Monomial(kept)
+            for m in memory.terms or ()
+            if (kept := tuple(f for f in m.features if f.param != steps))
+        ]
+        time = fit_time(times, [list(dict.fromkeys(first)), timed])
         out.append(
             StageProposal(
                 plan,

@@ -13,9 +13,12 @@ from calibration.infer.terms import Monomial, Point
 
 
 def _points(points: Sequence[Point], limit: int = 4) -> str:
-    shown = ["(" + ",".join(str(v) for v in p.values()) + ")" for p in points[:limit]]
+    shown = [
+        ",".join(f"{k}={v}" for k, v in p.items() if not isinstance(v, bool))
+        for p in points[:limit]
+    ]
     more = f" and {len(points) - limit} more" if len(points) > limit else ""
-    return " ".join(shown) + more
+    return "; ".join(shown) + more
 
 
 def _terms_text(terms: Sequence[Monomial]) -> str:
@@ -38,7 +41,7 @@ def stage_body(p: StageProposal) -> list[str]:
     lines: list[str] = []
     counts = sorted({c for _, c in p.counts})
     rejected = [t for t in p.iterations.tried if t.verdict != "chosen"]
-    reasons = "; ".join(f"{t.text}: {t.verdict}" for t in rejected[:2])
+    reasons = "; ".join(f"{t.text} ({t.verdict.removeprefix('rejected: ')})" for t in rejected[:2])
     if p.iterations.formula is None:
         lines.append(f"# iterations: no formula of the grammar gives the counts {counts}")
     else:
@@ -61,7 +64,10 @@ def stage_body(p: StageProposal) -> list[str]:
     else:
         lines.append(f"# memory: constant over {len(p.memory_samples)} sizes (the default ~ 1)")
     if p.time.terms:
-        lines.append(_fit_comment("time per iteration", p.time, len(p.time_samples), "s"))
+        lines.append(
+            f"# time per iteration: within the run-to-run spread at {len(p.time_samples)} sizes "
+            "(the residuals: the JSON report)"
+        )
         lines.append(f"time ~ {_terms_text(p.time.terms)}")
     elif p.time.terms is not None:
         lines.append(

@@ -95,6 +95,7 @@ def fit_terms(
     samples: Sequence[Sample],
     most: int = MAX_TERMS,
     limit: int = MAX_SETS,
+    least: int = 0,
 ) -> TermFit:
     """The smallest set of monomials whose constant + non-negative combination reproduces every
     size within its tolerance (least squares on the fitted sizes, which must determine every
@@ -102,7 +103,7 @@ def fit_terms(
 
     ``tiers`` are nested candidate lists, plainest first: every set of the first tier, fewest
     terms first, then the new sets of the next (a clamp only where no plain set fits). At most
-    ``limit`` sets are tried.
+    ``limit`` sets are tried, of ``least`` terms or more.
     """
     if not samples:
         return TermFit(None, 0.0, (), 0.0, 0, ("no size measured",))
@@ -117,7 +118,7 @@ def fit_terms(
     tried = 0
     seen: set[tuple[Monomial, ...]] = set()
     for tier in tiers:
-        for size in range(most + 1):
+        for size in range(least, most + 1):
             for chosen in combinations(tier, size):
                 if chosen in seen:
                     continue
