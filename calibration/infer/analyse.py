@@ -57,7 +57,8 @@ class StageProposal:
     memory_moved_by: tuple[str, ...]
     regimes: tuple[Regime, ...]
     approximate: bool
-    time: TermFit
+    time: TermFit  # the smallest set within the measured spread (the JSON report)
+    time_terms: tuple[Monomial, ...]  # what the draft writes: the memory's terms without steps
     time_samples: tuple[Sample, ...]
 
 
@@ -241,7 +242,8 @@ def propose(
             for m in memory.terms or ()
             if (kept := tuple(f for f in m.features if f.param != steps))
         ]
-        time = fit_time(times, [list(dict.fromkeys(first)), timed])
+        first = list(dict.fromkeys(first))
+        time = fit_time(times, [first, timed])
         out.append(
             StageProposal(
                 plan,
@@ -253,6 +255,7 @@ def propose(
                 regimes,
                 approximate,
                 time,
+                tuple(first),
                 tuple(times),
             )
         )

@@ -162,6 +162,7 @@ def _stage(p: StageProposal) -> dict[str, Any]:
             ],
         },
         "time": {
+            "proposed": [m.text for m in p.time_terms],
             "terms": terms(p.time),
             "largest_residual": p.time.residual,
             "sets_tried": p.time.tried,
