@@ -23,7 +23,7 @@ Examples:
       --base steps=2,height=32,width=32 -o draft.wf --json > report.json
 
 \b
-Limits: at most 48 sizes in the ladder, plus the steps ladder again one level up
+Limits: at most 6 int params; 48 sizes in the ladder, plus the steps ladder again one level up
 when memory moves with steps; monomials of up to 3 params; up to 3 terms a stage;
 at most 60,000 term sets a search (12,000 a probe minimum tried).
 """

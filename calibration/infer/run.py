@@ -17,6 +17,8 @@ from calibration.infer.terms import Point
 
 #: Base repeats: the run-to-run spread of time is read from them.
 BASE_REPEATS = 3
+#: The most int params a skeleton may have (bool params stay at their defaults).
+MAX_PARAMS = 6
 
 
 @frozen
@@ -63,6 +65,17 @@ def infer(
     """Measure ``factory(seed)``'s pipeline around ``base`` and draft the rest of ``skeleton``."""
     name = _name(skeleton)
     sk = load(skeleton, name, "<skeleton>")
+    if len(int_params(sk)) > MAX_PARAMS:
+        raise CalibrationError(
+            f"the skeleton has {len(int_params(sk))} int params; infer searches at most "
+            f"{MAX_PARAMS} (the ladder and the monomials grow with them)"
+        )
+    unknown = sorted(set(base or {}) - set(sk.params))
+    if unknown:
+        raise CalibrationError(
+            f"the base names {', '.join(unknown)}, which the skeleton's pipeline {name!r} does "
+            f"not declare (it has {', '.join(sk.params)})"
+        )
     point = {**sk.default_workload, **(base or {})}
     if not sk.is_admissible(**point):
         raise CalibrationError(

@@ -235,5 +235,14 @@ def test_a_skeleton_with_stages_or_a_bad_base_is_a_usage_error(tmp_path):
         ["--example", "flux", "--params", str(SKELETONS / "flux.wf"), "--base", "height=33"],
     )
     assert result.exit_code == 1 and "not admissible" in result.output
+    many = tmp_path / "many.wf"
+    params = "".join(f"    param p{k}: int = 1 in [1, 9]\n" for k in range(7))
+    many.write_text(f"pipeline many {{\n{params}}}\n")
+    result = CliRunner().invoke(command, ["--example", "flux", "--params", str(many)])
+    assert result.exit_code == 1 and "at most 6" in result.output
+    result = CliRunner().invoke(
+        command, ["--example", "flux", "--params", str(SKELETONS / "flux.wf"), "--base", "frames=9"]
+    )
+    assert result.exit_code == 1 and "not declare" in result.output
     result = CliRunner().invoke(command, ["--params", str(SKELETONS / "flux.wf")])
     assert result.exit_code == 1 and "--example" in result.output
