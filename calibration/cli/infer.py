@@ -1,0 +1,140 @@
+"""`dslc infer`: measure a pipeline on a bounded ladder of cheap sizes and draft its formulas.
+
+A plugin command of `dslc` (entry point ``dslc.commands``); torch and diffusers are imported only
+when it runs. The work lives in ``calibration.infer``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from calibration.cli.options import shape_option
+from calibration.examples import EXAMPLES
+from dslc.cli_support import Failure, ui
+
+EPILOG = """\b
+Examples:
+  dslc infer --example flux --params skeleton.wf -o draft.wf
+  dslc infer --pipeline tests/calibration/custom_pipeline.py:build \\
+      --params tests/calibration/data/skeletons/custom_sd.wf \\
+      --base steps=2,height=32,width=32 -o draft.wf --json > report.json
+
+\b
+Limits: at most 6 int params; 48 sizes in the ladder, plus the steps ladder again one level up
+when memory moves with steps; monomials of up to 3 params; up to 3 terms a stage;
+at most 60,000 term sets a search (12,000 a probe minimum tried).
+"""
+
+
+@click.command(
+    "infer", epilog=EPILOG, short_help="Measure a pipeline and propose its formula file."
+)
+@click.option(
+    "--example",
+    type=click.Choice(sorted(EXAMPLES)),
+    help="A built-in example pipeline (random weights, nothing downloaded).",
+)
+@click.option(
+    "--pipeline",
+    "factory",
+    metavar="MODULE:FACTORY",
+    help="Your own pipeline: a callable (seed) -> diffusers pipeline, as module:function or "
+    "path/to/file.py:function.",
+)
+@click.option(
+    "--params",
+    "skeleton",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="SKELETON.wf",
+    help="One pipeline with its params, `call` and `probe` lines and no stages.",
+)
+@click.option(
+    "--base",
+    multiple=True,
+    callback=shape_option,
+    metavar="NAME=VALUE[,...]",
+    help="The cheap size the ladder starts from (default: the example's or the factory "
+    "module's WARMUP).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="DRAFT.wf",
+    help="Write the draft here (default: stdout, unless --json).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report (every size, candidate).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Weights and generator seed.")
+def infer(
+    example: str | None,
+    factory: str | None,
+    skeleton: Path,
+    base: dict[str, int | bool],
+    output: Path | None,
+    as_json: bool,
+    seed: int,
+) -> None:
+    """Measure a diffusers pipeline on a bounded ladder of cheap sizes and propose its stages.
+
+    Discovers which components run and which one runs once per step, measures a ladder of cheap
+    sizes around the base (on the CPU: exact memory), and proposes each stage's iterations (the
+    smallest formula of a small grammar), memory terms (the smallest non-negative combination of
+    monomials of up to three params that fits every size exactly), time terms (within the
+    spread), and `probe NAME >= N` minimums where the smallest sizes are off. The draft is
+    formatted as `dslc fmt` would and passes `dslc check`; each proposal carries its evidence.
+    """
+    from calibration.cli.factory import load_factory
+    from calibration.cli.show import progress_bar
+    from calibration.errors import CalibrationError
+    from calibration.infer.run import infer as run_infer
+    from calibration.infer.run import report
+
+    if (example is None) == (factory is None):
+        raise Failure("give one of --example NAME or --pipeline MODULE:FACTORY")
+    try:
+        text = skeleton.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Failure(f"cannot read {skeleton}: {exc}") from None
+    try:
+        if factory is not None:
+            loaded = load_factory(factory)
+            build, call_kwargs, start = loaded.build, loaded.call_kwargs, loaded.shapes[0]
+            label = factory
+        else:
+            chosen = EXAMPLES[example or ""]
+            build, call_kwargs, start = chosen.build, chosen.call_kwargs, chosen.warmup
+            label = f"--example {chosen.name}"
+        header = (
+            f"# Drafted by `dslc infer` from {label} and {skeleton.name}: review each proposal.\n"
+        )
+        with progress_bar(enabled=sys.stderr.isatty()) as tick:
+            result = run_infer(
+                build,  # type: ignore[arg-type]
+                text,
+                base={**(start or {}), **base},
+                call_kwargs=call_kwargs,
+                seed=seed,
+                progress=tick,
+                header=header,
+            )
+    except CalibrationError as exc:
+        raise Failure(str(exc)) from None
+    if output is not None:
+        from artifact.atomic import write_atomically
+
+        try:
+            write_atomically(output, result.draft)
+        except OSError as exc:
+            raise Failure(f"cannot write {output}: {exc.strerror or exc}") from None
+    if as_json:
+        ui().out.json(report(result))
+    elif output is None:
+        click.echo(result.draft, nl=False)
+    else:
+        ui().err.line(
+            f"wrote {output}: {len(result.proposals)} stages from {len(result.measured)} sizes"
+        )

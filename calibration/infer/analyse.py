@@ -1,0 +1,279 @@
+"""From the ladder's records to proposals: each stage's iterations, memory and time terms.
+
+Pure: records in, values out. The memory of a stage at a size is its phase's peak above the
+request's baseline (what ``calibrate`` checks, ``calibration.probes.residuals``); its time, the
+stage's seconds per iteration. A param moves a quantity when a size that departs from the base in
+it alone measures otherwise; only those params enter the stage's monomials.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+
+from attrs import evolve, frozen
+
+from calibration.infer.layout import StagePlan
+from calibration.infer.search import (
+    MAX_TERMS,
+    MEMORY_SLACK,
+    IterationFit,
+    Sample,
+    TermFit,
+    fit_iterations,
+    fit_terms,
+)
+from calibration.infer.terms import Feature, Monomial, Point, features, iteration_forms, monomials
+from runtime.record import WarmupRecord
+
+#: Seconds a per-iteration time may be off whatever its size (timer, dispatch, a shared core).
+TIME_JITTER = 0.002
+#: The least relative tolerance of a time fit, whatever the base's spread.
+TIME_FLOOR = 0.2
+
+
+@frozen
+class Measured:
+    """One size's record and whether it only checks the fits."""
+
+    record: WarmupRecord
+    held_out: bool
+
+
+@frozen
+class Regime:
+    param: str
+    minimum: int
+    dropped: tuple[Point, ...]
+
+
+@frozen
+class StageProposal:
+    plan: StagePlan
+    iterations: IterationFit
+    counts: tuple[tuple[Point, int], ...]
+    memory: TermFit
+    memory_samples: tuple[Sample, ...]
+    memory_moved_by: tuple[str, ...]
+    regimes: tuple[Regime, ...]
+    approximate: bool
+    time: TermFit  # the smallest set within the measured spread (the JSON report)
+    time_terms: tuple[Monomial, ...]  # what the draft writes: the memory's terms without steps
+    time_samples: tuple[Sample, ...]
+
+
+def _count(record: WarmupRecord, plan: StagePlan) -> int | None:
+    if plan.stepped:
+        for s in record.stage_iterations:
+            if s.stage == plan.name:
+                return s.measured
+        return None
+    counts = [p.count for p in record.phases if p.kind == "stage" and p.name == plan.name]
+    return counts[0] if counts else None
+
+
+def _memory(record: WarmupRecord, stage: str) -> float | None:
+    peaks = [p.peak_allocated for p in record.phases if p.kind == "stage" and p.name == stage]
+    return float(max(peaks) - record.baseline_allocated) if peaks else None
+
+
+def _seconds(record: WarmupRecord, stage: str, iterations: int) -> float | None:
+    spans = [p.duration_s for p in record.phases if p.kind == "stage" and p.name == stage]
+    return sum(spans) / max(iterations, 1) if spans else None
+
+
+def moved_by(
+    samples: Sequence[Sample], base: Point, params: Sequence[str], slack: float
+) -> list[str]:
+    """The params whose one-at-a-time sizes measure otherwise than the base."""
+    at_base = [s.value for s in samples if dict(s.point) == dict(base)]
+    if not at_base:
+        return list(params)
+    ref = at_base[0]
+    out = []
+    for p in params:
+        alone = [
+            s.value
+            for s in samples
+            if s.point[p] != base[p] and all(s.point[q] == base[q] for q in base if q != p)
+        ]
+        if any(abs(v - ref) > slack for v in alone):
+            out.append(p)
+    return out
+
+
+def feature_table(
+    contracts: Mapping[str, Sequence[str]], params: Sequence[str], steps: str | None
+) -> dict[str, tuple[Feature, ...]]:
+    return {p: features(p, contracts[p], steps=p == steps) for p in params}
+
+
+#: How far an approximate memory fit may miss a size, relative, when no set of the grammar is
+#: exact (a tiny model's attention kernels round in ways no low-degree monomial follows).
+APPROXIMATE = 0.02
+#: The fewest distinct values a param keeps under a probe minimum (the fit must still be tested).
+KEEP_VALUES = 3
+#: Term sets one regime's search may try (fewer than a whole search: many regimes are tried).
+REGIME_SETS = 12_000
+
+
+def _minimums(samples: Sequence[Sample], param: str, base: Point) -> list[int]:
+    """Minimums that leave out values under the base's only (the ladder is built around it)."""
+    values = sorted({int(s.point[param]) for s in samples})
+    return [v for v in values[1 : max(1, len(values) - KEEP_VALUES + 1)] if v <= int(base[param])]
+
+
+def _regimes(
+    samples: Sequence[Sample], params: Sequence[str], base: Point
+) -> list[tuple[tuple[str, int], ...]]:
+    """`probe P >= N` candidates, smallest first: one param's smallest values left out, then two
+    params' together; never above the base."""
+    singles = [(p, n) for p in params for n in _minimums(samples, p, base)]
+    out: list[tuple[tuple[str, int], ...]] = [(one,) for one in singles]
+    out += [(a, b) for i, a in enumerate(singles) for b in singles[i + 1 :] if a[0] != b[0]]
+    return out
+
+
+def tiers(table: Mapping[str, Sequence[Feature]], moving: Sequence[str]) -> list[list[Monomial]]:
+    """The plain monomials (params and latent counts), then all of them (clamps too)."""
+    plain = monomials({p: [f for f in table[p] if f.rank < 2] for p in moving})
+    full = monomials({p: table[p] for p in moving})
+    return [plain, full] if len(full) > len(plain) else [plain]
+
+
+def _with_regimes(
+    candidates: Sequence[Sequence[Monomial]],
+    samples: Sequence[Sample],
+    moving: Sequence[str],
+    base: Point,
+) -> tuple[TermFit, tuple[Regime, ...]]:
+    fit = fit_terms(candidates, samples)
+    if fit.terms is not None and not fit.terms:
+        return fit, ()
+    # Fewer terms once the smallest sizes of a param are left out: a regime, `probe P >= N`.
+    fewer = MAX_TERMS if fit.terms is None else len(fit.terms) - 1
+    for regime in _regimes(samples, moving, base):
+        kept = [s for s in samples if all(int(s.point[p]) >= n for p, n in regime)]
+        if len(kept) < max(8, len(samples) // 3):
+            continue
+        trial = fit_terms(candidates, kept, fewer, REGIME_SETS)
+        if trial.terms is not None:
+            found = tuple(
+                Regime(p, n, tuple(s.point for s in samples if int(s.point[p]) < n))
+                for p, n in regime
+            )
+            return trial, found
+    return fit, ()
+
+
+def fit_memory(
+    samples: Sequence[Sample],
+    base: Point,
+    params: Sequence[str],
+    table: Mapping[str, Sequence[Feature]],
+) -> tuple[TermFit, tuple[str, ...], tuple[Regime, ...], bool]:
+    """The smallest exact memory terms, with probe minimums when the smallest sizes are off; when
+    no set is exact, the smallest plain one within ``APPROXIMATE`` of every size (flagged)."""
+    moving = moved_by(samples, base, params, MEMORY_SLACK)
+    candidates = tiers(table, moving)
+    fit, regimes = _with_regimes(candidates, samples, moving, base)
+    if fit.terms is not None:
+        return fit, tuple(moving), regimes, False
+    loose = [evolve(s, tolerance=max(s.tolerance, APPROXIMATE * abs(s.value))) for s in samples]
+    approx, regimes = _with_regimes(candidates[:1], loose, moving, base)
+    if approx.terms is None:
+        return fit, tuple(moving), (), False
+    return approx, tuple(moving), regimes, True
+
+
+def fit_time(samples: Sequence[Sample], candidates: Sequence[Sequence[Monomial]]) -> TermFit:
+    """The memory's own terms (``candidates[0]``) when every size's time is within its spread of
+    them -- the same proposal in every run unless the times say otherwise -- else the smallest set
+    of up to two terms that is."""
+    first = candidates[0]
+    for chosen in (first, first[-1:]):  # all of them, then the largest alone
+        if chosen:
+            found = fit_terms([chosen], samples, len(chosen), 1, least=len(chosen))
+            if found.terms:
+                return found
+    return fit_terms(candidates, samples, 2)
+
+
+def propose(
+    plans: Sequence[StagePlan],
+    measured: Sequence[Measured],
+    base: Point,
+    ints: Sequence[str],
+    contracts: Mapping[str, Sequence[str]],
+    steps: str | None,
+    base_repeats: Sequence[WarmupRecord],
+) -> list[StageProposal]:
+    """Every stage's proposal from the measured sizes (failed requests left out)."""
+    ok = [m for m in measured if m.record.ok]
+    table = feature_table(contracts, ints, steps)
+    lets = [f for p in ints for f in table[p] if f.let is not None]
+    forms = iteration_forms(ints, lets)
+    out = []
+    for plan in plans:
+        counts = [
+            (dict(m.record.params), c, m.held_out)
+            for m in ok
+            if (c := _count(m.record, plan)) is not None
+        ]
+        iterations = fit_iterations(forms, counts)
+        mem = [
+            Sample(dict(m.record.params), v, m.held_out)
+            for m in ok
+            if (v := _memory(m.record, plan.name)) is not None
+        ]
+        memory, moving, regimes, approximate = fit_memory(mem, base, ints, table)
+        spread = _spread(base_repeats, plan)
+        times = [
+            Sample(dict(m.record.params), v, m.held_out, _time_tolerance(v, spread))
+            for m in ok
+            if (v := _seconds(m.record, plan.name, _count(m.record, plan) or 1)) is not None
+        ]
+        times = [t for t in times if all(int(t.point[r.param]) >= r.minimum for r in regimes)]
+        # a step's time does not grow with the count of steps: per-iteration time leaves it out
+        # the memory's terms first (without steps): what grows the working set grows the work
+        timed = monomials({p: table[p][:1] for p in moving if p != steps})
+        first = [
+            Monomial(kept)
+            for m in memory.terms or ()
+            if (kept := tuple(f for f in m.features if f.param != steps))
+        ]
+        first = list(dict.fromkeys(first))
+        time = fit_time(times, [first, timed])
+        out.append(
+            StageProposal(
+                plan,
+                iterations,
+                tuple((p, c) for p, c, _ in counts),
+                memory,
+                tuple(mem),
+                moving,
+                regimes,
+                approximate,
+                time,
+                tuple(first),
+                tuple(times),
+            )
+        )
+    return out
+
+
+def _spread(records: Sequence[WarmupRecord], plan: StagePlan) -> float:
+    """The base's relative run-to-run spread of the stage's time (0 under two runs)."""
+    values = [
+        v
+        for r in records
+        if r.ok and (v := _seconds(r, plan.name, _count(r, plan) or 1)) is not None
+    ]
+    if len(values) < 2:
+        return 0.0
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / middle if middle else 0.0
+
+
+def _time_tolerance(value: float, spread: float) -> float:
+    return TIME_JITTER + max(3 * spread, TIME_FLOOR) * value

@@ -1,0 +1,184 @@
+"""The whole inference: discovery, the ladder, the proposals, the draft and the report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from attrs import frozen
+
+from calibration.errors import CalibrationError
+from calibration.host import quiet_libraries, torch_threads
+from calibration.infer.analyse import Measured, StageProposal, propose
+from calibration.infer.draft import draft_text
+from calibration.infer.ladder import Size, int_params, plan, steps_across, steps_param
+from calibration.infer.measure import Factory, Progress, Runner, discover, load, measuring_formulas
+from calibration.infer.terms import Point
+
+#: Base repeats: the run-to-run spread of time is read from them.
+BASE_REPEATS = 3
+#: The most int params a skeleton may have (bool params stay at their defaults).
+MAX_PARAMS = 6
+
+
+@frozen
+class Inference:
+    """What one inference measured and proposed."""
+
+    pipeline: str
+    base: Point
+    ran: tuple[str, ...]
+    sizes: tuple[Size, ...]
+    measured: tuple[Measured, ...]
+    proposals: tuple[StageProposal, ...]
+    draft: str
+
+
+def _name(skeleton: str) -> str:
+    from dslc.build import NotCompiled, load_text
+
+    try:
+        book = load_text(skeleton, "<skeleton>")
+    except NotCompiled as exc:
+        raise CalibrationError(str(exc)) from None
+    if len(book) != 1:
+        raise CalibrationError(f"the skeleton must hold exactly one pipeline; it has {len(book)}")
+    (name,) = book
+    if book[name].stages:
+        raise CalibrationError(
+            f"the skeleton's pipeline {name!r} declares stages already; infer proposes them: "
+            "give params, `call` and `probe` lines only"
+        )
+    return name
+
+
+def infer(
+    factory: Factory,
+    skeleton: str,
+    *,
+    base: Mapping[str, int | bool] | None = None,
+    call_kwargs: Callable[[int], Mapping[str, object]] | None = None,
+    seed: int = 0,
+    progress: Progress | None = None,
+    header: str = "",
+) -> Inference:
+    """Measure ``factory(seed)``'s pipeline around ``base`` and draft the rest of ``skeleton``."""
+    name = _name(skeleton)
+    sk = load(skeleton, name, "<skeleton>")
+    if len(int_params(sk)) > MAX_PARAMS:
+        raise CalibrationError(
+            f"the skeleton has {len(int_params(sk))} int params; infer searches at most "
+            f"{MAX_PARAMS} (the ladder and the monomials grow with them)"
+        )
+    unknown = sorted(set(base or {}) - set(sk.params))
+    if unknown:
+        raise CalibrationError(
+            f"the base names {', '.join(unknown)}, which the skeleton's pipeline {name!r} does "
+            f"not declare (it has {', '.join(sk.params)})"
+        )
+    point = {**sk.default_workload, **(base or {})}
+    if not sk.is_admissible(**point):
+        raise CalibrationError(
+            f"the base {point} is not admissible: {'; '.join(sk.violations(**point))}"
+        )
+    steps = steps_param(sk)
+    with quiet_libraries(), torch_threads("cpu", 1):
+        tick = progress or (lambda step, total, what: None)
+        tick(0, 1, "discovering the stages")
+        found = discover(factory, skeleton, name, point, steps, seed=seed, call_kwargs=call_kwargs)
+        formulas = measuring_formulas(skeleton, name, found.stages)
+        sizes = plan(formulas, point)
+        runner = Runner(
+            factory,
+            formulas,
+            seed=seed,
+            call_kwargs=call_kwargs,
+            progress=progress,
+            total=len(sizes) + BASE_REPEATS - 1,
+        )
+        runner.warm(point)
+        measured = [Measured(runner.measure(s.point, s.why), s.held_out) for s in sizes]
+        repeats = [
+            runner.measure(point, "base again, for time's spread") for _ in range(BASE_REPEATS - 1)
+        ]
+        base_records = [measured[0].record, *repeats]
+        ints = int_params(sk)
+        contracts = {p: sk.params[p].contracts for p in ints}
+        first = propose(found.stages, measured, point, ints, contracts, steps, base_records)
+        if steps is not None and any(steps in p.memory_moved_by for p in first):
+            more = steps_across(formulas, point, sizes)
+            runner.total += len(more)
+            measured += [Measured(runner.measure(s.point, s.why), s.held_out) for s in more]
+            sizes = [*sizes, *more]
+        proposals = propose(found.stages, measured, point, ints, contracts, steps, base_records)
+    draft = draft_text(skeleton, proposals, header)
+    return Inference(name, point, found.ran, tuple(sizes), tuple(measured), tuple(proposals), draft)
+
+
+def report(inference: Inference) -> dict[str, Any]:
+    """The JSON document: every size measured and every candidate tried."""
+    return {
+        "pipeline": inference.pipeline,
+        "base": dict(inference.base),
+        "entry_points_that_ran": list(inference.ran),
+        "sizes": [
+            {
+                "params": dict(m.record.params),
+                "held_out": m.held_out,
+                "ok": m.record.ok,
+                "error": None if m.record.error is None else m.record.error.message,
+                "stages": {
+                    p.name: {
+                        "peak_above_baseline": p.peak_allocated - m.record.baseline_allocated,
+                        "seconds": p.duration_s,
+                    }
+                    for p in m.record.phases
+                    if p.kind == "stage"
+                },
+                "iterations": {s.stage: s.measured for s in m.record.stage_iterations},
+            }
+            for m in inference.measured
+        ],
+        "stages": [_stage(p) for p in inference.proposals],
+        "draft": inference.draft,
+    }
+
+
+def _stage(p: StageProposal) -> dict[str, Any]:
+    def terms(fit: Any) -> list[str] | None:
+        return None if fit.terms is None else [m.text for m in fit.terms]
+
+    return {
+        "name": p.plan.name,
+        "uses": [u.text for u in p.plan.uses],
+        "per_step": p.plan.stepped,
+        "iterations": {
+            "formula": p.iterations.formula,
+            "tried": [{"candidate": t.text, "verdict": t.verdict} for t in p.iterations.tried],
+        },
+        "memory": {
+            "terms": terms(p.memory),
+            "constant": p.memory.constant,
+            "slopes": list(p.memory.slopes),
+            "largest_residual": p.memory.residual,
+            "approximate": p.approximate,
+            "sets_tried": p.memory.tried,
+            "rejected": list(p.memory.rejected),
+            "moved_by": list(p.memory_moved_by),
+            "probe_minimums": [
+                {
+                    "param": r.param,
+                    "minimum": r.minimum,
+                    "off_the_fit": [dict(x) for x in r.dropped],
+                }
+                for r in p.regimes
+            ],
+        },
+        "time": {
+            "proposed": [m.text for m in p.time_terms],
+            "terms": terms(p.time),
+            "largest_residual": p.time.residual,
+            "sets_tried": p.time.tried,
+            "rejected": list(p.time.rejected),
+        },
+    }

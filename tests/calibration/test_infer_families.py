@@ -1,0 +1,248 @@
+"""`dslc infer` end to end on every built-in example family and the test-only SD 1.5 pipeline.
+
+For each family, a draft is inferred from a skeleton (params, `call` and `probe height, width`
+only: tests/calibration/data/skeletons/) on the CPU; then:
+
+- it passes `dslc check` and is formatted as `dslc fmt` writes it;
+- its stages are the hand-written file's, with the same iteration formula at every admissible
+  point of a grid;
+- `calibrate --verify` with the draft meets the memory goals at the example's target (>= 4x the
+  probe): every phase's raw estimate within 5 % of the measured peak, no bound under it.
+
+SD 1.5: the draft has the PNDM scheduler's extra UNet call and its history term; two runs (one
+through the CLI) give the same draft. Each family's draft is inferred once (``_draft``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import itertools
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("diffusers")
+
+from calibration.examples import EXAMPLES
+from calibration.infer import infer
+from calibration.run import calibrate_pipeline, load_pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+SKELETONS = ROOT / "tests/calibration/data/skeletons"
+SD_BASE = {"steps": 2, "height": 32, "width": 32}
+SD_SHAPES = (
+    SD_BASE,
+    {"steps": 2, "height": 32, "width": 32},
+    {"steps": 8, "height": 64, "width": 64},
+)
+
+#: family -> (skeleton, hand-written file, pipeline).
+FAMILIES = {
+    "wan": ("wan.wf", "formulas/wan.wf", "wan2_1_t2v_1_3b"),
+    "flux": ("flux.wf", "formulas/flux.wf", "flux1_dev"),
+    "sdxl": ("sdxl.wf", "formulas/sdxl.wf", "sdxl_base"),
+    "cogvideox": ("cogvideox.wf", "formulas/cogvideox.wf", "cogvideox_2b"),
+    "pixart": ("pixart_sigma.wf", "formulas/pixart_sigma.wf", "pixart_sigma_1024"),
+    "custom_sd": ("custom_sd.wf", "tests/calibration/data/custom_sd.wf", "custom_sd"),
+}
+
+
+def _source(family: str):
+    """(factory, call_kwargs, base, (warmup, probe, target))."""
+    if family == "custom_sd":
+        module = importlib.import_module("tests.calibration.custom_pipeline")
+        return module.build, module.call_kwargs, SD_BASE, SD_SHAPES
+    example = EXAMPLES[family]
+    return example.build, example.call_kwargs, example.warmup, example.shapes
+
+
+@functools.cache
+def _draft(family: str):
+    factory, call_kwargs, base, _ = _source(family)
+    skeleton = (SKELETONS / FAMILIES[family][0]).read_text()
+    return infer(factory, skeleton, base=base, call_kwargs=call_kwargs, seed=0)
+
+
+def _hand(family: str):
+    _, path, name = FAMILIES[family]
+    return load_pipeline(ROOT / path, name)
+
+
+def _drafted(family: str, tmp_path: Path):
+    path = tmp_path / f"{family}.wf"
+    path.write_text(_draft(family).draft)
+    return path, load_pipeline(path, FAMILIES[family][2])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_draft_passes_check_and_is_formatted(family):
+    from dslc.compiler import compile_text
+    from dslc.fmt import format_source
+    from dslc.source import SourceFile
+
+    text = _draft(family).draft
+    result = compile_text(text, f"{family}-draft.wf")
+    assert result.ok, [str(d) for d in result.diagnostics]
+    assert format_source(SourceFile("draft", text)) == text
+    assert "# iterations:" in text and "# memory:" in text  # every proposal with its evidence
+
+
+def _grid(pipeline):
+    values = {
+        "steps": range(1, 13),
+        "frames": range(1, 42),
+        "height": (16, 32, 48, 64, 96, 128, 256),
+        "width": (16, 32, 64, 128),
+        "cfg": (True, False),
+    }
+    names = list(pipeline.params)
+    for combo in itertools.product(*(values[n] for n in names)):
+        yield dict(zip(names, combo, strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_iteration_formulas_equal_the_hand_written_ones_on_a_grid(family, tmp_path):
+    hand = _hand(family)
+    _, draft = _drafted(family, tmp_path)
+    assert list(draft.stages) == list(hand.stages)
+    assert draft.stepped_stages == hand.stepped_stages
+    assert {s: [(u.component, u.method) for u in us] for s, us in draft.uses.items()} == {
+        s: [(u.component, u.method) for u in us] for s, us in hand.uses.items()
+    }
+    checked = 0
+    for point in _grid(hand):
+        if not (hand.is_admissible(**point) and draft.is_admissible(**point)):
+            continue
+        for stage in hand.stages:
+            assert draft.iterations(stage, **point) == hand.iterations(stage, **point), (
+                stage,
+                point,
+            )
+        checked += 1
+    assert checked > 100
+
+
+def _peaks_hold(cal) -> list[str]:
+    """Every phase (and the request) against the goals: raw within 5 %, bound never under."""
+    misses = []
+    for c in [*cal.phases(), cal.request_peak()]:
+        if c.measured is None or c.predicted is None:
+            continue
+        if c.bound is None or c.bound < c.measured:
+            misses.append(f"{c.label}: bound {c.bound} under {c.measured}")
+        if abs(c.predicted - c.measured) > 0.05 * c.measured:
+            misses.append(f"{c.label}: raw {c.predicted:.0f} vs {c.measured} measured")
+    return misses
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_calibrate_verify_with_the_draft_meets_the_memory_goals(family, tmp_path):
+    factory, call_kwargs, _, shapes = _source(family)
+    _, draft = _drafted(family, tmp_path)
+    _warmup, _probe, _target = shapes
+    cal = calibrate_pipeline(
+        factory,
+        draft,
+        shapes,
+        call_kwargs=call_kwargs,
+        verify=True,
+        repeat=1,
+        time_tolerance=None,
+    )
+    assert cal.work_ratio >= 4, cal.work_ratio
+    assert cal.measured is not None and cal.measured.ok
+    assert not cal.errors
+    assert _peaks_hold(cal) == []
+
+
+@pytest.mark.slow
+def test_the_sd15_draft_has_the_extra_unet_call_and_the_history_term(tmp_path):
+    inferred = _draft("custom_sd")
+    denoise = next(p for p in inferred.proposals if p.plan.name == "DenoisingStage")
+    assert denoise.iterations.formula == "if steps > 1 then steps + 1 else 1"
+    terms = [m.text for m in denoise.memory.terms]
+    history = [t for t in terms if t.startswith("max(min(steps") and "height * width" in t]
+    assert history, terms
+    _, draft = _drafted("custom_sd", tmp_path)
+
+    def history(steps):  # the draft's history term per pixel
+        point = {"steps": steps, "height": 64, "width": 64, "cfg": True}
+        return Fraction(draft.memory_terms("DenoisingStage", **point)[-1]) / (64 * 64)
+
+    def held(steps):  # the latents the hand-written file says PNDM holds
+        return max(min(steps - 1, 4), 2)
+
+    # the same history as the hand-written term, up to a constant the other term absorbs
+    assert [history(s) - history(2) for s in range(2, 12)] == [
+        held(s) - held(2) for s in range(2, 12)
+    ]
+
+
+@pytest.mark.slow
+def test_two_runs_give_the_same_draft_and_the_report_lists_every_size(tmp_path):
+    from calibration.cli.infer import infer as command
+
+    out = tmp_path / "draft.wf"
+    result = CliRunner().invoke(
+        command,
+        [
+            "--pipeline",
+            "tests.calibration.custom_pipeline:build",
+            "--params",
+            str(SKELETONS / "custom_sd.wf"),
+            "--base",
+            "steps=2,height=32,width=32",
+            "-o",
+            str(out),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    body = [line for line in out.read_text().splitlines() if not line.startswith("# Drafted")]
+    assert body == _draft("custom_sd").draft.splitlines()
+    report = json.loads(result.stdout)
+    assert len(report["sizes"]) == len(_draft("custom_sd").measured)
+    assert all(s["ok"] for s in report["sizes"])
+    stages = {s["name"]: s for s in report["stages"]}
+    tried = stages["DenoisingStage"]["iterations"]["tried"]
+    assert [t["verdict"] for t in tried][-1] == "chosen" and len(tried) > 2
+    assert stages["DenoisingStage"]["memory"]["sets_tried"] > 1
+
+
+def test_a_skeleton_with_stages_or_a_bad_base_is_a_usage_error(tmp_path):
+    from calibration.cli.infer import infer as command
+
+    bad = tmp_path / "bad.wf"
+    bad.write_text((ROOT / "formulas/flux.wf").read_text())
+    result = CliRunner().invoke(command, ["--example", "flux", "--params", str(bad)])
+    assert result.exit_code == 1 and "exactly one pipeline" in result.output
+    staged = tmp_path / "staged.wf"
+    staged.write_text(
+        (SKELETONS / "flux.wf").read_text().rstrip().rstrip("}")
+        + "    stage S uses transformer {}\n}\n"
+    )
+    result = CliRunner().invoke(command, ["--example", "flux", "--params", str(staged)])
+    assert result.exit_code == 1 and "declares stages already" in result.output
+    result = CliRunner().invoke(
+        command,
+        ["--example", "flux", "--params", str(SKELETONS / "flux.wf"), "--base", "height=33"],
+    )
+    assert result.exit_code == 1 and "not admissible" in result.output
+    many = tmp_path / "many.wf"
+    params = "".join(f"    param p{k}: int = 1 in [1, 9]\n" for k in range(7))
+    many.write_text(f"pipeline many {{\n{params}}}\n")
+    result = CliRunner().invoke(command, ["--example", "flux", "--params", str(many)])
+    assert result.exit_code == 1 and "at most 6" in result.output
+    result = CliRunner().invoke(
+        command, ["--example", "flux", "--params", str(SKELETONS / "flux.wf"), "--base", "frames=9"]
+    )
+    assert result.exit_code == 1 and "not declare" in result.output
+    result = CliRunner().invoke(command, ["--params", str(SKELETONS / "flux.wf")])
+    assert result.exit_code == 1 and "--example" in result.output
