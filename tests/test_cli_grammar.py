@@ -25,7 +25,6 @@ SYNONYMS = {
     "--output-format": "--json",
     "--override": "--set",
     "--param": "--set",
-    "--params": "--set",
     "--capacity": "--device-memory",
     "--memory": "--device-memory",
     "--no-color": "--color",
@@ -47,9 +46,10 @@ def visible_options(command: click.Command) -> list[click.Option]:
 
 
 def signature(option: click.Option) -> tuple[object, ...]:
-    """What an option name promises: its value's spelling and kind."""
+    """What an option name promises: its value's spelling and kind (a path's metavar names the
+    kind of file a command writes or reads, which may differ: OUT.json, DRAFT.wf)."""
     return (
-        option.metavar,
+        None if isinstance(option.type, click.Path) else option.metavar,
         type(option.type).__name__,
         option.is_flag,
         option.multiple,
