@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from attrs import frozen
 
+from artifact.spelling import point_text
 from calibration.errors import CalibrationError
 from calibration.infer.layout import (
     StagePlan,
@@ -121,7 +122,7 @@ class Runner:
 
     def measure(self, point: Mapping[str, int | bool], why: str) -> WarmupRecord:
         self.step += 1
-        shown = ",".join(f"{k}={v}" for k, v in point.items())
+        shown = point_text(point)
         self.tick(self.step, max(self.total, self.step), f"{shown} ({why})")
         record = self.session.run(point)
         self.records.append(record)

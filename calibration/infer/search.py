@@ -15,6 +15,7 @@ from itertools import combinations
 import numpy as np
 from attrs import frozen
 
+from artifact.spelling import point_text
 from calibration.infer.terms import IterationForm, Monomial, Point
 
 #: The most term sets one memory or time search tries (stage by stage).
@@ -158,4 +159,4 @@ def _set_text(chosen: Sequence[Monomial]) -> str:
 
 
 def _show(point: Point) -> str:
-    return ",".join(f"{k}={v}" for k, v in point.items())
+    return point_text(point)
