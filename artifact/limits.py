@@ -1,4 +1,5 @@
-"""Every resource limit the compiler and the loader share, defined once (docs/artifact.md "Limits").
+"""Every resource limit the compiler, the loader and calibration share, defined once
+(docs/artifact.md "Limits").
 
 The compiler (`dslc.limits`) imports these, so a program that checks always builds and loads.
 """
@@ -11,6 +12,7 @@ __all__ = [
     "MAX_CALL_WORK",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
+    "MAX_LADDER_POINTS",
     "MAX_LOAD_WORK",
     "MAX_MEASURE_TERMS",
     "MAX_MEMBERS",
@@ -18,7 +20,18 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "MAX_NODES",
     "MAX_PIPELINES",
+    "MAX_PLAN_ACTIVE",
+    "MAX_PLAN_CANDIDATES",
+    "MAX_PLAN_COMPONENTS",
+    "MAX_PLAN_GROUPS",
+    "MAX_PLAN_LAYERS",
+    "MAX_PLAN_PHASES",
+    "MAX_PLAN_TARGETS",
     "MAX_POW_EXPONENT",
+    "MAX_PROBE_CORNERS",
+    "MAX_PROBE_GROUP",
+    "MAX_SEARCH_NODES",
+    "MAX_SEARCH_WORK",
     "MAX_STAGES",
     "MAX_STAGE_USES",
     "MAX_TEXT_LENGTH",
@@ -45,3 +58,19 @@ UNBOUNDED_BITS: int = (10**MAX_INT_DIGITS).bit_length()
 MAX_VALUE_BITS = 1 << 17  # bit length any value may reach over the declared param ranges
 MAX_CALL_WORK = 1 << 22  # word operations one evaluation may take (artifact/cost.py)
 MAX_LOAD_WORK = 1 << 23  # word operations of evaluating every formula of an artifact once
+
+# --- calibration (`dslc calibrate`, the warmup) and planning (`dslc plan`, `calibration.plan`) ---
+# Every count their inputs drive is bounded here before anything is built (docs/artifact.md
+# "Limits"); the compiler refuses a source whose facts exceed them (a probe group too large).
+MAX_PROBE_GROUP = 8  # params of one `probe` group (and params the warmup and probe differ in)
+MAX_PROBE_CORNERS = (1 << MAX_PROBE_GROUP) - 2  # corners of the warmup-probe box weighed
+MAX_LADDER_POINTS = 2048  # points of the time-probe ladder weighed (the nearest kept)
+MAX_PLAN_COMPONENTS = 256  # components of one plan (a pipeline has under 10)
+MAX_PLAN_LAYERS = 4096  # layers of one component (a 64-block transformer has 64)
+MAX_PLAN_CANDIDATES = 16_384  # placements over all components (layers + 2 each)
+MAX_PLAN_TARGETS = 4096  # targets of one plan (the bench plans 1,000 shapes at once)
+MAX_PLAN_PHASES = 65_536  # phases over all targets
+MAX_PLAN_ACTIVE = 1 << 20  # (phase, active component) pairs over all targets
+MAX_PLAN_GROUPS = 1024  # distinct active sets (one constraint each) of one plan
+MAX_SEARCH_NODES = 2_000_000  # nodes the exact search visits
+MAX_SEARCH_WORK = 1 << 24  # work units the search spends: options scanned, bounds built (~1 s)
