@@ -20,11 +20,11 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "MAX_NODES",
     "MAX_PIPELINES",
-    "MAX_PLAN_ACTIVE",
     "MAX_PLAN_CANDIDATES",
     "MAX_PLAN_COMPONENTS",
     "MAX_PLAN_GROUPS",
     "MAX_PLAN_LAYERS",
+    "MAX_PLAN_PAIRS",
     "MAX_PLAN_PHASES",
     "MAX_PLAN_TARGETS",
     "MAX_POW_EXPONENT",
@@ -70,7 +70,7 @@ MAX_PLAN_LAYERS = 4096  # layers of one component (a 64-block transformer has 64
 MAX_PLAN_CANDIDATES = 16_384  # placements over all components (layers + 2 each)
 MAX_PLAN_TARGETS = 4096  # targets of one plan (the bench plans 1,000 shapes at once)
 MAX_PLAN_PHASES = 65_536  # phases over all targets
-MAX_PLAN_ACTIVE = 1 << 20  # (phase, active component) pairs over all targets
+MAX_PLAN_PAIRS = 1 << 20  # (phase, component) and (target, layer) pairs the planner weighs
 MAX_PLAN_GROUPS = 1024  # distinct active sets (one constraint each) of one plan
 MAX_SEARCH_NODES = 2_000_000  # nodes the exact search visits
-MAX_SEARCH_WORK = 1 << 24  # work units the search spends: options scanned, bounds built (~1 s)
+MAX_SEARCH_WORK = 1 << 25  # work units of the search (a unit: about one Python operation)

@@ -137,8 +137,10 @@ class _Search:
     ):
         self.limit, self.work_limit = limit, work_limit
         self.nodes = self.work = 0
-        self.charge(sum(len(c) for c in per_component) * 4)  # objective parts, sorts, onloads
+        self.scale = 1  # a unit's weight: the objective's words (it grows with the components)
+        self.charge(sum(len(c) for c in per_component) * 16)  # objective parts, sorts, onloads
         parts = objective_parts(per_component, rank)
+        self.scale = 1 + max((p for ps in parts for p in ps), default=0).bit_length() // 1024
         n = len(per_component)
         # the most used first (as a knapsack's branch and bound takes the densest items first)
         self.order = sorted(range(n), key=lambda i: rank[i])
@@ -165,7 +167,7 @@ class _Search:
     def charge(self, units: int) -> None:
         """Count ``units`` of work (an option scanned, a bound's step built); past the work limit,
         stop: the node limit alone leaves the work per node unbounded."""
-        self.work += units
+        self.work += units * self.scale
         if self.work > self.work_limit:
             raise SearchExhausted(self.nodes, self.work, "MAX_SEARCH_WORK")
 
@@ -200,7 +202,7 @@ class _Search:
         """Component k's hull over the candidates with one of its ``allowed`` smallest onloads."""
         key = (k, allowed)
         if key not in self.hulls:
-            self.charge(2 * len(self.options[k]))
+            self.charge(8 * len(self.options[k]))
             cut = self.onloads[k][allowed - 1]
             self.hulls[key] = _hull([(a, p) for a, o, p, _ in self.options[k] if o <= cut])
         return self.hulls[key]
@@ -222,7 +224,7 @@ class _Search:
         ]
         self.others_whole = [[j for j in self.whole if k not in self.members[j]] for k in range(n)]
         for ceiling in ceilings:
-            self.charge(n + sum(len(g) for g in self.of_component))
+            self.charge(4 * (n + sum(len(g) for g in self.of_component)))
             allowed = []
             for k in range(n):
                 rooms = [self.limits[j] - ceiling for j in self.of_component[k] if j in split]
@@ -252,7 +254,7 @@ class _Dive:
     def __init__(self, search: _Search, ceiling: int, allowed: list[int]):
         self.search, self.ceiling, self.allowed = search, ceiling, allowed
         n = len(allowed)
-        search.charge(4 * sum(len(opts) for opts in search.options) + len(search.limits))
+        search.charge(10 * sum(len(opts) for opts in search.options) + len(search.limits))
         self.options = [
             [opt for opt in search.options[k] if opt[1] <= search.onloads[k][allowed[k] - 1]]
             for k in range(n)
@@ -277,7 +279,7 @@ class _Dive:
         always-bytes (exactly them under a pin budget: fewer might not complete) and at most its
         objective. Every completion of this node completes that one as well, no dearer, and that
         search kept or bounded away all of them; best only falls since."""
-        self.search.charge(len(self.rooms))
+        self.search.charge(8 + len(self.rooms))
         rooms = tuple(self.rooms)
         if self.search.min_always > 0:
             key = (depth, rooms, always)
@@ -300,7 +302,7 @@ class _Dive:
         if depth not in self.relaxations:
             s, n = self.search, len(self.allowed)
             hulls = [s.hull(k, self.allowed[k]) for k in range(depth, n)]
-            s.charge(n - depth + 2 * sum(len(h.steps) for h in hulls))
+            s.charge(4 * (n - depth) + 16 * sum(len(h.steps) for h in hulls))
             self.relaxations[depth] = _Relaxation(hulls)
         return self.relaxations[depth]
 
@@ -321,7 +323,7 @@ class _Dive:
         # options fall in always-bytes: skip those that leave the rest no room
         x = bisect_left(fall, always + relax.least_bytes - self.ceiling)
         children = []
-        scanned = 0
+        scanned = counted = 0
         while x < len(options):
             scanned += 1
             a, o, p, index = options[x]
@@ -339,12 +341,13 @@ class _Dive:
             if whole and any(total > rooms[j] for j in whole):
                 continue
             s.nodes += 1
+            counted += 1
             if s.nodes > s.limit:
                 raise SearchExhausted(s.nodes, s.work)
             rest = relax.bound(self.ceiling - total)
             if rest is not None and (s.best is None or value + rest < s.best):
                 children.append((value + rest, index, a, o, p))
-        s.charge(scanned + len(children))
+        s.charge(4 * scanned + 32 * counted + 8 * len(children))
         children.sort()
         if depth + 1 == len(self.options):
             if children and (s.best is None or children[0][0] < s.best):
