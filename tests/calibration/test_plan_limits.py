@@ -32,7 +32,7 @@ def one_phase(n: int) -> tuple[list[Component], list[Target]]:
     return comps, [Target("t", [Phase("all", GiB, [c.name for c in comps])])]
 
 
-def peak_mib(work):  # noqa: ANN001, ANN201 - a test helper
+def peak_mib(work):
     """Run ``work`` under tracemalloc; its result (or exception) and the peak in MiB."""
     tracemalloc.start()
     try:
