@@ -28,7 +28,6 @@ __all__ = [
     "MAX_PLAN_PHASES",
     "MAX_PLAN_TARGETS",
     "MAX_POW_EXPONENT",
-    "MAX_PROBE_CORNERS",
     "MAX_PROBE_GROUP",
     "MAX_SEARCH_NODES",
     "MAX_SEARCH_WORK",
@@ -63,7 +62,6 @@ MAX_LOAD_WORK = 1 << 23  # word operations of evaluating every formula of an art
 # Every count their inputs drive is bounded here before anything is built (docs/artifact.md
 # "Limits"); the compiler refuses a source whose facts exceed them (a probe group too large).
 MAX_PROBE_GROUP = 8  # params of one `probe` group (and params the warmup and probe differ in)
-MAX_PROBE_CORNERS = (1 << MAX_PROBE_GROUP) - 2  # corners of the warmup-probe box weighed
 MAX_LADDER_POINTS = 2048  # points of the time-probe ladder weighed (the nearest kept)
 MAX_PLAN_COMPONENTS = 256  # components of one plan (a pipeline has under 10)
 MAX_PLAN_LAYERS = 4096  # layers of one component (a 64-block transformer has 64)
