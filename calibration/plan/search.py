@@ -140,7 +140,7 @@ class _Search:
         self.scale = 1  # a unit's weight: the objective's words (it grows with the components)
         self.charge(sum(len(c) for c in per_component) * 16)  # objective parts, sorts, onloads
         parts = objective_parts(per_component, rank)
-        self.scale = 1 + max((p for ps in parts for p in ps), default=0).bit_length() // 1024
+        self.scale = 1 + max((p for ps in parts for p in ps), default=0).bit_length() // 2048
         n = len(per_component)
         # the most used first (as a knapsack's branch and bound takes the densest items first)
         self.order = sorted(range(n), key=lambda i: rank[i])
@@ -254,7 +254,7 @@ class _Dive:
     def __init__(self, search: _Search, ceiling: int, allowed: list[int]):
         self.search, self.ceiling, self.allowed = search, ceiling, allowed
         n = len(allowed)
-        search.charge(10 * sum(len(opts) for opts in search.options) + len(search.limits))
+        search.charge(24 * sum(len(opts) for opts in search.options) + len(search.limits))
         self.options = [
             [opt for opt in search.options[k] if opt[1] <= search.onloads[k][allowed[k] - 1]]
             for k in range(n)
@@ -302,7 +302,8 @@ class _Dive:
         if depth not in self.relaxations:
             s, n = self.search, len(self.allowed)
             hulls = [s.hull(k, self.allowed[k]) for k in range(depth, n)]
-            s.charge(4 * (n - depth) + 16 * sum(len(h.steps) for h in hulls))
+            steps = sum(len(h.steps) for h in hulls)
+            s.charge(4 * (n - depth) + steps * (16 + 4 * steps.bit_length()))  # a sort
             self.relaxations[depth] = _Relaxation(hulls)
         return self.relaxations[depth]
 
