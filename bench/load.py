@@ -8,9 +8,9 @@ First the real artifact (`formulas/`): `import runtime` plus `load_formulas` in 
 modules compiled from source, this sandbox's default). Then generated artifacts of growing
 size, loaded in this process (best of `--repeat`; peak memory by tracemalloc, a separate run):
 copies of the real pipelines (renamed) up to the pipeline limit, and pipelines of wide formulas up
-to the 200,000-node limit. `load ms` validates, bounds and checks every default workload; `use all
-ms` is the first use of every pipeline after that (generating and compiling its code, which the
-loader defers). Linear growth shows as a steady time and memory per node.
+to the node limit (`MAX_NODES`). `load ms` validates, bounds and checks every default workload;
+`use all ms` is the first use of every pipeline after that (generating and compiling its code,
+which the loader defers). Linear growth shows as a steady time and memory per node.
 """
 
 from __future__ import annotations
