@@ -8,9 +8,9 @@ First the real artifact (`formulas/`): `import runtime` plus `load_formulas` in 
 modules compiled from source, this sandbox's default). Then generated artifacts of growing
 size, loaded in this process (best of `--repeat`; peak memory by tracemalloc, a separate run):
 copies of the real pipelines (renamed) up to the pipeline limit, and pipelines of wide formulas up
-to the 200,000-node limit. `load ms` validates, bounds and checks every default workload; `use all
-ms` is the first use of every pipeline after that (generating and compiling its code, which the
-loader defers). Linear growth shows as a steady time and memory per node.
+to the node limit (`MAX_NODES`). `load ms` validates, bounds and checks every default workload;
+`use all ms` is the first use of every pipeline after that (generating and compiling its code,
+which the loader defers). Linear growth shows as a steady time and memory per node.
 """
 
 from __future__ import annotations
@@ -160,10 +160,45 @@ def report_fresh(doc: dict[str, Any], runs: int) -> None:
         )
 
 
+ONE = (
+    "import resource, sys, time; sys.path.insert(0, {root!r}); from runtime import load_formulas; "
+    "text = open({path!r}).read(); r0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+    "t = time.process_time(); book = load_formulas(text); l = time.process_time(); "
+    "r1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; book['wide_0'].evaluate(); "
+    "e = time.process_time(); r2 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+    "print(l - t, e - l, (r1 - r0) / 1024, (r2 - r1) / 1024)"
+)
+
+
+def report_one_formula(doc: dict[str, Any], runs: int) -> None:
+    """One pipeline whose let is a single `max` of as many terms as the node limit allows (a
+    tampered artifact: the compiler's bounds make none so wide): its load, then its first
+    `evaluate()` (generating and compiling its code), each in a fresh process; peak RSS growth
+    (tracemalloc slows `compile()` a hundredfold on a formula this wide)."""
+    base = nodes(wide(doc, 1, 0))
+    case = wide(doc, 1, (MAX_NODES - base) // 3)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "one.json")
+        Path(path).write_text(json.dumps(case))
+        command = [sys.executable, "-c", ONE.format(root=str(ROOT), path=path)]
+        rows = [
+            [float(x) for x in subprocess.run(command, capture_output=True, text=True, check=True)
+             .stdout.split()]
+            for _ in range(runs)
+        ]  # fmt: skip
+    load, first, load_mib, first_mib = (statistics.median(r[i] for r in rows) for i in range(4))
+    print(
+        f"one formula at the node limit ({nodes(case):,} nodes), median of {runs} fresh runs: "
+        f"load {load * 1e3:.0f} ms CPU (+{load_mib:.0f} MiB RSS), first evaluate() "
+        f"{first * 1e3:.0f} ms CPU (+{first_mib:.0f} MiB RSS)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=10, help="fresh processes for the real one")
     parser.add_argument("--repeat", type=int, default=3, help="loads per generated size")
+    parser.add_argument("--one-only", action="store_true", help="stop after the one formula")
     args = parser.parse_args(argv)
     doc = fuzzing.real_artifact(str(ROOT / "formulas"))
     real = len(doc["pipelines"])
@@ -172,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{platform.python_version()}; real artifact: {real} pipelines, {nodes(doc):,} nodes"
     )
     report_fresh(doc, args.runs)
+    report_one_formula(doc, 3)
+    if args.one_only:
+        return 0
     print(f"{'artifact':<22}{'pipelines':>10}{'nodes':>9}{'KiB':>8}{'load ms':>9}{'us/node':>9}"
           f"{'use all ms':>11}{'us/node':>9}{'peak MiB':>10}{'B/node':>8}")  # fmt: skip
     cases = [(f"real x{k}", copies(doc, k)) for k in (1, 5, 15, MAX_PIPELINES // real)]

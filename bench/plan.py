@@ -263,13 +263,89 @@ def solve_times(budget_s: float) -> None:
     )
 
 
+def hostile_shapes() -> list[tuple[str, list[Component], list[Target], Device]]:
+    """Shapes no pipeline has, each a cost the limits must bound (issue 23): many components in
+    one phase, more components than the limit, many uneven layers, many components in shared
+    phases."""
+    rng = random.Random(23)
+    out = []
+    for n in (256, 1000, 3000):
+        comps = [Component(f"c{i}", rng.randint(1, 100) << 20) for i in range(n)]
+        phase = Phase("all", GiB, [c.name for c in comps])
+        out.append(
+            (f"{n:,} components, one phase", comps, [Target("t", [phase])], Device(64 * GiB))
+        )
+    comps, uses = [], {}
+    for i in range(120):
+        sizes = [rng.randint(1, 64) << 20 for _ in range(30)]
+        comps.append(Component(f"c{i}", sum(sizes) + (rng.randint(0, 64) << 20), sizes))
+        uses[f"c{i}"] = tuple(rng.randint(1, 100) for _ in range(30))
+    phases = [Phase(f"p{i}", rng.randint(0, 8) * GiB, [f"c{i}"]) for i in range(120)]
+    target = Target("t", phases, layer_uses=uses)
+    out.append(("120 x 30 uneven layers", comps, [target], Device(48 * GiB)))
+    comps, uses = [], {}
+    for i in range(20):
+        sizes = [rng.randint(50, 400) << 20 for _ in range(100)]
+        comps.append(Component(f"c{i}", sum(sizes) + rng.randint(0, GiB), sizes))
+        uses[f"c{i}"] = tuple(rng.randint(1, 100) for _ in range(100))
+    shared = [
+        Phase(f"p{i}", rng.randint(0, 20) * GiB, [f"c{i}", f"c{(i + 1) % 20}", f"c{(i + 7) % 20}"])
+        for i in range(20)
+    ]
+    out.append(
+        (
+            "20 x 100 in shared phases",
+            comps,
+            [Target("t", shared, layer_uses=uses)],
+            Device(80 * GiB),
+        )
+    )
+    return out
+
+
+def hostile(budget_s: float) -> None:
+    """Each hostile shape solved or refused (typed ``PlanLimitError``) within the budget."""
+    import tracemalloc
+
+    from calibration.plan import PlanLimitError
+
+    print(f"\nhostile shapes (budget {budget_s:g} s each; solved or refused)")
+    print(f"{'shape':28} {'outcome':10} {'ms':>8} {'cpu ms':>8} {'peak MiB':>9}  detail")
+    for label, comps, targets, device in hostile_shapes():
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            plan = solve(comps, targets, device)
+            outcome = "solved" if plan.feasible else "infeasible"
+            detail = f"{plan.nodes:,} nodes"
+        except PlanLimitError as exc:
+            outcome, detail = "refused", str(exc)[:80]
+        elapsed, used = time.perf_counter() - start, time.process_time() - cpu
+        tracemalloc.start()  # a second run for the peak: tracing slows the first one's clock
+        try:
+            solve(comps, targets, device)
+        except PlanLimitError:
+            pass
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        over = " OVER BUDGET" if elapsed > budget_s else ""
+        print(
+            f"{label:28} {outcome:10} {elapsed * 1000:>8.0f} {used * 1000:>8.0f} {peak:>9.1f}  "
+            f"{detail}{over}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--budget-s", type=float, default=10.0)
+    parser.add_argument("--hostile-only", action="store_true", help="only the hostile shapes")
     args = parser.parse_args()
+    if args.hostile_only:
+        hostile(2.0)
+        return
     print(f"machine: {platform.machine()}, CPython {platform.python_version()}; bandwidth 25 GB/s")
     compare()
     solve_times(args.budget_s)
+    hostile(2.0)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ Progress is reported through a callback ``progress(step, total, what)``; the CLI
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -532,13 +532,17 @@ def _more_sizes(
             break
         settled = settle(loop.session, loop.records, target, margin, uncovered)
     if time_tolerance is not None:
-        candidates = [c for c in ladder(pipeline, probe, target) if loop.affordable(c)]
+
+        def candidates() -> Iterator[Params]:
+            """The ladder, built only when a stage's time needs a probe (``time_probe`` asks)."""
+            yield from (c for c in ladder(pipeline, probe, target) if loop.affordable(c))
+
         timed = time_probe(
             pipeline,
             settled.kept,
             settled.estimate,
             target,
-            candidates,
+            candidates(),
             loop.repeat,
             time_tolerance,
         )

@@ -17,23 +17,25 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from attrs import frozen
+from attrs import define, frozen
+
+from artifact.limits import MAX_SEARCH_NODES, MAX_SEARCH_WORK
 
 if TYPE_CHECKING:  # types only: calibration.plan.model imports the search through plan_explain
     from calibration.plan.candidates import Candidate, Group
 
 
-#: Nodes the exact search may visit before it gives up: a bound on its cost for any input (about
-#: 10 s of Python; real pipelines take under 6,000, the bench's irregular instances up to 600,000).
-MAX_SEARCH_NODES = 2_000_000
-
-
 class SearchExhausted(Exception):
-    """The search visited ``MAX_SEARCH_NODES`` (or the caller's limit) without finishing."""
+    """The search spent its node or work limit (``artifact.limits``, or the caller's) unfinished."""
 
-    def __init__(self, nodes: int):
-        super().__init__(f"the exact search visited {nodes:,} nodes without finishing")
-        self.nodes = nodes
+    def __init__(self, nodes: int, work: int = 0, limit: str = "MAX_SEARCH_NODES"):
+        spent = (
+            f"visited {nodes:,} nodes"
+            if limit == "MAX_SEARCH_NODES"
+            else f"spent {work:,} work units"
+        )
+        super().__init__(f"the exact search {spent} without finishing ({limit})")
+        self.nodes, self.work, self.limit = nodes, work, limit
 
 
 @frozen
@@ -131,9 +133,14 @@ class _Search:
         min_always: int,
         rank: Sequence[int],
         limit: int = MAX_SEARCH_NODES,
+        work_limit: int = MAX_SEARCH_WORK,
     ):
+        self.limit, self.work_limit = limit, work_limit
+        self.nodes = self.work = 0
+        self.scale = 1  # a unit's weight: the objective's words (it grows with the components)
+        self.charge(sum(len(c) for c in per_component) * 16)  # objective parts, sorts, onloads
         parts = objective_parts(per_component, rank)
-        self.limit = limit
+        self.scale = 1 + max((p for ps in parts for p in ps), default=0).bit_length() // 2048
         n = len(per_component)
         # the most used first (as a knapsack's branch and bound takes the densest items first)
         self.order = sorted(range(n), key=lambda i: rank[i])
@@ -156,7 +163,13 @@ class _Search:
         self.others_whole: list[list[int]] = []
         self.best: int | None = None
         self.best_choice: tuple[int, ...] | None = None
-        self.nodes = 0
+
+    def charge(self, units: int) -> None:
+        """Count ``units`` of work (an option scanned, a bound's step built); past the work limit,
+        stop: the node limit alone leaves the work per node unbounded."""
+        self.work += units * self.scale
+        if self.work > self.work_limit:
+            raise SearchExhausted(self.nodes, self.work, "MAX_SEARCH_WORK")
 
     def ceilings(self) -> list[int]:
         """The always-bytes ceilings to try: every value limit - onload sum of a group, clamped.
@@ -171,6 +184,7 @@ class _Search:
         for j, (members, limit) in enumerate(zip(self.members, self.limits)):
             sums = {0}
             for k in members:
+                self.charge(len(sums) * len(self.onloads[k]) + 1)
                 sums = {x + o for x in sums for o in self.onloads[k]}
                 if len(sums) > _MAX_CEILINGS:
                     self.whole.add(j)
@@ -188,6 +202,7 @@ class _Search:
         """Component k's hull over the candidates with one of its ``allowed`` smallest onloads."""
         key = (k, allowed)
         if key not in self.hulls:
+            self.charge(8 * len(self.options[k]))
             cut = self.onloads[k][allowed - 1]
             self.hulls[key] = _hull([(a, p) for a, o, p, _ in self.options[k] if o <= cut])
         return self.hulls[key]
@@ -209,6 +224,7 @@ class _Search:
         ]
         self.others_whole = [[j for j in self.whole if k not in self.members[j]] for k in range(n)]
         for ceiling in ceilings:
+            self.charge(4 * (n + sum(len(g) for g in self.of_component)))
             allowed = []
             for k in range(n):
                 rooms = [self.limits[j] - ceiling for j in self.of_component[k] if j in split]
@@ -223,7 +239,7 @@ class _Search:
         for root, _, dive in sorted(dives, key=lambda d: d[:2]):
             if self.best is not None and root >= self.best:
                 break
-            dive.dive(0, 0, 0, ())
+            dive.dive()
         if self.best_choice is None:
             return None, self.nodes
         choice = [0] * n
@@ -238,6 +254,7 @@ class _Dive:
     def __init__(self, search: _Search, ceiling: int, allowed: list[int]):
         self.search, self.ceiling, self.allowed = search, ceiling, allowed
         n = len(allowed)
+        search.charge(24 * sum(len(opts) for opts in search.options) + len(search.limits))
         self.options = [
             [opt for opt in search.options[k] if opt[1] <= search.onloads[k][allowed[k] - 1]]
             for k in range(n)
@@ -262,6 +279,7 @@ class _Dive:
         always-bytes (exactly them under a pin budget: fewer might not complete) and at most its
         objective. Every completion of this node completes that one as well, no dearer, and that
         search kept or bounded away all of them; best only falls since."""
+        self.search.charge(8 + len(self.rooms))
         rooms = tuple(self.rooms)
         if self.search.min_always > 0:
             key = (depth, rooms, always)
@@ -284,13 +302,19 @@ class _Dive:
         if depth not in self.relaxations:
             s, n = self.search, len(self.allowed)
             hulls = [s.hull(k, self.allowed[k]) for k in range(depth, n)]
+            steps = sum(len(h.steps) for h in hulls)
+            s.charge(4 * (n - depth) + steps * (16 + 4 * steps.bit_length()))  # a sort
             self.relaxations[depth] = _Relaxation(hulls)
         return self.relaxations[depth]
 
-    def dive(self, depth: int, always: int, objective: int, chosen: tuple[int, ...]) -> None:
-        """Try component ``depth``'s candidates, best bound first."""
+    def children(
+        self, depth: int, always: int, objective: int
+    ) -> list[tuple[int, int, int, int, int]]:
+        """Component ``depth``'s candidates that may still beat the best, best bound first, as
+        (bound, index, always-bytes, onload bytes, objective); the last component's best one
+        becomes the incumbent instead (and none is returned)."""
         if depth and self.covered(depth, always, objective):
-            return
+            return []
         s = self.search
         relax = self.relaxation(depth + 1)
         floor = s.min_always - self.most[depth + 1] - always  # the least always-bytes to keep
@@ -300,7 +324,9 @@ class _Dive:
         # options fall in always-bytes: skip those that leave the rest no room
         x = bisect_left(fall, always + relax.least_bytes - self.ceiling)
         children = []
+        scanned = counted = 0
         while x < len(options):
+            scanned += 1
             a, o, p, index = options[x]
             if a < floor:
                 break
@@ -310,29 +336,65 @@ class _Dive:
                 continue
             x += 1
             total = always + a
+            scanned += len(shared) + len(whole)
             if shared and any(o + (total if j in whole_set else 0) > rooms[j] for j in shared):
                 continue
             if whole and any(total > rooms[j] for j in whole):
                 continue
             s.nodes += 1
+            counted += 1
             if s.nodes > s.limit:
-                raise SearchExhausted(s.nodes)
+                raise SearchExhausted(s.nodes, s.work)
             rest = relax.bound(self.ceiling - total)
             if rest is not None and (s.best is None or value + rest < s.best):
                 children.append((value + rest, index, a, o, p))
+        s.charge(4 * scanned + 32 * counted + 8 * len(children))
         children.sort()
         if depth + 1 == len(self.options):
             if children and (s.best is None or children[0][0] < s.best):
-                s.best, s.best_choice = children[0][0], (*chosen, children[0][1])
-            return
-        for lower, index, a, o, p in children:
-            if s.best is not None and lower >= s.best:
-                break
+                s.best = children[0][0]
+                s.best_choice = (*self.path, children[0][1])
+            return []
+        return children
+
+    def dive(self) -> None:
+        """Depth first over the components, best bound first, with an explicit stack (no
+        recursion: its depth is the number of components, which the input sets)."""
+        s = self.search
+        self.path: list[int] = []  # the candidate index chosen at each depth above the top
+        stack = [_Frame(0, 0, 0, self.children(0, 0, 0))]
+        while stack:
+            frame = stack[-1]
+            shared = s.shared[frame.depth]
+            if frame.taken is not None:  # back from the child: its onload returns to the rooms
+                for j in shared:
+                    self.rooms[j] += frame.taken
+                frame.taken = None
+                self.path.pop()
+            children, at = frame.children, frame.next
+            if at == len(children) or (s.best is not None and children[at][0] >= s.best):
+                stack.pop()
+                continue
+            _, index, a, o, p = children[at]
+            frame.next = at + 1
             for j in shared:
                 self.rooms[j] -= o
-            self.dive(depth + 1, always + a, objective + p, (*chosen, index))
-            for j in shared:
-                self.rooms[j] += o
+            frame.taken = o
+            self.path.append(index)
+            depth, always, objective = frame.depth + 1, frame.always + a, frame.objective + p
+            stack.append(_Frame(depth, always, objective, self.children(depth, always, objective)))
+
+
+@define
+class _Frame:
+    """One level of the depth-first search: the node, its children, and the one being searched."""
+
+    depth: int
+    always: int
+    objective: int
+    children: list[tuple[int, int, int, int, int]]
+    next: int = 0  # the next child to search
+    taken: int | None = None  # the onload the child being searched took from the shared rooms
 
 
 def _next_cheaper(options: Sequence[_Option]) -> list[int]:
@@ -352,10 +414,11 @@ def search(
     min_always: int,
     rank: Sequence[int],
     limit: int = MAX_SEARCH_NODES,
+    work_limit: int = MAX_SEARCH_WORK,
 ) -> Outcome:
     """The best choice with every group within its limit and always-bytes >= min_always; raises
-    ``SearchExhausted`` past ``limit`` nodes."""
-    choice, nodes = _Search(per_component, groups, min_always, rank, limit).run()
+    ``SearchExhausted`` past ``limit`` nodes or ``work_limit`` units of work."""
+    choice, nodes = _Search(per_component, groups, min_always, rank, limit, work_limit).run()
     if choice is None:
         return Outcome(None, 0, nodes)
     cost = sum(per_component[i][c].cost for i, c in enumerate(choice))

@@ -12,6 +12,17 @@ from fractions import Fraction
 
 import attrs
 
+from artifact.limits import (
+    MAX_PLAN_CANDIDATES,
+    MAX_PLAN_COMPONENTS,
+    MAX_PLAN_GROUPS,
+    MAX_PLAN_LAYERS,
+    MAX_PLAN_PAIRS,
+    MAX_PLAN_PHASES,
+    MAX_PLAN_TARGETS,
+    MAX_SEARCH_NODES,
+    MAX_SEARCH_WORK,
+)
 from artifact.units import show_bytes
 from calibration.plan.candidates import Candidate, Group, candidates
 from calibration.plan.model import (
@@ -26,7 +37,45 @@ from calibration.plan.model import (
     PlanLimitError,
     Target,
 )
-from calibration.plan.search import MAX_SEARCH_NODES, SearchExhausted, search
+from calibration.plan.search import SearchExhausted, search
+
+
+def _over(limit: str, value: int, most: int, what: str, advice: str) -> None:
+    """Refuse a count past its limit (``artifact.limits``), before anything is built from it."""
+    if value > most:
+        raise PlanLimitError(f"{what}: {value:,}; the limit is {most:,} ({limit}): {advice}")
+
+
+def check_limits(components: Sequence[Component], targets: Sequence[Target]) -> None:
+    """Every count the inputs drive, bounded before a candidate is built (docs/planning.md)."""
+    fewer = "plan fewer components at once (a pipeline's own, not a merge of many)"
+    _over("MAX_PLAN_COMPONENTS", len(components), MAX_PLAN_COMPONENTS, "components", fewer)
+    for c in components:
+        _over(
+            "MAX_PLAN_LAYERS",
+            len(c.layer_bytes),
+            MAX_PLAN_LAYERS,
+            f"layers of component {c.name!r}",
+            "group the layers into blocks",
+        )
+    layers = sum(len(c.layer_bytes) for c in components)
+    candidates_ = layers + 2 * len(components)
+    _over("MAX_PLAN_CANDIDATES", candidates_, MAX_PLAN_CANDIDATES, "placements", fewer)
+    _over("MAX_PLAN_TARGETS", len(targets), MAX_PLAN_TARGETS, "targets", "plan fewer shapes")
+    phases = sum(len(t.phases) for t in targets)
+    _over("MAX_PLAN_PHASES", phases, MAX_PLAN_PHASES, "phases", "plan fewer shapes")
+    pairs = max(
+        phases * len(components),
+        len(targets) * candidates_,
+        sum(len(p.active_components) for t in targets for p in t.phases),
+    )
+    _over(
+        "MAX_PLAN_PAIRS",
+        pairs,
+        MAX_PLAN_PAIRS,
+        "(phase, component) and (target, layer) pairs",
+        "plan fewer shapes or components at once",
+    )
 
 
 def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[str, int]:
@@ -84,12 +133,15 @@ def solve(
     device: Device,
     *,
     search_limit: int = MAX_SEARCH_NODES,
+    work_limit: int = MAX_SEARCH_WORK,
 ) -> Plan:
     """The least-transfer placement of every component that fits every phase of every target.
 
-    Raises ``PlanLimitError`` when the exact search would visit more than ``search_limit`` nodes
-    (its cost is bounded for any input)."""
+    Raises ``PlanLimitError`` when a count exceeds its limit (``check_limits``), or when the exact
+    search would visit more than ``search_limit`` nodes or spend more than ``work_limit`` units
+    of work (its cost is bounded for any input)."""
     components, targets = tuple(components), tuple(targets)
+    check_limits(components, targets)
     index = _check(components, targets)
     cands = [candidates(c, targets) for c in components]
     # most used first: the most calls per byte (layer or whole), then the heaviest, then the name
@@ -99,12 +151,24 @@ def solve(
     )
     usable = device.usable_bytes
     groups = _groups(targets, index, order, usable)
+    _over(
+        "MAX_PLAN_GROUPS",
+        len(groups),
+        MAX_PLAN_GROUPS,
+        "distinct sets of active components",
+        "plan fewer shapes at once",
+    )
     total = sum(c.weight_bytes for c in components)
     pin = device.pin_budget_bytes
     min_always = 0 if pin is None else total - pin
     try:
         outcome = search(
-            [cands[i] for i in order], groups, min_always, range(len(order)), search_limit
+            [cands[i] for i in order],
+            groups,
+            min_always,
+            range(len(order)),
+            search_limit,
+            work_limit,
         )
     except SearchExhausted as exc:
         raise PlanLimitError(
@@ -139,9 +203,20 @@ def _explain(
     usable = device.usable_bytes
     always = sum(c.always for c in picked)
     uses = []
+    # each phase's weights once: per component below, O(1) a phase (not O(its active set))
+    weights_of = {
+        (t.name, p.label, k): _phase_weights(picked, p, index, always)
+        for t in targets
+        for k, p in enumerate(t.phases)
+    }
+    actives = {
+        (t.name, p.label, k): frozenset(p.active_components)
+        for t in targets
+        for k, p in enumerate(t.phases)
+    }
     for t in targets:
-        for p in t.phases:
-            weights = _phase_weights(picked, p, index, always)
+        for k, p in enumerate(t.phases):
+            weights = weights_of[t.name, p.label, k]
             uses.append(
                 PhaseUse(t.name, p.label, p.bound_bytes, weights, usable - weights - p.bound_bytes)
             )
@@ -152,9 +227,9 @@ def _explain(
         if cand.kind != PlacementKind.RESIDENT:
             extra = component.weight_bytes - cand.always
             for t in targets:
-                for p in t.phases:
-                    active = component.name in p.active_components
-                    weights = _phase_weights(picked, p, index, always) + extra
+                for k, p in enumerate(t.phases):
+                    active = component.name in actives[t.name, p.label, k]
+                    weights = weights_of[t.name, p.label, k] + extra
                     weights -= cand.onload if active else 0
                     short = weights + p.bound_bytes - usable
                     if short > missing:

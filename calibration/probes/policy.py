@@ -13,9 +13,11 @@ rows (``runtime.estimate.planes``). Sizes beyond those needed test the model: se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 
+from artifact.limits import MAX_PROBE_GROUP
+from calibration.errors import CalibrationLimitError
 from runtime import Pipeline
 from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
 
@@ -86,12 +88,12 @@ def next_probe(
     if not still_open:
         return None
     best: tuple[int, Fraction, dict[str, int | bool]] | None = None
-    seen = [dict(p) for p in measured]
+    seen = {point_key(p) for p in measured}  # a set: candidates may number in the hundreds
     for candidate in candidates:
         point = dict(candidate)
-        if point in seen or not pipeline.is_admissible(**point):
+        if point_key(point) in seen or not pipeline.is_admissible(**point):
             continue
-        seen.append(point)
+        seen.add(point_key(point))
         closed = len(still_open - set(open_stages(pipeline, [*measured, point], target)))
         if not closed:
             continue
@@ -101,19 +103,36 @@ def next_probe(
     return None if best is None else best[2]
 
 
-def mixes(a: Point, b: Point) -> list[dict[str, int | bool]]:
+def point_key(point: Point) -> tuple[tuple[str, int | bool], ...]:
+    """A point as a hashable key (points are scanned with sets, not list membership)."""
+    return tuple(sorted(point.items()))
+
+
+def mixes(a: Point, b: Point) -> Iterator[dict[str, int | bool]]:
     """Every point taking each param from ``a`` or ``b`` (the corners of their box), a and b
-    excluded.
+    excluded, generated one at a time.
+
+    Raises ``CalibrationLimitError`` (before generating any) when ``a`` and ``b`` differ in more
+    than ``MAX_PROBE_GROUP`` params: their ``2**n - 2`` corners are each weighed by the policy.
     """
     differing = [k for k in a if a[k] != b.get(k, a[k])]
-    out: list[dict[str, int | bool]] = []
+    if len(differing) > MAX_PROBE_GROUP:
+        raise CalibrationLimitError(
+            f"the warmup and the probe differ in {len(differing)} params "
+            f"({', '.join(differing[:4])}, ...); calibration weighs the corners of their box, "
+            f"so they may differ in at most {MAX_PROBE_GROUP} (MAX_PROBE_GROUP): give a --warmup "
+            f"closer to the probe, or a probe group of at most {MAX_PROBE_GROUP} params"
+        )
+    return _corners(a, b, differing)
+
+
+def _corners(a: Point, b: Point, differing: Sequence[str]) -> Iterator[dict[str, int | bool]]:
     for mask in range(1, (1 << len(differing)) - 1):
         point = dict(a)
         for i, name in enumerate(differing):
             if mask >> i & 1:
                 point[name] = b[name]
-        out.append(point)
-    return out
+        yield point
 
 
 def fit_rows(

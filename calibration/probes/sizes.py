@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 
+from artifact.limits import MAX_LADDER_POINTS
 from calibration.probes.policy import mixes, next_probe, work
 from calibration.session import Params
 from runtime import Pipeline
@@ -25,9 +26,13 @@ def extra_probes(
     """
     chosen: list[dict[str, int | bool]] = []
     measured: list[Params] = [warmup, probe]
+    ceiling = work(pipeline, target)
     for _ in range(at_most):
-        candidates = [*mixes(warmup, probe), *towards(pipeline, probe, target)]
-        candidates = [c for c in candidates if work(pipeline, c) < work(pipeline, target)]
+        candidates = (
+            c
+            for c in itertools.chain(mixes(warmup, probe), towards(pipeline, probe, target))
+            if work(pipeline, c) < ceiling
+        )
         point = next_probe(pipeline, [*measured, *chosen], target, candidates)
         if point is None:
             break
@@ -64,7 +69,10 @@ def ladder(
     probe value, or the largest admissible value not past a half, three quarters or all of the
     way to the target's (where a contract leaves nothing between, only the target's value moves
     it); every combination but the probe itself, admissible points only, at most ``at_most``
-    (the nearest first). The time policy weighs each one's cost against what it would buy."""
+    (the nearest first). The time policy weighs each one's cost against what it would buy.
+
+    At most ``MAX_LADDER_POINTS`` combinations are weighed, generated lazily: all of them when
+    there are no more (4 levels of 5 params), else those moving the fewest params first."""
     levels: dict[str, list[int]] = {}
     for name, value in probe.items():
         other = target.get(name, value)
@@ -85,14 +93,27 @@ def ladder(
                 found.append(moved)
         if found:
             levels[name] = [low, *found]
-    names = list(levels)
     out: list[dict[str, int | bool]] = []
-    for values in itertools.product(*(levels[n] for n in names)):
-        point = {**probe, **dict(zip(names, values))}
+    for combination in itertools.islice(_combinations(levels), MAX_LADDER_POINTS):
+        point = {**probe, **combination}
         if point != dict(probe) and pipeline.is_admissible(**point):
             out.append(point)
     out.sort(key=lambda p: work(pipeline, p))
     return out[:at_most]
+
+
+def _combinations(levels: Mapping[str, Sequence[int]]) -> Iterator[dict[str, int]]:
+    """The params' level combinations (each list starts at the probe's value), lazily: in product
+    order when they are few, else by how many params move (one, then two, ...)."""
+    names = list(levels)
+    if math.prod(len(v) for v in levels.values()) <= MAX_LADDER_POINTS:
+        for values in itertools.product(*(levels[n] for n in names)):
+            yield dict(zip(names, values))
+        return
+    for count in range(len(names) + 1):
+        for subset in itertools.combinations(names, count):
+            for values in itertools.product(*(levels[n][1:] for n in subset)):
+                yield dict(zip(subset, values))
 
 
 def larger_probe(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dslc import ast
 from dslc.diagnostics import Diagnostic, Note, did_you_mean, error
-from dslc.limits import MAX_CALLS, MAX_STAGE_USES
+from dslc.limits import MAX_CALLS, MAX_PROBE_GROUP, MAX_STAGE_USES
 from dslc.model import ResolvedPipeline
 from dslc.source import Span
 
@@ -81,13 +81,24 @@ def _per_step(pipeline: ResolvedPipeline) -> list[Diagnostic]:
 
 
 def _probes(pipeline: ResolvedPipeline) -> list[Diagnostic]:
-    """Probe axes are int params, each in one group."""
+    """Probe axes are int params, each in one group, at most ``MAX_PROBE_GROUP`` to a group
+    (calibration weighs every corner of a group's box: check-ok implies calibrate can plan it)."""
     problems = []
     params = {p.name: p for p in pipeline.params}
     int_params = [p.name for p in pipeline.params if p.type == "int"]
     seen: dict[str, Span | None] = {}
     for probe in pipeline.probes:
         spans = probe.name_spans or (probe.span,) * len(probe.names)
+        if len(probe.names) > MAX_PROBE_GROUP:
+            problems.append(
+                error(
+                    "limit",
+                    f"probe group of {len(probe.names)} params; the limit is {MAX_PROBE_GROUP}: "
+                    f"calibration weighs the 2**{len(probe.names)} corners of its box",
+                    spans[MAX_PROBE_GROUP],
+                    hints=[f"split it into groups of at most {MAX_PROBE_GROUP} params"],
+                )
+            )
         for name, span in zip(probe.names, spans):
             param = params.get(name)
             if param is None:

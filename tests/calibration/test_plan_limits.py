@@ -1,0 +1,150 @@
+"""The planner's cost is bounded for any input (issue 23): counts past their limits are refused
+before a candidate is built, the search keeps no recursion per component, and its budget counts
+work, not only nodes. Each test bounds work or memory, never the wall clock (bench/plan.py times
+the same hostile shapes)."""
+
+from __future__ import annotations
+
+import inspect
+import random
+import sys
+import tracemalloc
+
+import pytest
+
+from artifact.limits import (
+    MAX_PLAN_COMPONENTS,
+    MAX_PLAN_GROUPS,
+    MAX_PLAN_LAYERS,
+    MAX_PLAN_PAIRS,
+    MAX_PLAN_TARGETS,
+)
+from calibration.plan import Component, Device, GiB, Phase, PlanLimitError, Target, solve
+from tests.budget import count_calls
+
+MiB = 1 << 20
+
+
+def one_phase(n: int) -> tuple[list[Component], list[Target]]:
+    """``n`` components of a few MiB, all active in one phase."""
+    rng = random.Random(n)
+    comps = [Component(f"c{i}", rng.randint(1, 100) * MiB) for i in range(n)]
+    return comps, [Target("t", [Phase("all", GiB, [c.name for c in comps])])]
+
+
+def peak_mib(work):
+    """Run ``work`` under tracemalloc; its result (or exception) and the peak in MiB."""
+    tracemalloc.start()
+    try:
+        try:
+            result: object = work()
+        except PlanLimitError as exc:
+            result = exc
+        return result, tracemalloc.get_traced_memory()[1] / MiB
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("n", [1000, 3000])
+def test_more_components_than_the_limit_are_refused_before_any_work(n):
+    comps, targets = one_phase(n)
+    (error, calls) = count_calls(lambda: peak_mib(lambda: solve(comps, targets, Device(64 * GiB))))
+    result, peak = error
+    assert isinstance(result, PlanLimitError)
+    assert "MAX_PLAN_COMPONENTS" in str(result) and "plan fewer components" in str(result)
+    assert peak < 1 and calls < 100  # nothing built: no candidate, no search
+
+
+def test_components_at_the_limit_solve_without_recursion_per_component():
+    comps, targets = one_phase(MAX_PLAN_COMPONENTS)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 60)  # far fewer frames than components
+    try:
+        plan, peak = peak_mib(lambda: solve(comps, targets, Device(64 * GiB)))
+    finally:
+        sys.setrecursionlimit(limit)
+    assert not isinstance(plan, PlanLimitError) and plan.feasible
+    assert peak < 256
+
+
+def uneven(n: int, layers: int) -> tuple[list[Component], list[Target]]:
+    """``n`` components of ``layers`` uneven layers with uneven uses, one phase each."""
+    rng = random.Random(23)
+    comps, uses = [], {}
+    for i in range(n):
+        sizes = [rng.randint(1, 64) * MiB for _ in range(layers)]
+        comps.append(Component(f"c{i}", sum(sizes) + rng.randint(0, 64) * MiB, sizes))
+        uses[f"c{i}"] = tuple(rng.randint(1, 100) for _ in range(layers))
+    phases = [Phase(f"p{i}", rng.randint(0, 8) * GiB, [f"c{i}"]) for i in range(n)]
+    return comps, [Target("t", phases, layer_uses=uses)]
+
+
+def test_the_search_budget_counts_work_not_only_nodes():
+    """120 components x 30 uneven layers visited 12 % of the node limit in 18 s: the work per
+    node (options scanned, bounds built) now counts, and past the budget the error says so."""
+    comps, targets = uneven(120, 30)
+    budget = 1 << 21
+    (result, peak), calls = count_calls(
+        lambda: peak_mib(lambda: solve(comps, targets, Device(48 * GiB), work_limit=budget))
+    )
+    assert isinstance(result, PlanLimitError)
+    assert "MAX_SEARCH_WORK" in str(result) and "group equal layers" in str(result)
+    assert peak < 64
+    assert calls < budget  # the Python calls made stay within the work counted
+
+
+def test_shared_phases_end_within_the_work_budget():
+    """20 components x 100 uneven layers in phases shared by three each: many ceilings, each a
+    dive; solved or refused within the work budget."""
+    comps, (target,) = uneven(20, 100)
+    shared = [
+        Phase(f"p{i}", (i % 20) * GiB, [f"c{i}", f"c{(i + 1) % 20}", f"c{(i + 7) % 20}"])
+        for i in range(20)
+    ]
+    target = Target("t", shared, layer_uses=target.layer_uses)
+    budget = 1 << 21
+    (result, peak), calls = count_calls(
+        lambda: peak_mib(lambda: solve(comps, [target], Device(80 * GiB), work_limit=budget))
+    )
+    assert isinstance(result, PlanLimitError) or result.feasible in (True, False)
+    assert peak < 128
+    assert calls < budget
+
+
+@pytest.mark.parametrize(
+    ("limit", "components", "targets"),
+    [
+        (
+            "MAX_PLAN_LAYERS",
+            [Component.uniform("big", MAX_PLAN_LAYERS + 1, MAX_PLAN_LAYERS + 1, 1)],
+            [Target("t", [Phase("p", 0, ["big"])])],
+        ),
+        (
+            "MAX_PLAN_TARGETS",
+            [Component("a", 1)],
+            [Target(f"t{i}", [Phase("p", 0, ["a"])]) for i in range(MAX_PLAN_TARGETS + 1)],
+        ),
+        (
+            "MAX_PLAN_PAIRS",
+            [Component(f"c{i}", 1) for i in range(200)],
+            [Target(f"t{i}", [Phase(f"p{k}", 0) for k in range(16)]) for i in range(400)],
+        ),
+        (
+            "MAX_PLAN_GROUPS",
+            [Component(f"c{i}", 1) for i in range(12)],
+            [
+                Target(
+                    "t",
+                    [
+                        Phase(f"p{m}", 0, [f"c{i}" for i in range(12) if m >> i & 1])
+                        for m in range(MAX_PLAN_GROUPS + 1)
+                    ],
+                )
+            ],
+        ),
+    ],
+)
+def test_each_count_past_its_limit_is_a_typed_error_naming_it(limit, components, targets):
+    assert MAX_PLAN_PAIRS < 200 * 16 * 400
+    with pytest.raises(PlanLimitError, match=limit):
+        solve(components, targets, Device(GiB))
