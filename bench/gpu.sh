@@ -6,11 +6,14 @@
 # examples (wall clock, allocator statistics).
 #
 #     bash bench/gpu.sh            # from the repository root, after the README's setup command
+#     PYTHON=python3 DSLC=dslc bash bench/gpu.sh   # a machine whose own Python has CUDA torch
+#                                  # (then `pip install --no-deps -e .` first, for the dslc command)
 #
 # Prints each part's output; exits non-zero if a part fails. Record the output in bench/README.md.
 set -u
 cd "$(dirname "$0")/.."
-py=.venv/bin/python
+py=${PYTHON:-.venv/bin/python}
+dslc=${DSLC:-.venv/bin/dslc}
 status=0
 run() { echo "## $*"; "$@" || status=1; echo; }
 run "$py" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0), torch.__version__)"
@@ -19,6 +22,7 @@ run "$py" bench/record.py --rounds 9
 run "$py" bench/plan_gpu.py --example flux
 run "$py" bench/plan_gpu.py --example wan
 run "$py" bench/lifecycle_gpu.py --example flux --device cuda
-run .venv/bin/dslc calibrate --example flux --device cuda --verify --repeat 3
-run .venv/bin/dslc calibrate --example wan --device cuda --verify --repeat 3
+run "$dslc" calibrate --example flux --device cuda:0 --verify --repeat 3
+run "$dslc" plan --example flux --device cuda:0 --device-memory cuda:0 --validate
+run "$dslc" calibrate --example wan --device cuda --verify --repeat 3
 exit $status
