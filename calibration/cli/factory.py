@@ -50,7 +50,7 @@ def _module(where: str) -> ModuleType:
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except BaseException as exc:
+        except (Exception, SystemExit) as exc:
             sys.modules.pop(name, None)
             raise _user_error(f"cannot import {where}", exc) from None
         return module
@@ -61,16 +61,12 @@ def _module(where: str) -> ModuleType:
         )
     try:
         return importlib.import_module(where)
-    except BaseException as exc:
+    except (Exception, SystemExit) as exc:
         raise _user_error(f"cannot import module {where!r}", exc) from None
 
 
 def _user_error(what: str, exc: BaseException) -> CalibrationError:
-    """The user's code failed (a syntax error, an import, an exception, ``sys.exit``): exit 1.
-
-    ``KeyboardInterrupt`` is the person at the terminal, not the code: it goes on up."""
-    if isinstance(exc, KeyboardInterrupt):
-        raise exc
+    """The user's code failed (a syntax error, an import, an exception, ``sys.exit``): exit 1."""
     if isinstance(exc, SyntaxError):
         detail = f"SyntaxError: {exc.msg} (line {exc.lineno})"
     elif isinstance(exc, SystemExit):
@@ -125,7 +121,7 @@ def _checked_build(spec: str, build: Callable[[int], object]) -> Callable[[int],
     def checked(seed: int) -> object:
         try:
             pipe = build(seed)
-        except BaseException as exc:
+        except (Exception, SystemExit) as exc:
             raise _user_error(f"the factory {spec} failed", exc) from None
         if not isinstance(getattr(pipe, "components", None), Mapping) or not callable(pipe):
             raise CalibrationError(
@@ -145,7 +141,7 @@ def _checked_kwargs(
     def checked(seed: int) -> Mapping[str, object]:
         try:
             value = kwargs(seed)
-        except BaseException as exc:
+        except (Exception, SystemExit) as exc:
             raise _user_error(f"call_kwargs of {spec} failed", exc) from None
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise CalibrationError(
