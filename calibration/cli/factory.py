@@ -50,7 +50,7 @@ def _module(where: str) -> ModuleType:
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except (Exception, SystemExit) as exc:
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
             sys.modules.pop(name, None)
             raise _user_error(f"cannot import {where}", exc) from None
         return module
@@ -61,7 +61,7 @@ def _module(where: str) -> ModuleType:
         )
     try:
         return importlib.import_module(where)
-    except (Exception, SystemExit) as exc:
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
         raise _user_error(f"cannot import module {where!r}", exc) from None
 
 
@@ -121,7 +121,7 @@ def _checked_build(spec: str, build: Callable[[int], object]) -> Callable[[int],
     def checked(seed: int) -> object:
         try:
             pipe = build(seed)
-        except (Exception, SystemExit) as exc:
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
             raise _user_error(f"the factory {spec} failed", exc) from None
         if not isinstance(getattr(pipe, "components", None), Mapping) or not callable(pipe):
             raise CalibrationError(
@@ -141,7 +141,7 @@ def _checked_kwargs(
     def checked(seed: int) -> Mapping[str, object]:
         try:
             value = kwargs(seed)
-        except (Exception, SystemExit) as exc:
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
             raise _user_error(f"call_kwargs of {spec} failed", exc) from None
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise CalibrationError(
