@@ -47,8 +47,9 @@ def ceil_bytes(value: Fraction | int) -> int:
 def show_measure(value: Measure) -> str:
     """A measure for a reason text: exact when integral, else a short decimal; a huge one (past
     float's range or str()'s 4,300 digits) by its size."""
-    if abs(value) >= 1 << HUGE_BITS:
-        return f"<a number of {int(abs(value)).bit_length():,} bits>"
+    whole = int(value)
+    if whole >= 1 << HUGE_BITS or -whole >= 1 << HUGE_BITS:
+        return f"<a number of {abs(whole).bit_length():,} bits>"
     if isinstance(value, int) or value.denominator == 1:
         return str(int(value))
     return format(float(value), ".6g")
