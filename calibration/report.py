@@ -19,7 +19,8 @@ def _number(value: Fraction | float | None) -> int | float | None:
     if value is None:
         return None
     if isinstance(value, Fraction):
-        return int(value) if value.denominator == 1 else float(value)
+        exact = value.denominator == 1 or abs(value) >= 1 << 53  # past 2**53: an int is as exact
+        return round(value) if exact else float(value)
     return value
 
 
@@ -239,10 +240,20 @@ def _margin_source(method: str, source: str | None) -> str | None:
 def show_bytes(value: float | None) -> str:
     if value is None:
         return "-"
+    if isinstance(value, int) and value.bit_length() > 1000:  # past a float: by its size
+        return f"~2**{value.bit_length() - 1} B"
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(value) >= size:
             return f"{value / size:.2f} {unit}"
     return f"{int(value)} B"
+
+
+def show_ratio(value: Fraction) -> str:
+    """A ratio for people (``1.88e+24``); one past a float's range by its size."""
+    try:
+        return f"{float(value):.3g}"
+    except OverflowError:
+        return f"~2**{int(value).bit_length() - 1}"
 
 
 def show_ms(value: float | None) -> str:

@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from artifact.atomic import write_bytes_atomically
 from calibration.report import show_bytes
 from calibration.run import Calibration
 
@@ -86,5 +88,7 @@ def plot(cal: Calibration, path: Path) -> None:
             va="bottom",
         )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=110, format=path.suffix[1:].lower() or "png")
     plt.close(fig)
+    write_bytes_atomically(path, image.getvalue())  # as --save: atomic, no FIFO or device
