@@ -14,7 +14,14 @@ import os
 import stat
 from _thread import allocate_lock
 
-__all__ = ["NotARegularFileError", "check_regular", "current_umask", "write_atomically"]
+__all__ = [
+    "NotARegularFileError",
+    "check_regular",
+    "current_umask",
+    "kind_of",
+    "write_atomically",
+    "write_bytes_atomically",
+]
 
 
 class NotARegularFileError(OSError):
@@ -27,7 +34,7 @@ class NotARegularFileError(OSError):
         self.kind = kind
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
     """What a non-regular file is, for messages."""
     if stat.S_ISDIR(mode):
         return "a directory"
@@ -48,7 +55,7 @@ def check_regular(path: str | os.PathLike[str]) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     if not stat.S_ISREG(info.st_mode):
-        raise NotARegularFileError(path, _kind(info.st_mode))
+        raise NotARegularFileError(path, kind_of(info.st_mode))
     return info
 
 
@@ -79,6 +86,11 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
 
     Raises NotARegularFileError for an existing target that is not a regular file.
     """
+    write_bytes_atomically(path, text.encode("utf-8"))
+
+
+def write_bytes_atomically(path: str | os.PathLike[str], data: bytes) -> None:
+    """``write_atomically`` for bytes (a figure): the same links, modes and refusals."""
     import tempfile  # here, not at the top: the loader imports this module but never writes
     from pathlib import Path
 
@@ -88,9 +100,9 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
     mode = stat.S_IMODE(existing.st_mode) if existing else 0o666 & ~current_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), mode)  # mkstemp makes 0600 files
-            handle.write(text)
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)

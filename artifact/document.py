@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from artifact.atomic import NotARegularFileError, check_regular
+from artifact.atomic import NotARegularFileError
 from artifact.checks import (
     NodeBudget,
     Scope,
@@ -53,7 +53,7 @@ from artifact.limits import (
     MAX_STAGES,
 )
 from artifact.spelling import file_value
-from artifact.strict_json import strict_loads
+from artifact.strict_json import read_regular, strict_loads
 
 __all__ = [
     "FORMAT",
@@ -102,11 +102,9 @@ def _read_file(path: str) -> bytes:
     all; a FIFO or device is refused before it is opened (reading a FIFO would wait for a writer).
     """
     try:
-        check_regular(path)
+        return read_regular(path, MAX_BYTES)
     except NotARegularFileError as exc:
         raise ArtifactError("", str(exc)) from None
-    with open(path, "rb") as handle:
-        return handle.read(MAX_BYTES + 1)
 
 
 def _parse_json(data: str | bytes | bytearray) -> object:

@@ -1,15 +1,28 @@
-"""JSON as the runtime reads untrusted files (artifacts, records): a repeated key or NaN/Infinity
-is a ValueError, not a silent choice."""
+"""JSON as the runtime reads untrusted files (artifacts, records, calibrations): a repeated key or
+NaN/Infinity is a ValueError, not a silent choice; how deep a document may nest does not depend on
+how deep the caller's stack is; a file is read only when it is a regular one, and only so far."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 
+from artifact.atomic import NotARegularFileError, kind_of
 from artifact.spelling import file_value
+from artifact.stack import retried_on_fresh_stack
 
 
 def strict_loads(data: str | bytes | bytearray) -> object:
-    """``json.loads`` refusing repeated keys and non-JSON constants (ValueError, RecursionError)."""
+    """``json.loads`` refusing repeated keys and non-JSON constants (ValueError, RecursionError).
+
+    The C parser counts nesting against the interpreter's recursion limit together with the
+    caller's frames: a document refused 600 frames deep is parsed again on a fresh stack
+    (``artifact.stack``), so only the document's own depth decides."""
+    return retried_on_fresh_stack(lambda: _loads(data))
+
+
+def _loads(data: str | bytes | bytearray) -> object:
     return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
 
 
@@ -28,3 +41,27 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
 def _reject_constant(name: str) -> object:
     """json hook: NaN and Infinity are not JSON and not exact."""
     raise ValueError(f"{name} is not valid JSON")
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of a regular file (links followed), counted as they are read.
+
+    Opened non-blocking, so a FIFO never waits for a writer; anything but a regular file (a FIFO,
+    ``/dev/zero``, a directory, a link to one) is a ``NotARegularFileError`` before a byte is read,
+    and the size is what was read, not ``st_size`` (0 for a device). OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFileError(path, kind_of(mode))
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

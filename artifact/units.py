@@ -29,6 +29,8 @@ MAX_SIZE_DIGITS = 30  # a size option longer than this is refused, not parsed
 
 def show_bytes(value: float | None) -> str:
     """`-` for unknown, else binary units with three significant figures: `28.6 GiB`, `-512 B`."""
+    if isinstance(value, int) and value.bit_length() > 1000:  # past a float: by its size
+        return f"{'-' if value < 0 else ''}~2**{abs(value).bit_length() - 1} B"
     if value is None or not math.isfinite(value):
         return "-"
     sign, size = ("-", -value) if value < 0 else ("", value)

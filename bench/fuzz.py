@@ -1,6 +1,8 @@
-"""Long mutation-fuzzing run of the compiler and the artifact loader, bounded by wall time.
+"""Long mutation-fuzzing run of the compiler, the artifact loader, `dslc plan`'s calibration
+documents and `dslc calibrate` / `dslc plan` option lists, bounded by wall time.
 
     .venv/bin/python bench/fuzz.py --seconds 60
+    .venv/bin/python bench/fuzz.py --kinds calibration,options --seconds 600
 
 Sources (the real `formulas/*.wf` and `dslc.testing.sources()` examples) are mutated token-wise
 (`dslc.fuzzing.SOURCE_MUTATORS`) and compiled with `dslc.compiler.compile_text`; the artifact of
@@ -12,6 +14,14 @@ out, or when it takes over `dslc.fuzzing.CASE_SECONDS`. The summary gives the ca
 and slowest case per kind, and the process's peak RSS (an upper bound on any one case's memory)
 with the case that raised it most. Failures are printed with the seed and
 case number that reproduce them (`--replay KIND CASE`); the exit status is 1 when any case failed.
+
+`--kinds calibration,options` (`calibration.fuzzing`): the real saved calibration
+`tests/calibration/data/flux_calibration.json` mutated as JSON and as text and planned with
+`dslc plan --calibration FILE`; the option lists of `dslc calibrate` and `dslc plan` (from a saved
+calibration, or running one that stops where the pipeline is built) mutated with hostile values
+and paths (a FIFO, `/dev/zero`, a link to `/dev/null`, an unknown figure format). A case fails on
+exit 3, an escaping exception, over `CASE_SECONDS`, or a rise of the process's peak RSS over
+`CASE_BYTES`.
 """
 
 from __future__ import annotations
@@ -33,11 +43,17 @@ import attrs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from calibration import fuzzing as cal_fuzzing
 from dslc import bombs, fuzzing
 
 BOMB_EVERY = 10  # one case in ten of each kind is a cost bomb (dslc.bombs) instead of a mutation
 
-KINDS = ("source", "artifact")
+KINDS = ("source", "artifact", "calibration", "options")
+DEFAULT_KINDS = "source,artifact"
+CASE_BYTES = 256 << 20  # a case raising the process's peak RSS by more than this is a failure
+CALIBRATION = ROOT / "tests" / "calibration" / "data" / "flux_calibration.json"
+SD_FORMULAS = str(ROOT / "tests" / "calibration" / "data" / "custom_sd.wf")
+OPTION_COMMANDS = ("calibrate", "plan-saved", "plan-run")
 
 
 def corpus(generated: int, seed: int) -> list[str]:
@@ -69,6 +85,8 @@ def corpus(generated: int, seed: int) -> list[str]:
 def case(kind: str, seed: int, index: int, texts: list[str], doc: str) -> tuple[str, object]:
     """The mutation name and payload of case `index` of `kind` (deterministic in seed and index)."""
     rng = random.Random(f"{seed}:{kind}:{index}")
+    if kind in ("calibration", "options"):
+        return _calibration_case(kind, rng, index)
     bomb = index % BOMB_EVERY == BOMB_EVERY - 1
     if kind == "source":
         if bomb:
@@ -79,6 +97,74 @@ def case(kind: str, seed: int, index: int, texts: list[str], doc: str) -> tuple[
         family, document = bombs.artifact_bomb(rng)
         return f"bomb:{family}", document
     return fuzzing.mutate_artifact(rng, doc)
+
+
+_SANDBOX: list[cal_fuzzing.Sandbox] = []
+
+
+def _sandbox() -> cal_fuzzing.Sandbox:
+    """The folder of hostile paths (calibration.fuzzing.Sandbox), made once per run."""
+    if not _SANDBOX:
+        import tempfile
+
+        _SANDBOX.append(cal_fuzzing.Sandbox(Path(tempfile.mkdtemp(prefix="dslc-fuzz-"))))
+    return _SANDBOX[0]
+
+
+def _calibration_case(kind: str, rng: random.Random, index: int) -> tuple[str, object]:
+    """A mutated calibration document (text), or a mutated option list of calibrate or plan."""
+    real = json.loads(CALIBRATION.read_text())
+    sandbox = _sandbox()
+    if kind == "calibration":
+        return cal_fuzzing.mutate_document(rng, real)
+    command = OPTION_COMMANDS[index % len(OPTION_COMMANDS)]
+    if command == "calibrate":
+        base = cal_fuzzing.calibrate_options(sandbox, SD_FORMULAS)
+    else:
+        saved = sandbox.root / "saved.json"
+        saved.write_text(json.dumps(real))
+        document = str(saved) if command == "plan-saved" else None
+        base = cal_fuzzing.plan_options(sandbox, document, SD_FORMULAS)
+    mutation, args = cal_fuzzing.mutate_options(rng, base, sandbox)
+    return f"{command}:{mutation}", args
+
+
+def check_calibration(payload: object, mutation: str) -> float:
+    """`dslc plan --calibration FILE` on a mutated document (fuzzing.Failure on a broken case)."""
+    path = _sandbox().root / "doc.json"
+    path.write_text(str(payload), encoding="utf-8", errors="surrogatepass")
+    args = cal_fuzzing.plan_options(_sandbox(), str(path), SD_FORMULAS)
+    return _as_dslc_failure(lambda: cal_fuzzing.run_dslc(args, "calibration", mutation))
+
+
+def check_options(payload: object, mutation: str) -> float:
+    """`dslc ARGS` for a mutated option list (fuzzing.Failure on a broken case)."""
+    assert isinstance(payload, list)
+    return _as_dslc_failure(lambda: cal_fuzzing.run_dslc(payload, "options", mutation))
+
+
+def _as_dslc_failure(run: Callable[[], float]) -> float:
+    """calibration.fuzzing.Failure as dslc.fuzzing.Failure: one kind of failure in the tally."""
+    try:
+        return run()
+    except cal_fuzzing.Failure as exc:
+        raise fuzzing.Failure(exc.kind, exc.mutation, exc.problem, exc.payload) from exc
+
+
+def _warm_up(kinds: tuple[str, ...], check: dict[str, Check]) -> None:
+    """One unmutated case of each calibration kind, untimed: its first run imports torch,
+    diffusers and jsonschema (seconds), which no case should be charged with."""
+    real = CALIBRATION.read_text()
+    for kind in kinds:
+        if kind == "calibration":
+            check[kind](real, "warm-up")
+        elif kind == "options":
+            for command in OPTION_COMMANDS:
+                _, base = _calibration_case(kind, random.Random(0), OPTION_COMMANDS.index(command))
+                try:
+                    check[kind](base, "warm-up")
+                except fuzzing.Failure:
+                    pass  # a mutated warm-up case may fail; the timed run will show it again
 
 
 def _peak_rss() -> int:
@@ -97,6 +183,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--replay", nargs=2, metavar=("KIND", "CASE"), help="rerun one case and show its payload"
     )
     parser.add_argument("--max-shown", type=int, default=5, help="failures printed per kind")
+    parser.add_argument(
+        "--kinds",
+        default=DEFAULT_KINDS,
+        help=f"comma-separated, of {', '.join(KINDS)} (default {DEFAULT_KINDS})",
+    )
     return parser.parse_args(argv)
 
 
@@ -134,6 +225,13 @@ class Tally:
         if elapsed > self.slowest[kind][0]:
             self.slowest[kind] = (elapsed, f"#{index} {mutation}")
         rise = _peak_rss() - peak_before
+        if rise > CASE_BYTES:
+            self.failures[kind].append(
+                f"{kind} [{mutation}]: raised the peak RSS by {rise / 2**20:.0f} MiB (reproduce: "
+                f"bench/fuzz.py --seed {self.seed} --replay {kind} {index})"
+            )
+            if len(self.failures[kind]) <= self.max_shown:
+                print(f"FAIL {self.failures[kind][-1]}", flush=True)
         if rise > self.grew[kind][0]:
             self.grew[kind] = (rise, f"#{index} {mutation}")
 
@@ -149,7 +247,13 @@ def _replay(args: argparse.Namespace, texts: list[str], doc: str, check: dict[st
     return 0
 
 
-def _report(args: argparse.Namespace, texts: list[str], tally: Tally, total: float) -> None:
+def _report(
+    args: argparse.Namespace,
+    texts: list[str],
+    tally: Tally,
+    total: float,
+    kinds: tuple[str, ...] = KINDS,
+) -> None:
     """The machine, a table per kind, peak memory and each distinct failure."""
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, CPython "
@@ -159,7 +263,7 @@ def _report(args: argparse.Namespace, texts: list[str], tally: Tally, total: flo
     )
     print(f"{'kind':<10}{'cases':>8}{'failures':>10}{'slowest':>11}  {'cases/s':>8}  slowest case")
     runs, failures, slowest, busy = tally.runs, tally.failures, tally.slowest, tally.busy
-    for kind in KINDS:
+    for kind in kinds:
         rate = runs[kind] / busy[kind] if busy[kind] else 0.0
         print(
             f"{kind:<10}{runs[kind]:>8}{len(failures[kind]):>10}{slowest[kind][0] * 1e3:>9.1f} ms  "
@@ -175,13 +279,13 @@ def _report(args: argparse.Namespace, texts: list[str], tally: Tally, total: flo
         f"peak memory: {_peak_rss() / 2**20:.0f} MiB RSS for the whole run (corpus and artifact "
         f"included; no case can use more)"
     )
-    for kind in KINDS:
+    for kind in kinds:
         print(
             f"{kind:<10}largest rise of the peak in one case: {tally.grew[kind][0] / 2**20:.1f} "
             f"MiB ({tally.grew[kind][1] or 'none'})"
         )
     distinct: dict[str, int] = {}
-    for kind in KINDS:
+    for kind in kinds:
         for line in failures[kind]:
             key = line.split("]: ", 1)[-1].split(" (reproduce")[0][:100]
             distinct[f"{kind}: {key}"] = distinct.get(f"{kind}: {key}", 0) + 1
@@ -193,19 +297,29 @@ def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     texts = corpus(args.generated, args.seed)
     doc = json.dumps(fuzzing.real_artifact(str(ROOT / "formulas")))  # each case parses a fresh copy
-    check: dict[str, Check] = {"source": fuzzing.check_source, "artifact": fuzzing.check_artifact}
+    check: dict[str, Check] = {
+        "source": fuzzing.check_source,
+        "artifact": fuzzing.check_artifact,
+        "calibration": check_calibration,
+        "options": check_options,
+    }
+    kinds = tuple(k for k in KINDS if k in args.kinds.split(","))
+    if not kinds or set(args.kinds.split(",")) - set(KINDS):
+        print(f"--kinds: choose among {', '.join(KINDS)}", file=sys.stderr)
+        return 2
     if args.replay:
         return _replay(args, texts, doc, check)
     tally = Tally(args.seed, args.max_shown)
+    _warm_up(kinds, check)
     start = time.perf_counter()
     deadline = start + args.seconds
     index = 0
     while time.perf_counter() < deadline:
-        for kind in KINDS:
+        for kind in kinds:
             mutation, payload = case(kind, args.seed, index, texts, doc)
             tally.run(kind, index, mutation, payload, check[kind])
         index += 1
-    _report(args, texts, tally, time.perf_counter() - start)
+    _report(args, texts, tally, time.perf_counter() - start, kinds)
     return 1 if any(tally.failures.values()) else 0
 
 

@@ -20,7 +20,8 @@ def _number(value: Fraction | float | None) -> int | float | None:
     if value is None:
         return None
     if isinstance(value, Fraction):
-        return int(value) if value.denominator == 1 else float(value)
+        exact = value.denominator == 1 or abs(value) >= 1 << 53  # past 2**53: an int is as exact
+        return round(value) if exact else float(value)
     return value
 
 
@@ -235,6 +236,14 @@ def _findings_part(cal: Calibration) -> dict[str, Any]:
 def _margin_source(method: str, source: str | None) -> str | None:
     """Which margin a phase's bound got: "evidence", "fixed", or None where nothing is padded."""
     return source if method in ("fit", "scaled") else None
+
+
+def show_ratio(value: Fraction) -> str:
+    """A ratio for people (``1.88e+24``); one past a float's range by its size."""
+    try:
+        return f"{float(value):.3g}"
+    except OverflowError:
+        return f"~2**{int(value).bit_length() - 1}"
 
 
 def show_ms(value: float | None) -> str:

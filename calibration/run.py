@@ -37,6 +37,7 @@ from calibration.probes.sizes import (
 )
 from calibration.probes.time_probe import TIME_TOLERANCE, time_probe
 from calibration.session import Params, Session
+from calibration.wiring import call_arguments
 from runtime import FormulaError, Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate
 from runtime.record import WarmupRecord
@@ -449,7 +450,7 @@ def _calibration(
     if not any(r.ok for r in (*loop.records, *loop.runs)):
         raise CalibrationError(
             f"every request failed ({len(loop.records) + len(loop.runs)} of them); the first: "
-            f"{errors[0] if errors else 'unknown'}"
+            f"{_first_line(errors[0]) if errors else 'unknown'}"
         )
     extras = [(loop.points[role], why) for role, why in loop.sizes[1:]]
     return Calibration(
@@ -642,6 +643,8 @@ def calibrate_pipeline(
     target_point, probe_point, warmup_point = shapes(
         pipeline, defaults, target=target, probe=probe, warmup=warmup
     )
+    for point in (target_point, probe_point, warmup_point):  # before the pipeline is built
+        call_arguments(pipeline, point)
     device = resolve_device(device)
     tick = progress or (lambda step, total, what: None)
     with quiet_libraries(), torch_threads(device, threads):
@@ -668,6 +671,12 @@ def calibrate_pipeline(
             formula_path=formula_path,
             time_tolerance=time_tolerance,
         )
+
+
+def _first_line(message: str, limit: int = 300) -> str:
+    """A failure's first line, shortened (torch appends a C++ stack trace to some messages)."""
+    line = (message.splitlines() or [""])[0]
+    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def _describe(params: Mapping[str, int | bool]) -> str:

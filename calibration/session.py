@@ -56,6 +56,8 @@ class Session:
         self.pipe, self.formulas, self.seed = pipe, formulas, seed
         self.device = resolve_device(device)
         self.call_kwargs = call_kwargs
+        if call_kwargs is not None:  # its failure is the caller's (a typed error), not a request's
+            call_kwargs(seed)
         self.fresh_scheduler = fresh_scheduler
         if self.device != "cpu":
             to = getattr(pipe, "to", None)
@@ -107,7 +109,11 @@ class Session:
                 reset_scheduler(self.pipe)
 
     def run(self, params: Params) -> WarmupRecord:
-        """One recorded request; a failure is recorded (``record.error``), not raised."""
+        """One recorded request; a failure is recorded (``record.error``), not raised.
+
+        Arguments the formulas cannot give (a `call` value no float holds) raise
+        ``CalibrationError`` first: that is the formula file's fault, not the request's."""
+        call_arguments(self.formulas, params)
         request = self.recorder.request(**params)
         try:
             with request as req:

@@ -23,6 +23,7 @@ import gc
 import logging
 import math
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 
 from attrs import field, frozen
 
@@ -82,6 +83,14 @@ def _largest(pipeline: Pipeline, name: str, at_most: int, floor: int, shape: Par
     return floor if found is None or found < floor else found
 
 
+def _scaled(value: int, factor: float) -> int:
+    """``int(value * factor)``, exact past a float's range (a huge default is not an overflow)."""
+    if value.bit_length() < 1000:
+        return int(value * factor)
+    ratio = Fraction(factor)
+    return value * ratio.numerator // ratio.denominator
+
+
 def _shrink(
     pipeline: Pipeline, shape: Params, floor: Params, group: Sequence[str]
 ) -> dict[str, int | bool] | None:
@@ -97,7 +106,7 @@ def _shrink(
     new = dict(shape)
     for name, value, low in zip(group, values, floors):
         new[name] = _largest(
-            pipeline, name, max(low, min(value - 1, int(value * factor))), low, new
+            pipeline, name, max(low, min(value - 1, _scaled(value, factor))), low, new
         )
     if math.prod(int(new[n]) for n in group) >= math.prod(values):
         return None

@@ -139,5 +139,27 @@ def call_value(value: int | Fraction | bool) -> CallValue:
 
 
 def call_arguments(formulas: Pipeline, params: Params) -> dict[str, CallValue]:
-    """The pipeline's keyword arguments for a request at ``params`` (the formulas' `call` lines)."""
-    return {k: call_value(v) for k, v in formulas.call_arguments(**params).items()}
+    """The pipeline's keyword arguments for a request at ``params`` (the formulas' `call` lines).
+
+    A value no float can hold (``call x = w ** 64 / 3`` at a large ``w``) is a ``CalibrationError``
+    naming the `call` line and the point: no request could pass it."""
+    out: dict[str, CallValue] = {}
+    for name, value in formulas.call_arguments(**params).items():
+        try:
+            out[name] = call_value(value)
+        except OverflowError:
+            bits = abs(int(value)).bit_length()
+            raise CalibrationError(
+                f"{_at(formulas, f'call {name}')}pipeline {formulas.name!r}: `call {name}` is "
+                f"about 2**{bits - 1} at {_point(params)}, too large for a float argument; "
+                "narrow the params' ranges or fix the `call` line in the formula file"
+            ) from None
+    return out
+
+
+def _point(params: Params) -> str:
+    """A point for a message, each value at most 30 digits (a huge one shows its size)."""
+    return ",".join(
+        f"{k}={v}" if isinstance(v, bool) or abs(v) < 10**30 else f"{k}=<{v.bit_length()} bits>"
+        for k, v in params.items()
+    )

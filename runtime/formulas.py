@@ -17,6 +17,7 @@ from artifact.errors import (
 )
 from artifact.ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
 from artifact.spelling import file_value
+from artifact.stack import retried_on_fresh_stack
 from runtime.defaults import check_defaults
 from runtime.domain import SEARCH_LIMIT, Args, Domain
 from runtime.evaluator import (
@@ -450,7 +451,7 @@ def load_formulas(
     if paused:
         gc.disable()
     try:
-        return FormulaBook(read_artifact(source))
+        return retried_on_fresh_stack(lambda: FormulaBook(read_artifact(source)))
     finally:
         if paused:
             gc.enable()

@@ -23,7 +23,7 @@ from attrs import field, frozen
 
 from artifact.atomic import NotARegularFileError, check_regular, write_atomically
 from artifact.spelling import file_value
-from artifact.strict_json import strict_loads
+from artifact.strict_json import read_regular, strict_loads
 from runtime.errors import RecordFormatError
 
 RECORD_FORMAT = "warmup-records"
@@ -376,6 +376,7 @@ def _locked(path: str | os.PathLike[str]) -> Iterator[None]:
 def save_records(path: str | os.PathLike[str], records: Iterable[WarmupRecord]) -> None:
     """Write records atomically (a temp file in the same folder, then a rename), under the lock."""
     text = dumps_records(records)
+    check_regular(path)  # a FIFO or device is refused before its side lock file is created
     with _locked(path):
         write_atomically(path, text)
 
@@ -389,17 +390,16 @@ def _read_bytes(path: str | os.PathLike[str]) -> bytes:
     """A regular file's bytes, at most the size limit plus one (a FIFO is refused, not waited
     on)."""
     try:
-        check_regular(path)
+        return read_regular(path, MAX_RECORDS_BYTES)
     except NotARegularFileError as exc:
         raise RecordFormatError(f"records file {exc}") from None
-    with open(path, "rb") as handle:
-        return handle.read(MAX_RECORDS_BYTES + 1)
 
 
 def append_records(path: str | os.PathLike[str], records: Iterable[WarmupRecord]) -> None:
     """Add records to a file (created when missing), atomically and safely from several threads
     and processes at once: load, extend and replace all happen under the file's lock."""
     added = [r.to_json() for r in records]
+    check_regular(path)  # as save_records: no side lock file beside a FIFO or device
     with _locked(path):
         if check_regular(path) is None:
             write_atomically(path, _document(added))

@@ -147,11 +147,13 @@ def calibrate(
     time, and the layer uses. With --verify it runs the target too, once a round beside the
     sizes, and compares.
     """
+    from calibration.cli.outputs import check_json, checked_outputs
     from calibration.cli.show import progress, save_records, show, warn, wrote
     from calibration.errors import CalibrationError
     from calibration.verdict import verdict
 
     choice = check_choice(Choice(example, factory, formulas_path, name))
+    plot = checked_outputs(plot, save, records_path)  # before minutes of calibration
     try:
         with progress() as tick:
             cal = run_calibration(
@@ -178,6 +180,7 @@ def calibrate(
         from calibration.report import document
 
         doc = document(cal, strict=strict)
+        check_json(doc, "--save" if save is not None else "--json")
         if save is not None:
             from artifact.atomic import write_atomically
 

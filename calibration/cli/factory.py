@@ -37,22 +37,48 @@ class Factory:
 
 
 def _module(where: str) -> ModuleType:
+    """The factory's module; whatever its code raises is the user's error, named with the input."""
     if where.endswith(".py") or "/" in where or "\\" in where:
         path = Path(where)
         if not path.is_file():
             raise CalibrationError(f"--pipeline: no file {where}")
-        name = "_dslc_pipeline_" + path.stem
+        name = "_dslc_pipeline_" + "".join(c if c.isalnum() else "_" for c in path.stem)
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise CalibrationError(f"--pipeline: cannot import {where}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
+            sys.modules.pop(name, None)
+            raise _user_error(f"cannot import {where}", exc) from None
         return module
+    if not all(part.isidentifier() for part in where.split(".")):
+        raise CalibrationError(
+            f"--pipeline: {where!r} is not a module name (dotted identifiers, e.g. my_pipes.sd, "
+            "or a path to a .py file)"
+        )
     try:
         return importlib.import_module(where)
-    except ImportError as exc:
-        raise CalibrationError(f"--pipeline: cannot import module {where!r}: {exc}") from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
+        raise _user_error(f"cannot import module {where!r}", exc) from None
+
+
+def _user_error(what: str, exc: BaseException) -> CalibrationError:
+    """The user's code failed (a syntax error, an import, an exception, ``sys.exit``): exit 1."""
+    if isinstance(exc, SyntaxError):
+        detail = f"SyntaxError: {exc.msg} (line {exc.lineno})"
+    elif isinstance(exc, SystemExit):
+        detail = f"it called sys.exit({exc.code!r})"
+    else:
+        detail = f"{type(exc).__name__}: {_first_line(str(exc))}"
+    return CalibrationError(f"--pipeline: {what}: {detail}")
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = (text.splitlines() or [""])[0]
+    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def _seeded(fn: Callable[..., T]) -> Callable[[int], T]:
@@ -83,7 +109,45 @@ def load_factory(spec: str) -> Factory:
     )
     return Factory(
         spec,
-        _seeded(build),
-        _seeded(kwargs) if callable(kwargs) else None,
+        _checked_build(spec, _seeded(build)),
+        _checked_kwargs(spec, _seeded(kwargs)) if callable(kwargs) else None,
         (shapes[0], shapes[1], shapes[2]),
     )
+
+
+def _checked_build(spec: str, build: Callable[[int], object]) -> Callable[[int], object]:
+    """The factory, its failures and a result that is no pipeline a ``CalibrationError``."""
+
+    def checked(seed: int) -> object:
+        try:
+            pipe = build(seed)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
+            raise _user_error(f"the factory {spec} failed", exc) from None
+        if not isinstance(getattr(pipe, "components", None), Mapping) or not callable(pipe):
+            raise CalibrationError(
+                f"--pipeline: the factory {spec} returned {type(pipe).__name__}, not a diffusers "
+                "pipeline (a callable with a `components` mapping)"
+            )
+        return pipe
+
+    return checked
+
+
+def _checked_kwargs(
+    spec: str, kwargs: Callable[[int], object]
+) -> Callable[[int], Mapping[str, object]]:
+    """The module's ``call_kwargs``, its failures and a result that is no mapping typed."""
+
+    def checked(seed: int) -> Mapping[str, object]:
+        try:
+            value = kwargs(seed)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
+            raise _user_error(f"call_kwargs of {spec} failed", exc) from None
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise CalibrationError(
+                f"--pipeline: call_kwargs of {spec} returned {type(value).__name__}, not a mapping "
+                "of keyword names to values"
+            )
+        return value
+
+    return checked

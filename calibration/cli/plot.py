@@ -7,11 +7,13 @@ target is spelled as the text spells it (`steps=8,cfg=true`).
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from artifact.atomic import write_bytes_atomically
 from artifact.spelling import point_text
 from calibration.run import Calibration, Comparison
 
@@ -191,5 +193,7 @@ def plot(cal: Calibration, path: Path) -> None:
             va="bottom",
         )
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=100, format=path.suffix[1:].lower() or "png")
     plt.close(fig)
+    write_bytes_atomically(path, image.getvalue())  # as --save: atomic, no FIFO or device

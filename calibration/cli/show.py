@@ -95,7 +95,7 @@ TIME_RIGHT = [False, False, True, True, True, True]
 
 
 def show(cal: Calibration, plot: Path | None, *, strict: bool = False) -> None:
-    from calibration.report import memory_rows, show_bytes, time_rows
+    from calibration.report import memory_rows, show_bytes, show_ratio, time_rows
 
     out = ui().out
     out.line(
@@ -113,9 +113,9 @@ def show(cal: Calibration, plot: Path | None, *, strict: bool = False) -> None:
     for role, point, why in (*shown, ("target", cal.target, "")):
         out.line(f"{role + ':':8} " + point_text(point, sep=", ") + why)
     out.line(
-        f"the target is {float(cal.work_ratio):.3g}x the probe (iterations x memory measure of the "
-        f"repeated stage); the extra sizes cost {cal.extra_cost:.3g}x the target, one run each; "
-        f"fixed margin {cal.estimate.margin:g}"
+        f"the target is {show_ratio(cal.work_ratio)}x the probe (iterations x memory measure of "
+        f"the repeated stage); the extra sizes cost {cal.extra_cost:.3g}x the target, one run "
+        f"each; fixed margin {cal.estimate.margin:g}"
     )
     weights = sum(cal.component_weight_bytes.values())
     by_role: dict[str, list[WarmupRecord]] = {}
@@ -174,5 +174,6 @@ def warn(cal: Calibration) -> None:
             "add it to a stage's `uses` in the formula file",
             style="yellow",
         )
-    for line in cal.errors:
-        err.line(f"warning: a request failed: {line}", style="yellow")
+    for line in cal.errors:  # its first line: torch appends a C++ stack to some messages
+        first = (line.splitlines() or [""])[0]
+        err.line(f"warning: a request failed: {first[:300]}", style="yellow")

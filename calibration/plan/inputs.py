@@ -8,7 +8,6 @@ sum of ``component_weight_bytes``). No torch: the per-layer bytes come from
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,11 @@ from typing import TYPE_CHECKING, Any
 from attrs import frozen
 
 from artifact.spelling import point_text
+from calibration.plan.document_check import (
+    DocumentError,
+    check_document,
+    read_document,
+)
 from calibration.plan.model import Component, Phase, PlanInputError, Target
 
 if TYPE_CHECKING:
@@ -25,7 +29,6 @@ if TYPE_CHECKING:
 #: (a wrong one is a ``CalibrationFormatError``), so no static type can say more.
 Json = Any
 
-MAX_DOCUMENT_BYTES = 16 << 20  # a calibration document is a few KiB; refuse anything absurd
 MAX_ITEMS = 100_000  # phases, layer uses and layers, each
 
 
@@ -119,32 +122,22 @@ def from_estimate(
 
 
 def load_calibration(source: str | Path | Mapping[str, Json], *, weight: int = 1) -> Calibrated:
-    """Read a ``dslc calibrate --json`` / ``--save`` document (docs/planning.md lists the keys)."""
-    doc = _read(source) if not isinstance(source, Mapping) else source
+    """Read a ``dslc calibrate --json`` / ``--save`` document (docs/planning.md lists the keys):
+    strictly, checked against its schema and its own component names (``document_check``)."""
+    where = "" if isinstance(source, Mapping) else f" {source}"
+    try:
+        doc = source if isinstance(source, Mapping) else read_document(source)
+        check_document(doc)
+    except DocumentError as exc:
+        raise CalibrationFormatError(f"calibration document{where}: {exc}") from None
     try:
         return _parse(doc, weight)
     except PlanInputError as exc:
-        raise CalibrationFormatError(f"calibration document: {exc}") from None
+        raise CalibrationFormatError(f"calibration document{where}: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CalibrationFormatError(f"calibration document: {type(exc).__name__}: {exc}") from None
-
-
-def _read(path: str | Path) -> Mapping[str, Json]:
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_DOCUMENT_BYTES:
-            raise CalibrationFormatError(
-                f"{path}: {size} bytes; a calibration document has at most {MAX_DOCUMENT_BYTES}"
-            )
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CalibrationFormatError(f"{path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise CalibrationFormatError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(doc, Mapping):
-        raise CalibrationFormatError(f"{path}: a calibration document is a JSON object")
-    return doc
+        raise CalibrationFormatError(
+            f"calibration document{where}: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _int(value: object, what: str) -> int:

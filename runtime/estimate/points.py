@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from artifact.ir import StageValues
-from artifact.spelling import point_text
+from artifact.spelling import HUGE_BITS, point_text
 from runtime.errors import RecordMismatchError, RuntimeValueError
 from runtime.estimate.results import Measure
 from runtime.formulas import Pipeline
@@ -45,7 +45,11 @@ def ceil_bytes(value: Fraction | int) -> int:
 
 
 def show_measure(value: Measure) -> str:
-    """A measure for a reason text: exact when integral, else a short decimal."""
+    """A measure for a reason text: exact when integral, else a short decimal; a huge one (past
+    float's range or str()'s 4,300 digits) by its size."""
+    whole = int(value)
+    if whole >= 1 << HUGE_BITS or -whole >= 1 << HUGE_BITS:
+        return f"<a number of {abs(whole).bit_length():,} bits>"
     if isinstance(value, int) or value.denominator == 1:
         return str(int(value))
     return format(float(value), ".6g")

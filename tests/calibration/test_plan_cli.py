@@ -117,17 +117,30 @@ def test_from_estimate_matches_the_document():
 @pytest.mark.parametrize(
     "doc, message",
     [
-        ({"phases": []}, "missing key 'component_weight_bytes'"),
-        ({"component_weight_bytes": {"a": -1}, "phases": []}, "int >= 0"),
+        ({"phases": []}, "missing key 'version'"),
+        ({"version": 1, "phases": []}, "missing key 'component_weight_bytes'"),
+        ({"version": 1, "component_weight_bytes": {"a": -1}, "phases": []}, "int >= 0"),
         (
             {
+                "version": 1,
                 "component_weight_bytes": {"a": 1},
                 "phases": [{"label": "p", "bound_peak_bytes": None}],
             },
             "has no estimate",
         ),
-        ({"component_weight_bytes": {"a": 1}, "phases": [{"bound_peak_bytes": 3}]}, "KeyError"),
-        ({"component_weight_bytes": {"a": 1}, "layer_bytes": {"b": {}}, "phases": []}, "unknown"),
+        (
+            {"version": 1, "component_weight_bytes": {"a": 1}, "phases": [{"bound_peak_bytes": 3}]},
+            r"phases\[0\]: missing key 'label'",
+        ),
+        (
+            {
+                "version": 1,
+                "component_weight_bytes": {"a": 1},
+                "layer_bytes": {"b": {}},
+                "phases": [],
+            },
+            "unknown",
+        ),
     ],
 )
 def test_bad_documents_are_typed_errors(doc, message):

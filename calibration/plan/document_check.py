@@ -1,0 +1,133 @@
+"""A saved calibration checked before the planner reads it: the strict JSON reader (no repeated
+key, bounded digits and size, no FIFO or device), then its schema (types, version, bounds), then
+every component a phase or a layer use names known. Every refusal names the place.
+
+The schema (``calibration/schema/calibration.schema.json``) is checked with the ``jsonschema``
+library rather than by hand: the types and bounds are data beside the document's description, and
+the first error is taken lazily, so a hostile document costs one walk at most.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from artifact.atomic import NotARegularFileError
+from artifact.spelling import file_value, passed_value
+from artifact.strict_json import read_regular, strict_loads
+
+SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "calibration.schema.json"
+MAX_DOCUMENT_BYTES = 16 << 20  # a calibration document is a few KiB; refuse anything absurd
+DOCUMENT_VERSION = 1  # the version `dslc calibrate` writes (calibration.report.DOCUMENT_VERSION)
+
+
+class DocumentError(ValueError):
+    """Why a calibration document is refused (the caller adds which document)."""
+
+
+def read_document(path: str | Path) -> Mapping[str, Any]:
+    """A calibration file's JSON object, read strictly (``DocumentError`` naming the file)."""
+    try:
+        data = read_regular(path, MAX_DOCUMENT_BYTES)
+    except NotARegularFileError as exc:
+        raise DocumentError(f"{path} {exc.strerror}") from None
+    except OSError as exc:
+        raise DocumentError(f"{path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise DocumentError(
+            f"{path}: over {MAX_DOCUMENT_BYTES:,} bytes; a calibration document is a few KiB"
+        )
+    try:
+        doc = strict_loads(data)
+    except RecursionError:
+        raise DocumentError(f"{path}: not JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the int digit limit, hooks
+        raise DocumentError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(doc, Mapping):
+        raise DocumentError(f"{path}: a calibration document is a JSON object")
+    return doc
+
+
+@cache
+def _validator() -> Any:  # a jsonschema validator (jsonschema ships no type for it we can name)
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def check_document(doc: Mapping[str, Any]) -> None:
+    """The schema's first violation, then an unknown component, as a ``DocumentError``."""
+    error = next(iter(_validator().iter_errors(doc)), None)
+    if error is not None:
+        raise DocumentError(_message(error))
+    known = doc["component_weight_bytes"]
+    for i, phase in enumerate(doc["phases"]):
+        for j, name in enumerate(phase.get("active_components", ())):
+            if name not in known:
+                raise DocumentError(
+                    f"phases[{i}].active_components[{j}]: unknown component {file_value(name)} "
+                    f"(component_weight_bytes has {_names(known)})"
+                )
+    for i, use in enumerate(doc.get("layer_uses") or ()):
+        if use["component"] not in known:
+            raise DocumentError(
+                f"layer_uses[{i}].component: unknown component {file_value(use['component'])} "
+                f"(component_weight_bytes has {_names(known)})"
+            )
+
+
+def _names(known: Mapping[str, object]) -> str:
+    names = [file_value(n) for n in list(known)[:8]]
+    more = f" and {len(known) - 8:,} more" if len(known) > 8 else ""
+    return (", ".join(names) or "none") + more
+
+
+def _place(error: Any) -> str:
+    """``phases[3].active_components``: where in the document, as the docs name keys."""
+    out = ""
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the document"
+
+
+def _message(error: Any) -> str:
+    """One line for the first schema violation, every value bounded (``file_value``)."""
+    place, value = _place(error), error.instance
+    kind, limit = error.validator, error.validator_value
+    if kind == "required":
+        missing = next((k for k in limit if isinstance(value, dict) and k not in value), "?")
+        return f"{'' if place == 'the document' else place + ': '}missing key {missing!r}"
+    if kind == "const":
+        return (
+            f"version {file_value(value)} is not supported (this planner reads version "
+            f"{DOCUMENT_VERSION}: a `dslc calibrate --json` document)"
+        )
+    if kind == "type":
+        wanted = " or ".join([limit] if isinstance(limit, str) else limit)
+        return f"{place}: expected {wanted}, got {_kind(value)} {file_value(value)}"
+    if kind in ("minimum", "maximum"):
+        bound = error.schema.get("maximum")
+        return f"{place}: must be an int >= 0 and <= 2**{int(bound).bit_length() - 1}, got " + (
+            passed_value(value)
+        )
+    if kind in ("maxItems", "maxProperties"):
+        return f"{place}: {len(value):,} items; at most {limit:,}"
+    if kind == "maxLength":
+        return f"{place}: a string of {len(value):,} characters; at most {limit:,}"
+    return f"{place}: fails the schema's {kind!r} ({file_value(limit)})"
+
+
+def _kind(value: object) -> str:
+    """A JSON value's type, as the schema names types."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    return {float: "number", str: "string", list: "array", dict: "object"}.get(type(value), "value")
