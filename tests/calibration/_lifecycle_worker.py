@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 #: Per scenario, each rank's injected faults: (stage, kind, extra bytes, times).
-SCENARIOS = {
+SCENARIOS: dict[str, list[list[tuple[str, str, int, int | None]]]] = {
     "oom on rank 1": [[], [("DenoisingStage", "out-of-memory", 0, 1)]],
     "peak on rank 0": [[("DenoisingStage", "peak", 1000, None)], []],
 }
