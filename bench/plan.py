@@ -321,8 +321,9 @@ def hostile(budget_s: float) -> None:
             outcome = "infeasible" if not plan.feasible else "solved" if plan.proven else "unproven"
             detail = f"{plan.nodes:,} nodes"
             if plan.feasible and not plan.proven:
-                gap = plan.transfer_bytes - (plan.lower_bound_bytes or 0)
-                detail += f", {plan.stopped_by}, at most {gap / max(1, plan.transfer_bytes):.2%} above best"
+                least = plan.lower_bound_bytes or 0
+                above = (plan.transfer_bytes - least) / max(1, least)
+                detail += f", {plan.stopped_by}, at most {above:.2%} above the least"
         except PlanLimitError as exc:
             outcome, detail = "refused", str(exc)[:80]
         elapsed, used = time.perf_counter() - start, time.process_time() - cpu
