@@ -71,4 +71,4 @@ MAX_PLAN_PHASES = 65_536  # phases over all targets
 MAX_PLAN_PAIRS = 1 << 20  # (phase, component) and (target, layer) pairs the planner weighs
 MAX_PLAN_GROUPS = 1024  # distinct active sets (one constraint each) of one plan
 MAX_SEARCH_NODES = 2_000_000  # nodes the exact search visits
-MAX_SEARCH_WORK = 1 << 25  # work units of the search (a unit: about one Python operation)
+MAX_SEARCH_WORK = 1 << 24  # work units of the search (a unit: about one Python operation)

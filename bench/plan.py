@@ -174,14 +174,15 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
 
 def timed(
     components: Sequence[Component], targets: Sequence[Target], device: Device, budget_s: float
-) -> tuple[float, int, float] | None:
-    """Seconds, search nodes and CPU seconds of one solve, or None past the budget."""
+) -> tuple[float, int, float, bool] | None:
+    """Seconds, search nodes, CPU seconds of one solve and whether it is proven the least (the
+    search finished within its limits), or None past the budget."""
     signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, budget_s)
     start, cpu = time.perf_counter(), time.process_time()
     try:
         plan = solve(components, targets, device)
-        return time.perf_counter() - start, plan.nodes, time.process_time() - cpu
+        return time.perf_counter() - start, plan.nodes, time.process_time() - cpu, plan.proven
     except _Timeout:
         return None
     finally:
@@ -211,7 +212,7 @@ def solve_times(budget_s: float) -> None:
     print(f"\nsolve time (budget {budget_s:g} s a solve; '-' = over budget)")
     print(
         f"{'instances':24} {'solves':>6} {'median ms':>10} {'max ms':>8} {'over':>5} "
-        f"{'nodes med':>10} {'nodes max':>10} {'cpu max':>8}  ms per solve"
+        f"{'nodes med':>10} {'nodes max':>10} {'cpu max':>8} {'unproven':>8}  ms per solve"
     )
     for label, make in (
         ("flux, real sizes", lambda s: flux()),
@@ -239,9 +240,9 @@ def solve_times(budget_s: float) -> None:
             + f"{len(results) - len(done):>5} "
             + (
                 f"{statistics.median(nodes):>10.0f} {max(nodes):>10} "
-                f"{max(r[2] for r in done) * 1000:>8.1f}"
+                f"{max(r[2] for r in done) * 1000:>8.1f} {sum(not r[3] for r in done):>8}"
                 if done
-                else f"{'-':>10} {'-':>10} {'-':>8}"
+                else f"{'-':>10} {'-':>10} {'-':>8} {'-':>8}"
             )
             + f"  {each}"
         )
@@ -257,6 +258,7 @@ def solve_times(budget_s: float) -> None:
         f"{'wan, 1,000 shapes':24} one solve: "
         + (
             f"{result[0] * 1000:.1f} ms ({result[2] * 1000:.1f} ms CPU), {result[1]} nodes"
+            + ("" if result[3] else ", unproven")
             if result
             else "over budget"
         )
@@ -304,7 +306,8 @@ def hostile_shapes() -> list[tuple[str, list[Component], list[Target], Device]]:
 
 
 def hostile(budget_s: float) -> None:
-    """Each hostile shape solved or refused (typed ``PlanLimitError``) within the budget."""
+    """Each hostile shape solved (proven the least, or the best found at a search limit:
+    ``unproven``) or refused (typed ``PlanLimitError``) within the budget."""
     import tracemalloc
 
     from calibration.plan import PlanLimitError
@@ -315,8 +318,12 @@ def hostile(budget_s: float) -> None:
         start, cpu = time.perf_counter(), time.process_time()
         try:
             plan = solve(comps, targets, device)
-            outcome = "solved" if plan.feasible else "infeasible"
+            outcome = "infeasible" if not plan.feasible else "solved" if plan.proven else "unproven"
             detail = f"{plan.nodes:,} nodes"
+            if plan.feasible and not plan.proven:
+                least = plan.lower_bound_bytes or 0
+                above = (plan.transfer_bytes - least) / max(1, least)
+                detail += f", {plan.stopped_by}, at most {above:.2%} above the least"
         except PlanLimitError as exc:
             outcome, detail = "refused", str(exc)[:80]
         elapsed, used = time.perf_counter() - start, time.process_time() - cpu

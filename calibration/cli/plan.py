@@ -270,6 +270,8 @@ def plan(
         ui().out.json(document(result, components))
     else:
         _show(result, planned)
+        if result.feasible and not result.proven:
+            ui().err.line(f"warning[plan-unproven]: {result.reason}", style="yellow")
     if not result.feasible:
         if not as_json:
             ui().err.line(f"error: nothing fits: {result.reason}", style="bold red")
@@ -341,6 +343,14 @@ def _show(result: Plan, planned: Sequence[Target]) -> None:
             f"pinned {show_bytes(result.pinned_bytes)}",
         ],
     )
+    if not result.proven:
+        out.labelled(
+            "not proven the least ",
+            [
+                f"the search stopped at {result.stopped_by}",
+                f"the least possible {show_bytes(result.lower_bound_bytes or 0)}",
+            ],
+        )
     out.line()
     out.table(COMPONENT_HEADERS, component_rows(result), right=COMPONENT_RIGHT)
     out.line()

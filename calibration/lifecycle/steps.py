@@ -113,6 +113,7 @@ def plan_step(log: Log, name: str, plan: Plan, why: str) -> None:
         name,
         "done" if plan.feasible else "nothing fits",
         f"{why}: {shown}; transfer {show_bytes(plan.transfer_bytes)} per request"
+        + ("" if plan.proven else f" (not proven the least: {plan.stopped_by})")
         if plan.feasible
         else f"{why}: {plan.reason}",
         placement=dict(placement(plan)),

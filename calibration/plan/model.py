@@ -39,7 +39,7 @@ class PlanInputError(CalibrationError, ValueError):
 
 
 class PlanLimitError(PlanInputError):
-    """Inputs whose exact solve would cost more than the search's node limit."""
+    """Inputs past a count limit, or whose search spent its budget before anything fitted."""
 
 
 def _non_negative(_instance: object, attribute: object, value: int) -> None:
@@ -250,6 +250,12 @@ class Plan:
     device: Device
     pinned_bytes: int = 0
     nodes: int = 0  # search nodes visited (how hard the instance was)
+    # False: the search stopped at a limit (``stopped_by``) before it proved this plan the least
+    # transfer; it fits all the same. ``lower_bound_bytes``: the least transfer any plan could
+    # have (= ``transfer_bytes`` when proven; None when not searched)
+    proven: bool = True
+    stopped_by: str | None = None
+    lower_bound_bytes: int | None = None
 
     def placement(self, component: str) -> Placement:
         """One component's placement by name."""

@@ -32,6 +32,9 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
         "version": VERSION,
         "feasible": plan.feasible,
         "reason": plan.reason,
+        "proven": plan.proven,
+        "stopped_by": plan.stopped_by,
+        "lower_bound_bytes": plan.lower_bound_bytes,
         "device": {
             "capacity_bytes": d.capacity_bytes,
             "reserve_bytes": d.reserve,

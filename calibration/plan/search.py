@@ -40,11 +40,16 @@ class SearchExhausted(Exception):
 
 @frozen
 class Outcome:
-    """What the search found: one candidate index per component, or None, and the effort."""
+    """What the search found: one candidate index per component, or None, and the effort.
+
+    ``stopped`` names the limit that ended an unfinished search whose incumbent this is (None:
+    proven the least); ``lower_cost`` is then the least cost any placement could have."""
 
     choice: tuple[int, ...] | None
     cost: int
     nodes: int
+    stopped: SearchExhausted | None = None
+    lower_cost: int = 0
 
 
 @frozen
@@ -140,6 +145,10 @@ class _Search:
         self.scale = 1  # a unit's weight: the objective's words (it grows with the components)
         self.charge(sum(len(c) for c in per_component) * 16)  # objective parts, sorts, onloads
         parts = objective_parts(per_component, rank)
+        base = 1 + max((c.always for cands in per_component for c in cands), default=0)
+        self.cost_scale = base ** len(per_component)  # objective // cost_scale is the cost
+        self.stopped: SearchExhausted | None = None
+        self.lower = 0  # the least objective of any placement, once the search stops unfinished
         self.scale = 1 + max((p for ps in parts for p in ps), default=0).bit_length() // 2048
         n = len(per_component)
         # the most used first (as a knapsack's branch and bound takes the densest items first)
@@ -236,10 +245,21 @@ class _Search:
             root = dive.relaxation(0).bound(ceiling)
             if root is not None:
                 dives.append((root, ceiling, dive))
-        for root, _, dive in sorted(dives, key=lambda d: d[:2]):
+        ordered = sorted(dives, key=lambda d: d[:2])
+        for at, (root, _, dive) in enumerate(ordered):
             if self.best is not None and root >= self.best:
                 break
-            dive.dive()
+            try:
+                dive.dive()
+            except SearchExhausted as exc:
+                if self.best is None:
+                    raise
+                # the incumbent stands, unproven: what is left unsearched is this dive's open
+                # children and the later dives, none below its bound
+                later = [r for r, _, _ in ordered[at + 1 :]]
+                self.lower = min([self.best, *later, *dive.open_bounds(root)])
+                self.stopped = exc
+                break
         if self.best_choice is None:
             return None, self.nodes
         choice = [0] * n
@@ -357,12 +377,21 @@ class _Dive:
             return []
         return children
 
+    def open_bounds(self, root: int) -> list[int]:
+        """Lower bounds of every node a stopped dive left unsearched: per level, the child being
+        searched and those after it (children ascend in bound); the root's before any frame."""
+        if not self.stack:
+            return [root]
+        return [f.children[max(f.next - 1, 0)][0] for f in self.stack if f.children]
+
     def dive(self) -> None:
         """Depth first over the components, best bound first, with an explicit stack (no
         recursion: its depth is the number of components, which the input sets)."""
         s = self.search
         self.path: list[int] = []  # the candidate index chosen at each depth above the top
-        stack = [_Frame(0, 0, 0, self.children(0, 0, 0))]
+        self.stack: list[_Frame] = []
+        stack = self.stack
+        stack.append(_Frame(0, 0, 0, self.children(0, 0, 0)))
         while stack:
             frame = stack[-1]
             shared = s.shared[frame.depth]
@@ -416,10 +445,15 @@ def search(
     limit: int = MAX_SEARCH_NODES,
     work_limit: int = MAX_SEARCH_WORK,
 ) -> Outcome:
-    """The best choice with every group within its limit and always-bytes >= min_always; raises
-    ``SearchExhausted`` past ``limit`` nodes or ``work_limit`` units of work."""
-    choice, nodes = _Search(per_component, groups, min_always, rank, limit, work_limit).run()
+    """The best choice with every group within its limit and always-bytes >= min_always.
+
+    Past ``limit`` nodes or ``work_limit`` units of work the best choice found so far is returned,
+    unproven (``Outcome.stopped``); ``SearchExhausted`` is raised only when none was found."""
+    run = _Search(per_component, groups, min_always, rank, limit, work_limit)
+    choice, nodes = run.run()
     if choice is None:
         return Outcome(None, 0, nodes)
     cost = sum(per_component[i][c].cost for i, c in enumerate(choice))
-    return Outcome(choice, cost, nodes)
+    if run.stopped is None:
+        return Outcome(choice, cost, nodes, None, cost)
+    return Outcome(choice, cost, nodes, run.stopped, min(cost, run.lower // run.cost_scale))

@@ -138,8 +138,10 @@ def solve(
     """The least-transfer placement of every component that fits every phase of every target.
 
     Raises ``PlanLimitError`` when a count exceeds its limit (``check_limits``), or when the exact
-    search would visit more than ``search_limit`` nodes or spend more than ``work_limit`` units
-    of work (its cost is bounded for any input)."""
+    search visits more than ``search_limit`` nodes or spends more than ``work_limit`` units of
+    work (its cost is bounded for any input) before any placement that fits is found. Stopped
+    with one found, it returns the best found, every constraint checked, with ``proven=False``
+    and the limit that stopped it (``stopped_by``)."""
     components, targets = tuple(components), tuple(targets)
     check_limits(components, targets)
     index = _check(components, targets)
@@ -172,7 +174,7 @@ def solve(
         )
     except SearchExhausted as exc:
         raise PlanLimitError(
-            f"{exc}: {len(components)} components with "
+            f"{exc} and found no placement that fits: {len(components)} components with "
             f"{sum(len(c) for c in cands):,} candidates whose layers differ in size and use "
             "defeat its bounds; group equal layers (same bytes, same uses) or plan fewer "
             "components at once"
@@ -183,7 +185,28 @@ def solve(
     picked = [cands[i][0] for i in range(len(components))]
     for position, i in enumerate(order):
         picked[i] = cands[i][outcome.choice[position]]
-    return _explain(components, picked, targets, index, device, outcome.nodes)
+    plan = _explain(components, picked, targets, index, device, outcome.nodes)
+    if outcome.stopped is None:
+        return attrs.evolve(plan, lower_bound_bytes=plan.transfer_bytes)
+    return attrs.evolve(
+        plan,
+        reason=unproven_reason(
+            outcome.stopped.limit, str(outcome.stopped), plan.transfer_bytes, outcome.lower_cost
+        ),
+        proven=False,
+        stopped_by=outcome.stopped.limit,
+        lower_bound_bytes=outcome.lower_cost,
+    )
+
+
+def unproven_reason(limit: str, spent: str, cost: int, lower: int) -> str:
+    """Why a plan that fits may not be the least transfer: the limit that stopped the proof, and
+    how far from the least any placement could have it may be."""
+    return (
+        f"fits, not proven the least transfer: {spent}; the best placement found is kept, "
+        f"at most {show_bytes(cost - lower)} a request above the least possible "
+        f"({show_bytes(lower)}); to prove it, group equal layers or plan fewer components"
+    )
 
 
 def _phase_weights(

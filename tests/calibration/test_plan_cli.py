@@ -289,3 +289,60 @@ def test_cli_device_checks_come_before_any_calibration(args, message):
     """Exit 2 at once (no pipeline is built: the example below would take seconds)."""
     result = CliRunner().invoke(plan, ["--example", "flux", *args])
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+def uneven_document(n: int = 120, layers: int = 30) -> dict:
+    """A calibration of ``n`` components of uneven layers with uneven uses, one phase each
+    (bench/plan.py's hostile shape): past the search's work limit before it proves its best."""
+    import random
+
+    rng = random.Random(23)
+    MiB = 1 << 20
+    sizes = {f"c{i}": [rng.randint(1, 64) * MiB for _ in range(layers)] for i in range(n)}
+    weights = {c: sum(s) + rng.randint(0, 64) * MiB for c, s in sizes.items()}
+    total = sum(weights.values())
+    return {
+        "version": 1,
+        "pipeline": "hostile",
+        "target": {"steps": 1},
+        "phases": [
+            {
+                "label": f"stage:S{i}",
+                "stage": f"S{i}",
+                "active_components": [f"c{i}"],
+                "bound_peak_bytes": total + rng.randint(0, 8) * GiB,
+            }
+            for i in range(n)
+        ],
+        "layer_uses": [
+            {
+                "component": f"c{i}",
+                "layer": f"l{k}",
+                "stage": f"S{i}",
+                "calls": rng.randint(1, 100),
+                "measured_calls": 1,
+                "method": "scaled",
+            }
+            for i in range(n)
+            for k in range(layers)
+        ],
+        "component_weight_bytes": weights,
+        "layer_bytes": {c: {f"l{k}": b for k, b in enumerate(s)} for c, s in sizes.items()},
+    }
+
+
+def test_cli_says_a_plan_found_at_the_search_limit_is_not_proven_the_least(tmp_path):
+    """Past the search's work limit with a placement that fits, `dslc plan` prints it (exit 0)
+    with a line and a warning naming the limit; --json says `proven: false`."""
+    path = _write(tmp_path, "cal.json", uneven_document())
+    runner = CliRunner()
+    args = ["--calibration", path, "--device-memory", "40GiB"]
+    doc = json.loads(runner.invoke(plan, [*args, "--json"]).output)
+    assert doc["feasible"] is True and doc["proven"] is False
+    assert doc["stopped_by"] == "MAX_SEARCH_WORK"
+    assert 0 < doc["lower_bound_bytes"] <= doc["transfer_bytes"]
+    assert all(p["headroom_bytes"] >= 0 for p in doc["phases"])
+    table = runner.invoke(plan, args)
+    assert table.exit_code == 0, table.output
+    assert "not proven the least" in table.output and "MAX_SEARCH_WORK" in table.output
+    assert "warning[plan-unproven]" in table.output

@@ -18,6 +18,7 @@ from artifact.limits import (
     MAX_PLAN_LAYERS,
     MAX_PLAN_PAIRS,
     MAX_PLAN_TARGETS,
+    MAX_SEARCH_WORK,
 )
 from calibration.plan import Component, Device, GiB, Phase, PlanLimitError, Target, solve
 from tests.budget import count_calls
@@ -148,3 +149,101 @@ def test_each_count_past_its_limit_is_a_typed_error_naming_it(limit, components,
     assert MAX_PLAN_PAIRS < 200 * 16 * 400
     with pytest.raises(PlanLimitError, match=limit):
         solve(components, targets, Device(GiB))
+
+
+def ring() -> tuple[list[Component], list[Target], Device]:
+    """Six components of uneven layers in a ring of shared phases: thousands of nodes to prove."""
+    rng = random.Random(7)
+    comps, uses, phases = [], {}, []
+    for i in range(6):
+        sizes = [rng.randint(2, 9) for _ in range(8)]
+        comps.append(Component(f"c{i}", sum(sizes), sizes))
+        uses[f"c{i}"] = tuple(rng.randint(1, 9) for _ in range(8))
+        phases.append(Phase(f"p{i}", rng.randint(0, 6), [f"c{i}", f"c{(i + 1) % 6}"]))
+    device = Device(sum(c.weight_bytes for c in comps) // 2, reserve_bytes=0)
+    return comps, [Target("t", phases, layer_uses=uses)], device
+
+
+def fits_everywhere(plan, comps, targets, device) -> bool:
+    """Every phase, from the placements alone: kept bytes + the active ones' onloads + the bound
+    within the usable bytes, each layer set a subset of the component's, the pin budget held."""
+    by_name = {p.component: p for p in plan.placements}
+    kept = sum(p.device_bytes for p in plan.placements)
+    for c in comps:
+        p = by_name[c.name]
+        assert set(p.resident_layers) <= set(range(len(c.layer_bytes)))
+        assert p.device_bytes + p.onload_bytes <= c.weight_bytes
+    if device.pin_budget_bytes is not None:
+        assert sum(c.weight_bytes for c in comps) - kept <= device.pin_budget_bytes
+    return all(
+        kept
+        + sum(by_name[n].onload_bytes for n in set(phase.active_components))
+        + phase.bound_bytes
+        <= device.usable_bytes
+        for t in targets
+        for phase in t.phases
+    )
+
+
+def test_a_stopped_search_with_an_incumbent_returns_it_checked_and_marked_unproven():
+    """Past its node or work limit, the search keeps the best placement it found: a plan that
+    fits every phase (checked as any plan), not proven the least, with the limit that stopped it
+    and a lower bound no greater than the true least."""
+    comps, targets, device = ring()
+    best = solve(comps, targets, device)
+    assert best.proven and best.stopped_by is None
+    assert best.lower_bound_bytes == best.transfer_bytes and best.nodes > 1000
+    unproven = 0
+    for limit in range(20, best.nodes, 97):
+        try:
+            plan = solve(comps, targets, device, search_limit=limit)
+        except PlanLimitError as exc:  # nothing that fits found yet
+            assert "MAX_SEARCH_NODES" in str(exc) and "found no placement that fits" in str(exc)
+            continue
+        assert plan.feasible and fits_everywhere(plan, comps, targets, device)
+        assert all(u.headroom_bytes >= 0 for u in plan.phases)
+        assert plan.lower_bound_bytes is not None
+        assert plan.lower_bound_bytes <= best.transfer_bytes <= plan.transfer_bytes
+        if not plan.proven:
+            unproven += 1
+            assert plan.stopped_by == "MAX_SEARCH_NODES"
+            assert plan.reason.startswith("fits, not proven the least transfer:")
+            assert "MAX_SEARCH_NODES" in plan.reason
+    assert unproven > 10
+    for work in (1 << 17, 3 << 16, 1 << 18):
+        plan = solve(comps, targets, device, work_limit=work)
+        assert not plan.proven and plan.stopped_by == "MAX_SEARCH_WORK"
+        assert fits_everywhere(plan, comps, targets, device)
+        assert plan.lower_bound_bytes <= best.transfer_bytes <= plan.transfer_bytes
+
+
+def test_a_stopped_search_with_nothing_that_fits_refuses():
+    comps, targets, device = ring()
+    with pytest.raises(PlanLimitError, match="found no placement that fits") as caught:
+        solve(comps, targets, device, search_limit=20)
+    assert "MAX_SEARCH_NODES" in str(caught.value) and "group equal layers" in str(caught.value)
+
+
+def test_the_report_says_a_plan_is_unproven():
+    from calibration.plan.report import document
+
+    comps, targets, device = ring()
+    proven = document(solve(comps, targets, device), comps)
+    assert proven["proven"] is True and proven["stopped_by"] is None
+    assert proven["lower_bound_bytes"] == proven["transfer_bytes"]
+    doc = document(solve(comps, targets, device, work_limit=1 << 17), comps)
+    assert doc["feasible"] is True and doc["proven"] is False
+    assert doc["stopped_by"] == "MAX_SEARCH_WORK" and "MAX_SEARCH_WORK" in doc["reason"]
+    assert 0 <= doc["lower_bound_bytes"] <= doc["transfer_bytes"]
+
+
+def test_the_bench_instance_the_work_limit_must_not_refuse_is_planned():
+    """Uneven layers of 120 components (bench/plan.py's hostile shape): past the default work
+    limit the incumbent is returned, not refused, within the counted budget."""
+    comps, targets = uneven(120, 30)
+    (plan, peak), calls = count_calls(
+        lambda: peak_mib(lambda: solve(comps, targets, Device(48 * GiB)))
+    )
+    assert not isinstance(plan, PlanLimitError) and plan.feasible
+    assert fits_everywhere(plan, comps, targets, Device(48 * GiB))
+    assert peak < 128 and calls < MAX_SEARCH_WORK
