@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from artifact.units import show_bytes
 from calibration.lifecycle.model import Report
 from runtime.record import WarmupRecord
 
@@ -55,6 +56,9 @@ def _phase_lines(phases: object) -> list[str]:
             continue
         predicted, usable = p["predicted_bytes"], p["usable_bytes"]
         mark = " OVER the bound" if measured > predicted else ""
-        mark += f" OVER the usable {usable:,} B" if measured > usable else ""
-        out.append(f"    {p['label']}: measured {measured:,} B of {predicted:,} B predicted{mark}")
+        mark += f" OVER the usable {show_bytes(usable)}" if measured > usable else ""
+        out.append(
+            f"    {p['label']}: measured {show_bytes(measured)} of {show_bytes(predicted)} "
+            f"predicted{mark}"
+        )
     return out

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from artifact.units import show_bytes
 from calibration.lifecycle.model import Failure, PhaseCheck, Validation
 from calibration.plan.inputs import target_name
 from calibration.plan.model import Phase, Plan, Target
@@ -108,8 +109,8 @@ def validate(plan: Plan, record: WarmupRecord, *, shared_memory: bool) -> Valida
         worst = max(over_capacity, key=lambda c: (c.measured_bytes or 0) - c.usable_bytes)
         return Validation(
             Failure.OVER_CAPACITY,
-            f"{len(over_capacity)} phase(s) above capacity - reserve ({usable} B); the worst, "
-            f"{worst.label}, measured {worst.measured_bytes} B",
+            f"{len(over_capacity)} phase(s) above capacity - reserve ({show_bytes(usable)}); "
+            f"the worst, {worst.label}, measured {show_bytes(worst.measured_bytes)}",
             checks,
         )
     over = [c for c in checks if c.over_bound]
@@ -118,13 +119,15 @@ def validate(plan: Plan, record: WarmupRecord, *, shared_memory: bool) -> Valida
         return Validation(
             Failure.OVER_BOUND,
             f"{len(over)} phase(s) above the plan's bound; the worst, {worst.label}, measured "
-            f"{worst.measured_bytes} B against {worst.predicted_bytes} B predicted",
+            f"{show_bytes(worst.measured_bytes)} against {show_bytes(worst.predicted_bytes)} "
+            "predicted",
             checks,
         )
     seen = sum(c.measured_bytes is not None for c in checks)
     return Validation(
         Failure.NONE,
-        f"every measured phase ({seen} of {len(checks)}) within its bound and {usable} B usable",
+        f"every measured phase ({seen} of {len(checks)}) within its bound and "
+        f"{show_bytes(usable)} usable",
         checks,
     )
 
