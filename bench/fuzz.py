@@ -159,6 +159,8 @@ def _warm_up(kinds: tuple[str, ...], check: dict[str, Check]) -> None:
         if kind == "calibration":
             check[kind](real, "warm-up")
         elif kind == "options":
+            for name in ("calibrate", "plan"):  # `--help` imports each command's module
+                cal_fuzzing.run_dslc([name, "--help"], kind, "warm-up", seconds=None)
             for command in OPTION_COMMANDS:
                 _, base = _calibration_case(kind, random.Random(0), OPTION_COMMANDS.index(command))
                 try:
