@@ -84,8 +84,11 @@ def current_umask() -> int:
 def write_atomically(path: str | os.PathLike[str], text: str) -> None:
     """Write a temporary file next to the (link-resolved) target, fsync, then rename it over.
 
-    Raises NotARegularFileError for an existing target that is not a regular file.
+    Raises NotARegularFileError for an existing target that is not a regular file, TypeError
+    for anything but text (before touching the disk).
     """
+    if not isinstance(text, str):
+        raise TypeError(f"write_atomically writes text, not {type(text).__name__}")
     write_bytes_atomically(path, text.encode("utf-8"))
 
 
