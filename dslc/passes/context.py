@@ -46,6 +46,7 @@ class Context:
             for name, lets in self._let_lets.items()
         }
         self._sizes: dict[str, int] | None = None
+        self._reads: dict[int, tuple[ast.Expr, tuple[tuple[str, int], ...]]] = {}
         self._intervals: dict[int, tuple[ast.Expr, Abstract]] = {}
         self.default: dict[str, Fraction | bool] = {
             p.name: bool(p.default) if p.type == "bool" else Fraction(p.default)
@@ -91,6 +92,16 @@ class Context:
         """The lets `expr` uses, directly or not, in dependency order."""
         lets = self._direct(expr)[1]
         return tuple(let for let in self.pipeline.lets if let.name in lets)
+
+    def lets_read(self, expr: ast.Expr) -> tuple[tuple[str, int], ...]:
+        """The lets `expr` reads, directly or not, each by name and definition (its node's id: an
+        inherited let is the parent's own node), in dependency order: with the params' ranges and
+        contracts, all a fact about `expr` can depend on. Memoized per node."""
+        key = id(expr)
+        if key not in self._reads:
+            reads = tuple((let.name, id(let.value)) for let in self.needed_lets(expr))
+            self._reads[key] = (expr, reads)  # the node is kept alive with its id
+        return self._reads[key][1]
 
     def size(self, expr: ast.Expr) -> int:
         """The node count of `expr` with lets inlined (bounds symbolic work)."""
