@@ -134,6 +134,7 @@ def main() -> None:
         result = compile_sources(sources)
         checked = time.perf_counter()
         assert result.ok, [d.message for d in result.diagnostics][:5]
+        assert result.program is not None
         text = dumps(artifact(result.program))
         built = time.perf_counter()
         check_times.append(checked - start)
@@ -179,7 +180,8 @@ def chains(sizes: list[int], repeat: int) -> None:
             result = compile_sources([source])
             walls.append(time.perf_counter() - start)
             cpus.append(time.process_time() - cpu)
-            assert result.ok and result.program is not None
+            assert result.ok
+        assert result.program is not None
         proofs = ProofCache()
         for pipeline in result.program.pipelines:
             check_properties(pipeline, proofs=proofs)

@@ -416,9 +416,7 @@ class Prover:
             return [self._over_budget(proofs)]
         ctx = self.ctx
         contract_lets = frozenset(ctx.lets_read(where) for where in ctx.contracts)
-        keys = {
-            id(ob): _key(ob, settings, (ctx.lets_read(ob.expr), contract_lets)) for ob in obs
-        }
+        keys = {id(ob): _key(ob, settings, (ctx.lets_read(ob.expr), contract_lets)) for ob in obs}
         known: dict[int, tuple[bool, tuple[dict, object] | None]] = {}
         if proofs is not None:
             for ob in obs:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import dslc.compiler
+from dslc.bombs import inheritance_chain_source as chain_source
 from dslc.compiler import compile_paths, compile_text
 from dslc.diagnostics import render
 from dslc.passes.prove import ProofCache, check_properties
-from dslc.bombs import inheritance_chain_source as chain_source
 
 ROOT = Path(__file__).resolve().parents[2]
 
