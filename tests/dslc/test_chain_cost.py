@@ -22,25 +22,28 @@ from dslc.passes.prove import ProofCache, check_properties
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def misses(n: int) -> int:
-    """Obligations the prover settled afresh over a checked chain of `n` pipelines."""
+def work(n: int) -> tuple[int, int]:
+    """Obligations the prover settled afresh, and formulas walked for their divisions, over a
+    checked chain of `n` pipelines."""
     result = compile_text(chain_source(n), "chain.wf")
     assert result.ok and result.program is not None, [d.message for d in result.diagnostics]
     proofs = ProofCache()
     for pipeline in result.program.pipelines:
         assert check_properties(pipeline, proofs=proofs) == []
-    return proofs.misses
+    return proofs.misses, len(proofs.sites)
 
 
 def test_a_chain_costs_what_its_new_members_cost() -> None:
-    """Each child adds a let and a stage: a constant number of new obligations, the inherited
-    ones are cache hits, so the work grows linearly with the chain (not with its square)."""
-    first, ten, eleven, thirty = misses(1), misses(10), misses(11), misses(30)
-    per_member = eleven - ten
-    assert 1 <= per_member <= 4  # the new stage's fields and its division
-    assert ten == first + 9 * per_member
-    assert thirty - ten == 20 * per_member
-    assert thirty < 30 * 30  # a chain re-proving what it inherits would settle ~ n**2 / 2 * 3
+    """Each child adds a let and a stage: a constant number of new obligations and formulas to
+    walk, the inherited ones are cache hits, so the work grows linearly with the chain (not with
+    its square)."""
+    first, ten, eleven, thirty = work(1), work(10), work(11), work(30)
+    for kind in (0, 1):  # proofs, then division walks
+        per_member = eleven[kind] - ten[kind]
+        assert 1 <= per_member <= 4  # the new let, the new stage's fields, its division
+        assert ten[kind] == first[kind] + 9 * per_member
+        assert thirty[kind] - ten[kind] == 20 * per_member
+    assert thirty[0] < 30 * 30  # a chain re-proving what it inherits settles ~ n**2 / 2 * 3
 
 
 def test_a_child_that_adds_an_unread_let_reuses_every_proof() -> None:
