@@ -27,7 +27,7 @@ from dslc.fmt import format_expr
 from dslc.interp import EvalError, Interpreter
 from dslc.limits import PROVER_SECONDS
 from dslc.model import ResolvedPipeline
-from dslc.passes.context import Context, OutOfTime
+from dslc.passes.context import Context, Names, OutOfTime
 from dslc.passes.intervals import Env, Interval
 from dslc.passes.obligations import (
     DIVISOR,
@@ -90,6 +90,7 @@ class ProofCache:
         self.work_per_file = work_per_file
         self.spent: dict[str, int] = {}  # source file name -> prover work spent on its pipelines
         self.sites: Sites = {}  # (formula, the lets it reads) -> its divisions (obligations)
+        self.names: Names = {}  # formula -> the names it refers to
         self.misses = 0  # obligations settled afresh (not found here): the prover's work, counted
         self._alive: dict[int, ast.Expr] = {}  # keeps every node whose id is in a key alive
 
@@ -143,7 +144,7 @@ class Prover:
     ):
         self.pipeline = pipeline
         self.proofs = proofs
-        self.ctx = Context(pipeline)
+        self.ctx = Context(pipeline, proofs.names if proofs is not None else None)
         self.exhaustive = exhaustive
         self.symbolic = symbolic
         self.rng = random.Random(f"dslc-prove:{pipeline.name}")
