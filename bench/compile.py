@@ -1,9 +1,12 @@
 """Compile speed: `check` + `build` of a generated 1,000-stage corpus vs naive `sympy.simplify`.
 
     .venv/bin/python bench/compile.py [--pipelines 100] [--stages 10] [--simplify-sample 50]
+        [--chains 30,60]
 
 Prints one table; the naive simplify column is measured on a sample of the same formulas in the
-same run and extrapolated to the whole corpus (it takes ~16 ms a formula).
+same run and extrapolated to the whole corpus (it takes ~16 ms a formula). Then `check` of
+inheritance chains (`dslc.bombs.inheritance_chain_source`: each pipeline extends the one before
+and adds a let and a stage), with the prover's work: obligations settled afresh, all pipelines.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from dslc.bombs import inheritance_chain_source
 from dslc.compiler import compile_sources
 from dslc.emit import artifact, dumps
 from dslc.source import SourceFile
@@ -116,6 +120,7 @@ def main() -> None:
     parser.add_argument("--stages", type=int, default=10)
     parser.add_argument("--simplify-sample", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--chains", default="30,60", help="inheritance chain sizes ('' for none)")
     args = parser.parse_args()
     rng = random.Random(0)
     texts = [pipeline_text(i, args.stages, rng) for i in range(args.pipelines)]
@@ -129,6 +134,7 @@ def main() -> None:
         result = compile_sources(sources)
         checked = time.perf_counter()
         assert result.ok, [d.message for d in result.diagnostics][:5]
+        assert result.program is not None
         text = dumps(artifact(result.program))
         built = time.perf_counter()
         check_times.append(checked - start)
@@ -157,6 +163,30 @@ def main() -> None:
             f"{seconds / build:>9.1f}x"
         )
     print(f"goal: build <= 2 s: {'met' if build <= 2.0 else 'MISSED'}")
+    if args.chains:
+        chains([int(n) for n in args.chains.split(",")], args.repeat)
+
+
+def chains(sizes: list[int], repeat: int) -> None:
+    """`check` of inheritance chains: median wall and CPU seconds, and the prover's fresh work."""
+    from dslc.passes.prove import ProofCache, check_properties
+
+    print(f"{'chain':<8} {'check s':>9} {'CPU s':>9} {'per pipeline':>14} {'proofs':>8}")
+    for n in sizes:
+        source = SourceFile(f"chain_{n}.wf", inheritance_chain_source(n))
+        walls, cpus = [], []
+        for _ in range(repeat):
+            start, cpu = time.perf_counter(), time.process_time()
+            result = compile_sources([source])
+            walls.append(time.perf_counter() - start)
+            cpus.append(time.process_time() - cpu)
+            assert result.ok
+        assert result.program is not None
+        proofs = ProofCache()
+        for pipeline in result.program.pipelines:
+            check_properties(pipeline, proofs=proofs)
+        wall, cpu = statistics.median(walls), statistics.median(cpus)
+        print(f"{n:<8} {wall:>9.3f} {cpu:>9.3f} {wall / n * 1e3:>11.2f} ms {proofs.misses:>8}")
 
 
 if __name__ == "__main__":

@@ -76,6 +76,25 @@ def extends_chain_source(children: int, stages: int) -> str:
     return base + kids
 
 
+def inheritance_chain_source(n: int) -> str:
+    """`n` pipelines, each extending the one before and adding a let and a stage that reads it:
+    checking it once re-proved every inherited member (a new let changed every proof's key)."""
+    head = (
+        "pipeline p0 {\n    param steps: int = 40 in [1, 1000]\n"
+        "    param frames: int = 81 in [1, 1021] where frames % 4 == 1\n"
+        "    param height: int = 720 in [16, 4096] where height % 16 == 0\n"
+        "    param width: int = 1280 in [16, 4096] where width % 16 == 0\n"
+        "    let latent = (frames - 1) // 4 + 1\n"
+        "    stage S0 { iterations = steps; memory ~ latent * height * width }\n}\n"
+    )
+    kids = "".join(
+        f"pipeline p{i} extends p{i - 1} {{\n    let l{i} = latent * (height // 16) + {i}\n"
+        f"    stage S{i} {{ iterations = steps * {i} // 2; memory ~ l{i} * width / {i} }}\n}}\n"
+        for i in range(1, n)
+    )
+    return head + kids
+
+
 def flattened_nodes_source(children: int, items: int) -> str:
     """A base with a long `sum` that every child inherits: small text, many flattened nodes."""
     terms = ", ".join(["x"] * items)

@@ -27,14 +27,22 @@ class OutOfTime(Exception):
     """The pipeline's time for search work is spent (only pathological formulas get here)."""
 
 
+#: The names each expression refers to (`ast.names`), by the expression's id, the expression kept
+#: alive beside them: a fact of the node alone, so pipelines that share it (a parent's members
+#: inherited) can share this too.
+Names = dict[int, tuple[ast.Expr, frozenset[str]]]
+
+
 class Context:
-    def __init__(self, pipeline: ResolvedPipeline):
+    def __init__(self, pipeline: ResolvedPipeline, names: Names | None = None):
         self.pipeline = pipeline
+        self._names: Names = {} if names is None else names
         self.deadline = time.monotonic() + WORK_SECONDS
         self.params: dict[str, ResolvedParam] = {p.name: p for p in pipeline.params}
         self.param_types = {p.name: p.type for p in pipeline.params}
         self.let_exprs = {let.name: let.value for let in pipeline.lets}
         self.let_index = {let.name: i for i, let in enumerate(pipeline.lets)}
+        self._lets = pipeline.lets
         self._let_params: dict[str, frozenset[str]] = {}
         self._let_lets: dict[str, frozenset[str]] = {}
         for let in pipeline.lets:  # dependency order
@@ -46,6 +54,7 @@ class Context:
             for name, lets in self._let_lets.items()
         }
         self._sizes: dict[str, int] | None = None
+        self._reads: dict[int, tuple[ast.Expr, tuple[tuple[str, int], ...]]] = {}
         self._intervals: dict[int, tuple[ast.Expr, Abstract]] = {}
         self.default: dict[str, Fraction | bool] = {
             p.name: bool(p.default) if p.type == "bool" else Fraction(p.default)
@@ -71,12 +80,15 @@ class Context:
     def _direct(self, expr: ast.Expr) -> tuple[frozenset[str], frozenset[str]]:
         params: set[str] = set()
         lets: set[str] = set()
-        for node in ast.names(expr):
-            if node.id in self.params:
-                params.add(node.id)
-            elif node.id in self._let_params:
-                params |= self._let_params[node.id]
-                lets |= self._let_lets[node.id] | {node.id}
+        known = self._names.get(id(expr))
+        if known is None:
+            known = self._names[id(expr)] = (expr, frozenset(n.id for n in ast.names(expr)))
+        for name in known[1]:
+            if name in self.params:
+                params.add(name)
+            elif name in self._let_params:
+                params |= self._let_params[name]
+                lets |= self._let_lets[name] | {name}
         return frozenset(params), frozenset(lets)
 
     def deps(self, expr: ast.Expr) -> frozenset[str]:
@@ -89,8 +101,20 @@ class Context:
 
     def needed_lets(self, expr: ast.Expr) -> tuple[ast.Let, ...]:
         """The lets `expr` uses, directly or not, in dependency order."""
-        lets = self._direct(expr)[1]
-        return tuple(let for let in self.pipeline.lets if let.name in lets)
+        order = self.let_index  # sorting the few it uses, not scanning every let of the pipeline
+        return tuple(
+            self._lets[order[name]] for name in sorted(self._direct(expr)[1], key=order.__getitem__)
+        )
+
+    def lets_read(self, expr: ast.Expr) -> tuple[tuple[str, int], ...]:
+        """The lets `expr` reads, directly or not, each by name and definition (its node's id: an
+        inherited let is the parent's own node), in dependency order: with the params' ranges and
+        contracts, all a fact about `expr` can depend on. Memoized per node."""
+        key = id(expr)
+        if key not in self._reads:
+            reads = tuple((let.name, id(let.value)) for let in self.needed_lets(expr))
+            self._reads[key] = (expr, reads)  # the node is kept alive with its id
+        return self._reads[key][1]
 
     def size(self, expr: ast.Expr) -> int:
         """The node count of `expr` with lets inlined (bounds symbolic work)."""

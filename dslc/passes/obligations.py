@@ -38,8 +38,16 @@ class Obligation:
 
 
 #: Where an expression divides by something not a non-zero constant: (division, conditions) in
-#: walk order, by the expression's id (the expression kept alive beside them).
-Sites = dict[int, tuple[ast.Expr, list[tuple[ast.Binary, tuple[tuple[ast.Expr, bool], ...]]]]]
+#: walk order, by the expression's id and the lets it reads (`Context.lets_read`: their constants
+#: decide which divisors are safe); the expression and those lets' values kept alive beside them.
+Sites = dict[
+    object,
+    tuple[
+        ast.Expr,
+        list[tuple[ast.Binary, tuple[tuple[ast.Expr, bool], ...]]],
+        tuple[ast.Expr, ...],
+    ],
+]
 
 
 def collect(
@@ -47,8 +55,8 @@ def collect(
 ) -> list[Obligation]:
     """Every obligation of a pipeline: contracts' and lets' divisions, then each stage's fields.
 
-    `sites`, shared by pipelines with the same params' ranges, contracts and lets (whose constants
-    decide which divisors are safe), spares a child walking the formulas it inherited again."""
+    `sites`, shared by the pipelines of a compilation, spares a child walking the formulas it
+    inherited again (when the lets they read are the same)."""
     out: list[Obligation] = []
     memo: Sites = {} if sites is None else sites
     for index, (param, where) in enumerate(pipeline.contracts):
@@ -102,9 +110,11 @@ def _divisions(
     """Each division in `expr` by something not a non-zero constant, with the conditions it sits
     under.
     """
-    known = memo.get(id(expr))
+    key = (id(expr), ctx.lets_read(expr))
+    known = memo.get(key)
     if known is None:
-        known = memo[id(expr)] = (expr, _division_sites(ctx, expr))
+        lets = tuple(let.value for let in ctx.needed_lets(expr))
+        known = memo[key] = (expr, _division_sites(ctx, expr), lets)
     return [Obligation(DIVISOR, expr, node, what, facts, contract) for node, facts in known[1]]
 
 

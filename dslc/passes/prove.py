@@ -27,7 +27,7 @@ from dslc.fmt import format_expr
 from dslc.interp import EvalError, Interpreter
 from dslc.limits import PROVER_SECONDS
 from dslc.model import ResolvedPipeline
-from dslc.passes.context import Context, OutOfTime
+from dslc.passes.context import Context, Names, OutOfTime
 from dslc.passes.intervals import Env, Interval
 from dslc.passes.obligations import (
     DIVISOR,
@@ -78,25 +78,33 @@ class ProofCache:
     """Obligations settled in one compilation, and the prover's work budget for each file.
 
     An obligation's outcome depends on its expression, its culprit, the conditions it sits under,
-    the lets it reads and the params' types, ranges and contracts, never on defaults or on the
-    pipeline's name: so a child pipeline re-proves only the fields it overrides or whose inputs
-    (a range, a contract, a let) it changed.
+    the params' types, ranges and contracts, and the lets it (or a contract) reads, directly or
+    not, never on defaults, on the pipeline's name or on lets it does not read: so a child pipeline
+    re-proves only the fields it adds or overrides, or whose inputs (a range, a contract, a let it
+    reads) it changed, and checking an inheritance chain costs what its new members cost.
     """
 
     def __init__(self, work_per_file: int = FILE_WORK) -> None:
         self.outcomes: dict[object, tuple[bool, tuple[dict, object] | None]] = {}
-        self.settings: dict[object, int] = {}  # a pipeline's settings -> a small number
+        self.settings: dict[object, int] = {}  # a pipeline's params and contracts -> a number
         self.work_per_file = work_per_file
         self.spent: dict[str, int] = {}  # source file name -> prover work spent on its pipelines
-        self.sites: dict[int, Sites] = {}  # settings -> each formula's divisions (obligations)
+        self.sites: Sites = {}  # (formula, the lets it reads) -> its divisions (obligations)
+        self.names: Names = {}  # formula -> the names it refers to
+        self.misses = 0  # obligations settled afresh (not found here): the prover's work, counted
+        self._alive: dict[int, ast.Expr] = {}  # keeps every node whose id is in a key alive
 
     def key(self, pipeline: ResolvedPipeline) -> int:
-        """A number for what the pipeline's obligations depend on besides their own expressions:
-        params' types and ranges, contracts in order, every let's definition (hashed once)."""
+        """A number for what every obligation of the pipeline depends on besides its own expression
+        and the lets it reads: params' types and ranges, contracts in order."""
         params = tuple((p.name, p.type, p.lo, p.hi) for p in pipeline.params)
         contracts = tuple((p.name, where) for p, where in pipeline.contracts)
-        lets = tuple((let.name, let.value) for let in pipeline.lets)
-        return self.settings.setdefault((params, contracts, lets), len(self.settings))
+        return self.settings.setdefault((params, contracts), len(self.settings))
+
+    def keep(self, *nodes: ast.Expr) -> None:
+        """Keep `nodes` alive as long as the cache, so that their ids in keys stay theirs."""
+        for node in nodes:
+            self._alive.setdefault(id(node), node)
 
     def left(self, pipeline: ResolvedPipeline) -> int:
         """Work left for the file that declares `pipeline`."""
@@ -113,11 +121,12 @@ def _file(pipeline: ResolvedPipeline) -> str:
     return span.source.name if span is not None else ""
 
 
-def _key(ob: Obligation, settings: int) -> object:
+def _key(ob: Obligation, settings: int, lets: object) -> object:
     """An obligation's cache key. Its expressions count by identity: an inherited field is the
-    parent's own node (an overridden one is a new node, so it is proved again)."""
+    parent's own node (an overridden one is a new node, so it is proved again); `lets` names the
+    definitions of the lets it and the contracts read (`Context.lets_read`)."""
     facts = tuple((id(cond), truth) for cond, truth in ob.facts)
-    return (ob.kind, id(ob.expr), id(ob.node), facts, ob.contract, settings)
+    return (ob.kind, id(ob.expr), id(ob.node), facts, ob.contract, settings, lets)
 
 
 class Prover:
@@ -135,7 +144,7 @@ class Prover:
     ):
         self.pipeline = pipeline
         self.proofs = proofs
-        self.ctx = Context(pipeline)
+        self.ctx = Context(pipeline, proofs.names if proofs is not None else None)
         self.exhaustive = exhaustive
         self.symbolic = symbolic
         self.rng = random.Random(f"dslc-prove:{pipeline.name}")
@@ -403,11 +412,12 @@ class Prover:
     def run(self) -> list[Diagnostic]:
         proofs = self.proofs
         settings = proofs.key(self.pipeline) if proofs is not None else -1
-        sites = proofs.sites.setdefault(settings, {}) if proofs is not None else None
-        obs = collect(self.pipeline, self.ctx, sites)
+        obs = collect(self.pipeline, self.ctx, proofs.sites if proofs is not None else None)
         if proofs is not None and proofs.left(self.pipeline) <= 0:
             return [self._over_budget(proofs)]
-        keys = {id(ob): _key(ob, settings) for ob in obs}
+        ctx = self.ctx
+        contract_lets = frozenset(ctx.lets_read(where) for where in ctx.contracts)
+        keys = {id(ob): _key(ob, settings, (ctx.lets_read(ob.expr), contract_lets)) for ob in obs}
         known: dict[int, tuple[bool, tuple[dict, object] | None]] = {}
         if proofs is not None:
             for ob in obs:
@@ -415,6 +425,7 @@ class Prover:
                 if outcome is not None:
                     known[id(ob)] = outcome
                     ob.proved, ob.refuted = outcome
+            proofs.misses += len(obs) - len(known)
         pending = [ob for ob in obs if id(ob) not in known and not self.cheap(ob)]
         self.results, self.searched = obs, bool(pending)
         for ob in obs:
@@ -444,7 +455,11 @@ class Prover:
                 diagnostics.append(self._unproven(ob))
         if proofs is not None:
             for ob in obs:
-                proofs.outcomes.setdefault(keys[id(ob)], (ob.proved, ob.refuted))
+                if keys[id(ob)] not in proofs.outcomes:
+                    proofs.keep(ob.expr, ob.node, *(cond for cond, _ in ob.facts))
+                    proofs.keep(*(let.value for let in ctx.needed_lets(ob.expr)))
+                    proofs.outcomes[keys[id(ob)]] = (ob.proved, ob.refuted)
+            proofs.keep(*(let.value for where in ctx.contracts for let in ctx.needed_lets(where)))
             proofs.spend(self.pipeline, WORK - self.work)
         return sorted(diagnostics, key=lambda d: d.sort_key())
 
