@@ -27,6 +27,7 @@ exit 3, an escaping exception, over `CASE_SECONDS`, or a rise of the process's p
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
@@ -159,6 +160,7 @@ def _warm_up(kinds: tuple[str, ...], check: dict[str, Check]) -> None:
         if kind == "calibration":
             check[kind](real, "warm-up")
         elif kind == "options":
+            importlib.import_module("torch")  # `--device-memory cuda:0` imports it (seconds)
             for name in ("calibrate", "plan"):  # `--help` imports each command's module
                 cal_fuzzing.run_dslc([name, "--help"], kind, "warm-up", seconds=None)
             for command in OPTION_COMMANDS:

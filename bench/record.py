@@ -30,7 +30,14 @@ from runtime.measure import WarmupRecorder
 from runtime.measure.backends import LiveTensorBackend
 from runtime.measure.diffusers_hooks import diffusers_recorder, run_pipeline
 
-ARTIFACT = Path(__file__).resolve().parent.parent / "tests" / "measure" / "data" / "wan_tiny.json"
+ARTIFACT = (
+    Path(__file__).resolve().parent.parent
+    / "tests"
+    / "runtime"
+    / "measure"
+    / "data"
+    / "wan_tiny.json"
+)
 PARAMS = {"steps": 2, "frames": 5, "height": 32, "width": 32}
 
 

@@ -195,7 +195,8 @@ def _grow_list(rng: random.Random, doc: Json) -> Json:
 
 def _rename(rng: random.Random, doc: Json) -> Json:
     """A component renamed in one place only (weights, a phase, a layer use)."""
-    names = list(doc.get("component_weight_bytes") or {}) if isinstance(doc, dict) else []
+    weights = doc.get("component_weight_bytes") if isinstance(doc, dict) else None
+    names = list(weights) if isinstance(weights, dict) else []
     if names:
         old, new = rng.choice(names), rng.choice(["ghost", "", "x" * 300, "transformer\x00"])
         text = json.dumps(doc).replace(json.dumps(old), json.dumps(new), 1)

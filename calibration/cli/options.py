@@ -76,6 +76,11 @@ def check_choice(choice: Choice) -> Choice:
         names = list(load_sources([choice.formulas_path])) if choice.formulas_path.exists() else []
     except NotCompiled:
         names = []  # the calibration itself reports the diagnostics (exit 1)
+    except OSError as exc:  # a name too long, a folder it may not read: the user's path
+        raise click.BadParameter(
+            f"cannot read {str(choice.formulas_path)[:200]!r}: {exc.strerror or exc}",
+            param_hint="--formulas",
+        ) from None
     if len(names) != 1:
         held = f"it holds {', '.join(sorted(names))}" if names else "name the pipeline"
         raise click.UsageError(

@@ -34,6 +34,8 @@ def checked_outputs(plot: Path | None, save: Path | None, records: Path | None) 
 
 def plot_path(path: Path) -> Path:
     """The figure's path: ``figure`` becomes ``figure.png``; an unknown format is exit 2."""
+    if not path.name:  # "", ".", "/": a folder, not a figure's name
+        raise click.BadParameter(f"{str(path)!r} names no file", param_hint="--plot")
     if not path.suffix:
         path = path.with_name(path.name + DEFAULT_PLOT_SUFFIX)
     formats = _figure_formats()

@@ -246,3 +246,14 @@ def test_plot_figure_writes_figure_png_and_says_so(tmp_path, monkeypatch):
     assert (tmp_path / "figure.png").read_bytes().startswith(b"\x89PNG")
     assert not (tmp_path / "figure").exists()
     assert json.loads((tmp_path / "cal.json").read_text())["version"] == 1
+
+
+def test_a_formulas_path_too_long_and_a_plot_naming_no_file_are_usage_errors(tmp_path):
+    """Found by bench/fuzz.py: ENAMETOOLONG from --formulas and `--plot .` were exit 3."""
+    runner = CliRunner()
+    stop = ["--pipeline", "calibration.fuzzing:stop"]
+    long = runner.invoke(cli, ["calibrate", *stop, "--formulas", "x" * 3000])
+    assert long.exit_code == 2 and "cannot read" in long.output, long.output
+    for name in (".", ""):
+        empty = runner.invoke(cli, ["calibrate", *stop, "--name", "flux1_dev", "--plot", name])
+        assert empty.exit_code == 2 and "--plot" in empty.output, empty.output
