@@ -163,12 +163,16 @@ def _warm_up(kinds: tuple[str, ...], check: dict[str, Check]) -> None:
             importlib.import_module("torch")  # `--device-memory cuda:0` imports it (seconds)
             for name in ("calibrate", "plan"):  # `--help` imports each command's module
                 cal_fuzzing.run_dslc([name, "--help"], kind, "warm-up", seconds=None)
-            for command in OPTION_COMMANDS:
-                _, base = _calibration_case(kind, random.Random(0), OPTION_COMMANDS.index(command))
-                try:
-                    check[kind](base, "warm-up")
-                except fuzzing.Failure:
-                    pass  # a mutated warm-up case may fail; the timed run will show it again
+            sandbox = _sandbox()
+            saved = sandbox.root / "saved.json"
+            saved.write_text(real)
+            bases = [
+                cal_fuzzing.calibrate_options(sandbox, SD_FORMULAS),
+                cal_fuzzing.plan_options(sandbox, str(saved), SD_FORMULAS),
+                cal_fuzzing.plan_options(sandbox, None, SD_FORMULAS),  # imports the session's
+            ]
+            for base in bases:  # unmutated: each reaches as far as a case can
+                cal_fuzzing.run_dslc(base, kind, "warm-up", seconds=None)
 
 
 def _peak_rss() -> int:
