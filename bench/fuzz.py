@@ -27,6 +27,7 @@ exit 3, an escaping exception, over `CASE_SECONDS`, or a rise of the process's p
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import os
@@ -173,6 +174,8 @@ def _warm_up(kinds: tuple[str, ...], check: dict[str, Check]) -> None:
             ]
             for base in bases:  # unmutated: each reaches as far as a case can
                 cal_fuzzing.run_dslc(base, kind, "warm-up", seconds=None)
+    gc.collect()
+    gc.freeze()  # the imported libraries' objects: no case pays for a full collection of them
 
 
 def _peak_rss() -> int:

@@ -251,6 +251,19 @@ class DslcGroup(click.Group):
             raise
         except NumberTooLarge as exc:
             raise Failure(str(exc)) from None
+        except OSError as exc:
+            if exc.filename is None:  # not about a path the user gave: ours
+                if os.environ.get("DSLC_DEBUG"):
+                    raise
+                internal_error(exc)
+                ctx.exit(3)
+            # a path the user gave that the system refuses (a name too long, no permission, a
+            # full disk): their input or their machine, named, exit 1
+            name = str(exc.filename)
+            shown = (
+                name if len(name) <= 120 else f"{name[:60]}...{name[-40:]} ({len(name):,} chars)"
+            )
+            raise Failure(f"cannot use {shown}: {exc.strerror or exc}") from None
         except Exception as exc:
             if os.environ.get("DSLC_DEBUG"):
                 raise

@@ -257,3 +257,18 @@ def test_a_formulas_path_too_long_and_a_plot_naming_no_file_are_usage_errors(tmp
     for name in (".", ""):
         empty = runner.invoke(cli, ["calibrate", *stop, "--name", "flux1_dev", "--plot", name])
         assert empty.exit_code == 2 and "--plot" in empty.output, empty.output
+
+
+def test_a_path_the_system_refuses_is_exit_1_naming_it():
+    """Found by bench/fuzz.py: an OSError about a user's path (here ENAMETOOLONG, reached with
+    --name given) was reported as a bug of ours (exit 3)."""
+    result = CliRunner().invoke(
+        cli,
+        [
+            "calibrate",
+            *("--pipeline", "calibration.fuzzing:stop", "--name", "custom_sd"),
+            *("--formulas", "9" * 3000),
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert "cannot use 999" in result.output and "3,000 chars" in result.output
