@@ -6,7 +6,6 @@ when it runs. The work lives in ``calibration.infer``.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -88,13 +87,15 @@ def infer(
     formatted as `dslc fmt` would and passes `dslc check`; each proposal carries its evidence.
     """
     from calibration.cli.factory import load_factory
-    from calibration.cli.show import progress_bar
+    from calibration.cli.outputs import check_writable
+    from calibration.cli.show import progress, wrote
     from calibration.errors import CalibrationError
     from calibration.infer.run import infer as run_infer
     from calibration.infer.run import report
 
     if (example is None) == (factory is None):
-        raise Failure("give one of --example NAME or --pipeline MODULE:FACTORY")
+        raise click.UsageError("give one of --example NAME or --pipeline MODULE:FACTORY")
+    check_writable([("-o", output)])  # before minutes of measuring
     try:
         text = skeleton.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -111,7 +112,7 @@ def infer(
         header = (
             f"# Drafted by `dslc infer` from {label} and {skeleton.name}: review each proposal.\n"
         )
-        with progress_bar(enabled=sys.stderr.isatty()) as tick:
+        with progress() as tick:
             result = run_infer(
                 build,  # type: ignore[arg-type]
                 text,
@@ -135,6 +136,4 @@ def infer(
     elif output is None:
         click.echo(result.draft, nl=False)
     else:
-        ui().err.line(
-            f"wrote {output}: {len(result.proposals)} stages from {len(result.measured)} sizes"
-        )
+        wrote(output, f"{len(result.proposals)} stages from {len(result.measured)} sizes")

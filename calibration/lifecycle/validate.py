@@ -17,25 +17,12 @@ from artifact.units import show_bytes
 from calibration.lifecycle.model import Failure, PhaseCheck, Validation
 from calibration.plan.inputs import target_name
 from calibration.plan.model import Phase, Plan, Target
+from calibration.warmup import OOM_MARKERS as WARMUP_OOM_MARKERS
 from runtime.record import ErrorInfo, WarmupRecord
 
-#: Substrings (lower-cased) of a failed request's error that mean an allocation failed; the same
-#: as the warmup's (``calibration.warmup.OOM_MARKERS``), read here from the record's strings.
-OOM_MARKERS = (
-    "out of memory",
-    "outofmemory",
-    "memoryerror",
-    "cublas_status_alloc_failed",
-    "cudnn_status_alloc_failed",
-    "cufft_alloc_failed",
-    "cusolver_status_alloc_failed",
-    "cudaerrormemoryallocation",
-    "hiperroroutofmemory",
-    "miopen_status_alloc_failed",
-    "cannot allocate memory",
-    "can't allocate memory",
-    "failed to allocate memory",
-)
+#: The warmup's allocation-failure markers, plus the exception type names a record's error keeps
+#: (``OutOfMemoryError``, ``MemoryError``), which the warmup tests by ``isinstance`` instead.
+OOM_MARKERS = (*WARMUP_OOM_MARKERS, "outofmemory", "memoryerror")
 
 
 def phase_label(kind: str, name: str, stage: str | None) -> str:

@@ -245,4 +245,4 @@ def test_a_skeleton_with_stages_or_a_bad_base_is_a_usage_error(tmp_path):
     )
     assert result.exit_code == 1 and "not declare" in result.output
     result = CliRunner().invoke(command, ["--params", str(SKELETONS / "flux.wf")])
-    assert result.exit_code == 1 and "--example" in result.output
+    assert result.exit_code == 2 and "--example" in result.output
