@@ -5,6 +5,7 @@ before or while it runs; syntax errors go through error recovery for more than o
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable, Iterator
 from importlib import resources
@@ -60,6 +61,29 @@ class _Separators(lark.lark.PostLex):
             yield token
 
 
+def parser_cache_path() -> str | None:
+    """Where Lark keeps the analysed grammar between processes: building the LALR tables takes
+    0.3 s, loading them 10 ms (bench/README.md, "parser start"); None when there is nowhere.
+
+    Lark's own `cache=PATH` writes and reads it: the file starts with a digest of the grammar,
+    the options and the Lark and Python versions, and anything else (stale, truncated by a
+    concurrent writer, unreadable) is rebuilt and rewritten. `DSLC_CACHE_DIR` chooses the folder
+    (empty: no cache), else `$XDG_CACHE_HOME/dslc` or `~/.cache/dslc`: the user's own, never a
+    shared temporary folder, since the file is a pickle.
+    """
+    folder = os.environ.get("DSLC_CACHE_DIR")
+    if folder is None:
+        home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(home, "dslc")
+    if not folder or not os.path.isabs(folder):
+        return None
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return os.path.join(folder, f"workload-lark{lark.__version__}.cache")
+
+
 @functools.cache
 def _parser() -> lark.Lark:
     """The LALR parser, built once per process (it holds no per-parse state)."""
@@ -73,6 +97,7 @@ def _parser() -> lark.Lark:
         maybe_placeholders=False,
         postlex=_Separators(),
         transformer=AstBuilder(),
+        cache=parser_cache_path() or False,
     )
 
 
