@@ -39,9 +39,11 @@ __all__ = [
     "MAX_POW_EXPONENT",
     "MAX_STAGE_USES",
     "MAX_TEXT_LENGTH",
+    "CheckedTrees",
     "NodeBudget",
     "Scope",
     "check_expr",
+    "check_formula",
     "over_limit",
 ]
 
@@ -239,11 +241,33 @@ class NodeBudget:
             )
 
 
+# What a checked tree read of its scope: each (kind, name) it names and what the scope held for it
+# then (the ref, the type and the bounds): the same tree in a scope that holds the same for each
+# checks to the same Expr.
+_Reads = tuple[tuple[str, str, tuple[object, ...]], ...]
+
+
+class CheckedTrees:
+    """Formulas already checked, by the identity of their JSON object, with what they read of
+    their scope and the nodes they took.
+
+    The compiler emits a formula once and shares the object among every pipeline that inherits
+    it, so validating a family checks each formula once, not once per child (issue 23); the
+    loader reads fresh JSON, where nothing is shared, and keeps none.
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[int, tuple[object, _Reads, Expr, int]] = {}
+        self.hits = 0
+        self.misses = 0
+
+
 class Scope:
     """Names an expression may refer to: params, and the lets declared so far, with their bounds.
 
     `param_bits[i]` bounds param i; `let_bounds[i]` is let i's `(bits, dbits)`; `let_work` is the
-    work of every let so far (an evaluation may compute all of them).
+    work of every let so far (an evaluation may compute all of them); `trees`, when kept, the
+    formulas already checked.
     """
 
     def __init__(
@@ -252,6 +276,7 @@ class Scope:
         lets: dict[str, tuple[int, str]],
         budget: NodeBudget | None = None,
         param_bits: list[int] | None = None,
+        trees: CheckedTrees | None = None,
     ) -> None:
         self.params = params
         self.lets = lets
@@ -259,6 +284,17 @@ class Scope:
         self.param_bits = param_bits if param_bits is not None else [1] * len(params)
         self.let_bounds: dict[int, tuple[int, int]] = {}
         self.let_work = 0
+        self.trees = trees
+
+    def read(self, kind: str, name: str) -> tuple[object, ...]:
+        """What the scope holds for a name a tree refers to (None: not in scope)."""
+        table = self.params if kind == "param" else self.lets
+        found = table.get(name)
+        if found is None:
+            return (None,)
+        ref, typ = found
+        bounds = self.param_bits[ref] if kind == "param" else self.let_bounds.get(ref, (1, 0))
+        return (ref, typ, bounds)
 
     def charge(self, expr: Expr, path: object) -> None:
         """One formula evaluated on its own: its work plus every let's must fit one call, and it
@@ -317,6 +353,46 @@ def check_expr(node: object, path: object, scope: Scope, depth: int) -> Expr:
                     bits = v.bit_length() if v >= 0 else (-v).bit_length()
                     return Expr("int", "int", (), v, None, None, bits)
     return _check_any(node, path, scope, depth)
+
+
+def check_formula(node: object, path: object, scope: Scope) -> Expr:
+    """A whole formula (a let's, a field's, a contract's, a call's): check_expr at the top, or,
+    when the scope keeps checked trees, the Expr of the same object checked before in a scope
+    that held the same for every name it reads, charged the same nodes."""
+    trees = scope.trees
+    if trees is None or type(node) is not dict:
+        return check_expr(node, path, scope, 1)
+    budget = scope.budget
+    entry = trees.entries.get(id(node))
+    if entry is not None and entry[0] is node:
+        _, reads, expr, nodes = entry
+        if nodes <= budget.left and all(scope.read(k, n) == held for k, n, held in reads):
+            budget.left -= nodes
+            trees.hits += 1
+            return expr
+    before = budget.left
+    expr = check_expr(node, path, scope, 1)
+    trees.misses += 1
+    trees.entries[id(node)] = (node, _reads(node, scope), expr, before - budget.left)
+    return expr
+
+
+def _reads(node: object, scope: Scope) -> _Reads:
+    """The names a checked tree refers to, with what the scope holds for each (an iterative
+    walk: the tree passed check_expr, so every node is well formed)."""
+    seen: dict[tuple[str, str], tuple[object, ...]] = {}
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        assert isinstance(item, dict)
+        kind = item["k"]
+        if kind == "param" or kind == "let":
+            key = (kind, item["name"])
+            if key not in seen:
+                seen[key] = scope.read(*key)
+        elif "args" in item:
+            stack.extend(item["args"])
+    return tuple((kind, name, held) for (kind, name), held in seen.items())
 
 
 def _check_any(node: object, path: object, scope: Scope, depth: int) -> Expr:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from artifact.atomic import NotARegularFileError
 from artifact.checks import (
+    CheckedTrees,
     NodeBudget,
     Scope,
     as_int,
@@ -17,7 +18,7 @@ from artifact.checks import (
     as_object,
     as_span,
     as_text,
-    check_expr,
+    check_formula,
     describe,
     fail,
     into,
@@ -122,8 +123,9 @@ def _parse_json(data: str | bytes | bytearray) -> object:
 # ---------------------------------------------------------------- the document
 
 
-def parse_artifact(doc: object) -> Artifact:
-    """Validate a parsed document field by field; errors name the field by path."""
+def parse_artifact(doc: object, trees: CheckedTrees | None = None) -> Artifact:
+    """Validate a parsed document field by field; errors name the field by path (`trees`: the
+    compiler's formulas checked already, see `CheckedTrees`)."""
     if not isinstance(doc, Mapping):
         raise fail(None, f"expected a JSON object at the top level, got {describe(doc)}")
     if doc.get("format") != FORMAT:
@@ -157,7 +159,8 @@ def parse_artifact(doc: object) -> Artifact:
             limit="MAX_PIPELINES",
         )
     for i, raw in enumerate(raw_pipelines):
-        pipeline = parse_pipeline(raw, into(pipelines_path, f"[{i}]"), i, len(sources), budget)
+        here = into(pipelines_path, f"[{i}]")
+        pipeline = parse_pipeline(raw, here, i, len(sources), budget, trees)
         if pipeline.name in seen:
             raise fail(
                 into(into(pipelines_path, f"[{i}]"), ".name"),
@@ -183,7 +186,12 @@ _PIPELINE_FACTS = ("calls", "probe_axes", "probe_minimums")
 
 
 def parse_pipeline(
-    value: object, path: object, index: int, n_sources: int, budget: NodeBudget
+    value: object,
+    path: object,
+    index: int,
+    n_sources: int,
+    budget: NodeBudget,
+    trees: CheckedTrees | None = None,
 ) -> PipelineDecl:
     """One pipeline (the compiler validates what it would emit with this too); lets are read
     before contracts and stages, which may use them; `budget` is the artifact's so far."""
@@ -194,7 +202,7 @@ def parse_pipeline(
     _count_members(obj, path)
     params = _params(obj["params"], into(path, ".params"), n_sources)
     bits = [param_bits(p.min, p.max, p.type == "bool") for p in params]
-    scope = Scope({p.name: (i, p.type) for i, p in enumerate(params)}, {}, budget, bits)
+    scope = Scope({p.name: (i, p.type) for i, p in enumerate(params)}, {}, budget, bits, trees)
     lets = _lets(obj["lets"], into(path, ".lets"), n_sources, scope)
     contracts = _contracts(obj["contracts"], into(path, ".contracts"), n_sources, scope)
     stages = _stages(obj["stages"], into(path, ".stages"), n_sources, scope)
@@ -289,7 +297,7 @@ def _lets(value: object, path: object, n_sources: int, scope: Scope) -> tuple[Le
         name = as_name(obj["name"], into(here, ".name"))
         if name in scope.lets or name in scope.params:
             raise fail(into(here, ".name"), f"duplicate name {name!r} (a param or an earlier let)")
-        expr = check_expr(obj["expr"], into(here, ".expr"), scope, 1)
+        expr = check_formula(obj["expr"], into(here, ".expr"), scope)
         span = as_span(obj["span"], into(here, ".span"), n_sources)
         assert span is not None
         scope.charge(expr, into(here, ".expr"))
@@ -312,7 +320,7 @@ def _contracts(
         if param not in scope.params:
             raise fail(into(here, ".param"), f"unknown param {param!r}")
         text = as_text(obj["text"], into(here, ".text"))
-        expr = check_expr(obj["expr"], into(here, ".expr"), scope, 1)
+        expr = check_formula(obj["expr"], into(here, ".expr"), scope)
         if expr.type != "bool":
             raise fail(into(here, ".expr"), "a contract must be a boolean expression")
         scope.charge(expr, into(here, ".expr"))
@@ -370,7 +378,7 @@ def _field(
     body: Mapping[str, object], at: object, what: str, n_sources: int, scope: Scope
 ) -> FieldDecl:
     """A numeric expression with its span (null when the source left it out)."""
-    expr = check_expr(body["expr"], into(at, ".expr"), scope, 1)
+    expr = check_formula(body["expr"], into(at, ".expr"), scope)
     if expr.type not in NUMERIC:
         raise fail(into(at, ".expr"), f"{what} must be a number, not a boolean")
     scope.charge(expr, into(at, ".expr"))

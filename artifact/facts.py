@@ -14,7 +14,7 @@ from artifact.checks import (
     as_name,
     as_object,
     as_span,
-    check_expr,
+    check_formula,
     describe,
     fail,
     into,
@@ -87,7 +87,7 @@ def calls(value: object, path: object, n_sources: int, scope: Scope) -> tuple[Ca
         if arg in names:
             raise fail(into(here, ".arg"), f"duplicate call argument {arg!r}")
         names.add(arg)
-        expr = check_expr(obj["expr"], into(here, ".expr"), scope, 1)
+        expr = check_formula(obj["expr"], into(here, ".expr"), scope)
         scope.charge(expr, into(here, ".expr"))  # evaluated as any formula is: bounded alike
         span = as_span(obj["span"], into(here, ".span"), n_sources)
         assert span is not None

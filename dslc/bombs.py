@@ -95,6 +95,46 @@ def inheritance_chain_source(n: int) -> str:
     return head + kids
 
 
+def family_source(stages: int, children: int) -> str:
+    """A large pipeline and children that each add a let and replace one stage (issue 23: at 64
+    stages and 16 children, 40 KB that took 2.5 s to check and 6.5 s to build, each child
+    re-checking and re-emitting every stage it inherits)."""
+    body = "".join(
+        f"    stage S{i} uses m{i}.forward {{\n"
+        f"        iterations = steps * cfg + {i}\n"
+        f"        memory ~ latent * height * width / 64 + tokens * {i + 1} + frames * {i} "
+        f"+ max(height, width) * latent * {i + 13} + tokens * cfg * {i + 17} "
+        f"+ (frames // 4) * height * {i + 19} + width * steps * {i + 23} "
+        f"+ latent * cfg * steps * {i + 29} + (height // 16) * (width // 16) * {i + 37}\n"
+        f"        time ~ latent * tokens * steps + {i} + height * width * {i + 3} "
+        f"+ max(latent, {i}) * tokens + latent * latent * {i + 5} + tokens * frames * {i + 7} "
+        f"+ (height // 8) * (width // 8) * latent * {i + 11} + frames * width * {i + 31} "
+        f"+ tokens * cfg * steps * {i + 41}\n    }}\n"
+        for i in range(stages)
+    )
+    base = (
+        "pipeline base {\n    param steps: int = 40 in [1, 1000]\n"
+        "    param frames: int = 81 in [1, 1021] where frames % 4 == 1\n"
+        "    param height: int = 720 in [16, 4096] where height % 16 == 0\n"
+        "    param width: int = 1280 in [16, 4096] where width % 16 == 0\n"
+        "    param cfg: int = 2 in [1, 2]\n"
+        "    call num_inference_steps = steps\n    call num_frames = frames\n"
+        "    call height = height\n    call width = width\n"
+        "    let latent = (frames - 1) // 4 + 1\n"
+        "    let tokens = latent * (height // 16) * (width // 16)\n"
+        f"{body}}}\n"
+    )
+    kids = "".join(
+        f"pipeline c{c} extends base {{\n    let k{c} = tokens * {c + 1}\n"
+        f"    stage S{c % stages} uses m{c % stages}.forward {{\n"
+        f"        iterations = steps + {c}\n"
+        f"        memory ~ k{c} * height + latent * width * {c + 2}\n"
+        f"        time ~ k{c} * steps\n    }}\n}}\n"
+        for c in range(children)
+    )
+    return base + kids
+
+
 def flattened_nodes_source(children: int, items: int) -> str:
     """A base with a long `sum` that every child inherits: small text, many flattened nodes."""
     terms = ", ".join(["x"] * items)
@@ -118,6 +158,7 @@ SOURCE_BOMBS: dict[str, Callable[[random.Random], str]] = {
     "extends-chain": lambda rng: extends_chain_source(rng.choice([1, 10, 30]), rng.randint(1, 60)),
     # (800 children, over the node limit, take seconds to refuse: tests/dslc/test_cost.py has it)
     "flattened-nodes": lambda rng: flattened_nodes_source(rng.choice([10, 60]), 150),
+    "family": lambda rng: family_source(rng.choice([1, 16, 64]), rng.choice([0, 4, 16])),
     "blank-flood": lambda rng: blank_flood_source(rng.choice([100, 16_000, 900_000])),
 }
 

@@ -182,7 +182,7 @@ def compile_sources(
     by_name, name_problems = check_pipeline_names(modules)
     diagnostics += name_problems
     resolved: list[ResolvedPipeline] = []
-    budget = CostBudget()
+    budget = CostBudget({source.name: i for i, source in enumerate(sources)})
     proofs = ProofCache()  # a child re-proves only what it changed; each file's work is bounded
     if any(d.code == "limit" for d in name_problems):
         by_name = {}  # too many pipelines: refuse before resolving any
@@ -207,7 +207,7 @@ def compile_sources(
     program = (
         None
         if any(d.is_error for d in diagnostics)
-        else Program(tuple(sources), tuple(modules), tuple(resolved))
+        else Program(tuple(sources), tuple(modules), tuple(resolved), budget.lowered)
     )
     return CompileResult(program, tuple(diagnostics))
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from artifact.atomic import write_atomically
+from artifact.checks import CheckedTrees
 from dslc import __version__, ast
 from dslc.fmt import format_expr
 from dslc.interp import EvalError, evaluate
@@ -18,6 +20,7 @@ from dslc.source import SourceFile, Span
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "Lowered",
     "SpanTable",
     "artifact",
     "dumps",
@@ -57,16 +60,56 @@ def number(value: Fraction) -> dict[str, Any]:
     return {"k": "frac", "n": value.numerator, "d": value.denominator}
 
 
+class Lowered:
+    """What one compilation emitted, shared by every pipeline that inherits it (issue 23).
+
+    A let, field, contract or call is lowered once per lowering context (which names are params,
+    which list lets fold into it) and its JSON object reused by each child, so validating and
+    emitting a family costs what its own members cost; `trees` keeps what the loader's checks
+    made of those objects, `spans` where each came from, `index` numbers the sources.
+    """
+
+    def __init__(self, index: Mapping[str, int]) -> None:
+        self.index = index
+        self.spans: SpanTable = {}
+        self.trees = CheckedTrees()
+        self.entries: dict[tuple[object, ...], tuple[object, dict[str, Any]]] = {}
+        self.contexts: dict[tuple[object, ...], int] = {}
+
+
 class _ExprLowerer:
     """Lowers one pipeline's expressions; list lets are folded away so the artifact has no lists."""
 
-    def __init__(self, pipeline: ResolvedPipeline, spans: SpanTable | None = None):
-        self.spans = spans
+    def __init__(
+        self,
+        pipeline: ResolvedPipeline,
+        spans: SpanTable | None = None,
+        shared: Lowered | None = None,
+    ):
+        self.spans = spans if shared is None else shared.spans
         self.params = {p.name for p in pipeline.params}
-        self.types = pipeline.types
         self.lists = {
             let.name: let.value for let in pipeline.lets if pipeline.types.get(let.name) == LIST
         }
+        self.shared = shared
+        self.context = 0
+        if shared is not None:
+            key = (frozenset(self.params), tuple(sorted((n, id(v)) for n, v in self.lists.items())))
+            self.context = shared.contexts.setdefault(key, len(shared.contexts))
+
+    def once(
+        self, node: object, make: Callable[[], dict[str, Any]], *extra: object
+    ) -> dict[str, Any]:
+        """The object `make` lowers for `node`, made once per context when emission is shared."""
+        if self.shared is None:
+            return make()
+        key = (id(node), self.context, *extra)
+        found = self.shared.entries.get(key)
+        if found is not None and found[0] is node:
+            return found[1]
+        entry = make()
+        self.shared.entries[key] = (node, entry)  # keeps `node` alive: its id stays its own
+        return entry
 
     def _items(self, expr: ast.Expr) -> tuple[ast.Expr, ...]:
         items = list_items(expr, self.lists)
@@ -127,6 +170,11 @@ class _ExprLowerer:
         """
         if field is None:
             return {"expr": ONE, "span": None}
+        return self.once(field, lambda: self._field(pipeline, field, index))
+
+    def _field(
+        self, pipeline: ResolvedPipeline, field: ast.Field, index: Mapping[str, int]
+    ) -> dict[str, Any]:
         terms = pipeline.terms(field)
         if len(terms) == 1:
             return self.note(
@@ -175,11 +223,17 @@ def _span(span: Span | None, index: Mapping[str, int]) -> dict[str, int] | None:
 
 
 def pipeline_document(
-    pipeline: ResolvedPipeline, index: Mapping[str, int], spans: SpanTable | None = None
+    pipeline: ResolvedPipeline,
+    index: Mapping[str, int],
+    spans: SpanTable | None = None,
+    shared: Lowered | None = None,
 ) -> dict[str, Any]:
     """One pipeline's object in the artifact; `index` numbers the sources, `spans` (when given)
-    receives where each emitted object came from."""
-    lowerer = _ExprLowerer(pipeline, spans)
+    receives where each emitted object came from; with `shared` (whose `index` and `spans` it
+    uses), inherited members are the objects emitted before."""
+    if shared is not None:
+        index = shared.index
+    lowerer = _ExprLowerer(pipeline, spans, shared)
     document = {
         "name": pipeline.name,
         "extends": pipeline.parent,
@@ -229,10 +283,7 @@ def _facts(
     facts: dict[str, Any] = {}
     if pipeline.calls:
         facts["calls"] = [
-            lowerer.note(
-                {"arg": c.arg, "expr": lowerer.expr(c.value), "span": _span(c.span, index)}, c
-            )
-            for c in pipeline.calls
+            lowerer.once(c, partial(_call_entry, lowerer, c, index)) for c in pipeline.calls
         ]
     if pipeline.probes:
         facts["probe_axes"] = [list(probe.names) for probe in pipeline.probes]
@@ -251,14 +302,27 @@ def _contracts(
     pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
 ) -> list[dict[str, Any]]:
     return [
-        {
-            "param": p.name,
-            "text": format_expr(where),
-            "expr": lowerer.expr(where),
-            "span": _span(where.span, index),
-        }
+        lowerer.once(where, partial(_contract_entry, lowerer, p.name, where, index), p.name)
         for p, where in pipeline.contracts
     ]
+
+
+def _contract_entry(
+    lowerer: _ExprLowerer, param: str, where: ast.Expr, index: Mapping[str, int]
+) -> dict[str, Any]:
+    return {
+        "param": param,
+        "text": format_expr(where),
+        "expr": lowerer.expr(where),
+        "span": _span(where.span, index),
+    }
+
+
+def _call_entry(
+    lowerer: _ExprLowerer, call: ast.CallArg, index: Mapping[str, int]
+) -> dict[str, Any]:
+    entry = {"arg": call.arg, "expr": lowerer.expr(call.value), "span": _span(call.span, index)}
+    return lowerer.note(entry, call)
 
 
 def _lets(
@@ -266,25 +330,29 @@ def _lets(
 ) -> list[dict[str, Any]]:
     """The lets but the list lets (folded into their uses)."""
     return [
-        lowerer.note(
-            {"name": let.name, "expr": lowerer.expr(let.value), "span": _span(let.span, index)},
-            let,
-            let.name_span,
-        )
+        lowerer.once(let, partial(_let_entry, lowerer, let, index))
         for let in pipeline.lets
         if pipeline.types.get(let.name) != LIST
     ]
 
 
-def artifact(program: Program) -> dict[str, Any]:
-    """The artifact document of docs/artifact.md for a checked program."""
+def _let_entry(lowerer: _ExprLowerer, let: ast.Let, index: Mapping[str, int]) -> dict[str, Any]:
+    entry = {"name": let.name, "expr": lowerer.expr(let.value), "span": _span(let.span, index)}
+    return lowerer.note(entry, let, let.name_span)
+
+
+def artifact(program: Program, shared: Lowered | None = None) -> dict[str, Any]:
+    """The artifact document of docs/artifact.md for a checked program (`shared`: what its
+    compilation emitted, reused)."""
     index = {source.name: i for i, source in enumerate(program.sources)}
+    if shared is not None and dict(shared.index) != index:
+        shared = None  # numbered for other sources: emit afresh
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "compiler": {"name": "dslc", "version": __version__},
         "sources": [{"path": _display_path(s), "sha256": s.sha256} for s in program.sources],
-        "pipelines": [pipeline_document(p, index) for p in program.pipelines],
+        "pipelines": [pipeline_document(p, index, shared=shared) for p in program.pipelines],
     }
 
 

@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from types import MappingProxyType
 
-from artifact.document import read_artifact
+from artifact.checks import CheckedTrees
+from artifact.document import parse_artifact, read_artifact
 from artifact.errors import (
     EvaluationError,
     ParamError,
@@ -447,11 +448,23 @@ def load_formulas(
     makes tens of thousands of objects, none in a cycle, and collections walking the growing heap
     made the load superlinear in the artifact's size (bench/README.md "load").
     """
+    return _loaded(lambda: read_artifact(source))
+
+
+def load_checked(document: Mapping[str, object], trees: CheckedTrees) -> FormulaBook:
+    """`load_formulas(document)` for the compiler's own document, whose formulas its cost pass
+    checked already (`trees`): `dslc build` validates what it writes at the cost of what is new."""
+    return _loaded(lambda: parse_artifact(document, trees))
+
+
+def _loaded(read: Callable[[], Artifact]) -> FormulaBook:
+    """The book of what `read` validates, with the collector paused and a fresh stack if the
+    caller's is too deep for the JSON's nesting."""
     paused = gc.isenabled()
     if paused:
         gc.disable()
     try:
-        return retried_on_fresh_stack(lambda: FormulaBook(read_artifact(source)))
+        return retried_on_fresh_stack(lambda: FormulaBook(read()))
     finally:
         if paused:
             gc.enable()

@@ -9,6 +9,7 @@ never computes a value the model has not bounded.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from artifact.checks import NodeBudget, as_name, into
@@ -23,7 +24,7 @@ __all__ = ["CostBudget", "check_cost"]
 
 
 class _AnySource(dict[str, int]):
-    """Every source is number 0: spans only need to validate here, not to be exact."""
+    """Every source is number 0 when the sources are not known: spans only need to validate."""
 
     def __missing__(self, key: str) -> int:
         return 0
@@ -33,7 +34,8 @@ class CostBudget:
     """The artifact-wide budgets (nodes, load work) shared by every pipeline of one compilation,
     and what each pipeline that passed charged them, by what its cost depends on (`_cost_key`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, index: Mapping[str, int] | None = None) -> None:
+        self.lowered = emit.Lowered(_AnySource() if index is None else index)
         self.nodes = NodeBudget()
         self.index = 0  # the next pipeline's position in the artifact
         self.exhausted = False  # a limit of the whole artifact was hit: later pipelines are moot
@@ -58,11 +60,14 @@ def check_cost(pipeline: ResolvedPipeline, budget: CostBudget) -> list[Diagnosti
             nodes.left -= count
             nodes.work_left -= work
             return []
-    spans: emit.SpanTable = {}
-    document = emit.pipeline_document(pipeline, _AnySource(), spans)
+    lowered = budget.lowered
+    spans = lowered.spans
+    document = emit.pipeline_document(pipeline, lowered.index, shared=lowered)
     left, work_left = nodes.left, nodes.work_left
+    n_sources = max(lowered.index.values(), default=0) + 1
     try:
-        parse_pipeline(document, into(into(None, "pipelines"), f"[{index}]"), index, 1, nodes)
+        here = into(into(None, "pipelines"), f"[{index}]")
+        parse_pipeline(document, here, index, n_sources, nodes, lowered.trees)
     except ArtifactLimitError as exc:
         budget.exhausted = budget.nodes.left < 0 or budget.nodes.work_left < 0
         span = _locate(document, exc.location, spans) or pipeline.decl.name_span
