@@ -1,27 +1,33 @@
 """Compile speed: `check` + `build` of a generated 1,000-stage corpus vs naive `sympy.simplify`.
 
     .venv/bin/python bench/compile.py [--pipelines 100] [--stages 10] [--simplify-sample 50]
-        [--chains 30,60]
+        [--chains 30,60] [--families 64x12,64x16]
 
 Prints one table; the naive simplify column is measured on a sample of the same formulas in the
 same run and extrapolated to the whole corpus (it takes ~16 ms a formula). Then `check` of
 inheritance chains (`dslc.bombs.inheritance_chain_source`: each pipeline extends the one before
 and adds a let and a stage), with the prover's work: obligations settled afresh, all pipelines.
+Then the command lines `dslc check` and `dslc build` of families (`dslc.bombs.family_source`: one
+large pipeline and children that each add a let and replace a stage), each in a fresh process as
+a user runs them: CPU seconds and peak RSS of the child, medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dslc.bombs import inheritance_chain_source
+from dslc.bombs import family_source, inheritance_chain_source
 from dslc.compiler import compile_sources
 from dslc.emit import artifact, dumps
 from dslc.source import SourceFile
@@ -121,7 +127,14 @@ def main() -> None:
     parser.add_argument("--simplify-sample", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--chains", default="30,60", help="inheritance chain sizes ('' for none)")
+    parser.add_argument(
+        "--families", default="64x12,64x16", help="STAGESxCHILDREN families ('' for none)"
+    )
+    parser.add_argument("--only-families", action="store_true", help="skip the corpus and chains")
     args = parser.parse_args()
+    if args.only_families:
+        families(args.families, args.repeat)
+        return
     rng = random.Random(0)
     texts = [pipeline_text(i, args.stages, rng) for i in range(args.pipelines)]
     sources = [SourceFile(f"generated_{i}.wf", text) for i, text in enumerate(texts)]
@@ -165,6 +178,54 @@ def main() -> None:
     print(f"goal: build <= 2 s: {'met' if build <= 2.0 else 'MISSED'}")
     if args.chains:
         chains([int(n) for n in args.chains.split(",")], args.repeat)
+    if args.families:
+        families(args.families, args.repeat)
+
+
+# `dslc` writing, at exit, its own peak RSS (VmHWM, kB, since exec) to the file $HWM_OUT.
+_CHILD = """
+import atexit, os
+def hwm():
+    with open("/proc/self/status") as status:
+        kb = next(line.split()[1] for line in status if line.startswith("VmHWM"))
+    with open(os.environ["HWM_OUT"], "w") as out:
+        out.write(kb)
+atexit.register(hwm)
+from dslc.cli import main
+main()
+"""
+
+
+def _run(args: list[str], folder: str) -> tuple[int, float, float]:
+    """A `dslc` command in a fresh process: its exit status, CPU seconds and peak RSS (MiB)."""
+    out = Path(folder) / "hwm"
+    root = str(Path(__file__).resolve().parent.parent)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": root, "HWM_OUT": str(out)},
+    )
+    _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU time
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return child.returncode, usage.ru_utime + usage.ru_stime, int(out.read_text()) / 1024
+
+
+def families(sizes: str, repeat: int) -> None:
+    """`dslc check` and `dslc build` of families, each command in a fresh process."""
+    print(f"{'family':<8} {'source':>8} {'command':<7} {'exit':>4} {'CPU s':>7} {'RSS MiB':>8}")
+    with tempfile.TemporaryDirectory() as folder:
+        for size in sizes.split(","):
+            stages, children = (int(n) for n in size.split("x"))
+            path = Path(folder) / f"family_{size}.wf"
+            path.write_text(family_source(stages, children))
+            for command in (["check", str(path)], ["build", str(path), "-o", f"{path}.json"]):
+                runs = [_run(command, folder) for _ in range(repeat)]
+                code = runs[0][0]
+                cpu = statistics.median(r[1] for r in runs)
+                rss = max(r[2] for r in runs)
+                kb = path.stat().st_size / 1000
+                print(f"{size:<8} {kb:>5.1f} KB {command[0]:<7} {code:>4} {cpu:>7.3f} {rss:>8.1f}")
 
 
 def chains(sizes: list[int], repeat: int) -> None:

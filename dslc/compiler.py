@@ -16,6 +16,7 @@ from dslc.parse import parse
 from dslc.passes.cost import CostBudget, check_cost
 from dslc.passes.domain import check_default_workload, resolve_params
 from dslc.passes.facts import check_facts
+from dslc.passes.members import Members
 from dslc.passes.prove import ProofCache, check_properties
 from dslc.passes.resolve import check_names, check_pipeline_names, flatten, order_lets
 from dslc.passes.types import check_types
@@ -131,7 +132,7 @@ def _set_aside(
 
 
 def _resolve_one(
-    name: str, by_name: dict[str, ast.Pipeline], budget: CostBudget
+    name: str, by_name: dict[str, ast.Pipeline], budget: CostBudget, members: Members
 ) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
     """Every pass up to the prover; each reports all it can.
 
@@ -146,11 +147,11 @@ def _resolve_one(
     if pipeline is None:
         return None, problems
     lets, cycle = order_lets(pipeline)
-    problems += cycle + check_names(pipeline) + check_facts(pipeline)
+    problems += cycle + check_names(pipeline, members=members) + check_facts(pipeline)
     if cycle:
         return None, problems
     pipeline = attrs.evolve(pipeline, lets=lets)
-    types, type_problems = check_types(pipeline)
+    types, type_problems = check_types(pipeline, members)
     problems += type_problems
     if _broken_fields(pipeline, type_problems) is None:
         return None, problems
@@ -184,12 +185,13 @@ def compile_sources(
     resolved: list[ResolvedPipeline] = []
     budget = CostBudget({source.name: i for i, source in enumerate(sources)})
     proofs = ProofCache()  # a child re-proves only what it changed; each file's work is bounded
+    members = Members()  # and walks and types only the members it adds or changes
     if any(d.code == "limit" for d in name_problems):
         by_name = {}  # too many pipelines: refuse before resolving any
     for name in by_name:
         if budget.exhausted:  # the artifact is already over a limit of its own: stop there
             break
-        pipeline, problems = _resolve_one(name, by_name, budget)
+        pipeline, problems = _resolve_one(name, by_name, budget, members)
         diagnostics += problems
         if pipeline is not None:
             if prove:

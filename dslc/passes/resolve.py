@@ -8,6 +8,7 @@ from dslc import ast
 from dslc.diagnostics import Diagnostic, Note, did_you_mean, error
 from dslc.limits import MAX_MEMBERS, MAX_PIPELINES, MAX_STAGES
 from dslc.model import ResolvedParam, ResolvedPipeline, ResolvedStage
+from dslc.passes.members import Members
 
 _FIELD_OPS = {"iterations": "=", "memory": "~", "time": "~"}
 
@@ -272,11 +273,18 @@ def _expressions(pipeline: ResolvedPipeline) -> list[tuple[ast.Expr, str | None]
     return exprs
 
 
-def check_names(pipeline: ResolvedPipeline, *, own_only: bool = True) -> list[Diagnostic]:
-    """Every name is a param or a let, every call a known function."""
+def check_names(
+    pipeline: ResolvedPipeline, *, own_only: bool = True, members: Members | None = None
+) -> list[Diagnostic]:
+    """Every name is a param or a let, every call a known function (`members`: what the
+    compilation found of each expression already; one whose names are all known is not walked)."""
     known = {p.name for p in pipeline.params} | {let.name for let in pipeline.lets}
     problems = []
     for expr, defining in _expressions(pipeline):
+        if members is not None:
+            names, unknown_call = members.names(expr)
+            if not unknown_call and names <= known:
+                continue
         for node in ast.walk(expr):
             if isinstance(node, ast.Name) and node.id not in known:
                 kind = "function" if node.id in ast.FUNCTIONS else "name"

@@ -28,6 +28,7 @@ from dslc.model import (
     ResolvedStage,
     list_items,
 )
+from dslc.passes.members import Members
 
 _NUMERIC = (RAT, INT)
 _LIST_FUNCTIONS = ("len", "sum", "min", "max")
@@ -295,8 +296,11 @@ def degree(expr: ast.Expr, let_degrees: Mapping[str, int]) -> int:
     return max(kids, default=0)
 
 
-def check_types(pipeline: ResolvedPipeline) -> tuple[dict[str, str], list[Diagnostic]]:
-    """Type every param, let (in order), contract and stage field; return the name -> type map."""
+def check_types(
+    pipeline: ResolvedPipeline, members: Members | None = None
+) -> tuple[dict[str, str], list[Diagnostic]]:
+    """Type every param, let (in order), contract and stage field; return the name -> type map
+    (`members`: fields the compilation typed already, reused where what they read is the same)."""
     env: dict[str, str] = {}
     problems: list[Diagnostic] = []
     for param in pipeline.params:
@@ -338,13 +342,42 @@ def check_types(pipeline: ResolvedPipeline) -> tuple[dict[str, str], list[Diagno
     lets = {let.name: let.value for let in pipeline.lets}
     for stage in pipeline.stages:
         for field in stage.fields.values():
-            problems += _check_field(checker, stage, field, lets, degrees)
+            problems += _field_once(checker, stage, field, lets, degrees, members)
     for call in pipeline.calls:  # a number or a boolean: infer reports a list
         if checker.infer(call.value) is not None:
             problems += _degree_limit(call.value, f"call '{call.arg}'", degrees)
     return {
         k: v for k, v in checker.env.items() if not k.endswith("[]")
     }, problems + checker.problems
+
+
+def _field_once(
+    checker: TypeChecker,
+    stage: ResolvedStage,
+    field: ast.Field,
+    lets: Mapping[str, ast.Expr],
+    degrees: Mapping[str, int],
+    members: Members | None,
+) -> list[Diagnostic]:
+    """`_check_field`, or what it found for the same field in a stage of the same name where each
+    name it reads had the same type, list, size and degree (an inherited field: issue 23)."""
+    if members is None:
+        return _check_field(checker, stage, field, lets, degrees)
+    names, _ = members.names(field.value)
+    env, sizes = checker.env, checker.list_sizes
+    reads = tuple(
+        (n, env.get(n), env.get(n + "[]"), sizes.get(n), degrees.get(n), id(lets.get(n)))
+        for n in sorted(names)
+    )
+    key = (id(field), stage.name, reads)
+    found = members.fields.get(key)
+    if found is not None and found[0] is field:
+        checker.problems += found[1]
+        return list(found[2])
+    before = len(checker.problems)
+    returned = _check_field(checker, stage, field, lets, degrees)
+    members.fields[key] = (field, tuple(checker.problems[before:]), tuple(returned))
+    return returned
 
 
 def _check_field(

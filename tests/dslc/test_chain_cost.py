@@ -17,7 +17,11 @@ import dslc.compiler
 from dslc.bombs import inheritance_chain_source as chain_source
 from dslc.compiler import compile_paths, compile_text
 from dslc.diagnostics import render
+from dslc.passes.cost import CostBudget
+from dslc.passes.members import Members
 from dslc.passes.prove import ProofCache, check_properties
+from dslc.passes.resolve import check_names
+from dslc.passes.types import check_types
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,6 +121,24 @@ class _NoReuse(ProofCache):
         self.sites = _Forgetful()
 
 
+class _NoMembers(Members):
+    """The cheap passes with nothing shared between pipelines: each walks every expression."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._names = _Forgetful()
+        self.fields = _Forgetful()
+
+
+class _NoSharing(CostBudget):
+    """The cost pass emitting and checking every pipeline afresh, nothing shared."""
+
+    def __init__(self, index: dict[str, int] | None = None) -> None:
+        super().__init__(index)
+        self.lowered.entries = _Forgetful()
+        self.lowered.trees.entries = _Forgetful()
+
+
 def _rendered(paths: list[str]) -> str:
     cwd = os.getcwd()
     os.chdir(ROOT)
@@ -133,10 +155,33 @@ CASES = sorted(
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_the_cache_changes_no_diagnostic(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_caches_change_no_diagnostic(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the prover's cache, nor the walks and types kept per member, nor the shared emission."""
     shared = _rendered([case])
     monkeypatch.setattr(dslc.compiler, "ProofCache", _NoReuse)
+    monkeypatch.setattr(dslc.compiler, "Members", _NoMembers)
+    monkeypatch.setattr(dslc.compiler, "CostBudget", _NoSharing)
     assert _rendered([case]) == shared
+
+
+def member_work(n: int) -> tuple[int, int]:
+    """Expressions walked for their names, and fields typed, checking a chain of `n`."""
+    result = compile_text(chain_source(n), "chain.wf")
+    assert result.ok and result.program is not None
+    members = Members()
+    for pipeline in result.program.pipelines:
+        assert check_names(pipeline, members=members) == []
+        assert check_types(pipeline, members)[1] == []
+    return members.walks, len(members.fields)
+
+
+def test_walking_and_typing_a_chain_costs_its_new_members() -> None:
+    first, ten, eleven, thirty = (member_work(n) for n in (1, 10, 11, 30))
+    for kind in (0, 1):
+        per_member = eleven[kind] - ten[kind]
+        assert 1 <= per_member <= 4  # the new let and the new stage's fields
+        assert thirty[kind] - ten[kind] == 20 * per_member
+        assert ten[kind] == first[kind] + 9 * per_member
 
 
 def test_the_cache_changes_no_diagnostic_of_a_chain_with_errors(
