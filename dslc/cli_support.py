@@ -251,6 +251,18 @@ class DslcGroup(click.Group):
             raise
         except NumberTooLarge as exc:
             raise Failure(str(exc)) from None
+        except ModuleNotFoundError as exc:
+            if os.environ.get("DSLC_DEBUG"):
+                raise
+            missing = (exc.name or "").partition(".")[0]
+            if missing and missing not in _OUR_PACKAGES:
+                # an install without a dependency (torch, diffusers, ...): the machine's, not ours
+                raise Failure(
+                    f"the Python package {missing!r} is not installed, and this command needs "
+                    "it: install the project with its dependencies (README.md, the setup command)"
+                ) from None
+            internal_error(exc)
+            ctx.exit(3)
         except OSError as exc:
             if exc.filename is None:  # not about a path the user gave: ours
                 if os.environ.get("DSLC_DEBUG"):
@@ -270,6 +282,8 @@ class DslcGroup(click.Group):
             internal_error(exc)
             ctx.exit(3)
 
+
+_OUR_PACKAGES = frozenset({"dslc", "artifact", "runtime", "calibration", "bench", "tests"})
 
 #: The `[PATH...]` argument of check, build and fmt (none: the repository's formulas/).
 PATHS = click.argument(

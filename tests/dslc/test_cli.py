@@ -516,6 +516,30 @@ def test_an_internal_error_is_one_line_and_exit_3(
     assert "please report it" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("missing", "code"), [("diffusers", 1), ("diffusers.pipelines", 1), ("runtime.gone", 3)]
+)
+def test_a_missing_dependency_is_exit_1_naming_it_and_a_missing_module_of_ours_exit_3(
+    wan: Path, monkeypatch: pytest.MonkeyPatch, missing: str, code: int
+) -> None:
+    """A machine without diffusers (seen on a lent GPU machine) is the install's problem, named;
+    a module of our own that cannot be found is a bug."""
+    import dslc.compiler
+
+    def absent(*args: object, **kwargs: object) -> None:
+        raise ModuleNotFoundError(f"No module named {missing!r}", name=missing)
+
+    monkeypatch.setattr(dslc.compiler, "compile_paths", absent)
+    monkeypatch.delenv("DSLC_DEBUG", raising=False)
+    result = CliRunner().invoke(cli, ["check", str(wan)])
+    assert result.exit_code == code
+    assert "Traceback" not in result.output
+    if code == 1:
+        assert "'diffusers' is not installed" in result.stderr and "README" in result.stderr
+    else:
+        assert result.stderr.startswith("internal error: ModuleNotFoundError")
+
+
 # --- the installed console script ------------------------------------------------------------
 
 
