@@ -15,11 +15,9 @@ a user runs them: CPU seconds and peak RSS of the child, medians.
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dslc.bombs import family_source, inheritance_chain_source
+from dslc.child_usage import run_dslc
 from dslc.compiler import compile_sources
 from dslc.emit import artifact, dumps
 from dslc.source import SourceFile
@@ -182,35 +181,6 @@ def main() -> None:
         families(args.families, args.repeat)
 
 
-# `dslc` writing, at exit, its own peak RSS (VmHWM, kB, since exec) to the file $HWM_OUT.
-_CHILD = """
-import atexit, os
-def hwm():
-    with open("/proc/self/status") as status:
-        kb = next(line.split()[1] for line in status if line.startswith("VmHWM"))
-    with open(os.environ["HWM_OUT"], "w") as out:
-        out.write(kb)
-atexit.register(hwm)
-from dslc.cli import main
-main()
-"""
-
-
-def _run(args: list[str], folder: str) -> tuple[int, float, float]:
-    """A `dslc` command in a fresh process: its exit status, CPU seconds and peak RSS (MiB)."""
-    out = Path(folder) / "hwm"
-    root = str(Path(__file__).resolve().parent.parent)
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": root, "HWM_OUT": str(out)},
-    )
-    _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU time
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, usage.ru_utime + usage.ru_stime, int(out.read_text()) / 1024
-
-
 def families(sizes: str, repeat: int) -> None:
     """`dslc check` and `dslc build` of families, each command in a fresh process."""
     print(f"{'family':<8} {'source':>8} {'command':<7} {'exit':>4} {'CPU s':>7} {'RSS MiB':>8}")
@@ -220,10 +190,10 @@ def families(sizes: str, repeat: int) -> None:
             path = Path(folder) / f"family_{size}.wf"
             path.write_text(family_source(stages, children))
             for command in (["check", str(path)], ["build", str(path), "-o", f"{path}.json"]):
-                runs = [_run(command, folder) for _ in range(repeat)]
-                code = runs[0][0]
-                cpu = statistics.median(r[1] for r in runs)
-                rss = max(r[2] for r in runs)
+                runs = [run_dslc(command) for _ in range(repeat)]
+                code = runs[0].code
+                cpu = statistics.median(r.cpu_s for r in runs)
+                rss = max(r.peak_mib for r in runs)
                 kb = path.stat().st_size / 1000
                 print(f"{size:<8} {kb:>5.1f} KB {command[0]:<7} {code:>4} {cpu:>7.3f} {rss:>8.1f}")
 

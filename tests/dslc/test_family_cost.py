@@ -11,15 +11,13 @@ every pipeline afresh gives.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dslc.bombs import family_source, inheritance_chain_source
 from dslc.build import emit_and_load
+from dslc.child_usage import run_dslc
 from dslc.compiler import compile_paths, compile_text
 from dslc.emit import artifact, dumps
 from dslc.model import Program
@@ -95,34 +93,6 @@ def test_an_inherited_formula_is_checked_again_where_its_inputs_change() -> None
     assert problem.span is not None and (problem.span.line, problem.span.column) == (3, 40)
 
 
-# Runs `dslc` and, at exit, writes its peak RSS (kB) to the file $HWM_OUT: VmHWM is the process's
-# own high-water mark since exec (ru_maxrss would include the forking pytest process's size).
-CHILD = """
-import atexit, os
-def hwm():
-    with open("/proc/self/status") as status:
-        kb = next(line.split()[1] for line in status if line.startswith("VmHWM"))
-    with open(os.environ["HWM_OUT"], "w") as out:
-        out.write(kb)
-atexit.register(hwm)
-from dslc.cli import main
-main()
-"""
-
-
-def child_usage(args: list[str], tmp_path: Path) -> tuple[int, float]:
-    """Exit status and peak RSS (MiB) of a `dslc` run in a fresh process."""
-    out = tmp_path / "hwm"
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, *args],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        env={**os.environ, "HWM_OUT": str(out)},
-    )
-    return done.returncode, int(out.read_text()) / 1024
-
-
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
 def test_the_issues_40_kb_family_is_refused_and_a_smaller_one_builds(tmp_path: Path) -> None:
     """The issue's 40 KB source (64 stages, 16 children) flattens past the artifact's node limit:
@@ -132,9 +102,9 @@ def test_the_issues_40_kb_family_is_refused_and_a_smaller_one_builds(tmp_path: P
     big.write_text(family_source(64, 16))
     small.write_text(family_source(64, 12))
     assert 38_000 < len(big.read_text()) < 42_000
-    code, peak = child_usage(["build", str(big), "-o", str(tmp_path / "big.json")], tmp_path)
-    assert code == 1 and peak < 256 and not (tmp_path / "big.json").exists()
-    code, peak = child_usage(["build", str(small), "-o", str(tmp_path / "small.json")], tmp_path)
-    assert code == 0 and peak < 256
+    refused = run_dslc(["build", str(big), "-o", str(tmp_path / "big.json")])
+    assert refused.code == 1 and refused.peak_mib < 256 and not (tmp_path / "big.json").exists()
+    built = run_dslc(["build", str(small), "-o", str(tmp_path / "small.json")])
+    assert built.code == 0 and built.peak_mib < 256
     document = json.loads((tmp_path / "small.json").read_text())
     assert len(document["pipelines"]) == 13
