@@ -24,12 +24,8 @@ from calibration.infer.search import (
     fit_terms,
 )
 from calibration.infer.terms import Feature, Monomial, Point, features, iteration_forms, monomials
+from calibration.infer.time_terms import TimeChoice, choose_time, tolerance
 from runtime.record import WarmupRecord
-
-#: Seconds a per-iteration time may be off whatever its size (timer, dispatch, a shared core).
-TIME_JITTER = 0.002
-#: The least relative tolerance of a time fit, whatever the base's spread.
-TIME_FLOOR = 0.2
 
 
 @frozen
@@ -57,8 +53,7 @@ class StageProposal:
     memory_moved_by: tuple[str, ...]
     regimes: tuple[Regime, ...]
     approximate: bool
-    time: TermFit  # the smallest set within the measured spread (the JSON report)
-    time_terms: tuple[Monomial, ...]  # what the draft writes: the memory's terms without steps
+    time: TimeChoice  # what the draft's `time ~` says, checked within the measured spread
     time_samples: tuple[Sample, ...]
 
 
@@ -186,19 +181,6 @@ def fit_memory(
     return approx, tuple(moving), regimes, True
 
 
-def fit_time(samples: Sequence[Sample], candidates: Sequence[Sequence[Monomial]]) -> TermFit:
-    """The memory's own terms (``candidates[0]``) when every size's time is within its spread of
-    them -- the same proposal in every run unless the times say otherwise -- else the smallest set
-    of up to two terms that is."""
-    first = candidates[0]
-    for chosen in (first, first[-1:]):  # all of them, then the largest alone
-        if chosen:
-            found = fit_terms([chosen], samples, len(chosen), 1, least=len(chosen))
-            if found.terms:
-                return found
-    return fit_terms(candidates, samples, 2)
-
-
 def propose(
     plans: Sequence[StagePlan],
     measured: Sequence[Measured],
@@ -229,21 +211,20 @@ def propose(
         memory, moving, regimes, approximate = fit_memory(mem, base, ints, table)
         spread = _spread(base_repeats, plan)
         times = [
-            Sample(dict(m.record.params), v, m.held_out, _time_tolerance(v, spread))
+            Sample(dict(m.record.params), v, m.held_out, tolerance(v, spread))
             for m in ok
             if (v := _seconds(m.record, plan.name, _count(m.record, plan) or 1)) is not None
         ]
         times = [t for t in times if all(int(t.point[r.param]) >= r.minimum for r in regimes)]
         # a step's time does not grow with the count of steps: per-iteration time leaves it out
         # the memory's terms first (without steps): what grows the working set grows the work
-        timed = monomials({p: table[p][:1] for p in moving if p != steps})
         first = [
             Monomial(kept)
             for m in memory.terms or ()
             if (kept := tuple(f for f in m.features if f.param != steps))
         ]
-        first = list(dict.fromkeys(first))
-        time = fit_time(times, [first, timed])
+        plain = monomials({p: table[p][:1] for p in ints if p != steps})
+        time = choose_time(times, list(dict.fromkeys(first)), plain, spread)
         out.append(
             StageProposal(
                 plan,
@@ -255,7 +236,6 @@ def propose(
                 regimes,
                 approximate,
                 time,
-                tuple(first),
                 tuple(times),
             )
         )
@@ -273,7 +253,3 @@ def _spread(records: Sequence[WarmupRecord], plan: StagePlan) -> float:
         return 0.0
     middle = statistics.median(values)
     return (max(values) - min(values)) / middle if middle else 0.0
-
-
-def _time_tolerance(value: float, spread: float) -> float:
-    return TIME_JITTER + max(3 * spread, TIME_FLOOR) * value
