@@ -55,7 +55,8 @@ Examples:
 \b
 Limits: at most 6 int params; 48 sizes in the ladder, plus the steps ladder again one level up
 when memory moves with steps; monomials of up to 3 params; up to 3 terms a stage;
-at most 60,000 term sets a search (12,000 a probe minimum tried).
+at most 60,000 term sets a search (12,000 a probe minimum tried); time: the memory's terms,
+then sets of up to 2 monomials, within 2 ms + max(3 x the base's spread, 20 %).
 """
 
 
@@ -155,6 +156,7 @@ def infer(
         source = skeleton.name
     else:
         default = EXAMPLES[example].pipeline if example else (factory or "").rsplit(":", 1)[-1]
+        default = default if default.isidentifier() else "drafted"
         text = axes_skeleton(name or default, axes)
         source = "--axis"
     try:

@@ -92,6 +92,8 @@ def nonnegative_fit(samples: Sequence[Sample], terms: Sequence[Monomial]) -> Fit
     the unconstrained fits over every subset of the terms whose slopes are all >= 0; a term
     whose slope a noisy time makes slightly negative gets 0, never a rejection)."""
     fitted = [s for s in samples if not s.held_out]
+    if not fitted:
+        return None
     y = np.array([s.value for s in fitted])
     best: tuple[float, np.ndarray, tuple[int, ...]] | None = None
     for size in range(len(terms) + 1):

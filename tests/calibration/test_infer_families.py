@@ -215,6 +215,13 @@ def test_two_runs_give_the_same_draft_and_the_report_lists_every_size(tmp_path):
     tried = stages["DenoisingStage"]["iterations"]["tried"]
     assert [t["verdict"] for t in tried][-1] == "chosen" and len(tried) > 2
     assert stages["DenoisingStage"]["memory"]["sets_tried"] > 1
+    for stage in stages.values():  # the time evidence the draft leaves out: residuals, spread
+        time = stage["time"]
+        assert time["sets_tried"] == len(time["rejected"]) + int(time["checked"])
+        assert time["base_spread"] >= 0 and "spread" in time["tolerance"]
+        if time["checked"]:
+            assert time["largest_residual_over_tolerance"] <= 1
+            assert min(time["slopes"], default=0) >= 0
 
 
 def test_a_skeleton_with_stages_or_a_bad_base_is_a_usage_error(tmp_path):
