@@ -8,7 +8,9 @@ constant + non-negative combination puts every size's time within its tolerance 
 ``TIME_JITTER`` seconds + ``max(SPREAD_FACTOR x the base's run-to-run spread, TIME_FLOOR)`` of
 the time. A candidate either misses by far more than the noise (a term it lacks grows the time
 several-fold over the ladder) or fits with room to spare, so noise within the spread does not
-change the choice. When none fits, the memory's terms are written marked UNCHECKED.
+change the choice. When none fits, the memory's terms are written marked UNCHECKED. Where the
+memory's set misses (``TimeChoice.misses``), ``calibration.infer.run`` measures those sizes once
+more and the least time of a size counts: a burst of another process is not a term.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from attrs import frozen
 
 from artifact.spelling import point_text
 from calibration.infer.search import Sample
-from calibration.infer.terms import Monomial
+from calibration.infer.terms import Monomial, Point
 
 #: Seconds a per-iteration time may be off whatever its size (timer, dispatch, a shared core).
 TIME_JITTER = 0.002
@@ -57,6 +59,7 @@ class TimeChoice:
     rejected: tuple[Rejected, ...]  # every candidate before the chosen one, in order
     constant: float = 0.0
     slopes: tuple[float, ...] = ()
+    misses: tuple[Point, ...] = ()  # where the memory's set is off, worst first: to measure again
 
 
 def tolerance(value: float, spread: float) -> float:
@@ -85,6 +88,7 @@ class Fit:
     residual: float  # the largest |residual|, every size
     worst: float  # the largest |residual| / tolerance
     where: str  # the size of the worst
+    misses: tuple[Point, ...] = ()  # the sizes off their tolerance, worst first
 
 
 def nonnegative_fit(samples: Sequence[Sample], terms: Sequence[Monomial]) -> Fit | None:
@@ -117,12 +121,14 @@ def nonnegative_fit(samples: Sequence[Sample], terms: Sequence[Monomial]) -> Fit
     ]
     ratios = [r / s.tolerance for r, s in zip(residuals, samples, strict=True)]
     worst = int(np.argmax(ratios))
+    off = sorted((k for k, r in enumerate(ratios) if r > 1), key=lambda k: -ratios[k])
     return Fit(
         float(coef[0]),
         tuple(slopes),
         max(residuals),
         ratios[worst],
         point_text(samples[worst].point),
+        tuple(samples[k].point for k in off),
     )
 
 
@@ -135,8 +141,11 @@ def choose_time(
     """The first candidate within every size's tolerance (``samples`` carry it), else the
     memory's set, UNCHECKED."""
     rejected: list[Rejected] = []
+    misses: tuple[Point, ...] = ()
     for chosen in candidates(memory, plain):
         fit = nonnegative_fit(samples, chosen) if samples else None
+        if fit is not None and not rejected:
+            misses = fit.misses
         if fit is not None and fit.worst <= 1:
             return TimeChoice(
                 chosen,
@@ -149,6 +158,7 @@ def choose_time(
                 tuple(rejected),
                 fit.constant,
                 fit.slopes,
+                misses,
             )
         detail = (
             "not determined by the fitted sizes"
@@ -156,4 +166,6 @@ def choose_time(
             else f"{fit.worst:.3g} x the tolerance at {fit.where}"
         )
         rejected.append(Rejected(set_text(chosen), detail))
-    return TimeChoice(tuple(memory), False, True, len(samples), spread, 0.0, 0.0, tuple(rejected))
+    return TimeChoice(
+        tuple(memory), False, True, len(samples), spread, 0.0, 0.0, tuple(rejected), misses=misses
+    )

@@ -209,7 +209,8 @@ def test_two_runs_give_the_same_draft_and_the_report_lists_every_size(tmp_path):
     body = [line for line in out.read_text().splitlines() if not line.startswith("# Drafted")]
     assert body == _draft("custom_sd").draft.splitlines()
     report = json.loads(result.stdout)
-    assert len(report["sizes"]) == len(_draft("custom_sd").measured)
+    distinct = {tuple(s["params"].items()) for s in report["sizes"]}  # a time recheck: twice
+    assert distinct == {tuple(m.record.params.items()) for m in _draft("custom_sd").measured}
     assert all(s["ok"] for s in report["sizes"])
     stages = {s["name"]: s for s in report["stages"]}
     tried = stages["DenoisingStage"]["iterations"]["tried"]

@@ -98,3 +98,52 @@ def test_a_constant_time_writes_no_time_line():
     assert choice.checked and choice.terms == ()
     (line,) = time_lines(choice)
     assert line.startswith("# time per iteration: constant") and "(the default ~ 1)" in line
+
+
+def _record(point, seconds: float):
+    """A CPU record of one single-run stage: memory 100 B a pixel (exact), ``seconds`` long."""
+    from runtime.record import Phase, WarmupRecord
+
+    peak = 100 * point["height"] * point["width"]
+    phase = Phase("stage", "DecodingStage", "DecodingStage", 1, 0, peak, peak, seconds)
+    return WarmupRecord("p", "cpu", "cpu", point, None, 0, peak, peak, seconds, (phase,))
+
+
+def test_a_burst_at_one_size_is_measured_again_and_the_least_time_is_kept():
+    from calibration.infer.analyse import Measured, propose
+    from calibration.infer.layout import StagePlan, Use
+    from calibration.infer.run import rechecks
+
+    plans = [StagePlan("DecodingStage", (Use("vae", "decode"),), False)]
+    base = {"height": 32, "width": 32}
+    points = [{"height": h, "width": w} for h in (32, 64, 96, 128) for w in (32, 64, 96)]
+
+    def seconds(p):
+        return 0.002 + 2e-6 * p["height"] * p["width"]
+
+    burst = {"height": 64, "width": 64}
+    measured = [Measured(_record(p, seconds(p) * (3 if p == burst else 1)), False) for p in points]
+    repeats = [_record(base, seconds(base) * 1.02), _record(base, seconds(base) * 0.99)]
+
+    def proposal(records):
+        (p,) = propose(
+            plans,
+            records,
+            base,
+            ["height", "width"],
+            {"height": (), "width": ()},
+            None,
+            [records[0].record, *repeats],
+        )
+        return p
+
+    first = proposal(measured)
+    assert [m.text for m in first.memory.terms] == ["height * width"]
+    assert first.time.rejected[0].text == "height * width"  # the burst rejects it
+    assert rechecks([first]) == [burst]
+    again = [*measured, Measured(_record(burst, seconds(burst)), False)]
+    after = proposal(again)
+    assert after.time.checked and after.time.from_memory and after.time.misses == ()
+    assert len(after.time_samples) == len(points)  # the size measured twice counts once
+    clean = proposal([Measured(_record(p, seconds(p)), False) for p in points])
+    assert time_lines(after.time) == time_lines(clean.time)
