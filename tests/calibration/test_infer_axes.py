@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calibration.cli.infer import infer as command
 from calibration.infer.axes import AxisError, parse_axis, skeleton_text
@@ -133,3 +135,48 @@ def test_a_run_from_the_axes_drafts_what_the_skeleton_file_drafts(tmp_path):
     assert header.endswith("from --example flux and --axis: review each proposal.")
     assert drafts[0] == drafts[1], [(a, b) for a, b in zip(*drafts) if a != b]
     assert any(line.startswith("    stage DenoisingStage") for line in drafts[1])
+
+
+PIECES = st.sampled_from(
+    [
+        "steps",
+        "=",
+        "4",
+        "true",
+        " in [",
+        "1",
+        ", ",
+        "9",
+        "]",
+        " where ",
+        "steps % 2 == 0",
+        " -> ",
+        "arg",
+        "=",
+        " else ",
+        " probe",
+        "{",
+        "#",
+        "\n",
+        "-",
+        "_",
+        "x",
+        " ",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.one_of(PIECES, st.text(max_size=6)), max_size=14))
+def test_any_axis_text_is_an_axis_or_an_axis_error_and_compiles_or_diagnoses(parts):
+    from dslc.compiler import compile_text
+
+    text = "".join(parts)
+    try:
+        axis = parse_axis(text)
+    except AxisError as exc:
+        assert str(exc)
+        return
+    made = skeleton_text("p", [axis])
+    assert made.count("\n") <= 6  # one param, one call, one probe line at most: nothing leaks
+    compile_text(made, "<--axis>")  # a diagnostic or a pipeline, never an exception
