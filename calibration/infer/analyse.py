@@ -258,13 +258,16 @@ def _key(params: Point) -> tuple[tuple[str, int], ...]:
 
 
 def _spread(records: Sequence[WarmupRecord], plan: StagePlan) -> float:
-    """The base's relative run-to-run spread of the stage's time (0 under two runs)."""
-    values = [
+    """The base's relative run-to-run spread of the stage's time (0 under two runs): (max - min)
+    / median, the least and the greatest left out from five runs on (one burst of another
+    process is not the spread; a drift over the ladder moves several runs and is)."""
+    values = sorted(
         v
         for r in records
         if r.ok and (v := _seconds(r, plan.name, _count(r, plan) or 1)) is not None
-    ]
+    )
     if len(values) < 2:
         return 0.0
     middle = statistics.median(values)
-    return (max(values) - min(values)) / middle if middle else 0.0
+    kept = values[1:-1] if len(values) >= 5 else values
+    return (kept[-1] - kept[0]) / middle if middle else 0.0

@@ -20,9 +20,9 @@ from calibration.infer.time_terms import TOLERANCE_TEXT
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 
-#: Times the base is measured (at the start, in the middle and at the end of the ladder): the
-#: run-to-run spread of time is read from them.
-BASE_REPEATS = 3
+#: Times the base is measured (at the start, after each quarter of the ladder's first part and
+#: at the end): the run-to-run spread of time is read from them.
+BASE_REPEATS = 5
 #: The most sizes measured again where the memory's terms miss a stage's time: a burst on a
 #: shared CPU reads as a miss, and a size's time is the least of its runs.
 RECHECKS = 6
@@ -131,12 +131,14 @@ def infer(
             total=len(sizes) + BASE_REPEATS - 1,
         )
         runner.warm(point)
-        # the base again in the middle and at the end: time's spread over the whole ladder, the
-        # drift of a shared CPU included (a spread of back-to-back runs would miss it)
-        middle = len(sizes) // 2
-        measured = [Measured(runner.measure(s.point, s.why), s.held_out) for s in sizes[:middle]]
-        repeats = [runner.measure(point, "base again: time's spread over the ladder")]
-        measured += [Measured(runner.measure(s.point, s.why), s.held_out) for s in sizes[middle:]]
+        # the base again through the ladder and at its end: time's spread over the whole ladder,
+        # the drift of a shared CPU included (a spread of back-to-back runs would miss it)
+        quarters = {len(sizes) * k // 4 for k in range(1, BASE_REPEATS - 1)}
+        measured, repeats = [], []
+        for k, size in enumerate(sizes):
+            if k in quarters:
+                repeats.append(runner.measure(point, "base again: time's spread over the ladder"))
+            measured.append(Measured(runner.measure(size.point, size.why), size.held_out))
         first = proposals_from(sk, found.stages, measured, point, repeats)
         if steps is not None and any(steps in p.memory_moved_by for p in first):
             more = steps_across(formulas, point, sizes)
