@@ -92,41 +92,47 @@ class Fit:
 
 
 def nonnegative_fit(samples: Sequence[Sample], terms: Sequence[Monomial]) -> Fit | None:
-    """The least-squares constant + non-negative slopes on the fitted sizes (exact: the best of
-    the unconstrained fits over every subset of the terms whose slopes are all >= 0; a term
-    whose slope a noisy time makes slightly negative gets 0, never a rejection)."""
+    """A constant + non-negative slopes, fitted on the fitted sizes by least squares weighted by
+    each size's tolerance: of the fits on every subset of the terms whose slopes are all >= 0
+    (a term a noisy time gives a slightly negative slope gets 0, never a rejection), the one
+    whose largest residual over tolerance, every size, is least. A set therefore fits whenever
+    one of its subsets does: the memory's terms are never rejected where the constant is not."""
     fitted = [s for s in samples if not s.held_out]
     if not fitted:
         return None
+    weight = np.array([1.0 / s.tolerance for s in fitted])
     y = np.array([s.value for s in fitted])
-    best: tuple[float, np.ndarray, tuple[int, ...]] | None = None
+    tol = np.array([s.tolerance for s in samples])
+    every = np.array([s.value for s in samples])
+    columns = np.array([[float(m.at(s.point)) for m in terms] for s in samples]).reshape(
+        len(samples), len(terms)
+    )
+    rows = np.array([not s.held_out for s in samples])
+    best: tuple[float, np.ndarray] | None = None
     for size in range(len(terms) + 1):
         for kept in combinations(range(len(terms)), size):
-            x = np.array([[1.0, *(float(terms[k].at(s.point)) for k in kept)] for s in fitted])
-            coef, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
+            x = np.hstack([np.ones((len(fitted), 1)), columns[rows][:, list(kept)]])
+            coef, _, rank, _ = np.linalg.lstsq(x * weight[:, None], y * weight, rcond=None)
             if rank < x.shape[1] or any(c < 0 for c in coef[1:]):
                 continue
-            error = float(np.sum((x @ coef - y) ** 2))
-            if best is None or error < best[0] - 1e-15:
-                best = (error, coef, kept)
+            full = np.zeros(len(terms) + 1)
+            full[0] = coef[0]
+            full[[k + 1 for k in kept]] = coef[1:]
+            ratio = float(np.max(np.abs(full[0] + columns @ full[1:] - every) / tol))
+            if best is None or ratio < best[0] - 1e-12:
+                best = (ratio, full)
     if best is None:
         return None
-    _, coef, kept = best
-    slopes = [0.0] * len(terms)
-    for k, c in zip(kept, coef[1:], strict=True):
-        slopes[k] = float(c)
-    residuals = [
-        abs(float(coef[0]) + sum(c * m.at(s.point) for c, m in zip(slopes, terms)) - s.value)
-        for s in samples
-    ]
-    ratios = [r / s.tolerance for r, s in zip(residuals, samples, strict=True)]
+    _, full = best
+    residuals = np.abs(full[0] + columns @ full[1:] - every)
+    ratios = residuals / tol
     worst = int(np.argmax(ratios))
-    off = sorted((k for k, r in enumerate(ratios) if r > 1), key=lambda k: -ratios[k])
+    off = sorted((k for k in range(len(samples)) if ratios[k] > 1), key=lambda k: -ratios[k])
     return Fit(
-        float(coef[0]),
-        tuple(slopes),
-        max(residuals),
-        ratios[worst],
+        float(full[0]),
+        tuple(float(c) for c in full[1:]),
+        float(residuals.max()),
+        float(ratios[worst]),
         point_text(samples[worst].point),
         tuple(samples[k].point for k in off),
     )

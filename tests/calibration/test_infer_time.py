@@ -147,3 +147,26 @@ def test_a_burst_at_one_size_is_measured_again_and_the_least_time_is_kept():
     assert len(after.time_samples) == len(points)  # the size measured twice counts once
     clean = proposal([Measured(_record(p, seconds(p)), False) for p in points])
     assert time_lines(after.time) == time_lines(clean.time)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.floats(0.001, 0.1), min_size=15, max_size=15),
+    spread=st.sampled_from([0.0, 0.05, 0.3]),
+    pick=st.integers(0, len(PLAIN) - 1),
+)
+def test_a_set_fits_whenever_a_subset_of_it_does(values, spread, pick):
+    """So the memory's terms are never rejected where the constant passes (flux's denoiser once
+    was, by a least-squares fit that was not the one closest to the tolerance)."""
+    from calibration.infer.time_terms import nonnegative_fit
+
+    points = _points()[: len(values)]
+    samples = [
+        Sample(p, v, k % 5 == 4, tolerance(v, spread))
+        for k, (p, v) in enumerate(zip(points, values, strict=False))
+    ]
+    alone = nonnegative_fit(samples, [])
+    more = nonnegative_fit(samples, [PLAIN[pick]])
+    assert alone is not None and more is not None
+    assert more.worst <= alone.worst + 1e-9
+    assert all(c >= 0 for c in more.slopes)
