@@ -30,10 +30,12 @@ from runtime.record import WarmupRecord
 
 @frozen
 class Measured:
-    """One size's record and whether it only checks the fits."""
+    """One size's record, whether it only checks the fits, and whether it is a time recheck
+    (a size measured again: only its time counts)."""
 
     record: WarmupRecord
     held_out: bool
+    again: bool = False
 
 
 @frozen
@@ -194,9 +196,9 @@ def propose(
     everything = [m for m in measured if m.record.ok]
     # a size measured again (a time recheck) counts once; its time is the least of its runs
     first_of: dict[tuple[tuple[str, int], ...], Measured] = {}
-    for m in everything:
+    for m in sorted(everything, key=lambda m: m.again):
         first_of.setdefault(_key(m.record.params), m)
-    ok = list(first_of.values())
+    ok = [m for m in everything if first_of[_key(m.record.params)] is m]
     table = feature_table(contracts, ints, steps)
     lets = [f for p in ints for f in table[p] if f.let is not None]
     forms = iteration_forms(ints, lets)

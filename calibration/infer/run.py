@@ -60,7 +60,7 @@ def proposals_from(
     names = list(skeleton.params)
     measured = sorted(
         measured,
-        key=lambda m: (m.held_out, [int(m.record.params.get(n, 0)) for n in names]),
+        key=lambda m: (m.held_out, [int(m.record.params.get(n, 0)) for n in names], m.again),
     )
     at_base = [m.record for m in measured if dict(m.record.params) == dict(base)][:1]
     return propose(
@@ -155,6 +155,7 @@ def infer(
                 Measured(
                     runner.measure(p, "again: a time off the memory's terms"),
                     held.get(tuple(p.items()), False),
+                    again=True,
                 )
                 for p in again
             ]
@@ -194,6 +195,7 @@ def report(inference: Inference) -> dict[str, Any]:
             {
                 "params": dict(m.record.params),
                 "held_out": m.held_out,
+                "measured_again": m.again,
                 "ok": m.record.ok,
                 "error": None if m.record.error is None else m.record.error.message,
                 "stages": {

@@ -207,7 +207,8 @@ def test_two_runs_give_the_same_draft_and_the_report_lists_every_size(tmp_path):
     )
     assert result.exit_code == 0, result.output
     body = [line for line in out.read_text().splitlines() if not line.startswith("# Drafted")]
-    assert body == _draft("custom_sd").draft.splitlines()
+    first = _draft("custom_sd").draft.splitlines()
+    assert body == first, [(a, b) for a, b in zip(body, first) if a != b]
     report = json.loads(result.stdout)
     distinct = {tuple(s["params"].items()) for s in report["sizes"]}  # a time recheck: twice
     assert distinct == {tuple(m.record.params.items()) for m in _draft("custom_sd").measured}
