@@ -186,6 +186,19 @@ def test_the_sd15_draft_has_the_extra_unet_call_and_the_history_term(tmp_path):
     ]
 
 
+def untimed(lines: list[str]) -> list[str]:
+    """A draft's lines but its `time ~` lines and their comments.
+
+    Two real runs write the same `time ~` line when each size's time is within the measured
+    spread of the first; a burst of other processes on the shared CI machine that outlasts the
+    rechecks can move one, and a test comparing two real runs would then fail for the machine's
+    sake. The time choice is tested where the noise is known (tests/calibration/
+    test_infer_time.py) and every line of the draft, time included, where the records are the
+    same (``test_every_family_measures_and_proposes_the_same``)."""
+    timed = ("# time per iteration", "time ~")
+    return [line for line in lines if not line.strip().startswith(timed)]
+
+
 @pytest.mark.slow
 def test_two_runs_give_the_same_draft_and_the_report_lists_every_size(tmp_path):
     from calibration.cli.infer import infer as command
@@ -208,7 +221,7 @@ def test_two_runs_give_the_same_draft_and_the_report_lists_every_size(tmp_path):
     assert result.exit_code == 0, result.output
     body = [line for line in out.read_text().splitlines() if not line.startswith("# Drafted")]
     first = _draft("custom_sd").draft.splitlines()
-    assert body == first, [(a, b) for a, b in zip(body, first) if a != b]
+    assert untimed(body) == untimed(first), [(a, b) for a, b in zip(body, first) if a != b]
     report = json.loads(result.stdout)
     distinct = {tuple(s["params"].items()) for s in report["sizes"]}  # a time recheck: twice
     assert distinct == {tuple(m.record.params.items()) for m in _draft("custom_sd").measured}
