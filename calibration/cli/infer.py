@@ -12,11 +12,42 @@ import click
 
 from calibration.cli.options import shape_option
 from calibration.examples import EXAMPLES
+from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
 from dslc.cli_support import Failure, ui
+
+
+def axes_option(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[Axis, ...]:
+    """Each --axis parsed; a text that cannot be placed is a usage error naming its bad part."""
+    try:
+        return tuple(parse_axis(v) for v in values)
+    except AxisError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def axes_skeleton(name: str, axes: tuple[Axis, ...]) -> str:
+    """The skeleton the axes declare, compiled as a file is: its errors are exit 1, named --axis."""
+    from dslc.compiler import compile_text
+
+    try:
+        text = skeleton_text(name, axes)
+    except AxisError as exc:
+        raise click.BadParameter(str(exc), param_hint="--axis") from None
+    result = compile_text(text, "<--axis>")
+    if not result.ok:
+        shown = "\n".join(str(d) for d in result.diagnostics)
+        raise Failure(f"the skeleton of --axis does not compile:\n{text}{shown}")
+    return text
+
 
 EPILOG = """\b
 Examples:
   dslc infer --example flux --params skeleton.wf -o draft.wf
+  dslc infer --example flux --axis 'steps=28 in [1, 1000] -> num_inference_steps' \\
+      --axis 'height=1024 in [16, 4096] where height % 16 == 0 -> height probe' \\
+      --axis 'width=1024 in [16, 4096] where width % 16 == 0 -> width probe' \\
+      --axis 'cfg=false -> true_cfg_scale=4 else 1' -o draft.wf
   dslc infer --pipeline tests/calibration/custom_pipeline.py:build \\
       --params tests/calibration/data/skeletons/custom_sd.wf \\
       --base steps=2,height=32,width=32 -o draft.wf --json > report.json
@@ -24,7 +55,8 @@ Examples:
 \b
 Limits: at most 6 int params; 48 sizes in the ladder, plus the steps ladder again one level up
 when memory moves with steps; monomials of up to 3 params; up to 3 terms a stage;
-at most 60,000 term sets a search (12,000 a probe minimum tried).
+at most 60,000 term sets a search (12,000 a probe minimum tried); time: the memory's terms,
+then sets of up to 2 monomials, within 2 ms + max(3 x the base's spread, 20 %).
 """
 
 
@@ -46,10 +78,24 @@ at most 60,000 term sets a search (12,000 a probe minimum tried).
 @click.option(
     "--params",
     "skeleton",
-    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     metavar="SKELETON.wf",
     help="One pipeline with its params, `call` and `probe` lines and no stages.",
+)
+@click.option(
+    "--axis",
+    "axes",
+    multiple=True,
+    callback=axes_option,
+    metavar="'NAME=DEFAULT [in [LO, HI]] [where COND] [-> ARG[=EXPR]] [probe]'",
+    help="Instead of --params: one param, repeatable (a bool: NAME=true|false [-> ARG=A else "
+    "B]); the axes marked probe form the probe group.",
+)
+@click.option(
+    "--name",
+    metavar="PIPELINE",
+    help="The pipeline's name in a draft from --axis (default: the example's; with --pipeline: "
+    "the factory's function name).",
 )
 @click.option(
     "--base",
@@ -71,7 +117,9 @@ at most 60,000 term sets a search (12,000 a probe minimum tried).
 def infer(
     example: str | None,
     factory: str | None,
-    skeleton: Path,
+    skeleton: Path | None,
+    axes: tuple[Axis, ...],
+    name: str | None,
     base: dict[str, int | bool],
     output: Path | None,
     as_json: bool,
@@ -95,11 +143,22 @@ def infer(
 
     if (example is None) == (factory is None):
         raise click.UsageError("give one of --example NAME or --pipeline MODULE:FACTORY")
+    if (skeleton is None) == (not axes):
+        raise click.UsageError("give one of --params SKELETON.wf or --axis ... (repeated)")
+    if name is not None and not axes:
+        raise click.UsageError("--name names the pipeline of a draft from --axis")
     check_writable([("-o", output)])  # before minutes of measuring
-    try:
-        text = skeleton.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise Failure(f"cannot read {skeleton}: {exc}") from None
+    if skeleton is not None:
+        try:
+            text = skeleton.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise Failure(f"cannot read {skeleton}: {exc}") from None
+        source = skeleton.name
+    else:
+        default = EXAMPLES[example].pipeline if example else (factory or "").rsplit(":", 1)[-1]
+        default = default if default.isidentifier() else "drafted"
+        text = axes_skeleton(name or default, axes)
+        source = "--axis"
     try:
         if factory is not None:
             loaded = load_factory(factory)
@@ -109,9 +168,7 @@ def infer(
             chosen = EXAMPLES[example or ""]
             build, call_kwargs, start = chosen.build, chosen.call_kwargs, chosen.warmup
             label = f"--example {chosen.name}"
-        header = (
-            f"# Drafted by `dslc infer` from {label} and {skeleton.name}: review each proposal.\n"
-        )
+        header = f"# Drafted by `dslc infer` from {label} and {source}: review each proposal.\n"
         with progress() as tick:
             result = run_infer(
                 build,  # type: ignore[arg-type]

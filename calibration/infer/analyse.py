@@ -24,20 +24,18 @@ from calibration.infer.search import (
     fit_terms,
 )
 from calibration.infer.terms import Feature, Monomial, Point, features, iteration_forms, monomials
+from calibration.infer.time_terms import TimeChoice, choose_time, tolerance
 from runtime.record import WarmupRecord
-
-#: Seconds a per-iteration time may be off whatever its size (timer, dispatch, a shared core).
-TIME_JITTER = 0.002
-#: The least relative tolerance of a time fit, whatever the base's spread.
-TIME_FLOOR = 0.2
 
 
 @frozen
 class Measured:
-    """One size's record and whether it only checks the fits."""
+    """One size's record, whether it only checks the fits, and whether it is a time recheck
+    (a size measured again: only its time counts)."""
 
     record: WarmupRecord
     held_out: bool
+    again: bool = False
 
 
 @frozen
@@ -57,8 +55,7 @@ class StageProposal:
     memory_moved_by: tuple[str, ...]
     regimes: tuple[Regime, ...]
     approximate: bool
-    time: TermFit  # the smallest set within the measured spread (the JSON report)
-    time_terms: tuple[Monomial, ...]  # what the draft writes: the memory's terms without steps
+    time: TimeChoice  # what the draft's `time ~` says, checked within the measured spread
     time_samples: tuple[Sample, ...]
 
 
@@ -186,19 +183,6 @@ def fit_memory(
     return approx, tuple(moving), regimes, True
 
 
-def fit_time(samples: Sequence[Sample], candidates: Sequence[Sequence[Monomial]]) -> TermFit:
-    """The memory's own terms (``candidates[0]``) when every size's time is within its spread of
-    them -- the same proposal in every run unless the times say otherwise -- else the smallest set
-    of up to two terms that is."""
-    first = candidates[0]
-    for chosen in (first, first[-1:]):  # all of them, then the largest alone
-        if chosen:
-            found = fit_terms([chosen], samples, len(chosen), 1, least=len(chosen))
-            if found.terms:
-                return found
-    return fit_terms(candidates, samples, 2)
-
-
 def propose(
     plans: Sequence[StagePlan],
     measured: Sequence[Measured],
@@ -209,7 +193,12 @@ def propose(
     base_repeats: Sequence[WarmupRecord],
 ) -> list[StageProposal]:
     """Every stage's proposal from the measured sizes (failed requests left out)."""
-    ok = [m for m in measured if m.record.ok]
+    everything = [m for m in measured if m.record.ok]
+    # a size measured again (a time recheck) counts once; its time is the least of its runs
+    first_of: dict[tuple[tuple[str, int], ...], Measured] = {}
+    for m in sorted(everything, key=lambda m: m.again):
+        first_of.setdefault(_key(m.record.params), m)
+    ok = [m for m in everything if first_of[_key(m.record.params)] is m]
     table = feature_table(contracts, ints, steps)
     lets = [f for p in ints for f in table[p] if f.let is not None]
     forms = iteration_forms(ints, lets)
@@ -228,22 +217,27 @@ def propose(
         ]
         memory, moving, regimes, approximate = fit_memory(mem, base, ints, table)
         spread = _spread(base_repeats, plan)
+        least: dict[tuple[tuple[str, int], ...], float] = {}
+        for m in everything:
+            v = _seconds(m.record, plan.name, _count(m.record, plan) or 1)
+            key = _key(m.record.params)
+            if v is not None and (key not in least or v < least[key]):
+                least[key] = v
         times = [
-            Sample(dict(m.record.params), v, m.held_out, _time_tolerance(v, spread))
+            Sample(dict(m.record.params), v, m.held_out, tolerance(v, spread))
             for m in ok
-            if (v := _seconds(m.record, plan.name, _count(m.record, plan) or 1)) is not None
+            if (v := least.get(_key(m.record.params))) is not None
         ]
         times = [t for t in times if all(int(t.point[r.param]) >= r.minimum for r in regimes)]
         # a step's time does not grow with the count of steps: per-iteration time leaves it out
         # the memory's terms first (without steps): what grows the working set grows the work
-        timed = monomials({p: table[p][:1] for p in moving if p != steps})
         first = [
             Monomial(kept)
             for m in memory.terms or ()
             if (kept := tuple(f for f in m.features if f.param != steps))
         ]
-        first = list(dict.fromkeys(first))
-        time = fit_time(times, [first, timed])
+        plain = monomials({p: table[p][:1] for p in ints if p != steps})
+        time = choose_time(times, list(dict.fromkeys(first)), plain, spread)
         out.append(
             StageProposal(
                 plan,
@@ -255,25 +249,27 @@ def propose(
                 regimes,
                 approximate,
                 time,
-                tuple(first),
                 tuple(times),
             )
         )
     return out
 
 
+def _key(params: Point) -> tuple[tuple[str, int], ...]:
+    return tuple((k, int(v)) for k, v in params.items())
+
+
 def _spread(records: Sequence[WarmupRecord], plan: StagePlan) -> float:
-    """The base's relative run-to-run spread of the stage's time (0 under two runs)."""
-    values = [
+    """The base's relative run-to-run spread of the stage's time (0 under two runs): (max - min)
+    / median, the least and the greatest left out from five runs on (one burst of another
+    process is not the spread; a drift over the ladder moves several runs and is)."""
+    values = sorted(
         v
         for r in records
         if r.ok and (v := _seconds(r, plan.name, _count(r, plan) or 1)) is not None
-    ]
+    )
     if len(values) < 2:
         return 0.0
     middle = statistics.median(values)
-    return (max(values) - min(values)) / middle if middle else 0.0
-
-
-def _time_tolerance(value: float, spread: float) -> float:
-    return TIME_JITTER + max(3 * spread, TIME_FLOOR) * value
+    kept = values[1:-1] if len(values) >= 5 else values
+    return (kept[-1] - kept[0]) / middle if middle else 0.0

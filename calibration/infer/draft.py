@@ -10,6 +10,7 @@ from calibration.infer.layout import stage_text
 from calibration.infer.measure import with_stages
 from calibration.infer.search import TermFit
 from calibration.infer.terms import Monomial, Point
+from calibration.infer.time_terms import MAX_TIME_TERMS, TOLERANCE_TEXT, TimeChoice
 
 
 def _points(points: Sequence[Point], limit: int = 4) -> str:
@@ -63,15 +64,35 @@ def stage_body(p: StageProposal) -> list[str]:
         lines.append(f"memory ~ {_terms_text(p.memory.terms)}")
     else:
         lines.append(f"# memory: constant over {len(p.memory_samples)} sizes (the default ~ 1)")
-    if p.time_terms:
-        # Not the time search's own answer: timing noise would change the draft between runs.
-        lines.append(
-            f"# time per iteration: the memory's terms without steps; the times measured at "
-            f"{len(p.time_samples)} sizes and the smallest set within their spread: the JSON "
-            "report"
-        )
-        lines.append(f"time ~ {_terms_text(p.time_terms)}")
+    lines.extend(time_lines(p.time))
     return lines
+
+
+def time_lines(t: TimeChoice) -> list[str]:
+    """`time ~` after its evidence; only what the same measurements give in every run (the
+    choice, the sizes, the sets rejected), the residuals in seconds in the JSON report."""
+    shown = [r.text for r in t.rejected[:3]]
+    more = f" and {len(t.rejected) - 3} more" if len(t.rejected) > 3 else ""
+    rejected = f"; rejected: {', '.join(shown)}{more}" if shown else ""
+    if not t.checked:
+        head = (
+            f"# time per iteration: UNCHECKED, no set of up to {MAX_TIME_TERMS} terms is within "
+            f"the measured spread at {t.sizes} sizes ({TOLERANCE_TEXT}); the memory's terms "
+            "without steps as a guess (the default ~ 1 if none): recheck on your device"
+        )
+    else:
+        which = "the smallest set" if t.terms else "constant (the default ~ 1)"
+        if t.from_memory:
+            which = (
+                "the memory's terms without steps"
+                if t.terms
+                else "constant as the memory (the default ~ 1)"
+            )
+        head = (
+            f"# time per iteration: {which}, within the measured spread at {t.sizes} sizes "
+            f"({TOLERANCE_TEXT}; residuals: the JSON report){rejected}"
+        )
+    return [head, f"time ~ {_terms_text(t.terms)}"] if t.terms else [head]
 
 
 def _lets(proposals: Sequence[StageProposal]) -> list[str]:
@@ -81,7 +102,7 @@ def _lets(proposals: Sequence[StageProposal]) -> list[str]:
             for f in m.features:
                 if f.let is not None and f.let_text is not None:
                     seen[f.let] = f.let_text
-        for m in p.time_terms:
+        for m in p.time.terms:
             for f in m.features:
                 if f.let is not None and f.let_text is not None:
                     seen[f.let] = f.let_text

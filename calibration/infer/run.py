@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from itertools import zip_longest
 from typing import Any
 
 from attrs import frozen
@@ -12,11 +13,19 @@ from calibration.host import quiet_libraries, torch_threads
 from calibration.infer.analyse import Measured, StageProposal, propose
 from calibration.infer.draft import draft_text
 from calibration.infer.ladder import Size, int_params, plan, steps_across, steps_param
+from calibration.infer.layout import StagePlan
 from calibration.infer.measure import Factory, Progress, Runner, discover, load, measuring_formulas
 from calibration.infer.terms import Point
+from calibration.infer.time_terms import TOLERANCE_TEXT
+from runtime import Pipeline
+from runtime.record import WarmupRecord
 
-#: Base repeats: the run-to-run spread of time is read from them.
-BASE_REPEATS = 3
+#: Times the base is measured (at the start, after each quarter of the ladder's first part and
+#: at the end): the run-to-run spread of time is read from them.
+BASE_REPEATS = 5
+#: The most sizes measured again where the memory's terms miss a stage's time: a burst on a
+#: shared CPU reads as a miss, and a size's time is the least of its runs.
+RECHECKS = 6
 #: The most int params a skeleton may have (bool params stay at their defaults).
 MAX_PARAMS = 6
 
@@ -32,6 +41,31 @@ class Inference:
     measured: tuple[Measured, ...]
     proposals: tuple[StageProposal, ...]
     draft: str
+    plans: tuple[StagePlan, ...] = ()  # the stages discovery found
+    repeats: tuple[WarmupRecord, ...] = ()  # the base measured again, for time's spread
+
+
+def proposals_from(
+    skeleton: Pipeline,
+    plans: Sequence[StagePlan],
+    measured: Sequence[Measured],
+    base: Point,
+    repeats: Sequence[WarmupRecord],
+) -> list[StageProposal]:
+    """The proposals from measurements alone (pure): the base's first record and its repeats give
+    time's spread."""
+    ints = int_params(skeleton)
+    contracts = {p: skeleton.params[p].contracts for p in ints}
+    # one order whatever the order measured: the draft depends on the measurements alone
+    names = list(skeleton.params)
+    measured = sorted(
+        measured,
+        key=lambda m: (m.held_out, [int(m.record.params.get(n, 0)) for n in names], m.again),
+    )
+    at_base = [m.record for m in measured if dict(m.record.params) == dict(base)][:1]
+    return propose(
+        plans, measured, base, ints, contracts, steps_param(skeleton), [*at_base, *repeats]
+    )
 
 
 def _name(skeleton: str) -> str:
@@ -97,22 +131,58 @@ def infer(
             total=len(sizes) + BASE_REPEATS - 1,
         )
         runner.warm(point)
-        measured = [Measured(runner.measure(s.point, s.why), s.held_out) for s in sizes]
-        repeats = [
-            runner.measure(point, "base again, for time's spread") for _ in range(BASE_REPEATS - 1)
-        ]
-        base_records = [measured[0].record, *repeats]
-        ints = int_params(sk)
-        contracts = {p: sk.params[p].contracts for p in ints}
-        first = propose(found.stages, measured, point, ints, contracts, steps, base_records)
+        # the base again through the ladder and at its end: time's spread over the whole ladder,
+        # the drift of a shared CPU included (a spread of back-to-back runs would miss it)
+        quarters = {len(sizes) * k // 4 for k in range(1, BASE_REPEATS - 1)}
+        measured, repeats = [], []
+        for k, size in enumerate(sizes):
+            if k in quarters:
+                repeats.append(runner.measure(point, "base again: time's spread over the ladder"))
+            measured.append(Measured(runner.measure(size.point, size.why), size.held_out))
+        first = proposals_from(sk, found.stages, measured, point, repeats)
         if steps is not None and any(steps in p.memory_moved_by for p in first):
             more = steps_across(formulas, point, sizes)
             runner.total += len(more)
             measured += [Measured(runner.measure(s.point, s.why), s.held_out) for s in more]
             sizes = [*sizes, *more]
-        proposals = propose(found.stages, measured, point, ints, contracts, steps, base_records)
+        repeats.append(runner.measure(point, "base at the end: time's spread over the ladder"))
+        proposals = proposals_from(sk, found.stages, measured, point, repeats)
+        again = rechecks(proposals)
+        if again:
+            runner.total += len(again)
+            held = {tuple(m.record.params.items()): m.held_out for m in measured}
+            measured += [
+                Measured(
+                    runner.measure(p, "again: a time off the memory's terms"),
+                    held.get(tuple(p.items()), False),
+                    again=True,
+                )
+                for p in again
+            ]
+            proposals = proposals_from(sk, found.stages, measured, point, repeats)
     draft = draft_text(skeleton, proposals, header)
-    return Inference(name, point, found.ran, tuple(sizes), tuple(measured), tuple(proposals), draft)
+    return Inference(
+        name,
+        point,
+        found.ran,
+        tuple(sizes),
+        tuple(measured),
+        tuple(proposals),
+        draft,
+        tuple(found.stages),
+        tuple(repeats),
+    )
+
+
+def rechecks(proposals: Sequence[StageProposal]) -> list[Point]:
+    """The sizes to measure once more: where a stage's time is off the memory's terms, the
+    worst first, the stages in turn, at most ``RECHECKS``."""
+    out: list[Point] = []
+    for row in zip_longest(*(p.time.misses for p in proposals)):
+        for p in row:
+            if p is not None and p not in out:
+                out.append(p)
+    return out[:RECHECKS]
 
 
 def report(inference: Inference) -> dict[str, Any]:
@@ -125,6 +195,7 @@ def report(inference: Inference) -> dict[str, Any]:
             {
                 "params": dict(m.record.params),
                 "held_out": m.held_out,
+                "measured_again": m.again,
                 "ok": m.record.ok,
                 "error": None if m.record.error is None else m.record.error.message,
                 "stages": {
@@ -175,10 +246,17 @@ def _stage(p: StageProposal) -> dict[str, Any]:
             ],
         },
         "time": {
-            "proposed": [m.text for m in p.time_terms],
-            "terms": terms(p.time),
-            "largest_residual": p.time.residual,
-            "sets_tried": p.time.tried,
-            "rejected": list(p.time.rejected),
+            "terms": [m.text for m in p.time.terms],
+            "checked": p.time.checked,
+            "from_memory": p.time.from_memory,
+            "sizes": p.time.sizes,
+            "base_spread": p.time.spread,
+            "tolerance": TOLERANCE_TEXT,
+            "constant": p.time.constant if p.time.checked else None,
+            "slopes": list(p.time.slopes) if p.time.checked else None,
+            "largest_residual": p.time.residual if p.time.checked else None,
+            "largest_residual_over_tolerance": p.time.worst if p.time.checked else None,
+            "rejected": [{"terms": r.text, "why": r.detail} for r in p.time.rejected],
+            "sets_tried": len(p.time.rejected) + int(p.time.checked),
         },
     }
