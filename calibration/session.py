@@ -45,7 +45,7 @@ class Session:
         device: str = "cpu",
         *,
         seed: int = 0,
-        clock: str = "auto",
+        clock: str | Callable[[], float] = "auto",
         call_kwargs: CallKwargs | None = None,
         fresh_scheduler: bool = True,
         backend: MemoryBackend | None = None,
@@ -75,7 +75,7 @@ class Session:
             stages=AutoStages(self.facts.stage_for, self.facts.stepped),
             layerwise=self.facts.layerwise,
             entry_points=self.facts.entry_points,
-            clock=clock_for(self.device, clock),
+            clock=clock if callable(clock) else clock_for(self.device, clock),
             **({"backend": backend} if backend is not None else {}),
         )
 

@@ -6,7 +6,9 @@ when it runs. The work lives in ``calibration.infer``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +16,9 @@ from calibration.cli.options import shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
 from dslc.cli_support import Failure, ui
+
+if TYPE_CHECKING:
+    from calibration.infer.analyse import StageProposal
 
 
 def axes_option(
@@ -41,6 +46,31 @@ def axes_skeleton(name: str, axes: tuple[Axis, ...]) -> str:
     return text
 
 
+def time_notes(proposals: Sequence[StageProposal]) -> list[str]:
+    """Where a stage's measured times are off the draft's `time ~` (the report has the numbers):
+    the draft is the counted work's, the same in every run; this verdict moves with the machine."""
+    from calibration.infer.time_terms import MAX_TIME_TERMS
+
+    out = []
+    for p in proposals:
+        check = p.time.measured
+        if check.checked or not check.sizes:
+            continue
+        written = ", ".join(m.text for m in p.time.terms) or "constant"
+        instead = (
+            f"they fit {check.alternative}"
+            if check.alternative
+            else f"no set of up to {MAX_TIME_TERMS} terms fits them"
+        )
+        out.append(
+            f"note[time]: {p.plan.name}: the measured times per iteration are off `time ~ "
+            f"{written}` by {check.worst:.3g} x the tolerance at {len(check.misses)} of "
+            f"{check.sizes} sizes ({instead}): recheck the time line on your device "
+            "(--json: stages[].time.measured)"
+        )
+    return out
+
+
 EPILOG = """\b
 Examples:
   dslc infer --example flux --params skeleton.wf -o draft.wf
@@ -55,9 +85,9 @@ Examples:
 \b
 Limits: at most 6 int params; 48 sizes in the ladder, plus the steps ladder again one level up
 when memory moves with steps; monomials of up to 3 params; up to 3 terms a stage;
-at most 60,000 term sets a search (12,000 a probe minimum tried); time: the memory's terms,
-then sets of up to 2 monomials, within 2 ms + max(3 x the base's spread, 20 %).
-"""
+at most 60,000 term sets a search (12,000 a probe minimum tried); time: up to 3 terms giving
+the counted work (FLOPs + 16 x bytes) exactly, else within 2 %; the measured times are checked
+within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials."""
 
 
 @click.command(
@@ -130,8 +160,9 @@ def infer(
     Discovers which components run and which one runs once per step, measures a ladder of cheap
     sizes around the base (on the CPU: exact memory), and proposes each stage's iterations (the
     smallest formula of a small grammar), memory terms (the smallest non-negative combination of
-    monomials of up to three params that fits every size exactly), time terms (within the
-    spread), and `probe NAME >= N` minimums where the smallest sizes are off. The draft is
+    monomials of up to three params that fits every size exactly), time terms (the smallest set
+    giving the work counted op by op, the same in every run; the measured times checked within
+    their spread), and `probe NAME >= N` minimums where the smallest sizes are off. The draft is
     formatted as `dslc fmt` would and passes `dslc check`; each proposal carries its evidence.
     """
     from calibration.cli.factory import load_factory
@@ -188,6 +219,8 @@ def infer(
             write_atomically(output, result.draft)
         except OSError as exc:
             raise Failure(f"cannot write {output}: {exc.strerror or exc}") from None
+    for line in time_notes(result.proposals):
+        ui().err.line(line, style="yellow")
     if as_json:
         ui().out.json(report(result))
     elif output is None:

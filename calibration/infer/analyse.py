@@ -24,7 +24,7 @@ from calibration.infer.search import (
     fit_terms,
 )
 from calibration.infer.terms import Feature, Monomial, Point, features, iteration_forms, monomials
-from calibration.infer.time_terms import TimeChoice, choose_time, tolerance
+from calibration.infer.time_terms import WORK_SLACK, TimeChoice, choose_time, tolerance
 from runtime.record import WarmupRecord
 
 
@@ -55,8 +55,9 @@ class StageProposal:
     memory_moved_by: tuple[str, ...]
     regimes: tuple[Regime, ...]
     approximate: bool
-    time: TimeChoice  # what the draft's `time ~` says, checked within the measured spread
+    time: TimeChoice  # what the draft's `time ~` says (from the work), and the measured check
     time_samples: tuple[Sample, ...]
+    work_samples: tuple[Sample, ...] = ()
 
 
 def _count(record: WarmupRecord, plan: StagePlan) -> int | None:
@@ -138,6 +139,16 @@ def tiers(table: Mapping[str, Sequence[Feature]], moving: Sequence[str]) -> list
     return [plain, full] if len(full) > len(plain) else [plain]
 
 
+def work_tiers(
+    table: Mapping[str, Sequence[Feature]], moving: Sequence[str]
+) -> list[list[Monomial]]:
+    """The time's candidates: the plain monomials, then their squares too (an attention's work
+    grows with its tokens squared: `time ~ [tokens, tokens * tokens]`)."""
+    plain = monomials({p: [f for f in table[p] if f.rank < 2] for p in moving})
+    squares = [Monomial(m.features * 2) for m in plain]
+    return [plain, plain + squares] if squares else [plain]
+
+
 def _with_regimes(
     candidates: Sequence[Sequence[Monomial]],
     samples: Sequence[Sample],
@@ -191,8 +202,10 @@ def propose(
     contracts: Mapping[str, Sequence[str]],
     steps: str | None,
     base_repeats: Sequence[WarmupRecord],
+    work: Sequence[WarmupRecord] = (),
 ) -> list[StageProposal]:
-    """Every stage's proposal from the measured sizes (failed requests left out)."""
+    """Every stage's proposal from the measured sizes (failed requests left out); ``work``: the
+    same sizes with the work counted (``calibration.infer.work``), for the time terms."""
     everything = [m for m in measured if m.record.ok]
     # a size measured again (a time recheck) counts once; its time is the least of its runs
     first_of: dict[tuple[tuple[str, int], ...], Measured] = {}
@@ -202,6 +215,16 @@ def propose(
     table = feature_table(contracts, ints, steps)
     lets = [f for p in ints for f in table[p] if f.let is not None]
     forms = iteration_forms(ints, lets)
+    held_out = {_key(m.record.params): m.held_out for m in ok}
+    # the work at the base's steps (calibration.infer.run.counted)
+    counted = {
+        _key(r.params): r
+        for r in work
+        if r.ok
+        and _key(r.params) in held_out
+        and (steps is None or r.params.get(steps) == base.get(steps))
+    }
+    timed = [p for p in ints if p != steps]  # a step's time does not grow with the steps
     out = []
     for plan in plans:
         counts = [
@@ -229,15 +252,29 @@ def propose(
             if (v := least.get(_key(m.record.params))) is not None
         ]
         times = [t for t in times if all(int(t.point[r.param]) >= r.minimum for r in regimes)]
-        # a step's time does not grow with the count of steps: per-iteration time leaves it out
-        # the memory's terms first (without steps): what grows the working set grows the work
-        first = [
+        works = [
+            Sample(dict(r.params), v, held_out[key])
+            for key, r in sorted(counted.items())
+            if (v := _seconds(r, plan.name, _count(r, plan) or 1)) is not None
+            and all(int(r.params[g.param]) >= g.minimum for g in regimes)
+        ]
+        scale = max((abs(w.value) for w in works), default=0.0)
+        work_moving = moved_by(works, base, timed, WORK_SLACK * scale)
+        # the memory's terms without steps: the guess where no set gives the work
+        guess = [
             Monomial(kept)
             for m in memory.terms or ()
             if (kept := tuple(f for f in m.features if f.param != steps))
         ]
-        plain = monomials({p: table[p][:1] for p in ints if p != steps})
-        time = choose_time(times, list(dict.fromkeys(first)), plain, spread)
+        plain = monomials({p: table[p][:1] for p in timed})
+        time = choose_time(
+            works,
+            times,
+            list(dict.fromkeys(guess)),
+            work_tiers(table, work_moving),
+            plain,
+            spread,
+        )
         out.append(
             StageProposal(
                 plan,
@@ -250,6 +287,7 @@ def propose(
                 approximate,
                 time,
                 tuple(times),
+                tuple(works),
             )
         )
     return out

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from calibration.infer.analyse import StageProposal
 from calibration.infer.layout import stage_text
 from calibration.infer.measure import with_stages
-from calibration.infer.search import TermFit
+from calibration.infer.search import MAX_TERMS, TermFit
 from calibration.infer.terms import Monomial, Point
-from calibration.infer.time_terms import MAX_TIME_TERMS, TOLERANCE_TEXT, TimeChoice
+from calibration.infer.time_terms import BYTES_WEIGHT, WORK_APPROXIMATE, TimeChoice
 
 
 def _points(points: Sequence[Point], limit: int = 4) -> str:
@@ -69,28 +69,30 @@ def stage_body(p: StageProposal) -> list[str]:
 
 
 def time_lines(t: TimeChoice) -> list[str]:
-    """`time ~` after its evidence; only what the same measurements give in every run (the
-    choice, the sizes, the sets rejected), the residuals in seconds in the JSON report."""
-    shown = [r.text for r in t.rejected[:3]]
-    more = f" and {len(t.rejected) - 3} more" if len(t.rejected) > 3 else ""
-    rejected = f"; rejected: {', '.join(shown)}{more}" if shown else ""
-    if not t.checked:
+    """`time ~` after its evidence: the counted work's fit, the same in every run (the measured
+    times' check is the JSON report's and the command's message: it moves with the machine)."""
+    shown = "; rejected: " + "; ".join(t.work.rejected[:2]) if t.work.rejected else ""
+    counted = f"the counted work (FLOPs + {BYTES_WEIGHT} x bytes, op by op)"
+    if t.source == "memory":
         head = (
-            f"# time per iteration: UNCHECKED, no set of up to {MAX_TIME_TERMS} terms is within "
-            f"the measured spread at {t.sizes} sizes ({TOLERANCE_TEXT}); the memory's terms "
-            "without steps as a guess (the default ~ 1 if none): recheck on your device"
+            f"# time per iteration: no set of up to {MAX_TERMS} terms gives {counted} within "
+            f"{WORK_APPROXIMATE:.0%} at {t.work_sizes} sizes; the memory's terms without steps as "
+            "a guess (the default ~ 1 if none): recheck on your device"
+        )
+    elif not t.terms:
+        head = (
+            f"# time per iteration: {counted} is the same at {t.work_sizes} sizes (the default ~ 1)"
         )
     else:
-        which = "the smallest set" if t.terms else "constant (the default ~ 1)"
-        if t.from_memory:
-            which = (
-                "the memory's terms without steps"
-                if t.terms
-                else "constant as the memory (the default ~ 1)"
-            )
+        how = (
+            "exactly"
+            if t.source == "work"
+            else f"within {WORK_APPROXIMATE:.0%} (APPROXIMATE: no set exactly)"
+        )
         head = (
-            f"# time per iteration: {which}, within the measured spread at {t.sizes} sizes "
-            f"({TOLERANCE_TEXT}; residuals: the JSON report){rejected}"
+            f"# time per iteration: the smallest set that gives {counted} {how} at "
+            f"{t.work_sizes} sizes, {t.work.tried} sets tried{shown}; the measured times: the "
+            "JSON report"
         )
     return [head, f"time ~ {_terms_text(t.terms)}"] if t.terms else [head]
 

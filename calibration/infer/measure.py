@@ -7,6 +7,7 @@ dropped: it pays one-time costs that say nothing about the formula.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 
 from attrs import frozen
@@ -99,7 +100,8 @@ def measuring_formulas(skeleton: str, name: str, stages: Sequence[StagePlan]) ->
 
 
 class Runner:
-    """One session over the ladder: measure sizes in order, with progress."""
+    """One session over the ladder: measure sizes in order, with progress. With ``counting``,
+    the recorder's clock counts work (``calibration.infer.work``): the records' seconds are work."""
 
     def __init__(
         self,
@@ -110,20 +112,35 @@ class Runner:
         call_kwargs: object,
         progress: Progress | None,
         total: int,
+        counting: bool = False,
     ) -> None:
+        from calibration.infer.work import WorkMeter
+
         pipe = factory(seed)
-        self.session = Session(pipe, formulas, "cpu", seed=seed, call_kwargs=call_kwargs)  # type: ignore[arg-type]
+        self.meter = WorkMeter() if counting else None
+        self.session = Session(
+            pipe,  # type: ignore[arg-type]
+            formulas,
+            "cpu",
+            seed=seed,
+            call_kwargs=call_kwargs,  # type: ignore[arg-type]
+            clock=self.meter.clock if self.meter is not None else "auto",
+        )
         self.tick = progress or (lambda step, total, what: None)
         self.step, self.total = 0, total
         self.records: list[WarmupRecord] = []
 
+    def _run(self, point: Mapping[str, int | bool]) -> WarmupRecord:
+        with self.meter if self.meter is not None else contextlib.nullcontext():
+            return self.session.run(point)
+
     def warm(self, point: Point) -> None:
-        self.session.run(point)
+        self._run(point)
 
     def measure(self, point: Mapping[str, int | bool], why: str) -> WarmupRecord:
         self.step += 1
         shown = point_text(point)
         self.tick(self.step, max(self.total, self.step), f"{shown} ({why})")
-        record = self.session.run(point)
+        record = self._run(point)
         self.records.append(record)
         return record

@@ -16,7 +16,7 @@ from calibration.infer.ladder import Size, int_params, plan, steps_across, steps
 from calibration.infer.layout import StagePlan
 from calibration.infer.measure import Factory, Progress, Runner, discover, load, measuring_formulas
 from calibration.infer.terms import Point
-from calibration.infer.time_terms import TOLERANCE_TEXT
+from calibration.infer.time_terms import BYTES_WEIGHT, TOLERANCE_TEXT, TimeCheck
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 
@@ -43,6 +43,7 @@ class Inference:
     draft: str
     plans: tuple[StagePlan, ...] = ()  # the stages discovery found
     repeats: tuple[WarmupRecord, ...] = ()  # the base measured again, for time's spread
+    work: tuple[WarmupRecord, ...] = ()  # the sizes with their work counted, for time's terms
 
 
 def proposals_from(
@@ -51,9 +52,10 @@ def proposals_from(
     measured: Sequence[Measured],
     base: Point,
     repeats: Sequence[WarmupRecord],
+    work: Sequence[WarmupRecord] = (),
 ) -> list[StageProposal]:
     """The proposals from measurements alone (pure): the base's first record and its repeats give
-    time's spread."""
+    time's spread; ``work``, the sizes with their work counted, the time terms."""
     ints = int_params(skeleton)
     contracts = {p: skeleton.params[p].contracts for p in ints}
     # one order whatever the order measured: the draft depends on the measurements alone
@@ -64,7 +66,14 @@ def proposals_from(
     )
     at_base = [m.record for m in measured if dict(m.record.params) == dict(base)][:1]
     return propose(
-        plans, measured, base, ints, contracts, steps_param(skeleton), [*at_base, *repeats]
+        plans,
+        measured,
+        base,
+        ints,
+        contracts,
+        steps_param(skeleton),
+        [*at_base, *repeats],
+        work,
     )
 
 
@@ -128,7 +137,7 @@ def infer(
             seed=seed,
             call_kwargs=call_kwargs,
             progress=progress,
-            total=len(sizes) + BASE_REPEATS - 1,
+            total=len(sizes) + len(counted(sizes, steps, point)) + BASE_REPEATS - 1,
         )
         runner.warm(point)
         # the base again through the ladder and at its end: time's spread over the whole ladder,
@@ -142,11 +151,14 @@ def infer(
         first = proposals_from(sk, found.stages, measured, point, repeats)
         if steps is not None and any(steps in p.memory_moved_by for p in first):
             more = steps_across(formulas, point, sizes)
-            runner.total += len(more)
+            runner.total += len(more) + len(counted(more, steps, point))
             measured += [Measured(runner.measure(s.point, s.why), s.held_out) for s in more]
             sizes = [*sizes, *more]
         repeats.append(runner.measure(point, "base at the end: time's spread over the ladder"))
-        proposals = proposals_from(sk, found.stages, measured, point, repeats)
+        work = count_work(
+            factory, formulas, counted(sizes, steps, point), seed, call_kwargs, runner
+        )
+        proposals = proposals_from(sk, found.stages, measured, point, repeats, work)
         again = rechecks(proposals)
         if again:
             runner.total += len(again)
@@ -159,7 +171,7 @@ def infer(
                 )
                 for p in again
             ]
-            proposals = proposals_from(sk, found.stages, measured, point, repeats)
+            proposals = proposals_from(sk, found.stages, measured, point, repeats, work)
     draft = draft_text(skeleton, proposals, header)
     return Inference(
         name,
@@ -171,14 +183,47 @@ def infer(
         draft,
         tuple(found.stages),
         tuple(repeats),
+        tuple(work),
     )
 
 
+def counted(sizes: Sequence[Size], steps: str | None, base: Point) -> list[Size]:
+    """The sizes whose work is counted: those at the base's steps (the time terms leave the
+    steps out: a stepped stage's one-time work spreads over its iterations)."""
+    return [s for s in sizes if steps is None or s.point[steps] == base[steps]]
+
+
+def count_work(
+    factory: Factory,
+    formulas: Pipeline,
+    sizes: Sequence[Size],
+    seed: int,
+    call_kwargs: Callable[[int], Mapping[str, object]] | None,
+    timed: Runner,
+) -> list[WarmupRecord]:
+    """The ladder's sizes again on a fresh pipeline, the work counted (the same in every run):
+    what the time terms are chosen from; the progress goes on from ``timed``'s."""
+    counter = Runner(
+        factory,
+        formulas,
+        seed=seed,
+        call_kwargs=call_kwargs,
+        progress=timed.tick,
+        total=timed.total,
+        counting=True,
+    )
+    counter.step = timed.step
+    counter.warm(sizes[0].point)
+    records = [counter.measure(s.point, "the work counted") for s in sizes]
+    timed.step = counter.step
+    return records
+
+
 def rechecks(proposals: Sequence[StageProposal]) -> list[Point]:
-    """The sizes to measure once more: where a stage's time is off the memory's terms, the
-    worst first, the stages in turn, at most ``RECHECKS``."""
+    """The sizes to measure once more: where a stage's measured time is off its chosen terms,
+    the worst first, the stages in turn, at most ``RECHECKS``."""
     out: list[Point] = []
-    for row in zip_longest(*(p.time.misses for p in proposals)):
+    for row in zip_longest(*(p.time.measured.misses for p in proposals)):
         for p in row:
             if p is not None and p not in out:
                 out.append(p)
@@ -186,7 +231,8 @@ def rechecks(proposals: Sequence[StageProposal]) -> list[Point]:
 
 
 def report(inference: Inference) -> dict[str, Any]:
-    """The JSON document: every size measured and every candidate tried."""
+    """The JSON document: every size measured, every size whose work was counted (FLOPs +
+    ``BYTES_WEIGHT`` x bytes per stage, in place of seconds) and every candidate tried."""
     return {
         "pipeline": inference.pipeline,
         "base": dict(inference.base),
@@ -209,6 +255,15 @@ def report(inference: Inference) -> dict[str, Any]:
                 "iterations": {s.stage: s.measured for s in m.record.stage_iterations},
             }
             for m in inference.measured
+        ],
+        "work_counted": [
+            {
+                "params": dict(r.params),
+                "ok": r.ok,
+                "stages": {p.name: p.duration_s for p in r.phases if p.kind == "stage"},
+                "iterations": {s.stage: s.measured for s in r.stage_iterations},
+            }
+            for r in inference.work
         ],
         "stages": [_stage(p) for p in inference.proposals],
         "draft": inference.draft,
@@ -247,16 +302,32 @@ def _stage(p: StageProposal) -> dict[str, Any]:
         },
         "time": {
             "terms": [m.text for m in p.time.terms],
-            "checked": p.time.checked,
-            "from_memory": p.time.from_memory,
-            "sizes": p.time.sizes,
-            "base_spread": p.time.spread,
-            "tolerance": TOLERANCE_TEXT,
-            "constant": p.time.constant if p.time.checked else None,
-            "slopes": list(p.time.slopes) if p.time.checked else None,
-            "largest_residual": p.time.residual if p.time.checked else None,
-            "largest_residual_over_tolerance": p.time.worst if p.time.checked else None,
-            "rejected": [{"terms": r.text, "why": r.detail} for r in p.time.rejected],
-            "sets_tried": len(p.time.rejected) + int(p.time.checked),
+            "from": p.time.source,
+            "work": {
+                "unit": f"FLOPs + {BYTES_WEIGHT} x bytes read and written, per iteration",
+                "sizes": p.time.work_sizes,
+                "constant": p.time.work.constant if p.time.source != "memory" else None,
+                "slopes": list(p.time.work.slopes) if p.time.source != "memory" else None,
+                "largest_residual": p.time.work.residual if p.time.source != "memory" else None,
+                "sets_tried": p.time.work.tried,
+                "rejected": list(p.time.work.rejected),
+            },
+            "measured": _measured(p.time.measured),
         },
+    }
+
+
+def _measured(check: TimeCheck) -> dict[str, Any]:
+    return {
+        "checked": check.checked,
+        "sizes": check.sizes,
+        "base_spread": check.spread,
+        "tolerance": TOLERANCE_TEXT,
+        "constant": check.constant,
+        "slopes": list(check.slopes),
+        "largest_residual": check.residual,
+        "largest_residual_over_tolerance": check.worst,
+        "off_the_tolerance": [dict(x) for x in check.misses],
+        "the_times_fit_instead": check.alternative,
+        "rejected": [{"terms": r.text, "why": r.detail} for r in check.rejected],
     }

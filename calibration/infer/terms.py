@@ -44,7 +44,8 @@ class Feature:
 
 @frozen
 class Monomial:
-    """A product of features of distinct params (empty: the constant 1)."""
+    """A product of features (empty: the constant 1): of distinct params, or such a product
+    twice (its square: ``monomials`` never makes one, the time's candidates do)."""
 
     features: tuple[Feature, ...]
 

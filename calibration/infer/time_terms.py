@@ -1,16 +1,21 @@
-"""The `time ~` terms a draft writes: checked against the measured times within their spread, and
-chosen the same way in every run.
+"""The `time ~` terms a draft writes, the same in every run, and their check against the measured
+times.
 
-Candidates are tried in one fixed order of preference: the memory's terms without the steps
-param (what grows the working set grows the work), then every set of up to ``MAX_TIME_TERMS``
-monomials over the other int params, fewest terms first, plainest first. The first whose
-constant + non-negative combination puts every size's time within its tolerance is chosen:
-``TIME_JITTER`` seconds + ``max(SPREAD_FACTOR x the base's run-to-run spread, TIME_FLOOR)`` of
-the time. A candidate either misses by far more than the noise (a term it lacks grows the time
-several-fold over the ladder) or fits with room to spare, so noise within the spread does not
-change the choice. When none fits, the memory's terms are written marked UNCHECKED. Where the
-memory's set misses (``TimeChoice.misses``), ``calibration.infer.run`` measures those sizes once
-more and the least time of a size counts: a burst of another process is not a term.
+The terms are chosen from the *counted work* of each size (``calibration.infer.work``: FLOPs and
+bytes op by op, the same for the same shapes): the smallest set of monomials, of the grammar the
+memory search uses, whose constant + non-negative combination gives every size's work per
+iteration exactly (``WORK_SLACK``), else within ``WORK_APPROXIMATE`` (flagged), else the memory's
+terms without steps (flagged: a guess). A clock on a shared machine moves from run to run by more
+than a small term of a tiny model's time; the count does not, so two runs write the same line.
+
+The measured times then check the chosen set: its constant + non-negative fit must put every
+size's time within ``TIME_JITTER`` seconds + ``max(SPREAD_FACTOR x the base's run-to-run spread,
+TIME_FLOOR)`` of the time. That verdict, noisy by nature, is the JSON report's and the command's
+message, never the draft's. Where the chosen set misses (``TimeCheck.misses``),
+``calibration.infer.run`` measures those sizes once more and the least time of a size counts: a
+burst of another process is not a term; a set the times fit instead is named
+(``TimeCheck.alternative``), tried in a fixed order: the chosen set, then sets of up to
+``MAX_TIME_TERMS`` monomials, smallest first.
 """
 
 from __future__ import annotations
@@ -19,10 +24,10 @@ from collections.abc import Sequence
 from itertools import combinations
 
 import numpy as np
-from attrs import frozen
+from attrs import evolve, frozen
 
 from artifact.spelling import point_text
-from calibration.infer.search import Sample
+from calibration.infer.search import Sample, TermFit, fit_terms
 from calibration.infer.terms import Monomial, Point
 
 #: Seconds a per-iteration time may be off whatever its size (timer, dispatch, a shared core).
@@ -31,35 +36,59 @@ TIME_JITTER = 0.002
 TIME_FLOOR = 0.2
 #: How many times the base's relative spread a size's time may be off.
 SPREAD_FACTOR = 3
-#: The most terms a searched time set gets (the memory's own set may have more).
+#: The most terms a set the measured times fit instead gets (the report's alternative).
 MAX_TIME_TERMS = 2
-#: The tolerance in words, for the draft's comments and docs/cli.md.
+#: The tolerance in words, for docs/cli.md and the report.
 TOLERANCE_TEXT = "tolerance 2 ms + max(3 x the base's spread, 20 %)"
+#: Work units a byte read or written counts (``calibration.infer.work``), against 1 a
+#: floating-point operation: between a CPU's ridge point (~10 FLOP/byte) and a GPU's (~200); any
+#: positive weight keeps a term that moves bytes only (a scheduler step, a norm) in the exact fit.
+BYTES_WEIGHT = 16
+#: Relative slack of an exact work fit: nothing but float rounding (work is counted in integers).
+WORK_SLACK = 1e-6
+#: How far an approximate work fit may miss a size, relative, when no set is exact (an
+#: attention's work grows with the square of its tokens, which no monomial of the grammar is;
+#: a one-time cost of a stepped stage spreads over its iterations).
+WORK_APPROXIMATE = 0.02
 
 
 @frozen
 class Rejected:
-    """One candidate set before the chosen one, and by how much it missed (the JSON report)."""
+    """One candidate set the measured times do not fit, and by how much (the JSON report)."""
 
     text: str
     detail: str
 
 
 @frozen
-class TimeChoice:
-    """What the draft's `time ~` says and the evidence; ``checked``: within the spread."""
+class TimeCheck:
+    """The measured times against a set: ``checked`` when every size is within its tolerance."""
 
-    terms: tuple[Monomial, ...]
     checked: bool
-    from_memory: bool  # the memory's terms without steps (else a set of the search)
     sizes: int
     spread: float  # the base's relative run-to-run spread
-    residual: float  # the chosen set's largest |residual|, seconds (UNCHECKED: the memory set's)
-    worst: float  # the chosen set's largest residual / tolerance (<= 1 when checked)
-    rejected: tuple[Rejected, ...]  # every candidate before the chosen one, in order
+    residual: float  # the largest |residual|, seconds
+    worst: float  # the largest residual / tolerance (<= 1 when checked)
     constant: float = 0.0
     slopes: tuple[float, ...] = ()
-    misses: tuple[Point, ...] = ()  # where the memory's set is off, worst first: to measure again
+    misses: tuple[Point, ...] = ()  # the sizes off their tolerance, worst first: to measure again
+    alternative: str | None = None  # the first set the times fit when the chosen one misses
+    rejected: tuple[Rejected, ...] = ()  # the sets tried for the alternative, before it
+
+
+@frozen
+class TimeChoice:
+    """What the draft's `time ~` says, why (``source``), and the measured times' check."""
+
+    terms: tuple[Monomial, ...]
+    source: str  # "work": exact; "approximate": within WORK_APPROXIMATE; "memory": a guess
+    work: TermFit  # the work search's evidence (terms None where source is "memory")
+    work_sizes: int
+    measured: TimeCheck
+
+    @property
+    def checked(self) -> bool:
+        return self.measured.checked
 
 
 def tolerance(value: float, spread: float) -> float:
@@ -138,40 +167,74 @@ def nonnegative_fit(samples: Sequence[Sample], terms: Sequence[Monomial]) -> Fit
     )
 
 
+def work_terms(
+    samples: Sequence[Sample], tiers: Sequence[Sequence[Monomial]]
+) -> tuple[TermFit, str]:
+    """The smallest set giving every size's counted work exactly, else within
+    ``WORK_APPROXIMATE`` of it; "memory" when none does."""
+    exact = [evolve(s, tolerance=max(1.0, WORK_SLACK * abs(s.value))) for s in samples]
+    fit = fit_terms(tiers, exact)
+    if fit.terms is not None:
+        return fit, "work"
+    loose = [evolve(s, tolerance=WORK_APPROXIMATE * abs(s.value)) for s in samples]
+    approx = fit_terms(tiers, loose)
+    if approx.terms is not None:
+        return approx, "approximate"
+    return fit, "memory"
+
+
+def check_times(
+    samples: Sequence[Sample], terms: Sequence[Monomial], plain: Sequence[Monomial], spread: float
+) -> TimeCheck:
+    """The measured times (``samples`` carry their tolerance) against ``terms``; where they miss,
+    the first set of ``candidates`` they fit, named."""
+    fit = nonnegative_fit(samples, terms) if samples else None
+    if fit is None:
+        return TimeCheck(False, len(samples), spread, 0.0, 0.0)
+    if fit.worst <= 1:
+        return TimeCheck(
+            True, len(samples), spread, fit.residual, fit.worst, fit.constant, fit.slopes
+        )
+    rejected: list[Rejected] = []
+    alternative = None
+    for chosen in candidates(terms, plain):
+        other = nonnegative_fit(samples, chosen)
+        if other is not None and other.worst <= 1:
+            alternative = set_text(chosen)
+            break
+        detail = (
+            "not determined by the fitted sizes"
+            if other is None
+            else f"{other.worst:.3g} x the tolerance at {other.where}"
+        )
+        rejected.append(Rejected(set_text(chosen), detail))
+    return TimeCheck(
+        False,
+        len(samples),
+        spread,
+        fit.residual,
+        fit.worst,
+        fit.constant,
+        fit.slopes,
+        fit.misses,
+        alternative,
+        tuple(rejected),
+    )
+
+
 def choose_time(
-    samples: Sequence[Sample],
+    work: Sequence[Sample],
+    times: Sequence[Sample],
     memory: Sequence[Monomial],
+    work_candidates: Sequence[Sequence[Monomial]],
     plain: Sequence[Monomial],
     spread: float,
 ) -> TimeChoice:
-    """The first candidate within every size's tolerance (``samples`` carry it), else the
-    memory's set, UNCHECKED."""
-    rejected: list[Rejected] = []
-    misses: tuple[Point, ...] = ()
-    for chosen in candidates(memory, plain):
-        fit = nonnegative_fit(samples, chosen) if samples else None
-        if fit is not None and not rejected:
-            misses = fit.misses
-        if fit is not None and fit.worst <= 1:
-            return TimeChoice(
-                chosen,
-                True,
-                chosen == tuple(memory),
-                len(samples),
-                spread,
-                fit.residual,
-                fit.worst,
-                tuple(rejected),
-                fit.constant,
-                fit.slopes,
-                misses,
-            )
-        detail = (
-            "not determined by the fitted sizes"
-            if fit is None
-            else f"{fit.worst:.3g} x the tolerance at {fit.where}"
-        )
-        rejected.append(Rejected(set_text(chosen), detail))
-    return TimeChoice(
-        tuple(memory), False, True, len(samples), spread, 0.0, 0.0, tuple(rejected), misses=misses
-    )
+    """The draft's time terms from the counted work (``memory``'s where it fits none), checked
+    against the measured times."""
+    if work:
+        fit, source = work_terms(work, work_candidates)
+    else:
+        fit, source = TermFit(None, 0.0, (), 0.0, 0, ("no size counted",)), "memory"
+    terms = tuple(fit.terms) if fit.terms is not None and source != "memory" else tuple(memory)
+    return TimeChoice(terms, source, fit, len(work), check_times(times, terms, plain, spread))
