@@ -46,6 +46,24 @@ def axes_skeleton(name: str, axes: tuple[Axis, ...]) -> str:
     return text
 
 
+def switch_notes(proposals: Sequence[StageProposal]) -> list[str]:
+    """Where flipping a bool param left a stage's quantity unexplained: the draft holds the
+    base's value's terms there, marked REVIEW (--json: stages[].switches)."""
+    out = []
+    for p in proposals:
+        for s in p.switches:
+            if s.review:
+                value = "true" if s.value else "false"
+                said = {"iterations": s.iterations, "memory": s.memory, "time": s.time}
+                what = [f"{name}: {said[name]}" for name in s.review]
+                out.append(
+                    f"note[switch]: {p.plan.name}: at {s.param}={value}, {'; '.join(what)}: the "
+                    f"draft holds the terms of {s.param}={'false' if s.value else 'true'} only "
+                    "there; review it (--json: stages[].switches)"
+                )
+    return out
+
+
 def time_notes(proposals: Sequence[StageProposal]) -> list[str]:
     """Where a stage's measured times are off the draft's `time ~` (the report has the numbers):
     the draft is the counted work's, the same in every run; this verdict moves with the machine."""
@@ -87,7 +105,8 @@ Limits: at most 6 int params; 48 sizes in the ladder, plus the steps ladder agai
 when memory moves with steps; monomials of up to 3 params; up to 3 terms a stage;
 at most 60,000 term sets a search (12,000 a probe minimum tried); time: up to 3 terms giving
 the counted work (FLOPs + 16 x bytes) exactly, else within 2 %; the measured times are checked
-within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials."""
+within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials; the first
+2 bool params flipped at the counted sizes and the steps ladder, a factor of 2 on up to 3 terms."""
 
 
 @click.command(
@@ -169,8 +188,8 @@ def infer(
     from calibration.cli.outputs import check_writable
     from calibration.cli.show import progress, wrote
     from calibration.errors import CalibrationError
+    from calibration.infer.report import report
     from calibration.infer.run import infer as run_infer
-    from calibration.infer.run import report
 
     if (example is None) == (factory is None):
         raise click.UsageError("give one of --example NAME or --pipeline MODULE:FACTORY")
@@ -219,7 +238,7 @@ def infer(
             write_atomically(output, result.draft)
         except OSError as exc:
             raise Failure(f"cannot write {output}: {exc.strerror or exc}") from None
-    for line in time_notes(result.proposals):
+    for line in [*switch_notes(result.proposals), *time_notes(result.proposals)]:
         ui().err.line(line, style="yellow")
     if as_json:
         ui().out.json(report(result))

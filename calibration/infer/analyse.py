@@ -46,6 +46,20 @@ class Regime:
 
 
 @frozen
+class Switched:
+    """What flipping one switch showed for one stage: each quantity's verdict, for the draft's
+    comments and the report; ``review`` names those that stay unexplained."""
+
+    param: str
+    value: bool  # the flipped value measured
+    sizes: int
+    iterations: str
+    memory: str
+    time: str
+    review: tuple[str, ...]  # the quantities left unexplained ("iterations", "memory", "time")
+
+
+@frozen
 class StageProposal:
     plan: StagePlan
     iterations: IterationFit
@@ -58,9 +72,10 @@ class StageProposal:
     time: TimeChoice  # what the draft's `time ~` says (from the work), and the measured check
     time_samples: tuple[Sample, ...]
     work_samples: tuple[Sample, ...] = ()
+    switches: tuple[Switched, ...] = ()  # each bool param flipped (calibration.infer.switches)
 
 
-def _count(record: WarmupRecord, plan: StagePlan) -> int | None:
+def count_of(record: WarmupRecord, plan: StagePlan) -> int | None:
     if plan.stepped:
         for s in record.stage_iterations:
             if s.stage == plan.name:
@@ -70,12 +85,12 @@ def _count(record: WarmupRecord, plan: StagePlan) -> int | None:
     return counts[0] if counts else None
 
 
-def _memory(record: WarmupRecord, stage: str) -> float | None:
+def memory_of(record: WarmupRecord, stage: str) -> float | None:
     peaks = [p.peak_allocated for p in record.phases if p.kind == "stage" and p.name == stage]
     return float(max(peaks) - record.baseline_allocated) if peaks else None
 
 
-def _seconds(record: WarmupRecord, stage: str, iterations: int) -> float | None:
+def seconds_of(record: WarmupRecord, stage: str, iterations: int) -> float | None:
     spans = [p.duration_s for p in record.phases if p.kind == "stage" and p.name == stage]
     return sum(spans) / max(iterations, 1) if spans else None
 
@@ -230,19 +245,19 @@ def propose(
         counts = [
             (dict(m.record.params), c, m.held_out)
             for m in ok
-            if (c := _count(m.record, plan)) is not None
+            if (c := count_of(m.record, plan)) is not None
         ]
         iterations = fit_iterations(forms, counts)
         mem = [
             Sample(dict(m.record.params), v, m.held_out)
             for m in ok
-            if (v := _memory(m.record, plan.name)) is not None
+            if (v := memory_of(m.record, plan.name)) is not None
         ]
         memory, moving, regimes, approximate = fit_memory(mem, base, ints, table)
         spread = _spread(base_repeats, plan)
         least: dict[tuple[tuple[str, int], ...], float] = {}
         for m in everything:
-            v = _seconds(m.record, plan.name, _count(m.record, plan) or 1)
+            v = seconds_of(m.record, plan.name, count_of(m.record, plan) or 1)
             key = _key(m.record.params)
             if v is not None and (key not in least or v < least[key]):
                 least[key] = v
@@ -255,7 +270,7 @@ def propose(
         works = [
             Sample(dict(r.params), v, held_out[key])
             for key, r in sorted(counted.items())
-            if (v := _seconds(r, plan.name, _count(r, plan) or 1)) is not None
+            if (v := seconds_of(r, plan.name, count_of(r, plan) or 1)) is not None
             and all(int(r.params[g.param]) >= g.minimum for g in regimes)
         ]
         scale = max((abs(w.value) for w in works), default=0.0)
@@ -304,7 +319,7 @@ def _spread(records: Sequence[WarmupRecord], plan: StagePlan) -> float:
     values = sorted(
         v
         for r in records
-        if r.ok and (v := _seconds(r, plan.name, _count(r, plan) or 1)) is not None
+        if r.ok and (v := seconds_of(r, plan.name, count_of(r, plan) or 1)) is not None
     )
     if len(values) < 2:
         return 0.0

@@ -65,7 +65,22 @@ def stage_body(p: StageProposal) -> list[str]:
     else:
         lines.append(f"# memory: constant over {len(p.memory_samples)} sizes (the default ~ 1)")
     lines.extend(time_lines(p.time))
+    lines.extend(switch_lines(p))
     return lines
+
+
+def switch_lines(p: StageProposal) -> list[str]:
+    """What each flipped bool param showed; REVIEW where a quantity stays unexplained (the draft
+    then holds the base's value's terms only)."""
+    out = []
+    for s in p.switches:
+        where = f"{s.param}={'true' if s.value else 'false'}"
+        mark = "REVIEW: " if s.review else ""
+        out.append(
+            f"# {mark}{where} measured at {s.sizes} sizes (work counted): iterations {s.iterations}"
+            f"; memory: {s.memory}; time: {s.time}"
+        )
+    return out
 
 
 def time_lines(t: TimeChoice) -> list[str]:

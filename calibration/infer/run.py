@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import zip_longest
-from typing import Any
 
 from attrs import frozen
 
@@ -15,8 +14,8 @@ from calibration.infer.draft import draft_text
 from calibration.infer.ladder import Size, int_params, plan, steps_across, steps_param
 from calibration.infer.layout import StagePlan
 from calibration.infer.measure import Factory, Progress, Runner, discover, load, measuring_formulas
+from calibration.infer.switches import MAX_SWITCHES, switch_all
 from calibration.infer.terms import Point
-from calibration.infer.time_terms import BYTES_WEIGHT, TOLERANCE_TEXT, TimeCheck
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 
@@ -26,7 +25,7 @@ BASE_REPEATS = 5
 #: The most sizes measured again where the memory's terms miss a stage's time: a burst on a
 #: shared CPU reads as a miss, and a size's time is the least of its runs.
 RECHECKS = 6
-#: The most int params a skeleton may have (bool params stay at their defaults).
+#: The most int params a skeleton may have (bool params: ``switches.MAX_SWITCHES``).
 MAX_PARAMS = 6
 
 
@@ -44,6 +43,7 @@ class Inference:
     plans: tuple[StagePlan, ...] = ()  # the stages discovery found
     repeats: tuple[WarmupRecord, ...] = ()  # the base measured again, for time's spread
     work: tuple[WarmupRecord, ...] = ()  # the sizes with their work counted, for time's terms
+    switched: tuple[Measured, ...] = ()  # the sizes with a bool param flipped, work counted
 
 
 def proposals_from(
@@ -53,9 +53,11 @@ def proposals_from(
     base: Point,
     repeats: Sequence[WarmupRecord],
     work: Sequence[WarmupRecord] = (),
+    switched: Sequence[Measured] = (),
 ) -> list[StageProposal]:
     """The proposals from measurements alone (pure): the base's first record and its repeats give
-    time's spread; ``work``, the sizes with their work counted, the time terms."""
+    time's spread; ``work``, the sizes with their work counted, the time terms; ``switched``, the
+    sizes with a bool param flipped, its factors (``calibration.infer.switches``)."""
     ints = int_params(skeleton)
     contracts = {p: skeleton.params[p].contracts for p in ints}
     # one order whatever the order measured: the draft depends on the measurements alone
@@ -65,16 +67,15 @@ def proposals_from(
         key=lambda m: (m.held_out, [int(m.record.params.get(n, 0)) for n in names], m.again),
     )
     at_base = [m.record for m in measured if dict(m.record.params) == dict(base)][:1]
-    return propose(
-        plans,
-        measured,
-        base,
-        ints,
-        contracts,
-        steps_param(skeleton),
-        [*at_base, *repeats],
-        work,
-    )
+    steps = steps_param(skeleton)
+    proposals = propose(plans, measured, base, ints, contracts, steps, [*at_base, *repeats], work)
+    ordered = sorted(switched, key=lambda m: [int(m.record.params.get(n, 0)) for n in names])
+    by_switch = {
+        b: [m for m in ordered if m.record.params.get(b) != base[b]]
+        for b in switches(skeleton)
+        if any(m.record.params.get(b) != base[b] for m in ordered)
+    }
+    return switch_all(proposals, by_switch, base, ints, contracts, steps)[0]
 
 
 def _name(skeleton: str) -> str:
@@ -137,7 +138,11 @@ def infer(
             seed=seed,
             call_kwargs=call_kwargs,
             progress=progress,
-            total=len(sizes) + len(counted(sizes, steps, point)) + BASE_REPEATS - 1,
+            total=len(sizes)
+            + len(counted(sizes, steps, point))
+            + len(flipped(sk, sizes, steps, point))
+            + BASE_REPEATS
+            - 1,
         )
         runner.warm(point)
         # the base again through the ladder and at its end: time's spread over the whole ladder,
@@ -151,12 +156,20 @@ def infer(
         first = proposals_from(sk, found.stages, measured, point, repeats)
         if steps is not None and any(steps in p.memory_moved_by for p in first):
             more = steps_across(formulas, point, sizes)
-            runner.total += len(more) + len(counted(more, steps, point))
+            runner.total += len(counted(more, steps, point)) + len(more)
+            runner.total += len(flipped(sk, [*sizes, *more], steps, point))
+            runner.total -= len(flipped(sk, sizes, steps, point))
             measured += [Measured(runner.measure(s.point, s.why), s.held_out) for s in more]
             sizes = [*sizes, *more]
         repeats.append(runner.measure(point, "base at the end: time's spread over the ladder"))
         work = count_work(
-            factory, formulas, counted(sizes, steps, point), seed, call_kwargs, runner
+            factory,
+            formulas,
+            counted(sizes, steps, point),
+            seed,
+            call_kwargs,
+            runner,
+            "the work counted",
         )
         proposals = proposals_from(sk, found.stages, measured, point, repeats, work)
         again = rechecks(proposals)
@@ -172,6 +185,10 @@ def infer(
                 for p in again
             ]
             proposals = proposals_from(sk, found.stages, measured, point, repeats, work)
+        flips = flipped(sk, sizes, steps, point)
+        records = count_work(factory, formulas, flips, seed, call_kwargs, runner) if flips else []
+        switched = [Measured(r, s.held_out) for s, r in zip(flips, records, strict=True)]
+        proposals = proposals_from(sk, found.stages, measured, point, repeats, work, switched)
     draft = draft_text(skeleton, proposals, header)
     return Inference(
         name,
@@ -184,6 +201,7 @@ def infer(
         tuple(found.stages),
         tuple(repeats),
         tuple(work),
+        tuple(switched),
     )
 
 
@@ -193,6 +211,30 @@ def counted(sizes: Sequence[Size], steps: str | None, base: Point) -> list[Size]
     return [s for s in sizes if steps is None or s.point[steps] == base[steps]]
 
 
+def switches(skeleton: Pipeline) -> list[str]:
+    """The bool params flipped, in their declared order (the rest stay at the base's value)."""
+    return [n for n, p in skeleton.params.items() if p.type == "bool"][:MAX_SWITCHES]
+
+
+def flipped(
+    skeleton: Pipeline, sizes: Sequence[Size], steps: str | None, base: Point
+) -> list[Size]:
+    """The sizes measured with a switch flipped: those at the base's steps (each param alone and
+    together: memory and work) and the steps ladder at the base's other params (iterations),
+    where admissible; the flipped param is named in ``why``."""
+    out = []
+    for b in switches(skeleton):
+        for s in sizes:
+            at_base = steps is None or all(s.point[n] == base[n] for n in base if n != steps)
+            if not (at_base or steps is None or s.point[steps] == base[steps]):
+                continue
+            point = {**s.point, b: not bool(base[b])}
+            if skeleton.is_admissible(**point):
+                shown = "true" if point[b] else "false"
+                out.append(Size(point, f"{b}={shown}: the switch flipped", s.held_out))
+    return out
+
+
 def count_work(
     factory: Factory,
     formulas: Pipeline,
@@ -200,6 +242,7 @@ def count_work(
     seed: int,
     call_kwargs: Callable[[int], Mapping[str, object]] | None,
     timed: Runner,
+    what: str | None = None,
 ) -> list[WarmupRecord]:
     """The ladder's sizes again on a fresh pipeline, the work counted (the same in every run):
     what the time terms are chosen from; the progress goes on from ``timed``'s."""
@@ -214,7 +257,7 @@ def count_work(
     )
     counter.step = timed.step
     counter.warm(sizes[0].point)
-    records = [counter.measure(s.point, "the work counted") for s in sizes]
+    records = [counter.measure(s.point, what or s.why) for s in sizes]
     timed.step = counter.step
     return records
 
@@ -228,106 +271,3 @@ def rechecks(proposals: Sequence[StageProposal]) -> list[Point]:
             if p is not None and p not in out:
                 out.append(p)
     return out[:RECHECKS]
-
-
-def report(inference: Inference) -> dict[str, Any]:
-    """The JSON document: every size measured, every size whose work was counted (FLOPs +
-    ``BYTES_WEIGHT`` x bytes per stage, in place of seconds) and every candidate tried."""
-    return {
-        "pipeline": inference.pipeline,
-        "base": dict(inference.base),
-        "entry_points_that_ran": list(inference.ran),
-        "sizes": [
-            {
-                "params": dict(m.record.params),
-                "held_out": m.held_out,
-                "measured_again": m.again,
-                "ok": m.record.ok,
-                "error": None if m.record.error is None else m.record.error.message,
-                "stages": {
-                    p.name: {
-                        "peak_above_baseline": p.peak_allocated - m.record.baseline_allocated,
-                        "seconds": p.duration_s,
-                    }
-                    for p in m.record.phases
-                    if p.kind == "stage"
-                },
-                "iterations": {s.stage: s.measured for s in m.record.stage_iterations},
-            }
-            for m in inference.measured
-        ],
-        "work_counted": [
-            {
-                "params": dict(r.params),
-                "ok": r.ok,
-                "stages": {p.name: p.duration_s for p in r.phases if p.kind == "stage"},
-                "iterations": {s.stage: s.measured for s in r.stage_iterations},
-            }
-            for r in inference.work
-        ],
-        "stages": [_stage(p) for p in inference.proposals],
-        "draft": inference.draft,
-    }
-
-
-def _stage(p: StageProposal) -> dict[str, Any]:
-    def terms(fit: Any) -> list[str] | None:
-        return None if fit.terms is None else [m.text for m in fit.terms]
-
-    return {
-        "name": p.plan.name,
-        "uses": [u.text for u in p.plan.uses],
-        "per_step": p.plan.stepped,
-        "iterations": {
-            "formula": p.iterations.formula,
-            "tried": [{"candidate": t.text, "verdict": t.verdict} for t in p.iterations.tried],
-        },
-        "memory": {
-            "terms": terms(p.memory),
-            "constant": p.memory.constant,
-            "slopes": list(p.memory.slopes),
-            "largest_residual": p.memory.residual,
-            "approximate": p.approximate,
-            "sets_tried": p.memory.tried,
-            "rejected": list(p.memory.rejected),
-            "moved_by": list(p.memory_moved_by),
-            "probe_minimums": [
-                {
-                    "param": r.param,
-                    "minimum": r.minimum,
-                    "off_the_fit": [dict(x) for x in r.dropped],
-                }
-                for r in p.regimes
-            ],
-        },
-        "time": {
-            "terms": [m.text for m in p.time.terms],
-            "from": p.time.source,
-            "work": {
-                "unit": f"FLOPs + {BYTES_WEIGHT} x bytes read and written, per iteration",
-                "sizes": p.time.work_sizes,
-                "constant": p.time.work.constant if p.time.source != "memory" else None,
-                "slopes": list(p.time.work.slopes) if p.time.source != "memory" else None,
-                "largest_residual": p.time.work.residual if p.time.source != "memory" else None,
-                "sets_tried": p.time.work.tried,
-                "rejected": list(p.time.work.rejected),
-            },
-            "measured": _measured(p.time.measured),
-        },
-    }
-
-
-def _measured(check: TimeCheck) -> dict[str, Any]:
-    return {
-        "checked": check.checked,
-        "sizes": check.sizes,
-        "base_spread": check.spread,
-        "tolerance": TOLERANCE_TEXT,
-        "constant": check.constant,
-        "slopes": list(check.slopes),
-        "largest_residual": check.residual,
-        "largest_residual_over_tolerance": check.worst,
-        "off_the_tolerance": [dict(x) for x in check.misses],
-        "the_times_fit_instead": check.alternative,
-        "rejected": [{"terms": r.text, "why": r.detail} for r in check.rejected],
-    }

@@ -67,6 +67,8 @@ class Monomial:
 
 
 def _wrapped(text: str) -> str:
+    if text.startswith("if "):
+        return f"({text})"
     return f"({text})" if (" + " in text or " - " in text) and not text.startswith("max(") else text
 
 

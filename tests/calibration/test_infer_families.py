@@ -171,11 +171,12 @@ def test_the_sd15_draft_has_the_extra_unet_call_and_the_history_term(tmp_path):
     terms = [m.text for m in denoise.memory.terms]
     history = [t for t in terms if t.startswith("max(min(steps") and "height * width" in t]
     assert history, terms
+    at = terms.index(history[0])
     _, draft = _drafted("custom_sd", tmp_path)
 
     def history(steps):  # the draft's history term per pixel
         point = {"steps": steps, "height": 64, "width": 64, "cfg": True}
-        return Fraction(draft.memory_terms("DenoisingStage", **point)[-1]) / (64 * 64)
+        return Fraction(draft.memory_terms("DenoisingStage", **point)[at]) / (64 * 64)
 
     def held(steps):  # the latents the hand-written file says PNDM holds
         return max(min(steps - 1, 4), 2)
@@ -295,7 +296,8 @@ def test_every_family_measures_and_proposes_the_same(family):
     run's, record for record (seconds excluded: the draft writes none). (2): the proposals are
     made again from the first run's records, in the reverse order, and give the same draft text;
     the time lines come from the counted work, which a second count gives exactly, at the same
-    three sizes. Inferring each family twice would double a four-minute test.
+    three sizes and at one with the bool param flipped (memory too). Inferring each family twice
+    would double a four-minute test.
     """
     from calibration.infer.draft import draft_text
     from calibration.infer.measure import Runner, load, measuring_formulas
@@ -325,16 +327,18 @@ def test_every_family_measures_and_proposes_the_same(family):
         seed=0,
         call_kwargs=call_kwargs,
         progress=None,
-        total=3,
+        total=4,
         counting=True,
     )
     counted = [inferred.work[0], inferred.work[len(inferred.work) // 2], inferred.work[-1]]
+    counted.append(inferred.switched[-1].record)  # a bool param flipped: memory and work
     counter.warm(inferred.base)
     for r in counted:
         record = counter.measure(r.params, "counted again")
         assert [(p.name, p.duration_s) for p in record.phases] == [
             (p.name, p.duration_s) for p in r.phases
         ], dict(r.params)
+        assert _exact(record) == _exact(r), dict(r.params)
     sk = load(skeleton, inferred.pipeline, "skeleton")
     reordered = proposals_from(
         sk,
@@ -343,5 +347,6 @@ def test_every_family_measures_and_proposes_the_same(family):
         inferred.base,
         inferred.repeats[::-1],
         inferred.work[::-1],
+        inferred.switched[::-1],
     )
     assert draft_text(skeleton, reordered, "") == inferred.draft

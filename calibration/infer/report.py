@@ -1,0 +1,142 @@
+"""`dslc infer --json`: every size measured, counted or flipped, and every candidate tried."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calibration.infer.analyse import StageProposal
+from calibration.infer.run import Inference
+from calibration.infer.time_terms import BYTES_WEIGHT, TOLERANCE_TEXT, TimeCheck
+
+
+def report(inference: Inference) -> dict[str, Any]:
+    """The JSON document: every size measured, every size whose work was counted (FLOPs +
+    ``BYTES_WEIGHT`` x bytes per stage, in place of seconds), every size with a bool param
+    flipped and every candidate tried."""
+    return {
+        "pipeline": inference.pipeline,
+        "base": dict(inference.base),
+        "entry_points_that_ran": list(inference.ran),
+        "sizes": [
+            {
+                "params": dict(m.record.params),
+                "held_out": m.held_out,
+                "measured_again": m.again,
+                "ok": m.record.ok,
+                "error": None if m.record.error is None else m.record.error.message,
+                "stages": {
+                    p.name: {
+                        "peak_above_baseline": p.peak_allocated - m.record.baseline_allocated,
+                        "seconds": p.duration_s,
+                    }
+                    for p in m.record.phases
+                    if p.kind == "stage"
+                },
+                "iterations": {s.stage: s.measured for s in m.record.stage_iterations},
+            }
+            for m in inference.measured
+        ],
+        "work_counted": [
+            {
+                "params": dict(r.params),
+                "ok": r.ok,
+                "stages": {p.name: p.duration_s for p in r.phases if p.kind == "stage"},
+                "iterations": {s.stage: s.measured for s in r.stage_iterations},
+            }
+            for r in inference.work
+        ],
+        "switched": [
+            {
+                "params": dict(r.params),
+                "ok": r.ok,
+                "error": None if r.error is None else r.error.message,
+                "stages": {
+                    p.name: {
+                        "peak_above_baseline": p.peak_allocated - r.baseline_allocated,
+                        "work": p.duration_s,
+                    }
+                    for p in r.phases
+                    if p.kind == "stage"
+                },
+                "iterations": {s.stage: s.measured for s in r.stage_iterations},
+            }
+            for r in (m.record for m in inference.switched)
+        ],
+        "stages": [_stage(p) for p in inference.proposals],
+        "draft": inference.draft,
+    }
+
+
+def _stage(p: StageProposal) -> dict[str, Any]:
+    def terms(fit: Any) -> list[str] | None:
+        return None if fit.terms is None else [m.text for m in fit.terms]
+
+    return {
+        "name": p.plan.name,
+        "uses": [u.text for u in p.plan.uses],
+        "per_step": p.plan.stepped,
+        "iterations": {
+            "formula": p.iterations.formula,
+            "tried": [{"candidate": t.text, "verdict": t.verdict} for t in p.iterations.tried],
+        },
+        "memory": {
+            "terms": terms(p.memory),
+            "constant": p.memory.constant,
+            "slopes": list(p.memory.slopes),
+            "largest_residual": p.memory.residual,
+            "approximate": p.approximate,
+            "sets_tried": p.memory.tried,
+            "rejected": list(p.memory.rejected),
+            "moved_by": list(p.memory_moved_by),
+            "probe_minimums": [
+                {
+                    "param": r.param,
+                    "minimum": r.minimum,
+                    "off_the_fit": [dict(x) for x in r.dropped],
+                }
+                for r in p.regimes
+            ],
+        },
+        "time": {
+            "terms": [m.text for m in p.time.terms],
+            "from": p.time.source,
+            "work": {
+                "unit": f"FLOPs + {BYTES_WEIGHT} x bytes read and written, per iteration",
+                "sizes": p.time.work_sizes,
+                "constant": p.time.work.constant if p.time.source != "memory" else None,
+                "slopes": list(p.time.work.slopes) if p.time.source != "memory" else None,
+                "largest_residual": p.time.work.residual if p.time.source != "memory" else None,
+                "sets_tried": p.time.work.tried,
+                "rejected": list(p.time.work.rejected),
+            },
+            "measured": _measured(p.time.measured),
+        },
+        "switches": [
+            {
+                "param": w.param,
+                "value_measured": w.value,
+                "sizes": w.sizes,
+                "iterations": w.iterations,
+                "memory": w.memory,
+                "time": w.time,
+                "review": list(w.review),
+            }
+            for w in p.switches
+        ],
+    }
+
+
+def _measured(check: TimeCheck) -> dict[str, Any]:
+    return {
+        "checked": check.checked,
+        "sizes": check.sizes,
+        "base_spread": check.spread,
+        "tolerance": TOLERANCE_TEXT,
+        "constant": check.constant,
+        "slopes": list(check.slopes),
+        "largest_residual": check.residual,
+        "largest_residual_over_tolerance": check.worst,
+        "off_the_tolerance": [dict(x) for x in check.misses],
+        "the_times_fit_instead": check.alternative,
+        "rejected": [{"terms": r.text, "why": r.detail} for r in check.rejected],
+    }
