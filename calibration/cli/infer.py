@@ -64,6 +64,21 @@ def switch_notes(proposals: Sequence[StageProposal]) -> list[str]:
     return out
 
 
+def unchanged_notes(proposals: Sequence[StageProposal]) -> list[str]:
+    """A bool param that changed nothing anywhere: the call may not turn it on (FLUX's true CFG
+    also needs a negative prompt), so the draft cannot say what it costs."""
+    out = []
+    for k, s in enumerate(proposals[0].switches if proposals else ()):
+        if all(len(p.switches) > k and p.switches[k].unchanged for p in proposals):
+            value = "true" if s.value else "false"
+            out.append(
+                f"note[switch]: {s.param}={value} changed no stage's memory, work or iteration "
+                f"count at {s.sizes} sizes: do the call's arguments turn it on (FLUX's true CFG "
+                "also needs a negative_prompt)? The draft has no factor for it"
+            )
+    return out
+
+
 def time_notes(proposals: Sequence[StageProposal]) -> list[str]:
     """Where a stage's measured times are off the draft's `time ~` (the report has the numbers):
     the draft is the counted work's, the same in every run; this verdict moves with the machine."""
@@ -106,7 +121,8 @@ when memory moves with steps; monomials of up to 3 params; up to 3 terms a stage
 at most 60,000 term sets a search (12,000 a probe minimum tried); time: up to 3 terms giving
 the counted work (FLOPs + 16 x bytes) exactly, else within 2 %; the measured times are checked
 within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials; the first
-2 bool params flipped at the counted sizes and the steps ladder, a factor of 2 on up to 3 terms."""
+2 bool params flipped at the counted sizes and the steps ladder: each term kept, doubled or split,
+and the factor alone (at most 375 sets a stage)."""
 
 
 @click.command(
@@ -238,7 +254,12 @@ def infer(
             write_atomically(output, result.draft)
         except OSError as exc:
             raise Failure(f"cannot write {output}: {exc.strerror or exc}") from None
-    for line in [*switch_notes(result.proposals), *time_notes(result.proposals)]:
+    notes = [
+        *unchanged_notes(result.proposals),
+        *switch_notes(result.proposals),
+        *time_notes(result.proposals),
+    ]
+    for line in notes:
         ui().err.line(line, style="yellow")
     if as_json:
         ui().out.json(report(result))

@@ -57,6 +57,7 @@ class Switched:
     memory: str
     time: str
     review: tuple[str, ...]  # the quantities left unexplained ("iterations", "memory", "time")
+    unchanged: bool = False  # every flipped size measured what the base's value did
 
 
 @frozen
@@ -73,6 +74,7 @@ class StageProposal:
     time_samples: tuple[Sample, ...]
     work_samples: tuple[Sample, ...] = ()
     switches: tuple[Switched, ...] = ()  # each bool param flipped (calibration.infer.switches)
+    base_memory: TermFit | None = None  # the fit at the base's values, before a switch's factors
 
 
 def count_of(record: WarmupRecord, plan: StagePlan) -> int | None:

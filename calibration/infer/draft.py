@@ -28,12 +28,16 @@ def _terms_text(terms: Sequence[Monomial]) -> str:
     return "[" + ", ".join(m.text for m in terms) + "]"
 
 
+def _sets(n: int) -> str:
+    return f"{n} set" if n == 1 else f"{n} sets"
+
+
 def _fit_comment(what: str, fit: TermFit, sizes: int, unit: str) -> str:
     rejected = "; rejected: " + "; ".join(fit.rejected[:2]) if fit.rejected else ""
     residual = f"{round(fit.residual)} B" if unit == "B" else f"{fit.residual * 1e3:.2g} ms"
     return (
         f"# {what}: fits {sizes} sizes, largest residual {residual}, "
-        f"{fit.tried} sets tried{rejected}"
+        f"{_sets(fit.tried)} tried{rejected}"
     )
 
 
@@ -60,7 +64,8 @@ def stage_body(p: StageProposal) -> list[str]:
             if p.approximate
             else "memory"
         )
-        lines.append(_fit_comment(what, p.memory, kept, "B"))
+        # the evidence at the base's values; a switch's line says how its factors fit
+        lines.append(_fit_comment(what, p.base_memory or p.memory, kept, "B"))
         lines.append(f"memory ~ {_terms_text(p.memory.terms)}")
     else:
         lines.append(f"# memory: constant over {len(p.memory_samples)} sizes (the default ~ 1)")
@@ -76,6 +81,12 @@ def switch_lines(p: StageProposal) -> list[str]:
     for s in p.switches:
         where = f"{s.param}={'true' if s.value else 'false'}"
         mark = "REVIEW: " if s.review else ""
+        if s.unchanged:
+            out.append(
+                f"# {where} measured at {s.sizes} sizes (work counted): the same memory, work "
+                "and iterations at every size"
+            )
+            continue
         out.append(
             f"# {mark}{where} measured at {s.sizes} sizes (work counted): iterations {s.iterations}"
             f"; memory: {s.memory}; time: {s.time}"
@@ -106,7 +117,7 @@ def time_lines(t: TimeChoice) -> list[str]:
         )
         head = (
             f"# time per iteration: the smallest set that gives {counted} {how} at "
-            f"{t.work_sizes} sizes, {t.work.tried} sets tried{shown}; the measured times: the "
+            f"{t.work_sizes} sizes, {_sets(t.work.tried)} tried{shown}; the measured times: the "
             "JSON report"
         )
     return [head, f"time ~ {_terms_text(t.terms)}"] if t.terms else [head]

@@ -120,6 +120,7 @@ def _stage(p: StageProposal) -> dict[str, Any]:
                 "memory": w.memory,
                 "time": w.time,
                 "review": list(w.review),
+                "unchanged": w.unchanged,
             }
             for w in p.switches
         ],

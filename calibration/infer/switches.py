@@ -160,7 +160,16 @@ def switch_stage(
     time, said_time, missed = _switch_time(p, ok, param, value)
     review += ["time"] if missed else []
     n = len({point_text(m.record.params) for m in ok})
-    note = Switched(param, value, n, said_iterations, said_memory, said_time, tuple(review))
+    note = Switched(
+        param,
+        value,
+        n,
+        said_iterations,
+        said_memory,
+        said_time,
+        tuple(review),
+        _unchanged(p, ok, param, value),
+    )
     switched = evolve(
         p,
         iterations=iterations,
@@ -168,6 +177,7 @@ def switch_stage(
         approximate=approximate,
         time=time,
         switches=(*p.switches, note),
+        base_memory=p.base_memory or p.memory,
     )
     return switched, note
 
@@ -178,7 +188,8 @@ def _said(found: SwitchFit, before: Sequence[Monomial], loose: float) -> str:
     how = f"within {loose:.0%} (APPROXIMATE: none exactly)" if found.approximate else "exactly"
     if not added:
         return f"the same terms, {how}"
-    return f"{', '.join(added)} fit both values {how} ({found.tried} sets tried)"
+    sets = "1 set" if found.tried == 1 else f"{found.tried} sets"
+    return f"{', '.join(added)} fit both values {how} ({sets} tried)"
 
 
 def switch_all(
@@ -243,8 +254,7 @@ def _switch_time(
     if found.fit is None:
         said = f"no factor of {FACTOR} on the terms gives the work within "
         return p.time, said + f"{WORK_APPROXIMATE:.0%} ({found.tried} sets; {found.miss})", True
-    source = "approximate" if found.approximate else p.time.source
-    time = evolve(p.time, terms=found.fit.terms or (), source=source)
+    time = evolve(p.time, terms=found.fit.terms or ())  # the evidence stays the base's
     return time, _said(found, p.time.terms, WORK_APPROXIMATE), False
 
 
@@ -273,7 +283,7 @@ def _switch_memory(
         return p.memory, p.approximate, said + f"({found.tried} sets; {found.miss})", True
     memory = evolve(found.fit, tried=p.memory.tried + found.tried, rejected=p.memory.rejected)
     said = _said(found, p.memory.terms, APPROXIMATE)
-    return memory, p.approximate or found.approximate, said, False
+    return memory, p.approximate, said, False
 
 
 def _growth_ratios(pairs: Sequence[tuple[Sample, float]]) -> list[float]:
@@ -287,3 +297,18 @@ def _growth_ratios(pairs: Sequence[tuple[Sample, float]]) -> list[float]:
         if s.value - first_base > WORK_APPROXIMATE * first_base
     ]
     return grown or [v / s.value if s.value else 1.0 for s, v in pairs]
+
+
+def _unchanged(p: StageProposal, ok: Sequence[Measured], param: str, value: bool) -> bool:
+    """Whether every flipped size measured what the base's value did (memory and work): a switch
+    the call does not turn on, or one this stage ignores."""
+    memory = {_key({**s.point, param: value}): s.value for s in p.memory_samples}
+    work = {_key({**s.point, param: value}): s.value for s in p.work_samples}
+    for m in ok:
+        key = _key(m.record.params)
+        count = count_of(m.record, p.plan) or 1
+        if key in memory and memory_of(m.record, p.plan.name) != memory[key]:
+            return False
+        if key in work and seconds_of(m.record, p.plan.name, count) != work[key]:
+            return False
+    return True
