@@ -47,34 +47,29 @@ def axes_skeleton(name: str, axes: tuple[Axis, ...]) -> str:
 
 
 def switch_notes(proposals: Sequence[StageProposal]) -> list[str]:
-    """Where flipping a bool param left a stage's quantity unexplained: the draft holds the
-    base's value's terms there, marked REVIEW (--json: stages[].switches)."""
-    out = []
-    for p in proposals:
-        for s in p.switches:
-            if s.review:
-                value = "true" if s.value else "false"
-                said = {"iterations": s.iterations, "memory": s.memory, "time": s.time}
-                what = [f"{name}: {said[name]}" for name in s.review]
-                out.append(
-                    f"note[switch]: {p.plan.name}: at {s.param}={value}, {'; '.join(what)}: the "
-                    f"draft holds the terms of {s.param}={'false' if s.value else 'true'} only "
-                    "there; review it (--json: stages[].switches)"
-                )
-    return out
+    """What flipping a bool param left open (--json: stages[].switches): a switch that changed
+    nothing anywhere (the call may not turn it on: FLUX's true CFG also needs a negative prompt),
+    then each stage's quantity no factor explains (the draft holds the base's terms there)."""
 
+    def shown(value: bool) -> str:
+        return "true" if value else "false"
 
-def unchanged_notes(proposals: Sequence[StageProposal]) -> list[str]:
-    """A bool param that changed nothing anywhere: the call may not turn it on (FLUX's true CFG
-    also needs a negative prompt), so the draft cannot say what it costs."""
     out = []
     for k, s in enumerate(proposals[0].switches if proposals else ()):
         if all(len(p.switches) > k and p.switches[k].unchanged for p in proposals):
-            value = "true" if s.value else "false"
             out.append(
-                f"note[switch]: {s.param}={value} changed no stage's memory, work or iteration "
-                f"count at {s.sizes} sizes: do the call's arguments turn it on (FLUX's true CFG "
-                "also needs a negative_prompt)? The draft has no factor for it"
+                f"note[switch]: {s.param}={shown(s.value)} changed no stage's memory, work or "
+                f"iteration count at {s.sizes} sizes: do the call's arguments turn it on (FLUX's "
+                "true CFG also needs a negative_prompt)? The draft has no factor for it"
+            )
+    for p in proposals:
+        for s in (s for s in p.switches if s.review):
+            said = {"iterations": s.iterations, "memory": s.memory, "time": s.time}
+            what = "; ".join(f"{name}: {said[name]}" for name in s.review)
+            out.append(
+                f"note[switch]: {p.plan.name}: at {s.param}={shown(s.value)}, {what}: the draft "
+                f"holds the terms of {s.param}={shown(not s.value)} only there; review it "
+                "(--json: stages[].switches)"
             )
     return out
 
@@ -254,12 +249,7 @@ def infer(
             write_atomically(output, result.draft)
         except OSError as exc:
             raise Failure(f"cannot write {output}: {exc.strerror or exc}") from None
-    notes = [
-        *unchanged_notes(result.proposals),
-        *switch_notes(result.proposals),
-        *time_notes(result.proposals),
-    ]
-    for line in notes:
+    for line in [*switch_notes(result.proposals), *time_notes(result.proposals)]:
         ui().err.line(line, style="yellow")
     if as_json:
         ui().out.json(report(result))

@@ -75,9 +75,9 @@ def test_a_batch_the_switch_doubles_gets_the_factor_and_the_part_it_leaves_stays
     lines = stage_body(after)
     assert any(line.startswith("# cfg=false measured at ") for line in lines)
     assert "memory ~ [height * width, height * width * (if cfg then 2 else 1)]" in lines
-    from calibration.cli.infer import unchanged_notes
+    from calibration.cli.infer import switch_notes
 
-    assert not said.unchanged and unchanged_notes([after]) == []
+    assert not said.unchanged and switch_notes([after]) == []
 
 
 def test_a_switch_that_changes_nothing_keeps_the_terms():
@@ -90,9 +90,9 @@ def test_a_switch_that_changes_nothing_keeps_the_terms():
     assert not said.review and said.memory.startswith("the same terms, exactly")
     assert said.unchanged  # nothing moved: does the call turn the switch on?
     assert "the same memory, work and iterations at every size" in stage_body(after)[-1]
-    from calibration.cli.infer import unchanged_notes
+    from calibration.cli.infer import switch_notes
 
-    (note,) = unchanged_notes([after])
+    (note,) = switch_notes([after])
     assert note.startswith("note[switch]: cfg=false changed no stage's memory, work or iteration")
 
 
