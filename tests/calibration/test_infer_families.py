@@ -164,6 +164,27 @@ def test_calibrate_verify_with_the_draft_meets_the_memory_goals(family, tmp_path
 
 
 @pytest.mark.slow
+def test_a_draft_calibrated_at_cfg_true_predicts_cfg_false(tmp_path):
+    """The switch's factor carries a probe at one value to a target at the other: without it the
+    UNet's memory at cfg=false came out 11 % over (a batch of one, predicted as two)."""
+    factory, call_kwargs, _, _ = _source("sdxl")
+    _, draft = _drafted("sdxl", tmp_path)
+    memory = draft.memory_terms
+    at = {"steps": 2, "height": 128, "width": 128}
+    assert memory("DenoisingStage", **at, cfg=True) != memory("DenoisingStage", **at, cfg=False)
+    shapes = (
+        {"steps": 2, "height": 64, "width": 64, "cfg": True},
+        {**at, "cfg": True},
+        {"steps": 8, "height": 256, "width": 256, "cfg": False},
+    )
+    cal = calibrate_pipeline(
+        factory, draft, shapes, call_kwargs=call_kwargs, verify=True, repeat=1, time_tolerance=None
+    )
+    assert cal.measured is not None and cal.measured.ok and not cal.errors
+    assert _peaks_hold(cal) == []
+
+
+@pytest.mark.slow
 def test_the_sd15_draft_has_the_extra_unet_call_and_the_history_term(tmp_path):
     inferred = _draft("custom_sd")
     denoise = next(p for p in inferred.proposals if p.plan.name == "DenoisingStage")
