@@ -51,17 +51,17 @@ def switch_notes(proposals: Sequence[StageProposal]) -> list[str]:
     nothing anywhere (the call may not turn it on: FLUX's true CFG also needs a negative prompt),
     then each stage's quantity no factor explains (the draft holds the base's terms there)."""
 
+    from calibration.infer.report import unchanged_switches
+
     def shown(value: bool) -> str:
         return "true" if value else "false"
 
-    out = []
-    for k, s in enumerate(proposals[0].switches if proposals else ()):
-        if all(len(p.switches) > k and p.switches[k].unchanged for p in proposals):
-            out.append(
-                f"note[switch]: {s.param}={shown(s.value)} changed no stage's memory, work or "
-                f"iteration count at {s.sizes} sizes: do the call's arguments turn it on (FLUX's "
-                "true CFG also needs a negative_prompt)? The draft has no factor for it"
-            )
+    out = [
+        f"note[switch]: {s.param}={shown(s.value)} changed no stage's memory, work or iteration "
+        f"count at {s.sizes} sizes: do the call's arguments turn it on (FLUX's true CFG also "
+        "needs a negative_prompt)? The draft has no factor for it"
+        for s in unchanged_switches(proposals)
+    ]
     for p in proposals:
         for s in (s for s in p.switches if s.review):
             said = {"iterations": s.iterations, "memory": s.memory, "time": s.time}
@@ -174,6 +174,12 @@ and the factor alone (at most 375 sets a stage)."""
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report (every size, candidate).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Weights and generator seed.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Also exit 5 when a proposal is open: no iteration formula or memory set, a time only "
+    "guessed, a bool param no factor explains or that changed nothing.",
+)
 def infer(
     example: str | None,
     factory: str | None,
@@ -184,6 +190,7 @@ def infer(
     output: Path | None,
     as_json: bool,
     seed: int,
+    strict: bool,
 ) -> None:
     """Measure a diffusers pipeline on a bounded ladder of cheap sizes and propose its stages.
 
@@ -199,7 +206,7 @@ def infer(
     from calibration.cli.outputs import check_writable
     from calibration.cli.show import progress, wrote
     from calibration.errors import CalibrationError
-    from calibration.infer.report import report
+    from calibration.infer.report import open_proposals, report
     from calibration.infer.run import infer as run_infer
 
     if (example is None) == (factory is None):
@@ -257,3 +264,12 @@ def infer(
         click.echo(result.draft, nl=False)
     else:
         wrote(output, f"{len(result.proposals)} stages from {len(result.measured)} sizes")
+    still = open_proposals(result.proposals)
+    if still:
+        ui().err.line(
+            f"{len(still)} open proposal{'s' if len(still) > 1 else ''} to review: "
+            + "; ".join(still),
+            style="yellow",
+        )
+        if strict:
+            raise click.exceptions.Exit(5)

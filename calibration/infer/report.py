@@ -2,11 +2,44 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from calibration.infer.analyse import StageProposal
+from calibration.infer.analyse import StageProposal, Switched
 from calibration.infer.run import Inference
 from calibration.infer.time_terms import BYTES_WEIGHT, TOLERANCE_TEXT, TimeCheck
+
+
+def open_proposals(proposals: Sequence[StageProposal]) -> list[str]:
+    """What the draft could not propose (`--strict` exits 5 on any): the same in every run, as
+    the draft is (the measured times' check is not among them: it moves with the machine)."""
+    out = []
+    for p in proposals:
+        name = p.plan.name
+        if p.iterations.formula is None:
+            out.append(f"{name}: no iteration formula")
+        if p.memory.terms is None:
+            out.append(f"{name}: no memory set")
+        if p.time.source == "memory":
+            out.append(f"{name}: time guessed from the memory's terms")
+        for s in p.switches:
+            if s.review:
+                out.append(f"{name}: {', '.join(s.review)} at {_at(s)}: REVIEW")
+    out += [f"{_at(s)} changed nothing" for s in unchanged_switches(proposals)]
+    return out
+
+
+def unchanged_switches(proposals: Sequence[StageProposal]) -> list[Switched]:
+    """The bool params whose flip changed no stage at all (the call may not turn them on)."""
+    return [
+        s
+        for k, s in enumerate(proposals[0].switches if proposals else ())
+        if all(len(p.switches) > k and p.switches[k].unchanged for p in proposals)
+    ]
+
+
+def _at(s: Switched) -> str:
+    return f"{s.param}={'true' if s.value else 'false'}"
 
 
 def report(inference: Inference) -> dict[str, Any]:
@@ -63,6 +96,7 @@ def report(inference: Inference) -> dict[str, Any]:
             for r in (m.record for m in inference.switched)
         ],
         "stages": [_stage(p) for p in inference.proposals],
+        "open": open_proposals(inference.proposals),
         "draft": inference.draft,
     }
 

@@ -225,9 +225,12 @@ def test_two_runs_give_the_same_draft_and_the_report_lists_every_size(tmp_path):
             "-o",
             str(out),
             "--json",
+            "--strict",
         ],
     )
-    assert result.exit_code == 0, result.output
+    # the UNet's work at these tiny sizes is no polynomial: its time is a guess, an open proposal
+    assert result.exit_code == 5, result.output
+    assert "1 open proposal to review: DenoisingStage: time guessed" in result.stderr
     body = [line for line in out.read_text().splitlines() if not line.startswith("# Drafted")]
     first = _draft("custom_sd").draft.splitlines()
     assert body == first, [(a, b) for a, b in zip(body, first, strict=False) if a != b]
@@ -237,6 +240,7 @@ def test_two_runs_give_the_same_draft_and_the_report_lists_every_size(tmp_path):
     proposed = "\n".join(body)
     assert shown.strip() in proposed, "docs/tutorial.md section 8 shows another draft"
     report = json.loads(result.stdout)
+    assert report["open"] == ["DenoisingStage: time guessed from the memory's terms"]
     distinct = {tuple(s["params"].items()) for s in report["sizes"]}  # a time recheck: twice
     assert distinct == {tuple(m.record.params.items()) for m in _draft("custom_sd").measured}
     assert all(s["ok"] for s in report["sizes"])

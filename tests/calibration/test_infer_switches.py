@@ -20,8 +20,11 @@ PLANS = [StagePlan("DenoisingStage", (Use("unet"),), True)]
 
 
 def _points(cfg: bool):
-    """The ladder's shape: the steps ladder at the base, the pixels alone and together."""
+    """The ladder's shape: the steps ladder at the base and one level up (infer's
+    ``steps_across``: a product with the steps needs joint moves), the pixels alone and
+    together."""
     out = [{**BASE, "steps": s} for s in (1, 2, 3, 4, 5)]
+    out += [{**BASE, "steps": s, "height": 64, "width": 64} for s in (1, 3, 4, 5)]
     out += [{**BASE, "height": h} for h in (64, 96)] + [{**BASE, "width": w} for w in (64, 96)]
     out += [{**BASE, "height": h, "width": w} for h in (64, 96) for w in (64, 96)]
     return [{**p, "cfg": cfg} for p in out]
@@ -78,6 +81,9 @@ def test_a_batch_the_switch_doubles_gets_the_factor_and_the_part_it_leaves_stays
     from calibration.cli.infer import switch_notes
 
     assert not said.unchanged and switch_notes([after]) == []
+    from calibration.infer.report import open_proposals
+
+    assert open_proposals([after]) == []
 
 
 def test_a_switch_that_changes_nothing_keeps_the_terms():
@@ -94,6 +100,9 @@ def test_a_switch_that_changes_nothing_keeps_the_terms():
 
     (note,) = switch_notes([after])
     assert note.startswith("note[switch]: cfg=false changed no stage's memory, work or iteration")
+    from calibration.infer.report import open_proposals
+
+    assert open_proposals([after]) == ["cfg=false changed nothing"]
 
 
 def test_a_count_the_switch_doubles_gets_an_if():
@@ -120,6 +129,9 @@ def test_a_memory_no_factor_explains_is_marked_for_review_and_kept():
     (note,) = switch_notes([after])
     assert note.startswith("note[switch]: DenoisingStage: at cfg=false, memory: no factor of 2")
     assert "iterations" not in note and switch_notes([first]) == []
+    from calibration.infer.report import open_proposals
+
+    assert open_proposals([after]) == ["DenoisingStage: memory at cfg=false: REVIEW"]
 
 
 def test_a_failed_flipped_run_is_marked_for_review():
