@@ -116,8 +116,8 @@ when memory moves with steps; monomials of up to 3 params; up to 3 terms a stage
 at most 60,000 term sets a search (12,000 a probe minimum tried); time: up to 3 terms giving
 the counted work (FLOPs + 16 x bytes) exactly, else within 2 %; the measured times are checked
 within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials; the first
-2 bool params flipped at the counted sizes and the steps ladder: each term kept, doubled or split,
-and the factor alone (at most 375 sets a stage)."""
+2 bool params flipped at the counted sizes and the steps ladder: each term kept, doubled or split
+(a doubled or a one-value part), and the factor alone (at most 1,029 sets a stage)."""
 
 
 @click.command(

@@ -5,7 +5,8 @@ A switch such as `cfg` doubles a batch (memory and work of the denoiser) or a pa
 draft fitted at one value alone would predict the other value's memory as its own. At the
 flipped sizes, the terms found at the base's value are kept and the factor `(if P then 2 else 1)`
 (or `(if P then 1 else 2)`) is put on the fewest of them (or a term split into a part it doubles
-and a part it leaves), the factor alone being one more term,
+and a part it leaves, or a part only one value has: ``SHAPES``), the factor alone being one more
+term,
 until the constant + non-negative combination gives both values' sizes (exactly for memory and
 work, as the rest of infer); an iteration count that differs gets `if P then A else B`. Where no
 such set fits, the draft keeps the base's terms and says so (and the command prints a note):
@@ -47,31 +48,51 @@ def factor(param: str, on: bool) -> Feature:
     return Feature(param, f"if {param} then {big} else {small}", _factor_fn(big, small), 0)
 
 
+def only(param: str, on: bool) -> Feature:
+    """`(if P then 1 else 0)` (``on``) or `(if P then 0 else 1)`: a part only one value has."""
+    yes, no = (1, 0) if on else (0, 1)
+    return Feature(param, f"if {param} then {yes} else {no}", _factor_fn(yes, no), 0)
+
+
 def _factor_fn(big: int, small: int) -> Callable[[int], int]:
     return lambda v: big if v else small
 
 
+#: How a term may change, the fewest changes first: kept; doubled by the switch (either way);
+#: split into a part it doubles and a part it leaves (a batch's activations beside a scheduler's
+#: latents); split into a part both values have and one only one of them has (the guidance's own
+#: temporaries: no shared factor, so a probe at each value is needed to pin both).
+SHAPES = ("kept", "up", "down", "split up", "split down", "only on", "only off")
+
+
 def factored(terms: Sequence[Monomial], param: str) -> list[tuple[Monomial, ...]]:
-    """Every way to put the factor on ``terms``: each kept, factored, or split in two (a part
-    the switch doubles and a part it leaves: a batch's activations beside a scheduler's latents),
-    the factor alone one more term; the fewest changes first, then in the terms' order (a
-    bounded 5^n x 3 sets)."""
-    up, down = factor(param, True), factor(param, False)
+    """Every way to change ``terms`` (``SHAPES``, one a term), the factor alone one more term;
+    the fewest changes first, then in the terms' order: at most 7^n x 3 sets."""
+    extra = {
+        "up": factor(param, True),
+        "down": factor(param, False),
+        "on": only(param, True),
+        "off": only(param, False),
+    }
 
     def on(m: Monomial, f: Feature) -> Monomial:
         return Monomial((*m.features, f))
 
     out: list[tuple[int, int, tuple[Monomial, ...]]] = []
-    shapes = (0, 1, 2, 3, 4)  # kept, factored (up, down), split (up, down)
-    for k, picks in enumerate(product(shapes, repeat=len(terms))):
+    for k, picks in enumerate(product(SHAPES, repeat=len(terms))):
         chosen: list[Monomial] = []
         for m, shape in zip(terms, picks, strict=True):
-            f = up if shape in (1, 3) else down
-            chosen += [m] if shape == 0 else [on(m, f)] if shape < 3 else [m, on(m, f)]
-        changes = sum(1 if shape in (1, 2) else 2 if shape else 0 for shape in picks)
-        out.append((changes, 2 * k, tuple(chosen)))
-        for j, alone in enumerate((up, down)):
-            out.append((changes + 1, 2 * k + j + 1, (*chosen, Monomial((alone,)))))
+            f = extra[shape.split()[-1]] if shape != "kept" else None
+            if f is None:
+                chosen.append(m)
+            elif " " in shape:
+                chosen += [m, on(m, f)]
+            else:
+                chosen.append(on(m, f))
+        changes = sum(0 if shape == "kept" else 2 if " " in shape else 1 for shape in picks)
+        out.append((changes, 3 * k, tuple(chosen)))
+        for j, alone in enumerate((extra["up"], extra["down"])):
+            out.append((changes + 1, 3 * k + j + 1, (*chosen, Monomial((alone,)))))
     return [chosen for _, _, chosen in sorted(out, key=lambda t: (t[0], t[1]))]
 
 

@@ -86,6 +86,19 @@ def test_a_batch_the_switch_doubles_gets_the_factor_and_the_part_it_leaves_stays
     assert open_proposals([after]) == []
 
 
+def test_a_part_only_one_value_has_is_its_own_term():
+    def memory(p):  # a batch doubled, and the guidance's temporaries only under cfg
+        pixels = p["height"] * p["width"]
+        return 700 + 40 * pixels * _batch(p) + (9 * pixels if p["cfg"] else 0)
+
+    _, after = _switched(memory, lambda p: 5 * p["height"] * p["width"])
+    assert not after.switches[0].review
+    fit = after.memory
+    for p in _points(True) + _points(False):
+        value = fit.constant + sum(c * m.at(p) for c, m in zip(fit.slopes, fit.terms, strict=True))
+        assert abs(value - memory(p)) <= 1.0
+
+
 def test_a_switch_that_changes_nothing_keeps_the_terms():
     first, after = _switched(
         lambda p: 100 * p["height"] * p["width"], lambda p: 5 * p["height"] * p["width"]
@@ -116,8 +129,8 @@ def test_a_count_the_switch_doubles_gets_an_if():
 
 
 def test_a_memory_no_factor_explains_is_marked_for_review_and_kept():
-    def memory(p):  # ten times the memory without cfg: no factor of 2 says that
-        return 100 * p["height"] * p["width"] * (1 if p["cfg"] else 10)
+    def memory(p):  # without cfg, a part the base's terms cannot say (it grows with height^2)
+        return 100 * p["height"] * p["width"] + (0 if p["cfg"] else 40 * p["height"] ** 2)
 
     first, after = _switched(memory, lambda p: 5 * p["height"] * p["width"])
     assert after.memory.terms == first.memory.terms
@@ -149,7 +162,8 @@ def test_a_failed_flipped_run_is_marked_for_review():
     assert after.memory == first.memory
 
 
-SHAPES = st.sampled_from(range(5))  # kept, factored up or down, split up or down
+#: kept, factored up or down, split up or down, a part only cfg=true or cfg=false has
+SHAPES = st.sampled_from(range(7))
 
 
 @settings(max_examples=40, deadline=None)
@@ -165,9 +179,10 @@ def test_any_factored_memory_is_reproduced_at_both_values(shapes, slopes, alone)
     def part(value, shape, p, slope, extra):
         up = 2 if p["cfg"] else 1
         down = 1 if p["cfg"] else 2
-        factor = {0: 1, 1: up, 2: down, 3: up, 4: down}[shape]
+        factor = {0: 1, 1: up, 2: down, 3: up, 4: down, 5: 1, 6: 1}[shape]
         own = slope * value * factor
-        return own + (extra * value if shape >= 3 else 0)
+        has = {3: True, 4: True, 5: p["cfg"], 6: not p["cfg"]}.get(shape, False)
+        return own + (extra * value if has else 0)
 
     def memory(p):
         pixels, steps_px = p["height"] * p["width"], p["steps"] * p["height"]
@@ -188,7 +203,7 @@ def test_the_factored_sets_are_bounded_and_simplest_first():
     first, _ = _switched(lambda p: 100 * p["height"] * p["width"], lambda p: 5)
     terms = first.memory.terms
     sets = factored(terms, "cfg")
-    assert len(sets) == 5 ** len(terms) * 3
+    assert len(sets) == 7 ** len(terms) * 3
     assert sets[0] == terms  # the base's own terms first
     assert len(set(sets)) == len(sets)
 
