@@ -321,15 +321,18 @@ def _growth_ratios(pairs: Sequence[tuple[Sample, float]]) -> list[float]:
 
 
 def _unchanged(p: StageProposal, ok: Sequence[Measured], param: str, value: bool) -> bool:
-    """Whether every flipped size measured what the base's value did (memory and work): a switch
-    the call does not turn on, or one this stage ignores."""
+    """Whether every flipped size measured what the base's value did (memory, work and count): a
+    switch the call does not turn on, or one this stage ignores."""
     memory = {_key({**s.point, param: value}): s.value for s in p.memory_samples}
     work = {_key({**s.point, param: value}): s.value for s in p.work_samples}
+    counts = {_key({**point, param: value}): c for point, c in p.counts}
     for m in ok:
         key = _key(m.record.params)
-        count = count_of(m.record, p.plan) or 1
+        count = count_of(m.record, p.plan)
+        if key in counts and count != counts[key]:
+            return False
         if key in memory and memory_of(m.record, p.plan.name) != memory[key]:
             return False
-        if key in work and seconds_of(m.record, p.plan.name, count) != work[key]:
+        if key in work and seconds_of(m.record, p.plan.name, count or 1) != work[key]:
             return False
     return True

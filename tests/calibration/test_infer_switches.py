@@ -126,6 +126,7 @@ def test_a_count_the_switch_doubles_gets_an_if():
     )
     assert first.iterations.formula == "2 * steps"
     assert after.iterations.formula == "if cfg then 2 * steps else steps"
+    assert not after.switches[0].unchanged  # the same memory and work a step, but twice the steps
 
 
 def test_a_memory_no_factor_explains_is_marked_for_review_and_kept():
