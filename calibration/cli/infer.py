@@ -178,7 +178,7 @@ within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials
     "--strict",
     is_flag=True,
     help="Also exit 5 when a proposal is open: no iteration formula or memory set, a time only "
-    "guessed, a bool param no factor explains or that changed nothing.",
+    "guessed, a bool param no factor explains, that changed nothing or whose runs failed.",
 )
 def infer(
     example: str | None,

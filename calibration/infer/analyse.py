@@ -58,6 +58,7 @@ class Switched:
     time: str
     review: tuple[str, ...]  # the quantities left unexplained ("iterations", "memory", "time")
     unchanged: bool = False  # every flipped size measured what the base's value did
+    failed: int = 0  # flipped sizes whose request failed (the report's `switched` has the errors)
 
 
 @frozen

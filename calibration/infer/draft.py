@@ -80,15 +80,17 @@ def switch_lines(p: StageProposal) -> list[str]:
     out = []
     for s in p.switches:
         where = f"{s.param}={'true' if s.value else 'false'}"
-        mark = "REVIEW: " if s.review else ""
+        mark = "REVIEW: " if s.review or s.failed else ""
+        failed = f", {s.failed} failed (the report has the errors)" if s.failed else ""
         if s.unchanged:
             out.append(
-                f"# {where} measured at {s.sizes} sizes (work counted): the same memory, work "
-                "and iterations at every size"
+                f"# {mark}{where} measured at {s.sizes} sizes{failed} (work counted): the same "
+                "memory, work and iterations at every size"
             )
             continue
         out.append(
-            f"# {mark}{where} measured at {s.sizes} sizes (work counted): iterations {s.iterations}"
+            f"# {mark}{where} measured at {s.sizes} sizes{failed} (work counted): iterations "
+            f"{s.iterations}"
             f"; memory: {s.memory}; time: {s.time}"
         )
     return out

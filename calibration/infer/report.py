@@ -25,6 +25,9 @@ def open_proposals(proposals: Sequence[StageProposal]) -> list[str]:
         for s in p.switches:
             if s.review:
                 out.append(f"{name}: {', '.join(s.review)} at {_at(s)}: REVIEW")
+            if s.failed:
+                runs = "1 run" if s.failed == 1 else f"{s.failed} runs"
+                out.append(f"{name}: {runs} at {_at(s)} failed")
     out += [f"{_at(s)} changed nothing" for s in unchanged_switches(proposals)]
     return out
 
@@ -155,6 +158,7 @@ def _stage(p: StageProposal) -> dict[str, Any]:
                 "time": w.time,
                 "review": list(w.review),
                 "unchanged": w.unchanged,
+                "failed": w.failed,
             }
             for w in p.switches
         ],

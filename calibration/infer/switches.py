@@ -154,7 +154,8 @@ def switch_stage(
     if not ok:
         failed = next((m.record.error for m in flipped if m.record.error is not None), None)
         why = f"the runs at {where} failed" + (f" ({failed.message})" if failed else "")
-        note = Switched(param, value, 0, why, why, why, ("iterations", "memory", "time"))
+        every = ("iterations", "memory", "time")
+        note = Switched(param, value, 0, why, why, why, every, failed=len(flipped))
         return evolve(p, switches=(*p.switches, note)), note
     review: list[str] = []
     counts = [
@@ -164,7 +165,10 @@ def switch_stage(
     ]
     iterations = p.iterations
     form = None if iterations.formula is None else _form(iterations.formula, forms)
-    if form is None or all(form.fn(pt) == c for pt, c, _ in counts):
+    if form is None and iterations.formula is not None:  # another switch's `if` already
+        review.append("iterations")
+        said_iterations = "not checked: the formula holds another switch's `if`"
+    elif form is None or all(form.fn(pt) == c for pt, c, _ in counts):
         said_iterations = "the same"
     else:
         other = fit_iterations(forms, counts)
@@ -190,6 +194,7 @@ def switch_stage(
         said_time,
         tuple(review),
         _unchanged(p, ok, param, value),
+        len(flipped) - len(ok),
     )
     switched = evolve(
         p,

@@ -160,7 +160,51 @@ def test_a_failed_flipped_run_is_marked_for_review():
     )
     (said,) = after.switches
     assert said.review and "failed" in said.memory and "boom" in said.memory
-    assert after.memory == first.memory
+    assert after.memory == first.memory and said.failed == 1
+
+
+def test_some_failed_flipped_runs_are_counted_and_open():
+    from calibration.infer.report import open_proposals
+    from runtime.record import ErrorInfo
+
+    def memory(p):
+        return 100 * p["height"] * p["width"] * _batch(p)
+
+    first, _ = _switched(memory, lambda p: 5)
+    flips = [
+        Measured(_record(p, memory, lambda p: 5, lambda p: p["steps"]), False)
+        for p in _points(False)
+    ]
+    failed = WarmupRecord(
+        "p", "cpu", "cpu", {**BASE, "steps": 9, "cfg": False}, ErrorInfo("E", "x"), 0, 0, 0, 0
+    )
+    (after,), _ = switch_all(
+        [first], {"cfg": [*flips, Measured(failed, False)]}, BASE, INTS, CONTRACTS, "steps"
+    )
+    (said,) = after.switches
+    assert said.failed == 1 and said.review == ()  # the sizes that ran explain the factor
+    assert [m.text for m in after.memory.terms] == ["height * width * (if cfg then 2 else 1)"]
+    n = len(_points(False))
+    assert stage_body(after)[-1].startswith(f"# REVIEW: cfg=false measured at {n} sizes, 1 failed")
+    assert open_proposals([after]) == ["DenoisingStage: 1 run at cfg=false failed"]
+
+
+def test_a_second_switch_on_an_if_count_is_not_checked_silently():
+    _, after = _switched(
+        lambda p: 100 * p["height"] * p["width"],
+        lambda p: 5 * p["height"] * p["width"],
+        lambda p: p["steps"] * _batch(p),
+    )
+    flips = [
+        Measured(
+            _record(p, lambda p: 100 * p["height"] * p["width"], lambda p: 5, lambda p: p["steps"]),
+            False,
+        )
+        for p in _points(False)
+    ]
+    (again,), _ = switch_all([after], {"cfg": flips}, BASE, INTS, CONTRACTS, "steps")
+    assert "iterations" in again.switches[-1].review
+    assert again.switches[-1].iterations.startswith("not checked")
 
 
 #: kept, factored up or down, split up or down, a part only cfg=true or cfg=false has
