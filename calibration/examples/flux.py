@@ -104,6 +104,9 @@ def call_kwargs(seed: int) -> dict[str, object]:
 
     return {
         "prompt": "a cat dance",
+        # true CFG runs only with a negative prompt and true_cfg_scale > 1 (the formulas' cfg);
+        # at true_cfg_scale 1 it is never encoded
+        "negative_prompt": "blurry",
         "guidance_scale": 3.5,
         "max_sequence_length": 16,
         "output_type": "pt",
