@@ -63,10 +63,15 @@ def _factor_fn(big: int, small: int) -> Callable[[int], int]:
 #: latents); split into a part both values have and one only one of them has (the guidance's own
 #: temporaries: no shared factor, so a probe at each value is needed to pin both).
 SHAPES = ("kept", "up", "down", "split up", "split down", "only on", "only off")
+#: The shapes that keep one coefficient a term for both values: a probe at either value
+#: calibrates the other, so these are tried first, within 2 % too, before any split.
+SHARED = SHAPES[:3]
 
 
-def factored(terms: Sequence[Monomial], param: str) -> list[tuple[Monomial, ...]]:
-    """Every way to change ``terms`` (``SHAPES``, one a term), the factor alone one more term;
+def factored(
+    terms: Sequence[Monomial], param: str, shapes: Sequence[str] = SHAPES
+) -> list[tuple[Monomial, ...]]:
+    """Every way to change ``terms`` (one of ``shapes`` a term), the factor alone one more term;
     the fewest changes first, then in the terms' order: at most 7^n x 3 sets."""
     extra = {
         "up": factor(param, True),
@@ -79,7 +84,7 @@ def factored(terms: Sequence[Monomial], param: str) -> list[tuple[Monomial, ...]
         return Monomial((*m.features, f))
 
     out: list[tuple[int, int, tuple[Monomial, ...]]] = []
-    for k, picks in enumerate(product(SHAPES, repeat=len(terms))):
+    for k, picks in enumerate(product(shapes, repeat=len(terms))):
         chosen: list[Monomial] = []
         for m, shape in zip(terms, picks, strict=True):
             f = extra[shape.split()[-1]] if shape != "kept" else None
@@ -109,13 +114,22 @@ class SwitchFit:
 def fit_switched(
     terms: Sequence[Monomial], samples: Sequence[Sample], param: str, loose: float
 ) -> SwitchFit:
-    """The first factored set that gives every sample (both values) within its tolerance, else
-    the first within ``loose`` of every sample (flagged); the sets tried."""
+    """The first set of shared factors (``SHARED``) that gives every sample (both values) within
+    its tolerance, else within ``loose`` (flagged); only then the splits, exact, else within
+    ``loose``: a split needs a probe at each value, a shared factor one at either. The sets
+    tried."""
     tried = 0
     miss = ""
     relaxed = [evolve(x, tolerance=max(x.tolerance, loose * abs(x.value))) for x in samples]
-    for approximate, chosen_samples in ((False, samples), (True, relaxed)):
-        for chosen in factored(terms, param):
+    seen: set[tuple[tuple[str, ...], bool]] = set()  # a shared set is not tried twice
+    phases = ((SHARED, False), (SHARED, True), (SHAPES, False), (SHAPES, True))
+    for shapes, approximate in phases:
+        chosen_samples = relaxed if approximate else samples
+        for chosen in factored(terms, param, shapes):
+            key = (tuple(m.text for m in chosen), approximate)
+            if key in seen:
+                continue
+            seen.add(key)
             fit = fit_terms([list(chosen)], chosen_samples, len(chosen), least=len(chosen))
             tried += 1
             if fit.terms is not None:

@@ -219,7 +219,8 @@ SHAPES = st.sampled_from(range(7))
 )
 def test_any_factored_memory_is_reproduced_at_both_values(shapes, slopes, alone):
     """The oracle: a memory built from the grammar's own shapes; the fit found reproduces it at
-    every measured size of both values, with no more factors than it was built with."""
+    every measured size of both values: exactly, or within 2 % when a shared factor comes that
+    close to a split (and the switch's line says APPROXIMATE)."""
 
     def part(value, shape, p, slope, extra):
         up = 2 if p["cfg"] else 1
@@ -238,10 +239,15 @@ def test_any_factored_memory_is_reproduced_at_both_values(shapes, slopes, alone)
     _, after = _switched(memory, lambda p: 5 * p["height"] * p["width"])
     (said,) = after.switches
     assert not said.review, said
+    approximate = "APPROXIMATE" in said.memory
+    # a shared factor is always found exactly; a split one may give way to a shared factor
+    # within 2 % (a probe at either value calibrates it), said so
+    assert not approximate or any(shape >= 3 for shape in shapes)
     fit = after.memory
     for p in _points(True) + _points(False):
         value = fit.constant + sum(c * m.at(p) for c, m in zip(fit.slopes, fit.terms, strict=True))
-        assert abs(value - memory(p)) <= 1.0, (p, value, memory(p))
+        slack = 1.0 + (0.02 * memory(p) if approximate else 0.0)
+        assert abs(value - memory(p)) <= slack, (p, value, memory(p))
 
 
 def test_the_factored_sets_are_bounded_and_simplest_first():
