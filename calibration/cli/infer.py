@@ -53,11 +53,8 @@ def switch_notes(proposals: Sequence[StageProposal]) -> list[str]:
 
     from calibration.infer.report import unchanged_switches
 
-    def shown(value: bool) -> str:
-        return "true" if value else "false"
-
     out = [
-        f"note[switch]: {s.param}={shown(s.value)} changed no stage's memory, work or iteration "
+        f"note[switch]: {s.at} changed no stage's memory, work or iteration "
         f"count at {s.sizes} sizes: do the call's arguments turn it on (FLUX's true CFG also "
         "needs a negative_prompt)? The draft has no factor for it"
         for s in unchanged_switches(proposals)
@@ -67,8 +64,8 @@ def switch_notes(proposals: Sequence[StageProposal]) -> list[str]:
             said = {"iterations": s.iterations, "memory": s.memory, "time": s.time}
             what = "; ".join(f"{name}: {said[name]}" for name in s.review)
             out.append(
-                f"note[switch]: {p.plan.name}: at {s.param}={shown(s.value)}, {what}: the draft "
-                f"holds the terms of {s.param}={shown(not s.value)} only there; review it "
+                f"note[switch]: {p.plan.name}: at {s.at}, {what}: the draft holds the terms of "
+                f"{s.param}={'false' if s.value else 'true'} only there; review it "
                 "(--json: stages[].switches)"
             )
     return out

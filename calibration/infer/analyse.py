@@ -60,6 +60,11 @@ class Switched:
     unchanged: bool = False  # every flipped size measured what the base's value did
     failed: int = 0  # flipped sizes whose request failed (the report's `switched` has the errors)
 
+    @property
+    def at(self) -> str:
+        """The flipped value as a formula writes it: `cfg=false`."""
+        return f"{self.param}={'true' if self.value else 'false'}"
+
 
 @frozen
 class StageProposal:
@@ -269,12 +274,12 @@ def propose(
             for m in ok
             if (v := least.get(_key(m.record.params))) is not None
         ]
-        times = [t for t in times if all(int(t.point[r.param]) >= r.minimum for r in regimes)]
+        times = [t for t in times if in_regimes(t.point, regimes)]
         works = [
             Sample(dict(r.params), v, held_out[key])
             for key, r in sorted(counted.items())
             if (v := seconds_of(r, plan.name, count_of(r, plan) or 1)) is not None
-            and all(int(r.params[g.param]) >= g.minimum for g in regimes)
+            and in_regimes(r.params, regimes)
         ]
         scale = max((abs(w.value) for w in works), default=0.0)
         work_moving = moved_by(works, base, timed, WORK_SLACK * scale)
@@ -309,6 +314,11 @@ def propose(
             )
         )
     return out
+
+
+def in_regimes(point: Point, regimes: Sequence[Regime]) -> bool:
+    """Whether ``point`` is at or above every probe minimum (the sizes the fits hold for)."""
+    return all(int(point[r.param]) >= r.minimum for r in regimes)
 
 
 def _key(params: Point) -> tuple[tuple[str, int], ...]:

@@ -79,17 +79,16 @@ def switch_lines(p: StageProposal) -> list[str]:
     then holds the base's value's terms only)."""
     out = []
     for s in p.switches:
-        where = f"{s.param}={'true' if s.value else 'false'}"
         mark = "REVIEW: " if s.review or s.failed else ""
         failed = f", {s.failed} failed (the report has the errors)" if s.failed else ""
         if s.unchanged:
             out.append(
-                f"# {mark}{where} measured at {s.sizes} sizes{failed} (work counted): the same "
+                f"# {mark}{s.at} measured at {s.sizes} sizes{failed} (work counted): the same "
                 "memory, work and iterations at every size"
             )
             continue
         out.append(
-            f"# {mark}{where} measured at {s.sizes} sizes{failed} (work counted): iterations "
+            f"# {mark}{s.at} measured at {s.sizes} sizes{failed} (work counted): iterations "
             f"{s.iterations}"
             f"; memory: {s.memory}; time: {s.time}"
         )

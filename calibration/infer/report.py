@@ -24,11 +24,11 @@ def open_proposals(proposals: Sequence[StageProposal]) -> list[str]:
             out.append(f"{name}: time guessed from the memory's terms")
         for s in p.switches:
             if s.review:
-                out.append(f"{name}: {', '.join(s.review)} at {_at(s)}: REVIEW")
+                out.append(f"{name}: {', '.join(s.review)} at {s.at}: REVIEW")
             if s.failed:
                 runs = "1 run" if s.failed == 1 else f"{s.failed} runs"
-                out.append(f"{name}: {runs} at {_at(s)} failed")
-    out += [f"{_at(s)} changed nothing" for s in unchanged_switches(proposals)]
+                out.append(f"{name}: {runs} at {s.at} failed")
+    out += [f"{s.at} changed nothing" for s in unchanged_switches(proposals)]
     return out
 
 
@@ -39,10 +39,6 @@ def unchanged_switches(proposals: Sequence[StageProposal]) -> list[Switched]:
         for k, s in enumerate(proposals[0].switches if proposals else ())
         if all(len(p.switches) > k and p.switches[k].unchanged for p in proposals)
     ]
-
-
-def _at(s: Switched) -> str:
-    return f"{s.param}={'true' if s.value else 'false'}"
 
 
 def report(inference: Inference) -> dict[str, Any]:

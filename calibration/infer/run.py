@@ -75,7 +75,7 @@ def proposals_from(
         for b in switches(skeleton)
         if any(m.record.params.get(b) != base[b] for m in ordered)
     }
-    return switch_all(proposals, by_switch, base, ints, contracts, steps)[0]
+    return switch_all(proposals, by_switch, base, ints, contracts, steps)
 
 
 def _name(skeleton: str) -> str:
@@ -138,11 +138,7 @@ def infer(
             seed=seed,
             call_kwargs=call_kwargs,
             progress=progress,
-            total=len(sizes)
-            + len(counted(sizes, steps, point))
-            + len(flipped(sk, sizes, steps, point))
-            + BASE_REPEATS
-            - 1,
+            total=planned(sk, sizes, steps, point) + BASE_REPEATS - 1,
         )
         runner.warm(point)
         # the base again through the ladder and at its end: time's spread over the whole ladder,
@@ -156,9 +152,8 @@ def infer(
         first = proposals_from(sk, found.stages, measured, point, repeats)
         if steps is not None and any(steps in p.memory_moved_by for p in first):
             more = steps_across(formulas, point, sizes)
-            runner.total += len(counted(more, steps, point)) + len(more)
-            runner.total += len(flipped(sk, [*sizes, *more], steps, point))
-            runner.total -= len(flipped(sk, sizes, steps, point))
+            runner.total += planned(sk, [*sizes, *more], steps, point)
+            runner.total -= planned(sk, sizes, steps, point)
             measured += [Measured(runner.measure(s.point, s.why), s.held_out) for s in more]
             sizes = [*sizes, *more]
         repeats.append(runner.measure(point, "base at the end: time's spread over the ladder"))
@@ -205,6 +200,13 @@ def infer(
     )
 
 
+def planned(skeleton: Pipeline, sizes: Sequence[Size], steps: str | None, base: Point) -> int:
+    """The runs a ladder of ``sizes`` costs: measured, counted again, and flipped."""
+    return (
+        len(sizes) + len(counted(sizes, steps, base)) + len(flipped(skeleton, sizes, steps, base))
+    )
+
+
 def counted(sizes: Sequence[Size], steps: str | None, base: Point) -> list[Size]:
     """The sizes whose work is counted: those at the base's steps (the time terms leave the
     steps out: a stepped stage's one-time work spreads over its iterations)."""
@@ -225,9 +227,9 @@ def flipped(
     out = []
     for b in switches(skeleton):
         for s in sizes:
-            at_base = steps is None or all(s.point[n] == base[n] for n in base if n != steps)
-            if not (at_base or steps is None or s.point[steps] == base[steps]):
-                continue
+            base_steps = steps is None or s.point[steps] == base[steps]
+            if not base_steps and any(s.point[n] != base[n] for n in base if n != steps):
+                continue  # neither the counted sizes nor the steps ladder
             point = {**s.point, b: not bool(base[b])}
             if skeleton.is_admissible(**point):
                 shown = "true" if point[b] else "false"

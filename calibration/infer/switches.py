@@ -6,9 +6,8 @@ draft fitted at one value alone would predict the other value's memory as its ow
 flipped sizes, the terms found at the base's value are kept and the factor `(if P then 2 else 1)`
 (or `(if P then 1 else 2)`) is put on the fewest of them (or a term split into a part it doubles
 and a part it leaves, or a part only one value has: ``SHAPES``), the factor alone being one more
-term,
-until the constant + non-negative combination gives both values' sizes (exactly for memory and
-work, as the rest of infer); an iteration count that differs gets `if P then A else B`. Where no
+term, until the constant + non-negative combination gives both values' sizes (exactly for memory
+and work, as the rest of infer); an iteration count that differs gets `if P then A else B`. Where no
 such set fits, the draft keeps the base's terms and says so (and the command prints a note):
 never a silent guess. Pure: records in, values out.
 """
@@ -28,12 +27,14 @@ from calibration.infer.analyse import (
     Switched,
     count_of,
     feature_table,
+    in_regimes,
     memory_of,
     seconds_of,
 )
 from calibration.infer.search import MEMORY_SLACK, Sample, TermFit, fit_iterations, fit_terms
 from calibration.infer.terms import Feature, IterationForm, Monomial, Point, iteration_forms
 from calibration.infer.time_terms import WORK_APPROXIMATE, WORK_SLACK, TimeChoice
+from calibration.probes.policy import point_key
 
 #: The most bool params flipped (the others stay at the base's value): each costs a pass over
 #: the ladder's sizes at the base's steps and the steps ladder.
@@ -146,21 +147,13 @@ def _form(formula: str, forms: Sequence[IterationForm]) -> IterationForm | None:
     return next((f for f in forms if f.text == formula), None)
 
 
-def _key(point: Point) -> tuple[tuple[str, int], ...]:
-    return tuple((k, int(v)) for k, v in point.items())
-
-
-def _kept(point: Point, p: StageProposal) -> bool:
-    return all(int(point[r.param]) >= r.minimum for r in p.regimes)
-
-
 def switch_stage(
     p: StageProposal,
     flipped: Sequence[Measured],
     param: str,
     value: bool,
     forms: Sequence[IterationForm],
-) -> tuple[StageProposal, Switched]:
+) -> StageProposal:
     """``p`` (fitted at the base's value) checked at ``flipped`` sizes (the switch at ``value``,
     their work counted: the records' seconds are work) and extended where they differ."""
     ok = [m for m in flipped if m.record.ok]
@@ -170,7 +163,7 @@ def switch_stage(
         why = f"the runs at {where} failed" + (f" ({failed.message})" if failed else "")
         every = ("iterations", "memory", "time")
         note = Switched(param, value, 0, why, why, why, every, failed=len(flipped))
-        return evolve(p, switches=(*p.switches, note)), note
+        return evolve(p, switches=(*p.switches, note))
     review: list[str] = []
     counts = [
         (dict(m.record.params), c, m.held_out)
@@ -210,7 +203,7 @@ def switch_stage(
         _unchanged(p, ok, param, value),
         len(flipped) - len(ok),
     )
-    switched = evolve(
+    return evolve(
         p,
         iterations=iterations,
         memory=memory,
@@ -219,12 +212,12 @@ def switch_stage(
         switches=(*p.switches, note),
         base_memory=p.base_memory or p.memory,
     )
-    return switched, note
 
 
 def _said(found: SwitchFit, before: Sequence[Monomial], loose: float) -> str:
     terms = found.fit.terms if found.fit is not None and found.fit.terms else ()
-    added = [m.text for m in terms if m not in before]
+    kept = {m.text for m in before}
+    added = [m.text for m in terms if m.text not in kept]
     how = f"within {loose:.0%} (APPROXIMATE: none exactly)" if found.approximate else "exactly"
     if not added:
         return f"the same terms, {how}"
@@ -239,21 +232,17 @@ def switch_all(
     ints: Sequence[str],
     contracts: Mapping[str, Sequence[str]],
     steps: str | None,
-) -> tuple[list[StageProposal], list[tuple[Switched, ...]]]:
-    """Every stage checked at every flipped switch, in the switches' order: the proposals
-    extended and, stage by stage, what each switch showed."""
+) -> list[StageProposal]:
+    """Every stage checked at every flipped switch, in the switches' order; what each showed is
+    the proposal's ``switches``."""
     table = feature_table(contracts, ints, steps)
     forms = iteration_forms(ints, [f for p in ints for f in table[p] if f.let is not None])
     out: list[StageProposal] = []
-    said: list[tuple[Switched, ...]] = []
     for p in proposals:
-        notes = []
         for param, measured in flips.items():
-            p, note = switch_stage(p, measured, param, not bool(base[param]), forms)
-            notes.append(note)
+            p = switch_stage(p, measured, param, not bool(base[param]), forms)
         out.append(p)
-        said.append(tuple(notes))
-    return out, said
+    return out
 
 
 def _switch_time(
@@ -266,11 +255,11 @@ def _switch_time(
     def within(v: float) -> float:
         return max(1.0, WORK_SLACK * abs(v), loose * abs(v))
 
-    at = {_key({**s.point, param: value}): s for s in p.work_samples}
+    at = {point_key({**s.point, param: value}): s for s in p.work_samples}
     pairs = [
-        (at[_key(m.record.params)], v)
+        (at[point_key(m.record.params)], v)
         for m in ok
-        if _key(m.record.params) in at
+        if point_key(m.record.params) in at
         and (v := seconds_of(m.record, p.plan.name, count_of(m.record, p.plan) or 1)) is not None
     ]
     if not pairs:
@@ -311,11 +300,14 @@ def _switch_memory(
         return max(MEMORY_SLACK, loose * abs(v))
 
     samples = [
-        evolve(s, tolerance=within(s.value)) for s in p.memory_samples if _kept(s.point, p)
+        evolve(s, tolerance=within(s.value))
+        for s in p.memory_samples
+        if in_regimes(s.point, p.regimes)
     ] + [
         Sample(dict(m.record.params), v, m.held_out, within(v))
         for m in ok
-        if (v := memory_of(m.record, p.plan.name)) is not None and _kept(m.record.params, p)
+        if (v := memory_of(m.record, p.plan.name)) is not None
+        and in_regimes(m.record.params, p.regimes)
     ]
     found = fit_switched(p.memory.terms, samples, param, APPROXIMATE)
     if found.fit is None:
@@ -342,11 +334,11 @@ def _growth_ratios(pairs: Sequence[tuple[Sample, float]]) -> list[float]:
 def _unchanged(p: StageProposal, ok: Sequence[Measured], param: str, value: bool) -> bool:
     """Whether every flipped size measured what the base's value did (memory, work and count): a
     switch the call does not turn on, or one this stage ignores."""
-    memory = {_key({**s.point, param: value}): s.value for s in p.memory_samples}
-    work = {_key({**s.point, param: value}): s.value for s in p.work_samples}
-    counts = {_key({**point, param: value}): c for point, c in p.counts}
+    memory = {point_key({**s.point, param: value}): s.value for s in p.memory_samples}
+    work = {point_key({**s.point, param: value}): s.value for s in p.work_samples}
+    counts = {point_key({**point, param: value}): c for point, c in p.counts}
     for m in ok:
-        key = _key(m.record.params)
+        key = point_key(m.record.params)
         count = count_of(m.record, p.plan)
         if key in counts and count != counts[key]:
             return False

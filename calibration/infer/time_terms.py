@@ -46,9 +46,8 @@ TOLERANCE_TEXT = "tolerance 2 ms + max(3 x the base's spread, 20 %)"
 BYTES_WEIGHT = 16
 #: Relative slack of an exact work fit: nothing but float rounding (work is counted in integers).
 WORK_SLACK = 1e-6
-#: How far an approximate work fit may miss a size, relative, when no set is exact (an
-#: attention's work grows with the square of its tokens, which no monomial of the grammar is;
-#: a one-time cost of a stepped stage spreads over its iterations).
+#: How far an approximate work fit may miss a size, relative, when no set is exact (a kernel
+#: that rounds a small size up; a one-time cost of a stepped stage spread over its iterations).
 WORK_APPROXIMATE = 0.02
 
 

@@ -334,30 +334,27 @@ def test_every_family_measures_and_proposes_the_same(family):
     fitted = [m for m in inferred.measured if not m.held_out]
     held = [m for m in inferred.measured if m.held_out]
     again = [fitted[0], fitted[-1], held[0]]
-    runner = Runner(
-        factory,
-        measuring_formulas(skeleton, inferred.pipeline, inferred.plans),
-        seed=0,
-        call_kwargs=call_kwargs,
-        progress=None,
-        total=len(again),
-    )
-    runner.warm(inferred.base)
+
+    def runner(counting: bool) -> Runner:
+        fresh = Runner(
+            factory,
+            measuring_formulas(skeleton, inferred.pipeline, inferred.plans),
+            seed=0,
+            call_kwargs=call_kwargs,
+            progress=None,
+            total=4,
+            counting=counting,
+        )
+        fresh.warm(inferred.base)
+        return fresh
+
+    measurer = runner(counting=False)
     for m in again:
-        record = runner.measure(m.record.params, "again")
+        record = measurer.measure(m.record.params, "again")
         assert _exact(record) == _exact(m.record), dict(m.record.params)
-    counter = Runner(
-        factory,
-        measuring_formulas(skeleton, inferred.pipeline, inferred.plans),
-        seed=0,
-        call_kwargs=call_kwargs,
-        progress=None,
-        total=4,
-        counting=True,
-    )
+    counter = runner(counting=True)
     counted = [inferred.work[0], inferred.work[len(inferred.work) // 2], inferred.work[-1]]
     counted.append(inferred.switched[-1].record)  # a bool param flipped: memory and work
-    counter.warm(inferred.base)
     for r in counted:
         record = counter.measure(r.params, "counted again")
         assert [(p.name, p.duration_s) for p in record.phases] == [
