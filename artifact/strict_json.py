@@ -7,23 +7,36 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 
 from artifact.atomic import NotARegularFileError, kind_of
 from artifact.spelling import file_value
 from artifact.stack import retried_on_fresh_stack
 
 
-def strict_loads(data: str | bytes | bytearray) -> object:
-    """``json.loads`` refusing repeated keys and non-JSON constants (ValueError, RecursionError).
+def strict_loads(
+    data: str | bytes | bytearray, objects: Callable[[dict[str, object]], object] | None = None
+) -> object:
+    """``json.loads`` refusing repeated keys and non-JSON constants (ValueError, RecursionError);
+    ``objects``, when given, turns each object (its keys checked) into what the caller keeps,
+    innermost first, as ``object_pairs_hook`` would.
 
     The C parser counts nesting against the interpreter's recursion limit together with the
     caller's frames: a document refused 600 frames deep is parsed again on a fresh stack
     (``artifact.stack``), so only the document's own depth decides."""
-    return retried_on_fresh_stack(lambda: _loads(data))
+    return retried_on_fresh_stack(lambda: _loads(data, objects))
 
 
-def _loads(data: str | bytes | bytearray) -> object:
-    return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+def _loads(
+    data: str | bytes | bytearray, objects: Callable[[dict[str, object]], object] | None
+) -> object:
+    if objects is None:
+        return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+
+    def hook(pairs: list[tuple[str, object]]) -> object:
+        return objects(_no_duplicates(pairs))
+
+    return json.loads(data, object_pairs_hook=hook, parse_constant=_reject_constant)
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:

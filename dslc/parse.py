@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from importlib import resources
 from typing import cast
@@ -19,6 +20,7 @@ from dslc import ast
 from dslc.ast_builder import PARSE_STATE, AstBuilder, ParseState
 from dslc.diagnostics import CompileError, Diagnostic, error
 from dslc.limits import MAX_FILE_BYTES, MAX_NESTING, MAX_TOKENS
+from dslc.parser_cache import cache_folder, cache_name, cached_parser
 from dslc.source import SourceFile
 from dslc.syntax_errors import error_offset, syntax_diagnostic
 from dslc.terminals import KEYWORDS, TERMINAL_NAMES, token_span
@@ -62,43 +64,33 @@ class _Separators(lark.lark.PostLex):
 
 
 def parser_cache_path() -> str | None:
-    """Where Lark keeps the analysed grammar between processes: building the LALR tables takes
-    0.3 s, loading them 10 ms (bench/README.md, "parser start"); None when there is nowhere.
-
-    Lark's own `cache=PATH` writes and reads it: the file starts with a digest of the grammar,
-    the options and the Lark and Python versions, and anything else (stale, truncated by a
-    concurrent writer, unreadable) is rebuilt and rewritten. `DSLC_CACHE_DIR` chooses the folder
-    (empty: no cache), else `$XDG_CACHE_HOME/dslc` or `~/.cache/dslc`: the user's own, never a
-    shared temporary folder, since the file is a pickle.
-    """
-    folder = os.environ.get("DSLC_CACHE_DIR")
-    if folder is None:
-        home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        folder = os.path.join(home, "dslc")
-    if not folder or not os.path.isabs(folder):
-        return None
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-    except OSError:
-        return None
-    return os.path.join(folder, f"workload-lark{lark.__version__}.cache")
+    """Where the parser's tables are kept between processes (`dslc.parser_cache`), None when
+    nowhere."""
+    folder = cache_folder()
+    return None if folder is None else os.path.join(folder, cache_name())
 
 
 @functools.cache
 def _parser() -> lark.Lark:
-    """The LALR parser, built once per process (it holds no per-parse state)."""
+    """The LALR parser, built once per process (it holds no per-parse state); its tables come
+    from the user's cache when a valid one is there. A cache that is refused (a link, a FIFO,
+    another user's file or folder) is named in one line on stderr: it is worth a look."""
     grammar = resources.files("dslc.grammar").joinpath("workload.lark").read_text()
-    return lark.Lark(
+    parser, note = cached_parser(
         grammar,
-        start="module",
-        parser="lalr",
-        lexer="contextual",
-        strict=True,
-        maybe_placeholders=False,
+        {
+            "start": "module",
+            "parser": "lalr",
+            "lexer": "contextual",
+            "strict": True,
+            "maybe_placeholders": False,
+        },
         postlex=_Separators(),
         transformer=AstBuilder(),
-        cache=parser_cache_path() or False,
     )
+    if note:
+        sys.stderr.write(note + "\n")
+    return parser
 
 
 def parse(source: SourceFile) -> ast.Module:
