@@ -11,7 +11,7 @@ import attrs
 from dslc import ast
 from dslc.diagnostics import CompileError, Diagnostic, dedupe, error
 from dslc.limits import MAX_ERRORS, MAX_FILE_BYTES
-from dslc.model import Program, ResolvedPipeline, ResolvedStage
+from dslc.model import Program, ResolvedPipeline
 from dslc.parse import parse
 from dslc.passes.cost import CostBudget, check_cost
 from dslc.passes.domain import check_default_workload, resolve_params
@@ -92,43 +92,85 @@ def _inside(inner: Span, outer: Span) -> bool:
     )
 
 
-def _broken_fields(
-    pipeline: ResolvedPipeline, problems: Sequence[Diagnostic]
-) -> dict[str, set[str | None]] | None:
-    """Stage -> the fields the errors lie in (None: the stage itself); None when an error lies
-    outside every stage."""
-    broken: dict[str, set[str | None]] = {}
+@attrs.frozen
+class _Broken:
+    """The members errors lie in, each set aside on its own: stage fields (None: the stage's
+    header, so the whole stage), lets and call arguments."""
+
+    fields: dict[str, set[str | None]] = attrs.field(factory=dict)
+    lets: set[str] = attrs.field(factory=set)
+    calls: set[str] = attrs.field(factory=set)
+
+
+def _broken_members(pipeline: ResolvedPipeline, problems: Sequence[Diagnostic]) -> _Broken | None:
+    """Where the errors lie; None when one lies outside every stage, let and call (a param, a
+    contract, a probe: everything may depend on it)."""
+    broken = _Broken()
     for problem in problems:
         if not problem.is_error:
             continue
-        owner: tuple[str, str | None] | None = None
-        for stage in pipeline.stages if problem.span is not None else ():
-            places = [(f.name, f.span) for f in stage.fields.values()] + [(None, stage.decl.span)]
-            for field, place in places:
-                if problem.span is not None and place is not None and _inside(problem.span, place):
-                    owner = (stage.name, field)
-                    break
-            if owner is not None:
-                break
-        if owner is None:
+        span = problem.span
+        if span is None:
             return None
-        broken.setdefault(owner[0], set()).add(owner[1])
+        owner = _stage_owner(pipeline, span)
+        if owner is not None:
+            broken.fields.setdefault(owner[0], set()).add(owner[1])
+        elif let := next((x for x in pipeline.lets if _within(span, x.span)), None):
+            broken.lets.add(let.name)
+        elif call := next((c for c in pipeline.calls if _within(span, c.span)), None):
+            broken.calls.add(call.arg)
+        else:
+            return None
     return broken
 
 
-def _set_aside(
-    pipeline: ResolvedPipeline, broken: dict[str, set[str | None]]
-) -> tuple[ResolvedStage, ...]:
-    """The stages without their broken fields, and without the stages broken as a whole."""
-    kept = []
+def _within(inner: Span, outer: Span | None) -> bool:
+    return outer is not None and _inside(inner, outer)
+
+
+def _stage_owner(pipeline: ResolvedPipeline, span: Span) -> tuple[str, str | None] | None:
+    """The stage and field (None: the stage's header) a place lies in."""
     for stage in pipeline.stages:
-        fields = broken.get(stage.name, set())
+        for field in stage.fields.values():
+            if _within(span, field.span):
+                return stage.name, field.name
+        if _within(span, stage.decl.span):
+            return stage.name, None
+    return None
+
+
+def _set_aside(pipeline: ResolvedPipeline, broken: _Broken) -> ResolvedPipeline:
+    """The pipeline without its broken members and without whatever reads a broken let (its
+    error is the let's): what is left is checked and proved on its own."""
+    dropped: set[str] = set()
+    for let in pipeline.lets:  # dependency order: a let's inputs are decided before it
+        if let.name in broken.lets or _reads(let.value, dropped):
+            dropped.add(let.name)
+    stages = []
+    for stage in pipeline.stages:
+        fields = broken.fields.get(stage.name, set())
         if None in fields:
             continue
-        kept.append(
-            attrs.evolve(stage, fields={k: v for k, v in stage.fields.items() if k not in fields})
-        )
-    return tuple(kept)
+        kept = {
+            name: field
+            for name, field in stage.fields.items()
+            if name not in fields and not _reads(field.value, dropped)
+        }
+        stages.append(attrs.evolve(stage, fields=kept))
+    return attrs.evolve(
+        pipeline,
+        lets=tuple(let for let in pipeline.lets if let.name not in dropped),
+        stages=tuple(stages),
+        calls=tuple(
+            call
+            for call in pipeline.calls
+            if call.arg not in broken.calls and not _reads(call.value, dropped)
+        ),
+    )
+
+
+def _reads(expr: ast.Expr, names: set[str]) -> bool:
+    return bool(names) and any(node.id in names for node in ast.names(expr))
 
 
 def _resolve_one(
@@ -136,12 +178,12 @@ def _resolve_one(
 ) -> tuple[ResolvedPipeline | None, list[Diagnostic]]:
     """Every pass up to the prover; each reports all it can.
 
-    Errors inside stage fields set those fields aside (an error in a stage's header, the stage):
-    the rest goes on to the cost, domain and default-workload checks and the prover, so one typo
-    does not hide the errors of other fields and stages. A type error in a param, a let or a
-    contract stops the pipeline before its params are resolved, any other error outside the
-    stages right after (None): everything may depend on it. Nothing is evaluated before the cost
-    pass bounded it (constant defaults and ranges aside).
+    Errors set aside the member they lie in: a stage field (an error in a stage's header, the
+    stage), a let with every let, field and call that reads it, a call argument. The rest goes on
+    to the cost, domain and default-workload checks and the prover, so one typo does not hide the
+    errors of other members. A type error in a param or a contract stops the pipeline before its
+    params are resolved, any other error there right after (None): everything may depend on it.
+    Nothing is evaluated before the cost pass bounded it (constant defaults and ranges aside).
     """
     pipeline, problems = flatten(name, by_name)
     if pipeline is None:
@@ -153,10 +195,10 @@ def _resolve_one(
     pipeline = attrs.evolve(pipeline, lets=lets)
     types, type_problems = check_types(pipeline, members)
     problems += type_problems
-    if _broken_fields(pipeline, type_problems) is None:
+    if _broken_members(pipeline, type_problems) is None:
         return None, problems
-    broken = _broken_fields(pipeline, problems)
-    pipeline = attrs.evolve(pipeline, types=types, stages=_set_aside(pipeline, broken or {}))
+    broken = _broken_members(pipeline, problems)
+    pipeline = _set_aside(attrs.evolve(pipeline, types=types), broken or _Broken())
     resolved, domain_problems = resolve_params(pipeline)
     problems += domain_problems
     if resolved is None or domain_problems or broken is None:

@@ -156,13 +156,15 @@ class Output:
         click.echo(json.dumps(document, indent=2), file=self.stream)
 
     def diagnostic(self, diagnostic: Diagnostic) -> None:
-        """`render()`'s text, unchanged; in colour the severity, carets and help stand out."""
+        """`render()`'s text, unchanged, then a blank line, so that no caret line runs into the
+        next diagnostic or the summary; in colour the severity, carets and help stand out."""
         text = printable(render(diagnostic))
         if not self.color:
-            click.echo(text, file=self.stream)
+            click.echo(text + "\n", file=self.stream)
             return
         for number, line in enumerate(text.split("\n")):
             self.console.print(self._styled_line(diagnostic, number, line))
+        self.console.print()
 
     def _styled_line(self, diagnostic: Diagnostic, number: int, line: str) -> Any:
         text = self._text(line)

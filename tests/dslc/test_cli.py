@@ -97,12 +97,33 @@ def test_check_clean_file_exits_0_with_a_summary_on_stderr(wan: Path) -> None:
 def test_check_prints_each_diagnostic_exactly_as_rendered(typo: Path) -> None:
     result = run("check", str(typo))
     assert result.exit_code == 1
-    expected = "\n".join(render(d) for d in compile_paths([typo]).diagnostics) + "\n"
-    assert result.stdout == expected
+    expected = "".join(render(d) + "\n\n" for d in compile_paths([typo]).diagnostics)
+    assert result.stdout == expected  # each followed by a blank line
     first = result.stdout.splitlines()[0]
     assert first == f"{typo}:3:28: error[undefined-name]: unknown name 'stpes'"
     assert "help: did you mean 'steps'?" in result.stdout
     assert result.stderr.strip() == "1 error in 1 file"
+
+
+def test_the_last_caret_line_never_runs_into_the_summary(tmp_path: Path) -> None:
+    """Diagnostics on stdout, the summary on stderr, both on one terminal: the last diagnostic
+    (here one with no help line, so it ends in carets) is followed by a blank line."""
+    path = tmp_path / "carets.wf"
+    path.write_text(
+        "pipeline p {\n    stage S { iterations = qqq }\n    stage T { memory ~ zzz }\n}\n"
+    )
+    done = subprocess.run(
+        [str(DSLC), "check", str(path)],
+        check=False,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1 and lines[-1] == "2 errors in 1 file"
+    assert lines[-3].endswith("^^^") and lines[-2] == ""
+    assert lines.index("") == 3  # between the two diagnostics too
 
 
 def test_check_json_format(typo: Path, wan: Path) -> None:

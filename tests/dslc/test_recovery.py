@@ -144,15 +144,30 @@ def test_an_undefined_name_does_not_hide_errors_of_other_fields_and_stages() -> 
     ]
 
 
-def test_an_error_outside_the_stages_still_stops_the_prover() -> None:
+def test_a_let_error_sets_aside_the_let_and_its_readers_only() -> None:
     text = (
         "pipeline a {\n"
         "    param steps: int = 4 in [1, 100]\n"
         "    let broken = stpes + 1\n"
-        "    stage S { iterations = broken - 100 }\n"
+        "    let twice = broken * 2\n"
+        "    stage S { iterations = twice - 100 }\n"  # reads the broken let: its error is the let's
+        "    stage T { iterations = steps - 5 }\n"  # reads no broken let: still proved
+        "    call num_inference_steps = broken - 1000\n"
         "}\n"
     )
-    assert [d.code for d in compile_text(text).errors] == ["undefined-name"]
+    codes = [(d.span.line, d.code) for d in compile_text(text).errors if d.span]
+    assert codes == [(3, "undefined-name"), (6, "negative")]
+
+
+def test_an_error_in_a_param_or_a_contract_still_stops_the_prover() -> None:
+    for param in (
+        "param steps: int = 4 in [1, 100] where stpes % 2 == 0",  # a name error in a contract
+        "param steps: int = 4 in [1, 100] where steps + 1",  # a contract that is not a boolean
+        "param steps: int = 400 in [1, 100]",  # a default outside the range
+    ):
+        text = f"pipeline a {{\n    {param}\n    stage T {{ iterations = steps - 5 }}\n}}\n"
+        codes = [d.code for d in compile_text(text).errors]
+        assert len(codes) == 1 and codes != ["negative"], (param, codes)
 
 
 def test_a_brace_that_closes_nothing_says_so() -> None:
