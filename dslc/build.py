@@ -13,12 +13,19 @@ from pathlib import Path
 
 from dslc.compiler import CompileResult, compile_paths, compile_text
 from dslc.diagnostics import CompileError, Diagnostic, render
-from dslc.emit import artifact, dumps
+from dslc.emit import Emitted, artifact, dumps
 from dslc.model import Program
 from runtime import FormulaBook, load_formulas
 from runtime.formulas import load_checked
 
-__all__ = ["NotCompiled", "emit_and_load", "load_program", "load_sources", "load_text"]
+__all__ = [
+    "NotCompiled",
+    "emit_and_load",
+    "load_program",
+    "load_result",
+    "load_sources",
+    "load_text",
+]
 
 
 class NotCompiled(CompileError):
@@ -31,28 +38,34 @@ class NotCompiled(CompileError):
         self.args = (f"{what} does not compile:\n" + "\n".join(render(d) for d in self.errors),)
 
 
-def emit_and_load(program: Program) -> tuple[str, FormulaBook]:
+def emit_and_load(program: Program, emitted: Emitted | None = None) -> tuple[str, FormulaBook]:
     """The artifact's JSON text and the book the runtime loads from it.
 
-    When the compilation's cost pass emitted and validated the formulas already (with the
-    loader's own checks), the document reuses those objects and is validated through them:
-    `json.loads` of the text must give the document back, and the loader's checks then find
-    each formula it saw before (`CheckedTrees`), so a family of N children costs what its own
-    members cost rather than N re-reads of what they inherit (bench/README.md "compile").
+    `emitted`, what the compilation's emit and cost passes made of the program (its
+    `CompileResult.emitted`), is reused: the document shares those IR objects and is validated
+    through what the loader's checks found of them. `json.loads` of the text must give the
+    document back, and the checks then find each formula they saw before (`CheckedTrees`), so a
+    family of N children costs what its own members cost rather than N re-reads of what they
+    inherit (bench/README.md "compile"). Without it everything is emitted and checked afresh.
     """
-    shared = program.lowered
-    document = artifact(program, shared)
+    ir = None if emitted is None else emitted.ir
+    document = artifact(program, ir)
     text = dumps(document)
-    if shared is None or shared.index != {s.name: i for i, s in enumerate(program.sources)}:
+    if emitted is None or emitted.ir.index != {s.name: i for i, s in enumerate(program.sources)}:
         return text, load_formulas(text)
     if json.loads(text) != document:  # our emitter's bug (a tuple, a non-string key): exit 3
         raise AssertionError("the artifact's JSON text does not read back as its document")
-    return text, load_checked(document, shared.trees)
+    return text, load_checked(document, emitted.checked)
 
 
-def load_program(program: Program) -> FormulaBook:
-    """A checked program as a serving worker would load it."""
-    return emit_and_load(program)[1]
+def load_program(program: Program, emitted: Emitted | None = None) -> FormulaBook:
+    """A checked program as a serving worker would load it (`emitted`: see `emit_and_load`)."""
+    return emit_and_load(program, emitted)[1]
+
+
+def load_result(result: CompileResult, what: str) -> FormulaBook:
+    """A compilation's program loaded, reusing what it emitted; NotCompiled on errors."""
+    return load_program(_checked(result, what), result.emitted)
 
 
 def _checked(result: CompileResult, what: str) -> Program:
@@ -65,9 +78,9 @@ def load_sources(paths: Iterable[str | Path], *, strict: bool = False) -> Formul
     """Files and folders (every `*.wf` below them) compiled and loaded; NotCompiled on errors."""
     paths = list(paths)
     what = ", ".join(str(path) for path in paths)
-    return load_program(_checked(compile_paths(paths, strict=strict), what))
+    return load_result(compile_paths(paths, strict=strict), what)
 
 
 def load_text(text: str, name: str = "<string>", *, strict: bool = False) -> FormulaBook:
     """One source text (named `name` in diagnostics) compiled and loaded; NotCompiled on errors."""
-    return load_program(_checked(compile_text(text, name, strict=strict), name))
+    return load_result(compile_text(text, name, strict=strict), name)

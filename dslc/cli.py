@@ -176,9 +176,10 @@ def build(paths: tuple[Path, ...], strict: bool, output: Path, as_json: bool) ->
     from dslc.build import emit_and_load
 
     files = wf_files(paths)
-    program = compile_files(files, strict=strict).program
+    result = compile_files(files, strict=strict)
+    program = result.program
     # The runtime must accept what we emit; if it does not, that is a bug (exit 3).
-    text, book = emit_and_load(program)
+    text, book = emit_and_load(program, result.emitted)
     for name in book:  # and compile it: the loader defers that to each pipeline's first use
         book[name].source  # noqa: B018
     write_file(output, text)

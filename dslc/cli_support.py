@@ -180,8 +180,8 @@ def load_book(source: Path) -> tuple[Any, Any]:
             raise Failure(f"cannot read {source}: {exc.strerror or exc}") from None
     from dslc.build import load_program
 
-    program = compile_files(wf_files([source])).program
-    return load_program(program), program
+    result = compile_files(wf_files([source]))
+    return load_program(result.program, result.emitted), result.program
 
 
 def pipeline_named(book: Any, name: str, source: Path) -> Any:

@@ -9,6 +9,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from artifact.atomic import write_atomically
 from artifact.checks import CheckedTrees
 from dslc import __version__, ast
@@ -20,7 +22,8 @@ from dslc.source import SourceFile, Span
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
-    "Lowered",
+    "Emitted",
+    "IrCache",
     "SpanTable",
     "artifact",
     "dumps",
@@ -60,55 +63,64 @@ def number(value: Fraction) -> dict[str, Any]:
     return {"k": "frac", "n": value.numerator, "d": value.denominator}
 
 
-class Lowered:
-    """What one compilation emitted, shared by every pipeline that inherits it (issue 23).
+class IrCache:
+    """The IR one compilation emitted, shared by every pipeline that inherits it (issue 23).
 
-    A let, field, contract or call is lowered once per lowering context (which names are params,
+    A let, field, contract or call is emitted once per emission context (which names are params,
     which list lets fold into it) and its JSON object reused by each child, so validating and
-    emitting a family costs what its own members cost; `trees` keeps what the loader's checks
-    made of those objects, `spans` where each came from, `index` numbers the sources.
+    emitting a family costs what its own members cost; `spans` records where each object came
+    from, `index` numbers the sources. Only the emitter fills it (the compiler's emit pass and
+    `artifact`); the cost pass reads what the emit pass made.
     """
 
     def __init__(self, index: Mapping[str, int]) -> None:
         self.index = index
         self.spans: SpanTable = {}
-        self.trees = CheckedTrees()
         self.entries: dict[tuple[object, ...], tuple[object, dict[str, Any]]] = {}
         self.contexts: dict[tuple[object, ...], int] = {}
 
 
-class _ExprLowerer:
-    """Lowers one pipeline's expressions; list lets are folded away so the artifact has no lists."""
+@attrs.frozen
+class Emitted:
+    """What a compilation emitted (`ir`) and what the loader's checks made of it (`checked`, the
+    cost pass's), for `dslc.build` to reuse rather than emit and check it all again."""
+
+    ir: IrCache
+    checked: CheckedTrees
+
+
+class _IrEmitter:
+    """Emits one pipeline's expressions as IR; list lets are folded away (the artifact has none)."""
 
     def __init__(
         self,
         pipeline: ResolvedPipeline,
         spans: SpanTable | None = None,
-        shared: Lowered | None = None,
+        cache: IrCache | None = None,
     ):
-        self.spans = spans if shared is None else shared.spans
+        self.spans = spans if cache is None else cache.spans
         self.params = {p.name for p in pipeline.params}
         self.lists = {
             let.name: let.value for let in pipeline.lets if pipeline.types.get(let.name) == LIST
         }
-        self.shared = shared
+        self.cache = cache
         self.context = 0
-        if shared is not None:
+        if cache is not None:
             key = (frozenset(self.params), tuple(sorted((n, id(v)) for n, v in self.lists.items())))
-            self.context = shared.contexts.setdefault(key, len(shared.contexts))
+            self.context = cache.contexts.setdefault(key, len(cache.contexts))
 
     def once(
         self, node: object, make: Callable[[], dict[str, Any]], *extra: object
     ) -> dict[str, Any]:
-        """The object `make` lowers for `node`, made once per context when emission is shared."""
-        if self.shared is None:
+        """The object `make` emits for `node`, made once per context when emission is shared."""
+        if self.cache is None:
             return make()
         key = (id(node), self.context, *extra)
-        found = self.shared.entries.get(key)
+        found = self.cache.entries.get(key)
         if found is not None and found[0] is node:
             return found[1]
         entry = make()
-        self.shared.entries[key] = (node, entry)  # keeps `node` alive: its id stays its own
+        self.cache.entries[key] = (node, entry)  # keeps `node` alive: its id stays its own
         return entry
 
     def _items(self, expr: ast.Expr) -> tuple[ast.Expr, ...]:
@@ -118,12 +130,12 @@ class _ExprLowerer:
 
     def expr(self, node: ast.Expr) -> dict[str, Any]:
         """The EXPR of `node` (its span recorded when a span table is kept)."""
-        lowered = self._lower(node)
+        emitted = self._emit(node)
         if self.spans is not None:
-            self.spans[id(lowered)] = node.span
-        return lowered
+            self.spans[id(emitted)] = node.span
+        return emitted
 
-    def _lower(self, node: ast.Expr) -> dict[str, Any]:
+    def _emit(self, node: ast.Expr) -> dict[str, Any]:
         if isinstance(node, ast.Num):
             return number(node.value)
         if isinstance(node, ast.Bool):
@@ -226,29 +238,29 @@ def pipeline_document(
     pipeline: ResolvedPipeline,
     index: Mapping[str, int],
     spans: SpanTable | None = None,
-    shared: Lowered | None = None,
+    cache: IrCache | None = None,
 ) -> dict[str, Any]:
     """One pipeline's object in the artifact; `index` numbers the sources, `spans` (when given)
-    receives where each emitted object came from; with `shared` (whose `index` and `spans` it
+    receives where each emitted object came from; with `cache` (whose `index` and `spans` it
     uses), inherited members are the objects emitted before."""
-    if shared is not None:
-        index = shared.index
-    lowerer = _ExprLowerer(pipeline, spans, shared)
+    if cache is not None:
+        index = cache.index
+    emitter = _IrEmitter(pipeline, spans, cache)
     document = {
         "name": pipeline.name,
         "extends": pipeline.parent,
         "span": _span(pipeline.decl.name_span, index),
-        "params": _params(pipeline, index, lowerer),
-        "contracts": _contracts(pipeline, index, lowerer),
-        "lets": _lets(pipeline, index, lowerer),
-        "stages": _stages(pipeline, index, lowerer),
-        **_facts(pipeline, index, lowerer),
+        "params": _params(pipeline, index, emitter),
+        "contracts": _contracts(pipeline, index, emitter),
+        "lets": _lets(pipeline, index, emitter),
+        "stages": _stages(pipeline, index, emitter),
+        **_facts(pipeline, index, emitter),
     }
-    return lowerer.note(document, pipeline.decl, pipeline.decl.name_span)
+    return emitter.note(document, pipeline.decl, pipeline.decl.name_span)
 
 
 def _params(
-    pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
+    pipeline: ResolvedPipeline, index: Mapping[str, int], emitter: _IrEmitter
 ) -> list[dict[str, Any]]:
     params = []
     for p in pipeline.params:
@@ -256,34 +268,34 @@ def _params(
         if p.type == "int":
             entry.update({"min": p.lo, "max": p.hi})
         entry["span"] = _span(p.decl.span, index)
-        params.append(lowerer.note(entry, p.decl, p.decl.name_span))
+        params.append(emitter.note(entry, p.decl, p.decl.name_span))
     return params
 
 
 def _stages(
-    pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
+    pipeline: ResolvedPipeline, index: Mapping[str, int], emitter: _IrEmitter
 ) -> list[dict[str, Any]]:
     stages = []
     for stage in pipeline.stages:
         entry: dict[str, Any] = {"name": stage.name, "span": _span(stage.decl.name_span, index)}
         for name in ast.FIELDS:
-            entry[name] = lowerer.field(pipeline, stage.field(name), index)
+            entry[name] = emitter.field(pipeline, stage.field(name), index)
         if stage.uses:
             entry["uses"] = [{"component": u.component, "method": u.entry} for u in stage.uses]
         if stage.per_step:
             entry["per_step"] = True
-        stages.append(lowerer.note(entry, stage.decl, stage.decl.name_span))
+        stages.append(emitter.note(entry, stage.decl, stage.decl.name_span))
     return stages
 
 
 def _facts(
-    pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
+    pipeline: ResolvedPipeline, index: Mapping[str, int], emitter: _IrEmitter
 ) -> dict[str, Any]:
     """The optional keys for calibration: `calls`, `probe_axes`, `probe_minimums`."""
     facts: dict[str, Any] = {}
     if pipeline.calls:
         facts["calls"] = [
-            lowerer.once(c, partial(_call_entry, lowerer, c, index)) for c in pipeline.calls
+            emitter.once(c, partial(_call_entry, emitter, c, index)) for c in pipeline.calls
         ]
     if pipeline.probes:
         facts["probe_axes"] = [list(probe.names) for probe in pipeline.probes]
@@ -299,60 +311,58 @@ def _facts(
 
 
 def _contracts(
-    pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
+    pipeline: ResolvedPipeline, index: Mapping[str, int], emitter: _IrEmitter
 ) -> list[dict[str, Any]]:
     return [
-        lowerer.once(where, partial(_contract_entry, lowerer, p.name, where, index), p.name)
+        emitter.once(where, partial(_contract_entry, emitter, p.name, where, index), p.name)
         for p, where in pipeline.contracts
     ]
 
 
 def _contract_entry(
-    lowerer: _ExprLowerer, param: str, where: ast.Expr, index: Mapping[str, int]
+    emitter: _IrEmitter, param: str, where: ast.Expr, index: Mapping[str, int]
 ) -> dict[str, Any]:
     return {
         "param": param,
         "text": format_expr(where),
-        "expr": lowerer.expr(where),
+        "expr": emitter.expr(where),
         "span": _span(where.span, index),
     }
 
 
-def _call_entry(
-    lowerer: _ExprLowerer, call: ast.CallArg, index: Mapping[str, int]
-) -> dict[str, Any]:
-    entry = {"arg": call.arg, "expr": lowerer.expr(call.value), "span": _span(call.span, index)}
-    return lowerer.note(entry, call)
+def _call_entry(emitter: _IrEmitter, call: ast.CallArg, index: Mapping[str, int]) -> dict[str, Any]:
+    entry = {"arg": call.arg, "expr": emitter.expr(call.value), "span": _span(call.span, index)}
+    return emitter.note(entry, call)
 
 
 def _lets(
-    pipeline: ResolvedPipeline, index: Mapping[str, int], lowerer: _ExprLowerer
+    pipeline: ResolvedPipeline, index: Mapping[str, int], emitter: _IrEmitter
 ) -> list[dict[str, Any]]:
     """The lets but the list lets (folded into their uses)."""
     return [
-        lowerer.once(let, partial(_let_entry, lowerer, let, index))
+        emitter.once(let, partial(_let_entry, emitter, let, index))
         for let in pipeline.lets
         if pipeline.types.get(let.name) != LIST
     ]
 
 
-def _let_entry(lowerer: _ExprLowerer, let: ast.Let, index: Mapping[str, int]) -> dict[str, Any]:
-    entry = {"name": let.name, "expr": lowerer.expr(let.value), "span": _span(let.span, index)}
-    return lowerer.note(entry, let, let.name_span)
+def _let_entry(emitter: _IrEmitter, let: ast.Let, index: Mapping[str, int]) -> dict[str, Any]:
+    entry = {"name": let.name, "expr": emitter.expr(let.value), "span": _span(let.span, index)}
+    return emitter.note(entry, let, let.name_span)
 
 
-def artifact(program: Program, shared: Lowered | None = None) -> dict[str, Any]:
-    """The artifact document of docs/artifact.md for a checked program (`shared`: what its
+def artifact(program: Program, cache: IrCache | None = None) -> dict[str, Any]:
+    """The artifact document of docs/artifact.md for a checked program (`cache`: the IR its
     compilation emitted, reused)."""
     index = {source.name: i for i, source in enumerate(program.sources)}
-    if shared is not None and dict(shared.index) != index:
-        shared = None  # numbered for other sources: emit afresh
+    if cache is not None and dict(cache.index) != index:
+        cache = None  # numbered for other sources: emit afresh
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "compiler": {"name": "dslc", "version": __version__},
         "sources": [{"path": _display_path(s), "sha256": s.sha256} for s in program.sources],
-        "pipelines": [pipeline_document(p, index, shared=shared) for p in program.pipelines],
+        "pipelines": [pipeline_document(p, index, cache=cache) for p in program.pipelines],
     }
 
 

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import attrs
 
 from dslc import ast
 from dslc.source import SourceFile, Span
-
-if TYPE_CHECKING:
-    from dslc.emit import Lowered
 
 # Static types of expressions.
 INT, RAT, BOOL, LIST = "int", "rational", "bool", "list"
@@ -121,8 +117,6 @@ class Program:
     sources: tuple[SourceFile, ...]
     modules: tuple[ast.Module, ...] = attrs.field(eq=False, repr=False)
     pipelines: tuple[ResolvedPipeline, ...]
-    # What the cost pass emitted and checked, for `dslc.emit.artifact` to reuse (issue 23).
-    lowered: Lowered | None = attrs.field(default=None, eq=False, repr=False)
 
     def pipeline(self, name: str) -> ResolvedPipeline | None:
         return next((p for p in self.pipelines if p.name == name), None)

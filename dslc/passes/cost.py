@@ -1,10 +1,11 @@
 """The static cost model at compile time: what the loader would refuse is a `limit` diagnostic.
 
-The pipeline is lowered exactly as `dslc build` emits it and validated by the loader's own code
-(`artifact.document.parse_pipeline`, whose checks apply `artifact.cost` and `artifact.limits` to
-every node), so a program that checks always builds and loads: one model, one set of limits. It runs
-before anything is evaluated (contracts at the default workload, the prover), so the compiler
-never computes a value the model has not bounded.
+The pipeline's IR, as the emit pass made it (exactly what `dslc build` writes), is validated by the
+loader's own code (`artifact.document.parse_pipeline`, whose checks apply `artifact.cost` and
+`artifact.limits` to every node), so a program that checks always builds and loads: one model, one
+set of limits. The pass reads the IR; it emits nothing. It runs before anything is evaluated
+(contracts at the default workload, the prover), so the compiler never computes a value the model
+has not bounded.
 """
 
 from __future__ import annotations
@@ -12,30 +13,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from artifact.checks import NodeBudget, as_name, into
+from artifact.checks import CheckedTrees, NodeBudget, as_name, into
 from artifact.document import parse_pipeline
 from artifact.errors import ArtifactError, ArtifactLimitError
-from dslc import emit
 from dslc.diagnostics import Diagnostic, error
+from dslc.emit import IrCache, SpanTable
 from dslc.model import ResolvedPipeline
 from dslc.source import Span
 
 __all__ = ["CostBudget", "check_cost"]
 
 
-class _AnySource(dict[str, int]):
-    """Every source is number 0 when the sources are not known: spans only need to validate."""
-
-    def __missing__(self, key: str) -> int:
-        return 0
-
-
 class CostBudget:
     """The artifact-wide budgets (nodes, load work) shared by every pipeline of one compilation,
-    and what each pipeline that passed charged them, by what its cost depends on (`_cost_key`)."""
+    what each pipeline that passed charged them, by what its cost depends on (`_cost_key`), and
+    what the loader's checks made of each IR object (`checked`: shared objects are checked once)."""
 
-    def __init__(self, index: Mapping[str, int] | None = None) -> None:
-        self.lowered = emit.Lowered(_AnySource() if index is None else index)
+    def __init__(self) -> None:
+        self.checked = CheckedTrees()
         self.nodes = NodeBudget()
         self.index = 0  # the next pipeline's position in the artifact
         self.exhausted = False  # a limit of the whole artifact was hit: later pipelines are moot
@@ -43,12 +38,15 @@ class CostBudget:
         self._alive: list[ResolvedPipeline] = []  # keeps the nodes whose ids are in the keys
 
 
-def check_cost(pipeline: ResolvedPipeline, budget: CostBudget) -> list[Diagnostic]:
-    """Validate the pipeline as the loader would; a refusal becomes a diagnostic at its source.
+def check_cost(
+    pipeline: ResolvedPipeline, document: Mapping[str, Any], ir: IrCache, budget: CostBudget
+) -> list[Diagnostic]:
+    """Validate the pipeline's IR `document` (emitted into `ir`) as the loader would; a refusal
+    becomes a diagnostic at its source.
 
     A pipeline whose formulas, params' ranges and lets are those of one already validated (a child
     that only changes defaults, or adds nothing) is charged the same nodes and work without being
-    lowered and checked again: the loader would find the same, node for node.
+    checked again: the loader would find the same, node for node.
     """
     index = budget.index
     budget.index += 1
@@ -60,14 +58,12 @@ def check_cost(pipeline: ResolvedPipeline, budget: CostBudget) -> list[Diagnosti
             nodes.left -= count
             nodes.work_left -= work
             return []
-    lowered = budget.lowered
-    spans = lowered.spans
-    document = emit.pipeline_document(pipeline, lowered.index, shared=lowered)
+    spans = ir.spans
     left, work_left = nodes.left, nodes.work_left
-    n_sources = max(lowered.index.values(), default=0) + 1
+    n_sources = max(ir.index.values(), default=0) + 1
     try:
         here = into(into(None, "pipelines"), f"[{index}]")
-        parse_pipeline(document, here, index, n_sources, nodes, lowered.trees)
+        parse_pipeline(document, here, index, n_sources, nodes, budget.checked)
     except ArtifactLimitError as exc:
         budget.exhausted = budget.nodes.left < 0 or budget.nodes.work_left < 0
         span = _locate(document, exc.location, spans) or pipeline.decl.name_span
@@ -119,7 +115,7 @@ def _hints(limit: str) -> list[str]:
 
 
 def _locate(
-    document: dict[str, Any], location: tuple[str | int, ...], spans: emit.SpanTable
+    document: Mapping[str, Any], location: tuple[str | int, ...], spans: SpanTable
 ) -> Span | None:
     """The span of the deepest emitted object on the error's `location` (`("pipelines", 0,
     "lets", 3, "expr", "args", 0)`: the pipeline's own steps start at the third)."""

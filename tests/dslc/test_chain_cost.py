@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-import dslc.compiler
+import dslc.passes.chain
 from dslc.bombs import inheritance_chain_source as chain_source
 from dslc.compiler import compile_paths, compile_text
 from dslc.diagnostics import render
+from dslc.emit import IrCache
 from dslc.passes.cost import CostBudget
 from dslc.passes.members import Members
 from dslc.passes.prove import ProofCache, check_properties
@@ -131,12 +132,19 @@ class _NoMembers(Members):
 
 
 class _NoSharing(CostBudget):
-    """The cost pass emitting and checking every pipeline afresh, nothing shared."""
+    """The cost pass checking every pipeline's IR afresh, nothing shared."""
 
-    def __init__(self, index: dict[str, int] | None = None) -> None:
+    def __init__(self) -> None:
+        super().__init__()
+        self.checked.entries = _Forgetful()
+
+
+class _NoSharedIr(IrCache):
+    """The emit pass emitting every pipeline afresh, nothing shared."""
+
+    def __init__(self, index: dict[str, int]) -> None:
         super().__init__(index)
-        self.lowered.entries = _Forgetful()
-        self.lowered.trees.entries = _Forgetful()
+        self.entries = _Forgetful()
 
 
 def _rendered(paths: list[str]) -> str:
@@ -158,9 +166,10 @@ CASES = sorted(
 def test_the_caches_change_no_diagnostic(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Not the prover's cache, nor the walks and types kept per member, nor the shared emission."""
     shared = _rendered([case])
-    monkeypatch.setattr(dslc.compiler, "ProofCache", _NoReuse)
-    monkeypatch.setattr(dslc.compiler, "Members", _NoMembers)
-    monkeypatch.setattr(dslc.compiler, "CostBudget", _NoSharing)
+    monkeypatch.setattr(dslc.passes.chain, "ProofCache", _NoReuse)
+    monkeypatch.setattr(dslc.passes.chain, "Members", _NoMembers)
+    monkeypatch.setattr(dslc.passes.chain, "CostBudget", _NoSharing)
+    monkeypatch.setattr(dslc.passes.chain, "IrCache", _NoSharedIr)
     assert _rendered([case]) == shared
 
 
@@ -194,5 +203,5 @@ def test_the_cache_changes_no_diagnostic_of_a_chain_with_errors(
     )
     shared = [render(d) for d in compile_text(text, "e.wf").diagnostics]
     assert any("error[" in line for line in shared)
-    monkeypatch.setattr(dslc.compiler, "ProofCache", _NoReuse)
+    monkeypatch.setattr(dslc.passes.chain, "ProofCache", _NoReuse)
     assert [render(d) for d in compile_text(text, "e.wf").diagnostics] == shared

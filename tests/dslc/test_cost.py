@@ -19,6 +19,7 @@ from dslc import bombs, emit, limits
 from dslc.build import load_program
 from dslc.compiler import CompileResult, compile_text
 from dslc.diagnostics import Diagnostic
+from dslc.model import ResolvedPipeline
 from dslc.testing import sources
 from runtime import load_formulas
 
@@ -207,14 +208,20 @@ def test_children_that_change_only_defaults_are_charged_without_a_second_check(
 ) -> None:
     """The cost pass validates a pipeline once per distinct set of formulas and ranges, yet charges
     the artifact's node and work budgets for every child exactly as a fresh check would."""
+    from dslc.emit import IrCache, pipeline_document
     from dslc.passes import cost
 
     program = compile_text(bombs.extends_chain_source(30, 60), "x.wf").program
     assert program is not None
+
+    def check(pipeline: ResolvedPipeline, budget: cost.CostBudget, ir: IrCache) -> list:
+        document = pipeline_document(pipeline, ir.index, cache=ir)
+        return cost.check_cost(pipeline, document, ir, budget)
+
     fresh = []
     for pipeline in program.pipelines:
         alone = cost.CostBudget()
-        assert cost.check_cost(pipeline, alone) == []
+        assert check(pipeline, alone, IrCache({"x.wf": 0})) == []
         fresh.append((alone.nodes.left, alone.nodes.work_left))
     checked = []
     real = cost.parse_pipeline
@@ -224,9 +231,9 @@ def test_children_that_change_only_defaults_are_charged_without_a_second_check(
         return real(*args)
 
     monkeypatch.setattr(cost, "parse_pipeline", counting)
-    shared = cost.CostBudget()
+    shared, ir = cost.CostBudget(), IrCache({"x.wf": 0})
     for pipeline in program.pipelines:
-        assert cost.check_cost(pipeline, shared) == []
+        assert check(pipeline, shared, ir) == []
     assert checked == [0]  # the base only: every child changes defaults alone
     start = cost.CostBudget().nodes
     assert shared.nodes.left - start.left == sum(left - start.left for left, _ in fresh)

@@ -18,24 +18,23 @@ import pytest
 from dslc.bombs import family_source, inheritance_chain_source
 from dslc.build import emit_and_load
 from dslc.child_usage import run_dslc
-from dslc.compiler import compile_paths, compile_text
+from dslc.compiler import CompileResult, compile_paths, compile_text
 from dslc.emit import artifact, dumps
-from dslc.model import Program
 from runtime import load_formulas
 from tests.examples import LANGUAGE_EXAMPLE
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def compiled(text: str) -> Program:
+def compiled(text: str) -> CompileResult:
     result = compile_text(text, "family.wf")
-    assert result.ok and result.program is not None, [d.message for d in result.diagnostics]
-    return result.program
+    assert result.ok and result.emitted is not None, [d.message for d in result.diagnostics]
+    return result
 
 
-def programs() -> list[tuple[str, Program]]:
-    formulas = compile_paths([ROOT / "formulas"]).program
-    assert formulas is not None
+def programs() -> list[tuple[str, CompileResult]]:
+    formulas = compile_paths([ROOT / "formulas"])
+    assert formulas.program is not None
     return [
         ("formulas/", formulas),
         ("language example", compiled(LANGUAGE_EXAMPLE)),
@@ -45,13 +44,14 @@ def programs() -> list[tuple[str, Program]]:
 
 
 @pytest.mark.parametrize(
-    ("what", "program"), programs(), ids=lambda x: x if isinstance(x, str) else ""
+    ("what", "result"), programs(), ids=lambda x: x if isinstance(x, str) else ""
 )
-def test_shared_emission_is_byte_for_byte_a_fresh_one(what: str, program: Program) -> None:
-    assert program.lowered is not None
-    shared = dumps(artifact(program, program.lowered))
+def test_shared_emission_is_byte_for_byte_a_fresh_one(what: str, result: CompileResult) -> None:
+    program, emitted = result.program, result.emitted
+    assert program is not None and emitted is not None
+    shared = dumps(artifact(program, emitted.ir))
     assert shared == dumps(artifact(program))  # no sharing: every pipeline emitted afresh
-    text, book = emit_and_load(program)
+    text, book = emit_and_load(program, emitted)
     assert text == shared
     plain = load_formulas(text)  # as a serving worker reads the file: nothing shared
     assert list(book) == list(plain)
@@ -62,11 +62,11 @@ def test_shared_emission_is_byte_for_byte_a_fresh_one(what: str, program: Progra
 
 def misses(stages: int, children: int) -> tuple[int, int]:
     """Formulas checked afresh by the compile, then by `emit_and_load` (which must add none)."""
-    program = compiled(family_source(stages, children))
-    assert program.lowered is not None
-    trees = program.lowered.trees
+    result = compiled(family_source(stages, children))
+    assert result.program is not None and result.emitted is not None
+    trees = result.emitted.checked
     after_compile = trees.misses
-    emit_and_load(program)
+    emit_and_load(result.program, result.emitted)
     return after_compile, trees.misses - after_compile
 
 
