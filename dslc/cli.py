@@ -1,10 +1,11 @@
 """The `dslc` command line: one click group, one function per command.
 
-With `dslc.cli_support` (shared plumbing) and `dslc.render_rich` (plain or coloured output),
-this is the only layer of the project that prints, colours or exits. Exit codes: 0 clean,
-1 errors in the input (a diagnostic, a runtime error such as an inadmissible point, a file that
-cannot be written), 2 usage errors (click's own, a missing path, a malformed NAME=VALUE),
-3 an internal error (a bug in dslc: reported without a traceback unless DSLC_DEBUG is set).
+With its plumbing (`dslc.cli_ui`, `cli_failures`, `cli_values`, `cli_files`, `cli_compile`,
+`cli_group`) and `dslc.render_rich` (plain or coloured output), this is the only layer of the
+project that prints, colours or exits. Exit codes: 0 clean, 1 errors in the input (a diagnostic,
+a runtime error such as an inadmissible point, a file that cannot be written), 2 usage errors
+(click's own, a missing path, a malformed NAME=VALUE), 3 an internal error (a bug in dslc:
+reported without a traceback unless DSLC_DEBUG is set).
 """
 
 from __future__ import annotations
@@ -20,26 +21,15 @@ import click
 
 from artifact.spelling import param_value
 from dslc import __version__
+from dslc.cli_compile import compile_files, load_book, pipeline_named, summary
+from dslc.cli_failures import internal_error, runtime_errors
+from dslc.cli_files import PATHS, wf_files, write_file
 from dslc.cli_fmt import fmt_command
 from dslc.cli_globals import with_global_options
+from dslc.cli_group import DslcGroup
 from dslc.cli_list import list_command
-from dslc.cli_support import (
-    PATHS,
-    POINT_METAVAR,
-    DslcGroup,
-    Ui,
-    assignments,
-    compile_files,
-    examples,
-    internal_error,
-    load_book,
-    pipeline_named,
-    runtime_errors,
-    summary,
-    ui,
-    wf_files,
-    write_file,
-)
+from dslc.cli_ui import Ui, examples, ui
+from dslc.cli_values import POINT_METAVAR, assignments
 from dslc.render_rich import (
     json_number,
     plural,

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from dslc.cli_support import PATHS, examples, ui, wf_files, write_file
+from dslc.cli_files import PATHS, wf_files, write_file
+from dslc.cli_ui import examples, ui
 from dslc.render_rich import plural
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from dslc.cli_support import Ui
+from dslc.cli_ui import Ui
 from dslc.render_rich import COLOR_MODES, MAX_TABLE_WIDTH
 
 #: The names of the global options (a command of its own must not reuse them).

@@ -8,7 +8,9 @@ from typing import Any
 import click
 
 from artifact.spelling import param_value
-from dslc.cli_support import default_formulas, load_book, ui
+from dslc.cli_compile import load_book
+from dslc.cli_files import default_formulas
+from dslc.cli_ui import ui
 
 
 def examples_epilog() -> str:

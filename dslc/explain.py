@@ -2,7 +2,7 @@
 
 A measure of several terms is explained as its total, then each term on its own (`memory[0]`, ...).
 
-The formulas come from `dslc.lower` (sympy, in sympy's automatic canonical form: constants
+The formulas come from `dslc.to_sympy` (sympy, in sympy's automatic canonical form: constants
 folded, like terms collected; no costly `simplify`), turned back into the language's syntax tree
 (`dslc.notation`) and printed by `dslc.fmt.format_expr`, so every formula re-parses to the same
 value. A simplified formula is checked against the source at a few admissible points; when sympy
@@ -182,8 +182,8 @@ def show_formula(resolved: ResolvedPipeline, expr: ast.Expr, checks: FormulaChec
 def simplify(resolved: ResolvedPipeline, expr: ast.Expr) -> ast.Expr | None:
     """sympy's canonical form of `expr` back as a syntax tree; None when sympy cannot give one the
     language can write within the display bounds."""
-    from dslc.lower import LowerError, lower_field
     from dslc.notation import Untranslatable, to_ast
+    from dslc.to_sympy import LowerError, lower_field
 
     try:
         lowered = lower_field(resolved, expr)

@@ -1,6 +1,6 @@
 """Sympy formulas back into the language's own syntax tree, so `explain` prints what re-parses.
 
-`to_ast` handles exactly what `dslc.lower` produces and sympy's automatic evaluation keeps (sums,
+`to_ast` handles exactly what `dslc.to_sympy` produces and sympy's automatic evaluation keeps (sums,
 products, integer powers, `floor`, `ceiling`, `Min`, `Max`, `Abs`, `Mod`, `Piecewise`, relations and
 boolean connectives); anything else (an infinity, a fractional power, a literal longer than the
 parser allows) raises `Untranslatable`, and the caller falls back to the unsimplified formula.

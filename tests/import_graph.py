@@ -183,3 +183,64 @@ class Graph:
         for item in self.imports:
             if item.module == prefix or item.module.startswith(prefix + "."):
                 yield item
+
+    def edges(self) -> dict[str, set[str]]:
+        """Module -> the project's modules it imports, lazily or not: `from x import y` is `x.y`
+        when that is a module (and `x` too when it also names something else), `import x.y` is
+        `x.y`; the packages above a target are not edges (importing them is not a choice)."""
+        out: dict[str, set[str]] = {}
+        for item in self.imports:
+            targets = {
+                f"{item.target}.{name}"
+                for name in item.names
+                if f"{item.target}.{name}" in self.paths
+            }
+            if item.target in self.paths and len(targets) < max(len(item.names), 1):
+                targets.add(item.target)
+            targets.discard(item.module)
+            if targets:
+                out.setdefault(item.module, set()).update(targets)
+        return out
+
+    def circles(self) -> list[tuple[str, ...]]:
+        """Every import circle: each set of modules that import one another, through any chain of
+        imports (lazy ones included), sorted; Tarjan's strongly connected components, iterative."""
+        edges = self.edges()
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        on_stack: set[str] = set()
+        found: list[tuple[str, ...]] = []
+        for root in sorted(self.paths):
+            if root in index:
+                continue
+            work = [(root, iter(sorted(edges.get(root, ()))))]
+            index[root] = low[root] = len(index)
+            stack.append(root)
+            on_stack.add(root)
+            while work:
+                node, children = work[-1]
+                child = next(children, None)
+                if child is not None:
+                    if child not in index:
+                        index[child] = low[child] = len(index)
+                        stack.append(child)
+                        on_stack.add(child)
+                        work.append((child, iter(sorted(edges.get(child, ())))))
+                    elif child in on_stack:
+                        low[node] = min(low[node], index[child])
+                    continue
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(tuple(sorted(component)))
+        return sorted(found)

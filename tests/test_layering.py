@@ -24,7 +24,9 @@ PACKAGES = ("artifact", "dslc", "runtime", "calibration", "bench")
 #: modules of `dslc` that may import `runtime`): the compile-and-load helper (`dslc.build`, which
 #: `dslc build` uses), the command line's plumbing (loading an artifact for `eval`, `list`...)
 #: and the fuzzing harness. Each must use the runtime (a test), so the list stays exact.
-DSLC_RUNTIME_TOOLS = frozenset({"dslc.build", "dslc.cli_support", "dslc.fuzzing"})
+DSLC_RUNTIME_TOOLS = frozenset(
+    {"dslc.build", "dslc.cli_compile", "dslc.cli_failures", "dslc.fuzzing"}
+)
 
 #: The module of `calibration.plan` that moves torch modules (`calibration.weights` sizes them);
 #: the planner itself is pure.
@@ -84,7 +86,39 @@ def test_the_layering_holds_for_every_import(graph: Graph) -> None:
 def test_the_source_reader_sees_lazy_imports(graph: Graph) -> None:
     lazy = [item for item in graph.imports if not item.eager]
     assert len(lazy) > 50, len(lazy)
-    assert any(item.target == "runtime" for item in graph.of("dslc.cli_support") if not item.eager)
+    assert any(item.target == "runtime" for item in graph.of("dslc.cli_compile") if not item.eager)
+
+
+#: Import circles still in the tree, each to be removed, never to grow. The recorder <-> request
+#: circle of `runtime.measure` (`Request` sets the recorder's private state) is being removed
+#: (issue 34); delete its entry when that lands.
+KNOWN_CIRCLES = frozenset({("runtime.measure.recorder", "runtime.measure.request")})
+
+
+def test_no_module_imports_itself_through_others(graph: Graph) -> None:
+    """No import circle between the project's modules, lazy imports included (each one is a
+    design knot: two modules that cannot be understood, tested or loaded apart)."""
+    circles = set(graph.circles())
+    assert circles - KNOWN_CIRCLES == set()
+
+
+def test_a_circle_is_reported_through_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "dslc/__init__.py": "",
+            "dslc/front.py": "from dslc import back\n",
+            "dslc/back.py": "def late():\n    from dslc.front import x\n",
+            "dslc/one.py": "import typing\nif typing.TYPE_CHECKING:\n    import dslc.two\n",
+            "dslc/two.py": "import dslc.three\n",
+            "dslc/three.py": "from dslc.one import y\n",
+            "dslc/alone.py": "from dslc import front\n",
+        },
+    )
+    assert Graph.read(["dslc"], tmp_path).circles() == [
+        ("dslc.back", "dslc.front"),
+        ("dslc.one", "dslc.three", "dslc.two"),
+    ]
 
 
 def test_every_runtime_tool_of_the_compiler_exists_and_uses_the_runtime(graph: Graph) -> None:

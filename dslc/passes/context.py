@@ -17,7 +17,6 @@ from dslc import ast
 from dslc.interp import EvalError, Interpreter, Value
 from dslc.model import ResolvedParam, ResolvedPipeline
 from dslc.passes.intervals import BOTH, INF, Abstract, Env, Interval
-from dslc.passes.residues import periodic_atoms
 
 SCAN_WINDOW = 1024  # values tried from each end of a range for its first admissible value
 WORK_SECONDS = 3.0  # a safety net on the search work per pipeline (its own budgets normally end it)
@@ -73,7 +72,6 @@ class Context:
         for where in self.contracts:
             env = env.refine(where, True) or env
         self.env = env
-        self.atoms = periodic_atoms(self, self.contracts)
 
     # -- dependencies -------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ settled by the cheapest means that works, over the admissible domain:
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -40,7 +41,7 @@ from dslc.passes.obligations import (
     guarded,
     violates,
 )
-from dslc.passes.residues import prove_integer
+from dslc.passes.residues import periodic_atoms, prove_integer
 from dslc.passes.search import (
     all_points,
     candidate_values,
@@ -152,6 +153,12 @@ class Prover:
         self.searched = False  # after run(): whether any obligation needed more than the cheap path
         self.work = WORK  # AST nodes left to evaluate in splitting and search
 
+    @functools.cached_property
+    def atoms(self) -> dict[str, list[tuple[int, ast.Expr]]]:
+        """The contracts' periodic conjuncts per param (`E % m CMP c`), for integrality proofs;
+        found once the context is whole, and only when an obligation needs them."""
+        return periodic_atoms(self.ctx, self.ctx.contracts)
+
     # -- the cheap path -----------------------------------------------------------------------
 
     def _constrain(self, ob: Obligation) -> Callable[[Env], Env | None]:
@@ -180,7 +187,7 @@ class Prover:
             if TypeChecker(self.pipeline.types).infer(ob.expr) == "int":
                 return True
             try:
-                return prove_integer(ctx, ob.expr, ctx.atoms)
+                return prove_integer(ctx, ob.expr, self.atoms)
             except OutOfTime:
                 return False
         if ob.kind == DIVISOR:

@@ -14,14 +14,11 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from dslc import ast
 from dslc.interp import EvalError, Interpreter
+from dslc.passes.context import Context
 from dslc.passes.intervals import Interval
-
-if TYPE_CHECKING:  # the context imports this module
-    from dslc.passes.context import Context
 
 MAX_COMBINATIONS = 4096
 

@@ -20,9 +20,9 @@ from sympy.polys.polyerrors import BasePolynomialError
 
 from dslc import ast
 from dslc.limits import PROVER_SECONDS
-from dslc.lower import Lowerer, LowerError
 from dslc.passes.context import Context
 from dslc.passes.intervals import Interval
+from dslc.to_sympy import Lowerer, LowerError
 
 MAX_NODES = 300  # nodes, lets inlined, above which sympy is not tried
 MAX_BOOL_SPLIT = 3

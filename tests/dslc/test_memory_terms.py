@@ -18,12 +18,12 @@ from dslc.emit import artifact
 from dslc.fmt import format_expr, format_source
 from dslc.interp import Interpreter
 from dslc.limits import MAX_MEASURE_TERMS
-from dslc.lower import LowerError, lower_field
 from dslc.model import ResolvedPipeline
 from dslc.parse import parse_text
 from dslc.passes.context import Context
 from dslc.passes.obligations import DIVISOR, NONNEG, collect
 from dslc.source import SourceFile
+from dslc.to_sympy import LowerError, lower_field
 from tests.examples import ROOT
 
 SCHEMA = json.loads((ROOT / "artifact" / "schema" / "artifact.schema.json").read_text())

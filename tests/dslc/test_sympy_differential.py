@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from dslc.build import load_program
 from dslc.compiler import compile_text
 from dslc.interp import Interpreter
-from dslc.lower import lower_field, param_symbol
 from dslc.testing import admissible_params, sources
+from dslc.to_sympy import lower_field, param_symbol
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
