@@ -22,7 +22,7 @@ from runtime.measure.diffusers_hooks import diffusers_recorder, run_pipeline
 from tests.examples import program_of
 
 pytest.importorskip("diffusers")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DENOISE = "DenoisingStage"
 
 #: family -> (factory module, formula file, pipeline, a small request).
