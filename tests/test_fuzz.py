@@ -32,7 +32,6 @@ FUZZ = settings(
     deadline=None,
     database=None,
     derandomize=True,
-    suppress_health_check=list(HealthCheck),
 )
 SEEDS = st.integers(0, 2**64 - 1)
 
@@ -104,7 +103,8 @@ def test_a_huge_literal_that_sends_proofs_to_the_split_search_stays_bounded() ->
     )
 
 
-@settings(FUZZ, max_examples=40)  # drawing a whole generated pipeline costs ~0.1 s
+# Drawing a whole generated pipeline costs ~0.1 s: generation alone can exceed too_slow.
+@settings(FUZZ, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(sources(), SEEDS)
 def test_mutated_generated_sources_give_diagnostics(source: str, seed: int) -> None:
     mutation, text = fuzzing.mutate_source(random.Random(seed), source)

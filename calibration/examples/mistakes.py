@@ -8,8 +8,8 @@ bound under the measured peak; time beyond +-5 % and its two sigma, for mistakes
 stages the mistake touches -- other stages' time misses are kept as ``noise``, not counted), which
 findings are actionable, and whether every missing stage is named by one -- or the calibration
 refused to run with an error naming the bad fact. A request that failed makes every stage miss.
-``bench/mistakes.py`` runs the suite; ``tests/calibration/test_mistakes.py`` asserts each mistake is
-caught.
+``bench/mistakes.py`` runs the suite; ``tests/calibration/examples/test_mistakes.py`` asserts each
+mistake is caught.
 """
 
 from __future__ import annotations

@@ -99,7 +99,19 @@ class WarmupRecorder:
             )
         return Request(self, full)
 
-    def _append(self, record: WarmupRecord) -> None:
+    def open_request(self, request: Request) -> None:
+        """Make ``request`` the active one (``RequestOwner``): requests do not nest."""
+        if self._active is not None:
+            raise RuntimeError("a warmup request is already being recorded; requests do not nest")
+        self._active = request
+
+    def close_request(self, request: Request) -> None:
+        """``request`` ended (``RequestOwner``): none is active now."""
+        if self._active is request:
+            self._active = None
+
+    def keep_record(self, record: WarmupRecord) -> None:
+        """Keep a finished request's record (``RequestOwner``)."""
         self._records.append(record)
 
     def save(self, path: str) -> None:

@@ -7,7 +7,7 @@ one ``Phase``, and on exit the request becomes a ``WarmupRecord``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,9 +20,8 @@ from runtime.record import ErrorInfo, Iteration, Phase, StageIterations, WarmupR
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from torch import nn
     from typing_extensions import Self
-
-    from runtime.measure.recorder import WarmupRecorder
 
 
 class FormulaPipeline(Protocol):
@@ -109,10 +108,34 @@ class _Clock:
         return self.read()
 
 
+class RequestOwner(Protocol):
+    """What a request reads of the recorder that made it and the three calls it makes on it
+    (``WarmupRecorder`` is one): typed here, so the request never imports the recorder."""
+
+    pipeline: FormulaPipeline
+    backend: MemoryBackend
+    clock: Callable[[], float]
+    synchronize: bool
+    components: Mapping[str, nn.Module]
+    layerwise: tuple[str, ...]
+    layer_groups: Mapping[str, Iterable[str]] | None
+    entry_points: Mapping[str, str | Sequence[str]]
+    auto_stages: AutoStages | None
+
+    def open_request(self, request: Request) -> None:
+        """``request`` is being recorded now; raises ``RuntimeError`` while another one is."""
+
+    def close_request(self, request: Request) -> None:
+        """``request`` is no longer being recorded (its record may not exist: it failed)."""
+
+    def keep_record(self, record: WarmupRecord) -> None:
+        """A finished request's record."""
+
+
 class Request:
     """One warmup request being recorded; the context manager ``WarmupRecorder.request`` returns."""
 
-    def __init__(self, recorder: WarmupRecorder, params: Mapping[str, int | bool]) -> None:
+    def __init__(self, recorder: RequestOwner, params: Mapping[str, int | bool]) -> None:
         self.params = dict(params)
         self._recorder = recorder
         self._windows = PeakWindows(recorder.backend)
@@ -340,8 +363,7 @@ class Request:
 
     def __enter__(self) -> Self:
         recorder = self._recorder
-        if recorder._active is not None:
-            raise RuntimeError("a warmup request is already being recorded; requests do not nest")
+        recorder.open_request(self)  # requests do not nest
         try:
             if recorder.components:
                 hook_components(self._hooks, recorder.components, self, recorder.entry_points)
@@ -349,8 +371,8 @@ class Request:
                 self._layers.attach(self._hooks, layerwise, recorder.layer_groups)
         except BaseException:
             self._hooks.remove()  # a bad layer group: leave the model as it was
+            recorder.close_request(self)
             raise
-        recorder._active = self
         self._tracking = recorder.backend.tracking()
         self._tracking.__enter__()
         self._clock.backend.synchronize()
@@ -377,11 +399,11 @@ class Request:
         finally:
             self._tracking.__exit__(None, None, None)
             self._hooks.remove()
-            recorder._active = None
+            recorder.close_request(self)
         self._record = self._build(
             ErrorInfo.from_exception(exc) if exc is not None else None, duration
         )
-        self._recorder._append(self._record)
+        recorder.keep_record(self._record)
 
     @property
     def record(self) -> WarmupRecord:

@@ -15,7 +15,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibration import fuzzing
@@ -30,7 +30,6 @@ FUZZ = settings(
     deadline=None,
     database=None,
     derandomize=True,
-    suppress_health_check=list(HealthCheck),
 )
 SEEDS = st.integers(0, 2**64 - 1)
 

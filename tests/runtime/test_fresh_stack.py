@@ -18,9 +18,9 @@ from artifact.document import MAX_DEPTH
 from artifact.strict_json import read_regular, strict_loads
 from runtime import ArtifactError, load_formulas
 from runtime.record import WarmupRecord, append_records, save_records
+from tests.artifact.test_document import nested
 
 from .builders import one_stage
-from .test_artifact import nested
 
 T = TypeVar("T")
 

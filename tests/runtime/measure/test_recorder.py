@@ -156,8 +156,9 @@ def test_markers_must_nest_properly(wan):
     with recorder.request() as outer:
         with pytest.raises(RuntimeError, match="requests do not nest"), recorder.request():
             pass
-        assert outer.current_stage is None
+        assert outer.current_stage is None and recorder.active is outer
     assert len(recorder.records) == 3  # the refused inner request left no record
+    assert recorder.active is None
 
 
 class Denoiser(nn.Module):
@@ -243,6 +244,7 @@ def test_bad_layer_group_leaves_no_hook(wan):
     with pytest.raises(ValueError, match="no nn.ModuleList named"), recorder.request():
         pass
     assert count_hooks(model) == 0
+    assert recorder.active is None and recorder.records == ()  # free for the next request
     with pytest.raises(ValueError, match="not among components"):
         WarmupRecorder(wan, device="cpu", layerwise=("transformer",))
 

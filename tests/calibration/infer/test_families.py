@@ -32,7 +32,7 @@ from calibration.examples import EXAMPLES
 from calibration.infer import infer
 from calibration.run import calibrate_pipeline, load_pipeline
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SKELETONS = ROOT / "tests/calibration/data/skeletons"
 SD_BASE = {"steps": 2, "height": 32, "width": 32}
 SD_SHAPES = (

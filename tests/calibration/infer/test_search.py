@@ -1,6 +1,6 @@
 """`dslc infer`'s searches and ladder on synthetic data: exact, smallest first, bounded.
 
-No pipeline runs here (test_infer_families.py runs real ones): the measured values are computed
+No pipeline runs here (infer/test_families.py runs real ones): the measured values are computed
 from known formulas, so what the search must find is known.
 """
 
@@ -17,7 +17,7 @@ from calibration.infer.measure import load, with_stages
 from calibration.infer.search import MAX_SETS, Sample, fit_iterations, fit_terms
 from calibration.infer.terms import features, iteration_forms, monomials
 
-SKELETONS = Path(__file__).resolve().parent / "data" / "skeletons"
+SKELETONS = Path(__file__).resolve().parents[1] / "data" / "skeletons"
 PARAMS = ("steps", "frames", "height", "width")
 CONTRACTS = {"steps": (), "frames": ("frames % 4 == 1",), "height": (), "width": ()}
 

@@ -21,7 +21,7 @@ from dslc.cli import cli
 from dslc.cli_support import Failure
 from runtime.estimate.points import show_measure
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 SD = HERE / "data" / "custom_sd.wf"
 FACTORY = HERE / "custom_pipeline.py"
 SHAPES = ("--probe", "steps=1,height=32,width=32", "--target", "steps=2,height=64,width=64")

@@ -119,7 +119,7 @@ def test_no_ladder_is_built_when_no_stage_needs_a_time_probe():
     from calibration.probes.time_probe import time_probe, uncertain_stages
     from dslc.build import load_text
     from runtime.estimate import estimate
-    from tests.calibration.test_time_probe import TARGET, steady
+    from tests.calibration.probes.test_time_probe import TARGET, steady
     from tests.runtime.estimate.conftest import TOY
 
     toy = load_text(TOY, "toy.wf")["toy"]

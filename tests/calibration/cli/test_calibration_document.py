@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from dslc.cli import cli
 
-from .test_plan_cli import calibration_document
+from .test_plan import calibration_document
 
 MiB = 1 << 20
 

@@ -158,7 +158,7 @@ def test_extra_probes_close_the_decoding_terms_the_warmup_and_probe_leave_open()
     from calibration.run import load_pipeline
 
     wan = load_pipeline(
-        Path(__file__).resolve().parents[2] / "formulas" / "wan.wf", "wan2_1_t2v_1_3b"
+        Path(__file__).resolve().parents[3] / "formulas" / "wan.wf", "wan2_1_t2v_1_3b"
     )
     base = {"steps": 2, "cfg": True}
     warmup = {**base, "frames": 17, "height": 32, "width": 32}
@@ -211,7 +211,7 @@ CUSTOM_NAME = "custom_sd"
 @pytest.mark.slow
 def test_your_own_pipeline_from_a_factory_and_a_formula_file(tmp_path):
     # A pipeline that is not a built-in example: its factory, its own formula file, --name.
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     saved = tmp_path / "calibration.json"
     result = CliRunner().invoke(
         calibrate,
@@ -276,6 +276,6 @@ def test_pipeline_without_name_is_a_usage_error_unless_the_file_holds_one():
     result = invoke("--pipeline", "json:dumps")
     assert result.exit_code == 2 and "needs --name" in result.output, result.output
     assert "wan2_1_t2v_1_3b" in result.output  # the pipelines it could have been
-    one = Path(__file__).resolve().parent / "data" / "custom_sd.wf"
+    one = Path(__file__).resolve().parents[1] / "data" / "custom_sd.wf"
     chosen = check_choice(Choice("wan", "x.py:build", one, None))
     assert chosen.name == "custom_sd"

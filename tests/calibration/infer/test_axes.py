@@ -19,7 +19,7 @@ from calibration.infer.axes import AxisError, parse_axis, skeleton_text
 from dslc.fmt import format_source
 from dslc.source import SourceFile
 
-SKELETONS = Path(__file__).resolve().parent / "data" / "skeletons"
+SKELETONS = Path(__file__).resolve().parents[1] / "data" / "skeletons"
 
 #: The flux skeleton (tests/calibration/data/skeletons/flux.wf) as axes.
 FLUX = (

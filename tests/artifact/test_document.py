@@ -12,9 +12,8 @@ import pytest
 
 from artifact.document import MAX_BYTES, MAX_DEPTH
 from runtime import ArtifactError, FormulaError, load_formulas
-
-from .builders import I, P, int_param, one_stage, op
-from .conftest import DATA, WAN_PATH
+from tests.runtime.builders import I, P, int_param, one_stage, op
+from tests.runtime.conftest import DATA, WAN_PATH
 
 CASES = json.loads((DATA / "invalid_artifacts.json").read_text())["cases"]
 
@@ -93,7 +92,7 @@ def test_deepest_allowed_tree_loads_and_evaluates() -> None:
 
 
 def test_deepest_lets_and_contracts_compile_into_helpers() -> None:
-    from .builders import contract, let
+    from tests.runtime.builders import contract, let
 
     deep_let = let("v", nested(MAX_DEPTH))  # neg applied 199 times to steps: -steps
     deep_contract = contract("steps", "deep", op("gt", nested(MAX_DEPTH - 1), I(0)))  # steps > 0
@@ -155,7 +154,7 @@ def test_file_size_limit(tmp_path: Path) -> None:
 
 
 def test_constant_contract_and_unbounded_range() -> None:
-    from .builders import B, contract
+    from tests.runtime.builders import B, contract
 
     doc = one_stage(
         params=[int_param("n", 5, -3, None)],

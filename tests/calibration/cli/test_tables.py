@@ -1,7 +1,7 @@
 """The calibrate and plan tables at 60, 80 and 120 columns, with their units (golden files).
 
 Regenerate (then review every change by eye) with
-`UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/calibration/test_cli_tables.py`.
+`UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/calibration/cli/test_tables.py`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from calibration.cli.plan import plan
 from calibration.cli.show import MEMORY_HEADERS, MEMORY_RIGHT, TIME_HEADERS, TIME_RIGHT
 from dslc.cli import cli
 from dslc.render_rich import Output
-from tests.calibration.test_plan_cli import calibration_document
+from tests.calibration.cli.test_plan import calibration_document
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "tables"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "tables"
 WIDTHS = (60, 80, 120)
 MiB = 1 << 20
 

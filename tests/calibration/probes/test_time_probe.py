@@ -153,7 +153,7 @@ def test_a_contract_that_leaves_nothing_between_moves_a_param_all_the_way():
     from calibration.probes.sizes import ladder
     from calibration.run import load_pipeline
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     cog = load_pipeline(root / "formulas" / "cogvideox.wf", "cogvideox_2b")
     probe = {"steps": 2, "frames": 25, "height": 48, "width": 48, "cfg": True}
     target = {"steps": 4, "frames": 33, "height": 64, "width": 64, "cfg": True}

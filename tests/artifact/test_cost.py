@@ -19,9 +19,8 @@ from artifact.document import read_artifact
 from artifact.ir import Expr
 from dslc import bombs
 from runtime import ArtifactError, ArtifactLimitError, EvaluationError, load_formulas
-
-from .builders import I, P, document, int_param, let, one_stage, op, pipeline, stage
-from .test_safety import audit
+from tests.runtime.builders import I, P, document, int_param, let, one_stage, op, pipeline, stage
+from tests.runtime.test_safety import audit
 
 
 def refused(doc: dict[str, Any]) -> ArtifactLimitError:
