@@ -105,6 +105,8 @@ class Step:
 #: ``STRICT_FAILED`` no plan validated and strict mode refuses to serve.
 OK, NOTHING_FITS = 0, 1
 NO_PLAN_VALIDATES, REFUSED = VERIFY_FAILED, STRICT_FAILED
+#: A rollback that failed (hooks left on some components): not serving, in every mode.
+ROLLBACK_FAILED = STRICT_FAILED
 
 
 @frozen
@@ -118,6 +120,7 @@ class Report:
     placement: tuple[tuple[str, str], ...]  # (component, placement text) in force; () for none
     status: int
     verdict: str
+    left_in_place: tuple[tuple[str, str], ...] = ()  # (component, what) after a failed rollback
 
     def step(self, name: str) -> tuple[Step, ...]:
         """Every step of that name, in order."""

@@ -24,6 +24,7 @@ def document(report: Report, records: Sequence[WarmupRecord] = ()) -> dict[str, 
         "status": report.status,
         "verdict": report.verdict,
         "placement": dict(report.placement),
+        "left_in_place": dict(report.left_in_place),
         "steps": [
             {"name": s.name, "outcome": s.outcome, "detail": s.detail, **dict(s.data)}
             for s in report.steps

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import attrs
 from attrs import define
 
 from calibration.errors import CalibrationError
@@ -20,6 +21,7 @@ from calibration.lifecycle.model import (
     NOTHING_FITS,
     OK,
     REFUSED,
+    ROLLBACK_FAILED,
     Mode,
     Report,
 )
@@ -37,7 +39,7 @@ from calibration.lifecycle.steps import (
     rewarm,
 )
 from calibration.lifecycle.validate import planned_bounds, revised_bounds, with_bounds
-from calibration.plan.apply import Applied
+from calibration.plan.apply import Applied, UndoError
 from calibration.plan.model import Component, Plan, Target
 from calibration.plan.solver import most_conservative, solve
 from runtime.record import WarmupRecord
@@ -91,10 +93,29 @@ def run_lifecycle(
         return _finish(book, mode, plan, None, False, "planned, nothing applied (mode plan)", cal)
     try:
         return _apply(book, mode, session, points, settings, components, targets, plan, cal)
+    except UndoError as exc:  # hooks left on some components: never serve on that
+        return _stuck(book, mode, exc, cal)
     except Exception as exc:
         log.exception("lifecycle failed")
         book.add("error", "failed", f"{type(exc).__name__}: {exc}")
         return _finish(book, mode, None, None, False, f"the lifecycle failed: {exc}", cal)
+
+
+def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:
+    """A rollback that failed: the worker stops serving, and says what each component kept."""
+    left = tuple(sorted(exc.left.items()))
+    book.add(
+        "rollback",
+        "failed",
+        str(exc),
+        failures=dict(exc.failures),
+        left_in_place=dict(left),
+    )
+    shown = "; ".join(f"{n}: {what}" for n, what in left)
+    verdict = f"ROLLBACK FAILED: not serving; left in place: {shown}"
+    outcome = _finish(book, mode, None, None, False, verdict, cal, ROLLBACK_FAILED)
+    outcome.report = attrs.evolve(outcome.report, left_in_place=left)
+    return outcome
 
 
 def _calibrate(session: Session, points: Points, settings: Settings) -> Calibration:

@@ -14,7 +14,7 @@ from attrs import define, field, frozen
 from calibration.lifecycle.agree import worst_failure
 from calibration.lifecycle.model import Failure, JsonValue, Step, Validation
 from calibration.lifecycle.validate import validate
-from calibration.plan.apply import Applied, PlanApplyError, apply
+from calibration.plan.apply import Applied, PlanApplyError, UndoError, apply
 from calibration.plan.inputs import components_from_bytes, from_estimate
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.report import placement_text, show_bytes
@@ -156,6 +156,8 @@ def apply_and_validate(
         local = validate(plan, record, shared_memory=shared)
     try:
         return _agreed(log, applied, local, record, settings)
+    except UndoError:  # the rollback itself failed: the caller stops serving
+        raise
     except BaseException:  # a collective that fails: never leave the plan half in force
         if applied is not None:
             applied.undo()
