@@ -27,6 +27,7 @@ class Candidate:
     pinned: int  # host bytes streamed or onloaded
     kept: int = 0  # layerwise: how many layers stay, the first ``kept`` of ``order``
     order: tuple[int, ...] = ()  # layer indices, most used first (the order layers are kept in)
+    pageable: bool = False  # the host copy in pageable memory: not pinned, slower per byte
 
     @property
     def resident_layers(self) -> tuple[int, ...]:

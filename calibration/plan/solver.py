@@ -38,6 +38,7 @@ from calibration.plan.model import (
     Target,
 )
 from calibration.plan.search import SearchExhausted, search
+from calibration.plan.timing import copy_seconds, predict
 
 
 def _over(limit: str, value: int, most: int, what: str, advice: str) -> None:
@@ -223,59 +224,69 @@ def _explain(
     device: Device,
     nodes: int,
 ) -> Plan:
+    """The plan of the picked candidates: each phase's headroom, each component's placement, why
+    it is not resident (the phase that binds), and each target's predicted time."""
     usable = device.usable_bytes
     always = sum(c.always for c in picked)
-    uses = []
     # each phase's weights once: per component below, O(1) a phase (not O(its active set))
-    weights_of = {
-        (t.name, p.label, k): _phase_weights(picked, p, index, always)
-        for t in targets
-        for k, p in enumerate(t.phases)
-    }
-    actives = {
-        (t.name, p.label, k): frozenset(p.active_components)
-        for t in targets
-        for k, p in enumerate(t.phases)
-    }
-    for t in targets:
-        for k, p in enumerate(t.phases):
-            weights = weights_of[t.name, p.label, k]
-            uses.append(
-                PhaseUse(t.name, p.label, p.bound_bytes, weights, usable - weights - p.bound_bytes)
-            )
+    keyed = [((t.name, p.label, k), t, p) for t in targets for k, p in enumerate(t.phases)]
+    weights_of = {key: _phase_weights(picked, p, index, always) for key, _, p in keyed}
+    uses = [
+        PhaseUse(
+            t.name,
+            p.label,
+            p.bound_bytes,
+            weights_of[key],
+            usable - weights_of[key] - p.bound_bytes,
+        )
+        for key, t, p in keyed
+    ]
+    actives = {key: frozenset(p.active_components) for key, _, p in keyed}
     placements = []
-    bandwidth = device.bandwidth_bytes_per_s
     for component, cand in zip(components, picked):
         binding, missing = None, 0
         if cand.kind != PlacementKind.RESIDENT:
             extra = component.weight_bytes - cand.always
-            for t in targets:
-                for k, p in enumerate(t.phases):
-                    active = component.name in actives[t.name, p.label, k]
-                    weights = weights_of[t.name, p.label, k] + extra
-                    weights -= cand.onload if active else 0
-                    short = weights + p.bound_bytes - usable
-                    if short > missing:
-                        binding, missing = f"{t.name}/{p.label}", short
-        placements.append(
-            Placement(
-                component=component.name,
-                kind=cand.kind,
-                resident_layers=cand.resident_layers,
-                layers=len(component.layer_bytes),
-                device_bytes=cand.always,
-                onload_bytes=cand.onload,
-                pinned_bytes=cand.pinned,
-                transfer_bytes=cand.cost,
-                transfer_s=cand.cost / bandwidth,
-                binding_phase=binding,
-                missing_bytes=missing,
-            )
-        )
-    cost = sum(c.cost for c in picked)
-    pinned = sum(c.pinned for c in picked)
+            for key, t, p in keyed:
+                weights = weights_of[key] + extra
+                weights -= cand.onload if component.name in actives[key] else 0
+                short = weights + p.bound_bytes - usable
+                if short > missing:
+                    binding, missing = f"{t.name}/{p.label}", short
+        placements.append(_placement(component, cand, device, binding, missing))
     return Plan(
-        True, "fits", tuple(placements), tuple(uses), cost, cost / bandwidth, device, pinned, nodes
+        True,
+        "fits",
+        tuple(placements),
+        tuple(uses),
+        sum(p.transfer_bytes for p in placements),
+        sum(p.transfer_s for p in placements),
+        device,
+        sum(c.pinned for c in picked),
+        nodes,
+        times=predict(components, picked, targets, device),
+    )
+
+
+def _placement(
+    component: Component, cand: Candidate, device: Device, binding: str | None, missing: int
+) -> Placement:
+    """One component's placement: where it lives, its host copy, what it moves and how long."""
+    moved = cand.cost  # bytes per request, weighted over targets
+    host = component.weight_bytes - cand.always if cand.kind != PlacementKind.RESIDENT else 0
+    return Placement(
+        component=component.name,
+        kind=cand.kind,
+        resident_layers=cand.resident_layers,
+        layers=len(component.layer_bytes),
+        device_bytes=cand.always,
+        onload_bytes=cand.onload,
+        pinned_bytes=0 if cand.pageable else host,
+        transfer_bytes=moved,
+        transfer_s=copy_seconds(moved, cand.pageable, device),
+        binding_phase=binding,
+        missing_bytes=missing,
+        pageable_bytes=host if cand.pageable else 0,
     )
 
 
