@@ -7,10 +7,11 @@ Inputs that describe no problem at all (an unknown component in a phase, a dupli
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import attrs
+from attrs import frozen
 
 from artifact.limits import (
     MAX_PLAN_CANDIDATES,
@@ -25,6 +26,7 @@ from artifact.limits import (
 )
 from artifact.units import show_bytes
 from calibration.plan.candidates import Candidate, Group, candidates
+from calibration.plan.greedy import greedy
 from calibration.plan.model import (
     Component,
     Device,
@@ -37,7 +39,7 @@ from calibration.plan.model import (
     PlanLimitError,
     Target,
 )
-from calibration.plan.search import SearchExhausted, search
+from calibration.plan.search import search
 from calibration.plan.timing import copy_seconds, predict
 
 
@@ -103,19 +105,23 @@ def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[s
 
 
 def _groups(
-    targets: Sequence[Target], index: dict[str, int], order: Sequence[int], usable: int
+    targets: Sequence[Target],
+    index: dict[str, int],
+    order: Sequence[int],
+    usable: Callable[[Target], int],
 ) -> list[Group]:
-    """One constraint per active set: the largest bound among its phases (first label on ties)."""
+    """One constraint per active set: the tightest limit among its phases (first on ties)."""
     position = {component: k for k, component in enumerate(order)}
     tightest: dict[frozenset[int], tuple[int, str, str]] = {}
     for t in targets:
+        room = usable(t)
         for p in t.phases:
             members = frozenset(position[index[n]] for n in p.active_components)
-            if members not in tightest or p.bound_bytes > tightest[members][0]:
-                tightest[members] = (p.bound_bytes, p.label, t.name)
+            limit = room - p.bound_bytes
+            if members not in tightest or limit < tightest[members][0]:
+                tightest[members] = (limit, p.label, t.name)
     return [
-        Group(members, usable - bound, label, target)
-        for members, (bound, label, target) in tightest.items()
+        Group(members, limit, label, target) for members, (limit, label, target) in tightest.items()
     ]
 
 
@@ -128,32 +134,44 @@ def _uses_per_byte(cands: Sequence[Candidate]) -> Fraction:
     return best
 
 
-def solve(
+@frozen
+class Problem:
+    """A planning problem made ready to search: candidates, the search's order, the groups."""
+
+    components: tuple[Component, ...]
+    targets: tuple[Target, ...]
+    index: dict[str, int]
+    cands: tuple[tuple[Candidate, ...], ...]  # per component, in the components' order
+    order: tuple[int, ...]  # component indices, most used first (the search's positions)
+    groups: tuple[Group, ...]
+    min_always: int  # the least always-bytes the pin budget leaves (0: none)
+
+    def picked(self, choice: Sequence[int]) -> list[Candidate]:
+        """The candidates of a choice made in the search's positions, in the components' order."""
+        out = [self.cands[i][0] for i in range(len(self.components))]
+        for position, i in enumerate(self.order):
+            out[i] = self.cands[i][choice[position]]
+        return out
+
+
+def problem(
     components: Sequence[Component],
     targets: Sequence[Target],
     device: Device,
-    *,
-    search_limit: int = MAX_SEARCH_NODES,
-    work_limit: int = MAX_SEARCH_WORK,
-) -> Plan:
-    """The least-transfer placement of every component that fits every phase of every target.
-
-    Raises ``PlanLimitError`` when a count exceeds its limit (``check_limits``), or when the exact
-    search visits more than ``search_limit`` nodes or spends more than ``work_limit`` units of
-    work (its cost is bounded for any input) before any placement that fits is found. Stopped
-    with one found, it returns the best found, every constraint checked, with ``proven=False``
-    and the limit that stopped it (``stopped_by``)."""
+    usable: Callable[[Target], int] | None = None,
+) -> Problem:
+    """Check the inputs, build every candidate and group (``usable``: a target's usable bytes,
+    the device's by default; ranks plan each rank's targets against its own device)."""
     components, targets = tuple(components), tuple(targets)
     check_limits(components, targets)
     index = _check(components, targets)
-    cands = [candidates(c, targets) for c in components]
+    cands = tuple(candidates(c, targets) for c in components)
     # most used first: the most calls per byte (layer or whole), then the heaviest, then the name
     order = sorted(
         range(len(components)),
         key=lambda i: (-_uses_per_byte(cands[i]), -components[i].weight_bytes, components[i].name),
     )
-    usable = device.usable_bytes
-    groups = _groups(targets, index, order, usable)
+    groups = _groups(targets, index, order, usable or (lambda _t: device.usable_bytes))
     _over(
         "MAX_PLAN_GROUPS",
         len(groups),
@@ -164,39 +182,66 @@ def solve(
     total = sum(c.weight_bytes for c in components)
     pin = device.pin_budget_bytes
     min_always = 0 if pin is None else total - pin
-    try:
-        outcome = search(
-            [cands[i] for i in order],
-            groups,
-            min_always,
-            range(len(order)),
-            search_limit,
-            work_limit,
+    return Problem(components, targets, index, cands, tuple(order), tuple(groups), min_always)
+
+
+def solve(
+    components: Sequence[Component],
+    targets: Sequence[Target],
+    device: Device,
+    *,
+    search_limit: int = MAX_SEARCH_NODES,
+    work_limit: int = MAX_SEARCH_WORK,
+) -> Plan:
+    """The least-transfer placement of every component that fits every phase of every target.
+
+    Raises ``PlanLimitError`` when a count exceeds its limit (``check_limits``). The exact search
+    stops past ``search_limit`` nodes or ``work_limit`` units of work (its cost is bounded for
+    any input); stopped, it returns the best placement found, or else one a greedy pass finds,
+    every constraint checked, with ``proven=False`` and the limit that stopped it
+    (``stopped_by``); ``PlanLimitError`` only when neither found one."""
+    return search_problem(problem(components, targets, device), device, search_limit, work_limit)[1]
+
+
+def search_problem(
+    made: Problem, device: Device, search_limit: int, work_limit: int
+) -> tuple[tuple[int, ...] | None, Plan]:
+    """The search's choice (the greedy pass's when it stopped without one; None: nothing fits)
+    and its plan."""
+    ordered = [made.cands[i] for i in made.order]
+    outcome = search(
+        ordered, made.groups, made.min_always, range(len(ordered)), search_limit, work_limit
+    )
+    choice = outcome.choice
+    if choice is None and outcome.stopped is not None:
+        choice = greedy(ordered, made.groups, device.pin_budget_bytes)
+        if choice is None:
+            raise PlanLimitError(
+                f"{outcome.stopped} and found no placement that fits, nor did a greedy pass: "
+                f"{len(made.components)} components with "
+                f"{sum(len(c) for c in made.cands):,} candidates whose layers differ in size "
+                "and use defeat its bounds; group equal layers (same bytes, same uses) or plan "
+                "fewer components at once"
+            ) from None
+    if choice is None:
+        reason = _infeasible_reason(
+            made.components, made.cands, made.targets, made.index, device, made.min_always
         )
-    except SearchExhausted as exc:
-        raise PlanLimitError(
-            f"{exc} and found no placement that fits: {len(components)} components with "
-            f"{sum(len(c) for c in cands):,} candidates whose layers differ in size and use "
-            "defeat its bounds; group equal layers (same bytes, same uses) or plan fewer "
-            "components at once"
-        ) from None
-    if outcome.choice is None:
-        reason = _infeasible_reason(components, cands, targets, index, device, min_always)
-        return Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
-    picked = [cands[i][0] for i in range(len(components))]
-    for position, i in enumerate(order):
-        picked[i] = cands[i][outcome.choice[position]]
-    plan = _explain(components, picked, targets, index, device, outcome.nodes)
+        return None, Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
+    plan = _explain(
+        made.components, made.picked(choice), made.targets, made.index, device, outcome.nodes
+    )
     if outcome.stopped is None:
-        return attrs.evolve(plan, lower_bound_bytes=plan.transfer_bytes)
-    return attrs.evolve(
+        return choice, attrs.evolve(plan, lower_bound_bytes=plan.transfer_bytes)
+    lower = min(outcome.lower_cost, plan.transfer_bytes)
+    return choice, attrs.evolve(
         plan,
         reason=unproven_reason(
-            outcome.stopped.limit, str(outcome.stopped), plan.transfer_bytes, outcome.lower_cost
+            outcome.stopped.limit, str(outcome.stopped), plan.transfer_bytes, lower
         ),
         proven=False,
         stopped_by=outcome.stopped.limit,
-        lower_bound_bytes=outcome.lower_cost,
+        lower_bound_bytes=lower,
     )
 
 
