@@ -81,6 +81,23 @@ def check_limits(components: Sequence[Component], targets: Sequence[Target]) -> 
     )
 
 
+def check_inputs(components: Sequence[Component], targets: Sequence[Target]) -> dict[str, int]:
+    """The counts within their limits and the names consistent; each component's index."""
+    check_limits(components, targets)
+    return _check(components, targets)
+
+
+def explain(
+    components: Sequence[Component],
+    picked: Sequence[Candidate],
+    targets: Sequence[Target],
+    device: Device,
+    nodes: int = 0,
+) -> Plan:
+    """The plan of one candidate per component (in the components' order), explained."""
+    return _explain(components, picked, targets, check_inputs(components, targets), device, nodes)
+
+
 def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[str, int]:
     index: dict[str, int] = {}
     for i, c in enumerate(components):
