@@ -36,7 +36,14 @@ from calibration.plan.model import (
     Target,
     most_cautious_targets,
 )
-from calibration.plan.report import component_rows, document, parse_size, phase_rows, show_bytes
+from calibration.plan.report import (
+    component_rows,
+    document,
+    parse_size,
+    phase_rows,
+    show_bytes,
+    time_lines,
+)
 from calibration.plan.solver import solve
 from dslc.cli_support import POINT_METAVAR, Failure, ui
 
@@ -343,6 +350,8 @@ def _show(result: Plan, planned: Sequence[Target]) -> None:
             f"pinned {show_bytes(result.pinned_bytes)}",
         ],
     )
+    for head, parts in time_lines(result):
+        out.labelled(head + ", ", parts)
     if not result.proven:
         out.labelled(
             "not proven the least ",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
 from attrs import frozen
 
 from calibration.plan.model import Component, PlacementKind, PlanInputError, Target
@@ -27,6 +28,7 @@ class Candidate:
     pinned: int  # host bytes streamed or onloaded
     kept: int = 0  # layerwise: how many layers stay, the first ``kept`` of ``order``
     order: tuple[int, ...] = ()  # layer indices, most used first (the order layers are kept in)
+    pageable: bool = False  # the host copy in pageable memory: not pinned, slower per byte
 
     @property
     def resident_layers(self) -> tuple[int, ...]:
@@ -107,3 +109,14 @@ def candidates(component: Component, targets: Sequence[Target]) -> tuple[Candida
             )
     out.append(Candidate(PlacementKind.OFFLOADED, 0, w, w * whole_uses(component, targets), w))
     return tuple(out)
+
+
+def recost(component: Component, cand: Candidate, targets: Sequence[Target]) -> Candidate:
+    """The same placement (same layers kept) costed for other targets: a rank's own."""
+    if cand.kind == PlacementKind.RESIDENT:
+        return cand
+    if cand.kind == PlacementKind.OFFLOADED:
+        return attrs.evolve(cand, cost=component.weight_bytes * whole_uses(component, targets))
+    uses = layer_uses(component, targets)
+    streamed = cand.order[cand.kept :]
+    return attrs.evolve(cand, cost=sum(component.layer_bytes[i] * uses[i] for i in streamed))

@@ -16,6 +16,7 @@ __all__ = [
     "phase_rows",
     "placement_text",
     "show_bytes",
+    "time_lines",
 ]
 
 
@@ -41,7 +42,22 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
             "usable_bytes": d.usable_bytes,
             "pin_budget_bytes": d.pin_budget_bytes,
             "bandwidth_bytes_per_s": d.bandwidth_bytes_per_s,
+            "pageable_factor": d.pageable_factor,
         },
+        "predicted_s": plan.predicted_seconds,
+        "times": [
+            {
+                "target": t.target,
+                "weight": t.weight,
+                "predicted_s": t.seconds,
+                "compute_s": t.compute_s,
+                "transfer_s": t.transfer_s,
+                "hidden_s": t.hidden_s,
+                "exposed_s": t.exposed_s,
+                "pageable_s": t.pageable_s,
+            }
+            for t in plan.times
+        ],
         "transfer_bytes": plan.transfer_bytes,
         "transfer_s": plan.transfer_s,
         "pinned_bytes": plan.pinned_bytes,
@@ -57,6 +73,7 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
                 "device_bytes": p.device_bytes,
                 "onload_bytes": p.onload_bytes,
                 "pinned_bytes": p.pinned_bytes,
+                "pageable_bytes": p.pageable_bytes,
                 "transfer_bytes": p.transfer_bytes,
                 "transfer_s": p.transfer_s,
                 "binding_phase": p.binding_phase,
@@ -75,6 +92,24 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
             for u in plan.phases
         ],
     }
+
+
+def time_lines(plan: Plan) -> list[tuple[str, list[str]]]:
+    """Per target: the predicted request time, then its parts (compute, transfer exposed)."""
+    lines = []
+    for t in plan.times:
+        parts = [
+            "compute "
+            + (
+                "unknown (no time calibrated)" if t.compute_s is None else show_seconds(t.compute_s)
+            ),
+            f"transfer {show_seconds(t.exposed_s)} not hidden of {show_seconds(t.transfer_s)}",
+        ]
+        if t.pageable_s:
+            parts.append(f"{show_seconds(t.pageable_s)} of it from pageable memory")
+        total = "unknown" if t.seconds is None else show_seconds(t.seconds)
+        lines.append((f"predicted {t.target}: {total}", parts))
+    return lines
 
 
 def component_rows(plan: Plan) -> list[list[str]]:

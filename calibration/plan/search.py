@@ -252,12 +252,11 @@ class _Search:
             try:
                 dive.dive()
             except SearchExhausted as exc:
-                if self.best is None:
-                    raise
-                # the incumbent stands, unproven: what is left unsearched is this dive's open
-                # children and the later dives, none below its bound
+                # the incumbent (if any) stands, unproven: what is left unsearched is this dive's
+                # open children and the later dives, none below its bound
                 later = [r for r, _, _ in ordered[at + 1 :]]
-                self.lower = min([self.best, *later, *dive.open_bounds(root)])
+                found = [] if self.best is None else [self.best]
+                self.lower = min([*found, *later, *dive.open_bounds(root)], default=root)
                 self.stopped = exc
                 break
         if self.best_choice is None:
@@ -449,11 +448,16 @@ def search(
     """The best choice with every group within its limit and always-bytes >= min_always.
 
     Past ``limit`` nodes or ``work_limit`` units of work the best choice found so far is returned,
-    unproven (``Outcome.stopped``); ``SearchExhausted`` is raised only when none was found."""
-    run = _Search(per_component, groups, min_always, rank, limit, work_limit)
-    choice, nodes = run.run()
+    unproven (``Outcome.stopped``), or none with ``stopped`` set and ``lower_cost`` the least cost
+    any placement could have (0 when stopped before any bound was built)."""
+    try:
+        run = _Search(per_component, groups, min_always, rank, limit, work_limit)
+        choice, nodes = run.run()
+    except SearchExhausted as exc:  # before any dive began: nothing bounded yet
+        return Outcome(None, 0, exc.nodes, exc, 0)
     if choice is None:
-        return Outcome(None, 0, nodes)
+        lower = run.lower // run.cost_scale
+        return Outcome(None, 0, nodes, run.stopped, lower if run.stopped else 0)
     cost = sum(per_component[i][c].cost for i, c in enumerate(choice))
     if run.stopped is None:
         return Outcome(choice, cost, nodes, None, cost)

@@ -106,8 +106,9 @@ def test_groups_checked_whole_stay_exact(problem):
 
 
 def test_the_search_is_bounded_and_says_so_past_its_node_limit():
-    """Uneven layers in a ring of shared phases: the same inputs solve under the default limit, and
-    raise the typed PlanLimitError (never run on) when the limit is below the nodes they need."""
+    """Uneven layers in a ring of shared phases: the same inputs solve under the default limit;
+    below the nodes they need the search stops (never runs on) and says so: with the greedy pass's
+    placement, unproven, or the typed PlanLimitError when that pass finds none either."""
     import random
 
     import pytest
@@ -125,6 +126,12 @@ def test_the_search_is_bounded_and_says_so_past_its_node_limit():
     device = Device(sum(c.weight_bytes for c in components) // 2, reserve_bytes=0)
     plan = solve(components, [target], device)
     assert plan.feasible and plan.nodes > 20
-    with pytest.raises(PlanLimitError, match="visited 21 nodes without finishing") as caught:
-        solve(components, [target], device, search_limit=20)
+    stopped = solve(components, [target], device, search_limit=20)
+    assert not stopped.proven and "visited 21 nodes without finishing" in stopped.reason
+    tight = Device(device.capacity_bytes, reserve_bytes=0, pin_budget_bytes=0)
+    assert solve(components, [target], tight).feasible is False  # nothing fits: no greedy either
+    a, b = Component("a", 10, (1, 1)), Component("b", 5)  # the pass keeps 8 B of a: b overflows
+    one = [Target("t", [Phase("pa", 0, ["a"]), Phase("pb", 0, ["b"])])]
+    with pytest.raises(PlanLimitError, match="visited 1 nodes without finishing") as caught:
+        solve([a, b], one, Device(10, reserve_bytes=0), search_limit=0)
     assert isinstance(caught.value, PlanInputError)
