@@ -22,6 +22,7 @@ from calibration.lifecycle.model import (
     OK,
     REFUSED,
     ROLLBACK_FAILED,
+    Failure,
     Mode,
     Report,
 )
@@ -31,6 +32,7 @@ from calibration.lifecycle.steps import (
     Settings,
     Tried,
     apply_and_validate,
+    baseline,
     calibration_steps,
     enter_serving,
     placement,
@@ -38,9 +40,14 @@ from calibration.lifecycle.steps import (
     plan_step,
     rewarm,
 )
-from calibration.lifecycle.validate import planned_bounds, revised_bounds, with_bounds
+from calibration.lifecycle.validate import (
+    planned_bounds,
+    revised_bounds,
+    slower_link,
+    with_bounds,
+)
 from calibration.plan.apply import Applied, UndoError
-from calibration.plan.model import Component, Plan, Target
+from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.solver import most_conservative, solve
 from runtime.record import WarmupRecord
 
@@ -146,30 +153,26 @@ def _apply(
     """Apply and validate, re-plan on failure up to ``max_replans`` times, then fall back."""
     tried: set[str] = set()
     why = f"no plan held in {settings.max_replans + 1} tries"
+    device, before = settings.device, baseline(cal)
     for attempt in range(settings.max_replans + 1):
         if not plan.feasible:
             why = "nothing fits" + (" by the measured phases" if attempt else "")
             break
-        key = f"{placement_key(plan)}|{planned_bounds(targets)}"
+        key = f"{placement_key(plan)}|{planned_bounds(targets)}|{device.bandwidth_bytes_per_s}"
         if key in tried:  # the same placement with the same bounds: it would fail the same way
             why = "the re-plan repeats a plan that failed"
             break
         tried.add(key)
-        result = apply_and_validate(book, session, plan, points.target, settings)
+        result = apply_and_validate(book, session, plan, points.target, settings, before)
         if result.validation.holds:
             return _serve(book, mode, session, points, settings, plan, result, cal)
-        bounds = (
-            revised_bounds(plan, result.validation, result.record, shared_memory=_shared(session))
-            if result.record is not None
-            else planned_bounds(targets)
-        )
-        targets = with_bounds(targets, max_each(settings.agreement, bounds, "phases"))
+        targets, device = _revised(session, settings, targets, plan, result)
         if attempt < settings.max_replans:
-            plan = solve(components, targets, settings.device)
-            plan_step(book, "re-plan", plan, f"the measured phases (try {attempt + 2})")
-    fallback = most_conservative(components, targets, settings.device)
+            plan = solve(components, targets, device)
+            plan_step(book, "re-plan", plan, f"the measured {_what(result)} (try {attempt + 2})")
+    fallback = most_conservative(components, targets, device)
     plan_step(book, "fallback", fallback, f"{why}; the most conservative placement")
-    result = apply_and_validate(book, session, fallback, points.target, settings)
+    result = apply_and_validate(book, session, fallback, points.target, settings, before)
     if result.validation.holds:
         return _serve(book, mode, session, points, settings, fallback, result, cal)
     if mode is Mode.STRICT:
@@ -177,6 +180,30 @@ def _apply(
         verdict = "NO PLAN VALIDATES: strict mode refuses to serve"
         return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
     return _serve(book, mode, session, points, settings, fallback, result, cal)
+
+
+def _what(result: Tried) -> str:
+    return "time" if result.validation.failure is Failure.TOO_SLOW else "phases"
+
+
+def _revised(
+    session: Session, settings: Settings, targets: tuple[Target, ...], plan: Plan, result: Tried
+) -> tuple[tuple[Target, ...], Device]:
+    """What a re-plan learns from a failed validation (agreed over the ranks): each phase's
+    measured bound, and after a slow request the link's measured bandwidth (the slowest rank's)."""
+    bounds = (
+        revised_bounds(plan, result.validation, result.record, shared_memory=_shared(session))
+        if result.record is not None
+        else planned_bounds(targets)
+    )
+    targets = with_bounds(targets, max_each(settings.agreement, bounds, "phases"))
+    speed = result.validation.speed
+    link = plan.device.bandwidth_bytes_per_s
+    if result.validation.failure is Failure.TOO_SLOW and speed is not None:
+        link = slower_link(plan, speed)
+    agreed = -settings.agreement.max_int(-max(1, int(link)))  # every rank calls it
+    device = attrs.evolve(plan.device, bandwidth_bytes_per_s=float(agreed))
+    return targets, device
 
 
 def _shared(session: Session) -> bool:
