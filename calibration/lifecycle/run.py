@@ -15,7 +15,7 @@ import attrs
 from attrs import define
 
 from calibration.errors import CalibrationError
-from calibration.lifecycle.agree import max_each, placement_key, same_everywhere
+from calibration.lifecycle.agree import cautious_bounds, placement_key
 from calibration.lifecycle.model import (
     NO_PLAN_VALIDATES,
     NOTHING_FITS,
@@ -92,8 +92,7 @@ def run_lifecycle(
     if mode is Mode.OFF:
         return _finish(book, mode, None, None, False, "measured only (mode off)", cal=cal)
     components, targets = plan_inputs(cal)
-    same_everywhere(settings.agreement, str([p.label for t in targets for p in t.phases]), "phases")
-    targets = with_bounds(targets, max_each(settings.agreement, planned_bounds(targets), "phases"))
+    targets = cautious_bounds(settings.agreement, targets)  # each rank plans on its own device
     plan = solve(components, targets, settings.device)
     plan_step(book, "plan", plan, "the estimates")
     if mode is Mode.PLAN:
@@ -155,11 +154,13 @@ def _apply(
     why = f"no plan held in {settings.max_replans + 1} tries"
     device, before = settings.device, baseline(cal)
     for attempt in range(settings.max_replans + 1):
-        if not plan.feasible:
+        agree = settings.agreement  # every rank stops together: a rank alone would hang the rest
+        if agree.max_int(int(not plan.feasible)):
             why = "nothing fits" + (" by the measured phases" if attempt else "")
+            why += "" if not plan.feasible else " on another rank"
             break
         key = f"{placement_key(plan)}|{planned_bounds(targets)}|{device.bandwidth_bytes_per_s}"
-        if key in tried:  # the same placement with the same bounds: it would fail the same way
+        if agree.max_int(int(key in tried)):  # the same placement and bounds would fail again
             why = "the re-plan repeats a plan that failed"
             break
         tried.add(key)
@@ -196,7 +197,7 @@ def _revised(
         if result.record is not None
         else planned_bounds(targets)
     )
-    targets = with_bounds(targets, max_each(settings.agreement, bounds, "phases"))
+    targets = cautious_bounds(settings.agreement, with_bounds(targets, bounds))
     speed = result.validation.speed
     link = plan.device.bandwidth_bytes_per_s
     if result.validation.failure is Failure.TOO_SLOW and speed is not None:
@@ -233,11 +234,9 @@ def _serve(
             )
         except PlanApplyError as exc:
             book.add("apply", "failed", f"the fallback, kept unvalidated: {exc}")
-            same_everywhere(settings.agreement, "", "the final placement")
             return _finish(book, mode, None, None, True, f"NO PLAN VALIDATES: {exc}", cal)
         book.add("apply", "done", "the fallback, kept unvalidated", placement=dict(placement(plan)))
     try:
-        same_everywhere(settings.agreement, placement_key(plan), "the final placement")
         rewarm(book, session, applied, points.warmup)
         monitor = enter_serving(book, session)
     except BaseException:  # never serve, nor fail, with a plan half in force
