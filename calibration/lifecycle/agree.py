@@ -49,7 +49,7 @@ def _bounds(targets: Sequence[Target]) -> dict[str, dict[str, int]]:
     return {t.name: {p.label: p.bound_bytes for p in t.phases} for t in targets}
 
 
-def _read(text: str) -> dict[str, dict[str, int]]:
+def read_bounds(text: str) -> dict[str, dict[str, int]]:
     """A rank's bounds, checked: target -> label -> non-negative int."""
     try:
         value = json.loads(text)
@@ -69,7 +69,7 @@ def cautious_bounds(agreement: Agreement, targets: Sequence[Target]) -> tuple[Ta
     """``targets`` with every phase's bound the largest over the ranks that have that phase (by
     target and label); the phases only this rank has keep its own."""
     text = json.dumps(_bounds(targets), sort_keys=True)
-    ranks = [_read(t) for t in gather_text(agreement, text)]
+    ranks = [read_bounds(t) for t in gather_text(agreement, text)]
     return tuple(
         attrs.evolve(
             t,

@@ -80,3 +80,32 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         dist.destroy_process_group()
+
+
+#: Each rank's phases (label -> bound) of one target: "a" on both, "b" on rank 0 only, "c" on 1.
+BOUNDS = ({"a": 10, "b": 5}, {"a": 7, "c": 3})
+
+
+def bounds_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    """Agree on ``BOUNDS`` and a failure over gloo; write what this rank ended with."""
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        from calibration.lifecycle.agree import cautious_bounds, gather_text, worst_failure
+        from calibration.lifecycle.model import Failure
+        from calibration.plan.model import Phase, Target
+        from runtime.measure.distributed import TorchDistributedAgreement
+
+        agreement = TorchDistributedAgreement()
+        mine = Target("t", tuple(Phase(label, b) for label, b in BOUNDS[rank].items()))
+        (agreed,) = cautious_bounds(agreement, [mine])
+        failure = (Failure.NONE, Failure.TOO_SLOW)[rank]
+        result = {
+            "bounds": {p.label: p.bound_bytes for p in agreed.phases},
+            "texts": gather_text(agreement, "x" * (rank + 1)),
+            "failure": worst_failure(agreement, failure).value,
+        }
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()

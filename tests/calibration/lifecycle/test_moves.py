@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibration.examples import EXAMPLES
-from calibration.plan.apply import REST, MoveKind, apply, device_totals, move_order
+from calibration.plan.apply import apply
 from calibration.plan.model import Device, Placement, PlacementKind, Plan
+from calibration.plan.moves import REST, MoveKind, device_totals, move_order
 from runtime.measure.layers import repeated_layers
 
 torch = pytest.importorskip("torch")
