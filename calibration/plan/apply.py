@@ -158,6 +158,16 @@ class Applied:
         return ", ".join(left) or "nothing"
 
 
+def _exact(device: torch.device) -> torch.device:
+    """``cuda`` as the tensors on it name it (``cuda:N``, the current device), so that devices
+    compare equal."""
+    import torch
+
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def _tensors(module: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     yield from module.named_parameters(remove_duplicate=False)
     yield from module.named_buffers(remove_duplicate=False)
@@ -236,7 +246,7 @@ def apply(
             f"components {hooked} already carry offloading hooks (a plan applied and not undone, "
             "or enable_model_cpu_offload); undo them first"
         )
-    onload = torch.device(device)
+    onload = _exact(torch.device(device))
     parts = {p.component: _parts(modules[p.component], p) for p in plan.placements}
     applied = Applied(
         modules=dict(modules),
