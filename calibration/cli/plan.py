@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
 import click
 from click.core import ParameterSource
 
@@ -29,6 +30,7 @@ from calibration.cli.options import (
 from calibration.plan.inputs import Calibrated, load_calibration
 from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
+    DEFAULT_PAGEABLE_FACTOR,
     Component,
     Device,
     Plan,
@@ -198,7 +200,18 @@ def calibrated(
     help=f"Host-to-device bytes/s: 25GB/s [default: {DEFAULT_BANDWIDTH // 10**9}GB/s].",
 )
 @click.option(
-    "--pin-budget", callback=_size, metavar="SIZE", help="Pinned host memory [default: unlimited]."
+    "--pin-budget",
+    callback=_size,
+    metavar="SIZE",
+    help="Pinned host memory; over it a host copy is pageable, slower [default: unlimited].",
+)
+@click.option(
+    "--pageable-factor",
+    type=click.FloatRange(1, 1000),
+    default=DEFAULT_PAGEABLE_FACTOR,
+    show_default=True,
+    metavar="FACTOR",
+    help="A pageable host copy's time per byte over a pinned one's (bench/copies.py measures it).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON document (docs/planning.md).")
 @click.option(
@@ -233,6 +246,7 @@ def plan(
     reserve: int | None,
     bandwidth: int | None,
     pin_budget: int | None,
+    pageable_factor: float,
     as_json: bool,
     validate_mode: str | None,
 ) -> None:
@@ -242,7 +256,9 @@ def plan(
     (--calibration) or run here, on --device, as `dslc calibrate` runs them.
     """
     _no_run_options_with(calibrations)
-    planned_device = _device(device_memory, reserve, bandwidth, pin_budget)
+    planned_device = attrs.evolve(
+        _device(device_memory, reserve, bandwidth, pin_budget), pageable_factor=pageable_factor
+    )
     choice = check_choice(Choice(example, factory, formulas_path, name))
     if validate_mode is not None:
         if calibrations:
@@ -348,10 +364,15 @@ def _show(result: Plan, planned: Sequence[Target]) -> None:
         [
             f"{show_seconds(result.transfer_s)} ({show_bytes(result.transfer_bytes)})",
             f"pinned {show_bytes(result.pinned_bytes)}",
+            *(
+                [f"pageable {show_bytes(paged)} ({result.device.pageable_factor:g}x slower)"]
+                if (paged := sum(p.pageable_bytes for p in result.placements))
+                else []
+            ),
         ],
     )
-    for head, parts in time_lines(result):
-        out.labelled(head + ", ", parts)
+    for line in time_lines(result):
+        out.line(line)
     if not result.proven:
         out.labelled(
             "not proven the least ",

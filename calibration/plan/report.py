@@ -94,21 +94,21 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
     }
 
 
-def time_lines(plan: Plan) -> list[tuple[str, list[str]]]:
-    """Per target: the predicted request time, then its parts (compute, transfer exposed)."""
+def time_lines(plan: Plan) -> list[str]:
+    """Per target: the predicted request time = the calibration's compute + the transfer that no
+    overlap hides (and how much of it comes from pageable memory)."""
     lines = []
     for t in plan.times:
-        parts = [
-            "compute "
-            + (
-                "unknown (no time calibrated)" if t.compute_s is None else show_seconds(t.compute_s)
-            ),
-            f"transfer {show_seconds(t.exposed_s)} not hidden of {show_seconds(t.transfer_s)}",
-        ]
-        if t.pageable_s:
-            parts.append(f"{show_seconds(t.pageable_s)} of it from pageable memory")
+        compute = (
+            "unknown (no time calibrated)" if t.compute_s is None else show_seconds(t.compute_s)
+        )
         total = "unknown" if t.seconds is None else show_seconds(t.seconds)
-        lines.append((f"predicted {t.target}: {total}", parts))
+        hidden = "none hidden" if not t.hidden_s else f"{show_seconds(t.hidden_s)} hidden"
+        paged = f"; {show_seconds(t.pageable_s)} from pageable memory" if t.pageable_s else ""
+        lines.append(
+            f"predicted {t.target}: {total} = compute {compute} + transfer "
+            f"{show_seconds(t.exposed_s)} ({hidden}{paged})"
+        )
     return lines
 
 
@@ -117,7 +117,8 @@ def component_rows(plan: Plan) -> list[list[str]]:
     return [
         [
             p.component,
-            placement_text(p.kind, len(p.resident_layers), p.layers),
+            placement_text(p.kind, len(p.resident_layers), p.layers)
+            + (" pageable" if p.pageable else ""),
             show_bytes(p.device_bytes),
             show_bytes(p.onload_bytes),
             show_seconds(p.transfer_s),
