@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import attrs
 import click
 from click.core import ParameterSource
 
@@ -256,9 +255,7 @@ def plan(
     (--calibration) or run here, on --device, as `dslc calibrate` runs them.
     """
     _no_run_options_with(calibrations)
-    planned_device = attrs.evolve(
-        _device(device_memory, reserve, bandwidth, pin_budget), pageable_factor=pageable_factor
-    )
+    planned_device = _device(device_memory, reserve, bandwidth, pin_budget, pageable_factor)
     choice = check_choice(Choice(example, factory, formulas_path, name))
     if validate_mode is not None:
         if calibrations:
@@ -306,6 +303,7 @@ def _device(
     reserve: int | None,
     bandwidth: int | None,
     pin_budget: int | None,
+    pageable_factor: float = DEFAULT_PAGEABLE_FACTOR,
 ) -> Device:
     """The device the options describe; a reserve that leaves nothing usable is a usage error,
     found before any calibration runs."""
@@ -318,6 +316,7 @@ def _device(
         reserve_bytes=reserve,
         pin_budget_bytes=pin_budget,
         bandwidth_bytes_per_s=float(bandwidth or DEFAULT_BANDWIDTH),
+        pageable_factor=pageable_factor,
     )
     if device.usable_bytes <= 0:
         which = "the reserve" if reserve is not None else "the default reserve, max(1 GiB, 2 %),"
@@ -371,8 +370,8 @@ def _show(result: Plan, planned: Sequence[Target]) -> None:
             ),
         ],
     )
-    for line in time_lines(result):
-        out.line(line)
+    for parts in time_lines(result):
+        out.labelled("predicted ", parts)
     if not result.proven:
         out.labelled(
             "not proven the least ",

@@ -84,3 +84,16 @@ def test_a_pin_budget_splits_components_between_pinned_and_pageable():
     assert (b.kind, b.pageable, b.pageable_bytes) == ("offloaded", True, 6 * GiB)
     assert objective(plan) == 12 * GiB + Fraction(5, 2) * 6 * GiB
     assert plan.predicted("t").pageable_s == pytest.approx(2.5 * 6 * GiB / 25e9)
+
+
+def test_the_most_conservative_placement_keeps_to_the_pin_budget():
+    """The lifecycle's fallback offloads everything; with 5 GiB of pins for 10 GiB of host
+    copies, the largest copies go pageable until the rest fit the budget."""
+    from calibration.plan.solver import most_conservative
+
+    comps = [Component("a", 6 * GiB), Component("b", 3 * GiB), Component("c", GiB)]
+    target = Target("t", [Phase(c.name, 0, [c.name]) for c in comps])
+    plan = most_conservative(comps, [target], Device(7 * GiB, 0, pin_budget_bytes=5 * GiB))
+    assert [p.kind.value for p in plan.placements] == ["offloaded"] * 3
+    assert [p.pageable for p in plan.placements] == [True, False, False]
+    assert plan.pinned_bytes == 4 * GiB <= 5 * GiB
