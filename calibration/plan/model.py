@@ -274,6 +274,7 @@ class Placement:
     binding_phase: str | None  # the phase that would overflow first were it fully resident
     missing_bytes: int  # ... by how much (0 when resident)
     pageable_bytes: int = 0  # host copy kept in pageable memory (over the pin budget)
+    pageable: bool = False  # its copies come from pageable memory (``Device.pageable_factor``)
 
 
 @frozen

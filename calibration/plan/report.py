@@ -45,19 +45,7 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
             "pageable_factor": d.pageable_factor,
         },
         "predicted_s": plan.predicted_seconds,
-        "times": [
-            {
-                "target": t.target,
-                "weight": t.weight,
-                "predicted_s": t.seconds,
-                "compute_s": t.compute_s,
-                "transfer_s": t.transfer_s,
-                "hidden_s": t.hidden_s,
-                "exposed_s": t.exposed_s,
-                "pageable_s": t.pageable_s,
-            }
-            for t in plan.times
-        ],
+        "times": _times(plan),
         "transfer_bytes": plan.transfer_bytes,
         "transfer_s": plan.transfer_s,
         "pinned_bytes": plan.pinned_bytes,
@@ -94,21 +82,38 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
     }
 
 
-def time_lines(plan: Plan) -> list[tuple[str, list[str]]]:
-    """Per target: the predicted request time, then its parts (compute, transfer exposed)."""
+def _times(plan: Plan) -> list[dict[str, object]]:
+    """Each target's predicted request time and its parts."""
+    return [
+        {
+            "target": t.target,
+            "weight": t.weight,
+            "predicted_s": t.seconds,
+            "compute_s": t.compute_s,
+            "transfer_s": t.transfer_s,
+            "hidden_s": t.hidden_s,
+            "exposed_s": t.exposed_s,
+            "pageable_s": t.pageable_s,
+        }
+        for t in plan.times
+    ]
+
+
+def time_lines(plan: Plan) -> list[list[str]]:
+    """Per target: the predicted request time, then its parts: the calibration's compute, the
+    transfer that no overlap hides (and how much of it comes from pageable memory)."""
     lines = []
     for t in plan.times:
-        parts = [
-            "compute "
-            + (
-                "unknown (no time calibrated)" if t.compute_s is None else show_seconds(t.compute_s)
-            ),
-            f"transfer {show_seconds(t.exposed_s)} not hidden of {show_seconds(t.transfer_s)}",
-        ]
+        compute = (
+            "unknown (no time calibrated)" if t.compute_s is None else show_seconds(t.compute_s)
+        )
+        total = "unknown" if t.seconds is None else show_seconds(t.seconds)
+        parts = [f"{t.target}: {total}", f"compute {compute}"]
+        hidden = "none hidden" if not t.hidden_s else f"{show_seconds(t.hidden_s)} hidden"
+        parts.append(f"transfer {show_seconds(t.exposed_s)} ({hidden})")
         if t.pageable_s:
             parts.append(f"{show_seconds(t.pageable_s)} of it from pageable memory")
-        total = "unknown" if t.seconds is None else show_seconds(t.seconds)
-        lines.append((f"predicted {t.target}: {total}", parts))
+        lines.append(parts)
     return lines
 
 
@@ -117,7 +122,8 @@ def component_rows(plan: Plan) -> list[list[str]]:
     return [
         [
             p.component,
-            placement_text(p.kind, len(p.resident_layers), p.layers),
+            placement_text(p.kind, len(p.resident_layers), p.layers)
+            + (" pageable" if p.pageable else ""),
             show_bytes(p.device_bytes),
             show_bytes(p.onload_bytes),
             show_seconds(p.transfer_s),

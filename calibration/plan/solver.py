@@ -25,7 +25,7 @@ from artifact.limits import (
     MAX_SEARCH_WORK,
 )
 from artifact.units import show_bytes
-from calibration.plan.candidates import Candidate, Group, candidates
+from calibration.plan.candidates import Candidate, Group, candidates, with_pageable
 from calibration.plan.greedy import greedy
 from calibration.plan.model import (
     Component,
@@ -161,7 +161,8 @@ class Problem:
     cands: tuple[tuple[Candidate, ...], ...]  # per component, in the components' order
     order: tuple[int, ...]  # component indices, most used first (the search's positions)
     groups: tuple[Group, ...]
-    min_always: int  # the least always-bytes the pin budget leaves (0: none)
+    min_free: int  # the least bytes the pin budget leaves unpinned (0: none)
+    unit: int = 1  # a cost's units per pinned byte moved (pageable candidates: the factor's den)
 
     def picked(self, choice: Sequence[int]) -> list[Candidate]:
         """The candidates of a choice made in the search's positions, in the components' order."""
@@ -182,11 +183,15 @@ def problem(
     components, targets = tuple(components), tuple(targets)
     check_limits(components, targets)
     index = _check(components, targets)
-    cands = tuple(candidates(c, targets) for c in components)
+    base = tuple(candidates(c, targets) for c in components)
+    pin = device.pin_budget_bytes
+    factor = Fraction(device.pageable_factor).limit_denominator(1000)
+    # under a pin budget each host copy is pinned or pageable (never "resident or fail")
+    cands = base if pin is None else tuple(with_pageable(cs, factor) for cs in base)
     # most used first: the most calls per byte (layer or whole), then the heaviest, then the name
     order = sorted(
         range(len(components)),
-        key=lambda i: (-_uses_per_byte(cands[i]), -components[i].weight_bytes, components[i].name),
+        key=lambda i: (-_uses_per_byte(base[i]), -components[i].weight_bytes, components[i].name),
     )
     groups = _groups(targets, index, order, usable or (lambda _t: device.usable_bytes))
     _over(
@@ -197,9 +202,9 @@ def problem(
         "plan fewer shapes at once",
     )
     total = sum(c.weight_bytes for c in components)
-    pin = device.pin_budget_bytes
-    min_always = 0 if pin is None else total - pin
-    return Problem(components, targets, index, cands, tuple(order), tuple(groups), min_always)
+    min_free = 0 if pin is None else total - pin
+    unit = 1 if pin is None else factor.denominator
+    return Problem(components, targets, index, cands, tuple(order), tuple(groups), min_free, unit)
 
 
 def solve(
@@ -227,7 +232,7 @@ def search_problem(
     and its plan."""
     ordered = [made.cands[i] for i in made.order]
     outcome = search(
-        ordered, made.groups, made.min_always, range(len(ordered)), search_limit, work_limit
+        ordered, made.groups, made.min_free, range(len(ordered)), search_limit, work_limit
     )
     choice = outcome.choice
     if choice is None and outcome.stopped is not None:
@@ -241,21 +246,19 @@ def search_problem(
                 "fewer components at once"
             ) from None
     if choice is None:
-        reason = _infeasible_reason(
-            made.components, made.cands, made.targets, made.index, device, made.min_always
-        )
+        reason = _infeasible_reason(made.components, made.cands, made.targets, made.index, device)
         return None, Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
     plan = _explain(
         made.components, made.picked(choice), made.targets, made.index, device, outcome.nodes
     )
+    # in pinned-equivalent bytes (a pageable byte counts the factor): the objective's unit
+    own = sum(c.cost for c in made.picked(choice)) // made.unit
     if outcome.stopped is None:
-        return choice, attrs.evolve(plan, lower_bound_bytes=plan.transfer_bytes)
-    lower = min(outcome.lower_cost, plan.transfer_bytes)
+        return choice, attrs.evolve(plan, lower_bound_bytes=own)
+    lower = min(outcome.lower_cost // made.unit, own)
     return choice, attrs.evolve(
         plan,
-        reason=unproven_reason(
-            outcome.stopped.limit, str(outcome.stopped), plan.transfer_bytes, lower
-        ),
+        reason=unproven_reason(outcome.stopped.limit, str(outcome.stopped), own, lower),
         proven=False,
         stopped_by=outcome.stopped.limit,
         lower_bound_bytes=lower,
@@ -334,7 +337,7 @@ def _placement(
     component: Component, cand: Candidate, device: Device, binding: str | None, missing: int
 ) -> Placement:
     """One component's placement: where it lives, its host copy, what it moves and how long."""
-    moved = cand.cost  # bytes per request, weighted over targets
+    moved = cand.moved_bytes  # bytes per request, weighted over targets
     host = component.weight_bytes - cand.always if cand.kind != PlacementKind.RESIDENT else 0
     return Placement(
         component=component.name,
@@ -349,6 +352,7 @@ def _placement(
         binding_phase=binding,
         missing_bytes=missing,
         pageable_bytes=host if cand.pageable else 0,
+        pageable=cand.pageable,
     )
 
 
@@ -358,9 +362,8 @@ def _infeasible_reason(
     targets: Sequence[Target],
     index: dict[str, int],
     device: Device,
-    min_always: int,
 ) -> str:
-    """Why nothing fits: a phase that overflows alone, the pin budget, or the phases together."""
+    """Why nothing fits: a phase that overflows alone, or the phases together."""
     usable = device.usable_bytes
     worst: tuple[int, str] | None = None
     for t in targets:
@@ -380,12 +383,7 @@ def _infeasible_reason(
             f"{show_bytes(device.reserve)}), "
             "even with every component offloaded or streamed"
         )
-    if min_always > 0:
-        return (
-            f"the pin budget ({show_bytes(device.pin_budget_bytes)}) needs at least "
-            f"{show_bytes(min_always)} of "
-            "weights resident, and no placement keeping that much fits every phase"
-        )
+    # never the pin budget: over it, a host copy is pageable (slower, never refused)
     return "each phase fits on its own, but no single placement fits every phase at once"
 
 
@@ -402,6 +400,12 @@ def most_conservative(
         min(candidates(c, targets), key=lambda k: (k.always + k.onload, k.always, k.cost))
         for c in components
     ]
+    over = sum(c.pinned for c in picked) - (device.pin_budget_bytes or 0)
+    for k in sorted(range(len(picked)), key=lambda k: -picked[k].pinned):
+        if device.pin_budget_bytes is None or over <= 0:
+            break
+        over -= picked[k].pinned  # the largest host copies pageable until the rest fit the pins
+        picked[k] = attrs.evolve(picked[k], pinned=0, pageable=True)
     plan = _explain(components, picked, targets, index, device, 0)
     short = [u for u in plan.phases if u.headroom_bytes < 0]
     reason = "the most conservative placement: every component offloaded or streamed" + (
