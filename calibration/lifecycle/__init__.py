@@ -2,7 +2,8 @@
 
 ``run.run_lifecycle`` is the one entry point (the CLI's ``dslc plan --validate`` and a worker call
 it); ``model`` holds the modes and the report, ``validate`` compares a measured request (memory and
-time) with the plan, ``agree`` gives every rank the most cautious bounds to plan its own device
-with, ``faults`` injects failures at the memory backend and at accelerate's hooks, ``render`` shows
-the report, ``cli`` is `dslc plan --validate`. See docs/planning.md, "The lifecycle".
+time) with the plan, ``agree`` gives every rank the most cautious bounds and plans every rank
+(``exchange`` carries a rank's planning inputs as text), ``faults`` injects failures at the memory
+backend and at accelerate's hooks, ``render`` shows the report, ``cli`` is `dslc plan --validate`.
+See docs/planning.md, "The lifecycle".
 """

@@ -3,9 +3,12 @@ bounds that are the most cautious over the ranks.
 
 Built on ``runtime.measure.distributed``'s agreement (gloo or NCCL; a single process agrees with
 itself): each rank's phase bounds are exchanged as text (``gather_text``) and every phase takes the
-largest bound any rank measured for it (``cautious_bounds``); a phase, or a component, that only
-some ranks have is theirs alone, planned there and nowhere else. A validation's failure is agreed by
-its severity (any rank's failure fails all, so every rank rolls back and re-plans together).
+largest bound any rank measured for it (``cautious_bounds``). Then every rank sends its planning
+inputs (``exchange``: components, targets, device) and every rank calls the planner's
+``solve_ranks`` on the same list (``plan_ranks``): one placement that fits every rank on its own
+device, else each rank its own; a component only some ranks have is planned, never refused. A
+validation's failure is agreed by its severity (any rank's failure fails all, so every rank rolls
+back and re-plans together).
 """
 
 from __future__ import annotations
@@ -16,13 +19,41 @@ from collections.abc import Sequence
 import attrs
 
 from calibration.errors import CalibrationError
+from calibration.lifecycle import exchange
 from calibration.lifecycle.model import Failure
-from calibration.plan.model import Plan, Target
+from calibration.plan.model import Component, Device, Plan, Target
+from calibration.plan.ranks import RankInputs, solve_ranks
+from calibration.plan.solver import solve
 from runtime.measure.distributed import Agreement, TorchDistributedAgreement
 
 
 class RankMismatchError(CalibrationError):
-    """A rank sent bounds that cannot be read as bounds (ranks out of step)."""
+    """A rank sent bounds or planning inputs that cannot be read (ranks out of step)."""
+
+
+def rank_of(agreement: Agreement) -> int:
+    """This process's place in ``gather_text``'s order (0 alone)."""
+    if not isinstance(agreement, TorchDistributedAgreement):
+        return 0
+    import torch.distributed as dist
+
+    return dist.get_rank(agreement.group)
+
+
+def plan_ranks(
+    agreement: Agreement, components: Sequence[Component], targets: Sequence[Target], device: Device
+) -> tuple[Plan, str]:
+    """This rank's plan from every rank's inputs (``solve_ranks``), and what the ranks agreed
+    (one rank alone: ``solve``'s plan, and "")."""
+    texts = gather_text(agreement, exchange.dumps(components, targets, device))
+    if len(texts) == 1:
+        return solve(components, targets, device), ""
+    try:
+        ranks = [RankInputs(*exchange.loads(t)) for t in texts]
+    except (TypeError, ValueError, KeyError) as exc:
+        raise RankMismatchError(f"a rank sent planning inputs that cannot be read: {exc}") from None
+    agreed = solve_ranks(ranks)
+    return agreed.plans[rank_of(agreement)], f"{agreed.agreement.value}: {agreed.reason}"
 
 
 def gather_text(agreement: Agreement, text: str) -> list[str]:

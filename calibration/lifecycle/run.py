@@ -15,7 +15,7 @@ import attrs
 from attrs import define
 
 from calibration.errors import CalibrationError
-from calibration.lifecycle.agree import cautious_bounds, placement_key
+from calibration.lifecycle.agree import cautious_bounds, placement_key, plan_ranks
 from calibration.lifecycle.model import (
     NO_PLAN_VALIDATES,
     NOTHING_FITS,
@@ -48,7 +48,7 @@ from calibration.lifecycle.validate import (
 )
 from calibration.plan.apply import Applied, UndoError
 from calibration.plan.model import Component, Device, Plan, Target
-from calibration.plan.solver import most_conservative, solve
+from calibration.plan.solver import most_conservative
 from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ def run_lifecycle(
         return _finish(book, mode, None, None, False, "measured only (mode off)", cal=cal)
     components, targets = plan_inputs(cal)
     targets = cautious_bounds(settings.agreement, targets)  # each rank plans on its own device
-    plan = solve(components, targets, settings.device)
-    plan_step(book, "plan", plan, "the estimates")
+    plan, ranks = plan_ranks(settings.agreement, components, targets, settings.device)
+    plan_step(book, "plan", plan, "the estimates" + (f" ({ranks})" if ranks else ""))
     if mode is Mode.PLAN:
         return _finish(book, mode, plan, None, False, "planned, nothing applied (mode plan)", cal)
     try:
@@ -169,8 +169,9 @@ def _apply(
             return _serve(book, mode, session, points, settings, plan, result, cal)
         targets, device = _revised(session, settings, targets, plan, result)
         if attempt < settings.max_replans:
-            plan = solve(components, targets, device)
-            plan_step(book, "re-plan", plan, f"the measured {_what(result)} (try {attempt + 2})")
+            plan, ranks = plan_ranks(settings.agreement, components, targets, device)
+            learnt = f"the measured {_what(result)} (try {attempt + 2})"
+            plan_step(book, "re-plan", plan, learnt + (f"; {ranks}" if ranks else ""))
     fallback = most_conservative(components, targets, device)
     plan_step(book, "fallback", fallback, f"{why}; the most conservative placement")
     result = apply_and_validate(book, session, fallback, points.target, settings, before)

@@ -60,6 +60,7 @@ def run_rank(rank: int, agreement: object) -> dict[str, object]:
         ],
         "measured": report.step("validate")[-1].data["phases"],
         "usable": outcome.plan.device.usable_bytes,
+        "plan": report.step("plan")[0].detail,
     }
 
 

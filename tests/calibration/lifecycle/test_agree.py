@@ -48,3 +48,35 @@ def test_one_process_agrees_with_itself():
 def test_unreadable_bounds_from_a_rank_are_refused(text):
     with pytest.raises(RankMismatchError, match="cannot be read"):
         read_bounds(text)
+
+
+def test_planning_inputs_go_through_text_unchanged():
+    from calibration.lifecycle import exchange
+    from calibration.lifecycle.steps import plan_inputs
+    from calibration.plan.model import Device
+    from tests.calibration.lifecycle_setup import calibration
+
+    components, targets = plan_inputs(calibration())
+    device = Device(1 << 20, reserve_bytes=0, pin_budget_bytes=1 << 19)
+    back = exchange.loads(exchange.dumps(components, targets, device))
+    assert back == (components, targets, device)
+    assert [dict(t.uses) for t in back[1]] == [dict(t.uses) for t in targets]  # not in ==
+    assert [dict(t.layer_uses) for t in back[1]] == [dict(t.layer_uses) for t in targets]
+    assert [dict(t.stage_seconds) for t in back[1]] == [dict(t.stage_seconds) for t in targets]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        '{"components": [["vae", -1, [], []]], "targets": [], "device": [1, 0, null, 1.0, 2.0]}',
+        '{"components": [["vae", true, [], []]], "targets": [], "device": [1, 0, null, 1.0, 2.0]}',
+        '{"components": [], "targets": [], "device": [1, 0]}',
+        '{"components": [], "targets": [{"name": "t"}], "device": [1, 0, null, 1.0, 2.0]}',
+    ],
+)
+def test_unreadable_planning_inputs_are_refused(text):
+    from calibration.lifecycle import exchange
+
+    with pytest.raises((TypeError, ValueError, KeyError)):
+        exchange.loads(text)
