@@ -19,6 +19,7 @@ run() { echo "## $*"; "$@" || status=1; echo; }
 run "$py" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0), torch.__version__)"
 run "$py" -m pytest -q -rs tests/runtime/measure/test_backends.py tests/runtime/measure/test_serving.py tests/calibration/test_warmup.py
 run "$py" bench/record.py --rounds 9
+run "$py" bench/copies.py
 run "$py" bench/plan_gpu.py --example flux
 run "$py" bench/plan_gpu.py --example wan
 run "$py" bench/lifecycle_gpu.py --example flux --device cuda

@@ -29,6 +29,7 @@ from calibration.cli.options import (
 from calibration.plan.inputs import Calibrated, load_calibration
 from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
+    DEFAULT_PAGEABLE_FACTOR,
     Component,
     Device,
     Plan,
@@ -36,7 +37,14 @@ from calibration.plan.model import (
     Target,
     most_cautious_targets,
 )
-from calibration.plan.report import component_rows, document, parse_size, phase_rows, show_bytes
+from calibration.plan.report import (
+    component_rows,
+    document,
+    parse_size,
+    phase_rows,
+    show_bytes,
+    time_lines,
+)
 from calibration.plan.solver import solve
 from dslc.cli_support import POINT_METAVAR, Failure, ui
 
@@ -191,7 +199,18 @@ def calibrated(
     help=f"Host-to-device bytes/s: 25GB/s [default: {DEFAULT_BANDWIDTH // 10**9}GB/s].",
 )
 @click.option(
-    "--pin-budget", callback=_size, metavar="SIZE", help="Pinned host memory [default: unlimited]."
+    "--pin-budget",
+    callback=_size,
+    metavar="SIZE",
+    help="Pinned host memory; over it a host copy is pageable, slower [default: unlimited].",
+)
+@click.option(
+    "--pageable-factor",
+    type=click.FloatRange(1, 1000),
+    default=DEFAULT_PAGEABLE_FACTOR,
+    show_default=True,
+    metavar="FACTOR",
+    help="A pageable host copy's time per byte over a pinned one's (bench/copies.py measures it).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON document (docs/planning.md).")
 @click.option(
@@ -226,6 +245,7 @@ def plan(
     reserve: int | None,
     bandwidth: int | None,
     pin_budget: int | None,
+    pageable_factor: float,
     as_json: bool,
     validate_mode: str | None,
 ) -> None:
@@ -235,7 +255,7 @@ def plan(
     (--calibration) or run here, on --device, as `dslc calibrate` runs them.
     """
     _no_run_options_with(calibrations)
-    planned_device = _device(device_memory, reserve, bandwidth, pin_budget)
+    planned_device = _device(device_memory, reserve, bandwidth, pin_budget, pageable_factor)
     choice = check_choice(Choice(example, factory, formulas_path, name))
     if validate_mode is not None:
         if calibrations:
@@ -283,6 +303,7 @@ def _device(
     reserve: int | None,
     bandwidth: int | None,
     pin_budget: int | None,
+    pageable_factor: float = DEFAULT_PAGEABLE_FACTOR,
 ) -> Device:
     """The device the options describe; a reserve that leaves nothing usable is a usage error,
     found before any calibration runs."""
@@ -295,6 +316,7 @@ def _device(
         reserve_bytes=reserve,
         pin_budget_bytes=pin_budget,
         bandwidth_bytes_per_s=float(bandwidth or DEFAULT_BANDWIDTH),
+        pageable_factor=pageable_factor,
     )
     if device.usable_bytes <= 0:
         which = "the reserve" if reserve is not None else "the default reserve, max(1 GiB, 2 %),"
@@ -341,8 +363,15 @@ def _show(result: Plan, planned: Sequence[Target]) -> None:
         [
             f"{show_seconds(result.transfer_s)} ({show_bytes(result.transfer_bytes)})",
             f"pinned {show_bytes(result.pinned_bytes)}",
+            *(
+                [f"pageable {show_bytes(paged)} ({result.device.pageable_factor:g}x slower)"]
+                if (paged := sum(p.pageable_bytes for p in result.placements))
+                else []
+            ),
         ],
     )
+    for parts in time_lines(result):
+        out.labelled("predicted ", parts)
     if not result.proven:
         out.labelled(
             "not proven the least ",

@@ -1,41 +1,121 @@
-"""Ranks agree on what decides a placement, so that every rank ends on the same, most cautious one.
+"""Ranks agree on what decides a placement: each rank plans against its own device, from phase
+bounds that are the most cautious over the ranks.
 
-Built on ``runtime.measure.distributed.Agreement`` (the MAX of an integer over the group, gloo or
-NCCL; a single process agrees with itself): phase bounds are agreed elementwise (the largest wins),
-a validation's failure by its severity (any rank's failure fails all), and a placement by a
-fingerprint that must be the same on every rank.
+Built on ``runtime.measure.distributed``'s agreement (gloo or NCCL; a single process agrees with
+itself): each rank's phase bounds are exchanged as text (``gather_text``) and every phase takes the
+largest bound any rank measured for it (``cautious_bounds``). Then every rank sends its planning
+inputs (``exchange``: components, targets, device) and every rank calls the planner's
+``solve_ranks`` on the same list (``plan_ranks``): one placement that fits every rank on its own
+device, else each rank its own; a component only some ranks have is planned, never refused. A
+validation's failure is agreed by its severity (any rank's failure fails all, so every rank rolls
+back and re-plans together).
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 from collections.abc import Sequence
 
+import attrs
+
 from calibration.errors import CalibrationError
+from calibration.lifecycle import exchange
 from calibration.lifecycle.model import Failure
-from calibration.plan.model import Plan
-from runtime.measure.distributed import Agreement
+from calibration.plan.model import Component, Device, Plan, Target
+from calibration.plan.ranks import RankInputs, solve_ranks
+from calibration.plan.solver import solve
+from runtime.measure.distributed import Agreement, TorchDistributedAgreement
 
 
 class RankMismatchError(CalibrationError):
-    """Ranks planned different phases or ended on different placements (they must not)."""
+    """A rank sent bounds or planning inputs that cannot be read (ranks out of step)."""
 
 
-def _digest(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big") >> 2
+def rank_of(agreement: Agreement) -> int:
+    """This process's place in ``gather_text``'s order (0 alone)."""
+    if not isinstance(agreement, TorchDistributedAgreement):
+        return 0
+    import torch.distributed as dist
+
+    return dist.get_rank(agreement.group)
 
 
-def same_everywhere(agreement: Agreement, text: str, what: str) -> None:
-    """Raise unless ``text`` is the same on every rank (its digest's MAX equals its MIN)."""
-    fp = _digest(text)
-    if agreement.max_int(fp) != -agreement.max_int(-fp):
-        raise RankMismatchError(f"ranks differ in {what}")
+def plan_ranks(
+    agreement: Agreement, components: Sequence[Component], targets: Sequence[Target], device: Device
+) -> tuple[Plan, str]:
+    """This rank's plan from every rank's inputs (``solve_ranks``), and what the ranks agreed
+    (one rank alone: ``solve``'s plan, and "")."""
+    texts = gather_text(agreement, exchange.dumps(components, targets, device))
+    if len(texts) == 1:
+        return solve(components, targets, device), ""
+    try:
+        ranks = [RankInputs(*exchange.loads(t)) for t in texts]
+    except (TypeError, ValueError, KeyError) as exc:
+        raise RankMismatchError(f"a rank sent planning inputs that cannot be read: {exc}") from None
+    agreed = solve_ranks(ranks)
+    return agreed.plans[rank_of(agreement)], f"{agreed.agreement.value}: {agreed.reason}"
 
 
-def max_each(agreement: Agreement, values: Sequence[int], what: str) -> list[int]:
-    """The MAX over ranks of each value (the same count on every rank, checked first)."""
-    same_everywhere(agreement, str(len(values)), f"the number of {what}")
-    return [agreement.max_int(v) for v in values]
+def gather_text(agreement: Agreement, text: str) -> list[str]:
+    """Every rank's ``text`` in rank order (one process, or an agreement that only takes the MAX
+    of an integer: its own). One MAX of the length, then one all-gather of the bytes."""
+    data = text.encode("ascii")
+    size = agreement.max_int(len(data))
+    if not isinstance(agreement, TorchDistributedAgreement):
+        return [text]
+    import torch
+    import torch.distributed as dist
+
+    group = agreement.group
+    nccl = dist.get_backend(group) == "nccl"
+    where = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
+    mine = torch.zeros(size, dtype=torch.uint8, device=where)
+    mine[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
+    every = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(every, mine, group=group)
+    return [bytes(t.cpu().tolist()).rstrip(b"\0").decode("ascii") for t in every]
+
+
+def _bounds(targets: Sequence[Target]) -> dict[str, dict[str, int]]:
+    return {t.name: {p.label: p.bound_bytes for p in t.phases} for t in targets}
+
+
+def read_bounds(text: str) -> dict[str, dict[str, int]]:
+    """A rank's bounds, checked: target -> label -> non-negative int."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    ok = isinstance(value, dict) and all(
+        isinstance(phases, dict)
+        and all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in phases.values())
+        for phases in value.values()
+    )
+    if not ok:
+        raise RankMismatchError("a rank sent phase bounds that cannot be read")
+    return value  # type: ignore[no-any-return]  # checked above
+
+
+def cautious_bounds(agreement: Agreement, targets: Sequence[Target]) -> tuple[Target, ...]:
+    """``targets`` with every phase's bound the largest over the ranks that have that phase (by
+    target and label); the phases only this rank has keep its own."""
+    text = json.dumps(_bounds(targets), sort_keys=True)
+    ranks = [read_bounds(t) for t in gather_text(agreement, text)]
+    return tuple(
+        attrs.evolve(
+            t,
+            phases=tuple(
+                attrs.evolve(
+                    p,
+                    bound_bytes=max(
+                        [p.bound_bytes, *(r.get(t.name, {}).get(p.label, 0) for r in ranks)]
+                    ),
+                )
+                for p in t.phases
+            ),
+        )
+        for t in targets
+    )
 
 
 def worst_failure(agreement: Agreement, failure: Failure) -> Failure:
@@ -44,7 +124,7 @@ def worst_failure(agreement: Agreement, failure: Failure) -> Failure:
 
 
 def placement_key(plan: Plan) -> str:
-    """A placement as text: each component's kind and the layers it keeps (what must agree)."""
+    """A placement as text: each component's kind and the layers it keeps."""
     return ";".join(
         f"{p.component}={p.kind.value}:{','.join(map(str, p.resident_layers))}"
         for p in plan.placements

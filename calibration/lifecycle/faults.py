@@ -7,36 +7,47 @@ of the pipeline or of diffusers.
 in (``watch``). An out-of-memory fault raises ``torch.OutOfMemoryError`` from the first counter read
 inside the stage (a window opening: the error leaves through the pipeline's own forward, as a real
 allocation failure would); a peak fault adds bytes to every peak read inside the stage. Each fault
-strikes in at most ``times`` requests (None: every one).
+strikes in at most ``times`` requests (None: every one). A slow fault spends ``delay_s`` seconds of
+this thread's CPU time (real work, read by the recorder's CPU clock as any other) at the first
+counter read inside the stage: the request really is that much slower.
+
+Undo and rollback failures are injected at accelerate's boundary: ``failing_detach`` adds a hook
+to a component that fails to come off (the component keeps its hooks). A ``CALL`` fault runs its
+``action`` at the first counter read inside its stage (e.g. ``failing_detach`` on a component the
+plan in force has hooked, which ``apply`` would refuse beforehand).
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Iterator
 
 import torch
 from attrs import define, field, frozen
+from torch import nn
 
 from runtime.measure.backends import MemoryBackend
 
-OUT_OF_MEMORY, PEAK, ERROR = "out-of-memory", "peak", "error"
+OUT_OF_MEMORY, PEAK, ERROR, SLOW, CALL = "out-of-memory", "peak", "error", "slow", "call"
+KINDS = (OUT_OF_MEMORY, PEAK, ERROR, SLOW, CALL)
 
 
 @frozen
 class Fault:
-    """A failure: ``kind`` in ``stage``, ``extra_bytes`` for a peak (``times`` requests)."""
+    """A failure: ``kind`` in ``stage``, ``extra_bytes`` for a peak, ``delay_s`` for a slow one
+    (``times`` requests)."""
 
     stage: str
     kind: str = OUT_OF_MEMORY
     extra_bytes: int = 0
     times: int | None = None
+    delay_s: float = 0.0
+    action: Callable[[], object] | None = field(default=None, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        if self.kind not in (OUT_OF_MEMORY, PEAK, ERROR):
-            raise ValueError(
-                f"a fault is {OUT_OF_MEMORY!r}, {PEAK!r} or {ERROR!r}, not {self.kind!r}"
-            )
+        if self.kind not in KINDS:
+            raise ValueError(f"a fault is one of {KINDS}, not {self.kind!r}")
 
 
 def _faults(value: Iterable[Fault]) -> tuple[Fault, ...]:
@@ -86,10 +97,17 @@ class FaultyBackend:
     def current_allocated(self) -> int:
         armed = [
             i
-            for kind in (OUT_OF_MEMORY, ERROR)
+            for kind in (CALL, SLOW, OUT_OF_MEMORY, ERROR)
             for i in self._armed(kind)
             if i not in self._this_request
         ]
+        for i in [i for i in armed if self.faults[i].kind in (SLOW, CALL)]:
+            self._this_request.add(i)
+            armed.remove(i)
+            fault = self.faults[i]
+            spin(fault.delay_s)
+            if fault.action is not None:
+                fault.action()
         if armed:
             self._this_request.update(armed)  # once a request: the request's exit reads again
             fault = self.faults[armed[0]]
@@ -134,3 +152,31 @@ class FaultyBackend:
 
     def track_existing(self, tensors: Iterable[torch.Tensor]) -> None:
         self.inner.track_existing(tensors)
+
+
+def spin(seconds: float) -> None:
+    """Spend ``seconds`` of this thread's CPU time in real work (a sleep would not count on the
+    recorder's CPU clock)."""
+    end = time.thread_time() + seconds
+    x = 0
+    while time.thread_time() < end:
+        x = (x * 31 + 7) % 1_000_003
+
+
+def failing_detach(module: nn.Module, times: int = 1) -> None:
+    """Append an accelerate hook to ``module`` that fails to detach ``times`` times (then comes
+    off): undo meets it in accelerate's own ``remove_hook_from_module``."""
+    from accelerate.hooks import ModelHook, add_hook_to_module
+
+    left = [times]
+
+    class FailingDetach(ModelHook):
+        """A hook that refuses to come off (a third-party hook failing)."""
+
+        def detach_hook(self, module: nn.Module) -> nn.Module:
+            if left[0] > 0:
+                left[0] -= 1
+                raise RuntimeError("hook failed to detach (injected)")
+            return module
+
+    add_hook_to_module(module, FailingDetach(), append=True)

@@ -34,6 +34,7 @@ class Failure(str, Enum):
     """How a validation request ended; later members are more cautious (ranks take the max)."""
 
     NONE = "holds"
+    TOO_SLOW = "slower"  # slower than predicted beyond the spread, and than before the plan
     OVER_BOUND = "over-bound"  # a phase measured above the bound the plan predicted
     OVER_CAPACITY = "over-capacity"  # a phase measured above capacity - reserve
     REQUEST_ERROR = "request-error"  # the request raised something other than out-of-memory
@@ -71,6 +72,40 @@ class PhaseCheck:
         return self.measured_bytes is not None and self.measured_bytes > self.usable_bytes
 
 
+#: How much slower than the placement before it a placement may be (with a request slower than
+#: predicted beyond the measured spread) before it is rolled back: the peer engine's 5 %.
+SLOWER_THAN_BEFORE = 0.05
+
+
+@frozen
+class Baseline:
+    """What the calibration measured of the request before any plan: its time at the target (the
+    median of its requests there; None: none ran there) and the spread of its timings."""
+
+    previous_s: float | None = None
+    spread_s: float = 0.0
+
+
+@frozen
+class SpeedCheck:
+    """The validation request's time beside the plan's prediction and the time before the plan."""
+
+    predicted_s: float | None  # None: the calibration has no compute time for the target
+    measured_s: float
+    spread_s: float
+    previous_s: float | None
+
+    @property
+    def too_slow(self) -> bool:
+        """Slower than predicted beyond the spread, and slower than before by more than 5 %."""
+        return (
+            self.predicted_s is not None
+            and self.previous_s is not None
+            and self.measured_s > self.predicted_s + self.spread_s
+            and self.measured_s > self.previous_s * (1 + SLOWER_THAN_BEFORE)
+        )
+
+
 @frozen
 class Validation:
     """One validation request under a plan: how it ended, why, and every phase's check."""
@@ -79,6 +114,7 @@ class Validation:
     reason: str
     checks: tuple[PhaseCheck, ...] = ()
     failed_stage: str | None = None  # the stage an out-of-memory error struck in
+    speed: SpeedCheck | None = None  # the request's time (None: the request failed)
 
     @property
     def holds(self) -> bool:
@@ -105,6 +141,8 @@ class Step:
 #: ``STRICT_FAILED`` no plan validated and strict mode refuses to serve.
 OK, NOTHING_FITS = 0, 1
 NO_PLAN_VALIDATES, REFUSED = VERIFY_FAILED, STRICT_FAILED
+#: A rollback that failed (hooks left on some components): not serving, in every mode.
+ROLLBACK_FAILED = STRICT_FAILED
 
 
 @frozen
@@ -118,6 +156,7 @@ class Report:
     placement: tuple[tuple[str, str], ...]  # (component, placement text) in force; () for none
     status: int
     verdict: str
+    left_in_place: tuple[tuple[str, str], ...] = ()  # (component, what) after a failed rollback
 
     def step(self, name: str) -> tuple[Step, ...]:
         """Every step of that name, in order."""

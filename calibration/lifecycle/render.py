@@ -24,6 +24,7 @@ def document(report: Report, records: Sequence[WarmupRecord] = ()) -> dict[str, 
         "status": report.status,
         "verdict": report.verdict,
         "placement": dict(report.placement),
+        "left_in_place": dict(report.left_in_place),
         "steps": [
             {"name": s.name, "outcome": s.outcome, "detail": s.detail, **dict(s.data)}
             for s in report.steps
@@ -40,6 +41,7 @@ def lines(report: Report, header: str = "") -> list[str]:
         out.append(f"{step.name:<{width}}  {step.outcome:<13}  {step.detail}")
         if step.name == "validate":
             out.extend(_phase_lines(step.data.get("phases")))
+            out.extend(_time_lines(step.data.get("time")))
     head = "holds" if report.status == 0 else f"DOES NOT HOLD (exit {report.status})"
     out.append(f"verdict: {head}: {report.verdict}")
     return out
@@ -62,3 +64,20 @@ def _phase_lines(phases: object) -> list[str]:
             f"predicted{mark}"
         )
     return out
+
+
+def _seconds(value: object) -> str:
+    return "unknown" if not isinstance(value, int | float) else f"{value:.3g} s"
+
+
+def _time_lines(time: object) -> list[str]:
+    """The request's time: measured beside predicted, the spread, the time before the plan."""
+    if not isinstance(time, dict):
+        return []
+    measured, predicted = time["measured_s"], time["predicted_s"]
+    over = isinstance(predicted, float) and measured > predicted + time["spread_s"]
+    return [
+        f"    time: measured {_seconds(measured)} of {_seconds(predicted)} predicted "
+        f"(spread {_seconds(time['spread_s'])}; before the plan {_seconds(time['previous_s'])})"
+        + (" SLOWER than predicted" if over else "")
+    ]

@@ -11,15 +11,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import attrs
 from attrs import define
 
 from calibration.errors import CalibrationError
-from calibration.lifecycle.agree import max_each, placement_key, same_everywhere
+from calibration.lifecycle.agree import cautious_bounds, placement_key, plan_ranks
 from calibration.lifecycle.model import (
     NO_PLAN_VALIDATES,
     NOTHING_FITS,
     OK,
     REFUSED,
+    ROLLBACK_FAILED,
+    Failure,
     Mode,
     Report,
 )
@@ -29,6 +32,7 @@ from calibration.lifecycle.steps import (
     Settings,
     Tried,
     apply_and_validate,
+    baseline,
     calibration_steps,
     enter_serving,
     placement,
@@ -36,10 +40,15 @@ from calibration.lifecycle.steps import (
     plan_step,
     rewarm,
 )
-from calibration.lifecycle.validate import planned_bounds, revised_bounds, with_bounds
-from calibration.plan.apply import Applied
-from calibration.plan.model import Component, Plan, Target
-from calibration.plan.solver import most_conservative, solve
+from calibration.lifecycle.validate import (
+    planned_bounds,
+    revised_bounds,
+    slower_link,
+    with_bounds,
+)
+from calibration.plan.apply import Applied, UndoError
+from calibration.plan.model import Component, Device, Plan, Target
+from calibration.plan.solver import most_conservative
 from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:
@@ -83,18 +92,36 @@ def run_lifecycle(
     if mode is Mode.OFF:
         return _finish(book, mode, None, None, False, "measured only (mode off)", cal=cal)
     components, targets = plan_inputs(cal)
-    same_everywhere(settings.agreement, str([p.label for t in targets for p in t.phases]), "phases")
-    targets = with_bounds(targets, max_each(settings.agreement, planned_bounds(targets), "phases"))
-    plan = solve(components, targets, settings.device)
-    plan_step(book, "plan", plan, "the estimates")
+    targets = cautious_bounds(settings.agreement, targets)  # each rank plans on its own device
+    plan, ranks = plan_ranks(settings.agreement, components, targets, settings.device)
+    plan_step(book, "plan", plan, "the estimates" + (f" ({ranks})" if ranks else ""))
     if mode is Mode.PLAN:
         return _finish(book, mode, plan, None, False, "planned, nothing applied (mode plan)", cal)
     try:
         return _apply(book, mode, session, points, settings, components, targets, plan, cal)
+    except UndoError as exc:  # hooks left on some components: never serve on that
+        return _stuck(book, mode, exc, cal)
     except Exception as exc:
         log.exception("lifecycle failed")
         book.add("error", "failed", f"{type(exc).__name__}: {exc}")
         return _finish(book, mode, None, None, False, f"the lifecycle failed: {exc}", cal)
+
+
+def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:
+    """A rollback that failed: the worker stops serving, and says what each component kept."""
+    left = tuple(sorted(exc.left.items()))
+    book.add(
+        "rollback",
+        "failed",
+        str(exc),
+        failures=dict(exc.failures),
+        left_in_place=dict(left),
+    )
+    shown = "; ".join(f"{n}: {what}" for n, what in left)
+    verdict = f"ROLLBACK FAILED: not serving; left in place: {shown}"
+    outcome = _finish(book, mode, None, None, False, verdict, cal, ROLLBACK_FAILED)
+    outcome.report = attrs.evolve(outcome.report, left_in_place=left)
+    return outcome
 
 
 def _calibrate(session: Session, points: Points, settings: Settings) -> Calibration:
@@ -125,30 +152,29 @@ def _apply(
     """Apply and validate, re-plan on failure up to ``max_replans`` times, then fall back."""
     tried: set[str] = set()
     why = f"no plan held in {settings.max_replans + 1} tries"
+    device, before = settings.device, baseline(cal)
     for attempt in range(settings.max_replans + 1):
-        if not plan.feasible:
+        agree = settings.agreement  # every rank stops together: a rank alone would hang the rest
+        if agree.max_int(int(not plan.feasible)):
             why = "nothing fits" + (" by the measured phases" if attempt else "")
+            why += "" if not plan.feasible else " on another rank"
             break
-        key = f"{placement_key(plan)}|{planned_bounds(targets)}"
-        if key in tried:  # the same placement with the same bounds: it would fail the same way
+        key = f"{placement_key(plan)}|{planned_bounds(targets)}|{device.bandwidth_bytes_per_s}"
+        if agree.max_int(int(key in tried)):  # the same placement and bounds would fail again
             why = "the re-plan repeats a plan that failed"
             break
         tried.add(key)
-        result = apply_and_validate(book, session, plan, points.target, settings)
+        result = apply_and_validate(book, session, plan, points.target, settings, before)
         if result.validation.holds:
             return _serve(book, mode, session, points, settings, plan, result, cal)
-        bounds = (
-            revised_bounds(plan, result.validation, result.record, shared_memory=_shared(session))
-            if result.record is not None
-            else planned_bounds(targets)
-        )
-        targets = with_bounds(targets, max_each(settings.agreement, bounds, "phases"))
+        targets, device = _revised(session, settings, targets, plan, result)
         if attempt < settings.max_replans:
-            plan = solve(components, targets, settings.device)
-            plan_step(book, "re-plan", plan, f"the measured phases (try {attempt + 2})")
-    fallback = most_conservative(components, targets, settings.device)
+            plan, ranks = plan_ranks(settings.agreement, components, targets, device)
+            learnt = f"the measured {_what(result)} (try {attempt + 2})"
+            plan_step(book, "re-plan", plan, learnt + (f"; {ranks}" if ranks else ""))
+    fallback = most_conservative(components, targets, device)
     plan_step(book, "fallback", fallback, f"{why}; the most conservative placement")
-    result = apply_and_validate(book, session, fallback, points.target, settings)
+    result = apply_and_validate(book, session, fallback, points.target, settings, before)
     if result.validation.holds:
         return _serve(book, mode, session, points, settings, fallback, result, cal)
     if mode is Mode.STRICT:
@@ -156,6 +182,30 @@ def _apply(
         verdict = "NO PLAN VALIDATES: strict mode refuses to serve"
         return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
     return _serve(book, mode, session, points, settings, fallback, result, cal)
+
+
+def _what(result: Tried) -> str:
+    return "time" if result.validation.failure is Failure.TOO_SLOW else "phases"
+
+
+def _revised(
+    session: Session, settings: Settings, targets: tuple[Target, ...], plan: Plan, result: Tried
+) -> tuple[tuple[Target, ...], Device]:
+    """What a re-plan learns from a failed validation (agreed over the ranks): each phase's
+    measured bound, and after a slow request the link's measured bandwidth (the slowest rank's)."""
+    bounds = (
+        revised_bounds(plan, result.validation, result.record, shared_memory=_shared(session))
+        if result.record is not None
+        else planned_bounds(targets)
+    )
+    targets = cautious_bounds(settings.agreement, with_bounds(targets, bounds))
+    speed = result.validation.speed
+    link = plan.device.bandwidth_bytes_per_s
+    if result.validation.failure is Failure.TOO_SLOW and speed is not None:
+        link = slower_link(plan, speed)
+    agreed = -settings.agreement.max_int(-max(1, int(link)))  # every rank calls it
+    device = attrs.evolve(plan.device, bandwidth_bytes_per_s=float(agreed))
+    return targets, device
 
 
 def _shared(session: Session) -> bool:
@@ -185,11 +235,9 @@ def _serve(
             )
         except PlanApplyError as exc:
             book.add("apply", "failed", f"the fallback, kept unvalidated: {exc}")
-            same_everywhere(settings.agreement, "", "the final placement")
             return _finish(book, mode, None, None, True, f"NO PLAN VALIDATES: {exc}", cal)
         book.add("apply", "done", "the fallback, kept unvalidated", placement=dict(placement(plan)))
     try:
-        same_everywhere(settings.agreement, placement_key(plan), "the final placement")
         rewarm(book, session, applied, points.warmup)
         monitor = enter_serving(book, session)
     except BaseException:  # never serve, nor fail, with a plan half in force

@@ -6,15 +6,16 @@ functions here run one step on a ``calibration.session.Session`` and say what th
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING
 
 import attrs
 from attrs import define, field, frozen
 
 from calibration.lifecycle.agree import worst_failure
-from calibration.lifecycle.model import Failure, JsonValue, Step, Validation
-from calibration.lifecycle.validate import validate
-from calibration.plan.apply import Applied, PlanApplyError, apply
+from calibration.lifecycle.model import Baseline, Failure, JsonValue, Step, Validation
+from calibration.lifecycle.validate import judge_speed, validate
+from calibration.plan.apply import Applied, PlanApplyError, UndoError, apply
 from calibration.plan.inputs import components_from_bytes, from_estimate
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.report import placement_text, show_bytes
@@ -109,16 +110,20 @@ def placement(plan: Plan) -> tuple[tuple[str, str], ...]:
 def plan_step(log: Log, name: str, plan: Plan, why: str) -> None:
     """A plan (first, re-planned or fallback): its placements, or why nothing fits."""
     shown = ", ".join(f"{c} {k}" for c, k in placement(plan))
+    predicted = plan.predicted_seconds if plan.feasible else None
     log.add(
         name,
         "done" if plan.feasible else "nothing fits",
         f"{why}: {shown}; transfer {show_bytes(plan.transfer_bytes)} per request"
         + ("" if plan.proven else f" (not proven the least: {plan.stopped_by})")
+        + ("" if predicted is None else f"; predicted {predicted:.3g} s a request")
         if plan.feasible
         else f"{why}: {plan.reason}",
         placement=dict(placement(plan)),
         reason=plan.reason,
         transfer_bytes=plan.transfer_bytes,
+        predicted_s=predicted,
+        bandwidth_bytes_per_s=plan.device.bandwidth_bytes_per_s,
     )
 
 
@@ -131,8 +136,25 @@ class Tried:
     record: WarmupRecord | None
 
 
+#: No time before the plan: speed is shown, never judged.
+UNMEASURED = Baseline()
+
+
+def baseline(cal: Calibration) -> Baseline:
+    """The request before any plan: the median time of the calibration's requests at the target,
+    and the spread of its timings (those requests' range, or the estimate's, the larger)."""
+    times = sorted(r.duration_s for r in cal.records if r.ok and dict(r.params) == dict(cal.target))
+    spread = max(times[-1] - times[0] if times else 0.0, cal.estimate.timing.spread_s or 0.0)
+    return Baseline(statistics.median(times) if times else None, spread)
+
+
 def apply_and_validate(
-    log: Log, session: Session, plan: Plan, target: Params, settings: Settings
+    log: Log,
+    session: Session,
+    plan: Plan,
+    target: Params,
+    settings: Settings,
+    before: Baseline = UNMEASURED,
 ) -> Tried:
     """Apply ``plan``, run one request at ``target``, validate; undo unless every rank held.
 
@@ -153,9 +175,11 @@ def apply_and_validate(
         log.add("apply", "done", f"{len(kinds)} components placed", placement=kinds)
         record = _measure(session, applied, target)
         log.records.append(record)
-        local = validate(plan, record, shared_memory=shared)
+        local = judge_speed(validate(plan, record, shared_memory=shared), plan, record, before)
     try:
         return _agreed(log, applied, local, record, settings)
+    except UndoError:  # the rollback itself failed: the caller stops serving
+        raise
     except BaseException:  # a collective that fails: never leave the plan half in force
         if applied is not None:
             applied.undo()
@@ -190,6 +214,7 @@ def _agreed(
             }
             for c in validation.checks
         ],
+        time=None if validation.speed is None else attrs.asdict(validation.speed),
     )
     if not validation.holds and applied is not None:
         applied.undo()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import attrs
 
 from artifact.units import show_bytes
-from calibration.lifecycle.model import Failure, PhaseCheck, Validation
+from calibration.lifecycle.model import Baseline, Failure, PhaseCheck, SpeedCheck, Validation
 from calibration.plan.inputs import target_name
 from calibration.plan.model import Phase, Plan, Target
 from calibration.warmup import OOM_MARKERS as WARMUP_OOM_MARKERS
@@ -117,6 +117,43 @@ def validate(plan: Plan, record: WarmupRecord, *, shared_memory: bool) -> Valida
         f"{show_bytes(usable)} usable",
         checks,
     )
+
+
+def judge_speed(
+    validation: Validation, plan: Plan, record: WarmupRecord, baseline: Baseline
+) -> Validation:
+    """``validation`` with the request's time beside the prediction; a placement that held in
+    memory but is too slow (``SpeedCheck.too_slow``) fails as ``TOO_SLOW``."""
+    if record.error is not None:
+        return validation
+    try:
+        predicted = plan.predicted(target_name(record.params)).seconds
+    except KeyError:
+        predicted = None
+    speed = SpeedCheck(predicted, record.duration_s, baseline.spread_s, baseline.previous_s)
+    judged = attrs.evolve(validation, speed=speed)
+    if not validation.holds or not speed.too_slow:
+        return judged
+    assert speed.predicted_s is not None and speed.previous_s is not None  # too_slow says so
+    slower = speed.measured_s / speed.previous_s - 1
+    return attrs.evolve(
+        judged,
+        failure=Failure.TOO_SLOW,
+        reason=f"{validation.reason}, but slower: {speed.measured_s:.3g} s measured against "
+        f"{speed.predicted_s:.3g} s predicted (spread {speed.spread_s:.3g} s), {slower:.0%} slower "
+        f"than before the plan ({speed.previous_s:.3g} s)",
+    )
+
+
+def slower_link(plan: Plan, speed: SpeedCheck) -> float:
+    """The link bandwidth that would have predicted the measured time: the time above the
+    prediction taken as transfer (the plan's bandwidth when it moves nothing)."""
+    device = plan.device
+    exposed = sum(t.exposed_s * t.weight for t in plan.times)
+    extra = speed.measured_s - (speed.predicted_s or speed.measured_s)
+    if exposed <= 0 or extra <= 0:
+        return device.bandwidth_bytes_per_s
+    return device.bandwidth_bytes_per_s * exposed / (exposed + extra)
 
 
 def revised_bounds(

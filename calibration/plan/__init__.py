@@ -1,13 +1,16 @@
 """The residency planner: which components stay on the device (docs/planning.md).
 
 ``model`` holds the value types, ``candidates`` each component's possible placements, ``search``
-the exact branch and bound, ``solver`` the ``solve`` entry point and its explanations, ``inputs``
-reads a calibration document, ``report`` shows a plan, ``apply`` installs one on a pipeline.
+the exact branch and bound, ``greedy`` its fallback when stopped, ``solver`` the ``solve`` entry
+point and its explanations, ``timing`` the predicted request time, ``ranks`` plans for ranks of
+different devices, ``inputs`` reads a calibration document, ``report`` shows a plan, ``apply``
+installs one on a pipeline.
 """
 
 from calibration.memory import GiB, allocator_margin
 from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
+    DEFAULT_PAGEABLE_FACTOR,
     Component,
     Device,
     Phase,
@@ -18,13 +21,17 @@ from calibration.plan.model import (
     PlanInputError,
     PlanLimitError,
     Target,
+    TimePrediction,
     most_cautious_device,
     most_cautious_targets,
 )
+from calibration.plan.ranks import Agreement, RankInputs, RankPlans, solve_ranks
 from calibration.plan.solver import solve
 
 __all__ = [
     "DEFAULT_BANDWIDTH",
+    "DEFAULT_PAGEABLE_FACTOR",
+    "Agreement",
     "Component",
     "Device",
     "GiB",
@@ -35,9 +42,13 @@ __all__ = [
     "Plan",
     "PlanInputError",
     "PlanLimitError",
+    "RankInputs",
+    "RankPlans",
     "Target",
+    "TimePrediction",
     "allocator_margin",
     "most_cautious_device",
     "most_cautious_targets",
     "solve",
+    "solve_ranks",
 ]

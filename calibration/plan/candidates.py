@@ -10,7 +10,9 @@ exact search over them is ``calibration.plan.search``; see docs/planning.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
+import attrs
 from attrs import frozen
 
 from calibration.plan.model import Component, PlacementKind, PlanInputError, Target
@@ -27,6 +29,14 @@ class Candidate:
     pinned: int  # host bytes streamed or onloaded
     kept: int = 0  # layerwise: how many layers stay, the first ``kept`` of ``order``
     order: tuple[int, ...] = ()  # layer indices, most used first (the order layers are kept in)
+    pageable: bool = False  # the host copy in pageable memory: not pinned, slower per byte
+    moved: int = -1  # transfer bytes per request, weighted over targets (-1: ``cost``)
+    per_byte: int = 1  # ``cost`` is ``moved`` x this: a pageable byte costs more than a pinned one
+
+    @property
+    def moved_bytes(self) -> int:
+        """The bytes this candidate moves per request, weighted over targets."""
+        return self.cost if self.moved < 0 else self.moved
 
     @property
     def resident_layers(self) -> tuple[int, ...]:
@@ -106,4 +116,34 @@ def candidates(component: Component, targets: Sequence[Target]) -> tuple[Candida
                 Candidate(PlacementKind.LAYERWISE, w - moved, largest, cost, moved, k, order)
             )
     out.append(Candidate(PlacementKind.OFFLOADED, 0, w, w * whole_uses(component, targets), w))
+    return tuple(out)
+
+
+def recost(component: Component, cand: Candidate, targets: Sequence[Target]) -> Candidate:
+    """The same placement (same layers kept, same host memory) costed for other targets."""
+    if cand.kind == PlacementKind.RESIDENT:
+        return cand
+    if cand.kind == PlacementKind.OFFLOADED:
+        moved = component.weight_bytes * whole_uses(component, targets)
+    else:
+        uses = layer_uses(component, targets)
+        moved = sum(component.layer_bytes[i] * uses[i] for i in cand.order[cand.kept :])
+    return attrs.evolve(cand, moved=moved, cost=moved * cand.per_byte)
+
+
+def with_pageable(cands: Sequence[Candidate], factor: Fraction) -> tuple[Candidate, ...]:
+    """Under a pin budget: each candidate that leaves a host copy, pinned (``cost`` x the
+    factor's denominator) or pageable (pins nothing; ``cost`` x its numerator), so the costs
+    stay exact integers in one unit: a pinned byte's copy time over the denominator."""
+    out = []
+    for c in cands:
+        moved = c.moved_bytes
+        if c.kind == PlacementKind.RESIDENT:
+            out.append(attrs.evolve(c, moved=moved, per_byte=factor.denominator, cost=moved))
+            continue
+        den, num = factor.denominator, factor.numerator
+        out.append(attrs.evolve(c, moved=moved, per_byte=den, cost=moved * den))
+        out.append(
+            attrs.evolve(c, moved=moved, per_byte=num, cost=moved * num, pinned=0, pageable=True)
+        )
     return tuple(out)

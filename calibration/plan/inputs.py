@@ -72,6 +72,7 @@ def _target(
     components: Sequence[Component],
     measured_weights_bytes: int | None,
     weight: int,
+    compute: tuple[float | None, Mapping[str, float]] = (None, {}),
 ) -> Target:
     known = {c.name for c in components}
     weights = (
@@ -95,7 +96,7 @@ def _target(
         for c in components
         if c.layer_names and c.name in recorded
     }
-    return Target(name, tuple(planned), uses, layer_uses, weight)
+    return Target(name, tuple(planned), uses, layer_uses, weight, compute[0], compute[1])
 
 
 def from_estimate(
@@ -118,7 +119,23 @@ def from_estimate(
         components,
         measured_weights_bytes,
         weight,
+        (
+            estimate.timing.seconds,
+            {s.stage: s.seconds for s in estimate.timing.stages if s.seconds is not None},
+        ),
     )
+
+
+def _compute(doc: Mapping[str, Json]) -> tuple[float | None, dict[str, float]]:
+    """The request's predicted compute and each stage's, in seconds (the document has ms)."""
+    request = doc.get("request") or {}
+    total = request.get("predicted_ms")
+    stages = {
+        str(s["stage"]): s["predicted_ms"] / 1e3
+        for s in _items(doc, "stages", [])
+        if s.get("predicted_ms") is not None
+    }
+    return (None if total is None else total / 1e3), stages
 
 
 def load_calibration(source: str | Path | Mapping[str, Json], *, weight: int = 1) -> Calibrated:
@@ -191,5 +208,6 @@ def _parse(doc: Mapping[str, Json], weight: int) -> Calibrated:
             components,
             None if measured is None else _int(measured, "measured_weights_bytes"),
             weight,
+            _compute(doc),
         ),
     )

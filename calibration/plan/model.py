@@ -7,6 +7,7 @@ costs in host-to-device transfer per request. See docs/planning.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 from types import MappingProxyType
@@ -18,6 +19,10 @@ from calibration.errors import CalibrationError
 from calibration.memory import allocator_margin
 
 DEFAULT_BANDWIDTH = 25 * 10**9  # bytes/s: a PCIe 4.0 x16 link's pinned host-to-device copy rate
+#: How many times slower a host-to-device copy from pageable memory is than from pinned memory,
+#: per byte: ``bench/copies.py`` measures it on a CUDA device (bench/README.md "Pinned and
+#: pageable copies"); give the measured value as ``Device.pageable_factor`` (``--pageable-factor``).
+DEFAULT_PAGEABLE_FACTOR = 2.0
 
 
 class PlacementKind(str, Enum):
@@ -115,6 +120,22 @@ def _frozen_counts(value: Mapping[str, int]) -> Mapping[str, int]:
     return MappingProxyType(dict(value))
 
 
+def _seconds_or_none(_instance: object, attribute: object, value: float | None) -> None:
+    if value is not None and (
+        not isinstance(value, int | float) or not math.isfinite(value) or value < 0
+    ):
+        raise PlanInputError(
+            f"{getattr(attribute, 'name', '?')} must be a finite number of seconds >= 0, "
+            f"got {value!r}"
+        )
+
+
+def _frozen_seconds(value: Mapping[str, float]) -> Mapping[str, float]:
+    for name, seconds in value.items():
+        _seconds_or_none(None, f"stage_seconds[{name!r}]", seconds)
+    return MappingProxyType({k: float(v) for k, v in value.items()})
+
+
 def _frozen_layer_counts(value: Mapping[str, Iterable[int]]) -> Mapping[str, tuple[int, ...]]:
     return MappingProxyType({k: tuple(v) for k, v in value.items()})
 
@@ -135,6 +156,15 @@ class Target:
         factory=dict, converter=_frozen_layer_counts, hash=False
     )
     weight: int = field(default=1, validator=_non_negative)
+    # the calibration's predicted compute of one request at this shape (None: not calibrated),
+    # and of each stage (its parts); measured with the weights the calibration kept on the device
+    compute_s: float | None = field(default=None, validator=_seconds_or_none)
+    stage_seconds: Mapping[str, float] = field(factory=dict, converter=_frozen_seconds, hash=False)
+
+
+def _factor(_instance: object, attribute: object, value: float) -> None:
+    if not isinstance(value, int | float) or not math.isfinite(value) or not 1 <= value <= 1000:
+        raise PlanInputError(f"pageable_factor must be a number in [1, 1000], got {value!r}")
 
 
 @frozen
@@ -147,6 +177,8 @@ class Device:
     bandwidth_bytes_per_s: float = field(
         default=float(DEFAULT_BANDWIDTH), validator=validators.gt(0)
     )
+    # a pageable copy's time per byte over a pinned one's (>= 1; a measured value: above)
+    pageable_factor: float = field(default=DEFAULT_PAGEABLE_FACTOR, validator=_factor)
 
     @property
     def reserve(self) -> int:
@@ -172,6 +204,7 @@ def most_cautious_device(devices: Sequence[Device]) -> Device:
         reserve_bytes=smallest.reserve,
         pin_budget_bytes=min(pins) if pins else None,
         bandwidth_bytes_per_s=min(d.bandwidth_bytes_per_s for d in devices),
+        pageable_factor=max(d.pageable_factor for d in devices),
     )
 
 
@@ -206,7 +239,23 @@ def _merge_targets(a: Target, b: Target) -> Target:
         width = max(len(mine), len(calls))
         padded = [mine + (0,) * (width - len(mine)), calls + (0,) * (width - len(calls))]
         layer_uses[name] = tuple(max(x, y) for x, y in zip(*padded))
-    return Target(a.name, tuple(phases.values()), uses, layer_uses, max(a.weight, b.weight))
+    return Target(
+        a.name,
+        tuple(phases.values()),
+        uses,
+        layer_uses,
+        max(a.weight, b.weight),
+        _slowest(a.compute_s, b.compute_s),
+        {
+            stage: max(a.stage_seconds.get(stage, 0.0), b.stage_seconds.get(stage, 0.0))
+            for stage in {**a.stage_seconds, **b.stage_seconds}
+        },
+    )
+
+
+def _slowest(a: float | None, b: float | None) -> float | None:
+    """Ranks agree on the slowest compute; unknown on any rank is unknown."""
+    return None if a is None or b is None else max(a, b)
 
 
 @frozen
@@ -219,11 +268,13 @@ class Placement:
     layers: int  # N: the component's repeated layers
     device_bytes: int  # always on the device (weights kept resident)
     onload_bytes: int  # added in the phases that use it: the whole weights, or the stream buffer
-    pinned_bytes: int  # host copy that is streamed or onloaded
+    pinned_bytes: int  # host copy that is streamed or onloaded from pinned memory
     transfer_bytes: int  # bytes moved per request, summed over targets by weight
     transfer_s: float
     binding_phase: str | None  # the phase that would overflow first were it fully resident
     missing_bytes: int  # ... by how much (0 when resident)
+    pageable_bytes: int = 0  # host copy kept in pageable memory (over the pin budget)
+    pageable: bool = False  # its copies come from pageable memory (``Device.pageable_factor``)
 
 
 @frozen
@@ -235,6 +286,29 @@ class PhaseUse:
     bound_bytes: int
     weights_bytes: int  # resident weights + what is onloaded for this phase
     headroom_bytes: int
+
+
+@frozen
+class TimePrediction:
+    """One target's predicted request time under a plan: the calibration's compute, plus the
+    host-to-device transfer the plan adds that no overlap hides (docs/planning.md "Speed")."""
+
+    target: str
+    weight: int  # the target's weight in the plan's sums
+    compute_s: float | None  # the calibration's compute per request (None: not calibrated)
+    transfer_s: float  # every copy the plan makes in one request, pinned and pageable
+    hidden_s: float  # the part of ``transfer_s`` that overlaps compute
+    pageable_s: float = 0.0  # the part of ``transfer_s`` copied from pageable host memory
+
+    @property
+    def exposed_s(self) -> float:
+        """The transfer that adds to the request's time."""
+        return self.transfer_s - self.hidden_s
+
+    @property
+    def seconds(self) -> float | None:
+        """The predicted request time (None when the calibration has no compute time)."""
+        return None if self.compute_s is None else self.compute_s + self.exposed_s
 
 
 @frozen
@@ -256,6 +330,22 @@ class Plan:
     proven: bool = True
     stopped_by: str | None = None
     lower_bound_bytes: int | None = None
+    times: tuple[TimePrediction, ...] = ()  # per target, in the targets' order
+
+    @property
+    def predicted_seconds(self) -> float | None:
+        """The predicted request time, summed over targets by weight like the transfer (one
+        target: that request's); None when a target has no compute time or nothing fits."""
+        if not self.times or any(t.seconds is None for t in self.times):
+            return None
+        return sum(t.weight * (t.seconds or 0.0) for t in self.times)
+
+    def predicted(self, target: str) -> TimePrediction:
+        """One target's predicted time by name."""
+        for t in self.times:
+            if t.target == target:
+                return t
+        raise KeyError(target)
 
     def placement(self, component: str) -> Placement:
         """One component's placement by name."""
@@ -267,6 +357,7 @@ class Plan:
 
 __all__ = [
     "DEFAULT_BANDWIDTH",
+    "DEFAULT_PAGEABLE_FACTOR",
     "Component",
     "Device",
     "Phase",
@@ -277,6 +368,7 @@ __all__ = [
     "PlanInputError",
     "PlanLimitError",
     "Target",
+    "TimePrediction",
     "most_cautious_device",
     "most_cautious_targets",
 ]

@@ -16,6 +16,7 @@ __all__ = [
     "phase_rows",
     "placement_text",
     "show_bytes",
+    "time_lines",
 ]
 
 
@@ -41,7 +42,10 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
             "usable_bytes": d.usable_bytes,
             "pin_budget_bytes": d.pin_budget_bytes,
             "bandwidth_bytes_per_s": d.bandwidth_bytes_per_s,
+            "pageable_factor": d.pageable_factor,
         },
+        "predicted_s": plan.predicted_seconds,
+        "times": _times(plan),
         "transfer_bytes": plan.transfer_bytes,
         "transfer_s": plan.transfer_s,
         "pinned_bytes": plan.pinned_bytes,
@@ -57,6 +61,7 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
                 "device_bytes": p.device_bytes,
                 "onload_bytes": p.onload_bytes,
                 "pinned_bytes": p.pinned_bytes,
+                "pageable_bytes": p.pageable_bytes,
                 "transfer_bytes": p.transfer_bytes,
                 "transfer_s": p.transfer_s,
                 "binding_phase": p.binding_phase,
@@ -77,12 +82,48 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
     }
 
 
+def _times(plan: Plan) -> list[dict[str, object]]:
+    """Each target's predicted request time and its parts."""
+    return [
+        {
+            "target": t.target,
+            "weight": t.weight,
+            "predicted_s": t.seconds,
+            "compute_s": t.compute_s,
+            "transfer_s": t.transfer_s,
+            "hidden_s": t.hidden_s,
+            "exposed_s": t.exposed_s,
+            "pageable_s": t.pageable_s,
+        }
+        for t in plan.times
+    ]
+
+
+def time_lines(plan: Plan) -> list[list[str]]:
+    """Per target: the predicted request time, then its parts: the calibration's compute, the
+    transfer that no overlap hides (and how much of it comes from pageable memory)."""
+    lines = []
+    for t in plan.times:
+        compute = (
+            "unknown (no time calibrated)" if t.compute_s is None else show_seconds(t.compute_s)
+        )
+        total = "unknown" if t.seconds is None else show_seconds(t.seconds)
+        parts = [f"{t.target}: {total}", f"compute {compute}"]
+        hidden = "none hidden" if not t.hidden_s else f"{show_seconds(t.hidden_s)} hidden"
+        parts.append(f"transfer {show_seconds(t.exposed_s)} ({hidden})")
+        if t.pageable_s:
+            parts.append(f"{show_seconds(t.pageable_s)} of it from pageable memory")
+        lines.append(parts)
+    return lines
+
+
 def component_rows(plan: Plan) -> list[list[str]]:
     """component, placement, on device, onloaded per phase, transfer per request, what binds."""
     return [
         [
             p.component,
-            placement_text(p.kind, len(p.resident_layers), p.layers),
+            placement_text(p.kind, len(p.resident_layers), p.layers)
+            + (" pageable" if p.pageable else ""),
             show_bytes(p.device_bytes),
             show_bytes(p.onload_bytes),
             show_seconds(p.transfer_s),

@@ -125,6 +125,16 @@ def objective_parts(
 
 
 _Option = tuple[int, int, int, int]  # always-bytes, onload bytes, objective, candidate index
+_Child = tuple[int, int, int, int, int, int]  # bound, index, always, onload, objective, unpinned
+
+
+def _free(cands: Sequence[Candidate]) -> list[int]:
+    """Each candidate's bytes not pinned on the host: resident, or pageable (the whole weights,
+    the most resident candidate's always-bytes, minus what it pins)."""
+    whole = max(c.always for c in cands)
+    return [whole - c.pinned for c in cands]
+
+
 _MAX_CEILINGS = 256  # onload sums of one group made into ceilings; beyond, checked as it is
 
 
@@ -135,7 +145,7 @@ class _Search:
         self,
         per_component: Sequence[Sequence[Candidate]],
         groups: Sequence[Group],
-        min_always: int,
+        min_free: int,
         rank: Sequence[int],
         limit: int = MAX_SEARCH_NODES,
         work_limit: int = MAX_SEARCH_WORK,
@@ -156,7 +166,6 @@ class _Search:
         at = {i: k for k, i in enumerate(self.order)}
         self.members = [frozenset(at[m] for m in g.members) for g in groups]
         self.limits = [g.limit for g in groups]
-        self.min_always = min_always
         self.options: list[list[_Option]] = [
             sorted(
                 ((c.always, c.onload, parts[i][x], x) for x, c in enumerate(per_component[i])),
@@ -164,6 +173,15 @@ class _Search:
             )
             for i in self.order
         ]
+        # the pin budget: the bytes not pinned (resident, or pageable) add up to min_free at
+        # least; ``free[k][x]``: candidate x's. Without pageable candidates they are always-bytes
+        self.min_free = min_free
+        self.free = [_free(per_component[i]) for i in self.order]
+        self.free_is_always = all(
+            self.free[k][index] == a
+            for k, opts in enumerate(self.options)
+            for a, _, _, index in opts
+        )
         self.onloads = [sorted({o for _, o, _, _ in opts}) for opts in self.options]
         self.of_component = [[j for j, m in enumerate(self.members) if k in m] for k in range(n)]
         self.hulls: dict[tuple[int, int], _Hull] = {}
@@ -201,7 +219,8 @@ class _Search:
             else:
                 values.update(min(limit - x, top) for x in sums)
         highest = min((self.limits[j] for j in self.split()), default=top)
-        return sorted(v for v in values if max(0, self.min_always) <= v <= highest)
+        least = max(0, self.min_free) if self.free_is_always else 0
+        return sorted(v for v in values if least <= v <= highest)
 
     def split(self) -> list[int]:
         """The groups turned into onload rooms under a ceiling."""
@@ -220,7 +239,7 @@ class _Search:
         """The best choice in the callers' order, and the nodes evaluated."""
         n = len(self.options)
         if n == 0:
-            fits = all(limit >= 0 for limit in self.limits) and self.min_always <= 0
+            fits = all(limit >= 0 for limit in self.limits) and self.min_free <= 0
             return ((), 1) if fits else (None, 1)
         dives = []
         ceilings = self.ceilings()
@@ -252,12 +271,11 @@ class _Search:
             try:
                 dive.dive()
             except SearchExhausted as exc:
-                if self.best is None:
-                    raise
-                # the incumbent stands, unproven: what is left unsearched is this dive's open
-                # children and the later dives, none below its bound
+                # the incumbent (if any) stands, unproven: what is left unsearched is this dive's
+                # open children and the later dives, none below its bound
                 later = [r for r, _, _ in ordered[at + 1 :]]
-                self.lower = min([self.best, *later, *dive.open_bounds(root)])
+                found = [] if self.best is None else [self.best]
+                self.lower = min([*found, *later, *dive.open_bounds(root)], default=root)
                 self.stopped = exc
                 break
         if self.best_choice is None:
@@ -279,9 +297,10 @@ class _Dive:
             [opt for opt in search.options[k] if opt[1] <= search.onloads[k][allowed[k] - 1]]
             for k in range(n)
         ]
-        self.most = [0] * (n + 1)  # the most always-bytes the components from k on can keep
+        self.most = [0] * (n + 1)  # the most unpinned bytes the components from k on can have
         for k in range(n - 1, -1, -1):
-            self.most[k] = self.most[k + 1] + max(a for a, _, _, _ in self.options[k])
+            free = search.free[k]
+            self.most[k] = self.most[k + 1] + max(free[x] for _, _, _, x in self.options[k])
         split = search.split()
         # what each shared group may still onload (split), or its limit (whole)
         self.rooms = [
@@ -292,17 +311,18 @@ class _Dive:
         self.relaxations: dict[int, _Relaxation] = {}
         # per depth and rooms: the (always-bytes, objective) front of the nodes already searched
         self.seen: dict[tuple[int, tuple[int, ...]], tuple[list[int], list[int]]] = {}
-        self.seen_exact: dict[tuple[int, tuple[int, ...], int], int] = {}
+        self.seen_exact: dict[tuple[int, tuple[int, ...], int, int], int] = {}
 
-    def covered(self, depth: int, always: int, objective: int) -> bool:
+    def covered(self, depth: int, always: int, objective: int, free: int) -> bool:
         """Whether a node already searched covers this one: the same depth and rooms, at most its
-        always-bytes (exactly them under a pin budget: fewer might not complete) and at most its
-        objective. Every completion of this node completes that one as well, no dearer, and that
-        search kept or bounded away all of them; best only falls since."""
+        always-bytes (exactly them, and the same unpinned bytes, under a pin budget: fewer might
+        not complete) and at most its objective. Every completion of this node completes that
+        one as well, no dearer, and that search kept or bounded away all of them; best only
+        falls since."""
         self.search.charge(8 + len(self.rooms))
         rooms = tuple(self.rooms)
-        if self.search.min_always > 0:
-            key = (depth, rooms, always)
+        if self.search.min_free > 0:
+            key = (depth, rooms, always, free)
             if self.seen_exact.get(key, objective + 1) <= objective:
                 return True
             self.seen_exact[key] = objective
@@ -327,17 +347,17 @@ class _Dive:
             self.relaxations[depth] = _Relaxation(hulls)
         return self.relaxations[depth]
 
-    def children(
-        self, depth: int, always: int, objective: int
-    ) -> list[tuple[int, int, int, int, int]]:
+    def children(self, depth: int, always: int, objective: int, free: int) -> list[_Child]:
         """Component ``depth``'s candidates that may still beat the best, best bound first, as
-        (bound, index, always-bytes, onload bytes, objective); the last component's best one
+        (bound, index, always-bytes, onload bytes, objective, unpinned bytes); the last
+        component's best one
         becomes the incumbent instead (and none is returned)."""
-        if depth and self.covered(depth, always, objective):
+        if depth and self.covered(depth, always, objective, free):
             return []
         s = self.search
         relax = self.relaxation(depth + 1)
-        floor = s.min_always - self.most[depth + 1] - always  # the least always-bytes to keep
+        floor = s.min_free - self.most[depth + 1] - free  # the least unpinned bytes to keep
+        unpinned = s.free[depth]
         shared, whole = s.shared[depth], s.others_whole[depth]
         options, cheaper, fall = self.options[depth], self.cheaper[depth], self.fall[depth]
         rooms, whole_set = self.rooms, s.whole
@@ -348,8 +368,11 @@ class _Dive:
         while x < len(options):
             scanned += 1
             a, o, p, index = options[x]
-            if a < floor:
-                break
+            if unpinned[index] < floor:
+                if s.free_is_always:  # options fall in always-bytes: so do the rest
+                    break
+                x += 1
+                continue
             value = objective + p
             if s.best is not None and value >= s.best:
                 x = cheaper[x]  # the next option with a smaller objective
@@ -367,7 +390,7 @@ class _Dive:
                 raise SearchExhausted(s.nodes, s.work)
             rest = relax.bound(self.ceiling - total)
             if rest is not None and (s.best is None or value + rest < s.best):
-                children.append((value + rest, index, a, o, p))
+                children.append((value + rest, index, a, o, p, unpinned[index]))
         # a call's own cost (the cover check, the bound lookup, the scan's set-up): ~10 us
         s.charge(256 + 4 * scanned + 32 * counted + 8 * len(children))
         children.sort()
@@ -392,7 +415,7 @@ class _Dive:
         self.path: list[int] = []  # the candidate index chosen at each depth above the top
         self.stack: list[_Frame] = []
         stack = self.stack
-        stack.append(_Frame(0, 0, 0, self.children(0, 0, 0)))
+        stack.append(_Frame(0, 0, 0, 0, self.children(0, 0, 0, 0)))
         while stack:
             frame = stack[-1]
             shared = s.shared[frame.depth]
@@ -405,14 +428,19 @@ class _Dive:
             if at == len(children) or (s.best is not None and children[at][0] >= s.best):
                 stack.pop()
                 continue
-            _, index, a, o, p = children[at]
+            _, index, a, o, p, f = children[at]
             frame.next = at + 1
             for j in shared:
                 self.rooms[j] -= o
             frame.taken = o
             self.path.append(index)
             depth, always, objective = frame.depth + 1, frame.always + a, frame.objective + p
-            stack.append(_Frame(depth, always, objective, self.children(depth, always, objective)))
+            free = frame.free + f
+            stack.append(
+                _Frame(
+                    depth, always, objective, free, self.children(depth, always, objective, free)
+                )
+            )
 
 
 @define
@@ -422,7 +450,8 @@ class _Frame:
     depth: int
     always: int
     objective: int
-    children: list[tuple[int, int, int, int, int]]
+    free: int  # the unpinned bytes of the components placed so far
+    children: list[_Child]
     next: int = 0  # the next child to search
     taken: int | None = None  # the onload the child being searched took from the shared rooms
 
@@ -441,19 +470,25 @@ def _next_cheaper(options: Sequence[_Option]) -> list[int]:
 def search(
     per_component: Sequence[Sequence[Candidate]],
     groups: Sequence[Group],
-    min_always: int,
+    min_free: int,
     rank: Sequence[int],
     limit: int = MAX_SEARCH_NODES,
     work_limit: int = MAX_SEARCH_WORK,
 ) -> Outcome:
-    """The best choice with every group within its limit and always-bytes >= min_always.
+    """The best choice with every group within its limit and the bytes not pinned >= min_free
+    (pinned bytes within the pin budget).
 
     Past ``limit`` nodes or ``work_limit`` units of work the best choice found so far is returned,
-    unproven (``Outcome.stopped``); ``SearchExhausted`` is raised only when none was found."""
-    run = _Search(per_component, groups, min_always, rank, limit, work_limit)
-    choice, nodes = run.run()
+    unproven (``Outcome.stopped``), or none with ``stopped`` set and ``lower_cost`` the least cost
+    any placement could have (0 when stopped before any bound was built)."""
+    try:
+        run = _Search(per_component, groups, min_free, rank, limit, work_limit)
+        choice, nodes = run.run()
+    except SearchExhausted as exc:  # before any dive began: nothing bounded yet
+        return Outcome(None, 0, exc.nodes, exc, 0)
     if choice is None:
-        return Outcome(None, 0, nodes)
+        lower = run.lower // run.cost_scale
+        return Outcome(None, 0, nodes, run.stopped, lower if run.stopped else 0)
     cost = sum(per_component[i][c].cost for i, c in enumerate(choice))
     if run.stopped is None:
         return Outcome(choice, cost, nodes, None, cost)

@@ -7,10 +7,11 @@ Inputs that describe no problem at all (an unknown component in a phase, a dupli
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import attrs
+from attrs import frozen
 
 from artifact.limits import (
     MAX_PLAN_CANDIDATES,
@@ -24,7 +25,8 @@ from artifact.limits import (
     MAX_SEARCH_WORK,
 )
 from artifact.units import show_bytes
-from calibration.plan.candidates import Candidate, Group, candidates
+from calibration.plan.candidates import Candidate, Group, candidates, with_pageable
+from calibration.plan.greedy import greedy
 from calibration.plan.model import (
     Component,
     Device,
@@ -37,7 +39,8 @@ from calibration.plan.model import (
     PlanLimitError,
     Target,
 )
-from calibration.plan.search import SearchExhausted, search
+from calibration.plan.search import search
+from calibration.plan.timing import copy_seconds, predict
 
 
 def _over(limit: str, value: int, most: int, what: str, advice: str) -> None:
@@ -78,6 +81,23 @@ def check_limits(components: Sequence[Component], targets: Sequence[Target]) -> 
     )
 
 
+def check_inputs(components: Sequence[Component], targets: Sequence[Target]) -> dict[str, int]:
+    """The counts within their limits and the names consistent; each component's index."""
+    check_limits(components, targets)
+    return _check(components, targets)
+
+
+def explain(
+    components: Sequence[Component],
+    picked: Sequence[Candidate],
+    targets: Sequence[Target],
+    device: Device,
+    nodes: int = 0,
+) -> Plan:
+    """The plan of one candidate per component (in the components' order), explained."""
+    return _explain(components, picked, targets, check_inputs(components, targets), device, nodes)
+
+
 def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[str, int]:
     index: dict[str, int] = {}
     for i, c in enumerate(components):
@@ -102,19 +122,23 @@ def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[s
 
 
 def _groups(
-    targets: Sequence[Target], index: dict[str, int], order: Sequence[int], usable: int
+    targets: Sequence[Target],
+    index: dict[str, int],
+    order: Sequence[int],
+    usable: Callable[[Target], int],
 ) -> list[Group]:
-    """One constraint per active set: the largest bound among its phases (first label on ties)."""
+    """One constraint per active set: the tightest limit among its phases (first on ties)."""
     position = {component: k for k, component in enumerate(order)}
     tightest: dict[frozenset[int], tuple[int, str, str]] = {}
     for t in targets:
+        room = usable(t)
         for p in t.phases:
             members = frozenset(position[index[n]] for n in p.active_components)
-            if members not in tightest or p.bound_bytes > tightest[members][0]:
-                tightest[members] = (p.bound_bytes, p.label, t.name)
+            limit = room - p.bound_bytes
+            if members not in tightest or limit < tightest[members][0]:
+                tightest[members] = (limit, p.label, t.name)
     return [
-        Group(members, usable - bound, label, target)
-        for members, (bound, label, target) in tightest.items()
+        Group(members, limit, label, target) for members, (limit, label, target) in tightest.items()
     ]
 
 
@@ -127,6 +151,62 @@ def _uses_per_byte(cands: Sequence[Candidate]) -> Fraction:
     return best
 
 
+@frozen
+class Problem:
+    """A planning problem made ready to search: candidates, the search's order, the groups."""
+
+    components: tuple[Component, ...]
+    targets: tuple[Target, ...]
+    index: dict[str, int]
+    cands: tuple[tuple[Candidate, ...], ...]  # per component, in the components' order
+    order: tuple[int, ...]  # component indices, most used first (the search's positions)
+    groups: tuple[Group, ...]
+    min_free: int  # the least bytes the pin budget leaves unpinned (0: none)
+    unit: int = 1  # a cost's units per pinned byte moved (pageable candidates: the factor's den)
+
+    def picked(self, choice: Sequence[int]) -> list[Candidate]:
+        """The candidates of a choice made in the search's positions, in the components' order."""
+        out = [self.cands[i][0] for i in range(len(self.components))]
+        for position, i in enumerate(self.order):
+            out[i] = self.cands[i][choice[position]]
+        return out
+
+
+def problem(
+    components: Sequence[Component],
+    targets: Sequence[Target],
+    device: Device,
+    usable: Callable[[Target], int] | None = None,
+) -> Problem:
+    """Check the inputs, build every candidate and group (``usable``: a target's usable bytes,
+    the device's by default; ranks plan each rank's targets against its own device)."""
+    components, targets = tuple(components), tuple(targets)
+    check_limits(components, targets)
+    index = _check(components, targets)
+    base = tuple(candidates(c, targets) for c in components)
+    pin = device.pin_budget_bytes
+    factor = Fraction(device.pageable_factor).limit_denominator(1000)
+    # under a pin budget each host copy is pinned or pageable (never "resident or fail")
+    cands = base if pin is None else tuple(with_pageable(cs, factor) for cs in base)
+    # most used first: the most calls per byte (layer or whole), then the heaviest, then the name
+    order = sorted(
+        range(len(components)),
+        key=lambda i: (-_uses_per_byte(base[i]), -components[i].weight_bytes, components[i].name),
+    )
+    groups = _groups(targets, index, order, usable or (lambda _t: device.usable_bytes))
+    _over(
+        "MAX_PLAN_GROUPS",
+        len(groups),
+        MAX_PLAN_GROUPS,
+        "distinct sets of active components",
+        "plan fewer shapes at once",
+    )
+    total = sum(c.weight_bytes for c in components)
+    min_free = 0 if pin is None else total - pin
+    unit = 1 if pin is None else factor.denominator
+    return Problem(components, targets, index, cands, tuple(order), tuple(groups), min_free, unit)
+
+
 def solve(
     components: Sequence[Component],
     targets: Sequence[Target],
@@ -137,65 +217,51 @@ def solve(
 ) -> Plan:
     """The least-transfer placement of every component that fits every phase of every target.
 
-    Raises ``PlanLimitError`` when a count exceeds its limit (``check_limits``), or when the exact
-    search visits more than ``search_limit`` nodes or spends more than ``work_limit`` units of
-    work (its cost is bounded for any input) before any placement that fits is found. Stopped
-    with one found, it returns the best found, every constraint checked, with ``proven=False``
-    and the limit that stopped it (``stopped_by``)."""
-    components, targets = tuple(components), tuple(targets)
-    check_limits(components, targets)
-    index = _check(components, targets)
-    cands = [candidates(c, targets) for c in components]
-    # most used first: the most calls per byte (layer or whole), then the heaviest, then the name
-    order = sorted(
-        range(len(components)),
-        key=lambda i: (-_uses_per_byte(cands[i]), -components[i].weight_bytes, components[i].name),
+    Raises ``PlanLimitError`` when a count exceeds its limit (``check_limits``). The exact search
+    stops past ``search_limit`` nodes or ``work_limit`` units of work (its cost is bounded for
+    any input); stopped, it returns the best placement found, or else one a greedy pass finds,
+    every constraint checked, with ``proven=False`` and the limit that stopped it
+    (``stopped_by``); ``PlanLimitError`` only when neither found one."""
+    return search_problem(problem(components, targets, device), device, search_limit, work_limit)[1]
+
+
+def search_problem(
+    made: Problem, device: Device, search_limit: int, work_limit: int
+) -> tuple[tuple[int, ...] | None, Plan]:
+    """The search's choice (the greedy pass's when it stopped without one; None: nothing fits)
+    and its plan."""
+    ordered = [made.cands[i] for i in made.order]
+    outcome = search(
+        ordered, made.groups, made.min_free, range(len(ordered)), search_limit, work_limit
     )
-    usable = device.usable_bytes
-    groups = _groups(targets, index, order, usable)
-    _over(
-        "MAX_PLAN_GROUPS",
-        len(groups),
-        MAX_PLAN_GROUPS,
-        "distinct sets of active components",
-        "plan fewer shapes at once",
+    choice = outcome.choice
+    if choice is None and outcome.stopped is not None:
+        choice = greedy(ordered, made.groups, device.pin_budget_bytes)
+        if choice is None:
+            raise PlanLimitError(
+                f"{outcome.stopped} and found no placement that fits, nor did a greedy pass: "
+                f"{len(made.components)} components with "
+                f"{sum(len(c) for c in made.cands):,} candidates whose layers differ in size "
+                "and use defeat its bounds; group equal layers (same bytes, same uses) or plan "
+                "fewer components at once"
+            ) from None
+    if choice is None:
+        reason = _infeasible_reason(made.components, made.cands, made.targets, made.index, device)
+        return None, Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
+    plan = _explain(
+        made.components, made.picked(choice), made.targets, made.index, device, outcome.nodes
     )
-    total = sum(c.weight_bytes for c in components)
-    pin = device.pin_budget_bytes
-    min_always = 0 if pin is None else total - pin
-    try:
-        outcome = search(
-            [cands[i] for i in order],
-            groups,
-            min_always,
-            range(len(order)),
-            search_limit,
-            work_limit,
-        )
-    except SearchExhausted as exc:
-        raise PlanLimitError(
-            f"{exc} and found no placement that fits: {len(components)} components with "
-            f"{sum(len(c) for c in cands):,} candidates whose layers differ in size and use "
-            "defeat its bounds; group equal layers (same bytes, same uses) or plan fewer "
-            "components at once"
-        ) from None
-    if outcome.choice is None:
-        reason = _infeasible_reason(components, cands, targets, index, device, min_always)
-        return Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
-    picked = [cands[i][0] for i in range(len(components))]
-    for position, i in enumerate(order):
-        picked[i] = cands[i][outcome.choice[position]]
-    plan = _explain(components, picked, targets, index, device, outcome.nodes)
+    # in pinned-equivalent bytes (a pageable byte counts the factor): the objective's unit
+    own = sum(c.cost for c in made.picked(choice)) // made.unit
     if outcome.stopped is None:
-        return attrs.evolve(plan, lower_bound_bytes=plan.transfer_bytes)
-    return attrs.evolve(
+        return choice, attrs.evolve(plan, lower_bound_bytes=own)
+    lower = min(outcome.lower_cost // made.unit, own)
+    return choice, attrs.evolve(
         plan,
-        reason=unproven_reason(
-            outcome.stopped.limit, str(outcome.stopped), plan.transfer_bytes, outcome.lower_cost
-        ),
+        reason=unproven_reason(outcome.stopped.limit, str(outcome.stopped), own, lower),
         proven=False,
         stopped_by=outcome.stopped.limit,
-        lower_bound_bytes=outcome.lower_cost,
+        lower_bound_bytes=lower,
     )
 
 
@@ -223,59 +289,70 @@ def _explain(
     device: Device,
     nodes: int,
 ) -> Plan:
+    """The plan of the picked candidates: each phase's headroom, each component's placement, why
+    it is not resident (the phase that binds), and each target's predicted time."""
     usable = device.usable_bytes
     always = sum(c.always for c in picked)
-    uses = []
     # each phase's weights once: per component below, O(1) a phase (not O(its active set))
-    weights_of = {
-        (t.name, p.label, k): _phase_weights(picked, p, index, always)
-        for t in targets
-        for k, p in enumerate(t.phases)
-    }
-    actives = {
-        (t.name, p.label, k): frozenset(p.active_components)
-        for t in targets
-        for k, p in enumerate(t.phases)
-    }
-    for t in targets:
-        for k, p in enumerate(t.phases):
-            weights = weights_of[t.name, p.label, k]
-            uses.append(
-                PhaseUse(t.name, p.label, p.bound_bytes, weights, usable - weights - p.bound_bytes)
-            )
+    keyed = [((t.name, p.label, k), t, p) for t in targets for k, p in enumerate(t.phases)]
+    weights_of = {key: _phase_weights(picked, p, index, always) for key, _, p in keyed}
+    uses = [
+        PhaseUse(
+            t.name,
+            p.label,
+            p.bound_bytes,
+            weights_of[key],
+            usable - weights_of[key] - p.bound_bytes,
+        )
+        for key, t, p in keyed
+    ]
+    actives = {key: frozenset(p.active_components) for key, _, p in keyed}
     placements = []
-    bandwidth = device.bandwidth_bytes_per_s
     for component, cand in zip(components, picked):
         binding, missing = None, 0
         if cand.kind != PlacementKind.RESIDENT:
             extra = component.weight_bytes - cand.always
-            for t in targets:
-                for k, p in enumerate(t.phases):
-                    active = component.name in actives[t.name, p.label, k]
-                    weights = weights_of[t.name, p.label, k] + extra
-                    weights -= cand.onload if active else 0
-                    short = weights + p.bound_bytes - usable
-                    if short > missing:
-                        binding, missing = f"{t.name}/{p.label}", short
-        placements.append(
-            Placement(
-                component=component.name,
-                kind=cand.kind,
-                resident_layers=cand.resident_layers,
-                layers=len(component.layer_bytes),
-                device_bytes=cand.always,
-                onload_bytes=cand.onload,
-                pinned_bytes=cand.pinned,
-                transfer_bytes=cand.cost,
-                transfer_s=cand.cost / bandwidth,
-                binding_phase=binding,
-                missing_bytes=missing,
-            )
-        )
-    cost = sum(c.cost for c in picked)
-    pinned = sum(c.pinned for c in picked)
+            for key, t, p in keyed:
+                weights = weights_of[key] + extra
+                weights -= cand.onload if component.name in actives[key] else 0
+                short = weights + p.bound_bytes - usable
+                if short > missing:
+                    binding, missing = f"{t.name}/{p.label}", short
+        placements.append(_placement(component, cand, device, binding, missing))
     return Plan(
-        True, "fits", tuple(placements), tuple(uses), cost, cost / bandwidth, device, pinned, nodes
+        True,
+        "fits",
+        tuple(placements),
+        tuple(uses),
+        sum(p.transfer_bytes for p in placements),
+        sum(p.transfer_s for p in placements),
+        device,
+        sum(c.pinned for c in picked),
+        nodes,
+        times=predict(components, picked, targets, device),
+    )
+
+
+def _placement(
+    component: Component, cand: Candidate, device: Device, binding: str | None, missing: int
+) -> Placement:
+    """One component's placement: where it lives, its host copy, what it moves and how long."""
+    moved = cand.moved_bytes  # bytes per request, weighted over targets
+    host = component.weight_bytes - cand.always if cand.kind != PlacementKind.RESIDENT else 0
+    return Placement(
+        component=component.name,
+        kind=cand.kind,
+        resident_layers=cand.resident_layers,
+        layers=len(component.layer_bytes),
+        device_bytes=cand.always,
+        onload_bytes=cand.onload,
+        pinned_bytes=0 if cand.pageable else host,
+        transfer_bytes=moved,
+        transfer_s=copy_seconds(moved, cand.pageable, device),
+        binding_phase=binding,
+        missing_bytes=missing,
+        pageable_bytes=host if cand.pageable else 0,
+        pageable=cand.pageable,
     )
 
 
@@ -285,9 +362,8 @@ def _infeasible_reason(
     targets: Sequence[Target],
     index: dict[str, int],
     device: Device,
-    min_always: int,
 ) -> str:
-    """Why nothing fits: a phase that overflows alone, the pin budget, or the phases together."""
+    """Why nothing fits: a phase that overflows alone, or the phases together."""
     usable = device.usable_bytes
     worst: tuple[int, str] | None = None
     for t in targets:
@@ -307,12 +383,7 @@ def _infeasible_reason(
             f"{show_bytes(device.reserve)}), "
             "even with every component offloaded or streamed"
         )
-    if min_always > 0:
-        return (
-            f"the pin budget ({show_bytes(device.pin_budget_bytes)}) needs at least "
-            f"{show_bytes(min_always)} of "
-            "weights resident, and no placement keeping that much fits every phase"
-        )
+    # never the pin budget: over it, a host copy is pageable (slower, never refused)
     return "each phase fits on its own, but no single placement fits every phase at once"
 
 
@@ -329,6 +400,12 @@ def most_conservative(
         min(candidates(c, targets), key=lambda k: (k.always + k.onload, k.always, k.cost))
         for c in components
     ]
+    over = sum(c.pinned for c in picked) - (device.pin_budget_bytes or 0)
+    for k in sorted(range(len(picked)), key=lambda k: -picked[k].pinned):
+        if device.pin_budget_bytes is None or over <= 0:
+            break
+        over -= picked[k].pinned  # the largest host copies pageable until the rest fit the pins
+        picked[k] = attrs.evolve(picked[k], pinned=0, pageable=True)
     plan = _explain(components, picked, targets, index, device, 0)
     short = [u for u in plan.phases if u.headroom_bytes < 0]
     reason = "the most conservative placement: every component offloaded or streamed" + (

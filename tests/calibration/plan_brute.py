@@ -1,12 +1,13 @@
-"""A brute-force planner for tests: every combination of candidates, checked from the definition."""
+"""A brute-force planner for tests: every combination of candidates and, under a pin budget, of
+pinned or pageable host copies, checked from the definition (docs/planning.md "The model")."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 
-from calibration.plan import Component, Device, Target
+from calibration.plan import Component, Device, Plan, Target
 from calibration.plan.candidates import Candidate, candidates
 
 
@@ -15,8 +16,10 @@ def fits(
     picked: Sequence[Candidate],
     targets: Sequence[Target],
     device: Device,
+    pageable: Sequence[bool] | None = None,
 ) -> bool:
-    """Every phase of every target within capacity - reserve, pinned bytes within the budget."""
+    """Every phase of every target within capacity - reserve, pinned bytes within the budget
+    (a pageable host copy pins nothing)."""
     names = [c.name for c in components]
     always = sum(c.always for c in picked)
     for t in targets:
@@ -24,21 +27,49 @@ def fits(
             onload = sum(picked[names.index(n)].onload for n in set(p.active_components))
             if always + onload + p.bound_bytes > device.usable_bytes:
                 return False
-    pinned = sum(c.pinned for c in picked)
+    flags = pageable or [False] * len(picked)
+    pinned = sum(c.pinned for c, paged in zip(picked, flags) if not paged)
     return device.pin_budget_bytes is None or pinned <= device.pin_budget_bytes
+
+
+def _factor(device: Device) -> Fraction:
+    return Fraction(device.pageable_factor)
+
+
+def _copies(picked: Sequence[Candidate], device: Device) -> Iterator[tuple[bool, ...]]:
+    """Every choice of pageable host copies: none without a pin budget (pinned is never worse),
+    each component that keeps a host copy either way under one."""
+    if device.pin_budget_bytes is None:
+        yield (False,) * len(picked)
+        return
+    yield from itertools.product(*[(False, True) if c.pinned else (False,) for c in picked])
+
+
+def _options(
+    components: Sequence[Component], targets: Sequence[Target], device: Device
+) -> Iterator[tuple[Fraction, tuple[Candidate, ...]]]:
+    """Every feasible combination and its transfer time in pinned bytes' time (a pageable byte
+    counts the device's factor)."""
+    factor = _factor(device)
+    for picked in itertools.product(*[candidates(c, targets) for c in components]):
+        for paged in _copies(picked, device):
+            if fits(components, picked, targets, device, paged):
+                yield sum(c.cost * (factor if p else 1) for c, p in zip(picked, paged)), picked
 
 
 def brute_force(
     components: Sequence[Component], targets: Sequence[Target], device: Device
-) -> int | None:
+) -> Fraction | None:
     """The least total cost over all feasible combinations, or None."""
-    options = [candidates(c, targets) for c in components]
-    best = None
-    for picked in itertools.product(*options):
-        if fits(components, picked, targets, device):
-            cost = sum(c.cost for c in picked)
-            best = cost if best is None else min(best, cost)
-    return best
+    return min((cost for cost, _ in _options(components, targets, device)), default=None)
+
+
+def objective(plan: Plan) -> Fraction:
+    """A plan's cost as the brute force counts it: pinned bytes moved + factor x pageable ones."""
+    factor = _factor(plan.device)
+    return sum(
+        (p.transfer_bytes * (factor if p.pageable else 1) for p in plan.placements), Fraction(0)
+    )
 
 
 def ranked(components: Sequence[Component], targets: Sequence[Target]) -> list[int]:
@@ -60,11 +91,9 @@ def brute_force_ties(
 ) -> tuple[int, ...] | None:
     """The always-bytes per component of the best combination with ties broken as documented:
     least cost, then the most used component's always-bytes largest, then the next one's."""
-    options = [candidates(c, targets) for c in components]
     rank = ranked(components, targets)
-    best: tuple[int, tuple[int, ...]] | None = None
-    for picked in itertools.product(*options):
-        if fits(components, picked, targets, device):
-            key = (sum(c.cost for c in picked), tuple(-picked[i].always for i in rank))
-            best = key if best is None or key < best else best
+    best: tuple[Fraction, tuple[int, ...]] | None = None
+    for cost, picked in _options(components, targets, device):
+        key = (cost, tuple(-picked[i].always for i in rank))
+        best = key if best is None or key < best else best
     return None if best is None else tuple(-best[1][rank.index(i)] for i in range(len(rank)))

@@ -248,8 +248,14 @@ def test_cli_runs_the_calibrations_itself_as_calibrate_would_save_them(tmp_path)
         saved += ["--calibration", str(path)]
     from_files = runner.invoke(plan, [*saved, *device])
     assert from_files.exit_code == 0, from_files.output
-    doc = json.loads(ran.stdout)
-    assert doc == json.loads(from_files.stdout)  # running one is planning what it would save
+    doc, saved_doc = json.loads(ran.stdout), json.loads(from_files.stdout)
+    # the compute times are measured (wall clock): each run its own, in the same places
+    times = [[t.pop("predicted_s"), t.pop("compute_s")] for t in doc["times"]]
+    saved_times = [[t.pop("predicted_s"), t.pop("compute_s")] for t in saved_doc["times"]]
+    assert all(s > 0 for pair in times + saved_times for s in pair)
+    assert doc.pop("predicted_s") == pytest.approx(sum(s for s, _ in times))
+    saved_doc.pop("predicted_s")
+    assert doc == saved_doc  # running one is planning what it would save
     assert doc["feasible"] and {p["target"] for p in doc["phases"]} == {
         f"{shape},cfg=false" for shape in SHAPES
     }

@@ -37,6 +37,7 @@ def test_ranks_take_the_most_cautious_failure():
     order = [Failure.of_severity(k) for k in range(len(Failure))]
     assert order == [
         Failure.NONE,
+        Failure.TOO_SLOW,
         Failure.OVER_BOUND,
         Failure.OVER_CAPACITY,
         Failure.REQUEST_ERROR,

@@ -4,12 +4,13 @@ ties included."""
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibration.plan import Component, Device, Phase, Target, solve
 from calibration.plan import search as plan_search
-from tests.calibration.plan_brute import brute_force, brute_force_ties
+from tests.calibration.plan_brute import brute_force, brute_force_ties, objective
 
 NAMES = ("a", "b", "c", "d", "e")
 
@@ -55,7 +56,7 @@ def test_search_is_exact_on_knapsack_ties_and_breaks_ties_as_documented(problem)
     assert plan.feasible == (expected is not None)
     if expected is None:
         return
-    assert plan.transfer_bytes == brute_force(components, targets, device)
+    assert objective(plan) == brute_force(components, targets, device)
     assert tuple(p.device_bytes for p in plan.placements) == expected
     assert all(u.headroom_bytes >= 0 for u in plan.phases)
     if device.pin_budget_bytes is not None:
@@ -106,8 +107,9 @@ def test_groups_checked_whole_stay_exact(problem):
 
 
 def test_the_search_is_bounded_and_says_so_past_its_node_limit():
-    """Uneven layers in a ring of shared phases: the same inputs solve under the default limit, and
-    raise the typed PlanLimitError (never run on) when the limit is below the nodes they need."""
+    """Uneven layers in a ring of shared phases: the same inputs solve under the default limit;
+    below the nodes they need the search stops (never runs on) and says so: with the greedy pass's
+    placement, unproven, or the typed PlanLimitError when that pass finds none either."""
     import random
 
     import pytest
@@ -125,6 +127,13 @@ def test_the_search_is_bounded_and_says_so_past_its_node_limit():
     device = Device(sum(c.weight_bytes for c in components) // 2, reserve_bytes=0)
     plan = solve(components, [target], device)
     assert plan.feasible and plan.nodes > 20
-    with pytest.raises(PlanLimitError, match="visited 21 nodes without finishing") as caught:
-        solve(components, [target], device, search_limit=20)
+    stopped = solve(components, [target], device, search_limit=20)
+    assert not stopped.proven and "visited 21 nodes without finishing" in stopped.reason
+    no_pins = solve(components, [target], attrs.evolve(device, pin_budget_bytes=0))
+    assert no_pins.feasible and no_pins.pinned_bytes == 0  # every host copy pageable
+    assert all(p.pageable for p in no_pins.placements if p.kind != "resident")
+    a, b = Component("a", 10, (1, 1)), Component("b", 5)  # the pass keeps 8 B of a: b overflows
+    one = [Target("t", [Phase("pa", 0, ["a"]), Phase("pb", 0, ["b"])])]
+    with pytest.raises(PlanLimitError, match="visited 1 nodes without finishing") as caught:
+        solve([a, b], one, Device(10, reserve_bytes=0), search_limit=0)
     assert isinstance(caught.value, PlanInputError)

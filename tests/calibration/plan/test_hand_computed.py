@@ -96,13 +96,18 @@ def test_the_default_reserve_is_the_allocator_margin():
     assert "reserve 1 GiB" in plan.reason
 
 
-def test_pin_budget_keeps_more_resident_or_fails():
+def test_pin_budget_pins_what_it_can_and_the_rest_is_pageable_never_refused():
     comp, target = _denoiser()
     device = Device(7 * GiB, reserve_bytes=0, pin_budget_bytes=5 * GiB)
-    assert solve([comp], [target], device).placement("transformer").pinned_bytes == 5 * GiB
-    tight = Device(7 * GiB, reserve_bytes=0, pin_budget_bytes=4 * GiB)
+    p = solve([comp], [target], device).placement("transformer")
+    assert (p.pinned_bytes, p.pageable_bytes, p.pageable) == (5 * GiB, 0, False)
+    # 4 GiB of pins for 5 streamed layers: the host copy is pageable, 2x slower per byte
+    tight = Device(7 * GiB, reserve_bytes=0, pin_budget_bytes=4 * GiB, pageable_factor=2.0)
     plan = solve([comp], [target], tight)
-    assert not plan.feasible and "pin budget" in plan.reason
+    p = plan.placement("transformer")
+    assert plan.feasible and len(p.resident_layers) == 5
+    assert (p.pinned_bytes, p.pageable_bytes, p.pageable) == (0, 5 * GiB, True)
+    assert p.transfer_bytes == 25 * GiB and p.transfer_s == pytest.approx(2 * 25 * GiB / 25e9)
 
 
 def test_ranks_agree_on_the_most_cautious_report():

@@ -88,8 +88,11 @@ def test_the_search_budget_counts_work_not_only_nodes():
     (result, peak), calls = count_calls(
         lambda: peak_mib(lambda: solve(comps, targets, Device(48 * GiB), work_limit=budget))
     )
-    assert isinstance(result, PlanLimitError)
-    assert "MAX_SEARCH_WORK" in str(result) and "group equal layers" in str(result)
+    # stopped before the search found a placement: the greedy pass's, unproven (issue 33)
+    assert not isinstance(result, PlanLimitError) and result.feasible and not result.proven
+    assert result.stopped_by == "MAX_SEARCH_WORK" and "MAX_SEARCH_WORK" in result.reason
+    assert fits_everywhere(result, comps, targets, Device(48 * GiB))
+    assert 0 <= result.lower_bound_bytes <= result.transfer_bytes
     assert peak < 64
     assert calls < budget  # the Python calls made stay within the work counted
 
@@ -217,11 +220,29 @@ def test_a_stopped_search_with_an_incumbent_returns_it_checked_and_marked_unprov
         assert plan.lower_bound_bytes <= best.transfer_bytes <= plan.transfer_bytes
 
 
-def test_a_stopped_search_with_nothing_that_fits_refuses():
+def test_a_stopped_search_takes_the_greedy_placement_when_it_found_none():
+    """The ring stopped after 20 nodes has no incumbent: the greedy pass's placement fits, is
+    marked unproven, and the search's lower bound stays below the true least."""
     comps, targets, device = ring()
+    best = solve(comps, targets, device)
+    plan = solve(comps, targets, device, search_limit=20)
+    assert plan.feasible and not plan.proven and plan.stopped_by == "MAX_SEARCH_NODES"
+    assert fits_everywhere(plan, comps, targets, device)
+    assert plan.lower_bound_bytes <= best.transfer_bytes <= plan.transfer_bytes
+
+
+def test_a_stopped_search_refuses_when_the_greedy_pass_finds_nothing_either():
+    """The greedy pass starts from each component's smallest footprint where it runs: streaming
+    a's two layers keeps 8 B on the device, and b's phase then overflows; only a offloaded whole
+    fits, which a search stopped at once never reaches."""
+    comps = [Component("a", 10, (1, 1)), Component("b", 5)]
+    targets = [Target("t", [Phase("pa", 0, ["a"]), Phase("pb", 0, ["b"])])]
+    device = Device(10, reserve_bytes=0)
+    assert solve(comps, targets, device).placement("a").kind == "offloaded"
     with pytest.raises(PlanLimitError, match="found no placement that fits") as caught:
-        solve(comps, targets, device, search_limit=20)
-    assert "MAX_SEARCH_NODES" in str(caught.value) and "group equal layers" in str(caught.value)
+        solve(comps, targets, device, work_limit=1)
+    assert "nor did a greedy pass" in str(caught.value)
+    assert "MAX_SEARCH_WORK" in str(caught.value) and "group equal layers" in str(caught.value)
 
 
 def test_the_report_says_a_plan_is_unproven():

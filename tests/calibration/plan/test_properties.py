@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibration.plan import Component, Device, Phase, Plan, Target, solve
 from calibration.plan.candidates import candidates
-from tests.calibration.plan_brute import brute_force, fits
+from tests.calibration.plan_brute import brute_force, fits, objective
 
 NAMES = ("a", "b", "c", "d")
 
@@ -38,11 +39,9 @@ def problems(draw: st.DrawFn) -> tuple[list[Component], list[Target], Device]:
         targets.append(Target(f"t{t}", phases, uses, layer_uses, draw(st.integers(0, 2))))
     capacity = draw(st.integers(0, 250))
     pin = draw(st.none() | st.integers(0, 200))
-    return (
-        components,
-        targets,
-        Device(capacity, reserve_bytes=draw(st.integers(0, 20)), pin_budget_bytes=pin),
-    )
+    factor = draw(st.sampled_from([1.0, 1.5, 2.0, 2.25, 3.0]))  # exact in binary
+    reserve = draw(st.integers(0, 20))
+    return components, targets, Device(capacity, reserve, pin, pageable_factor=factor)
 
 
 def _picked(plan, components, targets):
@@ -70,16 +69,18 @@ def test_solver_equals_brute_force_and_fits(problem):
     if best is None:
         assert plan.reason and not plan.placements
         return
-    assert plan.transfer_bytes == best
+    assert objective(plan) == best
     picked = _picked(plan, components, targets)
-    assert fits(components, picked, targets, device)
+    assert fits(components, picked, targets, device, [p.pageable for p in plan.placements])
     assert all(u.headroom_bytes >= 0 for u in plan.phases)
-    assert sum(p.transfer_bytes for p in plan.placements) == best
+    if device.pin_budget_bytes is None:
+        assert plan.transfer_bytes == best and not any(p.pageable for p in plan.placements)
 
 
 def worse(plan: Plan) -> tuple[bool, int]:
-    """Plans in order of cost: any feasible plan before every infeasible one, then by transfer."""
-    return (not plan.feasible, plan.transfer_bytes if plan.feasible else 0)
+    """Plans in order of cost: any feasible plan before every infeasible one, then by objective
+    (transfer, a pageable byte weighted by the device's factor)."""
+    return (not plan.feasible, objective(plan) if plan.feasible else 0)
 
 
 @settings(max_examples=200, deadline=None)
@@ -90,7 +91,7 @@ def test_more_capacity_never_worse(problem, extra):
     big = solve(
         components,
         targets,
-        Device(device.capacity_bytes + extra, device.reserve_bytes, device.pin_budget_bytes),
+        attrs.evolve(device, capacity_bytes=device.capacity_bytes + extra),
     )
     assert worse(small) >= worse(big)
 

@@ -1,0 +1,112 @@
+"""One rank of the two-process test of ranks with different devices (its own module: spawned
+children import it). Rank 0 is the tiny FLUX on a 1 MiB device; rank 1 the same FLUX with an IP
+adapter's image encoder registered (a component rank 0 does not have) on a 64 MiB device."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+#: Each rank's device capacity (no reserve): rank 0 must stream, rank 1 keeps everything.
+CAPS = (1 << 20, 64 << 20)
+
+
+def with_image_encoder(seed: int = 0) -> object:
+    """The tiny FLUX with a tiny random CLIP vision tower as its ``image_encoder`` (FluxPipeline's
+    optional component)."""
+    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+
+    from calibration.examples import EXAMPLES
+
+    pipe = EXAMPLES["flux"].build(seed)
+    torch.manual_seed(seed)
+    config = CLIPVisionConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=32,
+        patch_size=8,
+        projection_dim=16,
+    )
+    pipe.register_modules(image_encoder=CLIPVisionModelWithProjection(config).eval())
+    return pipe
+
+
+def run_rank(rank: int, agreement: object) -> dict[str, object]:
+    """Calibrate this rank's pipeline and run the lifecycle on this rank's device."""
+    from calibration.lifecycle.run import run_lifecycle
+    from calibration.lifecycle.steps import Settings
+    from calibration.plan.model import Device
+    from calibration.session import Session
+    from tests.calibration.lifecycle_setup import FLUX, formulas, points
+
+    pipe = with_image_encoder() if rank == 1 else FLUX.build(0)
+    session = Session(pipe, formulas(), "cpu", call_kwargs=FLUX.call_kwargs)  # type: ignore[arg-type]
+    settings = Settings(Device(CAPS[rank], reserve_bytes=0), "apply", agreement=agreement)  # type: ignore[arg-type]
+    outcome = run_lifecycle(session, points(), settings)
+    report = outcome.report
+    assert outcome.plan is not None
+    return {
+        "placement": dict(report.placement),
+        "status": report.status,
+        "validations": [s.outcome for s in report.step("validate")],
+        "phases": [
+            [u.label, u.bound_bytes, u.weights_bytes, u.headroom_bytes] for u in outcome.plan.phases
+        ],
+        "measured": report.step("validate")[-1].data["phases"],
+        "usable": outcome.plan.device.usable_bytes,
+        "plan": report.step("plan")[0].detail,
+    }
+
+
+def worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    """This rank's lifecycle on gloo; writes what it ended on."""
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=240),
+    )
+    try:
+        from runtime.measure.distributed import TorchDistributedAgreement
+
+        result = run_rank(rank, TorchDistributedAgreement())
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()
+
+
+#: Each rank's phases (label -> bound) of one target: "a" on both, "b" on rank 0 only, "c" on 1.
+BOUNDS = ({"a": 10, "b": 5}, {"a": 7, "c": 3})
+
+
+def bounds_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    """Agree on ``BOUNDS`` and a failure over gloo; write what this rank ended with."""
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        from calibration.lifecycle.agree import cautious_bounds, gather_text, worst_failure
+        from calibration.lifecycle.model import Failure
+        from calibration.plan.model import Phase, Target
+        from runtime.measure.distributed import TorchDistributedAgreement
+
+        agreement = TorchDistributedAgreement()
+        mine = Target("t", tuple(Phase(label, b) for label, b in BOUNDS[rank].items()))
+        (agreed,) = cautious_bounds(agreement, [mine])
+        failure = (Failure.NONE, Failure.TOO_SLOW)[rank]
+        result = {
+            "bounds": {p.label: p.bound_bytes for p in agreed.phases},
+            "texts": gather_text(agreement, "x" * (rank + 1)),
+            "failure": worst_failure(agreement, failure).value,
+        }
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,62 @@
+"""Speed in validation, on the real tiny FLUX (CPU, exact backend): a placement whose request is
+slower than predicted beyond the calibration's spread, and slower than before the plan by more
+than 5 %, is rolled back and re-planned.
+
+The delay is real: a ``slow`` fault (``calibration.lifecycle.faults``) spends its seconds of this
+thread's CPU time in a loop at the first counter read of the denoising stage, where the plan
+streams a transformer block; the recorder's clock on the CPU is this thread's CPU time, so the
+request really measures that much slower (no clock reading is faked).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from calibration.lifecycle.faults import SLOW, Fault
+from calibration.lifecycle.model import OK, Failure
+from calibration.lifecycle.render import document, lines
+from calibration.lifecycle.steps import baseline
+from tests.calibration.lifecycle_setup import calibration, lifecycle
+
+pytest.importorskip("accelerate")
+
+
+def _validations(outcome):
+    return [s.outcome for s in outcome.report.step("validate")]
+
+
+def test_a_slower_placement_is_rolled_back_and_replanned():
+    before = baseline(calibration())
+    assert before.previous_s is not None
+    delay = 2 * (before.previous_s + before.spread_s)  # well past both thresholds
+    outcome, _ = lifecycle([Fault("DenoisingStage", SLOW, delay_s=delay, times=1)])
+    report = outcome.report
+    assert _validations(outcome) == [Failure.TOO_SLOW.value, "holds"]
+    names = [s.name for s in report.steps]
+    first = names.index("validate")
+    assert names[first + 1 : first + 3] == ["rollback", "re-plan"]
+    slow, held = (s.data["time"] for s in report.step("validate"))
+    assert slow["measured_s"] > slow["predicted_s"] + slow["spread_s"]
+    assert slow["measured_s"] > 1.05 * slow["previous_s"]
+    assert slow["measured_s"] >= delay  # the CPU time really spent
+    assert held["measured_s"] < slow["measured_s"] - delay / 2
+    plan, replan = report.step("plan")[0], report.step("re-plan")[0]
+    assert "the measured time" in replan.detail
+    # the re-plan takes the time above the prediction as transfer: a slower link, a later request
+    assert replan.data["bandwidth_bytes_per_s"] < plan.data["bandwidth_bytes_per_s"]
+    assert replan.data["predicted_s"] > plan.data["predicted_s"]
+    assert report.status == OK and report.validated and report.serving
+
+
+def test_predicted_and_measured_time_are_shown_side_by_side():
+    outcome, _ = lifecycle()
+    check = outcome.report.step("validate")[0].data["time"]
+    assert check["predicted_s"] == outcome.plan.predicted_seconds > 0
+    assert check["measured_s"] > 0 and check["previous_s"] > 0
+    doc = document(outcome.report, outcome.records)
+    shown = next(s for s in doc["steps"] if s["name"] == "validate")["time"]
+    assert shown == check and doc["left_in_place"] == {}
+    text = [line for line in lines(outcome.report) if line.strip().startswith("time:")]
+    assert len(text) == 1
+    assert f"of {check['predicted_s']:.3g} s predicted" in text[0]
+    assert f"measured {check['measured_s']:.3g} s" in text[0]
