@@ -36,6 +36,7 @@ from calibration.probes.sizes import (
     shape_probe,
 )
 from calibration.probes.time_probe import TIME_TOLERANCE, time_probe
+from calibration.offload import Offload
 from calibration.session import Params, Session
 from calibration.wiring import call_arguments
 from runtime import FormulaError, Pipeline
@@ -636,8 +637,11 @@ def calibrate_pipeline(
     label: str = "",
     formula_path: str = "",
     time_tolerance: float | None = TIME_TOLERANCE,
+    offload: Offload = Offload.AUTO,
+    capacity: int | None = None,
 ) -> Calibration:
-    """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate."""
+    """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate
+    (placed under ``offload`` on a device capped at ``capacity``: ``calibration.offload``)."""
     from calibration.host import resolve_device
 
     target_point, probe_point, warmup_point = shapes(
@@ -657,6 +661,8 @@ def calibrate_pipeline(
             seed=seed,
             clock=clock,
             call_kwargs=call_kwargs,
+            offload=offload,
+            capacity=capacity,
         )
         return calibrate_session(
             session,

@@ -83,7 +83,7 @@ class AllocatorBackend:
         if self.capacity is not None:
             cap_device(self.module, self.device, self.capacity)
 
-    def watch(self, components: Mapping[str, nn.Module]) -> WeightReads:
+    def watch_weights(self, components: Mapping[str, nn.Module]) -> WeightReads:
         """Attribute weight reads (through ``reads_mode``); weights on the device are real."""
         self._components = components
         return WeightReads(WeightMap.of(components))
@@ -289,11 +289,13 @@ class LiveTensorBackend:
     def __attrs_post_init__(self) -> None:
         self.counter.capacity = self.capacity
 
-    def watch(self, components: Mapping[str, nn.Module]) -> WeightReads:
+    def watch_weights(self, components: Mapping[str, nn.Module]) -> WeightReads:
         """Count the components' weights as the placement holds them (``Residency``): pinned ones
         from now on, swapped ones while loaded; every op's weight reads are attributed."""
         weights = WeightMap.of(components)
-        residency = Residency(weights.sizes, self.swapped & set(weights.sizes), counter=self.counter)
+        residency = Residency(
+            weights.sizes, self.swapped & set(weights.sizes), counter=self.counter
+        )
         pinned = residency.pinned_bytes
         self.counter.shift(pinned, pinned)
         self.reads = WeightReads(weights, residency, fused=True)

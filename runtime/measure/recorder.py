@@ -38,7 +38,7 @@ __all__ = ["AutoStages", "FormulaPipeline", "Request", "WarmupRecorder"]
 def watch(backend: MemoryBackend, components: Mapping[str, nn.Module]) -> WeightReads:
     """The backend's weight reads (the CPU tracker's counts the placement's residency too), or
     reads attributed through their own dispatch mode (``reads_mode``) for any other backend."""
-    own = getattr(backend, "watch", None)
+    own = getattr(backend, "watch_weights", None)
     if callable(own):
         reads = own(components)
         if isinstance(reads, WeightReads):

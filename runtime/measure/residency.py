@@ -199,4 +199,3 @@ def device_weight_bytes(weights: Mapping[str, nn.Module], device: torch.device) 
                 s = t.untyped_storage()
                 storages[s.data_ptr(), t.device] = s.nbytes()
     return sum(storages.values())
-
