@@ -65,8 +65,8 @@ def lifecycle(
 ) -> Outcome:
     """Build the pipeline on ``where`` (auto, cpu, cuda:N) and run the lifecycle in ``mode``."""
     from calibration.host import quiet_libraries, resolve_device, torch_threads
-    from calibration.run import shapes as full_shapes
     from calibration.offload import Offload
+    from calibration.run import shapes as full_shapes
     from calibration.session import Session
 
     built = _built(choice, shapes)

@@ -95,7 +95,10 @@ def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
 def plan_inputs(cal: Calibration) -> tuple[tuple[Component, ...], tuple[Target, ...]]:
     """The planner's components and target from a calibration in memory."""
     components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
-    return components, (from_estimate(cal.estimate, components),)
+    target = from_estimate(
+        cal.estimate, components, phase_weights=cal.phase_weights, unobserved=cal.unobserved
+    )
+    return components, (target,)
 
 
 def placement(plan: Plan) -> tuple[tuple[str, str], ...]:
