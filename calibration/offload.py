@@ -106,8 +106,11 @@ def _model_offload(pipe: object, device: str, modules: Mapping[str, nn.Module]) 
         enable = _on_plain_cpu(pipe, enable)
     try:
         enable(device=device)
-    except (ImportError, ValueError, RuntimeError) as exc:
-        raise CalibrationError(f"--calibrate-offload model: {exc}") from None
+    except (ImportError, ValueError, RuntimeError, AttributeError) as exc:
+        raise CalibrationError(
+            f"--calibrate-offload model: diffusers' model CPU offload failed on "
+            f"{type(pipe).__name__}: {type(exc).__name__}: {exc}"
+        ) from None
     kept = set(getattr(pipe, "_exclude_from_cpu_offload", ()) or ())
     return frozenset(name for name in modules if name not in kept)
 
