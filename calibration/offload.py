@@ -148,3 +148,25 @@ def _group_offload(device: str, modules: Mapping[str, nn.Module]) -> frozenset[s
             num_blocks_per_group=1,
         )
     return frozenset(modules)
+
+
+#: The names diffusers' group offloading registers its hooks under (``diffusers.hooks``).
+GROUP_HOOKS = ("group_offloading", "layer_execution_tracker", "lazy_prefetch_group_offloading")
+
+
+def release(pipe: object, offload: Offload, modules: Mapping[str, nn.Module]) -> None:
+    """Take the calibration's placement off ``pipe`` (before a plan's own is applied)."""
+    if offload is Offload.MODEL:
+        vars(pipe).pop("enable_model_cpu_offload", None)  # ``_on_plain_cpu``'s wrapper
+        remove = getattr(pipe, "remove_all_hooks", None)
+        if callable(remove):
+            remove()
+    elif offload is Offload.GROUP:
+        for module in (m for top in modules.values() for m in top.modules()):
+            registry = getattr(module, "_diffusers_hook", None)
+            if registry is None:
+                continue
+            for hook in GROUP_HOOKS:
+                registry.remove_hook(hook, recurse=False)
+            if not registry.hooks:
+                del module._diffusers_hook

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from calibration.calls import DEFAULT_CALL, accepted, reset_scheduler
 from calibration.errors import CalibrationError
 from calibration.host import clock_for, resolve_device
-from calibration.offload import Offload, chosen, placed
+from calibration.offload import Offload, chosen, placed, release
+from calibration.plan.model import PlacementKind
 from calibration.weights import module_layers, module_weights
 from calibration.wiring import (
     Params,
@@ -52,6 +53,23 @@ def _weights_fit(offload: Offload, capacity: int | None) -> Iterator[None]:
 
 
 CallKwargs = Callable[[int], Mapping[str, object]]
+
+
+class Placed(Protocol):
+    """One component's placement in a plan (``calibration.plan.model.Placement``)."""
+
+    @property
+    def component(self) -> str: ...
+
+    @property
+    def kind(self) -> PlacementKind: ...
+
+
+class PlacedPlan(Protocol):
+    """What ``Session.hand_over`` reads of a plan: each component's placement."""
+
+    @property
+    def placements(self) -> Sequence[Placed]: ...
 
 
 class Session:
@@ -105,6 +123,25 @@ class Session:
             clock=clock if callable(clock) else clock_for(self.device, clock),
             backend=backend,
         )
+
+    @property
+    def counts_placement(self) -> bool:
+        """Whether the records count only what the placement holds on the device (the CPU
+        tracker's residency); else, on the CPU, the host copies are in every peak too."""
+        return self.recorder.reads.residency is not None
+
+    def hand_over(self, plan: PlacedPlan) -> None:
+        """Before ``plan`` is applied: the calibration's offloading off the pipeline, and on the
+        CPU the residency counts what the plan keeps on the device (its resident components;
+        the others while loaded, as the plan's hooks onload them)."""
+        from runtime.measure.diffusers_hooks import pipeline_modules
+
+        release(self.pipe, self.offload, pipeline_modules(self.pipe))
+        self.offload = Offload.NONE
+        residency = self.recorder.reads.residency
+        if residency is not None:
+            moved = (p.component for p in plan.placements if p.kind is not PlacementKind.RESIDENT)
+            residency.follow(frozenset(moved))
 
     def kwargs_for(self, params: Params) -> dict[str, Any]:  # Any: the pipeline's own keywords
         """``pipe(...)``'s keyword arguments at ``params``: defaults, constants, the formulas."""

@@ -141,9 +141,10 @@ def apply_and_validate(
 
     Every rank calls the same collectives whatever happens here (an apply that fails counts as a
     failed request), so ranks stay in step."""
-    shared = str(session.device).startswith("cpu")
+    shared = str(session.device).startswith("cpu") and not session.counts_placement
     applied: Applied | None = None
     record: WarmupRecord | None = None
+    session.hand_over(plan)  # the calibration's offloading off; the CPU counts the plan's
     try:
         applied = apply(
             plan, session.pipe, device=session.device, offload_device=settings.offload_device

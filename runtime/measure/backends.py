@@ -161,9 +161,11 @@ class LiveStorageCounter:
         self._live[key] = (nbytes, weakref.ref(storage, self._finalizer(key)))
         self._grow(nbytes)
 
-    def shift(self, nbytes: int, weights: int) -> None:
-        """Count ``nbytes`` more (or fewer) that are not a storage an op made: weights onloaded."""
-        self._room(nbytes)
+    def shift(self, nbytes: int, weights: int, *, check: bool = True) -> None:
+        """Count ``nbytes`` more (or fewer) that are not a storage an op made: weights onloaded
+        (beyond the capacity: ``torch.OutOfMemoryError``, unless not ``check``)."""
+        if check:
+            self._room(nbytes)
         self.weights += weights
         self._grow(nbytes)
 

@@ -92,8 +92,9 @@ def _tensors(args: Iterable[object]) -> Iterator[torch.Tensor]:
 class Capacity(Protocol):
     """What onloading asks of the device's counter: room for ``nbytes`` more (else OOM)."""
 
-    def shift(self, nbytes: int, weights: int) -> None:
-        """Count ``nbytes`` more (negative: fewer) of resident weights."""
+    def shift(self, nbytes: int, weights: int, *, check: bool = True) -> None:
+        """Count ``nbytes`` more (negative: fewer) of resident weights; beyond the capacity,
+        raise ``torch.OutOfMemoryError`` unless not ``check``."""
 
 
 @define(eq=False)
@@ -123,6 +124,14 @@ class Residency:
         self.offload_all()
         self._move(self.sizes[name])
         self.loaded.add(name)
+
+    def follow(self, swapped: frozenset[str]) -> None:
+        """Another placement took over (a plan applied): ``swapped`` are the ones it moves now."""
+        self.offload_all()
+        before = self.pinned_bytes
+        self.swapped = swapped & frozenset(self.sizes)
+        if self.counter is not None:  # beyond the cap, the next allocation raises
+            self.counter.shift(self.pinned_bytes - before, self.pinned_bytes - before, check=False)
 
     def offload_all(self) -> None:
         """Every swapped component back to the host (diffusers' ``maybe_free_model_hooks``)."""
