@@ -127,19 +127,20 @@ class Session:
     @property
     def counts_placement(self) -> bool:
         """Whether the records count only what the placement holds on the device (the CPU
-        tracker's residency); else, on the CPU, the host copies are in every peak too."""
-        return self.recorder.reads.residency is not None
+        tracker's residency, on a capped device); else, on the CPU, the host copies are in every
+        peak too (everything counts as on the device, as before any cap)."""
+        return self.capacity is not None and self.recorder.reads.residency is not None
 
     def hand_over(self, plan: PlacedPlan) -> None:
-        """Before ``plan`` is applied: the calibration's offloading off the pipeline, and on the
-        CPU the residency counts what the plan keeps on the device (its resident components;
-        the others while loaded, as the plan's hooks onload them)."""
+        """Before ``plan`` is applied: the calibration's offloading off the pipeline, and on a
+        capped CPU device the residency counts what the plan keeps there (its resident
+        components; the others whole while loaded, as the plan's hooks onload them)."""
         from runtime.measure.diffusers_hooks import pipeline_modules
 
         release(self.pipe, self.offload, pipeline_modules(self.pipe))
         self.offload = Offload.NONE
         residency = self.recorder.reads.residency
-        if residency is not None:
+        if residency is not None and self.counts_placement:
             moved = (p.component for p in plan.placements if p.kind is not PlacementKind.RESIDENT)
             residency.follow(frozenset(moved))
 

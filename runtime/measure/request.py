@@ -280,7 +280,7 @@ class Request:
             return
         residency = self._recorder.reads.residency
         if residency is not None:  # the placement onloads it as it starts (accelerate's hook)
-            residency.read(name)
+            residency.entered(name)
         auto = self._recorder.auto_stages
         stage = auto.stage_of(name, method) if auto is not None else None
         if auto is not None and stage is not None:

@@ -125,6 +125,14 @@ class Residency:
         self._move(self.sizes[name])
         self.loaded.add(name)
 
+    def entered(self, name: str) -> None:
+        """``name`` starts (its entry point's hook): the placement's hook offloads the other
+        loaded components before it runs, and onloads it when it is a swapped one."""
+        for other in sorted(self.loaded - {name}):
+            self.loaded.discard(other)
+            self._move(-self.sizes[other])
+        self.read(name)
+
     def follow(self, swapped: frozenset[str]) -> None:
         """Another placement took over (a plan applied): ``swapped`` are the ones it moves now."""
         self.offload_all()
