@@ -86,8 +86,8 @@ EPILOG = "\n".join(
 @click.option(
     "--strict",
     is_flag=True,
-    help="Also exit 5 on a finding to act on (formula-mismatch, iteration-mismatch) or a param "
-    "the target departs in that no size could move.",
+    help="Also exit 5 on a finding to act on (formula-mismatch, iteration-mismatch), a param "
+    "the target departs in that no size could move, or a component never seen active.",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the document of docs/estimators.md on stdout."
