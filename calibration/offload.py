@@ -17,8 +17,10 @@ only each phase's active components are on the device, put there by diffusers' o
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from calibration.errors import CalibrationError
@@ -39,6 +41,25 @@ class Offload(enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+_UNDER: ContextVar[tuple[Offload, int | None]] = ContextVar("under", default=(Offload.AUTO, None))
+
+
+@contextlib.contextmanager
+def calibrating_under(offload: Offload, capacity: int | None) -> Iterator[None]:
+    """Sessions made inside that name no placement calibrate under this one (`dslc infer`, whose
+    sizes run through several sessions built deep in its loop)."""
+    token = _UNDER.set((offload, capacity))
+    try:
+        yield
+    finally:
+        _UNDER.reset(token)
+
+
+def placement_in_force() -> tuple[Offload, int | None]:
+    """The placement ``calibrating_under`` set (default: auto, no cap)."""
+    return _UNDER.get()
 
 
 def chosen(offload: Offload, weights: int, capacity: int | None) -> Offload:

@@ -646,7 +646,7 @@ def calibrate_pipeline(
     label: str = "",
     formula_path: str = "",
     time_tolerance: float | None = TIME_TOLERANCE,
-    offload: Offload = Offload.AUTO,
+    offload: Offload | None = None,
     capacity: int | None = None,
 ) -> Calibration:
     """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate

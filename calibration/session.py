@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from calibration.calls import DEFAULT_CALL, accepted, reset_scheduler
 from calibration.errors import CalibrationError
 from calibration.host import clock_for, resolve_device
-from calibration.offload import Offload, chosen, placed, release
+from calibration.offload import Offload, chosen, placed, placement_in_force, release
 from calibration.plan.model import PlacementKind
 from calibration.weights import module_layers, module_weights
 from calibration.wiring import (
@@ -86,7 +86,7 @@ class Session:
         call_kwargs: CallKwargs | None = None,
         fresh_scheduler: bool = True,
         backend: MemoryBackend | None = None,
-        offload: Offload = Offload.AUTO,
+        offload: Offload | None = None,
         capacity: int | None = None,
     ) -> None:
         from runtime.measure.diffusers_hooks import pipeline_modules
@@ -102,6 +102,8 @@ class Session:
         self.facts: PipelineFacts = pipeline_facts(formulas, modules)
         self.weights = module_weights(modules)
         self.layer_bytes = module_layers(modules, self.facts.layerwise)
+        if offload is None:  # none named: the one in force (``calibrating_under``)
+            offload, capacity = placement_in_force()
         self.offload = chosen(offload, sum(self.weights.values()), capacity)
         self.capacity = capacity
         backend = placed(pipe, self.offload, self.device, capacity, backend)

@@ -213,6 +213,16 @@ def run_options(command: Command) -> Command:
                 help="Never probe a larger size for time alone (the runs then depend only on the "
                 "formulas).",
             ),
+        ]
+    ):
+        command = option(command)
+    return offload_options(command)
+
+
+def offload_options(command: Command) -> Command:
+    """How the pipeline sits on the device while it is measured, and the device's cap."""
+    for option in reversed(
+        [
             click.option(
                 "--calibrate-offload",
                 "offload",
