@@ -86,7 +86,10 @@ def placed(
     if backend is None and capacity is not None:
         where = torch.device(device)
         capped = LiveTensorBackend if where.type == "cpu" else AllocatorBackend
-        backend = capped(where, capacity=capacity)  # before the weights move: they may not fit
+        try:
+            backend = capped(where, capacity=capacity)  # before the weights move: may not fit
+        except ValueError as exc:
+            raise CalibrationError(f"--device-capacity: {exc}") from None
     backend = backend if backend is not None else backend_for(device)
     try:
         moved = install(pipe, offload, device, pipeline_modules(pipe))  # type: ignore[arg-type]

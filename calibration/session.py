@@ -142,9 +142,9 @@ class Session:
         release(self.pipe, self.offload, pipeline_modules(self.pipe))
         self.offload = Offload.NONE
         residency = self.recorder.reads.residency
-        if residency is not None and self.counts_placement:
+        if residency is not None:  # uncapped: every weight counts, as before any placement
             moved = (p.component for p in plan.placements if p.kind is not PlacementKind.RESIDENT)
-            residency.follow(frozenset(moved))
+            residency.follow(frozenset(moved) if self.counts_placement else frozenset())
 
     def kwargs_for(self, params: Params) -> dict[str, Any]:  # Any: the pipeline's own keywords
         """``pipe(...)``'s keyword arguments at ``params``: defaults, constants, the formulas."""
