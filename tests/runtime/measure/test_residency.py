@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch import nn
 
 from runtime.measure import WarmupRecorder
-from runtime.measure.backends import LiveTensorBackend
-from runtime.measure.residency import WeightMap
+from runtime.measure.backends import LiveStorageCounter, LiveTensorBackend
+from runtime.measure.residency import Residency, WeightMap
 from runtime.record import WarmupRecord
 
 F32 = 4
@@ -130,3 +132,23 @@ def test_weights_round_trip_and_an_older_record_without_them_loads(wan):
         del phase["weights_bytes"]  # type: ignore[index]
     older = WarmupRecord.from_json(text)
     assert {p.weights_bytes for p in older.phases} == {None}
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.booleans()), max_size=30))
+def test_residency_holds_one_swapped_component_at_a_time(events):
+    """Against an oracle of accelerate's rule: a component's entry offloads every other loaded one;
+    a read onloads a swapped one (offloading the others) unless it is loaded."""
+    sizes, swapped = {"a": 1, "b": 10, "c": 100}, frozenset("ab")
+    counter = LiveStorageCounter()
+    residency = Residency(sizes, swapped, counter=counter)
+    counter.shift(residency.pinned_bytes, residency.pinned_bytes)
+    loaded: set[str] = set()
+    for name, entry in events:
+        (residency.entered if entry else residency.read)(name)
+        if entry or (name in swapped and name not in loaded):
+            loaded = {name} & swapped
+        expected = sizes["c"] + sum(sizes[n] for n in loaded)
+        assert counter.current == counter.weights == expected
+    assert counter.peak == max(
+        [sizes["c"], *(sizes["c"] + sizes[n] for n, _ in events if n in swapped)]
+    )
