@@ -78,10 +78,15 @@ class TwoTowerPipeline(DiffusionPipeline):
     """text_tower.get_text_features, then the denoiser once a step (``callback_on_step_end``)."""
 
     model_cpu_offload_seq = "text_tower->denoiser"
+    text_tower: TextTower
+    denoiser: Denoiser
+    spare: Spare
 
     def __init__(self, text_tower: TextTower, denoiser: Denoiser, spare: Spare) -> None:
         super().__init__()
-        self.register_modules(text_tower=text_tower, denoiser=denoiser, spare=spare)
+        self.register_modules(  # type: ignore[attr-defined]  # diffusers' lazy module: untyped
+            text_tower=text_tower, denoiser=denoiser, spare=spare
+        )
 
     @torch.no_grad()
     def __call__(
@@ -98,7 +103,7 @@ class TwoTowerPipeline(DiffusionPipeline):
             x = self.denoiser(x, cond)
             if callback_on_step_end is not None:
                 callback_on_step_end(self, step, step, {})
-        self.maybe_free_model_hooks()
+        self.maybe_free_model_hooks()  # type: ignore[attr-defined]  # as register_modules
         return x
 
 
