@@ -117,6 +117,7 @@ def _memory_part(cal: Calibration) -> dict[str, Any]:
                 "bound_peak_bytes": c.bound,
                 "measured_peak_bytes": c.measured,
                 "error": _error(c),
+                "weights_bytes": cal.phase_weights.get(p.label),
             }
             for p, c in zip(est.phases, cal.phases())
         ],
@@ -218,6 +219,8 @@ def _findings_part(cal: Calibration) -> dict[str, Any]:
             for f in cal.findings
         ],
         "undeclared_components": list(cal.undeclared),
+        "unobserved_components": list(cal.unobserved),
+        "calibrated_under": {"offload": cal.offload, "capacity_bytes": cal.capacity},
         "below_minimum": [
             {
                 "role": b.role,

@@ -23,6 +23,7 @@ from attrs import field, frozen
 from artifact.spelling import point_text
 from calibration.errors import CalibrationError
 from calibration.host import quiet_libraries, torch_threads
+from calibration.offload import Offload
 from calibration.probes.evidence import StageMargin, stage_margins, with_risks
 from calibration.probes.findings import Checked, Finding, check, rank
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
@@ -37,6 +38,7 @@ from calibration.probes.sizes import (
 )
 from calibration.probes.time_probe import TIME_TOLERANCE, time_probe
 from calibration.session import Params, Session
+from calibration.weights import phase_weights, unobserved
 from calibration.wiring import call_arguments
 from runtime import FormulaError, Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate
@@ -102,6 +104,10 @@ class Calibration:
     uncovered: tuple[str, ...] = ()  # params the target departs in that no size could move
     notices: tuple[str, ...] = ()  # warnings about the request itself (a target below the probe)
     call_warnings: tuple[str, ...] = ()  # `call` arguments a **kwargs pipeline may ignore
+    phase_weights: Mapping[str, int] = field(factory=dict, hash=False)  # label -> weights at peak
+    unobserved: tuple[str, ...] = ()  # components no phase saw active (planned conservatively)
+    offload: str = "none"  # the placement calibrated under (``calibration.offload.Offload``)
+    capacity: int | None = None  # the device's cap while calibrating
 
     @property
     def second_probe(self) -> Params | None:
@@ -482,6 +488,10 @@ def _calibration(
         below_minimum=below_minimums(pipeline, {"warmup": warmup, "probe": probe}),
         notices=_notices(pipeline, probe, target),
         call_warnings=session.call_warnings,
+        phase_weights=phase_weights(loop.records, settled.estimate.phases),
+        unobserved=unobserved(loop.records, session.weights),
+        offload=str(session.offload),
+        capacity=session.capacity,
     )
 
 
@@ -636,8 +646,11 @@ def calibrate_pipeline(
     label: str = "",
     formula_path: str = "",
     time_tolerance: float | None = TIME_TOLERANCE,
+    offload: Offload | None = None,
+    capacity: int | None = None,
 ) -> Calibration:
-    """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate."""
+    """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate
+    (placed under ``offload`` on a device capped at ``capacity``: ``calibration.offload``)."""
     from calibration.host import resolve_device
 
     target_point, probe_point, warmup_point = shapes(
@@ -657,6 +670,8 @@ def calibrate_pipeline(
             seed=seed,
             clock=clock,
             call_kwargs=call_kwargs,
+            offload=offload,
+            capacity=capacity,
         )
         return calibrate_session(
             session,

@@ -9,12 +9,16 @@ Imports torch lazily; diffusers never (any object with the pipeline's ``componen
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from calibration.calls import DEFAULT_CALL, accepted, reset_scheduler
+from calibration.errors import CalibrationError
 from calibration.host import clock_for, resolve_device
+from calibration.offload import Offload, chosen, placed, placement_in_force, release
+from calibration.plan.model import PlacementKind
 from calibration.weights import module_layers, module_weights
 from calibration.wiring import (
     Params,
@@ -32,7 +36,40 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+@contextlib.contextmanager
+def _weights_fit(offload: Offload, capacity: int | None) -> Iterator[None]:
+    """Weights that do not fit the calibration's cap as placed: the user's choice to change."""
+    import torch
+
+    try:
+        yield
+    except torch.OutOfMemoryError as exc:
+        raise CalibrationError(
+            f"the weights placed on the device under --calibrate-offload {offload} do not fit "
+            f"--device-capacity {capacity} bytes ({str(exc).splitlines()[0]}); use "
+            "--calibrate-offload model or group, or a larger --device-capacity"
+        ) from None
+
+
 CallKwargs = Callable[[int], Mapping[str, object]]
+
+
+class Placed(Protocol):
+    """One component's placement in a plan (``calibration.plan.model.Placement``)."""
+
+    @property
+    def component(self) -> str: ...
+
+    @property
+    def kind(self) -> PlacementKind: ...
+
+
+class PlacedPlan(Protocol):
+    """What ``Session.hand_over`` reads of a plan: each component's placement."""
+
+    @property
+    def placements(self) -> Sequence[Placed]: ...
 
 
 class Session:
@@ -49,9 +86,10 @@ class Session:
         call_kwargs: CallKwargs | None = None,
         fresh_scheduler: bool = True,
         backend: MemoryBackend | None = None,
+        offload: Offload | None = None,
+        capacity: int | None = None,
     ) -> None:
-        from runtime.measure import AutoStages
-        from runtime.measure.diffusers_hooks import diffusers_recorder, pipeline_modules
+        from runtime.measure.diffusers_hooks import pipeline_modules
 
         self.pipe, self.formulas, self.seed = pipe, formulas, seed
         self.device = resolve_device(device)
@@ -59,25 +97,54 @@ class Session:
         if call_kwargs is not None:  # its failure is the caller's (a typed error), not a request's
             call_kwargs(seed)
         self.fresh_scheduler = fresh_scheduler
-        if self.device != "cpu":
-            to = getattr(pipe, "to", None)
-            if callable(to):
-                to(self.device)
         self.call_warnings = check_call(formulas, pipe)
         modules = pipeline_modules(pipe)
         self.facts: PipelineFacts = pipeline_facts(formulas, modules)
         self.weights = module_weights(modules)
         self.layer_bytes = module_layers(modules, self.facts.layerwise)
-        self.recorder: WarmupRecorder = diffusers_recorder(
-            formulas,
-            pipe,
+        if offload is None:  # none named: the one in force (``calibrating_under``)
+            offload, capacity = placement_in_force()
+        self.offload = chosen(offload, sum(self.weights.values()), capacity)
+        self.capacity = capacity
+        backend = placed(pipe, self.offload, self.device, capacity, backend)
+        with _weights_fit(self.offload, capacity):
+            self.recorder = self._recorder(backend, clock)
+
+    def _recorder(self, backend: MemoryBackend, clock: str | Callable[[], float]) -> WarmupRecorder:
+        """The recorder wired from the formulas' facts (it counts the weights placed now)."""
+        from runtime.measure import AutoStages
+        from runtime.measure.diffusers_hooks import diffusers_recorder
+
+        return diffusers_recorder(
+            self.formulas,
+            self.pipe,
             self.device,
             stages=AutoStages(self.facts.stage_for, self.facts.stepped),
             layerwise=self.facts.layerwise,
             entry_points=self.facts.entry_points,
             clock=clock if callable(clock) else clock_for(self.device, clock),
-            **({"backend": backend} if backend is not None else {}),
+            backend=backend,
         )
+
+    @property
+    def counts_placement(self) -> bool:
+        """Whether the records count only what the placement holds on the device (the CPU
+        tracker's residency, on a capped device); else, on the CPU, the host copies are in every
+        peak too (everything counts as on the device, as before any cap)."""
+        return self.capacity is not None and self.recorder.reads.residency is not None
+
+    def hand_over(self, plan: PlacedPlan) -> None:
+        """Before ``plan`` is applied: the calibration's offloading off the pipeline, and on a
+        capped CPU device the residency counts what the plan keeps there (its resident
+        components; the others whole while loaded, as the plan's hooks onload them)."""
+        from runtime.measure.diffusers_hooks import pipeline_modules
+
+        release(self.pipe, self.offload, pipeline_modules(self.pipe))
+        self.offload = Offload.NONE
+        residency = self.recorder.reads.residency
+        if residency is not None:  # uncapped: every weight counts, as before any placement
+            moved = (p.component for p in plan.placements if p.kind is not PlacementKind.RESIDENT)
+            residency.follow(frozenset(moved) if self.counts_placement else frozenset())
 
     def kwargs_for(self, params: Params) -> dict[str, Any]:  # Any: the pipeline's own keywords
         """``pipe(...)``'s keyword arguments at ``params``: defaults, constants, the formulas."""

@@ -4,12 +4,13 @@
   measured peak, and no request failed;
 - time is reported against its own uncertainty: the request's error within two sigma or not (a
   time miss is information, not a failure: time does not decide what fits on a device);
-- ``--strict`` also fails on an actionable finding (``Finding.actionable``) or on a param the target
-  departs in that no size could move (the checks could not see a dependence on it).
+- ``--strict`` also fails on an actionable finding (``Finding.actionable``), on a param the target
+  departs in that no size could move (the checks could not see a dependence on it), or on a
+  component no phase saw active (``Calibration.unobserved``: its cost was never measured).
 
 Exit statuses (docs/cli.md): 0 holds; 1 bad input; 2 usage; 3 a bug of ours; ``VERIFY_FAILED``
 (4) a bound under the measured peak or a failed request; ``STRICT_FAILED`` (5) with ``--strict``,
-an actionable finding or an uncovered param.
+an actionable finding, an uncovered param or an unobserved component.
 """
 
 from __future__ import annotations
@@ -83,9 +84,11 @@ def verdict(cal: Calibration, *, strict: bool = False) -> Verdict:
         findings = "no finding to act on"
     if cal.uncovered:
         findings += f"; no size moved {', '.join(cal.uncovered)}"
+    if cal.unobserved:
+        findings += f"; never seen active: {', '.join(cal.unobserved)}"
     status = 0
     if not held:
         status = VERIFY_FAILED
-    elif strict and (actionable or cal.uncovered):
+    elif strict and (actionable or cal.uncovered or cal.unobserved):
         status = STRICT_FAILED
     return Verdict(status == 0, status, memory, _time(cal), findings)

@@ -1,8 +1,10 @@
 """Weight sizing of torch modules, in one place: a module's bytes, its repeated layers' bytes.
 
 The calibration (``Session.weights``) and the planner (``pipeline_bytes``) count alike: each storage
-once, tied weights too. The layers are the recorder's own (``runtime.measure.layers``), so their
-names match the calibration's layer uses. Imports torch only when called.
+once, tied weights too. From the records: each phase's weights on the device (``phase_weights``)
+and the components no phase saw (``unobserved``). The layers are the recorder's own
+(``runtime.measure.layers``), so their names match the calibration's layer uses. Imports torch
+only when called.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from torch import nn
 
+    from runtime.estimate import PhaseEstimate
     from runtime.measure.diffusers_hooks import DiffusersPipeline
+    from runtime.record import WarmupRecord
 
 
 def weight_bytes(module: nn.Module) -> int:
@@ -54,3 +58,26 @@ def pipeline_bytes(
 
     modules = pipeline_modules(pipe)
     return module_weights(modules), module_layers(modules, layerwise or tuple(modules))
+
+
+def phase_weights(
+    records: Iterable[WarmupRecord], phases: Iterable[PhaseEstimate]
+) -> dict[str, int]:
+    """Each estimated phase's weights on the device at its peak, by label: the fewest any
+    successful record measured (the rest of the peak is activations, which the bound scales)."""
+    fewest: dict[tuple[str, str, str | None], int] = {}
+    for record in records:
+        if not record.ok:
+            continue
+        for p in record.phases:
+            if p.weights_bytes is not None:
+                key = (p.kind, p.name, p.stage)
+                fewest[key] = min(fewest.get(key, p.weights_bytes), p.weights_bytes)
+    keys = {p.label: (p.kind, p.name, p.stage) for p in phases}
+    return {label: fewest[key] for label, key in keys.items() if key in fewest}
+
+
+def unobserved(records: Iterable[WarmupRecord], components: Iterable[str]) -> tuple[str, ...]:
+    """The components no phase of any record saw active (no op read their weights in a phase)."""
+    seen = {n for r in records for p in r.phases for n in p.used_components}
+    return tuple(c for c in components if c not in seen)

@@ -100,6 +100,7 @@ class Phase:
     duration_s: float
     active_components: tuple[str, ...] = field(converter=_strings, default=())
     used_components: tuple[str, ...] = field(converter=_strings, default=())
+    weights_bytes: int | None = None  # of the peak: weights on the device (the rest: activations)
 
 
 @frozen
@@ -232,11 +233,15 @@ def _encode(value: object) -> object:
     return value
 
 
+#: Keys a record written before they existed may lack (the field's default is read).
+OPTIONAL_KEYS = frozenset({"weights_bytes"})
+
+
 def _expect_keys(value: object, keys: set[str], where: str) -> dict[str, object]:
     """Exactly these keys, so a typo or a field from another version is an error, not a default."""
     if not isinstance(value, dict):
         raise RecordFormatError(f"{where}: expected an object, got {type(value).__name__}")
-    missing, extra = keys - value.keys(), value.keys() - keys
+    missing, extra = keys - value.keys() - OPTIONAL_KEYS, value.keys() - keys
     if missing or extra:
         raise RecordFormatError(
             f"{where}: missing keys {sorted(missing)}, unexpected keys {sorted(extra)}"
@@ -263,6 +268,9 @@ def _scalar(kind: object, value: object, where: str) -> object:
         _check(value is None or isinstance(value, str), where, "a string or null", value)
     elif kind in ("int", int):
         _check(type(value) is int and value >= 0, where, "a non-negative integer", value)
+    elif kind == "int | None":
+        ok = value is None or (type(value) is int and value >= 0)
+        _check(ok, where, "a non-negative integer or null", value)
     elif kind in ("float", float):
         if type(value) not in (int, float) or not isinstance(value, (int, float)):
             _fail(where, "a finite non-negative number", value)  # (no bool, nor a subclass)
@@ -288,6 +296,8 @@ def _decode(cls: type[_A], obj: dict[str, object], where: str) -> _A:
     nested = _NESTED.get(cls, {})
     kwargs: dict[str, object] = {}
     for f in attrs.fields(cls):
+        if f.name not in obj:  # an optional key (``OPTIONAL_KEYS``): its default
+            continue
         raw, at = obj[f.name], f"{where}.{f.name}"
         inner = nested.get(f.name)
         if inner is None:

@@ -86,8 +86,8 @@ EPILOG = "\n".join(
 @click.option(
     "--strict",
     is_flag=True,
-    help="Also exit 5 on a finding to act on (formula-mismatch, iteration-mismatch) or a param "
-    "the target departs in that no size could move.",
+    help="Also exit 5 on a finding to act on (formula-mismatch, iteration-mismatch), a param "
+    "the target departs in that no size could move, or a component never seen active.",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the document of docs/estimators.md on stdout."
@@ -134,6 +134,8 @@ def calibrate(
     threads: int,
     time_tolerance: float,
     no_time_probe: bool,
+    offload: str,
+    capacity: int | None,
 ) -> None:
     """Calibrate a diffusers pipeline on a cheap probe and estimate a target.
 
@@ -159,7 +161,17 @@ def calibrate(
             cal = run_calibration(
                 choice,
                 Shapes(warmup, probe, target),
-                RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
+                RunSettings(
+                    margin,
+                    repeat,
+                    clock,
+                    seed,
+                    threads,
+                    time_tolerance,
+                    no_time_probe,
+                    offload,
+                    capacity,
+                ),
                 device=device,
                 verify=verify,
                 progress=tick,

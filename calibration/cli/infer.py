@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from calibration.cli.options import shape_option
+from calibration.cli.options import offload_options, shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
 from dslc.cli_support import Failure, ui
@@ -169,6 +169,7 @@ within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials
     metavar="DRAFT.wf",
     help="Write the draft here (default: stdout, unless --json).",
 )
+@offload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report (every size, candidate).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Weights and generator seed.")
 @click.option(
@@ -188,6 +189,8 @@ def infer(
     as_json: bool,
     seed: int,
     strict: bool,
+    offload: str,
+    capacity: int | None,
 ) -> None:
     """Measure a diffusers pipeline on a bounded ladder of cheap sizes and propose its stages.
 
@@ -205,6 +208,7 @@ def infer(
     from calibration.errors import CalibrationError
     from calibration.infer.report import open_proposals, report
     from calibration.infer.run import infer as run_infer
+    from calibration.offload import Offload, calibrating_under
 
     if (example is None) == (factory is None):
         raise click.UsageError("give one of --example NAME or --pipeline MODULE:FACTORY")
@@ -234,7 +238,7 @@ def infer(
             build, call_kwargs, start = chosen.build, chosen.call_kwargs, chosen.warmup
             label = f"--example {chosen.name}"
         header = f"# Drafted by `dslc infer` from {label} and {source}: review each proposal.\n"
-        with progress() as tick:
+        with progress() as tick, calibrating_under(Offload(offload), capacity):
             result = run_infer(
                 build,  # type: ignore[arg-type]
                 text,

@@ -130,6 +130,8 @@ _RUN_PARAMS = {  # parameter -> option: the ones that choose or shape a calibrat
     "probe": "--probe",
     "targets": "--target",
     "device": "--device",
+    "offload": "--calibrate-offload",
+    "capacity": "--device-capacity",
 }
 
 
@@ -240,6 +242,8 @@ def plan(
     threads: int,
     time_tolerance: float,
     no_time_probe: bool,
+    offload: str,
+    capacity: int | None,
     device: str,
     device_memory: int,
     reserve: int | None,
@@ -265,7 +269,17 @@ def plan(
         status = validate_command(
             choice,
             [Shapes(warmup, probe, t) for t in targets or [{}]],
-            RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
+            RunSettings(
+                margin,
+                repeat,
+                clock,
+                seed,
+                threads,
+                time_tolerance,
+                no_time_probe,
+                offload,
+                capacity,
+            ),
             planned_device,
             device,
             validate_mode,
@@ -279,7 +293,17 @@ def plan(
             loaded = calibrated(
                 choice,
                 [Shapes(warmup, probe, t) for t in targets or [{}]],
-                RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
+                RunSettings(
+                    margin,
+                    repeat,
+                    clock,
+                    seed,
+                    threads,
+                    time_tolerance,
+                    no_time_probe,
+                    offload,
+                    capacity,
+                ),
                 device=device,
             )
         components, planned = inputs(loaded)

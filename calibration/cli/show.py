@@ -174,6 +174,13 @@ def warn(cal: Calibration) -> None:
             "add it to a stage's `uses` in the formula file",
             style="yellow",
         )
+    for name in cal.unobserved:
+        err.line(
+            f"warning[unobserved-component]: component {name!r} was never seen active: no op "
+            "read its weights in any phase; the plan charges it its full weights in every "
+            "phase; run it in the warmup (declare its method in a stage's `uses`) to measure it",
+            style="yellow",
+        )
     for line in cal.errors:  # its first line: torch appends a C++ stack to some messages
         first = (line.splitlines() or [""])[0]
         err.line(f"warning: a request failed: {first[:300]}", style="yellow")

@@ -65,6 +65,7 @@ def lifecycle(
 ) -> Outcome:
     """Build the pipeline on ``where`` (auto, cpu, cuda:N) and run the lifecycle in ``mode``."""
     from calibration.host import quiet_libraries, resolve_device, torch_threads
+    from calibration.offload import Offload
     from calibration.run import shapes as full_shapes
     from calibration.session import Session
 
@@ -85,6 +86,8 @@ def lifecycle(
             seed=settings.seed,
             clock=settings.clock,
             call_kwargs=built.call_kwargs,
+            offload=Offload(settings.offload),
+            capacity=settings.capacity,
         )
         return run_lifecycle(
             session,

@@ -209,7 +209,7 @@ def _revised(
 
 
 def _shared(session: Session) -> bool:
-    return str(session.device).startswith("cpu")
+    return str(session.device).startswith("cpu") and not session.counts_placement
 
 
 def _serve(
@@ -229,6 +229,7 @@ def _serve(
     if applied is None:
         from calibration.plan.apply import PlanApplyError, apply
 
+        session.hand_over(plan)
         try:
             applied = apply(
                 plan, session.pipe, device=session.device, offload_device=settings.offload_device

@@ -96,7 +96,10 @@ def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
 def plan_inputs(cal: Calibration) -> tuple[tuple[Component, ...], tuple[Target, ...]]:
     """The planner's components and target from a calibration in memory."""
     components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
-    return components, (from_estimate(cal.estimate, components),)
+    target = from_estimate(
+        cal.estimate, components, phase_weights=cal.phase_weights, unobserved=cal.unobserved
+    )
+    return components, (target,)
 
 
 def placement(plan: Plan) -> tuple[tuple[str, str], ...]:
@@ -160,9 +163,10 @@ def apply_and_validate(
 
     Every rank calls the same collectives whatever happens here (an apply that fails counts as a
     failed request), so ranks stay in step."""
-    shared = str(session.device).startswith("cpu")
+    shared = str(session.device).startswith("cpu") and not session.counts_placement
     applied: Applied | None = None
     record: WarmupRecord | None = None
+    session.hand_over(plan)  # the calibration's offloading off; the CPU counts the plan's
     try:
         applied = apply(
             plan, session.pipe, device=session.device, offload_device=settings.offload_device

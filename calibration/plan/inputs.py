@@ -1,9 +1,12 @@
 """Planner inputs from a calibration: a ``WorkloadEstimate`` in memory, or a saved JSON document.
 
-A calibration measures phase peaks with every component's weights on the device, so a phase's
-bound for planning is its bound minus those weights (``measured_weights_bytes``; by default the
-sum of ``component_weight_bytes``). No torch: the per-layer bytes come from
-``calibration.weights.layer_bytes`` (or the document's ``layer_bytes``).
+A phase's peak holds the weights that were on the device then and its activations; the planner
+re-places the weights, so a phase's bound for planning is its bound minus those weights: the
+phase's own ``weights_bytes`` (measured under the calibration's placement, offloaded or not), else
+``measured_weights_bytes``, else the sum of ``component_weight_bytes`` (everything on the device).
+A component no phase saw active (``unobserved_components``) is charged its full weights in every
+phase: it may run in any of them, and is never planned as costing nothing. No torch: the per-layer
+bytes come from ``calibration.weights.layer_bytes`` (or the document's ``layer_bytes``).
 """
 
 from __future__ import annotations
@@ -65,16 +68,29 @@ def target_name(params: Mapping[str, int | bool]) -> str:
     return point_text(params)
 
 
+@frozen
+class Measured:
+    """One phase as calibrated: its bound, active components, stage, and weights at its peak."""
+
+    label: str
+    bound: int | None
+    active: Sequence[str]
+    stage: str | None
+    weights: int | None = None  # None: the calibration's weights (everything on the device)
+
+
 def _target(
     name: str,
-    phases: Sequence[tuple[str, int | None, Sequence[str], str | None]],
+    phases: Sequence[Measured],
     layer_calls: Mapping[tuple[str, str], int],
     components: Sequence[Component],
     measured_weights_bytes: int | None,
     weight: int,
     compute: tuple[float | None, Mapping[str, float]] = (None, {}),
+    unobserved: Sequence[str] = (),
 ) -> Target:
     known = {c.name for c in components}
+    _check_known(unobserved, known)
     weights = (
         sum(c.weight_bytes for c in components)
         if measured_weights_bytes is None
@@ -82,13 +98,14 @@ def _target(
     )
     planned: list[Phase] = []
     stages: dict[str, set[str]] = {}
-    for label, bound, active, stage in phases:
-        if bound is None:
-            raise PlanInputError(f"phase {label!r} has no estimate: it cannot be planned for")
-        members = tuple(n for n in active if n in known)
-        planned.append(Phase(label, max(0, bound - weights), members))
+    for p in phases:
+        if p.bound is None:
+            raise PlanInputError(f"phase {p.label!r} has no estimate: it cannot be planned for")
+        members = tuple(dict.fromkeys([*(n for n in p.active if n in known), *unobserved]))
+        on_device = weights if p.weights is None else p.weights
+        planned.append(Phase(p.label, max(0, p.bound - on_device), members))
         for n in members:
-            stages.setdefault(n, set()).add(stage or label)
+            stages.setdefault(n, set()).add(p.stage or p.label)
     uses = {n: len(s) for n, s in stages.items()}
     recorded = {component for component, _ in layer_calls}
     layer_uses = {  # a component whose layers were never counted: once per onload (the solver's)
@@ -99,19 +116,36 @@ def _target(
     return Target(name, tuple(planned), uses, layer_uses, weight, compute[0], compute[1])
 
 
+def _check_known(unobserved: Sequence[str], known: set[str]) -> None:
+    unknown = [n for n in unobserved if n not in known]
+    if unknown:
+        raise PlanInputError(
+            f"unobserved_components: unknown component {unknown[0]!r} (component_weight_bytes "
+            f"has {', '.join(sorted(known))})"
+        )
+
+
 def from_estimate(
     estimate: WorkloadEstimate,
     components: Sequence[Component],
     *,
     measured_weights_bytes: int | None = None,
     weight: int = 1,
+    phase_weights: Mapping[str, int] | None = None,
+    unobserved: Sequence[str] = (),
 ) -> Target:
-    """A ``Target`` from a ``runtime.estimate.WorkloadEstimate`` (bounds with the margin).
+    """A ``Target`` from a ``runtime.estimate.WorkloadEstimate`` (bounds with the margin), each
+    phase's weights at its peak by label (``Calibration.phase_weights``) and the components no
+    phase saw (``Calibration.unobserved``).
 
     An offloaded component is onloaded once per stage it is active in; each layer's calls are the
     estimate's ``layer_calls()`` summed over stages.
     """
-    phases = [(p.label, p.peak.bound_bytes, p.active_components, p.stage) for p in estimate.phases]
+    weights = phase_weights or {}
+    phases = [
+        Measured(p.label, p.peak.bound_bytes, p.active_components, p.stage, weights.get(p.label))
+        for p in estimate.phases
+    ]
     return _target(
         target_name(estimate.target),
         phases,
@@ -123,6 +157,7 @@ def from_estimate(
             estimate.timing.seconds,
             {s.stage: s.seconds for s in estimate.timing.stages if s.seconds is not None},
         ),
+        unobserved,
     )
 
 
@@ -184,11 +219,12 @@ def _parse(doc: Mapping[str, Json], weight: int) -> Calibrated:
         layers[str(c)] = {str(n): _int(b, f"layer_bytes[{c!r}][{n!r}]") for n, b in per.items()}
     components = components_from_bytes(weights, layers)
     phases = [
-        (
+        Measured(
             str(p["label"]),
             None if p.get("bound_peak_bytes") is None else _int(p["bound_peak_bytes"], "bound"),
             tuple(str(n) for n in p.get("active_components", ())),
             None if p.get("stage") is None else str(p["stage"]),
+            None if p.get("weights_bytes") is None else _int(p["weights_bytes"], "weights_bytes"),
         )
         for p in _items(doc, "phases")
     ]
@@ -209,5 +245,6 @@ def _parse(doc: Mapping[str, Json], weight: int) -> Calibrated:
             None if measured is None else _int(measured, "measured_weights_bytes"),
             weight,
             _compute(doc),
+            tuple(str(n) for n in _items(doc, "unobserved_components", [])),
         ),
     )

@@ -10,12 +10,15 @@ from __future__ import annotations
 import contextlib
 import os
 import weakref
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 from attrs import define, field
+from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from runtime.measure.residency import Residency, WeightMap, WeightReads, device_weight_bytes
 
 if TYPE_CHECKING:
     from torch._ops import OpOverload
@@ -68,6 +71,8 @@ class AllocatorBackend:
     # attributes are untyped, so nothing here can say more of its allocator functions.
     module: Any = field(default=None)
     name: str = "allocator"
+    capacity: int | None = None  # caps the process's share of the device (``cap_device``)
+    _components: Mapping[str, nn.Module] = field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.module is None:
@@ -75,6 +80,17 @@ class AllocatorBackend:
         if self.device.index is None:
             self.device = torch.device(self.device.type, self.module.current_device())
         self.name = f"{self.device.type}-allocator"
+        if self.capacity is not None:
+            cap_device(self.module, self.device, self.capacity)
+
+    def watch_weights(self, components: Mapping[str, nn.Module]) -> WeightReads:
+        """Attribute weight reads (through ``reads_mode``); weights on the device are real."""
+        self._components = components
+        return WeightReads(WeightMap.of(components))
+
+    def peak_weights(self) -> int:
+        """The components' bytes on the device now (read at each window boundary)."""
+        return device_weight_bytes(self._components, self.device)
 
     def current_allocated(self) -> int:
         return int(self.module.memory_allocated(self.device))
@@ -105,6 +121,15 @@ class AllocatorBackend:
         """The allocator already counts every tensor on the device."""
 
 
+def cap_device(module: Any, device: torch.device, capacity: int) -> None:
+    """Make the device behave like one of ``capacity`` bytes: the allocator raises
+    ``torch.OutOfMemoryError`` beyond it (``set_per_process_memory_fraction``)."""
+    _, total = module.mem_get_info(device)
+    if capacity > total:
+        raise ValueError(f"a cap of {capacity} bytes exceeds the device's {total} bytes")
+    module.set_per_process_memory_fraction(capacity / total, device)
+
+
 # --- CPU: live tensor storages seen at the dispatcher ------------------------------------------
 
 
@@ -119,6 +144,9 @@ class LiveStorageCounter:
 
     current: int = 0
     peak: int = 0
+    capacity: int | None = None  # the calibration's cap: more raises torch.OutOfMemoryError
+    weights: int = 0  # of ``current``: resident weights (``Residency``)
+    peak_weights: int = 0  # resident weights when ``peak`` was reached
     _live: dict[int, tuple[int, weakref.ref[torch.UntypedStorage]]] = field(factory=dict)
 
     def add(self, storage: torch.UntypedStorage) -> None:
@@ -129,9 +157,30 @@ class LiveStorageCounter:
             self._resize(key, entry, storage)
             return
         nbytes = storage.nbytes()
+        self._room(nbytes)
         self._live[key] = (nbytes, weakref.ref(storage, self._finalizer(key)))
+        self._grow(nbytes)
+
+    def shift(self, nbytes: int, weights: int, *, check: bool = True) -> None:
+        """Count ``nbytes`` more (or fewer) that are not a storage an op made: weights onloaded
+        (beyond the capacity: ``torch.OutOfMemoryError``, unless not ``check``)."""
+        if check:
+            self._room(nbytes)
+        self.weights += weights
+        self._grow(nbytes)
+
+    def _room(self, nbytes: int) -> None:
+        """Refuse an allocation over the capacity, as the CUDA allocator does (before counting)."""
+        if self.capacity is not None and nbytes > 0 and self.current + nbytes > self.capacity:
+            raise torch.OutOfMemoryError(
+                f"device out of memory: tried to allocate {nbytes} bytes with {self.current} "
+                f"bytes in use of the calibration cap of {self.capacity} bytes (--device-capacity)"
+            )
+
+    def _grow(self, nbytes: int) -> None:
         self.current += nbytes
-        self.peak = max(self.peak, self.current)
+        if self.current > self.peak:
+            self.peak, self.peak_weights = self.current, self.weights
 
     def refresh(self, storage: torch.UntypedStorage) -> None:
         """An op wrote into a storage (in place, ``out=``) and may have resized it: follow it."""
@@ -147,9 +196,9 @@ class LiveStorageCounter:
     ) -> None:
         nbytes = storage.nbytes()
         if nbytes != entry[0] and entry[1]() is storage:
+            self._room(nbytes - entry[0])
             self._live[key] = (nbytes, entry[1])
-            self.current += nbytes - entry[0]
-            self.peak = max(self.peak, self.current)
+            self._grow(nbytes - entry[0])
 
     def _finalizer(self, key: int) -> Callable[[weakref.ref[torch.UntypedStorage]], None]:
         def drop(ref: weakref.ref[torch.UntypedStorage]) -> None:
@@ -166,16 +215,19 @@ class LiveStorageCounter:
         return len(self._live)
 
     def reset_peak(self) -> None:
-        self.peak = self.current
+        self.peak, self.peak_weights = self.current, self.weights
 
 
 class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's is untyped
     """Sees every aten op's outputs and counts the storages that the op newly allocated."""
 
-    def __init__(self, counter: LiveStorageCounter, device_type: str) -> None:
+    def __init__(
+        self, counter: LiveStorageCounter, device_type: str, reads: WeightReads | None = None
+    ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # torch: untyped
         self.counter = counter
         self.device_type = device_type
+        self.reads = reads  # weight reads attributed (and onloaded) before each op runs
         self.aliasing: dict[OpOverload, bool] = {}  # per op: do its outputs alias its inputs?
 
     @classmethod
@@ -194,6 +246,8 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
         args: tuple[object, ...] = (),
         kwargs: dict[str, object] | None = None,
     ) -> object:
+        if self.reads is not None:
+            self.reads.seen(args)
         out = func(*args, **(kwargs or {}))
         aliasing = self.aliasing.get(func)
         if aliasing is None:
@@ -228,8 +282,30 @@ class LiveTensorBackend:
     device: torch.device = field(factory=lambda: torch.device("cpu"))
     name: str = "cpu-live-tensors"
     counter: LiveStorageCounter = field(factory=LiveStorageCounter)
+    capacity: int | None = None  # the calibration's cap (``LiveStorageCounter.capacity``)
+    swapped: frozenset[str] = frozenset()  # components the placement moves on and off
+    reads: WeightReads | None = field(default=None, init=False)
     _mode: _LiveStorageMode | None = field(default=None, init=False)
     _depth: int = field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.counter.capacity = self.capacity
+
+    def watch_weights(self, components: Mapping[str, nn.Module]) -> WeightReads:
+        """Count the components' weights as the placement holds them (``Residency``): pinned ones
+        from now on, swapped ones while loaded; every op's weight reads are attributed."""
+        weights = WeightMap.of(components)
+        residency = Residency(
+            weights.sizes, self.swapped & set(weights.sizes), counter=self.counter
+        )
+        pinned = residency.pinned_bytes
+        self.counter.shift(pinned, pinned)
+        self.reads = WeightReads(weights, residency, fused=True)
+        return self.reads
+
+    def peak_weights(self) -> int:
+        """Resident weights when the peak since the last reset was reached."""
+        return self.counter.peak_weights
 
     def current_allocated(self) -> int:
         return self.counter.current
@@ -251,6 +327,8 @@ class LiveTensorBackend:
         """Nothing cached to release on the CPU."""
 
     def memory_info(self) -> tuple[int, int]:
+        if self.capacity is not None:
+            return max(0, self.capacity - self.counter.current), self.capacity
         return _available_memory()
 
     @contextlib.contextmanager
@@ -263,7 +341,7 @@ class LiveTensorBackend:
             finally:
                 self._depth -= 1
             return
-        self._mode = _LiveStorageMode(self.counter, self.device.type)
+        self._mode = _LiveStorageMode(self.counter, self.device.type, self.reads)
         self._depth = 1
         try:
             with self._mode:
@@ -273,9 +351,13 @@ class LiveTensorBackend:
             self._mode = None
 
     def track_existing(self, tensors: Iterable[torch.Tensor]) -> None:
+        """Seed the tensors' storages; watched weights are the residency's to count, not these."""
+        watched = self.reads.weights if self.reads is not None else None
         for t in tensors:
             if t.device.type == self.device.type:
-                self.counter.add(t.untyped_storage())
+                storage = t.untyped_storage()
+                if watched is None or not watched.is_weight_storage(storage):
+                    self.counter.add(storage)
 
 
 def backend_for(device: str | torch.device = "auto") -> MemoryBackend:
@@ -297,6 +379,7 @@ class Window:
 
     peak_allocated: int = 0
     peak_reserved: int = 0
+    peak_weights: int | None = None  # resident weights at the peak (None: the backend can't say)
 
 
 @define
@@ -314,15 +397,24 @@ class PeakWindows:
     def fold(self) -> None:
         """Bring every open window up to date and start a new segment."""
         allocated, reserved = self.backend.peak_allocated(), self.backend.peak_reserved()
+        weights = self._weights()
         for window in self._open:
+            if allocated > window.peak_allocated or window.peak_weights is None:
+                window.peak_weights = weights
             window.peak_allocated = max(window.peak_allocated, allocated)
             window.peak_reserved = max(window.peak_reserved, reserved)
         self.backend.reset_peak()
 
+    def _weights(self) -> int | None:
+        """Resident weights at the backend's peak, where it can tell (``peak_weights``)."""
+        read = getattr(self.backend, "peak_weights", None)
+        return int(read()) if callable(read) else None
+
     def open(self) -> Window:
         """Start a window at the current allocation."""
         self.fold()
-        window = Window(self.backend.peak_allocated(), self.backend.peak_reserved())
+        backend = self.backend
+        window = Window(backend.peak_allocated(), backend.peak_reserved(), self._weights())
         self._open.append(window)
         return window
 

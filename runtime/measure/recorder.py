@@ -28,10 +28,22 @@ from runtime.errors import RuntimeValueError
 from runtime.measure.backends import MemoryBackend, backend_for
 from runtime.measure.layers import iter_tensors
 from runtime.measure.request import AutoStages, FormulaPipeline, Request
+from runtime.measure.residency import WeightMap, WeightReads
 from runtime.measure.serving import ServingMonitor, enter_serving
 from runtime.record import WarmupRecord, save_records
 
 __all__ = ["AutoStages", "FormulaPipeline", "Request", "WarmupRecorder"]
+
+
+def watch(backend: MemoryBackend, components: Mapping[str, nn.Module]) -> WeightReads:
+    """The backend's weight reads (the CPU tracker's counts the placement's residency too), or
+    reads attributed through their own dispatch mode (``reads_mode``) for any other backend."""
+    own = getattr(backend, "watch_weights", None)
+    if callable(own):
+        reads = own(components)
+        if isinstance(reads, WeightReads):
+            return reads
+    return WeightReads(WeightMap.of(components))
 
 
 def _names(value: Iterable[str]) -> tuple[str, ...]:
@@ -57,6 +69,7 @@ class WarmupRecorder:
     _staging_caches: list[Callable[[], object]] = field(factory=list, init=False)
     _serving: ServingMonitor | None = field(default=None, init=False)
     _active: Request | None = field(default=None, init=False)
+    reads: WeightReads = field(default=None, init=False)  # which component each op reads
 
     def __attrs_post_init__(self) -> None:
         if self.backend is None:
@@ -68,6 +81,7 @@ class WarmupRecorder:
                 f"layerwise components {sorted(unknown)} are not among components "
                 f"{sorted(self.components)}"
             )
+        self.reads = watch(self.backend, self.components)
         self.backend.track_existing(iter_tensors(self.components.values()))
 
     @property

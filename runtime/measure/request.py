@@ -7,6 +7,7 @@ one ``Phase``, and on exit the request becomes a ``WarmupRecord``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
@@ -15,6 +16,7 @@ from attrs import define, field, frozen
 
 from runtime.measure.backends import MemoryBackend, PeakWindows, Window
 from runtime.measure.layers import HookSet, LayerUseTracker, hook_components
+from runtime.measure.residency import reads_mode
 from runtime.record import ErrorInfo, Iteration, Phase, StageIterations, WarmupRecord
 
 if TYPE_CHECKING:
@@ -92,6 +94,7 @@ class _Merged:
     duration_s: float
     active: dict[str, None]
     used: dict[str, None]
+    weights: int | None  # resident weights at the peak
 
 
 @define
@@ -195,6 +198,18 @@ class Request:
         """State a stage's (measured, target) pair; it wins over counting and over the formulas."""
         self._explicit[stage] = (int(measured), int(target))
 
+    def component_read(self, name: str) -> None:
+        """An op read ``name``'s weights (``WeightReads``): it is active in every open window,
+        whatever method ran it; with no stage open, its automatic stage opens."""
+        auto = self._recorder.auto_stages
+        stage = auto.stage_of(name) if auto is not None else None
+        if self._stage is None and auto is not None and stage is not None:
+            self._auto_stage(stage, name, auto.iterative)
+        for opened in self._open_windows():
+            opened.used[name] = None
+            if name not in opened.active:
+                opened.active = (*opened.active, name)
+
     def mark_used(self, *components: str) -> None:
         """Note components used in the open phases when no forward hook can see them."""
         for opened in self._open_windows():
@@ -286,6 +301,9 @@ class Request:
         self._component_depth[name] = depth + 1
         if depth:
             return
+        residency = self._recorder.reads.residency
+        if residency is not None:  # the placement onloads it as it starts (accelerate's hook)
+            residency.entered(name)
         auto = self._recorder.auto_stages
         stage = auto.stage_of(name, method) if auto is not None else None
         if auto is not None and stage is not None:
@@ -325,6 +343,7 @@ class Request:
 
     def _open_window(self, key: tuple[str, str, str | None], active: tuple[str, ...]) -> _Open:
         allocated = self._recorder.backend.current_allocated()
+        self._recorder.reads.new_segment()
         return _Open(key, self._windows.open(), self._clock(), allocated, active)
 
     def _open_phase(self, kind: str, name: str, active: tuple[str, ...]) -> _Open:
@@ -350,9 +369,12 @@ class Request:
                 duration,
                 dict.fromkeys(opened.active),
                 dict(opened.used),
+                opened.window.peak_weights,
             )
             return
         merged.count += 1
+        if opened.window.peak_allocated > merged.peak_allocated:
+            merged.weights = opened.window.peak_weights
         merged.peak_allocated = max(merged.peak_allocated, opened.window.peak_allocated)
         merged.peak_reserved = max(merged.peak_reserved, opened.window.peak_reserved)
         merged.duration_s += duration
@@ -373,8 +395,11 @@ class Request:
             self._hooks.remove()  # a bad layer group: leave the model as it was
             recorder.close_request(self)
             raise
-        self._tracking = recorder.backend.tracking()
-        self._tracking.__enter__()
+        recorder.reads.listener = self
+        self._tracking = contextlib.ExitStack()
+        self._tracking.enter_context(recorder.backend.tracking())
+        if not recorder.reads.fused:
+            self._tracking.enter_context(reads_mode(recorder.reads))
         self._clock.backend.synchronize()
         self._baseline = recorder.backend.current_allocated()
         self._overall = self._windows.open()
@@ -397,9 +422,12 @@ class Request:
             self._windows.close(self._overall)
             duration = self._clock() - self._started
         finally:
-            self._tracking.__exit__(None, None, None)
+            self._tracking.close()
             self._hooks.remove()
             recorder.close_request(self)
+            recorder.reads.listener = None
+            if recorder.reads.residency is not None:  # diffusers' maybe_free_model_hooks
+                recorder.reads.residency.offload_all()
         self._record = self._build(
             ErrorInfo.from_exception(exc) if exc is not None else None, duration
         )
@@ -426,6 +454,7 @@ class Request:
                 m.duration_s,
                 tuple(m.active),
                 tuple(m.used),
+                m.weights,
             )
             for (kind, name, stage), m in self._merged.items()
         )

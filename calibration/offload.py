@@ -1,0 +1,196 @@
+"""How a calibration places the pipeline on its device: whole, or offloaded by diffusers itself.
+
+A pipeline larger than its device cannot be moved onto it before the first request. Under offload
+only each phase's active components are on the device, put there by diffusers' own mechanisms:
+
+- ``model``: ``DiffusionPipeline.enable_model_cpu_offload(device=...)`` (accelerate hooks onload a
+  whole component when its forward starts and offload the previous one);
+- ``group``: ``diffusers.hooks.apply_group_offloading`` on every component, block level, one block
+  a group (a block is onloaded for its forward and offloaded after it);
+- ``none``: ``pipe.to(device)``, everything resident (the default when the weights fit the cap);
+- ``auto``: ``none``, or ``model`` when the pipeline's weights exceed the calibration's capacity.
+
+``components_moved`` names the components a placement moves on and off the device: on the CPU
+(where device and host are one memory) the live-tensor backend counts their weights while loaded
+(``runtime.measure.residency.Residency``). Imports torch, diffusers and accelerate when called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+from calibration.errors import CalibrationError
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from runtime.measure import MemoryBackend
+
+
+class Offload(enum.Enum):
+    """Which placement a calibration runs under (``--calibrate-offload``)."""
+
+    AUTO = "auto"
+    NONE = "none"
+    MODEL = "model"
+    GROUP = "group"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_UNDER: ContextVar[tuple[Offload, int | None]] = ContextVar("under", default=(Offload.AUTO, None))
+
+
+@contextlib.contextmanager
+def calibrating_under(offload: Offload, capacity: int | None) -> Iterator[None]:
+    """Sessions made inside that name no placement calibrate under this one (`dslc infer`, whose
+    sizes run through several sessions built deep in its loop)."""
+    token = _UNDER.set((offload, capacity))
+    try:
+        yield
+    finally:
+        _UNDER.reset(token)
+
+
+def placement_in_force() -> tuple[Offload, int | None]:
+    """The placement ``calibrating_under`` set (default: auto, no cap)."""
+    return _UNDER.get()
+
+
+def chosen(offload: Offload, weights: int, capacity: int | None) -> Offload:
+    """``auto`` resolved: model offload when the weights exceed the capacity, else none."""
+    if offload is not Offload.AUTO:
+        return offload
+    return Offload.MODEL if capacity is not None and weights > capacity else Offload.NONE
+
+
+def placed(
+    pipe: object,
+    offload: Offload,
+    device: str,
+    capacity: int | None,
+    backend: MemoryBackend | None = None,
+) -> MemoryBackend:
+    """The device's backend, capped at ``capacity``, with ``pipe`` placed on it under ``offload``
+    (a given backend is used as it is: a test's, a fault injector's)."""
+    import torch
+
+    from runtime.measure.backends import AllocatorBackend, LiveTensorBackend, backend_for
+    from runtime.measure.diffusers_hooks import pipeline_modules
+
+    if backend is None and capacity is not None:
+        where = torch.device(device)
+        capped = LiveTensorBackend if where.type == "cpu" else AllocatorBackend
+        try:
+            backend = capped(where, capacity=capacity)  # before the weights move: may not fit
+        except ValueError as exc:
+            raise CalibrationError(f"--device-capacity: {exc}") from None
+    backend = backend if backend is not None else backend_for(device)
+    try:
+        moved = install(pipe, offload, device, pipeline_modules(pipe))  # type: ignore[arg-type]
+    except torch.OutOfMemoryError as exc:
+        raise CalibrationError(
+            f"the pipeline does not fit the device under --calibrate-offload {offload}: "
+            f"{str(exc).splitlines()[0]}; use --calibrate-offload model or group"
+        ) from None
+    if isinstance(backend, LiveTensorBackend):
+        backend.swapped = moved
+    return backend
+
+
+def install(
+    pipe: object, offload: Offload, device: str, modules: Mapping[str, nn.Module]
+) -> frozenset[str]:
+    """Place ``pipe`` on ``device`` under ``offload``; the components it moves on and off."""
+    if offload is Offload.MODEL:
+        return _model_offload(pipe, device, modules)
+    if offload is Offload.GROUP:
+        return _group_offload(device, modules)
+    if device != "cpu":
+        to = getattr(pipe, "to", None)
+        if callable(to):
+            to(device)
+    return frozenset()
+
+
+def _model_offload(pipe: object, device: str, modules: Mapping[str, nn.Module]) -> frozenset[str]:
+    """diffusers' model CPU offload, the device passed explicitly (it would refuse the CPU)."""
+    enable = getattr(pipe, "enable_model_cpu_offload", None)
+    if not callable(enable) or getattr(pipe, "model_cpu_offload_seq", None) is None:
+        raise CalibrationError(
+            f"--calibrate-offload model: {type(pipe).__name__} has no model_cpu_offload_seq "
+            "(diffusers' model CPU offload needs one); use --calibrate-offload group"
+        )
+    if device == "cpu":
+        enable = _on_plain_cpu(pipe, enable)
+    try:
+        enable(device=device)
+    except (ImportError, ValueError, RuntimeError, AttributeError) as exc:
+        raise CalibrationError(
+            f"--calibrate-offload model: diffusers' model CPU offload failed on "
+            f"{type(pipe).__name__}: {type(exc).__name__}: {exc}"
+        ) from None
+    kept = set(getattr(pipe, "_exclude_from_cpu_offload", ()) or ())
+    return frozenset(name for name in modules if name not in kept)
+
+
+def _on_plain_cpu(pipe: object, enable: Callable[..., object]) -> Callable[..., object]:
+    """diffusers names the execution device ``cpu:0``, and ``tensor.to("cpu:0")`` copies a CPU
+    tensor: every onload would copy the weights. The hooks (those it installs again after each
+    call too, ``maybe_free_model_hooks``) are pointed at ``cpu``, where moves are no-ops."""
+    import torch
+
+    def enable_on_cpu(*args: object, **kwargs: object) -> object:
+        out = enable(*args, **kwargs)
+        for user_hook in getattr(pipe, "_all_hooks", ()):
+            user_hook.hook.execution_device = torch.device("cpu")
+        return out
+
+    object.__setattr__(pipe, "enable_model_cpu_offload", enable_on_cpu)
+    return enable_on_cpu
+
+
+def _group_offload(device: str, modules: Mapping[str, nn.Module]) -> frozenset[str]:
+    """diffusers' group offloading on every component: one block a group, onloaded for its forward.
+
+    On the CPU its moves are not copies, so each component counts whole while it is loaded (an
+    upper bound of the blocks it holds at once)."""
+    import torch
+    from diffusers.hooks import apply_group_offloading
+
+    for module in modules.values():
+        apply_group_offloading(
+            module,
+            onload_device=torch.device(device),
+            offload_device=torch.device("cpu"),
+            offload_type="block_level",
+            num_blocks_per_group=1,
+        )
+    return frozenset(modules)
+
+
+#: The names diffusers' group offloading registers its hooks under (``diffusers.hooks``).
+GROUP_HOOKS = ("group_offloading", "layer_execution_tracker", "lazy_prefetch_group_offloading")
+
+
+def release(pipe: object, offload: Offload, modules: Mapping[str, nn.Module]) -> None:
+    """Take the calibration's placement off ``pipe`` (before a plan's own is applied)."""
+    if offload is Offload.MODEL:
+        vars(pipe).pop("enable_model_cpu_offload", None)  # ``_on_plain_cpu``'s wrapper
+        remove = getattr(pipe, "remove_all_hooks", None)
+        if callable(remove):
+            remove()
+    elif offload is Offload.GROUP:
+        for module in (m for top in modules.values() for m in top.modules()):
+            registry = getattr(module, "_diffusers_hook", None)
+            if registry is None:
+                continue
+            for hook in GROUP_HOOKS:
+                registry.remove_hook(hook, recurse=False)
+            if not registry.hooks:
+                del module._diffusers_hook

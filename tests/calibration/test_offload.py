@@ -1,0 +1,105 @@
+"""`calibration.offload` through the Python API: a session under diffusers' model or group
+offloading on a capped CPU device, the automatic choice, and a plan taking over."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from calibration.errors import CalibrationError
+from calibration.offload import Offload, calibrating_under, chosen
+from calibration.plan.apply import has_offload_hooks
+from calibration.plan.model import PlacementKind
+from calibration.run import load_pipeline
+from calibration.session import Session
+
+pytest.importorskip("accelerate")
+
+DATA = Path(__file__).resolve().parent / "data"
+CAP = 640 * 1024
+POINT = {"steps": 2, "size": 16}
+
+
+def _two_tower():
+    spec = importlib.util.spec_from_file_location("two_tower", DATA / "two_tower.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TWO_TOWER = _two_tower()
+
+
+def _session(offload: Offload | None, capacity: int | None = CAP) -> Session:
+    formulas = load_pipeline(DATA / "two_tower.wf", "two_tower")
+    return Session(TWO_TOWER.build(0), formulas, "cpu", offload=offload, capacity=capacity)
+
+
+def test_auto_offloads_only_what_exceeds_the_cap():
+    assert chosen(Offload.AUTO, 2 * CAP, CAP) is Offload.MODEL
+    assert chosen(Offload.AUTO, CAP, CAP) is Offload.NONE
+    assert chosen(Offload.AUTO, 2 * CAP, None) is Offload.NONE
+    assert chosen(Offload.GROUP, 1, None) is Offload.GROUP
+
+
+@pytest.mark.parametrize("offload", [Offload.MODEL, Offload.GROUP])
+def test_each_phase_holds_one_component_under_diffusers_offloading(offload):
+    session = _session(offload)
+    record = session.run(POINT)
+    assert record.ok, record.error
+    assert sum(session.weights.values()) > CAP
+    assert record.peak_allocated <= CAP
+    text = next(p for p in record.phases if p.kind == "stage" and p.name == "TextEncodingStage")
+    denoiser = next(p for p in record.phases if p.kind == "component" and p.name == "denoiser")
+    assert text.weights_bytes == session.weights["text_tower"]
+    assert denoiser.weights_bytes == session.weights["denoiser"]
+    assert all(has_offload_hooks(m) for m in (session.pipe.text_tower, session.pipe.denoiser))
+
+
+def test_the_placement_in_force_reaches_a_session_that_names_none():
+    with calibrating_under(Offload.MODEL, CAP):
+        session = _session(None, None)
+    assert (session.offload, session.capacity) == (Offload.MODEL, CAP)
+    assert _session(None, None).offload is Offload.NONE  # outside: auto, uncapped
+
+
+def test_model_offload_needs_the_pipelines_sequence():
+    formulas = load_pipeline(DATA / "two_tower.wf", "two_tower")
+    pipe = TWO_TOWER.build(0)
+    pipe.model_cpu_offload_seq = None
+    with pytest.raises(CalibrationError, match="has no model_cpu_offload_seq"):
+        Session(pipe, formulas, "cpu", offload=Offload.MODEL, capacity=CAP)
+
+
+class _Placed:
+    def __init__(self, component: str, kind: PlacementKind) -> None:
+        self.component, self.kind = component, kind
+
+
+class _Plan:
+    def __init__(self, resident: set[str]) -> None:
+        kinds = {True: PlacementKind.RESIDENT, False: PlacementKind.OFFLOADED}
+        names = ("text_tower", "denoiser", "spare")
+        self.placements = tuple(_Placed(n, kinds[n in resident]) for n in names)
+
+
+def test_a_plan_takes_over_from_the_calibrations_offloading():
+    session = _session(Offload.MODEL)
+    session.hand_over(_Plan({"spare"}))
+    assert not any(has_offload_hooks(m) for m in (session.pipe.text_tower, session.pipe.denoiser))
+    assert session.recorder.backend.current_allocated() == session.weights["spare"]
+    record = session.run(POINT)
+    assert record.ok, record.error
+    text = next(p for p in record.phases if p.kind == "stage" and p.name == "TextEncodingStage")
+    assert text.weights_bytes == session.weights["spare"] + session.weights["text_tower"]
+
+
+def test_a_plan_keeping_too_much_resident_meets_the_cap():
+    session = _session(Offload.MODEL)
+    session.hand_over(_Plan({"denoiser", "spare"}))  # the tower onloads beside the denoiser
+    record = session.run(POINT)
+    assert record.error is not None
+    assert record.error.type == "torch.OutOfMemoryError"
