@@ -21,6 +21,7 @@ from pathlib import Path
 from attrs import field, frozen
 
 from artifact.spelling import point_text
+from calibration.calls import UnprovenCall, unproven_calls
 from calibration.errors import CalibrationError
 from calibration.host import quiet_libraries, torch_threads
 from calibration.probes.evidence import StageMargin, stage_margins, with_risks
@@ -102,6 +103,7 @@ class Calibration:
     uncovered: tuple[str, ...] = ()  # params the target departs in that no size could move
     notices: tuple[str, ...] = ()  # warnings about the request itself (a target below the probe)
     call_warnings: tuple[str, ...] = ()  # `call` arguments a **kwargs pipeline may ignore
+    unproven_calls: tuple[UnprovenCall, ...] = ()  # of those, the ones no measured pair showed used
 
     @property
     def second_probe(self) -> Params | None:
@@ -482,6 +484,11 @@ def _calibration(
         below_minimum=below_minimums(pipeline, {"warmup": warmup, "probe": probe}),
         notices=_notices(pipeline, probe, target),
         call_warnings=session.call_warnings,
+        unproven_calls=unproven_calls(
+            pipeline,
+            session.pipe,
+            [r for role, r in zip(loop.roles, loop.records) if role != "warmup"] + loop.runs,
+        ),
     )
 
 
