@@ -58,6 +58,7 @@ def _verdict_part(cal: Calibration, strict: bool) -> dict[str, Any]:
             "exit_status": judged.status,
             "memory": judged.memory,
             "time": judged.time,
+            "time_check": judged.time_check.value,
             "findings": judged.findings,
             "line": judged.line,
         },

@@ -21,6 +21,7 @@ from pathlib import Path
 from attrs import field, frozen
 
 from artifact.spelling import point_text
+from calibration.calls import UnprovenCall, unproven_calls
 from calibration.errors import CalibrationError
 from calibration.host import quiet_libraries, torch_threads
 from calibration.offload import Offload
@@ -108,6 +109,7 @@ class Calibration:
     unobserved: tuple[str, ...] = ()  # components no phase saw active (planned conservatively)
     offload: str = "none"  # the placement calibrated under (``calibration.offload.Offload``)
     capacity: int | None = None  # the device's cap while calibrating
+    unproven_calls: tuple[UnprovenCall, ...] = ()  # of those, the ones no measured pair showed used
 
     @property
     def second_probe(self) -> Params | None:
@@ -492,6 +494,11 @@ def _calibration(
         unobserved=unobserved(loop.records, session.weights),
         offload=str(session.offload),
         capacity=session.capacity,
+        unproven_calls=unproven_calls(
+            pipeline,
+            session.pipe,
+            [r for role, r in zip(loop.roles, loop.records) if role != "warmup"] + loop.runs,
+        ),
     )
 
 

@@ -3,17 +3,22 @@
 - memory holds when, with ``--verify``, every phase's bound (and the request's) is at least its
   measured peak, and no request failed;
 - time is reported against its own uncertainty: the request's error within two sigma or not (a
-  time miss is information, not a failure: time does not decide what fits on a device);
+  time miss is information, not a failure: time does not decide what fits on a device); a two-sigma
+  band wider than the prediction itself says nothing, so the time is then unknown;
 - ``--strict`` also fails on an actionable finding (``Finding.actionable``), on a param the target
-  departs in that no size could move (the checks could not see a dependence on it), or on a
-  component no phase saw active (``Calibration.unobserved``: its cost was never measured).
+  departs in that no size could move (the checks could not see a dependence on it), on a
+  component no phase saw active (``Calibration.unobserved``: its cost was never measured), or on a
+  `call` argument the pipeline takes only through ``**kwargs`` that no measured pair of sizes showed
+  to change the call's memory or work (``calibration.calls.unproven_calls``): it may never arrive.
 
 Exit statuses (docs/cli.md): 0 holds; 1 bad input; 2 usage; 3 a bug of ours; ``VERIFY_FAILED``
 (4) a bound under the measured peak or a failed request; ``STRICT_FAILED`` (5) with ``--strict``,
-an actionable finding, an uncovered param or an unobserved component.
+an actionable finding, an uncovered param, an unobserved component or an unproven `call` argument.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 from attrs import frozen
 
@@ -21,6 +26,16 @@ from calibration.run import Calibration
 
 VERIFY_FAILED = 4
 STRICT_FAILED = 5
+
+
+class TimeCheck(Enum):
+    """How the request's measured time compares with the prediction's two-sigma band."""
+
+    NOT_VERIFIED = "not-verified"  # no measured target run (or no prediction)
+    NO_SPREAD = "no-spread"  # scaled from one size: no band to compare with
+    WITHIN = "within"
+    OUTSIDE = "outside"
+    UNKNOWN = "unknown"  # the band is wider than the prediction: any time would be "within"
 
 
 @frozen
@@ -32,6 +47,7 @@ class Verdict:
     memory: str
     time: str
     findings: str
+    time_check: TimeCheck
 
     @property
     def line(self) -> str:
@@ -57,20 +73,28 @@ def _memory(cal: Calibration) -> tuple[str, bool]:
     return text, not under
 
 
-def _time(cal: Calibration) -> str:
-    time = cal.request_time()
-    spread = cal.estimate.timing.spread_s
-    if time.error is None or time.predicted is None:
-        return "time not verified"
-    if spread is None:
-        return f"time {time.error:+.1%} (no spread: scaled from one size)"
-    two_sigma = 2 * spread * 1e3 / time.predicted
-    within = "within" if abs(time.error) <= two_sigma else "outside"
-    return f"time {time.error:+.1%}, {within} two sigma (±{two_sigma:.1%})"
+def time_check(
+    predicted_ms: float | None, error: float | None, spread_s: float | None
+) -> tuple[TimeCheck, str]:
+    """The time part of the verdict: the error against two sigma, unknown when the band is wider
+    than the prediction itself (a time anywhere from zero to twice the prediction would "hold")."""
+    if error is None or predicted_ms is None:
+        return TimeCheck.NOT_VERIFIED, "time not verified"
+    if spread_s is None:
+        return TimeCheck.NO_SPREAD, f"time {error:+.1%} (no spread: scaled from one size)"
+    two_sigma = 2 * spread_s * 1e3 / predicted_ms
+    if two_sigma > 1:
+        return TimeCheck.UNKNOWN, (
+            f"time unknown: band ±{two_sigma:.0%} wider than the prediction (measured {error:+.1%})"
+        )
+    if abs(error) <= two_sigma:
+        return TimeCheck.WITHIN, f"time {error:+.1%}, within two sigma (±{two_sigma:.1%})"
+    return TimeCheck.OUTSIDE, f"time {error:+.1%}, outside two sigma (±{two_sigma:.1%})"
 
 
 def verdict(cal: Calibration, *, strict: bool = False) -> Verdict:
-    """The verdict of ``cal``: with ``strict``, actionable findings and uncovered params fail."""
+    """The verdict of ``cal``: with ``strict``, actionable findings, uncovered params and unproven
+    `call` arguments fail."""
     memory, held = _memory(cal)
     failed = cal.errors
     if failed:
@@ -86,9 +110,12 @@ def verdict(cal: Calibration, *, strict: bool = False) -> Verdict:
         findings += f"; no size moved {', '.join(cal.uncovered)}"
     if cal.unobserved:
         findings += f"; never seen active: {', '.join(cal.unobserved)}"
+    findings += "".join(f"; {call.message}" for call in cal.unproven_calls)
     status = 0
     if not held:
         status = VERIFY_FAILED
-    elif strict and (actionable or cal.uncovered or cal.unobserved):
+    elif strict and (actionable or cal.uncovered or cal.unobserved or cal.unproven_calls):
         status = STRICT_FAILED
-    return Verdict(status == 0, status, memory, _time(cal), findings)
+    time = cal.request_time()
+    check, said = time_check(time.predicted, time.error, cal.estimate.timing.spread_s)
+    return Verdict(status == 0, status, memory, said, findings, check)
