@@ -299,6 +299,8 @@ class TimePrediction:
     transfer_s: float  # every copy the plan makes in one request, pinned and pageable
     hidden_s: float  # the part of ``transfer_s`` that overlaps compute
     pageable_s: float = 0.0  # the part of ``transfer_s`` copied from pageable host memory
+    # the compute's parts: each stage's, as the calibration predicts it
+    stage_seconds: Mapping[str, float] = field(factory=dict, converter=_frozen_seconds, hash=False)
 
     @property
     def exposed_s(self) -> float:
