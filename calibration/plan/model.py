@@ -328,7 +328,8 @@ class Plan:
     nodes: int = 0  # search nodes visited (how hard the instance was)
     # False: the search stopped at a limit (``stopped_by``) before it proved this plan the least
     # transfer; it fits all the same. ``lower_bound_bytes``: the least transfer any plan could
-    # have (= ``transfer_bytes`` when proven; None when not searched)
+    # have, in pinned bytes (a pageable byte counts ``Device.pageable_factor``; = the plan's own
+    # when proven, ``transfer_bytes`` when nothing is pageable; None when not searched)
     proven: bool = True
     stopped_by: str | None = None
     lower_bound_bytes: int | None = None
