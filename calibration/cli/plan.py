@@ -265,12 +265,7 @@ def plan(
     """
     _no_run_options_with(calibrations)
     devices = [_device(m, reserve, bandwidth, pin_budget, pageable_factor) for m in device_memory]
-    planned_device = devices[0]
-    if len(devices) > 1 and (validate_mode is not None or len(devices) != len(calibrations)):
-        raise click.UsageError(
-            f"{len(devices)} --device-memory: give one, or one per --calibration (each a rank), "
-            "not with --validate"
-        )
+    planned_device = _one_or_per_rank(devices, len(calibrations), validate_mode)
     choice = check_choice(Choice(example, factory, formulas_path, name))
     if validate_mode is not None:
         if calibrations:
@@ -313,6 +308,16 @@ def plan(
         if not as_json:
             ui().err.line(f"error: nothing fits: {result.reason}", style="bold red")
         raise click.exceptions.Exit(1)
+
+
+def _one_or_per_rank(devices: Sequence[Device], ranks: int, validate_mode: str | None) -> Device:
+    """The one device planned for; several are one per calibration (rank), never to validate."""
+    if len(devices) > 1 and (validate_mode is not None or len(devices) != ranks):
+        raise click.UsageError(
+            f"{len(devices)} --device-memory: give one, or one per --calibration (each a rank), "
+            "not with --validate"
+        )
+    return devices[0]
 
 
 def _ranks(calibrations: Sequence[Path], devices: Sequence[Device], as_json: bool) -> int:
