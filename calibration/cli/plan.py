@@ -85,6 +85,13 @@ def _capacity(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return _size(ctx, param, value)
 
 
+def _capacities(
+    ctx: click.Context, param: click.Parameter, values: Sequence[str]
+) -> list[int | None]:
+    """Each --device-memory: one for every rank (each --calibration), or one for all."""
+    return [_capacity(ctx, param, value) for value in values]
+
+
 def _cuda_memory(device: str) -> int:
     try:
         import torch
@@ -184,9 +191,11 @@ def calibrated(
 @click.option(
     "--device-memory",
     required=True,
-    callback=_capacity,
+    multiple=True,
+    callback=_capacities,
     metavar="SIZE|cuda[:N]",
-    help="The capacity planned for: 80GiB, 24GB, 1024B, or cuda:0 to read that device's.",
+    help="The capacity planned for: 80GiB, 24GB, 1024B, or cuda:0 to read that device's; "
+    "repeated, one per --calibration: each calibration a rank on its own device.",
 )
 @click.option(
     "--reserve",
@@ -245,7 +254,7 @@ def plan(
     offload: str,
     capacity: int | None,
     device: str,
-    device_memory: int,
+    device_memory: list[int],
     reserve: int | None,
     bandwidth: int | None,
     pin_budget: int | None,
@@ -259,7 +268,8 @@ def plan(
     (--calibration) or run here, on --device, as `dslc calibrate` runs them.
     """
     _no_run_options_with(calibrations)
-    planned_device = _device(device_memory, reserve, bandwidth, pin_budget, pageable_factor)
+    devices = [_device(m, reserve, bandwidth, pin_budget, pageable_factor) for m in device_memory]
+    planned_device = _one_or_per_rank(devices, len(calibrations), validate_mode)
     choice = check_choice(Choice(example, factory, formulas_path, name))
     if validate_mode is not None:
         if calibrations:
@@ -286,6 +296,8 @@ def plan(
             as_json,
         )
         raise click.exceptions.Exit(status)
+    if len(devices) > 1:
+        raise click.exceptions.Exit(_ranks(calibrations, devices, as_json))
     try:
         if calibrations:
             loaded = [load_calibration(path) for path in calibrations]
@@ -320,6 +332,51 @@ def plan(
         if not as_json:
             ui().err.line(f"error: nothing fits: {result.reason}", style="bold red")
         raise click.exceptions.Exit(1)
+
+
+def _one_or_per_rank(devices: Sequence[Device], ranks: int, validate_mode: str | None) -> Device:
+    """The one device planned for; several are one per calibration (rank), never to validate."""
+    if len(devices) > 1 and (validate_mode is not None or len(devices) != ranks):
+        raise click.UsageError(
+            f"{len(devices)} --device-memory: give one, or one per --calibration (each a rank), "
+            "not with --validate"
+        )
+    return devices[0]
+
+
+def _ranks(calibrations: Sequence[Path], devices: Sequence[Device], as_json: bool) -> int:
+    """Each calibration a rank on its own device (docs/planning.md "Ranks"): one placement for
+    all when one fits every rank, else each rank its own; the exit status."""
+    from calibration.plan.ranks import RankInputs, solve_ranks
+
+    try:
+        ranks = []
+        for path, device in zip(calibrations, devices):
+            components, targets = inputs([load_calibration(path)])
+            ranks.append(RankInputs(components, targets, device))
+        planned = solve_ranks(ranks)
+    except PlanInputError as exc:
+        raise Failure(str(exc)) from None
+    if as_json:
+        ui().out.json(
+            {
+                "version": 1,
+                "agreement": planned.agreement.value,
+                "reason": planned.reason,
+                "ranks": [document(p, r.components) for p, r in zip(planned.plans, ranks)],
+            }
+        )
+    for number, (plan, rank) in enumerate(zip(planned.plans, ranks)):
+        if not as_json:
+            ui().out.line(f"rank {number} ({calibrations[number]}): {planned.agreement.value}")
+            _show(plan, rank.targets)
+            ui().out.line()
+        if plan.feasible and not plan.proven:
+            ui().err.line(f"warning[plan-unproven]: rank {number}: {plan.reason}", style="yellow")
+    if not planned.feasible:
+        ui().err.line(f"error: nothing fits: {planned.reason}", style="bold red")
+        return 1
+    return 0
 
 
 def _device(

@@ -299,6 +299,8 @@ class TimePrediction:
     transfer_s: float  # every copy the plan makes in one request, pinned and pageable
     hidden_s: float  # the part of ``transfer_s`` that overlaps compute
     pageable_s: float = 0.0  # the part of ``transfer_s`` copied from pageable host memory
+    # the compute's parts: each stage's, as the calibration predicts it
+    stage_seconds: Mapping[str, float] = field(factory=dict, converter=_frozen_seconds, hash=False)
 
     @property
     def exposed_s(self) -> float:
@@ -326,7 +328,8 @@ class Plan:
     nodes: int = 0  # search nodes visited (how hard the instance was)
     # False: the search stopped at a limit (``stopped_by``) before it proved this plan the least
     # transfer; it fits all the same. ``lower_bound_bytes``: the least transfer any plan could
-    # have (= ``transfer_bytes`` when proven; None when not searched)
+    # have, in pinned bytes (a pageable byte counts ``Device.pageable_factor``; = the plan's own
+    # when proven, ``transfer_bytes`` when nothing is pageable; None when not searched)
     proven: bool = True
     stopped_by: str | None = None
     lower_bound_bytes: int | None = None

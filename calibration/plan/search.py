@@ -484,8 +484,8 @@ def search(
     try:
         run = _Search(per_component, groups, min_free, rank, limit, work_limit)
         choice, nodes = run.run()
-    except SearchExhausted as exc:  # before any dive began: nothing bounded yet
-        return Outcome(None, 0, exc.nodes, exc, 0)
+    except SearchExhausted as exc:  # before any dive began: the loosest bound of all
+        return Outcome(None, 0, exc.nodes, exc, _loose_bound(per_component, groups, rank))
     if choice is None:
         lower = run.lower // run.cost_scale
         return Outcome(None, 0, nodes, run.stopped, lower if run.stopped else 0)
@@ -493,3 +493,19 @@ def search(
     if run.stopped is None:
         return Outcome(choice, cost, nodes, None, cost)
     return Outcome(choice, cost, nodes, run.stopped, min(cost, run.lower // run.cost_scale))
+
+
+def _loose_bound(
+    per_component: Sequence[Sequence[Candidate]], groups: Sequence[Group], rank: Sequence[int]
+) -> int:
+    """The least cost any placement could have, from the relaxation alone: its always-bytes fit
+    within the smallest group's limit (onloads left out). One sort of every hull's steps."""
+    parts = objective_parts(per_component, rank)
+    hulls = [
+        _hull([(c.always, parts[i][x]) for x, c in enumerate(cands)])
+        for i, cands in enumerate(per_component)
+    ]
+    room = min((g.limit for g in groups), default=sum(h.start_bytes for h in hulls))
+    bound = _Relaxation(hulls).bound(room)
+    base = 1 + max((c.always for cands in per_component for c in cands), default=0)
+    return 0 if bound is None else bound // base ** len(per_component)

@@ -235,8 +235,10 @@ def search_problem(
         ordered, made.groups, made.min_free, range(len(ordered)), search_limit, work_limit
     )
     choice = outcome.choice
-    if choice is None and outcome.stopped is not None:
-        choice = greedy(ordered, made.groups, device.pin_budget_bytes)
+    if outcome.stopped is not None:  # the greedy pass's placement when it is cheaper, or alone
+        found = greedy(ordered, made.groups, device.pin_budget_bytes, work_limit)
+        if found is not None and (choice is None or _cost(ordered, found) < _cost(ordered, choice)):
+            choice = found
         if choice is None:
             raise PlanLimitError(
                 f"{outcome.stopped} and found no placement that fits, nor did a greedy pass: "
@@ -263,6 +265,10 @@ def search_problem(
         stopped_by=outcome.stopped.limit,
         lower_bound_bytes=lower,
     )
+
+
+def _cost(ordered: Sequence[Sequence[Candidate]], choice: Sequence[int]) -> int:
+    return sum(cands[x].cost for cands, x in zip(ordered, choice))
 
 
 def unproven_reason(limit: str, spent: str, cost: int, lower: int) -> str:

@@ -48,5 +48,7 @@ def predict(
             seconds = copy_seconds(target_transfer_bytes(component, cand, t), cand.pageable, device)
             transfer += seconds
             pageable += seconds if cand.pageable else 0.0
-        out.append(TimePrediction(t.name, t.weight, t.compute_s, transfer, 0.0, pageable))
+        out.append(
+            TimePrediction(t.name, t.weight, t.compute_s, transfer, 0.0, pageable, t.stage_seconds)
+        )
     return tuple(out)

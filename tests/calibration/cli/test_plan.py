@@ -252,6 +252,9 @@ def test_cli_runs_the_calibrations_itself_as_calibrate_would_save_them(tmp_path)
     # the compute times are measured (wall clock): each run its own, in the same places
     times = [[t.pop("predicted_s"), t.pop("compute_s")] for t in doc["times"]]
     saved_times = [[t.pop("predicted_s"), t.pop("compute_s")] for t in saved_doc["times"]]
+    stages = [sorted(t.pop("stages_s")) for t in doc["times"]]
+    assert stages == [sorted(t.pop("stages_s")) for t in saved_doc["times"]]
+    assert stages[0] == ["DecodingStage", "DenoisingStage", "TextEncodingStage"]
     assert all(s > 0 for pair in times + saved_times for s in pair)
     assert doc.pop("predicted_s") == pytest.approx(sum(s for s, _ in times))
     saved_doc.pop("predicted_s")

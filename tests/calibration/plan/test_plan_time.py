@@ -61,5 +61,7 @@ def test_a_saved_calibration_gives_its_predicted_compute():
     )
     plan = solve(cal.components, [cal.target], Device(1 << 20, reserve_bytes=0))
     (time,) = plan.times
+    assert dict(time.stage_seconds) == dict(cal.target.stage_seconds)
+    assert document(plan)["times"][0]["stages_s"]["DenoisingStage"] == pytest.approx(0.022923)
     assert time.transfer_s == pytest.approx(plan.transfer_s)
     assert time.seconds == pytest.approx(0.049382 + plan.transfer_s)
