@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from calibration.cli.plan import plan
 from calibration.plan import GiB
-from tests.calibration.test_plan_cli import WEIGHTS, calibration_document
+from tests.calibration.cli.test_plan import WEIGHTS, calibration_document
 
 
 def saved(tmp_path, name: str, decode_bound: int = 6 * GiB) -> str:
