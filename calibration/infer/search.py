@@ -16,7 +16,8 @@ import numpy as np
 from attrs import frozen
 
 from artifact.spelling import point_text
-from calibration.infer.terms import IterationForm, Monomial, Point
+from calibration.infer.terms import IterationForm, Monomial, Point, num, text_of
+from dslc import ast
 
 #: The most term sets one memory or time search tries (stage by stage).
 MAX_SETS = 60_000
@@ -36,8 +37,12 @@ class Tried:
 
 @frozen
 class IterationFit:
-    formula: str | None
+    expr: ast.Expr | None
     tried: tuple[Tried, ...]
+
+    @property
+    def formula(self) -> str | None:
+        return None if self.expr is None else text_of(self.expr)
 
 
 @frozen
@@ -58,7 +63,7 @@ def fit_iterations(
     values = {c for _, c, _ in counts}
     if len(values) == 1:
         (only,) = values
-        return IterationFit(str(only), (Tried(str(only), "chosen"),))
+        return IterationFit(num(only), (Tried(str(only), "chosen"),))
     tried.append(Tried("constant", "rejected: the counts differ"))
     for form in forms:
         miss = next(((p, c) for p, c, held in counts if not held and form.fn(p) != c), None)
@@ -75,7 +80,7 @@ def fit_iterations(
             tried.append(Tried(form.text, f"held-out miss at {_show(held[0])}"))
             continue
         tried.append(Tried(form.text, "chosen"))
-        return IterationFit(form.text, tuple(tried))
+        return IterationFit(form.expr, tuple(tried))
     return IterationFit(None, tuple(tried))
 
 

@@ -32,9 +32,18 @@ from calibration.infer.analyse import (
     seconds_of,
 )
 from calibration.infer.search import MEMORY_SLACK, Sample, TermFit, fit_iterations, fit_terms
-from calibration.infer.terms import Feature, IterationForm, Monomial, Point, iteration_forms
+from calibration.infer.terms import (
+    Feature,
+    IterationForm,
+    Monomial,
+    Point,
+    iteration_forms,
+    name,
+    num,
+)
 from calibration.infer.time_terms import WORK_APPROXIMATE, WORK_SLACK, TimeChoice
 from calibration.probes.policy import point_key
+from dslc import ast
 
 #: The most bool params flipped (the others stay at the base's value): each costs a pass over
 #: the ladder's sizes at the base's steps and the steps ladder.
@@ -46,13 +55,17 @@ FACTOR = 2
 def factor(param: str, on: bool) -> Feature:
     """`(if P then 2 else 1)` (``on``) or `(if P then 1 else 2)`: a term doubled by the switch."""
     big, small = (FACTOR, 1) if on else (1, FACTOR)
-    return Feature(param, f"if {param} then {big} else {small}", _factor_fn(big, small), 0)
+    return Feature(param, _if(param, big, small), _factor_fn(big, small), 0)
 
 
 def only(param: str, on: bool) -> Feature:
     """`(if P then 1 else 0)` (``on``) or `(if P then 0 else 1)`: a part only one value has."""
     yes, no = (1, 0) if on else (0, 1)
-    return Feature(param, f"if {param} then {yes} else {no}", _factor_fn(yes, no), 0)
+    return Feature(param, _if(param, yes, no), _factor_fn(yes, no), 0)
+
+
+def _if(param: str, yes: int, no: int) -> ast.Expr:
+    return ast.IfElse(name(param), num(yes), num(no))
 
 
 def _factor_fn(big: int, small: int) -> Callable[[int], int]:
@@ -140,11 +153,11 @@ def fit_switched(
     return SwitchFit(None, False, tried, miss)
 
 
-def _form(formula: str, forms: Sequence[IterationForm]) -> IterationForm | None:
-    if formula.lstrip("-").isdigit():
-        value = int(formula)
+def _form(formula: ast.Expr, forms: Sequence[IterationForm]) -> IterationForm | None:
+    if isinstance(formula, ast.Num):
+        value = int(formula.value)
         return IterationForm(formula, lambda p: value)
-    return next((f for f in forms if f.text == formula), None)
+    return next((f for f in forms if f.expr == formula), None)
 
 
 def switch_stage(
@@ -171,21 +184,21 @@ def switch_stage(
         if (c := count_of(m.record, p.plan)) is not None
     ]
     iterations = p.iterations
-    form = None if iterations.formula is None else _form(iterations.formula, forms)
-    if form is None and iterations.formula is not None:  # another switch's `if` already
+    form = None if iterations.expr is None else _form(iterations.expr, forms)
+    if form is None and iterations.expr is not None:  # another switch's `if` already
         review.append("iterations")
         said_iterations = "not checked: the formula holds another switch's `if`"
     elif form is None or all(form.fn(pt) == c for pt, c, _ in counts):
         said_iterations = "the same"
     else:
         other = fit_iterations(forms, counts)
-        if other.formula is None or iterations.formula is None:
+        if other.expr is None or iterations.expr is None:
             review.append("iterations")
             said_iterations = "differ, and no formula of the grammar gives them"
         else:
-            pair = (other.formula, iterations.formula)
+            pair = (other.expr, iterations.expr)
             on, off = pair if value else pair[::-1]
-            iterations = evolve(iterations, formula=f"if {param} then {on} else {off}")
+            iterations = evolve(iterations, expr=ast.IfElse(name(param), on, off))
             said_iterations = f"{other.formula} at {where}"
     memory, approximate, said_memory, missed = _switch_memory(p, ok, param)
     review += ["memory"] if missed else []
