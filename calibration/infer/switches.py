@@ -31,7 +31,14 @@ from calibration.infer.analyse import (
     memory_of,
     seconds_of,
 )
-from calibration.infer.search import MEMORY_SLACK, Sample, TermFit, fit_iterations, fit_terms
+from calibration.infer.search import (
+    MEMORY_SLACK,
+    IterationFit,
+    Sample,
+    TermFit,
+    fit_iterations,
+    fit_terms,
+)
 from calibration.infer.terms import (
     Feature,
     IterationForm,
@@ -160,6 +167,36 @@ def _form(formula: ast.Expr, forms: Sequence[IterationForm]) -> IterationForm | 
     return next((f for f in forms if f.expr == formula), None)
 
 
+def _switch_iterations(
+    p: StageProposal,
+    ok: Sequence[Measured],
+    param: str,
+    value: bool,
+    forms: Sequence[IterationForm],
+) -> tuple[IterationFit, str, bool]:
+    """The iteration formula at both values: the same, or `if P then A else B`; whether it is
+    left unexplained (for review)."""
+    counts = [
+        (dict(m.record.params), c, m.held_out)
+        for m in ok
+        if (c := count_of(m.record, p.plan)) is not None
+    ]
+    iterations = p.iterations
+    form = None if iterations.expr is None else _form(iterations.expr, forms)
+    if form is None and iterations.expr is not None:  # another switch's `if` already
+        return iterations, "not checked: the formula holds another switch's `if`", True
+    if form is None or all(form.fn(pt) == c for pt, c, _ in counts):
+        return iterations, "the same", False
+    other = fit_iterations(forms, counts)
+    if other.expr is None or iterations.expr is None:
+        return iterations, "differ, and no formula of the grammar gives them", True
+    pair = (other.expr, iterations.expr)
+    on, off = pair if value else pair[::-1]
+    where = f"{param}={'true' if value else 'false'}"
+    said = f"{other.formula} at {where}"
+    return evolve(iterations, expr=ast.IfElse(name(param), on, off)), said, False
+
+
 def switch_stage(
     p: StageProposal,
     flipped: Sequence[Measured],
@@ -177,29 +214,8 @@ def switch_stage(
         every = ("iterations", "memory", "time")
         note = Switched(param, value, 0, why, why, why, every, failed=len(flipped))
         return evolve(p, switches=(*p.switches, note))
-    review: list[str] = []
-    counts = [
-        (dict(m.record.params), c, m.held_out)
-        for m in ok
-        if (c := count_of(m.record, p.plan)) is not None
-    ]
-    iterations = p.iterations
-    form = None if iterations.expr is None else _form(iterations.expr, forms)
-    if form is None and iterations.expr is not None:  # another switch's `if` already
-        review.append("iterations")
-        said_iterations = "not checked: the formula holds another switch's `if`"
-    elif form is None or all(form.fn(pt) == c for pt, c, _ in counts):
-        said_iterations = "the same"
-    else:
-        other = fit_iterations(forms, counts)
-        if other.expr is None or iterations.expr is None:
-            review.append("iterations")
-            said_iterations = "differ, and no formula of the grammar gives them"
-        else:
-            pair = (other.expr, iterations.expr)
-            on, off = pair if value else pair[::-1]
-            iterations = evolve(iterations, expr=ast.IfElse(name(param), on, off))
-            said_iterations = f"{other.formula} at {where}"
+    iterations, said_iterations, missed = _switch_iterations(p, ok, param, value, forms)
+    review: list[str] = ["iterations"] if missed else []
     memory, approximate, said_memory, missed = _switch_memory(p, ok, param)
     review += ["memory"] if missed else []
     time, said_time, missed = _switch_time(p, ok, param, value)
