@@ -21,8 +21,8 @@ from dslc import ast
 
 #: What `iterations` counts, for the draft's comment and docs/cli.md: the loop's steps.
 ITERATIONS_COUNT = (
-    "the loop's steps (a second guidance call a step shows in the memory and time factors and "
-    "the layer uses, not in the count)"
+    "the loop's steps: a second guidance call a step shows in the memory and time factors and "
+    "the layer uses, not in the count"
 )
 
 
@@ -63,12 +63,13 @@ def stage_body(p: StageProposal) -> list[str]:
     counts = sorted({c for _, c in p.counts})
     rejected = [t for t in p.iterations.tried if t.verdict != "chosen"]
     reasons = "; ".join(f"{t.text} ({t.verdict.removeprefix('rejected: ')})" for t in rejected[:2])
-    what = f"# iterations ({ITERATIONS_COUNT})" if p.plan.stepped else "# iterations"
+    if p.plan.stepped:
+        lines.append(f"# iterations count {ITERATIONS_COUNT}")
     if p.iterations.expr is None:
-        lines.append(f"{what}: no formula of the grammar gives the counts {counts}")
+        lines.append(f"# iterations: no formula of the grammar gives the counts {counts}")
     else:
         lines.append(
-            f"{what}: {len(p.counts)} sizes, counts {counts[:8]}"
+            f"# iterations: {len(p.counts)} sizes, counts {counts[:8]}"
             + (f"; rejected {reasons}" if reasons else "")
         )
         lines.append(field_text("iterations", "=", p.iterations.expr))

@@ -295,12 +295,24 @@ def _mismatch(case: _Case) -> Finding:
         f"{case.what}: the declared terms do not explain the measured sizes (left over: "
         f"{_left_over(fit.points, case.off, case.unit)}); the unexplained part follows {follows}; "
         f"{case.at_risk} at the target. Sizes: {_shown(fit.points, case.unit)}",
-        (
-            f"add a term in {follows.split(',')[0]} to {fit.stage}'s `{fit.quantity} ~` (or fix "
-            "the ones there) in the formula file"
-            if case.name
-            else f"revise {fit.stage}'s `{fit.quantity} ~` terms in the formula file"
-        ),
+        _mismatch_step(case, follows.split(",")[0]),
+    )
+
+
+def _mismatch_step(case: _Case, follows: str) -> str:
+    """What to do: add a term along the direction, or, where the declared terms already vary
+    along it, revise those (never ask for a term the formula has)."""
+    fit, found = case.fit, case.found
+    if not case.name:
+        return f"revise {fit.stage}'s `{fit.quantity} ~` terms in the formula file"
+    if found is not None and found.direction == case.name and found.declared:
+        return (
+            f"revise the terms in {case.name} of {fit.stage}'s `{fit.quantity} ~` in the formula "
+            "file: it has some, and the measured sizes do not follow them"
+        )
+    return (
+        f"add a term in {follows} to {fit.stage}'s `{fit.quantity} ~` (or fix the ones there) "
+        "in the formula file"
     )
 
 
