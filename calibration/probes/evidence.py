@@ -9,7 +9,7 @@ largest residual at a confirming size relative to the fit's growing part there (
 backend when the formula is right) and the reach how far the target's growing part lies beyond the
 largest measured one: the growing part extrapolated to the target may be off by that share, more
 the farther it goes, and the allocator's granularity is already in the residuals it allows
-(``residuals.memory_slack``).
+(``runtime.estimate.fit.noise.memory_slack``).
 Elsewhere the fixed margin stays. A memory finding's risk (the bytes the formula may miss by at
 the target) is added to its stage's bounds, so a residual too small to act on never leaves a bound
 under the peak.

@@ -38,9 +38,11 @@ from attrs import frozen
 from artifact.spelling import point_text
 from artifact.units import show_bytes, show_seconds
 from calibration.probes.directions import Explanation, directions, explanations
-from calibration.probes.policy import Point, work
-from calibration.probes.residuals import SizePoint, StageFit, memory_slack, stage_fit
+from calibration.probes.policy import work
+from calibration.probes.residuals import SizePoint, StageFit, stage_fit
 from runtime import Pipeline
+from runtime.estimate.fit.noise import memory_slack
+from runtime.estimate.fit.points import Point
 from runtime.record import WarmupRecord
 
 #: A residual is material when its risk at the target is at least this share of the stage's peak

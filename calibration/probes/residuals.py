@@ -7,11 +7,12 @@ sizes are fitted exactly (``constant + Σ slope × term``) through the independe
 target (largest first), and every other size is predicted from that fit. What the measurement can
 produce there, its *tolerance*, is grounded in the measurement's own noise:
 
-- memory: the exact CPU backend counts every live byte, so nothing (``memory_slack``: 0); the CUDA
-  caching allocator rounds each block to 512 B, so ``ALLOCATOR_SLACK``;
+- memory: the backend's own granularity (``runtime.estimate.fit.noise.memory_slack``: 0 on the
+  exact CPU backend);
 - time: ``Z`` standard deviations of the residual, combining the size's own run-to-run spread, the
   spread the fit carries to it from the sizes it passes through, and a plane's local model error
-  per e-fold of the fit's lever arm (``LOCAL_MODEL_ERROR``); and every run of the size must lie on
+  per e-fold of the fit's lever arm (``fit.noise.MODEL_ERROR``, the one value the time estimate
+  uses too); and every run of the size must lie on
   the same side of the fit (a residual whose sign flips between runs is noise; a size measured once
   has no spread to judge by).
 """
@@ -25,32 +26,18 @@ from fractions import Fraction
 
 from attrs import frozen
 
-from calibration.probes.policy import QUANTITIES, Point, fit_rows, predict, work
+from calibration.probes.policy import QUANTITIES, work
 from runtime import Pipeline
-from runtime.estimate.planes import estimable, row
-from runtime.estimate.time_fit import MEDIAN_SE, SizeTimes, distance, relative_noise
-from runtime.estimate.timing import iteration_samples
+from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
+from runtime.estimate.fit.noise import (
+    distance,
+    median_error,
+    relative_noise,
+    tolerance,
+)
+from runtime.estimate.fit.points import Point
+from runtime.estimate.fit.samples import memory_above_baseline, stage_sample
 from runtime.record import WarmupRecord
-
-#: Bytes a fit may miss by on a caching allocator: each block is rounded up to 512 B, and a phase's
-#: peak holds up to about a hundred blocks beyond those its terms describe.
-ALLOCATOR_SLACK = float(64 << 10)
-#: Standard deviations a time residual must exceed to be more than noise (about 1 in 370 for
-#: normal noise, per size and stage).
-Z = 3.0
-#: Seconds a per-iteration sample may be off whatever its size: the timer, dispatch and a shared
-#: core's scheduling (a one-shot stage of a few milliseconds is mostly that).
-JITTER = 0.002
-#: How far a time per iteration may stray from a plane, relative, per e-fold between a size and
-#: the farthest size the fit passes through: on the CPU, torch switches convolution algorithms
-#: between sizes (a video VAE's decode: ``slow_conv3d`` below, ``mkldnn_convolution`` above), and
-#: time per pixel rose 11-35 % an e-fold (bench/README.md, "Time near the target"); the largest.
-LOCAL_MODEL_ERROR = 0.35
-
-
-def memory_slack(backend: str) -> float:
-    """Bytes of residual the memory backend can produce by itself: 0 where it counts exactly."""
-    return 0.0 if backend.endswith("live-tensors") else ALLOCATOR_SLACK
 
 
 @frozen
@@ -139,7 +126,7 @@ def _grouped(
     phase: tuple[str, str] | None,
 ) -> dict[tuple[tuple[str, int | bool], ...], list[float]]:
     """Per size (its params), the values of its runs (memory: the phase's peak above baseline;
-    time: seconds per iteration, one sample a run, ``timing.iteration_samples``)."""
+    time: steady seconds per iteration, one sample a run: ``fit.samples.stage_sample``)."""
     kind, name = phase or ("stage", stage)
     by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
     # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
@@ -150,15 +137,11 @@ def _grouped(
             continue
         params = dict(record.params)
         if quantity == "memory":
-            peaks = [
-                p.peak_allocated
-                for p in record.phases
-                if p.kind == kind and p.name == name and p.stage == stage
-            ]
-            value = float(max(peaks) - record.baseline_allocated) if peaks else None
+            above = memory_above_baseline(record, stage, kind, name)
+            value = None if above is None else float(above)
         else:
-            sample = iteration_samples(record, stage, pipeline.evaluate(**params))
-            value = statistics.median(sample[0]) if sample is not None else None
+            declared = int(pipeline.evaluate(**params)[stage].iterations)
+            value = stage_sample(record, stage, declared).seconds
         if value is not None:
             by_size.setdefault(tuple(params.items()), []).append(value)
     return by_size
@@ -243,17 +226,13 @@ def _time_tolerances(
     chosen: Sequence[int],
 ) -> list[float]:
     """Z sigma of each size's residual: its own spread, the fit's there, and the model error."""
-    noise = relative_noise([SizeTimes(t, tuple(r)) for t, r in zip(terms, runs)])
-    own = [
-        relative_noise([SizeTimes(t, tuple(r))]) if len(r) > 1 else noise
-        for t, r in zip(terms, runs)
-    ]
+    noise = relative_noise(runs)
+    own = [relative_noise([r]) if len(r) > 1 else noise for r in runs]
 
     def se(i: int) -> float:
         """The size's median's standard error: the pooled or its own spread, whichever is wider,
         and the clock's jitter."""
-        relative = MEDIAN_SE * max(noise, own[i]) * abs(values[i]) / math.sqrt(len(runs[i]))
-        return math.hypot(relative, JITTER)
+        return median_error(values[i], len(runs[i]), max(noise, own[i]))
 
     weights = _sensitivities(rows, chosen)
     out = []
@@ -263,6 +242,5 @@ def _time_tolerances(
             continue
         fit_var = sum((w * se(j)) ** 2 for w, j in zip(weights[i], chosen))
         far = max((distance(terms[j], terms[i]) for j in chosen), default=0.0)
-        model = LOCAL_MODEL_ERROR * far * abs(values[i])
-        out.append(Z * math.sqrt(se(i) ** 2 + fit_var + model**2))
+        out.append(tolerance(se(i), math.sqrt(fit_var), far, values[i]))
     return out

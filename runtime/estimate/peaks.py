@@ -8,9 +8,10 @@ The rules, in order of preference, for one phase constraint (and for the request
    constant floored at the active components' weight bytes), extrapolate; the bound pads only the
    linear part by the margin. A negative slope is noise: fall through to 3. With several terms, the
    fit is the plane ``constant + Σ slope_i × term_i`` through the sizes nearest the target that add
-   a direction, used only when they determine its value at the target (runtime/estimate/planes.py);
-   a term whose negative slope is worth at most 1 % of the plane at the target does not grow this
-   phase: it is left out (slope 0) and the others fitted again; a larger one falls through to 3;
+   a direction, used only when they determine its value at the target (runtime/estimate/fit/
+   exact.py); a term whose negative slope is worth at most 1 % of the plane at the target does not
+   grow this phase: it is left out (slope 0) and the others fitted again; a larger one falls through
+   to 3;
 3. one size: scale what lies above the pre-request baseline (the baseline floored at the active
    components' weight bytes) by the measure ratio (with several terms, the largest term ratio);
    the bound pads the scaled part by the margin.
@@ -29,7 +30,7 @@ from itertools import pairwise
 from attrs import frozen
 
 from artifact.ir import StageValues
-from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
+from runtime.estimate.fit.exact import basic_solution, estimable, independent_rows, row
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,

@@ -11,7 +11,7 @@ measure ratio (target / measured). With two or more sizes, fit ``time = constant
 term_i`` over the terms of ``time ~`` (one term for a plain measure) by least squares over every
 measured size and read it at the target, so a fixed per-call cost (launch and dispatch overhead,
 which dominates small models) is not multiplied along with the work. The fit is used when the
-target's terms lie in the span of the measured ones (runtime/estimate/planes.py), else the ratio.
+target's terms lie in the span of the measured ones (runtime/estimate/fit/exact.py), else the ratio.
 Timings are noisy where memory is exact, so every size counts, and repeated runs of one size count
 by their median. Non-iteration and untracked times come from the representative record: the
 successful one with the most work (sum over stages of iterations × time measure), latest on ties.
@@ -28,6 +28,8 @@ from attrs import frozen
 
 from artifact.ir import StageValues
 from artifact.spelling import point_text
+from runtime.estimate.fit.samples import StageSample, stage_sample
+from runtime.estimate.fit.time_plane import SizeTimes, fit_time
 from runtime.estimate.points import (
     Workload,
     measured_iterations,
@@ -36,7 +38,6 @@ from runtime.estimate.points import (
     time_terms,
 )
 from runtime.estimate.results import Measure, StageTime, TimingEstimate
-from runtime.estimate.time_fit import SizeTimes, fit_time
 from runtime.record import WarmupRecord
 
 
@@ -47,27 +48,9 @@ def _work(values: Mapping[str, StageValues], record: WarmupRecord) -> Fraction:
     )
 
 
-def iteration_samples(
-    record: WarmupRecord, stage: str, values: Mapping[str, StageValues]
-) -> tuple[tuple[float, ...], float, bool] | None:
-    """(per-iteration samples in seconds, fixed seconds, repeated) of one record's stage, or None
-    if it did not run. A repeated stage's samples are its steady iterations (the first one dropped
-    when there are more); a one-shot stage's is its time per iteration.
-    """
-    durations = record.stage_durations
-    if stage not in durations:
-        return None
-    steps = [
-        i.duration_s
-        for i in sorted((i for i in record.iterations if i.stage == stage), key=lambda i: i.index)
-    ]
-    if steps:
-        steady = steps[1:] if len(steps) > 1 else steps
-        return tuple(steady), max(0.0, durations[stage] - sum(steps)), True
-    count = measured_iterations(record, stage, values)
-    if count <= 0:
-        return None
-    return (durations[stage] / count,), 0.0, False
+def sample_of(record: WarmupRecord, stage: str, values: Mapping[str, StageValues]) -> StageSample:
+    """The record's stage through the one definition of a sample (``fit.samples.stage_sample``)."""
+    return stage_sample(record, stage, int(values[stage].iterations))
 
 
 def stage_sizes(work: Workload, stage: str, repeated: bool) -> list[SizeTimes]:
@@ -76,10 +59,10 @@ def stage_sizes(work: Workload, stage: str, repeated: bool) -> list[SizeTimes]:
     smallest first. A run is the unit of noise: its iterations are slow or fast together."""
     samples: dict[tuple[Fraction, ...], list[float]] = {}
     for _, record, values in work.ok:
-        sample = iteration_samples(record, stage, values)
-        if sample is not None and sample[2] == repeated:
+        sample = sample_of(record, stage, values)
+        if sample.seconds is not None and sample.repeated == repeated:
             terms = time_terms(work.pipeline, stage, record.params)
-            samples.setdefault(terms, []).append(statistics.median(sample[0]))
+            samples.setdefault(terms, []).append(sample.seconds)
     return [SizeTimes(t, tuple(samples[t])) for t in sorted(samples, key=sum)]
 
 
@@ -100,11 +83,11 @@ def stage_time(
     target_n = work.target_iterations(stage)
     target_m = work.target_values[stage].time
     _, rep, rep_values = representative
-    rep_sample = iteration_samples(rep, stage, rep_values)
-    rep_n = measured_iterations(rep, stage, rep_values)
-    if rep_sample is None:
+    rep_sample = sample_of(rep, stage, rep_values)
+    rep_n = rep_sample.count
+    if rep_sample.seconds is None:
         return _not_measured(stage, rep_n, target_n, target_m)
-    samples, fixed, repeated = rep_sample
+    fixed, repeated = rep_sample.fixed_s, rep_sample.repeated
     seconds = _measured_at_target(work, stage, target_n, target_m)
     if seconds is not None:
         return StageTime(
@@ -122,7 +105,7 @@ def stage_time(
     carried = _fitted(sizes, time_terms(work.pipeline, stage, work.target), target_n)
     if carried is None:
         rep_terms = time_terms(work.pipeline, stage, rep.params)
-        base = next((s.median for s in sizes if s.terms == rep_terms), statistics.median(samples))
+        base = next((s.median for s in sizes if s.terms == rep_terms), rep_sample.seconds)
         carried = _scaled(base, rep_values[stage].time, target_m, len(sizes))
     if carried is None:
         return StageTime(
