@@ -1,9 +1,10 @@
 """From the ladder's records to proposals: each stage's iterations, memory and time terms.
 
 Pure: records in, values out. The memory of a stage at a size is its phase's peak above the
-request's baseline (what ``calibrate`` checks, ``calibration.probes.residuals``); its time, the
-stage's seconds per iteration. A param moves a quantity when a size that departs from the base in
-it alone measures otherwise; only those params enter the stage's monomials.
+request's baseline; its time, the stage's steady seconds per iteration: both the core's one stage
+sample (``runtime.estimate.fit.stage_sample``), what ``calibrate`` checks. A param moves a
+quantity when a size that departs from the base in it alone measures otherwise; only those params
+enter the stage's monomials.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from calibration.infer.terms import (
     monomials,
 )
 from calibration.infer.time_terms import WORK_SLACK, TimeChoice, choose_time, tolerance
+from runtime.estimate.fit import PhaseKind, stage_sample
 from runtime.record import WarmupRecord
 
 
@@ -97,18 +99,21 @@ def count_of(record: WarmupRecord, plan: StagePlan) -> int | None:
             if s.stage == plan.name:
                 return s.measured
         return None
-    counts = [p.count for p in record.phases if p.kind == "stage" and p.name == plan.name]
+    counts = [p.count for p in record.phases if p.kind == PhaseKind.STAGE and p.name == plan.name]
     return counts[0] if counts else None
 
 
 def memory_of(record: WarmupRecord, stage: str) -> float | None:
-    peaks = [p.peak_allocated for p in record.phases if p.kind == "stage" and p.name == stage]
-    return float(max(peaks) - record.baseline_allocated) if peaks else None
+    """The stage's memory above the request's baseline: the core's one stage sample."""
+    memory = stage_sample(record, stage, 1).memory
+    return None if memory is None else float(memory)
 
 
 def seconds_of(record: WarmupRecord, stage: str, iterations: int) -> float | None:
-    spans = [p.duration_s for p in record.phases if p.kind == "stage" and p.name == stage]
-    return sum(spans) / max(iterations, 1) if spans else None
+    """The stage's steady time (or counted work) per iteration: the core's one stage sample
+    (the median of its iterations after the first; a one-shot stage's time over its count),
+    what calibrate checks `time ~` against."""
+    return stage_sample(record, stage, max(iterations, 1)).seconds
 
 
 def moved_by(
@@ -265,6 +270,7 @@ def inputs(
     steps: str | None,
     base_repeats: Sequence[WarmupRecord],
     work: Sequence[WarmupRecord],
+    lows: Mapping[str, int | None] | None = None,
 ) -> Inputs:
     everything = [m for m in measured if m.record.ok]
     # a size measured again (a time recheck) counts once; its time is the least of its runs
@@ -283,7 +289,7 @@ def inputs(
         and _key(r.params) in held_out
         and (steps is None or r.params.get(steps) == base.get(steps))
     }
-    forms = tuple(iteration_forms(ints, lets))
+    forms = tuple(iteration_forms(ints, lets, lows))
     return Inputs(
         tuple(ok),
         tuple(everything),
@@ -307,10 +313,12 @@ def propose(
     steps: str | None,
     base_repeats: Sequence[WarmupRecord],
     work: Sequence[WarmupRecord] = (),
+    lows: Mapping[str, int | None] | None = None,
 ) -> list[StageProposal]:
     """Every stage's proposal from the measured sizes (failed requests left out); ``work``: the
-    same sizes with the work counted (``calibration.infer.work``), for the time terms."""
-    given = inputs(measured, base, ints, contracts, steps, base_repeats, work)
+    same sizes with the work counted (``calibration.infer.work``), for the time terms; ``lows``:
+    the params' smallest values (no iteration formula negative there)."""
+    given = inputs(measured, base, ints, contracts, steps, base_repeats, work, lows)
     return [propose_stage(plan, given) for plan in plans]
 
 

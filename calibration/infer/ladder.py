@@ -174,31 +174,40 @@ def _bounded(values: Iterator[int], most: int) -> Iterator[int]:
 
 @define
 class _Ladder:
-    """The sizes planned so far, each admissible, distinct and at most the default's cost."""
+    """The sizes planned so far, each admissible, distinct, at most the default's cost and no
+    param above its default (or the base's value, where that is above)."""
 
     pipeline: Pipeline
     budget: Budget
     ceiling: int
+    highs: dict[str, int]
     sizes: list[Size]
 
     def add(self, point: Point, why: str, held_out: bool = False) -> None:
         if len(self.sizes) >= MAX_SIZES or any(dict(s.point) == point for s in self.sizes):
             return
-        if cost(self.pipeline, point) > self.ceiling and self.sizes:
+        if self.sizes and (
+            cost(self.pipeline, point) > self.ceiling
+            or any(int(point[p]) > high for p, high in self.highs.items())
+        ):
             return
         if self.budget.admissible(self.pipeline, point):
             self.sizes.append(Size(dict(point), why, held_out))
 
 
-def _new(pipeline: Pipeline, base: Point, sizes: Sequence[Size] = ()) -> _Ladder:
+def _new(
+    pipeline: Pipeline, base: Point, sizes: Sequence[Size] = (), budget: Budget | None = None
+) -> _Ladder:
     ceiling = max(cost(pipeline, pipeline.default_workload), cost(pipeline, base))
-    return _Ladder(pipeline, Budget(), ceiling, list(sizes))
+    highs = {p: _high(pipeline, p, base) for p in int_params(pipeline)}
+    return _Ladder(pipeline, budget or Budget(), ceiling, highs, list(sizes))
 
 
-def plan(pipeline: Pipeline, base: Point) -> list[Size]:
-    """The first part of the ladder: base, one param at a time, the factorial, the held-out."""
+def plan(pipeline: Pipeline, base: Point, budget: Budget | None = None) -> list[Size]:
+    """The first part of the ladder: base, one param at a time, the factorial, the held-out;
+    ``budget`` counts the admissibility checks it makes."""
     base = dict(base)
-    ladder = _new(pipeline, base)
+    ladder = _new(pipeline, base, (), budget)
     ladder.add(base, "base")
     steps = steps_param(pipeline)
     axes = [p for p in int_params(pipeline) if p != steps]

@@ -8,6 +8,7 @@ from typing import Any
 from calibration.infer.analyse import StageProposal, Switched
 from calibration.infer.run import Inference
 from calibration.infer.time_terms import BYTES_WEIGHT, TOLERANCE_TEXT, TimeCheck
+from runtime.estimate.fit import PhaseKind
 
 
 def open_proposals(proposals: Sequence[StageProposal]) -> list[str]:
@@ -62,7 +63,7 @@ def report(inference: Inference) -> dict[str, Any]:
                         "seconds": p.duration_s,
                     }
                     for p in m.record.phases
-                    if p.kind == "stage"
+                    if p.kind == PhaseKind.STAGE
                 },
                 "iterations": {s.stage: s.measured for s in m.record.stage_iterations},
             }
@@ -72,7 +73,7 @@ def report(inference: Inference) -> dict[str, Any]:
             {
                 "params": dict(r.params),
                 "ok": r.ok,
-                "stages": {p.name: p.duration_s for p in r.phases if p.kind == "stage"},
+                "stages": {p.name: p.duration_s for p in r.phases if p.kind == PhaseKind.STAGE},
                 "iterations": {s.stage: s.measured for s in r.stage_iterations},
             }
             for r in inference.work
@@ -88,7 +89,7 @@ def report(inference: Inference) -> dict[str, Any]:
                         "work": p.duration_s,
                     }
                     for p in r.phases
-                    if p.kind == "stage"
+                    if p.kind == PhaseKind.STAGE
                 },
                 "iterations": {s.stage: s.measured for s in r.stage_iterations},
             }

@@ -32,8 +32,8 @@ from calibration.infer.measure import (
 )
 from calibration.infer.switches import MAX_SWITCHES, switch_all
 from calibration.infer.terms import Point
-from calibration.probes.policy import point_key
 from runtime import Pipeline
+from runtime.estimate.fit import point_key
 from runtime.record import WarmupRecord
 
 #: Times the base is measured (at the start, after each quarter of the ladder's first part and
@@ -85,14 +85,16 @@ def proposals_from(
     )
     at_base = [m.record for m in measured if dict(m.record.params) == dict(base)][:1]
     steps = steps_param(skeleton)
-    proposals = propose(plans, measured, base, ints, contracts, steps, [*at_base, *repeats], work)
+    lows = {p: skeleton.params[p].min for p in ints}
+    repeats = [*at_base, *repeats]
+    proposals = propose(plans, measured, base, ints, contracts, steps, repeats, work, lows)
     ordered = sorted(switched, key=lambda m: [int(m.record.params.get(n, 0)) for n in names])
     by_switch = {
         b: [m for m in ordered if m.record.params.get(b) != base[b]]
         for b in switches(skeleton)
         if any(m.record.params.get(b) != base[b] for m in ordered)
     }
-    return switch_all(proposals, by_switch, base, ints, contracts, steps)
+    return switch_all(proposals, by_switch, base, ints, contracts, steps, lows)
 
 
 def _name(skeleton: str) -> str:

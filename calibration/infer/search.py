@@ -11,22 +11,23 @@ sets tried per stage and quantity.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from itertools import combinations
+from collections.abc import Sequence
+from fractions import Fraction
+from itertools import combinations, dropwhile, islice
 
-import numpy as np
-from attrs import frozen
+from attrs import Factory, evolve, frozen
 
 from artifact.spelling import point_text
 from calibration.infer.terms import IterationForm, Monomial, Point, num, text_of
 from dslc import ast
+from runtime.estimate.fit import SubsetFit, leave_one_out, memory_slack, subset_search
 
 #: The most term sets one memory or time search tries (stage by stage).
 MAX_SETS = 60_000
 #: The most terms one stage's memory or time gets.
 MAX_TERMS = 3
-#: Bytes a memory fit may miss a size by on the exact CPU backend: nothing but rounding.
-MEMORY_SLACK = 0.5
+#: Bytes a memory fit may miss a size by on the exact CPU backend (the core's exact fits: none).
+MEMORY_SLACK = memory_slack("cpu-live-tensors")
 #: The fewest fitted sizes a set needs per coefficient (its terms and the constant).
 SIZES_PER_TERM = 2
 #: Sets of as many terms weighed by their leave-one-out error after the first that fits.
@@ -104,91 +105,90 @@ class TermFit:
     rivals: int = 0  # the other sets that fit as well, of as many terms, that it was chosen from
 
 
+def _fraction(value: float) -> Fraction:
+    return Fraction(value)
+
+
 @frozen
 class _Data:
-    """The samples as arrays, and each candidate monomial's column."""
+    """The samples as the core takes them: exact values, tolerances and each term's column."""
 
     samples: tuple[Sample, ...]
-    y: np.ndarray
-    tol: np.ndarray
-    held: np.ndarray
-    table: dict[Monomial, np.ndarray]
+    values: tuple[Fraction, ...]
+    tolerances: tuple[Fraction, ...]
+    held: tuple[bool, ...]
+    columns: dict[Monomial, tuple[Fraction, ...]] = Factory(dict)  # each term's, once
 
     @staticmethod
-    def of(samples: Sequence[Sample], monomials: Sequence[Monomial]) -> _Data:
+    def of(samples: Sequence[Sample]) -> _Data:
         return _Data(
             tuple(samples),
-            np.array([s.value for s in samples], dtype=float),
-            np.array([s.tolerance for s in samples], dtype=float),
-            np.array([s.held_out for s in samples]),
-            {m: np.array([float(m.at(s.point)) for s in samples]) for m in monomials},
+            tuple(_fraction(s.value) for s in samples),
+            tuple(_fraction(s.tolerance) for s in samples),
+            tuple(s.held_out for s in samples),
         )
 
-    def columns(self, chosen: Sequence[Monomial]) -> np.ndarray:
-        return np.stack([np.ones(len(self.y)), *(self.table[m] for m in chosen)], axis=1)
+    def column(self, m: Monomial) -> tuple[Fraction, ...]:
+        if m not in self.columns:
+            self.columns[m] = tuple(Fraction(m.at(s.point)) for s in self.samples)
+        return self.columns[m]
 
-
-def _candidate_sets(
-    tiers: Sequence[Sequence[Monomial]], least: int, most: int
-) -> Iterator[tuple[tuple[int, int], tuple[Monomial, ...]]]:
-    """Every set of the first tier, fewest terms first, then the new sets of the next; each
-    with its (tier, size) group."""
-    seen: set[tuple[Monomial, ...]] = set()
-    for k, tier in enumerate(tiers):
-        for size in range(least, most + 1):
-            for chosen in combinations(tier, size):
-                if chosen not in seen:
-                    seen.add(chosen)
-                    yield (k, size), chosen
-
-
-def _solve(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
-    """Least squares, None where the columns are not determined by the rows."""
-    coef, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
-    return None if rank < x.shape[1] else coef
+    def search(
+        self, tiers: Sequence[Sequence[Monomial]], most: int, limit: int, least: int
+    ) -> SubsetFit[Monomial]:
+        """The core's bounded subset search (``runtime.estimate.fit.subset_search``)."""
+        return subset_search(
+            tiers,
+            self.column,
+            self.values,
+            self.tolerances,
+            self.held,
+            most=most,
+            limit=limit,
+            least=least,
+        )
 
 
 def loo_smape(data: _Data, chosen: Sequence[Monomial]) -> float | None:
-    """The leave-one-out error of a set, as Extra-P selects models: each fitted size predicted
-    by the fit on the others, the mean symmetric relative error; None where leaving one size out
-    leaves a term undetermined (a term pinned by one size is no evidence)."""
-    full = data.columns(chosen)
-    rows = np.flatnonzero(~data.held)
+    """The leave-one-out error of a set over the fitted sizes, as Extra-P selects performance
+    models: each predicted by the core's fit through the others (``leave_one_out``), the mean
+    symmetric relative error; None where a size pins a term (the others leave it undetermined)
+    or the set has fewer than ``SIZES_PER_TERM`` fitted sizes a coefficient."""
+    fitted = [i for i, held in enumerate(data.held) if not held]
+    if len(fitted) < SIZES_PER_TERM * (len(chosen) + 1):
+        return None
+    columns = [data.column(m) for m in chosen]
+    terms = [[c[i] for c in columns] for i in fitted]
+    predicted = leave_one_out(terms, [data.values[i] for i in fitted])
     errors = []
-    for i in rows:
-        others = rows[rows != i]
-        coef = _solve(full[others], data.y[others])
-        if coef is None:
+    for i, p in zip(fitted, predicted, strict=True):
+        if p is None:
             return None
-        predicted, actual = float(full[i] @ coef), float(data.y[i])
-        scale = (abs(predicted) + abs(actual)) / 2
-        errors.append(abs(predicted - actual) / scale if scale else 0.0)
-    return float(np.mean(errors)) if errors else 0.0
+        scale = (abs(p) + abs(data.values[i])) / 2
+        errors.append(float(abs(p - data.values[i]) / scale) if scale else 0.0)
+    return sum(errors) / len(errors) if errors else 0.0
 
 
-def _verdict(
-    data: _Data, chosen: Sequence[Monomial]
-) -> tuple[str, tuple[np.ndarray, float] | None]:
-    """Why ``chosen`` fails ("" where a smaller set says the same), else its fit and its
-    leave-one-out error."""
-    fitted = int((~data.held).sum())
-    if fitted < SIZES_PER_TERM * (len(chosen) + 1):
-        return f"{_set_text(chosen)} (fewer than {SIZES_PER_TERM} sizes a term)", None
-    full = data.columns(chosen)
-    coef = _solve(full[~data.held], data.y[~data.held])
-    if coef is None:
-        return "", None  # not determined by the fitted sizes: a smaller set says the same
-    if any(c < -1e-9 * max(1.0, float(np.abs(data.y).max())) for c in coef[1:]):
-        return f"{_set_text(chosen)} (a negative slope)", None
-    residual = np.abs(full @ coef - data.y)
-    if not np.all(residual <= data.tol):
-        worst = int(np.argmax(residual - data.tol))
-        at = _show(data.samples[worst].point)
-        return f"{_set_text(chosen)} (off by {residual[worst]:.3g} at {at})", None
-    loo = loo_smape(data, chosen)
-    if loo is None:
-        return f"{_set_text(chosen)} (a term pinned by one size)", None
-    return "", (coef, loo)
+def _rejected(data: _Data, found: SubsetFit[Monomial]) -> list[str]:
+    out = []
+    for r in found.rejected:
+        if r.negative or r.worst is None:
+            out.append(f"{_set_text(r.terms)} (a negative slope)")
+        else:
+            at = _show(data.samples[r.worst].point)
+            out.append(f"{_set_text(r.terms)} (off by {float(r.residual):.3g} at {at})")
+    return out
+
+
+def _rivals(
+    tiers: Sequence[Sequence[Monomial]], chosen: tuple[Monomial, ...]
+) -> list[tuple[Monomial, ...]]:
+    """The sets of as many terms as ``chosen`` from its tier, after it, up to ``RIVALS``."""
+    tier = next(k for k, t in enumerate(tiers) if set(chosen) <= set(t))
+    earlier = set(tiers[tier - 1]) if tier else set()
+    after = dropwhile(lambda c: c != chosen, combinations(tiers[tier], len(chosen)))
+    fresh = (c for c in after if c != chosen and not set(c) <= earlier)
+    return list(islice(fresh, RIVALS))
 
 
 def fit_terms(
@@ -198,45 +198,44 @@ def fit_terms(
     limit: int = MAX_SETS,
     least: int = 0,
 ) -> TermFit:
-    """The set of monomials whose constant + non-negative combination reproduces every size
-    within its tolerance (least squares on the fitted sizes, which must determine every slope
-    with any one of them left out, ``SIZES_PER_TERM`` sizes a term at least), fitted without
-    the held-out sizes and checked on them; of the fewest terms that fit, the one whose
-    leave-one-out error is least (up to ``RIVALS`` more sets of as many terms weighed).
+    """The term set whose constant + non-negative combination gives every size within its
+    tolerance (the core's subset search: fewest terms first, fitted without the held-out sizes
+    and checked on them); of it and up to ``RIVALS`` sets of as many terms that fit too, the one
+    of least leave-one-out error, never one with a term one size pins (then more terms).
 
     ``tiers`` are nested candidate lists, plainest first (a clamp only where no plain set fits).
     At most ``limit`` sets are tried, of ``least`` terms or more.
     """
     if not samples:
         return TermFit(None, 0.0, (), 0.0, 0, ("no size measured",))
-    data = _Data.of(samples, list(dict.fromkeys(m for tier in tiers for m in tier)))
-    rejected: list[str] = []
-    found: list[tuple[float, int, tuple[Monomial, ...], np.ndarray]] = []
-    group, group_end, tried = None, limit, 0
-    for key, chosen in _candidate_sets(tiers, least, most):
-        if tried >= min(limit, group_end) or (group is not None and key != group):
-            break
-        tried += 1
-        why, fitted = _verdict(data, chosen)
-        if fitted is None:
-            if why and len(rejected) < 4:
-                rejected.append(why)
-            continue
-        found.append((fitted[1], len(found), chosen, fitted[0]))
-        if group is None:
-            group, group_end = key, tried + RIVALS
-    if not found:
-        return TermFit(None, 0.0, (), 0.0, tried, tuple(rejected))
-    loo, _, chosen, coef = min(found, key=lambda f: (f[0], f[1]))
-    residual = np.abs(data.columns(chosen) @ coef - data.y)
-    slopes = tuple(float(c) for c in coef[1:])
+    data = _Data.of(samples)
+    first = data.search(tiers, most, limit, least)
+    rejected = _rejected(data, first)
+    if first.terms is None:
+        return TermFit(None, 0.0, (), 0.0, first.tried, tuple(rejected))
+    found: list[tuple[float, int, SubsetFit[Monomial]]] = []
+    tried = first.tried
+    for chosen in [first.terms, *_rivals(tiers, first.terms)]:
+        fit = first if chosen == first.terms else data.search([chosen], len(chosen), 1, len(chosen))
+        tried += chosen != first.terms
+        loo = loo_smape(data, chosen) if fit.terms is not None else None
+        if loo is None and fit.terms is not None and len(rejected) < 4:
+            rejected.append(f"{_set_text(chosen)} (a term pinned by one size)")
+        if loo is not None:
+            found.append((loo, len(found), fit))
+    if not found:  # every set of that many terms has a term one size pins: one more term
+        if len(first.terms) >= most or tried >= limit:
+            return TermFit(None, 0.0, (), 0.0, tried, tuple(rejected))
+        more = fit_terms(tiers, samples, most, limit - tried, len(first.terms) + 1)
+        return evolve(more, tried=more.tried + tried, rejected=(*rejected, *more.rejected)[:4])
+    loo, _, best = min(found, key=lambda f: (f[0], f[1]))
     return TermFit(
-        chosen,
-        float(coef[0]),
-        slopes,
-        float(residual.max()),
+        best.terms,
+        float(best.constant),
+        tuple(float(c) for c in best.slopes),
+        float(best.residual),
         tried,
-        tuple(rejected),
+        tuple(rejected[:4]),
         loo,
         len(found) - 1,
     )

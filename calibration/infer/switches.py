@@ -49,8 +49,8 @@ from calibration.infer.terms import (
     num,
 )
 from calibration.infer.time_terms import WORK_APPROXIMATE, WORK_SLACK, TimeChoice
-from calibration.probes.policy import point_key
 from dslc import ast
+from runtime.estimate.fit import point_key
 
 #: The most bool params flipped (the others stay at the base's value): each costs a pass over
 #: the ladder's sizes at the base's steps and the steps ladder.
@@ -261,11 +261,13 @@ def switch_all(
     ints: Sequence[str],
     contracts: Mapping[str, Sequence[str]],
     steps: str | None,
+    lows: Mapping[str, int | None] | None = None,
 ) -> list[StageProposal]:
     """Every stage checked at every flipped switch, in the switches' order; what each showed is
     the proposal's ``switches``."""
     table = feature_table(contracts, ints, steps)
-    forms = iteration_forms(ints, [f for p in ints for f in table[p] if f.let is not None])
+    lets = [f for p in ints for f in table[p] if f.let is not None]
+    forms = iteration_forms(ints, lets, lows)
     out: list[StageProposal] = []
     for p in proposals:
         for param, measured in flips.items():

@@ -178,22 +178,35 @@ class IterationForm:
         return text_of(self.expr)
 
 
-def iteration_forms(ints: Sequence[str], let_features: Sequence[Feature]) -> list[IterationForm]:
+def iteration_forms(
+    ints: Sequence[str],
+    let_features: Sequence[Feature],
+    lows: Mapping[str, int | None] | None = None,
+) -> list[IterationForm]:
     """The iteration grammar, smallest first: a constant, a param +- 1 or 2, a latent count, the
-    count of a scheduler that repeats a step (`if P > 1 then P + 1 else 1`)."""
+    count of a scheduler that repeats a step (`if P > 1 then P + 1 else 1`); with the params'
+    ``lows``, none that goes below 0 in the declared range (`dslc check` refuses a negative
+    count)."""
+
+    def never_negative(p: str, o: int) -> bool:
+        return lows is None or (lows.get(p) or 0) + o >= 0
+
     forms: list[IterationForm] = []
     for p in ints:
-        forms.append(IterationForm(name(p), _param(p, 0)))
+        if never_negative(p, 0):
+            forms.append(IterationForm(name(p), _param(p, 0)))
     for p in ints:
         for o in (-1, 1, -2, 2):
-            forms.append(IterationForm(_shifted(p, o), _param(p, o)))
+            if never_negative(p, o):
+                forms.append(IterationForm(_shifted(p, o), _param(p, o)))
     for f in let_features:
         forms.append(IterationForm(f.written, f.at))
     for p in ints:
         for o in (1, -1):
             more = ast.Binary(">", name(p), num(1))
             forms.append(IterationForm(ast.IfElse(more, _shifted(p, o), num(1)), _repeating(p, o)))
-        forms.append(IterationForm(ast.Binary("*", num(2), name(p)), _twice(p)))
+        if never_negative(p, 0):
+            forms.append(IterationForm(ast.Binary("*", num(2), name(p)), _twice(p)))
     return forms
 
 
