@@ -34,7 +34,7 @@ SIZES_PER_TERM = 2
 #: Sets of as many terms tried after the first that fits, and the most that fit weighed by
 #: their leave-one-out error (each an exact fit per size).
 RIVALS = 200
-WEIGHED = 6
+WEIGHED = 4
 #: How far beyond its tolerance, relative to the largest value, the float screen lets a set
 #: miss a size and still hands it to the exact fit (float rounding is ~1e-12 of it).
 SCREEN = 1e-6
@@ -205,18 +205,19 @@ class _Screen:
             self.columns[m] = np.array([float(m.at(s.point)) for s in self.samples])
         return self.columns[m]
 
-    def miss(self, chosen: Sequence[Monomial]) -> str | None:
-        """Why the set plainly misses (None: the core must judge it)."""
+    def miss(self, chosen: Sequence[Monomial]) -> tuple[int, float] | None:
+        """Where and by how much the set plainly misses (None: the core must judge it)."""
         x = np.stack([np.ones(len(self.y)), *(self._column(m) for m in chosen)], axis=1)
         coef, _, rank, _ = np.linalg.lstsq(x[~self.held], self.y[~self.held], rcond=None)
         if rank < x.shape[1]:
             return None  # left to the core: exact rank, not a float's
         over = np.abs(x @ coef - self.y) - self.tol
         worst = int(np.argmax(over))
-        if over[worst] <= self.margin:
-            return None
+        return None if over[worst] <= self.margin else (worst, float(over[worst]))
+
+    def text(self, chosen: Sequence[Monomial], worst: int, over: float) -> str:
         at = _show(self.samples[worst].point)
-        return f"{_set_text(chosen)} (off by {over[worst] + self.tol[worst]:.3g} at {at})"
+        return f"{_set_text(chosen)} (off by {over + self.tol[worst]:.3g} at {at})"
 
 
 def _judged(
@@ -224,14 +225,21 @@ def _judged(
 ) -> tuple[SubsetFit[Monomial], float] | None:
     """The core's exact fit of one set and its leave-one-out error, or None (why: ``rejected``,
     the first four kept)."""
-    why = screen.miss(chosen)
-    fit = data.search([chosen], len(chosen), 1, len(chosen)) if why is None else None
-    loo = loo_smape(data, chosen) if fit is not None and fit.terms is not None else None
-    if fit is not None and fit.terms is not None and loo is None:
-        why = f"{_set_text(chosen)} (a term pinned by one size)"
-    if loo is None and len(rejected) < 4:
-        rejected += [why] if why else _rejected(data, fit) if fit is not None else []
-    return None if fit is None or loo is None else (fit, loo)
+    missed = screen.miss(chosen)
+    if missed is not None:
+        if len(rejected) < 4:
+            rejected.append(screen.text(chosen, *missed))
+        return None
+    fit = data.search([chosen], len(chosen), 1, len(chosen))
+    if fit.terms is None:
+        rejected += _rejected(data, fit)[: max(0, 4 - len(rejected))]
+        return None
+    loo = loo_smape(data, chosen)
+    if loo is None:
+        if len(rejected) < 4:
+            rejected.append(f"{_set_text(chosen)} (a term pinned by one size)")
+        return None
+    return fit, loo
 
 
 def fit_terms(

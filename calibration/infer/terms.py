@@ -62,7 +62,7 @@ def terms_expr(exprs: Sequence[ast.Expr]) -> ast.Expr:
     return exprs[0] if len(exprs) == 1 else ast.ListLit(tuple(exprs))
 
 
-@frozen
+@frozen(cache_hash=True)  # sets of monomials are hashed in every search: once each
 class Feature:
     """One param seen one way: its expression, how to compute it, its complexity."""
 
@@ -85,7 +85,7 @@ class Feature:
         return self.fn(int(point[self.param]))
 
 
-@frozen
+@frozen(cache_hash=True)
 class Monomial:
     """A product of features (empty: the constant 1): of distinct params, or such a product
     twice (its square: ``monomials`` never makes one, the time's candidates do)."""
