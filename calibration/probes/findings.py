@@ -307,9 +307,9 @@ def _mismatch_step(case: _Case, follows: str) -> str:
     fit, found = case.fit, case.found
     if not case.name:
         return f"revise {fit.stage}'s `{fit.quantity} ~` terms in the formula file"
-    if found is not None and found.direction == case.name and found.declared:
+    if found is not None and found.declared and found.direction == follows:
         return (
-            f"revise the terms in {case.name} of {fit.stage}'s `{fit.quantity} ~` in the formula "
+            f"revise the terms in {follows} of {fit.stage}'s `{fit.quantity} ~` in the formula "
             "file: it has some, and the measured sizes do not follow them"
         )
     return (
