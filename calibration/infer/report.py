@@ -102,9 +102,6 @@ def report(inference: Inference) -> dict[str, Any]:
 
 
 def _stage(p: StageProposal) -> dict[str, Any]:
-    def terms(fit: Any) -> list[str] | None:
-        return None if fit.terms is None else [m.text for m in fit.terms]
-
     return {
         "name": p.plan.name,
         "uses": [u.text for u in p.plan.uses],
@@ -113,24 +110,7 @@ def _stage(p: StageProposal) -> dict[str, Any]:
             "formula": p.iterations.formula,
             "tried": [{"candidate": t.text, "verdict": t.verdict} for t in p.iterations.tried],
         },
-        "memory": {
-            "terms": terms(p.memory),
-            "constant": p.memory.constant,
-            "slopes": list(p.memory.slopes),
-            "largest_residual": p.memory.residual,
-            "approximate": p.approximate,
-            "sets_tried": p.memory.tried,
-            "rejected": list(p.memory.rejected),
-            "moved_by": list(p.memory_moved_by),
-            "probe_minimums": [
-                {
-                    "param": r.param,
-                    "minimum": r.minimum,
-                    "off_the_fit": [dict(x) for x in r.dropped],
-                }
-                for r in p.regimes
-            ],
-        },
+        "memory": _memory(p),
         "time": {
             "terms": [m.text for m in p.time.terms],
             "from": p.time.source,
@@ -158,6 +138,30 @@ def _stage(p: StageProposal) -> dict[str, Any]:
                 "failed": w.failed,
             }
             for w in p.switches
+        ],
+    }
+
+
+def _memory(p: StageProposal) -> dict[str, Any]:
+    """The memory's proposal: its terms, fit, leave-one-out error and what it was chosen over."""
+    return {
+        "terms": None if p.memory.terms is None else [m.text for m in p.memory.terms],
+        "constant": p.memory.constant,
+        "slopes": list(p.memory.slopes),
+        "largest_residual": p.memory.residual,
+        "leave_one_out_error": p.memory.loo,
+        "sets_as_good_weighed": p.memory.rivals,
+        "approximate": p.approximate,
+        "sets_tried": p.memory.tried,
+        "rejected": list(p.memory.rejected),
+        "moved_by": list(p.memory_moved_by),
+        "probe_minimums": [
+            {
+                "param": r.param,
+                "minimum": r.minimum,
+                "off_the_fit": [dict(x) for x in r.dropped],
+            }
+            for r in p.regimes
         ],
     }
 
