@@ -79,20 +79,20 @@ def stage_margins(
         )
         # a residual's own risk is added instead (with_risks)
         misfit = 0.0 if noted else max(_misfit(f) for f in fits)
-        reach = max(_reach(f) for f in fits)
-        margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit) + PER_EFOLD * math.log(reach)
+        far = max(reach(f) for f in fits)
+        margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit) + PER_EFOLD * math.log(far)
         if margin >= fixed:
             out.append(StageMargin(stage, fixed, "fixed", f"the misfit {misfit:.2%} is too large"))
             continue
         sizes = max(len(f.beyond) for f in fits)
         why = f"{sizes} size{'s' if sizes > 1 else ''} beyond the fit confirm it"
         why += " (its residual's risk added" if noted else f" (misfit {misfit:.3%}"
-        why += f", the target {reach:.3g}x the largest size's growth)"
+        why += f", the target {far:.3g}x the largest size's growth)"
         out.append(StageMargin(stage, margin, "evidence", why))
     return tuple(out)
 
 
-def _reach(fit: StageFit) -> float:
+def reach(fit: StageFit) -> float:
     """How far the target's growing part lies beyond the largest measured one (at least 1)."""
     largest = max(fit.growing, default=0.0)
     return max(1.0, fit.growing_at_target / largest) if largest > 0 else 1.0

@@ -29,6 +29,7 @@ from attrs import frozen
 from calibration.probes.policy import QUANTITIES, work
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
+from runtime.estimate.fit.kinds import PhaseKind
 from runtime.estimate.fit.noise import (
     distance,
     median_error,
@@ -36,7 +37,12 @@ from runtime.estimate.fit.noise import (
     tolerance,
 )
 from runtime.estimate.fit.points import Point
-from runtime.estimate.fit.samples import memory_above_baseline, stage_sample
+from runtime.estimate.fit.samples import (
+    Layout,
+    memory_above_baseline,
+    phase_layout,
+    stage_sample,
+)
 from runtime.record import WarmupRecord
 
 
@@ -84,6 +90,8 @@ class StageFit:
     growing: tuple[float, ...]  # that part at each size
     target_terms: tuple[Fraction, ...] = ()
     phase: str = ""  # the phase's label (memory): "stage:DenoisingStage", "setup:DenoisingStage"
+    estimable: bool = True  # the target's term vector lies in the span of the sizes' (exact rank)
+    layout: Layout | None = None  # the components active in the phase (memory): fitted apart
 
     def spread_at_target(self) -> float:
         """How far the fit's value at the target moves when any one size it passes through is
@@ -124,16 +132,20 @@ def _grouped(
     stage: str,
     quantity: str,
     phase: tuple[str, str] | None,
+    layout: Layout | None = None,
 ) -> dict[tuple[tuple[str, int | bool], ...], list[float]]:
-    """Per size (its params), the values of its runs (memory: the phase's peak above baseline;
-    time: steady seconds per iteration, one sample a run: ``fit.samples.stage_sample``)."""
-    kind, name = phase or ("stage", stage)
+    """Per size (its params), the values of its runs (memory: the phase's peak above baseline, of
+    the records whose phase had ``layout``; time: steady seconds per iteration, one sample a run:
+    ``fit.samples.stage_sample``)."""
+    kind, name = phase or (PhaseKind.STAGE, stage)
     by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
     # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
     # peak says what the formula does (the loop re-runs its size later).
     later = records[1:] if len(records) > 2 else records
     for record in later:
-        if not record.ok:
+        if not record.ok or (
+            layout is not None and phase_layout(record, stage, kind, name) != layout
+        ):
             continue
         params = dict(record.params)
         if quantity == "memory":
@@ -168,11 +180,13 @@ def stage_fit(
     target: Point,
     slack: float,
     phase: tuple[str, str] | None = None,
+    layout: Layout | None = None,
 ) -> StageFit | None:
     """The sizes of ``stage``'s ``quantity`` (memory: of one of its phases, ``(kind, name)``, the
-    stage's own by default) against the fit through them (None: under two sizes)."""
+    stage's own by default, in one ``layout``) against the fit through them (None: under two
+    sizes)."""
     terms_of = QUANTITIES[quantity]
-    grouped = _grouped(pipeline, records, stage, quantity, phase)
+    grouped = _grouped(pipeline, records, stage, quantity, phase, layout)
     if len(grouped) < 2:
         return None
     sizes = sorted(grouped.items(), key=lambda kv: work(pipeline, dict(kv[0])), reverse=True)
@@ -209,7 +223,9 @@ def stage_fit(
         at_target - constant,
         growing,
         terms_of(pipeline, stage, target),
-        _label(phase or ("stage", stage), stage) if quantity == "memory" else "",
+        _label(phase or (PhaseKind.STAGE, stage), stage) if quantity == "memory" else "",
+        estimable([rows[i] for i in chosen], target_row),
+        layout,
     )
 
 
