@@ -1,4 +1,4 @@
-"""A diffusers-free pipeline whose memory follows a formula with a kink (``min``, ``max``, a clamp or
+"""A diffusers-free pipeline whose memory follows a formula with a kink (``min``, ``max``, clamp or
 an ``if``), for the calibrate loop's tests: real torch tensors, measured by the real recorder.
 
 ``Kinked`` has a ``transformer`` (opens DenoisingStage, one iteration per step) and a ``vae`` whose
