@@ -55,7 +55,7 @@ from runtime.record import WarmupRecord
 #: A residual is material when its risk at the target is at least this share of the stage's peak
 #: (memory: half a percent, a tenth of the error a first-draft formula reaches on families never
 #: seen) or of the request's time (the time goal, calibration.probes.time_probe.TIME_TOLERANCE).
-MATERIAL: Mapping[str, float] = {"memory": 0.005, "time": 0.05}
+MATERIAL: Mapping[str, float] = {Quantity.MEMORY: 0.005, Quantity.TIME: 0.05}
 #: A memory residual worth less than this share of the stage's peak at the target is not reported
 #: (a scheduler's step arrays, a few bytes); its risk is still added to the bound.
 DETAIL = 1e-4
@@ -74,9 +74,9 @@ ACTIONABLE = frozenset(
 class Finding:
     """One disagreement between the measurements and a stage's formula, with its consequence."""
 
-    kind: str  # see the module docstring
+    kind: FindingKind  # see the module docstring
     stage: str
-    quantity: str  # "memory", "time" or "iterations"
+    quantity: Quantity
     message: str
     points: tuple[SizePoint, ...]
     direction: str | None = None  # what the unexplained part grows with
@@ -100,7 +100,7 @@ class Checked:
     fits: tuple[StageFit, ...]
     quiet: tuple[Finding, ...] = ()  # residuals under DETAIL: not reported, their risk still added
 
-    def fits_of(self, stage: str, quantity: str) -> tuple[StageFit, ...]:
+    def fits_of(self, stage: str, quantity: Quantity) -> tuple[StageFit, ...]:
         """The stage's fits of ``quantity`` (memory: one a phase, the stage's own first)."""
         return tuple(f for f in self.fits if f.stage == stage and f.quantity == quantity)
 
@@ -158,13 +158,15 @@ class _Case:
 
     @property
     def unit(self) -> str:
-        return "B above baseline" if self.fit.quantity == "memory" else "s per iteration"
+        return "B above baseline" if self.fit.quantity == Quantity.MEMORY else "s per iteration"
 
     @property
     def at_risk(self) -> str:
         return _show_risk(self.fit.quantity, self.risk, self.share)
 
-    def finding(self, kind: str, message: str, next_step: str, regime: bool = False) -> Finding:
+    def finding(
+        self, kind: FindingKind, message: str, next_step: str, regime: bool = False
+    ) -> Finding:
         points = self.fit.points
         return Finding(
             kind,
@@ -191,7 +193,7 @@ def classify(
     if not off:
         return None
     candidates = explanations(pipeline, fit, target)
-    risk = _risk(fit, candidates) * (iterations if fit.quantity == "time" else 1)
+    risk = _risk(fit, candidates) * (iterations if fit.quantity == Quantity.TIME else 1)
     what = f"{fit.stage} {fit.quantity}"
     if fit.phase and not fit.phase.startswith("stage:"):
         what += f" ({fit.phase})"
@@ -206,13 +208,13 @@ def classify(
     )
     if case.share < MATERIAL[fit.quantity]:
         # time within the goal at the target is noise or a detail, not a finding
-        return _residual(case) if fit.quantity == "memory" else None
+        return _residual(case) if fit.quantity == Quantity.MEMORY else None
     regime, unconfirmed = _below(pipeline, fit, off)
     if regime:
         return _regime(pipeline, case, target)
     if unconfirmed:
         return case.finding(
-            "unconfirmed",
+            FindingKind.UNCONFIRMED,
             f"{what}: the smallest size is off the fit through the larger ones "
             f"({case.at_risk}), and no size between the probe and the target is left to decide "
             "between a probe outside the steady regime and a wrong formula. Sizes: "
@@ -268,7 +270,7 @@ def _below(pipeline: Pipeline, fit: StageFit, off: Sequence[int]) -> tuple[bool,
 def _residual(case: _Case) -> Finding:
     name = case.name
     return case.finding(
-        "residual",
+        FindingKind.RESIDUAL,
         f"{case.what}: the declared terms leave {_left_over(case.fit.points, case.off, case.unit)} "
         f"at the measured sizes, following {name or 'an undeclared term'}; {case.at_risk} at the "
         "target, added to the bound",
@@ -286,7 +288,7 @@ def _regime(pipeline: Pipeline, case: _Case, target: Point) -> Finding:
     moved = {k for i in case.off for k, v in points[i].params.items() if v != target[k]}
     axes = ", ".join(sorted(moved & probed))
     return case.finding(
-        "probe-regime",
+        FindingKind.PROBE_REGIME,
         f"{case.what}: the smallest size measured outside the formula's steady regime (off the fit "
         f"that the larger sizes confirm, {case.at_risk} had it been used); left out of the "
         f"estimate. Sizes: {_shown(points, case.unit)}",
@@ -307,7 +309,7 @@ def _mismatch(case: _Case) -> Finding:
         if not found.declared:
             follows += ", which the declared terms leave out"
     return case.finding(
-        "formula-mismatch",
+        FindingKind.FORMULA_MISMATCH,
         f"{case.what}: the declared terms do not explain the measured sizes (left over: "
         f"{_left_over(fit.points, case.off, case.unit)}); the unexplained part follows {follows}; "
         f"{case.at_risk} at the target. Sizes: {_shown(fit.points, case.unit)}",
@@ -326,7 +328,7 @@ def _left_over(points: Sequence[SizePoint], off: Sequence[int], unit: str) -> st
 
 
 def _show_risk(quantity: str, risk: float, share: float) -> str:
-    if quantity == "memory":
+    if quantity == Quantity.MEMORY:
         return f"{show_bytes(risk)} at risk ({share:.2%} of the stage's peak)"
     return f"{show_seconds(risk)} at risk ({share:.1%} of the request)"
 
@@ -354,9 +356,9 @@ def iteration_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> l
                     != declared
                 ]
                 out[pair.stage] = Finding(
-                    "iteration-mismatch",
+                    FindingKind.ITERATION_MISMATCH,
                     pair.stage,
-                    "iterations",
+                    Quantity.ITERATIONS,
                     f"{pair.stage}: the pipeline ran {pair.measured} iterations at {at}, the "
                     f"formula says {declared}; every per-iteration figure at the target is off by "
                     "as much",
@@ -383,9 +385,9 @@ def unmeasured_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> 
         uses = ", ".join(f"{u.component}.{u.method}" for u in pipeline.uses.get(stage, ()))
         out.append(
             Finding(
-                "stage-not-measured",
+                FindingKind.STAGE_NOT_MEASURED,
                 stage,
-                "memory",
+                Quantity.MEMORY,
                 f"{stage}: the formula runs it in every request measured, but what it `uses` "
                 f"({uses or 'nothing'}) never ran: nothing was measured for it, and its memory "
                 "and time were counted in other phases",
@@ -419,11 +421,13 @@ def _fits(
         for kind, name, layout in sorted(phases, key=lambda k: (k[0] != PhaseKind.STAGE, k)):
             if Quantity.MEMORY not in quantities:
                 break
-            fit = stage_fit(pipeline, records, stage, "memory", target, slack, (kind, name), layout)
+            fit = stage_fit(
+                pipeline, records, stage, Quantity.MEMORY, target, slack, (kind, name), layout
+            )
             if fit is not None:
                 fits.append(fit)
         if Quantity.TIME in quantities:
-            fit = stage_fit(pipeline, records, stage, "time", target, slack)
+            fit = stage_fit(pipeline, records, stage, Quantity.TIME, target, slack)
             if fit is not None:
                 fits.append(fit)
     return fits

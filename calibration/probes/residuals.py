@@ -29,7 +29,7 @@ from attrs import frozen
 from calibration.probes.policy import QUANTITIES, work
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
-from runtime.estimate.fit.kinds import PhaseKind
+from runtime.estimate.fit.kinds import PhaseKind, Quantity
 from runtime.estimate.fit.noise import (
     distance,
     median_error,
@@ -80,7 +80,7 @@ class StageFit:
     target."""
 
     stage: str
-    quantity: str
+    quantity: Quantity
     points: tuple[SizePoint, ...]  # the largest first
     chosen: tuple[int, ...]  # the sizes the fit passes through
     at_target: (
@@ -130,7 +130,7 @@ def _grouped(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     stage: str,
-    quantity: str,
+    quantity: Quantity,
     phase: tuple[str, str] | None,
     layout: Layout | None = None,
 ) -> dict[tuple[tuple[str, int | bool], ...], list[float]]:
@@ -148,7 +148,7 @@ def _grouped(
         ):
             continue
         params = dict(record.params)
-        if quantity == "memory":
+        if quantity == Quantity.MEMORY:
             above = memory_above_baseline(record, stage, kind, name)
             value = None if above is None else float(above)
         else:
@@ -176,7 +176,7 @@ def stage_fit(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     stage: str,
-    quantity: str,
+    quantity: Quantity,
     target: Point,
     slack: float,
     phase: tuple[str, str] | None = None,
@@ -192,12 +192,12 @@ def stage_fit(
     sizes = sorted(grouped.items(), key=lambda kv: work(pipeline, dict(kv[0])), reverse=True)
     params = [dict(key) for key, _ in sizes]
     runs = [values for _, values in sizes]
-    values = [max(v) if quantity == "memory" else statistics.median(v) for v in runs]
+    values = [max(v) if quantity == Quantity.MEMORY else statistics.median(v) for v in runs]
     terms = [terms_of(pipeline, stage, p) for p in params]
     rows = [row(t) for t in terms]
     coefficients, chosen = fit_rows(rows, [Fraction(v) for v in values])
     tolerances = [slack] * len(sizes)
-    if quantity == "time":
+    if quantity == Quantity.TIME:
         tolerances = _time_tolerances(terms, values, runs, rows, chosen)
     points = tuple(
         SizePoint(
@@ -205,7 +205,7 @@ def stage_fit(
             terms[i],
             values[i],
             None if i in chosen else float(predict(coefficients, rows[i])),
-            tuple(runs[i]) if quantity == "time" else (),
+            tuple(runs[i]) if quantity == Quantity.TIME else (),
             tolerances[i],
         )
         for i in range(len(sizes))
@@ -223,7 +223,7 @@ def stage_fit(
         at_target - constant,
         growing,
         terms_of(pipeline, stage, target),
-        _label(phase or (PhaseKind.STAGE, stage), stage) if quantity == "memory" else "",
+        _label(phase or (PhaseKind.STAGE, stage), stage) if quantity == Quantity.MEMORY else "",
         estimable([rows[i] for i in chosen], target_row),
         layout,
     )
@@ -231,7 +231,7 @@ def stage_fit(
 
 def _label(phase: tuple[str, str], stage: str) -> str:
     kind, name = phase
-    return f"{kind}:{name}" if kind == "stage" else f"{kind}:{name}@{stage}"
+    return f"{kind}:{name}" if kind == PhaseKind.STAGE else f"{kind}:{name}@{stage}"
 
 
 def _time_tolerances(
