@@ -45,7 +45,8 @@ def calibrate(clock: Callable[[], float]) -> Calibration:
 
     kink = Kink("min", 16)
     pipeline = load_text(formula_text(kink), "kinked.wf")["kinked"]
-    session = Session(Kinked(kink), pipeline, "cpu", clock=clock)
+    pipe = Kinked(kink)
+    session = Session(pipe, pipeline, "cpu", clock=clock)  # type: ignore[arg-type]  # a __call__ of its own keywords
     return calibrate_session(
         session, target=TARGET, probe=PROBE, warmup=WARMUP, verify=True, repeat=2
     )

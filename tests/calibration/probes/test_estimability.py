@@ -20,7 +20,8 @@ def calibrate(kink: Kink, target: dict, probe: dict, warmup: dict) -> Calibratio
     from dslc.build import load_text
 
     pipeline = load_text(formula_text(kink), "kinked.wf")["kinked"]
-    session = Session(Kinked(kink), pipeline, "cpu")
+    pipe = Kinked(kink)
+    session = Session(pipe, pipeline, "cpu")  # type: ignore[arg-type]  # a __call__ of its own keywords
     return calibrate_session(
         session, target=target, probe=probe, warmup=warmup, verify=True, repeat=1
     )
