@@ -458,7 +458,7 @@ def check(
     for fit in fits:
         iterations = int(at_target[fit.stage].iterations)
         scale = _stage_peak(records, fit) if fit.quantity == Quantity.MEMORY else request
-        finding = classify(pipeline, fit, target, scale, iterations) if fit.estimable else None
+        finding = classify(pipeline, fit, target, scale, iterations)
         key = (fit.stage, fit.quantity)
         if finding is not None and (key not in worst or rank(finding) < rank(worst[key])):
             worst[key] = finding
