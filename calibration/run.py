@@ -26,7 +26,8 @@ from calibration.host import quiet_libraries, torch_threads
 from calibration.probes.evidence import StageMargin, reach, stage_margins, with_risks
 from calibration.probes.findings import Checked, Finding, check, rank
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
-from calibration.probes.policy import open_stages
+from calibration.probes.policy import memory_terms, open_stages
+from calibration.probes.residuals import StageFit
 from calibration.probes.sizes import (
     coverage_probes,
     departures,
@@ -35,7 +36,7 @@ from calibration.probes.sizes import (
     larger_probe,
     shape_probe,
 )
-from calibration.probes.time_probe import TIME_TOLERANCE, time_probe
+from calibration.probes.time_probe import TIME_TOLERANCE, covers_memory, time_probe
 from calibration.session import Params, Session
 from calibration.wiring import call_arguments
 from runtime import FormulaError, Pipeline
@@ -583,9 +584,9 @@ def _memory_sizes(
     return _nearer(loop, settled, probe, target, margin, uncovered)
 
 
-#: When a growing stage's target lies this many times beyond its largest measured growth, the loop
-#: adds the size nearest the target that the budget allows, for every stage's evidence margin.
-REACH = 2.0
+#: The reach (the target's growing part over the largest measured one) a size nearer the target
+#: should bring every growing stage within: the evidence margin pads ``PER_EFOLD x ln(reach)``.
+REACH = 1.1
 
 
 def _nearer(
@@ -596,18 +597,40 @@ def _nearer(
     margin: float,
     uncovered: Sequence[str],
 ) -> Settled:
-    """The affordable size of the ladder nearest the target (most work), when some stage's memory
-    reaches past ``REACH`` its largest measured growth: chosen from the formulas, the costs and the
-    exact memory alone, so it serves memory and time alike without a clock."""
-    fits = [f for f in settled.checked.fits if f.quantity == MEMORY]
+    """When some growing stage's target lies past ``REACH`` its largest measured growth, the
+    cheapest affordable size of the ladder that brings every one within it, else the one that
+    brings them nearest: chosen from the formulas, the costs and the exact memory alone (the fits
+    say each size's growth before it runs), so it serves memory and time without a clock."""
+    fits = [f for f in settled.checked.fits if f.quantity == MEMORY and f.growing_at_target > 0]
     if max((reach(f) for f in fits), default=1.0) <= REACH:
         return settled
     pipeline = loop.session.formulas
     measured = [dict(r.params) for r in loop.records]
-    steps = [c for c in ladder(pipeline, probe, target) if c not in measured and loop.affordable(c)]
-    if not steps or not loop.add_size(steps[-1], "bringing the sizes nearer the target"):
+    steps = [
+        c
+        for c in ladder(pipeline, probe, target)
+        if c not in measured
+        and loop.affordable(c)
+        and not covers_memory(pipeline, c, target, loop.records)
+    ]
+    scored = [(_reach_with(pipeline, fits, c), k, c) for k, c in enumerate(steps)]
+    within = [s for s in scored if s[0] <= REACH]
+    best = within[0] if within else min(scored, key=lambda s: (s[0], s[1]), default=None)
+    if best is None or best[0] >= max(reach(f) for f in fits):
+        return settled
+    if not loop.add_size(best[2], "bringing the sizes nearer the target"):
         return settled
     return loop.settle(margin, uncovered)
+
+
+def _reach_with(pipeline: Pipeline, fits: Sequence[StageFit], size: Params) -> float:
+    """Every growing stage's reach once ``size`` is measured too (its growth from the fit)."""
+    out = 1.0
+    for fit in fits:
+        grown = fit.growing_at(memory_terms(pipeline, fit.stage, size))
+        largest = max((*fit.growing, grown), default=0.0)
+        out = max(out, fit.growing_at_target / largest if largest > 0 else 1.0)
+    return out
 
 
 def _time_size(

@@ -108,6 +108,12 @@ class StageFit:
                 out = max(out, abs(float(predict(coefficients, target)) - self.at_target))
         return out
 
+    def growing_at(self, terms: Sequence[Fraction]) -> float:
+        """The fit's growing part (its value minus its constant) at a size's terms."""
+        rows = [row(p.terms) for p in self.points]
+        coefficients, _ = fit_rows(rows, [Fraction(p.value) for p in self.points])
+        return float(predict(coefficients, row(terms)) - coefficients[0])
+
     @property
     def off(self) -> tuple[int, ...]:
         return tuple(i for i, p in enumerate(self.points) if p.off)
@@ -141,7 +147,10 @@ def _grouped(
     by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
     # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
     # peak says what the formula does (the loop re-runs its size later).
-    later = records[1:] if len(records) > 2 else records
+    # (Left out only where its size is measured again: a size left out of the regime may have
+    # made another record the first.)
+    again = len(records) > 2 and any(r.params == records[0].params for r in records[1:])
+    later = records[1:] if again else records
     for record in later:
         if not record.ok or (
             layout is not None and phase_layout(record, stage, kind, name) != layout

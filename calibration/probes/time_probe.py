@@ -69,7 +69,7 @@ def _samples_at(pipeline: Pipeline, stage: str, point: Point, repeat: int) -> in
     return repeat if pipeline.evaluate(**point)[stage].iterations > 0 else 0
 
 
-def _covers_memory(
+def covers_memory(
     pipeline: Pipeline, point: Point, target: Point, records: Sequence[WarmupRecord]
 ) -> bool:
     """Whether ``point`` needs the target's memory in some stage whose memory grows: a probe must
@@ -129,7 +129,7 @@ def time_probe(
         if point in measured or not pipeline.is_admissible(**point):
             continue
         cost = work(pipeline, point)
-        if cost >= ceiling or _covers_memory(pipeline, point, target, records):
+        if cost >= ceiling or covers_memory(pipeline, point, target, records):
             continue
         scored.append((worst(point), cost, point))
     if not scored:
