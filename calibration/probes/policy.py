@@ -20,6 +20,7 @@ from artifact.limits import MAX_PROBE_GROUP
 from calibration.errors import CalibrationLimitError
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, row
+from runtime.estimate.fit.kinds import Quantity
 from runtime.estimate.fit.points import Point, point_key
 
 Terms = tuple[Fraction, ...]
@@ -36,7 +37,7 @@ def time_terms(pipeline: Pipeline, stage: str, params: Point) -> Terms:
 
 
 TermsOf = Callable[[Pipeline, str, Point], Terms]
-QUANTITIES: Mapping[str, TermsOf] = {"memory": memory_terms, "time": time_terms}
+QUANTITIES: Mapping[str, TermsOf] = {Quantity.MEMORY: memory_terms, Quantity.TIME: time_terms}
 
 
 def _determined(rows: Sequence[tuple[Fraction, ...]], target: tuple[Fraction, ...]) -> bool:

@@ -29,6 +29,7 @@ from attrs import frozen
 from calibration.probes.policy import QUANTITIES, work
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
+from runtime.estimate.fit.kinds import PhaseKind, Quantity
 from runtime.estimate.fit.noise import (
     distance,
     median_error,
@@ -36,7 +37,12 @@ from runtime.estimate.fit.noise import (
     tolerance,
 )
 from runtime.estimate.fit.points import Point
-from runtime.estimate.fit.samples import memory_above_baseline, stage_sample
+from runtime.estimate.fit.samples import (
+    Layout,
+    memory_above_baseline,
+    phase_layout,
+    stage_sample,
+)
 from runtime.record import WarmupRecord
 
 
@@ -74,7 +80,7 @@ class StageFit:
     target."""
 
     stage: str
-    quantity: str
+    quantity: Quantity
     points: tuple[SizePoint, ...]  # the largest first
     chosen: tuple[int, ...]  # the sizes the fit passes through
     at_target: (
@@ -84,6 +90,8 @@ class StageFit:
     growing: tuple[float, ...]  # that part at each size
     target_terms: tuple[Fraction, ...] = ()
     phase: str = ""  # the phase's label (memory): "stage:DenoisingStage", "setup:DenoisingStage"
+    estimable: bool = True  # the target's term vector lies in the span of the sizes' (exact rank)
+    layout: Layout | None = None  # the components active in the phase (memory): fitted apart
 
     def spread_at_target(self) -> float:
         """How far the fit's value at the target moves when any one size it passes through is
@@ -99,6 +107,12 @@ class StageFit:
             if chosen and estimable([rows[kept[i]] for i in chosen], target):
                 out = max(out, abs(float(predict(coefficients, target)) - self.at_target))
         return out
+
+    def growing_at(self, terms: Sequence[Fraction]) -> float:
+        """The fit's growing part (its value minus its constant) at a size's terms."""
+        rows = [row(p.terms) for p in self.points]
+        coefficients, _ = fit_rows(rows, [Fraction(p.value) for p in self.points])
+        return float(predict(coefficients, row(terms)) - coefficients[0])
 
     @property
     def off(self) -> tuple[int, ...]:
@@ -122,21 +136,28 @@ def _grouped(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     stage: str,
-    quantity: str,
+    quantity: Quantity,
     phase: tuple[str, str] | None,
+    layout: Layout | None = None,
 ) -> dict[tuple[tuple[str, int | bool], ...], list[float]]:
-    """Per size (its params), the values of its runs (memory: the phase's peak above baseline;
-    time: steady seconds per iteration, one sample a run: ``fit.samples.stage_sample``)."""
-    kind, name = phase or ("stage", stage)
+    """Per size (its params), the values of its runs (memory: the phase's peak above baseline, of
+    the records whose phase had ``layout``; time: steady seconds per iteration, one sample a run:
+    ``fit.samples.stage_sample``)."""
+    kind, name = phase or (PhaseKind.STAGE, stage)
     by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
     # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
     # peak says what the formula does (the loop re-runs its size later).
-    later = records[1:] if len(records) > 2 else records
+    # (Left out only where its size is measured again: a size left out of the regime may have
+    # made another record the first.)
+    again = len(records) > 2 and any(r.params == records[0].params for r in records[1:])
+    later = records[1:] if again else records
     for record in later:
-        if not record.ok:
+        if not record.ok or (
+            layout is not None and phase_layout(record, stage, kind, name) != layout
+        ):
             continue
         params = dict(record.params)
-        if quantity == "memory":
+        if quantity == Quantity.MEMORY:
             above = memory_above_baseline(record, stage, kind, name)
             value = None if above is None else float(above)
         else:
@@ -164,26 +185,28 @@ def stage_fit(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     stage: str,
-    quantity: str,
+    quantity: Quantity,
     target: Point,
     slack: float,
     phase: tuple[str, str] | None = None,
+    layout: Layout | None = None,
 ) -> StageFit | None:
     """The sizes of ``stage``'s ``quantity`` (memory: of one of its phases, ``(kind, name)``, the
-    stage's own by default) against the fit through them (None: under two sizes)."""
+    stage's own by default, in one ``layout``) against the fit through them (None: under two
+    sizes)."""
     terms_of = QUANTITIES[quantity]
-    grouped = _grouped(pipeline, records, stage, quantity, phase)
+    grouped = _grouped(pipeline, records, stage, quantity, phase, layout)
     if len(grouped) < 2:
         return None
     sizes = sorted(grouped.items(), key=lambda kv: work(pipeline, dict(kv[0])), reverse=True)
     params = [dict(key) for key, _ in sizes]
     runs = [values for _, values in sizes]
-    values = [max(v) if quantity == "memory" else statistics.median(v) for v in runs]
+    values = [max(v) if quantity == Quantity.MEMORY else statistics.median(v) for v in runs]
     terms = [terms_of(pipeline, stage, p) for p in params]
     rows = [row(t) for t in terms]
     coefficients, chosen = fit_rows(rows, [Fraction(v) for v in values])
     tolerances = [slack] * len(sizes)
-    if quantity == "time":
+    if quantity == Quantity.TIME:
         tolerances = _time_tolerances(terms, values, runs, rows, chosen)
     points = tuple(
         SizePoint(
@@ -191,7 +214,7 @@ def stage_fit(
             terms[i],
             values[i],
             None if i in chosen else float(predict(coefficients, rows[i])),
-            tuple(runs[i]) if quantity == "time" else (),
+            tuple(runs[i]) if quantity == Quantity.TIME else (),
             tolerances[i],
         )
         for i in range(len(sizes))
@@ -209,13 +232,15 @@ def stage_fit(
         at_target - constant,
         growing,
         terms_of(pipeline, stage, target),
-        _label(phase or ("stage", stage), stage) if quantity == "memory" else "",
+        _label(phase or (PhaseKind.STAGE, stage), stage) if quantity == Quantity.MEMORY else "",
+        estimable([rows[i] for i in chosen], target_row),
+        layout,
     )
 
 
 def _label(phase: tuple[str, str], stage: str) -> str:
     kind, name = phase
-    return f"{kind}:{name}" if kind == "stage" else f"{kind}:{name}@{stage}"
+    return f"{kind}:{name}" if kind == PhaseKind.STAGE else f"{kind}:{name}@{stage}"
 
 
 def _time_tolerances(

@@ -22,6 +22,7 @@ from fractions import Fraction
 from calibration.probes.policy import memory_terms, time_terms, work
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate
+from runtime.estimate.fit.kinds import Method
 from runtime.estimate.fit.points import Point
 from runtime.estimate.fit.time_plane import predicted_spread
 from runtime.estimate.points import Workload
@@ -44,7 +45,7 @@ def uncertain_stages(
     return tuple(
         s.stage
         for s in result.timing.stages
-        if s.method == "fit" and s.spread_s is not None and 2 * s.spread_s > tolerance * total
+        if s.method == Method.FIT and s.spread_s is not None and 2 * s.spread_s > tolerance * total
     )
 
 
@@ -55,7 +56,7 @@ def scaled_stages(
     from the target's: their spread is unknown, so they are uncertain whatever the tolerance."""
     out = []
     for s in result.timing.stages:
-        if s.method != "scaled":
+        if s.method != Method.SCALED:
             continue
         want = time_terms(pipeline, s.stage, target)
         if all(size.terms != want for size in stage_sizes(workload, s.stage, s.repeated)):
@@ -68,7 +69,7 @@ def _samples_at(pipeline: Pipeline, stage: str, point: Point, repeat: int) -> in
     return repeat if pipeline.evaluate(**point)[stage].iterations > 0 else 0
 
 
-def _covers_memory(
+def covers_memory(
     pipeline: Pipeline, point: Point, target: Point, records: Sequence[WarmupRecord]
 ) -> bool:
     """Whether ``point`` needs the target's memory in some stage whose memory grows: a probe must
@@ -128,7 +129,7 @@ def time_probe(
         if point in measured or not pipeline.is_admissible(**point):
             continue
         cost = work(pipeline, point)
-        if cost >= ceiling or _covers_memory(pipeline, point, target, records):
+        if cost >= ceiling or covers_memory(pipeline, point, target, records):
             continue
         scored.append((worst(point), cost, point))
     if not scored:

@@ -28,6 +28,7 @@ from attrs import frozen
 
 from artifact.ir import StageValues
 from artifact.spelling import point_text
+from runtime.estimate.fit.kinds import Method
 from runtime.estimate.fit.samples import StageSample, stage_sample
 from runtime.estimate.fit.time_plane import SizeTimes, fit_time
 from runtime.estimate.points import (
@@ -92,7 +93,7 @@ def stage_time(
     if seconds is not None:
         return StageTime(
             stage=stage,
-            method="measurement",
+            method=Method.MEASUREMENT,
             seconds=seconds,
             reason="measured at the target's iterations and measure (the median of its runs)",
             repeated=repeated,
@@ -110,7 +111,7 @@ def stage_time(
     if carried is None:
         return StageTime(
             stage=stage,
-            method="none",
+            method=Method.NONE,
             seconds=None,
             reason="measured where its time measure is 0; cannot scale",
             repeated=repeated,
@@ -143,7 +144,7 @@ def _not_measured(stage: str, rep_n: int, target_n: int, target_m: Measure) -> S
     if target_n == 0:
         return StageTime(
             stage=stage,
-            method="measurement",
+            method=Method.MEASUREMENT,
             seconds=0.0,
             reason="does not run at the target (0 iterations)",
             repeated=False,
@@ -152,7 +153,7 @@ def _not_measured(stage: str, rep_n: int, target_n: int, target_m: Measure) -> S
         )
     return StageTime(
         stage=stage,
-        method="none",
+        method=Method.NONE,
         seconds=None,
         reason="not measured in the representative record",
         repeated=False,
@@ -194,7 +195,7 @@ def _fitted(
     if any(c < 0 for c in fitted.coefficients[1:]):
         predicted = sizes[-1].median
         how += " (negative slope taken as flat: the largest size's time)"
-    return _Carried("fit", predicted, how, fitted.spread * target_n)
+    return _Carried(Method.FIT, predicted, how, fitted.spread * target_n)
 
 
 def _scaled(base: float, measure: Measure, target_m: Measure, sizes: int) -> _Carried | None:
@@ -206,13 +207,13 @@ def _scaled(base: float, measure: Measure, target_m: Measure, sizes: int) -> _Ca
     how = f"per-iteration time scaled by measure {show_measure(target_m)} / {show_measure(measure)}"
     if sizes >= 2:
         how += " (the measured sizes do not determine the time terms at the target)"
-    return _Carried("scaled", predicted, how)
+    return _Carried(Method.SCALED, predicted, how)
 
 
 def request_time(work: Workload) -> TimingEstimate:
     """Every stage of the formulas and the untracked time of the representative record."""
     if not work.ok:
-        return TimingEstimate("none", None, "no successful measurement")
+        return TimingEstimate(Method.NONE, None, "no successful measurement")
     representative = max(work.ok, key=lambda item: (_work(item[2], item[1]), item[0]))
     _, rep, _ = representative
     stages = tuple(stage_time(work, s, representative) for s in work.stages)
@@ -220,18 +221,20 @@ def request_time(work: Workload) -> TimingEstimate:
     missing = [s.stage for s in stages if s.seconds is None]
     if missing:
         return TimingEstimate(
-            "none", None, f"stages not measured: {', '.join(missing)}", stages, untracked
+            Method.NONE, None, f"stages not measured: {', '.join(missing)}", stages, untracked
         )
     methods = {s.method for s in stages}
     method = (
-        "measurement" if methods == {"measurement"} else ("fit" if "fit" in methods else "scaled")
+        Method.MEASUREMENT
+        if methods == {Method.MEASUREMENT}
+        else (Method.FIT if Method.FIT in methods else Method.SCALED)
     )
     total = sum(s.seconds or 0.0 for s in stages) + untracked
     reason = (
         f"sum of {len(stages)} stages + {untracked:.4g} s outside stages (kept), "
         f"from the record at {_describe(rep.params)}"
     )
-    spreads = [0.0 if s.method == "measurement" else s.spread_s for s in stages]
+    spreads = [0.0 if s.method == Method.MEASUREMENT else s.spread_s for s in stages]
     spread = None if None in spreads else math.sqrt(sum(x * x for x in spreads if x is not None))
     return TimingEstimate(method, total, reason, stages, untracked, spread)
 

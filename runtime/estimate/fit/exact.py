@@ -136,6 +136,21 @@ def predict(coefficients: Sequence[Fraction], r: Sequence[Fraction]) -> Fraction
     return dot(coefficients, r)
 
 
+def _normal(
+    rows: Sequence[Row], weights: Sequence[Fraction]
+) -> tuple[list[int], list[tuple[Fraction, ...]]]:
+    """The columns the rows determine (the others are combinations of them over the rows) and the
+    weighted normal matrix ``X' W X`` over those columns."""
+    columns = [tuple(r[j] for r in rows) for j in range(len(rows[0]))]
+    kept = independent_rows(columns)
+    a = [tuple(r[j] for j in kept) for r in rows]
+    normal = [
+        tuple(sum((w * x[i] * x[j] for x, w in zip(a, weights)), ZERO) for j in range(len(kept)))
+        for i in range(len(kept))
+    ]
+    return kept, normal
+
+
 def least_squares(
     rows: Sequence[Row], values: Sequence[Fraction], weights: Sequence[Fraction] | None = None
 ) -> tuple[tuple[Fraction, ...], list[int]] | None:
@@ -144,15 +159,9 @@ def least_squares(
     if not rows:
         return None
     w = list(weights) if weights is not None else [Fraction(1)] * len(rows)
-    columns = [tuple(r[j] for r in rows) for j in range(len(rows[0]))]
-    kept = independent_rows(columns)
+    kept, normal = _normal(rows, w)
     a = [tuple(r[j] for j in kept) for r in rows]
-    size = len(kept)
-    normal = [
-        tuple(sum((wi * x[i] * x[j] for x, wi in zip(a, w)), ZERO) for j in range(size))
-        for i in range(size)
-    ]
-    rhs = [sum((wi * x[i] * v for x, v, wi in zip(a, values, w)), ZERO) for i in range(size)]
+    rhs = [sum((wi * x[i] * v for x, v, wi in zip(a, values, w)), ZERO) for i in range(len(kept))]
     solution = basic_solution(normal, rhs)
     coefficients = [ZERO] * len(rows[0])
     for j, c in zip(kept, solution):
@@ -175,12 +184,7 @@ def weighted_least_squares_at(
     solved = least_squares(rows, values, weights)
     assert solved is not None
     coefficients, kept = solved
-    a = [tuple(r[j] for j in kept) for r in rows]
-    size = len(kept)
-    normal = [
-        tuple(sum((w * x[i] * x[j] for x, w in zip(a, weights)), ZERO) for j in range(size))
-        for i in range(size)
-    ]
+    _, normal = _normal(rows, weights)
     at = tuple(target[j] for j in kept)
     variance = dot(at, basic_solution(normal, at))
     return dot(coefficients, target), coefficients, variance
