@@ -323,10 +323,11 @@ def _mismatch_step(case: _Case, follows: str) -> str:
     fit, found = case.fit, case.found
     if not case.name:
         return f"revise {fit.stage}'s `{fit.quantity} ~` terms in the formula file"
-    if found is not None and found.declared and found.direction == follows:
+    named = [n.strip() for n in case.name.split(",")]
+    if found is not None and found.declared and found.direction in named:
         return (
-            f"revise the terms in {follows} of {fit.stage}'s `{fit.quantity} ~` in the formula "
-            "file: it has some, and the measured sizes do not follow them"
+            f"revise the terms in {found.direction} of {fit.stage}'s `{fit.quantity} ~` in the "
+            "formula file: it has some, and the measured sizes do not follow them"
         )
     return (
         f"add a term in {follows} to {fit.stage}'s `{fit.quantity} ~` (or fix the ones there) "
