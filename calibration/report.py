@@ -12,6 +12,7 @@ from typing import Any
 from artifact.units import show_bytes, show_seconds
 from calibration.run import Calibration, Comparison
 from calibration.verdict import verdict
+from runtime.estimate.fit.kinds import Method
 
 DOCUMENT_VERSION = 1
 
@@ -239,7 +240,7 @@ def _findings_part(cal: Calibration) -> dict[str, Any]:
 
 def _margin_source(method: str, source: str | None) -> str | None:
     """Which margin a phase's bound got: "evidence", "fixed", or None where nothing is padded."""
-    return source if method in ("fit", "scaled") else None
+    return source if method in (Method.FIT, Method.SCALED) else None
 
 
 def show_ratio(value: Fraction) -> str:

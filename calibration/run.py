@@ -18,17 +18,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from artifact.spelling import point_text
 from calibration.calls import UnprovenCall, unproven_calls
 from calibration.errors import CalibrationError
 from calibration.host import quiet_libraries, torch_threads
 from calibration.offload import Offload
-from calibration.probes.evidence import StageMargin, stage_margins, with_risks
+from calibration.probes.evidence import StageMargin, reach, stage_margins, with_risks
 from calibration.probes.findings import Checked, Finding, check, rank
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
-from calibration.probes.policy import open_stages
+from calibration.probes.policy import memory_terms, open_stages
+from calibration.probes.residuals import StageFit
 from calibration.probes.sizes import (
     coverage_probes,
     departures,
@@ -37,15 +38,17 @@ from calibration.probes.sizes import (
     larger_probe,
     shape_probe,
 )
-from calibration.probes.time_probe import TIME_TOLERANCE, time_probe
+from calibration.probes.time_probe import TIME_TOLERANCE, covers_memory, time_probe
 from calibration.session import Params, Session
 from calibration.weights import phase_weights, unobserved
 from calibration.wiring import call_arguments
 from runtime import FormulaError, Pipeline
-from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate
+from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate, estimate_timing
+from runtime.estimate.fit.kinds import FindingKind, MarginSource, PhaseKind, Quantity
 from runtime.record import WarmupRecord
 
 Progress = Callable[[int, int, str], None]
+MEMORY, TIME = Quantity.MEMORY, Quantity.TIME
 
 
 @frozen
@@ -251,6 +254,12 @@ class Settled:
     kept: tuple[WarmupRecord, ...]
     estimate: WorkloadEstimate
     margins: tuple[StageMargin, ...]
+    timed: tuple[WarmupRecord, ...] = ()  # the runs of sizes chosen for time
+
+    @property
+    def for_time(self) -> tuple[WarmupRecord, ...]:
+        """Every record the time estimate used."""
+        return (*self.kept, *self.timed)
 
 
 def settle(
@@ -259,17 +268,22 @@ def settle(
     target: Params,
     margin: float,
     uncovered: Sequence[str],
+    timed: Sequence[WarmupRecord] = (),
 ) -> Settled:
     """Check the records, leave out the sizes a memory finding puts outside the formulas' regime,
-    give each stage its margin (evidence or fixed) and estimate, with the findings' risks added."""
+    give each stage its margin (evidence or fixed) and estimate, with the findings' risks added.
+
+    ``timed`` are the runs of sizes chosen for time (from measured times, so from a clock): they
+    join the time checks and the time estimate only, so that no memory figure depends on a clock."""
     pipeline, backend = session.formulas, session.recorder.backend.name
     everything = check(pipeline, records, target, backend)
     kept = in_regime(pipeline, records, everything.findings, target)
     checked = everything if len(kept) == len(records) else check(pipeline, kept, target, backend)
-    regime = [f for f in everything.findings if f.kind == "probe-regime"]
-    findings = tuple(
-        sorted([*regime, *(f for f in checked.findings if f.kind != "probe-regime")], key=rank)
-    )
+    if timed:
+        checked = _with_time(checked, check(pipeline, [*kept, *timed], target, backend, (TIME,)))
+    regime = [f for f in everything.findings if f.kind == FindingKind.PROBE_REGIME]
+    rest = (f for f in checked.findings if f.kind != FindingKind.PROBE_REGIME)
+    findings = tuple(sorted([*regime, *rest], key=rank))
     margins = stage_margins(pipeline, checked, uncovered, margin)
     result = estimate(
         kept,
@@ -277,15 +291,22 @@ def settle(
         target=target,
         margin=margin,
         component_weight_bytes=session.weights,
-        stage_margins={m.stage: m.margin for m in margins if m.source == "evidence"},
+        stage_margins={m.stage: m.margin for m in margins if m.source == MarginSource.EVIDENCE},
     )
-    return Settled(
-        checked,
-        findings,
-        tuple(kept),
-        with_risks(result, (*checked.findings, *checked.quiet)),
-        margins,
-    )
+    if timed:
+        result = evolve(result, timing=estimate_timing([*kept, *timed], pipeline, target))
+    risks = with_risks(result, (*checked.findings, *checked.quiet))
+    return Settled(checked, findings, tuple(kept), risks, margins, tuple(timed))
+
+
+def _with_time(memory: Checked, time: Checked) -> Checked:
+    """The memory checks of ``memory`` with the time checks of ``time``."""
+    findings = [
+        *(f for f in memory.findings if f.quantity != TIME),
+        *(f for f in time.findings if f.quantity == TIME),
+    ]
+    fits = [*(f for f in memory.fits if f.quantity != TIME), *time.fits]
+    return Checked(tuple(sorted(findings, key=rank)), tuple(fits), memory.quiet)
 
 
 def fixed_margin_bounds(
@@ -325,6 +346,7 @@ class _Loop:
         self.step = 0
         self.roles: list[str] = []
         self.records: list[WarmupRecord] = []
+        self.for_time: set[str] = set()  # roles of sizes chosen from measured times
         self.runs: list[WarmupRecord] = []
         self.cost = sum(
             (relative_cost(session.formulas, points[role], target) for role, _ in sizes[1:]),
@@ -342,17 +364,31 @@ class _Loop:
         """Whether one more size at ``point`` keeps the extra sizes' cost under the budget."""
         return self.cost + relative_cost(self.session.formulas, point, self.target) < BUDGET
 
-    def add_size(self, point: dict[str, int | bool], why: str) -> bool:
-        """One more size, if affordable and new: measured now, and once in every later round."""
+    def add_size(self, point: dict[str, int | bool], why: str, for_time: bool = False) -> bool:
+        """One more size, if affordable and new: measured now, and once in every later round. A
+        size ``for_time`` was chosen from measured times: it never enters a memory figure."""
         if point in self.points.values() or not self.affordable(point):
             return False
         role = f"probe {len(self.sizes) + 1}"
+        if for_time:
+            self.for_time.add(role)
         self.cost += relative_cost(self.session.formulas, point, self.target)
         self.points[role] = point
         self.sizes.append((role, why))
         self.total += self.repeat
         self.measure(role, why)
         return True
+
+    def split(self) -> tuple[list[WarmupRecord], list[WarmupRecord]]:
+        """The records of the sizes chosen from the formulas alone, and those chosen for time."""
+        memory = [r for role, r in zip(self.roles, self.records) if role not in self.for_time]
+        timed = [r for role, r in zip(self.roles, self.records) if role in self.for_time]
+        return memory, timed
+
+    def settle(self, margin: float, uncovered: Sequence[str]) -> Settled:
+        """What the records say so far (``settle``), time sizes kept to time."""
+        memory, timed = self.split()
+        return settle(self.session, memory, self.target, margin, uncovered, timed)
 
     def verify_target(self, k: int) -> None:
         self.step += 1
@@ -403,7 +439,7 @@ def calibrate_session(
             _more_sizes(loop, probe, target, margin, uncovered, time_tolerance)
         if verify:
             loop.verify_target(k + 1)
-    settled = settle(session, loop.records, target, margin, uncovered)
+    settled = loop.settle(margin, uncovered)
     loop.step += 1
     loop.tick(loop.step, loop.total, "estimating")
     measured_run = median_run(loop.runs) if loop.runs else None
@@ -420,7 +456,9 @@ def _planned(
     term, one size per param no two sizes move alone -- by role, why each, and what none moves."""
     planned = [
         (p, "determining the declared terms at the target")
-        for p in extra_probes(pipeline, warmup, probe, target)
+        for p in extra_probes(
+            pipeline, warmup, probe, target, cost=lambda c: relative_cost(pipeline, c, target)
+        )
     ]
     covering, uncovered = coverage_probes(
         pipeline, [warmup, probe, *(p for p, _ in planned)], [warmup, probe], probe, target
@@ -523,17 +561,28 @@ def _more_sizes(
     uncovered: Sequence[str],
     time_tolerance: float | None,
 ) -> None:
-    """After the first round: larger sizes until no fit is unconfirmed and every growing stage's
-    fit is confirmed by a size beyond it (for its evidence margin), a third value of every param
-    the memory grows with (``shape_probe``), then a probe for time when a stage's time at the
-    target is too uncertain (``calibration.probes.time_probe``)."""
+    """After the first round: sizes for memory (``_memory_sizes``), chosen from the formulas, the
+    costs and the exact memory alone, then a probe for time (``_time_size``), chosen from measured
+    times, that never enters a memory figure: two runs give the same memory bit for bit."""
+    settled = _memory_sizes(loop, probe, target, margin, uncovered)
+    if time_tolerance is not None:
+        _time_size(loop, settled, probe, target, time_tolerance)
+
+
+def _memory_sizes(
+    loop: _Loop, probe: Params, target: Params, margin: float, uncovered: Sequence[str]
+) -> Settled:
+    """Larger sizes until no memory fit is unconfirmed and every growing stage's fit is confirmed
+    by a size beyond it (for its evidence margin), then a third value of every param the memory
+    grows with (``shape_probe``). Only memory findings decide: time findings come from a clock."""
     pipeline = loop.session.formulas
-    settled = settle(loop.session, loop.records, target, margin, uncovered)
+    settled = loop.settle(margin, uncovered)
     for _ in range(CONFIRM_TRIES):
-        unsure = any(f.kind == "unconfirmed" for f in settled.findings)
+        memory = [f for f in settled.findings if f.quantity != TIME]
+        unsure = any(f.kind == FindingKind.UNCONFIRMED for f in memory)
         unconfirmed_fit = any(
-            f.unconfirmed for f in settled.checked.fits if f.quantity == "memory"
-        ) and not any(f.actionable for f in settled.findings)
+            f.unconfirmed for f in settled.checked.fits if f.quantity == MEMORY
+        ) and not any(f.actionable for f in memory)
         if not (unsure or unconfirmed_fit):
             break
         measured = [dict(r.params) for r in loop.records]
@@ -541,31 +590,88 @@ def _more_sizes(
         why = "deciding an unconfirmed fit" if unsure else "confirming the fits"
         if larger is None or not loop.add_size(larger, why):
             break
-        settled = settle(loop.session, loop.records, target, margin, uncovered)
+        settled = loop.settle(margin, uncovered)
     for _ in departures(probe, target):
         found = shape_probe(pipeline, [dict(r.params) for r in loop.records], probe, target)
         if found is None or not loop.add_size(
             found[0], f"testing the fit's shape along {found[1]}"
         ):
             break
-        settled = settle(loop.session, loop.records, target, margin, uncovered)
-    if time_tolerance is not None:
+        settled = loop.settle(margin, uncovered)
+    return _nearer(loop, settled, probe, target, margin, uncovered)
 
-        def candidates() -> Iterator[Params]:
-            """The ladder, built only when a stage's time needs a probe (``time_probe`` asks)."""
-            yield from (c for c in ladder(pipeline, probe, target) if loop.affordable(c))
 
-        timed = time_probe(
-            pipeline,
-            settled.kept,
-            settled.estimate,
-            target,
-            candidates(),
-            loop.repeat,
-            time_tolerance,
-        )
-        if timed is not None:
-            loop.add_size(timed, "pinning down time")
+#: The reach (the target's growing part over the largest measured one) a size nearer the target
+#: should bring every growing stage within: the evidence margin pads ``PER_EFOLD x ln(reach)``.
+REACH = 1.1
+
+
+def _nearer(
+    loop: _Loop,
+    settled: Settled,
+    probe: Params,
+    target: Params,
+    margin: float,
+    uncovered: Sequence[str],
+) -> Settled:
+    """When some growing stage's target lies past ``REACH`` its largest measured growth, the
+    cheapest affordable size of the ladder that brings every one within it, else the one that
+    brings them nearest: chosen from the formulas, the costs and the exact memory alone (the fits
+    say each size's growth before it runs), so it serves memory and time without a clock."""
+    fits = [f for f in settled.checked.fits if f.quantity == MEMORY and f.growing_at_target > 0]
+    if max((reach(f) for f in fits), default=1.0) <= REACH:
+        return settled
+    pipeline = loop.session.formulas
+    measured = [dict(r.params) for r in loop.records]
+    steps = [
+        c
+        for c in ladder(pipeline, probe, target)
+        if c not in measured
+        and loop.affordable(c)
+        and not covers_memory(pipeline, c, target, loop.records)
+    ]
+    scored = [(_reach_with(pipeline, fits, c), k, c) for k, c in enumerate(steps)]
+    within = [s for s in scored if s[0] <= REACH]
+    best = within[0] if within else min(scored, key=lambda s: (s[0], s[1]), default=None)
+    if best is None or best[0] >= max(reach(f) for f in fits):
+        return settled
+    if not loop.add_size(best[2], "bringing the sizes nearer the target"):
+        return settled
+    return loop.settle(margin, uncovered)
+
+
+def _reach_with(pipeline: Pipeline, fits: Sequence[StageFit], size: Params) -> float:
+    """Every growing stage's reach once ``size`` is measured too (its growth from the fit)."""
+    out = 1.0
+    for fit in fits:
+        grown = fit.growing_at(memory_terms(pipeline, fit.stage, size))
+        largest = max((*fit.growing, grown), default=0.0)
+        out = max(out, fit.growing_at_target / largest if largest > 0 else 1.0)
+    return out
+
+
+def _time_size(
+    loop: _Loop, settled: Settled, probe: Params, target: Params, time_tolerance: float
+) -> None:
+    """A probe for time when a stage's time at the target is too uncertain
+    (``calibration.probes.time_probe``): for time only."""
+    pipeline = loop.session.formulas
+
+    def candidates() -> Iterator[Params]:
+        """The ladder, built only when a stage's time needs a probe (``time_probe`` asks)."""
+        yield from (c for c in ladder(pipeline, probe, target) if loop.affordable(c))
+
+    timed = time_probe(
+        pipeline,
+        settled.for_time,
+        settled.estimate,
+        target,
+        candidates(),
+        loop.repeat,
+        time_tolerance,
+    )
+    if timed is not None:
+        loop.add_size(timed, "pinning down time", for_time=True)
 
 
 def median_run(runs: Sequence[WarmupRecord]) -> WarmupRecord:
@@ -586,7 +692,7 @@ def in_regime(
     left_out = [
         dict(p)
         for f in findings
-        if f.kind in ("probe-regime", "unconfirmed") and f.quantity == "memory"
+        if f.kind in (FindingKind.PROBE_REGIME, FindingKind.UNCONFIRMED) and f.quantity == MEMORY
         for p in f.out_of_regime
     ]
     kept = [r for r in records if dict(r.params) not in left_out]
@@ -603,7 +709,10 @@ def unstaged_components(records: Sequence[WarmupRecord]) -> tuple[str, ...]:
     """Components that ran outside every stage (their formulas declare no `uses` for them)."""
     return tuple(
         dict.fromkeys(
-            p.name for r in records for p in r.phases if p.kind == "component" and p.stage is None
+            p.name
+            for r in records
+            for p in r.phases
+            if p.kind == PhaseKind.COMPONENT and p.stage is None
         )
     )
 

@@ -160,7 +160,7 @@ within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials
     callback=shape_option,
     metavar="NAME=VALUE[,...]",
     help="The cheap size the ladder starts from (default: the example's or the factory "
-    "module's WARMUP).",
+    "module's WARMUP, else the cheapest admissible size).",
 )
 @click.option(
     "-o",

@@ -1,9 +1,13 @@
 """`dslc infer`: measure a pipeline on a bounded ladder of cheap sizes and propose its formulas.
 
-``infer`` runs discovery (``layout``), the ladder (``ladder``) through the same ``Session`` and
-recorder as `calibrate` (``measure``), the exact searches (``analyse``, ``search``, ``terms``), the
-`time ~` choice from the work counted op by op (``work``, ``time_terms``), the bool params flipped
-(``switches``), and writes the draft (``draft``); ``report`` is the JSON document. Deterministic
+``infer`` is a loop of named steps (``run``): discovery (``layout``), the ladder planned per axis
+(``ladder``) and measured through the same ``Session`` and recorder as `calibrate` (``measure``),
+the steps that extend it (the steps ladder one level up, the work counted, time rechecks, the bool
+params flipped), then the fit: the searches (``analyse``, ``search``, ``terms``) run every term set
+through the one fitting core (``runtime.estimate.fit``) and keep the one of least leave-one-out
+error; the `time ~` choice comes from the work counted op by op (``work``, ``time_terms``), the
+switches' factors from ``switches``; ``draft`` writes the draft as `dslc.ast` expressions printed by
+the compiler's formatter, ``report`` the JSON document. Deterministic
 given the seed: the sizes are planned before anything runs, memory is exact on the CPU backend and
 the time lines come from counted work, not a clock; ``axes`` makes a skeleton of `--axis` texts.
 """

@@ -1,9 +1,10 @@
 """From the ladder's records to proposals: each stage's iterations, memory and time terms.
 
 Pure: records in, values out. The memory of a stage at a size is its phase's peak above the
-request's baseline (what ``calibrate`` checks, ``calibration.probes.residuals``); its time, the
-stage's seconds per iteration. A param moves a quantity when a size that departs from the base in
-it alone measures otherwise; only those params enter the stage's monomials.
+request's baseline; its time, the stage's steady seconds per iteration: both the core's one stage
+sample (``runtime.estimate.fit.stage_sample``), what ``calibrate`` checks. A param moves a
+quantity when a size that departs from the base in it alone measures otherwise; only those params
+enter the stage's monomials.
 """
 
 from __future__ import annotations
@@ -23,8 +24,17 @@ from calibration.infer.search import (
     fit_iterations,
     fit_terms,
 )
-from calibration.infer.terms import Feature, Monomial, Point, features, iteration_forms, monomials
+from calibration.infer.terms import (
+    Feature,
+    IterationForm,
+    Monomial,
+    Point,
+    features,
+    iteration_forms,
+    monomials,
+)
 from calibration.infer.time_terms import WORK_SLACK, TimeChoice, choose_time, tolerance
+from runtime.estimate.fit import PhaseKind, stage_sample
 from runtime.record import WarmupRecord
 
 
@@ -89,18 +99,21 @@ def count_of(record: WarmupRecord, plan: StagePlan) -> int | None:
             if s.stage == plan.name:
                 return s.measured
         return None
-    counts = [p.count for p in record.phases if p.kind == "stage" and p.name == plan.name]
+    counts = [p.count for p in record.phases if p.kind == PhaseKind.STAGE and p.name == plan.name]
     return counts[0] if counts else None
 
 
 def memory_of(record: WarmupRecord, stage: str) -> float | None:
-    peaks = [p.peak_allocated for p in record.phases if p.kind == "stage" and p.name == stage]
-    return float(max(peaks) - record.baseline_allocated) if peaks else None
+    """The stage's memory above the request's baseline: the core's one stage sample."""
+    memory = stage_sample(record, stage, 1).memory
+    return None if memory is None else float(memory)
 
 
 def seconds_of(record: WarmupRecord, stage: str, iterations: int) -> float | None:
-    spans = [p.duration_s for p in record.phases if p.kind == "stage" and p.name == stage]
-    return sum(spans) / max(iterations, 1) if spans else None
+    """The stage's steady time (or counted work) per iteration: the core's one stage sample
+    (the median of its iterations after the first; a one-shot stage's time over its count),
+    what calibrate checks `time ~` against."""
+    return stage_sample(record, stage, max(iterations, 1)).seconds
 
 
 def moved_by(
@@ -121,6 +134,21 @@ def moved_by(
         if any(abs(v - ref) > slack for v in alone):
             out.append(p)
     return out
+
+
+def memory_moves_with(
+    plans: Sequence[StagePlan], measured: Sequence[Measured], base: Point, param: str
+) -> bool:
+    """Whether some stage's memory moves with ``param`` alone (no term search needed)."""
+    for plan in plans:
+        samples = [
+            Sample(dict(m.record.params), v, m.held_out)
+            for m in measured
+            if m.record.ok and (v := memory_of(m.record, plan.name)) is not None
+        ]
+        if param in moved_by(samples, base, [param], MEMORY_SLACK):
+            return True
+    return False
 
 
 def feature_table(
@@ -217,18 +245,33 @@ def fit_memory(
     return approx, tuple(moving), regimes, True
 
 
-def propose(
-    plans: Sequence[StagePlan],
+@frozen
+class Inputs:
+    """What every stage's proposal is made from: the sizes (a time recheck counted once), the
+    work counted at the base's steps, the grammar and the base's repeats."""
+
+    ok: tuple[Measured, ...]  # each size once (its first run)
+    everything: tuple[Measured, ...]  # every run, rechecks too: a size's time is its least
+    counted: Mapping[tuple[tuple[str, int], ...], WarmupRecord]
+    held_out: Mapping[tuple[tuple[str, int], ...], bool]
+    table: Mapping[str, tuple[Feature, ...]]
+    forms: tuple[IterationForm, ...]
+    base: Point
+    ints: tuple[str, ...]
+    steps: str | None
+    base_repeats: tuple[WarmupRecord, ...]
+
+
+def inputs(
     measured: Sequence[Measured],
     base: Point,
     ints: Sequence[str],
     contracts: Mapping[str, Sequence[str]],
     steps: str | None,
     base_repeats: Sequence[WarmupRecord],
-    work: Sequence[WarmupRecord] = (),
-) -> list[StageProposal]:
-    """Every stage's proposal from the measured sizes (failed requests left out); ``work``: the
-    same sizes with the work counted (``calibration.infer.work``), for the time terms."""
+    work: Sequence[WarmupRecord],
+    lows: Mapping[str, int | None] | None = None,
+) -> Inputs:
     everything = [m for m in measured if m.record.ok]
     # a size measured again (a time recheck) counts once; its time is the least of its runs
     first_of: dict[tuple[tuple[str, int], ...], Measured] = {}
@@ -237,7 +280,6 @@ def propose(
     ok = [m for m in everything if first_of[_key(m.record.params)] is m]
     table = feature_table(contracts, ints, steps)
     lets = [f for p in ints for f in table[p] if f.let is not None]
-    forms = iteration_forms(ints, lets)
     held_out = {_key(m.record.params): m.held_out for m in ok}
     # the work at the base's steps (calibration.infer.run.counted)
     counted = {
@@ -247,73 +289,106 @@ def propose(
         and _key(r.params) in held_out
         and (steps is None or r.params.get(steps) == base.get(steps))
     }
-    timed = [p for p in ints if p != steps]  # a step's time does not grow with the steps
-    out = []
-    for plan in plans:
-        counts = [
-            (dict(m.record.params), c, m.held_out)
-            for m in ok
-            if (c := count_of(m.record, plan)) is not None
-        ]
-        iterations = fit_iterations(forms, counts)
-        mem = [
-            Sample(dict(m.record.params), v, m.held_out)
-            for m in ok
-            if (v := memory_of(m.record, plan.name)) is not None
-        ]
-        memory, moving, regimes, approximate = fit_memory(mem, base, ints, table)
-        spread = _spread(base_repeats, plan)
-        least: dict[tuple[tuple[str, int], ...], float] = {}
-        for m in everything:
-            v = seconds_of(m.record, plan.name, count_of(m.record, plan) or 1)
-            key = _key(m.record.params)
-            if v is not None and (key not in least or v < least[key]):
-                least[key] = v
-        times = [
-            Sample(dict(m.record.params), v, m.held_out, tolerance(v, spread))
-            for m in ok
-            if (v := least.get(_key(m.record.params))) is not None
-        ]
-        times = [t for t in times if in_regimes(t.point, regimes)]
-        works = [
-            Sample(dict(r.params), v, held_out[key])
-            for key, r in sorted(counted.items())
-            if (v := seconds_of(r, plan.name, count_of(r, plan) or 1)) is not None
-            and in_regimes(r.params, regimes)
-        ]
-        scale = max((abs(w.value) for w in works), default=0.0)
-        work_moving = moved_by(works, base, timed, WORK_SLACK * scale)
-        # the memory's terms without steps: the guess where no set gives the work
-        guess = [
-            Monomial(kept)
-            for m in memory.terms or ()
-            if (kept := tuple(f for f in m.features if f.param != steps))
-        ]
-        plain = monomials({p: table[p][:1] for p in timed})
-        time = choose_time(
-            works,
-            times,
-            list(dict.fromkeys(guess)),
-            work_tiers(table, work_moving),
-            plain,
-            spread,
-        )
-        out.append(
-            StageProposal(
-                plan,
-                iterations,
-                tuple((p, c) for p, c, _ in counts),
-                memory,
-                tuple(mem),
-                moving,
-                regimes,
-                approximate,
-                time,
-                tuple(times),
-                tuple(works),
-            )
-        )
-    return out
+    forms = tuple(iteration_forms(ints, lets, lows))
+    return Inputs(
+        tuple(ok),
+        tuple(everything),
+        counted,
+        held_out,
+        table,
+        forms,
+        base,
+        tuple(ints),
+        steps,
+        tuple(base_repeats),
+    )
+
+
+def propose(
+    plans: Sequence[StagePlan],
+    measured: Sequence[Measured],
+    base: Point,
+    ints: Sequence[str],
+    contracts: Mapping[str, Sequence[str]],
+    steps: str | None,
+    base_repeats: Sequence[WarmupRecord],
+    work: Sequence[WarmupRecord] = (),
+    lows: Mapping[str, int | None] | None = None,
+) -> list[StageProposal]:
+    """Every stage's proposal from the measured sizes (failed requests left out); ``work``: the
+    same sizes with the work counted (``calibration.infer.work``), for the time terms; ``lows``:
+    the params' smallest values (no iteration formula negative there)."""
+    given = inputs(measured, base, ints, contracts, steps, base_repeats, work, lows)
+    return [propose_stage(plan, given) for plan in plans]
+
+
+def propose_stage(plan: StagePlan, given: Inputs) -> StageProposal:
+    """One stage's iterations, memory and time from ``given``."""
+    counts = [
+        (dict(m.record.params), c, m.held_out)
+        for m in given.ok
+        if (c := count_of(m.record, plan)) is not None
+    ]
+    iterations = fit_iterations(given.forms, counts)
+    mem = [
+        Sample(dict(m.record.params), v, m.held_out)
+        for m in given.ok
+        if (v := memory_of(m.record, plan.name)) is not None
+    ]
+    memory, moving, regimes, approximate = fit_memory(mem, given.base, given.ints, given.table)
+    time, times, works = _time(plan, given, memory, regimes)
+    return StageProposal(
+        plan,
+        iterations,
+        tuple((p, c) for p, c, _ in counts),
+        memory,
+        tuple(mem),
+        moving,
+        regimes,
+        approximate,
+        time,
+        tuple(times),
+        tuple(works),
+    )
+
+
+def _time(
+    plan: StagePlan, given: Inputs, memory: TermFit, regimes: Sequence[Regime]
+) -> tuple[TimeChoice, list[Sample], list[Sample]]:
+    """The stage's `time ~` from its counted work, checked against its measured times (the
+    least run of a size), in the memory's regimes."""
+    spread = _spread(given.base_repeats, plan)
+    least: dict[tuple[tuple[str, int], ...], float] = {}
+    for m in given.everything:
+        v = seconds_of(m.record, plan.name, count_of(m.record, plan) or 1)
+        key = _key(m.record.params)
+        if v is not None and (key not in least or v < least[key]):
+            least[key] = v
+    times = [
+        Sample(dict(m.record.params), v, m.held_out, tolerance(v, spread))
+        for m in given.ok
+        if (v := least.get(_key(m.record.params))) is not None
+        and in_regimes(m.record.params, regimes)
+    ]
+    works = [
+        Sample(dict(r.params), v, given.held_out[key])
+        for key, r in sorted(given.counted.items())
+        if (v := seconds_of(r, plan.name, count_of(r, plan) or 1)) is not None
+        and in_regimes(r.params, regimes)
+    ]
+    timed = [p for p in given.ints if p != given.steps]  # a step's time grows not with steps
+    scale = max((abs(w.value) for w in works), default=0.0)
+    work_moving = moved_by(works, given.base, timed, WORK_SLACK * scale)
+    # the memory's terms without steps: the guess where no set gives the work
+    guess = [
+        Monomial(kept)
+        for m in memory.terms or ()
+        if (kept := tuple(f for f in m.features if f.param != given.steps))
+    ]
+    plain = monomials({p: given.table[p][:1] for p in timed})
+    candidates = work_tiers(given.table, work_moving)
+    time = choose_time(works, times, list(dict.fromkeys(guess)), candidates, plain, spread)
+    return time, times, works
 
 
 def in_regimes(point: Point, regimes: Sequence[Regime]) -> bool:

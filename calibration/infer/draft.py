@@ -1,16 +1,29 @@
 """The draft `.wf` file: the skeleton with the proposed lets, probe minimums and stages, each
-proposal preceded by a comment with its evidence; formatted by `dslc fmt`'s formatter."""
+proposal preceded by a comment with its evidence; formatted by `dslc fmt`'s formatter.
+
+Every proposed expression is a `dslc.ast` node printed by the compiler's formatter
+(``dslc.fmt.format_expr``). A probe minimum joins the skeleton's own `probe` group of its param
+(`probe frames >= 5, height, width`: an axis may be in one group only), else gets a line of its
+own; the skeleton's other lines are kept as written.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from calibration.infer.analyse import StageProposal
 from calibration.infer.layout import stage_text
 from calibration.infer.measure import with_stages
 from calibration.infer.search import MAX_TERMS, TermFit
-from calibration.infer.terms import Monomial, Point
+from calibration.infer.terms import Monomial, Point, terms_expr, text_of
 from calibration.infer.time_terms import BYTES_WEIGHT, WORK_APPROXIMATE, TimeChoice
+from dslc import ast
+
+#: What `iterations` counts, for the draft's comment and docs/cli.md: the loop's steps.
+ITERATIONS_COUNT = (
+    "the loop's steps: a second guidance call a step shows in the memory and time factors and "
+    "the layer uses, not in the count"
+)
 
 
 def _points(points: Sequence[Point], limit: int = 4) -> str:
@@ -22,10 +35,13 @@ def _points(points: Sequence[Point], limit: int = 4) -> str:
     return "; ".join(shown) + more
 
 
-def _terms_text(terms: Sequence[Monomial]) -> str:
-    if len(terms) == 1:
-        return terms[0].text
-    return "[" + ", ".join(m.text for m in terms) + "]"
+def field_text(field: str, op: str, value: ast.Expr) -> str:
+    """`memory ~ [a, b]`, `iterations = steps + 1`: a field as the formatter writes it."""
+    return f"{field} {op} {text_of(value)}"
+
+
+def _measure_line(field: str, terms: Sequence[Monomial]) -> str:
+    return field_text(field, "~", terms_expr([m.expr for m in terms]))
 
 
 def _sets(n: int) -> str:
@@ -47,14 +63,16 @@ def stage_body(p: StageProposal) -> list[str]:
     counts = sorted({c for _, c in p.counts})
     rejected = [t for t in p.iterations.tried if t.verdict != "chosen"]
     reasons = "; ".join(f"{t.text} ({t.verdict.removeprefix('rejected: ')})" for t in rejected[:2])
-    if p.iterations.formula is None:
+    if p.plan.stepped:
+        lines.append(f"# iterations count {ITERATIONS_COUNT}")
+    if p.iterations.expr is None:
         lines.append(f"# iterations: no formula of the grammar gives the counts {counts}")
     else:
         lines.append(
             f"# iterations: {len(p.counts)} sizes, counts {counts[:8]}"
             + (f"; rejected {reasons}" if reasons else "")
         )
-        lines.append(f"iterations = {p.iterations.formula}")
+        lines.append(field_text("iterations", "=", p.iterations.expr))
     if p.memory.terms is None:
         lines.append("# memory: no term set of the grammar explains every size exactly")
     elif p.memory.terms:
@@ -66,7 +84,7 @@ def stage_body(p: StageProposal) -> list[str]:
         )
         # the evidence at the base's values; a switch's line says how its factors fit
         lines.append(_fit_comment(what, p.base_memory or p.memory, kept, "B"))
-        lines.append(f"memory ~ {_terms_text(p.memory.terms)}")
+        lines.append(_measure_line("memory", p.memory.terms))
     else:
         lines.append(f"# memory: constant over {len(p.memory_samples)} sizes (the default ~ 1)")
     lines.extend(time_lines(p.time))
@@ -121,43 +139,86 @@ def time_lines(t: TimeChoice) -> list[str]:
             f"{t.work_sizes} sizes, {_sets(t.work.tried)} tried{shown}; the measured times: the "
             "JSON report"
         )
-    return [head, f"time ~ {_terms_text(t.terms)}"] if t.terms else [head]
+    return [head, _measure_line("time", t.terms)] if t.terms else [head]
 
 
 def _lets(proposals: Sequence[StageProposal]) -> list[str]:
-    seen: dict[str, str] = {}
+    seen: dict[str, ast.Expr] = {}
     for p in proposals:
-        for m in p.memory.terms or ():
+        for m in [*(p.memory.terms or ()), *p.time.terms]:
             for f in m.features:
-                if f.let is not None and f.let_text is not None:
-                    seen[f.let] = f.let_text
-        for m in p.time.terms:
-            for f in m.features:
-                if f.let is not None and f.let_text is not None:
-                    seen[f.let] = f.let_text
+                if f.let is not None:
+                    seen[f.let] = f.expr
     return [
-        f"    let {name} = {text}  # proposed: the floor division that fits"
-        for name, text in seen.items()
+        f"    let {name} = {text_of(expr)}  # proposed: the floor division that fits"
+        for name, expr in seen.items()
     ]
 
 
-def _minimums(proposals: Sequence[StageProposal]) -> list[str]:
+def _minimums(proposals: Sequence[StageProposal]) -> dict[str, tuple[int, str]]:
+    """Each param's probe minimum (the largest any stage asks for) and why."""
     best: dict[str, tuple[int, str]] = {}
     for p in proposals:
         for r in p.regimes:
             if r.param not in best or r.minimum > best[r.param][0]:
                 best[r.param] = (r.minimum, f"{p.plan.name} off the fit at {_points(r.dropped, 2)}")
-    return [f"    probe {k} >= {n}  # {why}" for k, (n, why) in best.items()]
+    return best
+
+
+def probe_text(probe: ast.Probe) -> str:
+    """`probe frames >= 5, height, width`."""
+    return "probe " + ", ".join(
+        n if probe.minimum(i) is None else f"{n} >= {probe.minimum(i)}"
+        for i, n in enumerate(probe.names)
+    )
+
+
+def _larger(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _offset(lines: Sequence[str], line: int, column: int) -> int:
+    return sum(len(text) + 1 for text in lines[: line - 1]) + column - 1
+
+
+def merge_probes(skeleton: str, minimums: Mapping[str, int]) -> tuple[str, dict[str, int]]:
+    """The skeleton with each minimum joined to its param's `probe` group (the larger of its own
+    and the new one), and the minimums of params in no group (each a line of its own)."""
+    from dslc.parse import parse_text
+
+    module = parse_text(skeleton, "<skeleton>")
+    left = dict(minimums)
+    edits: list[tuple[int, int, str]] = []
+    lines = skeleton.split("\n")
+    for member in (m for p in module.pipelines for m in p.members):
+        if not isinstance(member, ast.Probe) or member.span is None:
+            continue
+        if not any(n in left for n in member.names):
+            continue
+        merged = [(member.minimum(i), left.pop(n, None)) for i, n in enumerate(member.names)]
+        new = ast.Probe(member.names, minimums=tuple(_larger(a, b) for a, b in merged))
+        span = member.span
+        start = _offset(lines, span.line, span.column)
+        end = _offset(lines, span.end_line, span.end_column)
+        edits.append((start, end, probe_text(new)))
+    for start, end, text in sorted(edits, reverse=True):
+        skeleton = skeleton[:start] + text + skeleton[end:]
+    return skeleton, left
 
 
 def draft_text(skeleton: str, proposals: Sequence[StageProposal], header: str) -> str:
-    """The draft, formatted; the skeleton's own lines are kept as written."""
-    blocks = [*_minimums(proposals), *_lets(proposals)]
+    """The draft, formatted; the skeleton's own lines are kept as written, but for the probe
+    groups that take a minimum."""
+    wanted = _minimums(proposals)
+    merged, alone = merge_probes(skeleton, {k: n for k, (n, _) in wanted.items()})
+    blocks = [f"    # probe {k} >= {n}: {wanted[k][1]}" for k, (n, _) in wanted.items()]
+    blocks += [f"    {probe_text(ast.Probe((k,), minimums=(n,)))}" for k, n in alone.items()]
+    blocks += _lets(proposals)
     if blocks:
         blocks.append("")
     for p in proposals:
         blocks.append(stage_text(p.plan, stage_body(p)))
-    text = header + with_stages(skeleton, "\n".join(blocks))
+    text = header + with_stages(merged, "\n".join(blocks))
     return formatted(text)
 
 

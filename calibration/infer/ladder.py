@@ -1,30 +1,44 @@
 """The sizes `dslc infer` measures: a bounded ladder of cheap admissible points around a base.
 
-From the base (the example's warmup shape, or ``--base``), along each int param: the steps param
-from 1 up to ``STEPS_UP`` above the base, a frame-like param (a `P % k == 1` contract) from its
-smallest value, the others a level or two up; then a two-level factorial over the non-steps params
-(products need joint moves) and held-out sizes two levels up. ``MAX_SIZES`` bounds the count.
+Each int param gets its own levels from its range, contract and cost: a level is a multiple of
+its contract's modulus, at least ``MIN_STRIDE`` for a wide range (pixels) but a third of the way
+from the base to the default at most, so a small or non-pixel range (an audio length in
+[1, 60], default 10) gets steps of its own and its held-out level stays at or below the default.
+From the base: the steps param from its smallest value up to ``STEPS_UP`` above the base, a
+frame-like param (a `P % k == 1` contract) from its smallest values, the others two levels up;
+then a two-level factorial over the non-steps params (products need joint moves) and a held-out
+size every param two levels up (a lone param: ``HELD_OUT`` levels, past its fitted ones). No
+size costs more than the default workload (``cost``: the product of the int params), and every
+value is found by walking its level's grid from the base, at most ``MAX_LADDER_POINTS``
+admissibility checks a ladder: never by listing a range. ``MAX_SIZES`` bounds the count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import product
 
-from attrs import frozen
+from attrs import define, frozen
 
+from artifact.limits import MAX_LADDER_POINTS
 from calibration.infer.terms import Point, contract_modulus
+from calibration.probes.minimums import raise_to_minimums, smallest_at_or_above
 from runtime import FormulaError, Pipeline
 
 #: The most sizes one ladder holds (both parts together).
 MAX_SIZES = 48
 #: How far above the base the steps param climbs (a scheduler's history saturates within 4).
 STEPS_UP = 4
-#: How many values a frame-like param takes from its smallest up to the base.
+#: How many values a frame-like param takes from its smallest up.
 FRAME_LEVELS = 7
-#: The least a param other than a frame-like one moves a level: pixels by 32 keep the latents a
-#: multiple of a UNet's downsampling (at 8-pixel strides, a 3-level UNet's activations round).
+#: The least a wide param moves a level: pixels by 32 keep the latents a multiple of a UNet's
+#: downsampling (at 8-pixel strides, a 3-level UNet's activations round).
 MIN_STRIDE = 32
+#: Levels a param moves alone (fitted), and the level of the held-out size (checks the fits).
+LEVELS = 2
+HELD_OUT = LEVELS + 1
+#: Grid points one level may skip where a contract other than the modulus refuses them.
+SKIPS = 8
 
 
 @frozen
@@ -36,17 +50,43 @@ class Size:
     held_out: bool = False
 
 
-def stride(pipeline: Pipeline, param: str) -> int:
-    """A level of ``param``: its contract's modulus for a frame-like one, else at least 32."""
-    modulus = contract_modulus(pipeline.params[param].contracts, param)
-    if modulus is not None and modulus[1] == 1:
-        return modulus[0]
-    k = modulus[0] if modulus is not None else 1
-    return k * -(-MIN_STRIDE // k)
+@define
+class Budget:
+    """The admissibility checks a ladder may still make (``MAX_LADDER_POINTS`` in all)."""
+
+    left: int = MAX_LADDER_POINTS
+
+    def admissible(self, pipeline: Pipeline, point: Point) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return pipeline.is_admissible(**point)
 
 
 def int_params(pipeline: Pipeline) -> list[str]:
     return [n for n, p in pipeline.params.items() if p.type == "int"]
+
+
+def cost(pipeline: Pipeline, point: Point) -> int:
+    """What a size costs, to bound the ladder: the product of its int params (work grows with
+    each of them: steps, frames, pixels, seconds)."""
+    out = 1
+    for name in int_params(pipeline):
+        out *= max(1, int(point[name]))
+    return out
+
+
+def cheapest_base(pipeline: Pipeline) -> dict[str, int | bool]:
+    """The base where neither ``--base`` nor a module's ``WARMUP`` gives one: every int param at
+    its smallest admissible value (as calibrate's demo sizes, raised to a declared probe minimum),
+    the bool params at their defaults."""
+    point = dict(pipeline.default_workload)
+    for name in int_params(pipeline):
+        low = pipeline.params[name].min
+        if low is not None:
+            point[name] = smallest_at_or_above(pipeline, point, name, low)
+    point = raise_to_minimums(pipeline, point)
+    return point if pipeline.is_admissible(**point) else dict(pipeline.default_workload)
 
 
 def steps_param(pipeline: Pipeline) -> str | None:
@@ -67,58 +107,137 @@ def _frame_like(pipeline: Pipeline, param: str) -> bool:
     return modulus is not None and modulus[1] == 1
 
 
-def _add(
-    out: list[Size],
-    pipeline: Pipeline,
-    point: dict[str, int | bool],
-    why: str,
-    held_out: bool = False,
-) -> None:
-    if len(out) >= MAX_SIZES or not pipeline.is_admissible(**point):
-        return
-    if any(dict(s.point) == point for s in out):
-        return
-    out.append(Size(point, why, held_out))
+def _high(pipeline: Pipeline, param: str, base: Point) -> int:
+    """The largest value a level of ``param`` may take: the default (the base's if above)."""
+    return max(int(pipeline.default_workload[param]), int(base[param]))
 
 
-def plan(pipeline: Pipeline, base: Point) -> list[Size]:
-    """The first part of the ladder: base, one param at a time, the factorial, the held-out."""
+def stride(pipeline: Pipeline, param: str, base: Point) -> int:
+    """A level of ``param``: its contract's modulus ``k`` for a frame-like one; else a multiple
+    of ``k``, ``MIN_STRIDE`` at most and a ``HELD_OUT``-th of the way from the base to the default
+    at most (at least ``k``)."""
+    modulus = contract_modulus(pipeline.params[param].contracts, param)
+    k = modulus[0] if modulus is not None else 1
+    if modulus is not None and modulus[1] == 1:
+        return k
+    span = _high(pipeline, param, base) - int(base[param])
+    return k * max(1, min(-(-MIN_STRIDE // k), span // (HELD_OUT * k)))
+
+
+def _walk(pipeline: Pipeline, base: Point, param: str, budget: Budget, step: int) -> Iterator[int]:
+    """The admissible values of ``param`` on its grid from the base in the direction of
+    ``step`` (others at the base), within its range and the default, lazily."""
+    info = pipeline.params[param]
+    high, low = _high(pipeline, param, base), info.min if info.min is not None else 1
+    value, skipped = int(base[param]), 0
+    while skipped <= SKIPS:
+        value += step
+        if not low <= value <= high:
+            return
+        if budget.admissible(pipeline, {**base, param: value}):
+            skipped = 0
+            yield value
+        else:
+            skipped += 1
+
+
+def levels(pipeline: Pipeline, base: Point, param: str, budget: Budget) -> list[int]:
+    """``param``'s values beside the base, ``HELD_OUT`` at most, nearest first: up the grid, then
+    down where the default leaves no room above; the last one is the held-out level."""
+    d = stride(pipeline, param, base)
+    out: list[int] = []
+    for direction in (d, -d):
+        for value in _walk(pipeline, base, param, budget, direction):
+            if len(out) >= HELD_OUT:
+                break
+            out.append(value)
+    return out
+
+
+def frame_values(pipeline: Pipeline, base: Point, param: str, budget: Budget) -> list[int]:
+    """A frame-like param's values beside the base, ``FRAME_LEVELS - 1`` of them on its grid:
+    ``LEVELS`` up and the rest down towards its smallest (a video VAE's first frames are where
+    it departs); more up where the base is at the bottom."""
+    d = stride(pipeline, param, base)
+    down = list(_bounded(_walk(pipeline, base, param, budget, -d), FRAME_LEVELS - 1 - LEVELS))
+    more = LEVELS if len(down) >= LEVELS else FRAME_LEVELS - 1 - len(down)
+    up = list(_bounded(_walk(pipeline, base, param, budget, d), more))
+    return sorted(down) + up
+
+
+def _bounded(values: Iterator[int], most: int) -> Iterator[int]:
+    for k, value in enumerate(values):
+        if k >= most:
+            return
+        yield value
+
+
+@define
+class _Ladder:
+    """The sizes planned so far, each admissible, distinct, at most the default's cost and no
+    param above its default (or the base's value, where that is above)."""
+
+    pipeline: Pipeline
+    budget: Budget
+    ceiling: int
+    highs: dict[str, int]
+    sizes: list[Size]
+
+    def add(self, point: Point, why: str, held_out: bool = False) -> None:
+        if len(self.sizes) >= MAX_SIZES or any(dict(s.point) == point for s in self.sizes):
+            return
+        if self.sizes and (
+            cost(self.pipeline, point) > self.ceiling
+            or any(int(point[p]) > high for p, high in self.highs.items())
+        ):
+            return
+        if self.budget.admissible(self.pipeline, point):
+            self.sizes.append(Size(dict(point), why, held_out))
+
+
+def _new(
+    pipeline: Pipeline, base: Point, sizes: Sequence[Size] = (), budget: Budget | None = None
+) -> _Ladder:
+    ceiling = max(cost(pipeline, pipeline.default_workload), cost(pipeline, base))
+    highs = {p: _high(pipeline, p, base) for p in int_params(pipeline)}
+    return _Ladder(pipeline, budget or Budget(), ceiling, highs, list(sizes))
+
+
+def plan(pipeline: Pipeline, base: Point, budget: Budget | None = None) -> list[Size]:
+    """The first part of the ladder: base, one param at a time, the factorial, the held-out;
+    ``budget`` counts the admissibility checks it makes."""
     base = dict(base)
-    out: list[Size] = []
-    _add(out, pipeline, base, "base")
+    ladder = _new(pipeline, base, (), budget)
+    ladder.add(base, "base")
     steps = steps_param(pipeline)
     axes = [p for p in int_params(pipeline) if p != steps]
     if steps is not None:
-        low = pipeline.params[steps].min or 1
-        for v in range(low, int(base[steps]) + STEPS_UP + 1):
-            _add(out, pipeline, {**base, steps: v}, f"{steps} alone")
+        _steps_ladder(ladder, base, steps, f"{steps} alone")
+    moves = {p: levels(pipeline, base, p, ladder.budget) for p in axes}
     for p in axes:
-        d = stride(pipeline, p)
-        if _frame_like(pipeline, p):
-            low = pipeline.params[p].min or 1
-            values = [v for v in range(low, int(base[p]) + 2 * d + 1) if (v - 1) % d == 0]
-            values = values[-FRAME_LEVELS:]
-        else:
-            values = [int(base[p]) + j * d for j in (1, 2)]
+        frames = _frame_like(pipeline, p)
+        values = frame_values(pipeline, base, p, ladder.budget) if frames else moves[p][:LEVELS]
         for v in values:
-            _add(out, pipeline, {**base, p: v}, f"{p} alone")
-    for levels in product((0, 1), repeat=len(axes)):
-        point = {
-            **base,
-            **{p: int(base[p]) + j * stride(pipeline, p) for p, j in zip(axes, levels)},
-        }
-        _add(out, pipeline, point, "jointly (" + ", ".join(axes) + ")")
-    up2 = {p: int(base[p]) + 2 * stride(pipeline, p) for p in axes}
-    _add(out, pipeline, {**base, **up2}, "held out: every param two levels up", True)
+            ladder.add({**base, p: v}, f"{p} alone")
+    moved = [p for p in axes if moves[p]]
+    for picks in product((0, 1), repeat=len(moved)):
+        point = {**base, **{p: moves[p][0] for p, j in zip(moved, picks, strict=True) if j}}
+        ladder.add(point, "jointly (" + ", ".join(moved) + ")")
+    # two levels up in every param; one param alone has those: its own held-out level then
+    far = {p: moves[p][min(LEVELS, len(moves[p])) - 1] for p in moved}
+    if len(moved) == 1:
+        far = {p: moves[p][-1] for p in moved}
+    ladder.add({**base, **far}, "held out: every param up", True)
     if steps is not None:
-        _add(
-            out,
-            pipeline,
-            {**base, **up2, steps: int(base[steps]) + 2},
-            f"held out: {steps} with every param up",
-            True,
-        )
-    return out
+        up = {**base, **far, steps: int(base[steps]) + 2}
+        ladder.add(up, f"held out: {steps} with every param up", True)
+    return ladder.sizes
+
+
+def _steps_ladder(ladder: _Ladder, point: Point, steps: str, why: str) -> None:
+    low = ladder.pipeline.params[steps].min or 1
+    for v in range(low, int(point[steps]) + STEPS_UP + 1):
+        ladder.add({**point, steps: v}, why)
 
 
 def steps_across(pipeline: Pipeline, base: Point, measured: Sequence[Size]) -> list[Size]:
@@ -127,10 +246,8 @@ def steps_across(pipeline: Pipeline, base: Point, measured: Sequence[Size]) -> l
     steps = steps_param(pipeline)
     if steps is None:
         return []
+    ladder = _new(pipeline, base, measured)
     axes = [p for p in int_params(pipeline) if p != steps]
-    up = {**dict(base), **{p: int(base[p]) + stride(pipeline, p) for p in axes}}
-    out = list(measured)
-    low = pipeline.params[steps].min or 1
-    for v in range(low, int(base[steps]) + STEPS_UP + 1):
-        _add(out, pipeline, {**up, steps: v}, f"{steps} one level up")
-    return out[len(measured) :]
+    up = {p: moved[0] for p in axes if (moved := levels(pipeline, base, p, ladder.budget))}
+    _steps_ladder(ladder, {**dict(base), **up}, steps, f"{steps} one level up")
+    return ladder.sizes[len(measured) :]

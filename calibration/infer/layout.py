@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
+from runtime.estimate.fit import PhaseKind
 from runtime.record import WarmupRecord
 
 ENTRY_METHODS = ("encode", "decode")
@@ -62,7 +63,7 @@ def _counts(record: WarmupRecord, uses: Sequence[Use]) -> dict[Use, int]:
     by_stage = {u.probe_stage: u for u in uses}
     out: dict[Use, int] = {}
     for phase in record.phases:
-        if phase.kind == "component" and phase.stage in by_stage:
+        if phase.kind == PhaseKind.COMPONENT and phase.stage in by_stage:
             use = by_stage[phase.stage]
             out[use] = out.get(use, 0) + phase.count
     return out

@@ -8,6 +8,7 @@ from typing import Any
 from calibration.infer.analyse import StageProposal, Switched
 from calibration.infer.run import Inference
 from calibration.infer.time_terms import BYTES_WEIGHT, TOLERANCE_TEXT, TimeCheck
+from runtime.estimate.fit import PhaseKind
 
 
 def open_proposals(proposals: Sequence[StageProposal]) -> list[str]:
@@ -62,7 +63,7 @@ def report(inference: Inference) -> dict[str, Any]:
                         "seconds": p.duration_s,
                     }
                     for p in m.record.phases
-                    if p.kind == "stage"
+                    if p.kind == PhaseKind.STAGE
                 },
                 "iterations": {s.stage: s.measured for s in m.record.stage_iterations},
             }
@@ -72,7 +73,7 @@ def report(inference: Inference) -> dict[str, Any]:
             {
                 "params": dict(r.params),
                 "ok": r.ok,
-                "stages": {p.name: p.duration_s for p in r.phases if p.kind == "stage"},
+                "stages": {p.name: p.duration_s for p in r.phases if p.kind == PhaseKind.STAGE},
                 "iterations": {s.stage: s.measured for s in r.stage_iterations},
             }
             for r in inference.work
@@ -88,7 +89,7 @@ def report(inference: Inference) -> dict[str, Any]:
                         "work": p.duration_s,
                     }
                     for p in r.phases
-                    if p.kind == "stage"
+                    if p.kind == PhaseKind.STAGE
                 },
                 "iterations": {s.stage: s.measured for s in r.stage_iterations},
             }
@@ -101,9 +102,6 @@ def report(inference: Inference) -> dict[str, Any]:
 
 
 def _stage(p: StageProposal) -> dict[str, Any]:
-    def terms(fit: Any) -> list[str] | None:
-        return None if fit.terms is None else [m.text for m in fit.terms]
-
     return {
         "name": p.plan.name,
         "uses": [u.text for u in p.plan.uses],
@@ -112,24 +110,7 @@ def _stage(p: StageProposal) -> dict[str, Any]:
             "formula": p.iterations.formula,
             "tried": [{"candidate": t.text, "verdict": t.verdict} for t in p.iterations.tried],
         },
-        "memory": {
-            "terms": terms(p.memory),
-            "constant": p.memory.constant,
-            "slopes": list(p.memory.slopes),
-            "largest_residual": p.memory.residual,
-            "approximate": p.approximate,
-            "sets_tried": p.memory.tried,
-            "rejected": list(p.memory.rejected),
-            "moved_by": list(p.memory_moved_by),
-            "probe_minimums": [
-                {
-                    "param": r.param,
-                    "minimum": r.minimum,
-                    "off_the_fit": [dict(x) for x in r.dropped],
-                }
-                for r in p.regimes
-            ],
-        },
+        "memory": _memory(p),
         "time": {
             "terms": [m.text for m in p.time.terms],
             "from": p.time.source,
@@ -157,6 +138,30 @@ def _stage(p: StageProposal) -> dict[str, Any]:
                 "failed": w.failed,
             }
             for w in p.switches
+        ],
+    }
+
+
+def _memory(p: StageProposal) -> dict[str, Any]:
+    """The memory's proposal: its terms, fit, leave-one-out error and what it was chosen over."""
+    return {
+        "terms": None if p.memory.terms is None else [m.text for m in p.memory.terms],
+        "constant": p.memory.constant,
+        "slopes": list(p.memory.slopes),
+        "largest_residual": p.memory.residual,
+        "leave_one_out_error": p.memory.loo,
+        "sets_as_good_weighed": p.memory.rivals,
+        "approximate": p.approximate,
+        "sets_tried": p.memory.tried,
+        "rejected": list(p.memory.rejected),
+        "moved_by": list(p.memory_moved_by),
+        "probe_minimums": [
+            {
+                "param": r.param,
+                "minimum": r.minimum,
+                "off_the_fit": [dict(x) for x in r.dropped],
+            }
+            for r in p.regimes
         ],
     }
 

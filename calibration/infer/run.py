@@ -5,18 +5,35 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from itertools import zip_longest
 
-from attrs import frozen
+from attrs import Factory as Factory_
+from attrs import define, frozen
 
 from calibration.errors import CalibrationError
 from calibration.host import quiet_libraries, torch_threads
-from calibration.infer.analyse import Measured, StageProposal, propose
+from calibration.infer.analyse import Measured, StageProposal, memory_moves_with, propose
 from calibration.infer.draft import draft_text
-from calibration.infer.ladder import Size, int_params, plan, steps_across, steps_param
+from calibration.infer.ladder import (
+    Size,
+    cheapest_base,
+    int_params,
+    plan,
+    steps_across,
+    steps_param,
+)
 from calibration.infer.layout import StagePlan
-from calibration.infer.measure import Factory, Progress, Runner, discover, load, measuring_formulas
+from calibration.infer.measure import (
+    Discovered,
+    Factory,
+    Progress,
+    Runner,
+    discover,
+    load,
+    measuring_formulas,
+)
 from calibration.infer.switches import MAX_SWITCHES, switch_all
 from calibration.infer.terms import Point
 from runtime import Pipeline
+from runtime.estimate.fit import point_key
 from runtime.record import WarmupRecord
 
 #: Times the base is measured (at the start, after each quarter of the ladder's first part and
@@ -68,14 +85,16 @@ def proposals_from(
     )
     at_base = [m.record for m in measured if dict(m.record.params) == dict(base)][:1]
     steps = steps_param(skeleton)
-    proposals = propose(plans, measured, base, ints, contracts, steps, [*at_base, *repeats], work)
+    lows = {p: skeleton.params[p].min for p in ints}
+    repeats = [*at_base, *repeats]
+    proposals = propose(plans, measured, base, ints, contracts, steps, repeats, work, lows)
     ordered = sorted(switched, key=lambda m: [int(m.record.params.get(n, 0)) for n in names])
     by_switch = {
         b: [m for m in ordered if m.record.params.get(b) != base[b]]
         for b in switches(skeleton)
         if any(m.record.params.get(b) != base[b] for m in ordered)
     }
-    return switch_all(proposals, by_switch, base, ints, contracts, steps)
+    return switch_all(proposals, by_switch, base, ints, contracts, steps, lows)
 
 
 def _name(skeleton: str) -> str:
@@ -96,19 +115,9 @@ def _name(skeleton: str) -> str:
     return name
 
 
-def infer(
-    factory: Factory,
-    skeleton: str,
-    *,
-    base: Mapping[str, int | bool] | None = None,
-    call_kwargs: Callable[[int], Mapping[str, object]] | None = None,
-    seed: int = 0,
-    progress: Progress | None = None,
-    header: str = "",
-) -> Inference:
-    """Measure ``factory(seed)``'s pipeline around ``base`` and draft the rest of ``skeleton``."""
-    name = _name(skeleton)
-    sk = load(skeleton, name, "<skeleton>")
+def base_point(sk: Pipeline, name: str, base: Mapping[str, int | bool] | None) -> Point:
+    """The base the ladder is built around: ``base`` over the cheapest admissible size (the
+    default workload where ``base`` and the cheapest size do not go together)."""
     if len(int_params(sk)) > MAX_PARAMS:
         raise CalibrationError(
             f"the skeleton has {len(int_params(sk))} int params; infer searches at most "
@@ -120,83 +129,167 @@ def infer(
             f"the base names {', '.join(unknown)}, which the skeleton's pipeline {name!r} does "
             f"not declare (it has {', '.join(sk.params)})"
         )
-    point = {**sk.default_workload, **(base or {})}
+    point = {**cheapest_base(sk), **(base or {})}
+    if not sk.is_admissible(**point):
+        point = {**sk.default_workload, **(base or {})}
     if not sk.is_admissible(**point):
         raise CalibrationError(
             f"the base {point} is not admissible: {'; '.join(sk.violations(**point))}"
         )
+    return point
+
+
+@frozen
+class Setup:
+    """What every step of one inference shares: the skeleton, the stages found, the base."""
+
+    factory: Factory
+    skeleton: str
+    name: str
+    sk: Pipeline
+    formulas: Pipeline  # the skeleton with the stages found, empty: what the ladder measures
+    found: Discovered
+    base: Point
+    steps: str | None
+    seed: int
+    call_kwargs: Callable[[int], Mapping[str, object]] | None
+
+
+@define
+class State:
+    """What the steps have measured so far, and the proposals made from it."""
+
+    runner: Runner
+    sizes: list[Size] = Factory_(list)
+    measured: list[Measured] = Factory_(list)
+    repeats: list[WarmupRecord] = Factory_(list)
+    work: list[WarmupRecord] = Factory_(list)
+    switched: list[Measured] = Factory_(list)
+    proposals: list[StageProposal] = Factory_(list)
+
+
+def fit(setup: Setup, state: State) -> list[StageProposal]:
+    """The proposals from everything measured so far (pure: ``proposals_from``)."""
+    return proposals_from(
+        setup.sk,
+        setup.found.stages,
+        state.measured,
+        setup.base,
+        state.repeats,
+        state.work,
+        state.switched,
+    )
+
+
+def measure_ladder(setup: Setup, state: State) -> None:
+    """The planned ladder, the base again after each quarter of it: time's spread over the
+    whole ladder, the drift of a shared CPU included (back-to-back runs would miss it)."""
+    runner = state.runner
+    runner.warm(setup.base)
+    quarters = {len(state.sizes) * k // 4 for k in range(1, BASE_REPEATS - 1)}
+    for k, size in enumerate(state.sizes):
+        if k in quarters:
+            why = "base again: time's spread over the ladder"
+            state.repeats.append(runner.measure(setup.base, why))
+        state.measured.append(Measured(runner.measure(size.point, size.why), size.held_out))
+
+
+def extend_steps(setup: Setup, state: State) -> None:
+    """The steps ladder again one level up in the other params, where memory moves with steps
+    (a history term multiplies the latent size)."""
+    steps = setup.steps
+    if steps is None or not memory_moves_with(
+        setup.found.stages, state.measured, setup.base, steps
+    ):
+        return
+    more = steps_across(setup.formulas, setup.base, state.sizes)
+    before = planned(setup.sk, state.sizes, steps, setup.base)
+    state.runner.total += planned(setup.sk, [*state.sizes, *more], steps, setup.base) - before
+    state.measured += [Measured(state.runner.measure(s.point, s.why), s.held_out) for s in more]
+    state.sizes += more
+
+
+def count(setup: Setup, state: State) -> None:
+    """The base at the end (time's spread), then the counted sizes' work on a fresh pipeline."""
+    why = "base at the end: time's spread over the ladder"
+    state.repeats.append(state.runner.measure(setup.base, why))
+    sizes = counted(state.sizes, setup.steps, setup.base)
+    state.work += count_work(setup, sizes, state.runner, "the work counted")
+
+
+def recheck(setup: Setup, state: State) -> None:
+    """The sizes whose time is off the chosen terms, measured once more (their least counts)."""
+    again = rechecks(fit(setup, state))
+    if not again:
+        return
+    state.runner.total += len(again)
+    held = {point_key(m.record.params): m.held_out for m in state.measured}
+    why = "again: a time off the memory's terms"
+    state.measured += [
+        Measured(state.runner.measure(p, why), held.get(point_key(p), False), again=True)
+        for p in again
+    ]
+
+
+def flip(setup: Setup, state: State) -> None:
+    """The sizes with a bool param flipped, the work counted (memory and iterations too)."""
+    flips = flipped(setup.sk, state.sizes, setup.steps, setup.base)
+    records = count_work(setup, flips, state.runner) if flips else []
+    state.switched += [Measured(r, s.held_out) for s, r in zip(flips, records, strict=True)]
+
+
+#: The steps after the ladder, in order; the proposals are fitted once at the end (and inside
+#: ``recheck``, which needs the time's verdict).
+EXTEND = (extend_steps, count, recheck, flip)
+
+
+def infer(
+    factory: Factory,
+    skeleton: str,
+    *,
+    base: Mapping[str, int | bool] | None = None,
+    call_kwargs: Callable[[int], Mapping[str, object]] | None = None,
+    seed: int = 0,
+    progress: Progress | None = None,
+    header: str = "",
+) -> Inference:
+    """Measure ``factory(seed)``'s pipeline around ``base`` (default: the cheapest admissible
+    size) and draft the rest of ``skeleton``: plan, measure, extend, fit."""
+    name = _name(skeleton)
+    sk = load(skeleton, name, "<skeleton>")
+    point = base_point(sk, name, base)
     steps = steps_param(sk)
     with quiet_libraries(), torch_threads("cpu", 1):
-        tick = progress or (lambda step, total, what: None)
-        tick(0, 1, "discovering the stages")
+        (progress or (lambda step, total, what: None))(0, 1, "discovering the stages")
         found = discover(factory, skeleton, name, point, steps, seed=seed, call_kwargs=call_kwargs)
         formulas = measuring_formulas(skeleton, name, found.stages)
+        setup = Setup(factory, skeleton, name, sk, formulas, found, point, steps, seed, call_kwargs)
         sizes = plan(formulas, point)
+        total = planned(sk, sizes, steps, point) + BASE_REPEATS - 1
         runner = Runner(
-            factory,
-            formulas,
-            seed=seed,
-            call_kwargs=call_kwargs,
-            progress=progress,
-            total=planned(sk, sizes, steps, point) + BASE_REPEATS - 1,
+            factory, formulas, seed=seed, call_kwargs=call_kwargs, progress=progress, total=total
         )
-        runner.warm(point)
-        # the base again through the ladder and at its end: time's spread over the whole ladder,
-        # the drift of a shared CPU included (a spread of back-to-back runs would miss it)
-        quarters = {len(sizes) * k // 4 for k in range(1, BASE_REPEATS - 1)}
-        measured, repeats = [], []
-        for k, size in enumerate(sizes):
-            if k in quarters:
-                repeats.append(runner.measure(point, "base again: time's spread over the ladder"))
-            measured.append(Measured(runner.measure(size.point, size.why), size.held_out))
-        first = proposals_from(sk, found.stages, measured, point, repeats)
-        if steps is not None and any(steps in p.memory_moved_by for p in first):
-            more = steps_across(formulas, point, sizes)
-            runner.total += planned(sk, [*sizes, *more], steps, point)
-            runner.total -= planned(sk, sizes, steps, point)
-            measured += [Measured(runner.measure(s.point, s.why), s.held_out) for s in more]
-            sizes = [*sizes, *more]
-        repeats.append(runner.measure(point, "base at the end: time's spread over the ladder"))
-        work = count_work(
-            factory,
-            formulas,
-            counted(sizes, steps, point),
-            seed,
-            call_kwargs,
-            runner,
-            "the work counted",
-        )
-        proposals = proposals_from(sk, found.stages, measured, point, repeats, work)
-        again = rechecks(proposals)
-        if again:
-            runner.total += len(again)
-            held = {tuple(m.record.params.items()): m.held_out for m in measured}
-            measured += [
-                Measured(
-                    runner.measure(p, "again: a time off the memory's terms"),
-                    held.get(tuple(p.items()), False),
-                    again=True,
-                )
-                for p in again
-            ]
-            proposals = proposals_from(sk, found.stages, measured, point, repeats, work)
-        flips = flipped(sk, sizes, steps, point)
-        records = count_work(factory, formulas, flips, seed, call_kwargs, runner) if flips else []
-        switched = [Measured(r, s.held_out) for s, r in zip(flips, records, strict=True)]
-        proposals = proposals_from(sk, found.stages, measured, point, repeats, work, switched)
-    draft = draft_text(skeleton, proposals, header)
+        state = State(runner, list(sizes))
+        measure_ladder(setup, state)
+        for step in EXTEND:
+            step(setup, state)
+        state.proposals = fit(setup, state)
+    return _inference(setup, state, draft_text(skeleton, state.proposals, header))
+
+
+def _inference(setup: Setup, state: State, draft: str) -> Inference:
     return Inference(
-        name,
-        point,
-        found.ran,
-        tuple(sizes),
-        tuple(measured),
-        tuple(proposals),
+        setup.name,
+        setup.base,
+        setup.found.ran,
+        tuple(state.sizes),
+        tuple(state.measured),
+        tuple(state.proposals),
         draft,
-        tuple(found.stages),
-        tuple(repeats),
-        tuple(work),
-        tuple(switched),
+        tuple(setup.found.stages),
+        tuple(state.repeats),
+        tuple(state.work),
+        tuple(state.switched),
     )
 
 
@@ -238,21 +331,15 @@ def flipped(
 
 
 def count_work(
-    factory: Factory,
-    formulas: Pipeline,
-    sizes: Sequence[Size],
-    seed: int,
-    call_kwargs: Callable[[int], Mapping[str, object]] | None,
-    timed: Runner,
-    what: str | None = None,
+    setup: Setup, sizes: Sequence[Size], timed: Runner, what: str | None = None
 ) -> list[WarmupRecord]:
     """The ladder's sizes again on a fresh pipeline, the work counted (the same in every run):
     what the time terms are chosen from; the progress goes on from ``timed``'s."""
     counter = Runner(
-        factory,
-        formulas,
-        seed=seed,
-        call_kwargs=call_kwargs,
+        setup.factory,
+        setup.formulas,
+        seed=setup.seed,
+        call_kwargs=setup.call_kwargs,
         progress=timed.tick,
         total=timed.total,
         counting=True,

@@ -2,28 +2,42 @@
 set of monomials that reproduce the measured sizes.
 
 Each search tries candidates simplest first, fits on the sizes chosen for fitting, and checks the
-winner on the sizes held out; every candidate tried is returned with its verdict (the JSON report
-lists them, the draft's comments cite the rejected ones). ``MAX_SETS`` bounds the term sets tried
-per stage and quantity.
+winner on the sizes held out; of the term sets that fit with the fewest terms, the one with the
+least leave-one-out error is kept (as Extra-P selects performance models), and a set with a term
+only one size pins is never kept; every candidate tried is returned with its verdict (the JSON
+report lists them, the draft's comments cite the rejected ones). ``MAX_SETS`` bounds the term
+sets tried per stage and quantity.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import combinations
+from fractions import Fraction
 
 import numpy as np
-from attrs import frozen
+from attrs import Factory, frozen
 
 from artifact.spelling import point_text
-from calibration.infer.terms import IterationForm, Monomial, Point
+from calibration.infer.terms import IterationForm, Monomial, Point, num, text_of
+from dslc import ast
+from runtime.estimate.fit import SubsetFit, leave_one_out, memory_slack, subset_search
+from runtime.estimate.fit.search import _sets as candidate_sets
 
 #: The most term sets one memory or time search tries (stage by stage).
 MAX_SETS = 60_000
 #: The most terms one stage's memory or time gets.
 MAX_TERMS = 3
-#: Bytes a memory fit may miss a size by on the exact CPU backend: nothing but rounding.
-MEMORY_SLACK = 0.5
+#: Bytes a memory fit may miss a size by on the exact CPU backend (the core's exact fits: none).
+MEMORY_SLACK = memory_slack("cpu-live-tensors")
+#: The fewest fitted sizes a set needs per coefficient (its terms and the constant).
+SIZES_PER_TERM = 2
+#: Sets of as many terms tried after the first that fits, and the most that fit weighed by
+#: their leave-one-out error (each an exact fit per size).
+RIVALS = 200
+WEIGHED = 4
+#: How far beyond its tolerance, relative to the largest value, the float screen lets a set
+#: miss a size and still hands it to the exact fit (float rounding is ~1e-12 of it).
+SCREEN = 1e-6
 
 
 @frozen
@@ -36,8 +50,12 @@ class Tried:
 
 @frozen
 class IterationFit:
-    formula: str | None
+    expr: ast.Expr | None
     tried: tuple[Tried, ...]
+
+    @property
+    def formula(self) -> str | None:
+        return None if self.expr is None else text_of(self.expr)
 
 
 @frozen
@@ -58,7 +76,7 @@ def fit_iterations(
     values = {c for _, c, _ in counts}
     if len(values) == 1:
         (only,) = values
-        return IterationFit(str(only), (Tried(str(only), "chosen"),))
+        return IterationFit(num(only), (Tried(str(only), "chosen"),))
     tried.append(Tried("constant", "rejected: the counts differ"))
     for form in forms:
         miss = next(((p, c) for p, c, held in counts if not held and form.fn(p) != c), None)
@@ -75,13 +93,13 @@ def fit_iterations(
             tried.append(Tried(form.text, f"held-out miss at {_show(held[0])}"))
             continue
         tried.append(Tried(form.text, "chosen"))
-        return IterationFit(form.text, tuple(tried))
+        return IterationFit(form.expr, tuple(tried))
     return IterationFit(None, tuple(tried))
 
 
 @frozen
 class TermFit:
-    """The smallest term set found (None: none within the limits), its coefficients and evidence."""
+    """The term set chosen (None: none within the limits), its coefficients and evidence."""
 
     terms: tuple[Monomial, ...] | None
     constant: float
@@ -89,6 +107,139 @@ class TermFit:
     residual: float  # the largest |residual| over every size, fitted and held out
     tried: int  # term sets tried
     rejected: tuple[str, ...]  # the simplest rejected sets, for the comments
+    loo: float = 0.0  # the chosen set's leave-one-out error (SMAPE over the fitted sizes)
+    rivals: int = 0  # the other sets that fit as well, of as many terms, that it was chosen from
+
+
+def _fraction(value: float) -> Fraction:
+    return Fraction(value)
+
+
+@frozen
+class _Data:
+    """The samples as the core takes them: exact values, tolerances and each term's column."""
+
+    samples: tuple[Sample, ...]
+    values: tuple[Fraction, ...]
+    tolerances: tuple[Fraction, ...]
+    held: tuple[bool, ...]
+    columns: dict[Monomial, tuple[Fraction, ...]] = Factory(dict)  # each term's, once
+
+    @staticmethod
+    def of(samples: Sequence[Sample]) -> _Data:
+        return _Data(
+            tuple(samples),
+            tuple(_fraction(s.value) for s in samples),
+            tuple(_fraction(s.tolerance) for s in samples),
+            tuple(s.held_out for s in samples),
+        )
+
+    def column(self, m: Monomial) -> tuple[Fraction, ...]:
+        if m not in self.columns:
+            self.columns[m] = tuple(Fraction(m.at(s.point)) for s in self.samples)
+        return self.columns[m]
+
+    def search(
+        self, tiers: Sequence[Sequence[Monomial]], most: int, limit: int, least: int
+    ) -> SubsetFit[Monomial]:
+        """The core's bounded subset search (``runtime.estimate.fit.subset_search``)."""
+        return subset_search(
+            tiers,
+            self.column,
+            self.values,
+            self.tolerances,
+            self.held,
+            most=most,
+            limit=limit,
+            least=least,
+        )
+
+
+def loo_smape(data: _Data, chosen: Sequence[Monomial]) -> float | None:
+    """The leave-one-out error of a set over the fitted sizes, as Extra-P selects performance
+    models: each predicted by the core's fit through the others (``leave_one_out``), the mean
+    symmetric relative error; None where a size pins a term (the others leave it undetermined)
+    or the set has fewer than ``SIZES_PER_TERM`` fitted sizes a coefficient."""
+    fitted = [i for i, held in enumerate(data.held) if not held]
+    if len(fitted) < SIZES_PER_TERM * (len(chosen) + 1):
+        return None
+    columns = [data.column(m) for m in chosen]
+    terms = [[c[i] for c in columns] for i in fitted]
+    predicted = leave_one_out(terms, [data.values[i] for i in fitted])
+    errors = []
+    for i, p in zip(fitted, predicted, strict=True):
+        if p is None:
+            return None
+        scale = (abs(p) + abs(data.values[i])) / 2
+        errors.append(float(abs(p - data.values[i]) / scale) if scale else 0.0)
+    return sum(errors) / len(errors) if errors else 0.0
+
+
+def _rejected(data: _Data, found: SubsetFit[Monomial]) -> list[str]:
+    out = []
+    for r in found.rejected:
+        if r.negative or r.worst is None:
+            out.append(f"{_set_text(r.terms)} (a negative slope)")
+        else:
+            at = _show(data.samples[r.worst].point)
+            out.append(f"{_set_text(r.terms)} (off by {float(r.residual):.3g} at {at})")
+    return out
+
+
+class _Screen:
+    """A float least-squares look at a set that only rules it out where it plainly misses a
+    size (by more than ``SCREEN`` of the largest value beyond its tolerance): the core's exact
+    search decides every set it lets through, so a screened search chooses what an unscreened
+    one would, at a fraction of the cost (an exact ``Fraction`` fit takes ~10 ms a set)."""
+
+    def __init__(self, samples: Sequence[Sample]) -> None:
+        self.samples = samples
+        self.y = np.array([s.value for s in samples], dtype=float)
+        self.tol = np.array([s.tolerance for s in samples], dtype=float)
+        self.held = np.array([s.held_out for s in samples])
+        self.margin = SCREEN * max(1.0, float(np.abs(self.y).max()))
+        self.columns: dict[Monomial, np.ndarray] = {}
+
+    def _column(self, m: Monomial) -> np.ndarray:
+        if m not in self.columns:
+            self.columns[m] = np.array([float(m.at(s.point)) for s in self.samples])
+        return self.columns[m]
+
+    def miss(self, chosen: Sequence[Monomial]) -> tuple[int, float] | None:
+        """Where and by how much the set plainly misses (None: the core must judge it)."""
+        x = np.stack([np.ones(len(self.y)), *(self._column(m) for m in chosen)], axis=1)
+        coef, _, rank, _ = np.linalg.lstsq(x[~self.held], self.y[~self.held], rcond=None)
+        if rank < x.shape[1]:
+            return None  # left to the core: exact rank, not a float's
+        over = np.abs(x @ coef - self.y) - self.tol
+        worst = int(np.argmax(over))
+        return None if over[worst] <= self.margin else (worst, float(over[worst]))
+
+    def text(self, chosen: Sequence[Monomial], worst: int, over: float) -> str:
+        at = _show(self.samples[worst].point)
+        return f"{_set_text(chosen)} (off by {over + self.tol[worst]:.3g} at {at})"
+
+
+def _judged(
+    data: _Data, screen: _Screen, chosen: tuple[Monomial, ...], rejected: list[str]
+) -> tuple[SubsetFit[Monomial], float] | None:
+    """The core's exact fit of one set and its leave-one-out error, or None (why: ``rejected``,
+    the first four kept)."""
+    missed = screen.miss(chosen)
+    if missed is not None:
+        if len(rejected) < 4:
+            rejected.append(screen.text(chosen, *missed))
+        return None
+    fit = data.search([chosen], len(chosen), 1, len(chosen))
+    if fit.terms is None:
+        rejected += _rejected(data, fit)[: max(0, 4 - len(rejected))]
+        return None
+    loo = loo_smape(data, chosen)
+    if loo is None:
+        if len(rejected) < 4:
+            rejected.append(f"{_set_text(chosen)} (a term pinned by one size)")
+        return None
+    return fit, loo
 
 
 def fit_terms(
@@ -98,60 +249,43 @@ def fit_terms(
     limit: int = MAX_SETS,
     least: int = 0,
 ) -> TermFit:
-    """The smallest set of monomials whose constant + non-negative combination reproduces every
-    size within its tolerance (least squares on the fitted sizes, which must determine every
-    slope), fitted without the held-out sizes and checked on them.
+    """The term set whose constant + non-negative combination gives every size within its
+    tolerance (each set the core's exact fit, ``runtime.estimate.fit.subset_search``: fitted
+    without the held-out sizes and checked on them), fewest terms first; of the first that fits
+    and the sets of as many terms after it (``RIVALS`` tried, ``WEIGHED`` fitting), the one of
+    least leave-one-out error, never one with a term one size pins (then more terms).
 
-    ``tiers`` are nested candidate lists, plainest first: every set of the first tier, fewest
-    terms first, then the new sets of the next (a clamp only where no plain set fits). At most
-    ``limit`` sets are tried, of ``least`` terms or more.
+    ``tiers`` are nested candidate lists, plainest first (a clamp only where no plain set fits),
+    enumerated as the core does. At most ``limit`` sets are tried, of ``least`` terms or more.
     """
     if not samples:
         return TermFit(None, 0.0, (), 0.0, 0, ("no size measured",))
-    held = np.array([s.held_out for s in samples])
-    y = np.array([s.value for s in samples], dtype=float)
-    tol = np.array([s.tolerance for s in samples], dtype=float)
-    everything = list(dict.fromkeys(m for tier in tiers for m in tier))
-    table = {m: np.array([float(m.at(s.point)) for s in samples]) for m in everything}
-    ones = np.ones(len(samples))
-    scale = max(1.0, float(np.abs(y).max()))
+    data, screen = _Data.of(samples), _Screen(samples)
     rejected: list[str] = []
+    found: list[tuple[float, int, SubsetFit[Monomial]]] = []
     tried = 0
-    seen: set[tuple[Monomial, ...]] = set()
-    for tier in tiers:
-        for size in range(least, most + 1):
-            for chosen in combinations(tier, size):
-                if chosen in seen:
-                    continue
-                seen.add(chosen)
-                tried += 1
-                if tried > limit:
-                    return TermFit(None, 0.0, (), 0.0, tried - 1, tuple(rejected))
-                full = np.stack([ones, *(table[m] for m in chosen)], axis=1)
-                coef, _, rank, _ = np.linalg.lstsq(full[~held], y[~held], rcond=None)
-                if rank < full.shape[1]:
-                    continue  # not determined by the fitted sizes: a smaller set says the same
-                if any(c < -1e-9 * scale for c in coef[1:]):
-                    if len(rejected) < 4:
-                        rejected.append(_set_text(chosen) + " (a negative slope)")
-                    continue
-                residual = np.abs(full @ coef - y)
-                if np.all(residual <= tol):
-                    return TermFit(
-                        tuple(chosen),
-                        float(coef[0]),
-                        tuple(float(c) for c in coef[1:]),
-                        float(residual.max()),
-                        tried,
-                        tuple(rejected),
-                    )
-                if len(rejected) < 4:
-                    worst = int(np.argmax(residual - tol))
-                    rejected.append(
-                        f"{_set_text(chosen)} (off by {residual[worst]:.3g} at "
-                        f"{_show(samples[worst].point)})"
-                    )
-    return TermFit(None, 0.0, (), 0.0, tried, tuple(rejected))
+    stop: tuple[int | None, int] = (None, limit)  # the size that fit first, the last set tried
+    for chosen in candidate_sets(tiers, least, most):
+        if tried >= stop[1] or len(found) >= WEIGHED or stop[0] not in (None, len(chosen)):
+            break
+        tried += 1
+        judged = _judged(data, screen, chosen, rejected)
+        if judged is not None:
+            found.append((judged[1], len(found), judged[0]))
+            stop = (len(chosen), min(limit, tried + RIVALS))
+    if not found:
+        return TermFit(None, 0.0, (), 0.0, tried, tuple(rejected))
+    loo, _, best = min(found, key=lambda f: (f[0], f[1]))
+    return TermFit(
+        best.terms,
+        float(best.constant),
+        tuple(float(c) for c in best.slopes),
+        float(best.residual),
+        tried,
+        tuple(rejected[:4]),
+        loo,
+        len(found) - 1,
+    )
 
 
 def _set_text(chosen: Sequence[Monomial]) -> str:

@@ -31,10 +31,26 @@ from calibration.infer.analyse import (
     memory_of,
     seconds_of,
 )
-from calibration.infer.search import MEMORY_SLACK, Sample, TermFit, fit_iterations, fit_terms
-from calibration.infer.terms import Feature, IterationForm, Monomial, Point, iteration_forms
+from calibration.infer.search import (
+    MEMORY_SLACK,
+    IterationFit,
+    Sample,
+    TermFit,
+    fit_iterations,
+    fit_terms,
+)
+from calibration.infer.terms import (
+    Feature,
+    IterationForm,
+    Monomial,
+    Point,
+    iteration_forms,
+    name,
+    num,
+)
 from calibration.infer.time_terms import WORK_APPROXIMATE, WORK_SLACK, TimeChoice
-from calibration.probes.policy import point_key
+from dslc import ast
+from runtime.estimate.fit import point_key
 
 #: The most bool params flipped (the others stay at the base's value): each costs a pass over
 #: the ladder's sizes at the base's steps and the steps ladder.
@@ -46,13 +62,17 @@ FACTOR = 2
 def factor(param: str, on: bool) -> Feature:
     """`(if P then 2 else 1)` (``on``) or `(if P then 1 else 2)`: a term doubled by the switch."""
     big, small = (FACTOR, 1) if on else (1, FACTOR)
-    return Feature(param, f"if {param} then {big} else {small}", _factor_fn(big, small), 0)
+    return Feature(param, _if(param, big, small), _factor_fn(big, small), 0)
 
 
 def only(param: str, on: bool) -> Feature:
     """`(if P then 1 else 0)` (``on``) or `(if P then 0 else 1)`: a part only one value has."""
     yes, no = (1, 0) if on else (0, 1)
-    return Feature(param, f"if {param} then {yes} else {no}", _factor_fn(yes, no), 0)
+    return Feature(param, _if(param, yes, no), _factor_fn(yes, no), 0)
+
+
+def _if(param: str, yes: int, no: int) -> ast.Expr:
+    return ast.IfElse(name(param), num(yes), num(no))
 
 
 def _factor_fn(big: int, small: int) -> Callable[[int], int]:
@@ -140,11 +160,41 @@ def fit_switched(
     return SwitchFit(None, False, tried, miss)
 
 
-def _form(formula: str, forms: Sequence[IterationForm]) -> IterationForm | None:
-    if formula.lstrip("-").isdigit():
-        value = int(formula)
+def _form(formula: ast.Expr, forms: Sequence[IterationForm]) -> IterationForm | None:
+    if isinstance(formula, ast.Num):
+        value = int(formula.value)
         return IterationForm(formula, lambda p: value)
-    return next((f for f in forms if f.text == formula), None)
+    return next((f for f in forms if f.expr == formula), None)
+
+
+def _switch_iterations(
+    p: StageProposal,
+    ok: Sequence[Measured],
+    param: str,
+    value: bool,
+    forms: Sequence[IterationForm],
+) -> tuple[IterationFit, str, bool]:
+    """The iteration formula at both values: the same, or `if P then A else B`; whether it is
+    left unexplained (for review)."""
+    counts = [
+        (dict(m.record.params), c, m.held_out)
+        for m in ok
+        if (c := count_of(m.record, p.plan)) is not None
+    ]
+    iterations = p.iterations
+    form = None if iterations.expr is None else _form(iterations.expr, forms)
+    if form is None and iterations.expr is not None:  # another switch's `if` already
+        return iterations, "not checked: the formula holds another switch's `if`", True
+    if form is None or all(form.fn(pt) == c for pt, c, _ in counts):
+        return iterations, "the same", False
+    other = fit_iterations(forms, counts)
+    if other.expr is None or iterations.expr is None:
+        return iterations, "differ, and no formula of the grammar gives them", True
+    pair = (other.expr, iterations.expr)
+    on, off = pair if value else pair[::-1]
+    where = f"{param}={'true' if value else 'false'}"
+    said = f"{other.formula} at {where}"
+    return evolve(iterations, expr=ast.IfElse(name(param), on, off)), said, False
 
 
 def switch_stage(
@@ -164,29 +214,8 @@ def switch_stage(
         every = ("iterations", "memory", "time")
         note = Switched(param, value, 0, why, why, why, every, failed=len(flipped))
         return evolve(p, switches=(*p.switches, note))
-    review: list[str] = []
-    counts = [
-        (dict(m.record.params), c, m.held_out)
-        for m in ok
-        if (c := count_of(m.record, p.plan)) is not None
-    ]
-    iterations = p.iterations
-    form = None if iterations.formula is None else _form(iterations.formula, forms)
-    if form is None and iterations.formula is not None:  # another switch's `if` already
-        review.append("iterations")
-        said_iterations = "not checked: the formula holds another switch's `if`"
-    elif form is None or all(form.fn(pt) == c for pt, c, _ in counts):
-        said_iterations = "the same"
-    else:
-        other = fit_iterations(forms, counts)
-        if other.formula is None or iterations.formula is None:
-            review.append("iterations")
-            said_iterations = "differ, and no formula of the grammar gives them"
-        else:
-            pair = (other.formula, iterations.formula)
-            on, off = pair if value else pair[::-1]
-            iterations = evolve(iterations, formula=f"if {param} then {on} else {off}")
-            said_iterations = f"{other.formula} at {where}"
+    iterations, said_iterations, missed = _switch_iterations(p, ok, param, value, forms)
+    review: list[str] = ["iterations"] if missed else []
     memory, approximate, said_memory, missed = _switch_memory(p, ok, param)
     review += ["memory"] if missed else []
     time, said_time, missed = _switch_time(p, ok, param, value)
@@ -232,11 +261,13 @@ def switch_all(
     ints: Sequence[str],
     contracts: Mapping[str, Sequence[str]],
     steps: str | None,
+    lows: Mapping[str, int | None] | None = None,
 ) -> list[StageProposal]:
     """Every stage checked at every flipped switch, in the switches' order; what each showed is
     the proposal's ``switches``."""
     table = feature_table(contracts, ints, steps)
-    forms = iteration_forms(ints, [f for p in ints for f in table[p] if f.let is not None])
+    lets = [f for p in ints for f in table[p] if f.let is not None]
+    forms = iteration_forms(ints, lets, lows)
     out: list[StageProposal] = []
     for p in proposals:
         for param, measured in flips.items():

@@ -4,16 +4,21 @@ iteration expressions; each a value with its text, evaluated by our own code (ne
 A *feature* is one param seen one way: the param itself, the latent count a `P % k == 1` contract
 suggests (``(P - 1) // k + 1``) or, for the steps param, a clamp ``max(min(P + o, hi), lo)`` (a
 multistep scheduler's history saturates). A *monomial* multiplies features of up to three distinct
-params. Both are bounded lists: the limits are the constants below.
+params. Both are bounded lists: the limits are the constants below. Each is a `dslc.ast`
+expression, printed by the compiler's formatter (``dslc.fmt.format_expr``: the fewest parentheses
+the grammar needs), never text spliced together.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from itertools import combinations, product
 
 from attrs import frozen
+
+from dslc import ast
 
 Point = Mapping[str, int | bool]
 
@@ -27,22 +32,60 @@ CLAMP_HIGHS = (2, 3, 4, 5)
 _MODULUS = re.compile(r"^(\w+) % (\d+) == (\d+)$")
 
 
-@frozen
+def text_of(expr: ast.Expr) -> str:
+    """An expression as the compiler's formatter writes it."""
+    from dslc.fmt import format_expr
+
+    return format_expr(expr)
+
+
+def num(value: int) -> ast.Num:
+    return ast.Num(Fraction(value))
+
+
+def name(text: str) -> ast.Name:
+    return ast.Name(text)
+
+
+def product_of(factors: Sequence[ast.Expr]) -> ast.Expr:
+    """``a * b * c`` (the constant 1 for none)."""
+    if not factors:
+        return num(1)
+    out = factors[0]
+    for f in factors[1:]:
+        out = ast.Binary("*", out, f)
+    return out
+
+
+def terms_expr(exprs: Sequence[ast.Expr]) -> ast.Expr:
+    """One term as itself, several as a list (`memory ~ [a, b]`)."""
+    return exprs[0] if len(exprs) == 1 else ast.ListLit(tuple(exprs))
+
+
+@frozen(cache_hash=True)  # sets of monomials are hashed in every search: once each
 class Feature:
-    """One param seen one way: its text in a formula, how to compute it, its complexity."""
+    """One param seen one way: its expression, how to compute it, its complexity."""
 
     param: str
-    text: str
+    expr: ast.Expr
     fn: Callable[[int], int]
     rank: int  # 0 the plainest (the param, or the latent count its contract suggests)
     let: str | None = None  # the let a draft declares for it (None: written inline)
-    let_text: str | None = None
+
+    @property
+    def text(self) -> str:
+        return text_of(self.expr)
+
+    @property
+    def written(self) -> ast.Expr:
+        """What a formula writes: the let's name, else the expression."""
+        return self.expr if self.let is None else name(self.let)
 
     def at(self, point: Point) -> int:
         return self.fn(int(point[self.param]))
 
 
-@frozen
+@frozen(cache_hash=True)
 class Monomial:
     """A product of features (empty: the constant 1): of distinct params, or such a product
     twice (its square: ``monomials`` never makes one, the time's candidates do)."""
@@ -50,10 +93,12 @@ class Monomial:
     features: tuple[Feature, ...]
 
     @property
+    def expr(self) -> ast.Expr:
+        return product_of([f.written for f in self.features])
+
+    @property
     def text(self) -> str:
-        if not self.features:
-            return "1"
-        return " * ".join(f.let or _wrapped(f.text) for f in self.features)
+        return text_of(self.expr)
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -64,12 +109,6 @@ class Monomial:
         for f in self.features:
             value *= f.at(point)
         return value
-
-
-def _wrapped(text: str) -> str:
-    if text.startswith("if "):
-        return f"({text})"
-    return f"({text})" if (" + " in text or " - " in text) and not text.startswith("max(") else text
 
 
 def contract_modulus(contracts: Sequence[str], param: str) -> tuple[int, int] | None:
@@ -93,23 +132,25 @@ def features(
     param: str, contracts: Sequence[str], *, steps: bool, latent_name: str | None = None
 ) -> tuple[Feature, ...]:
     """The ways the grammar sees ``param``: itself, a latent count, clamps (steps only)."""
-    out = [Feature(param, param, lambda v: v, 0)]
+    out = [Feature(param, name(param), lambda v: v, 0)]
     modulus = contract_modulus(contracts, param)
     if modulus is not None and modulus[1] == 1 and modulus[0] > 1:
         # what a `P % k == 1` contract suggests comes first: a VAE's latent count
         k = modulus[0]
-        name = latent_name or f"latent_{param}"
-        text = f"({param} - 1) // {k} + 1"
+        latent = ast.Binary(
+            "+", ast.Binary("//", ast.Binary("-", name(param), num(1)), num(k)), num(1)
+        )
         out = [
-            Feature(param, text, _latent(k), 0, name, text),
-            Feature(param, param, lambda v: v, 1),
+            Feature(param, latent, _latent(k), 0, latent_name or f"latent_{param}"),
+            Feature(param, name(param), lambda v: v, 1),
         ]
     if steps:
         for o, lo, hi in product(CLAMP_OFFSETS, CLAMP_LOWS, CLAMP_HIGHS):
             if lo >= hi:
                 continue
-            inner = param if o == 0 else f"{param} - {-o}"
-            out.append(Feature(param, f"max(min({inner}, {hi}), {lo})", _clamp(o, lo, hi), 2))
+            inner = name(param) if o == 0 else ast.Binary("-", name(param), num(-o))
+            clamp = ast.Call("max", (ast.Call("min", (inner, num(hi))), num(lo)))
+            out.append(Feature(param, clamp, _clamp(o, lo, hi), 2))
     return tuple(out)
 
 
@@ -127,29 +168,50 @@ def monomials(by_param: Mapping[str, Sequence[Feature]]) -> list[Monomial]:
 
 @frozen
 class IterationForm:
-    """One candidate iteration formula: its text and its value at a point."""
+    """One candidate iteration formula: its expression and its value at a point."""
 
-    text: str
+    expr: ast.Expr
     fn: Callable[[Point], int]
 
+    @property
+    def text(self) -> str:
+        return text_of(self.expr)
 
-def iteration_forms(ints: Sequence[str], let_features: Sequence[Feature]) -> list[IterationForm]:
+
+def iteration_forms(
+    ints: Sequence[str],
+    let_features: Sequence[Feature],
+    lows: Mapping[str, int | None] | None = None,
+) -> list[IterationForm]:
     """The iteration grammar, smallest first: a constant, a param +- 1 or 2, a latent count, the
-    count of a scheduler that repeats a step (`if P > 1 then P + 1 else 1`)."""
+    count of a scheduler that repeats a step (`if P > 1 then P + 1 else 1`); with the params'
+    ``lows``, none that goes below 0 in the declared range (`dslc check` refuses a negative
+    count)."""
+
+    def never_negative(p: str, o: int) -> bool:
+        return lows is None or (lows.get(p) or 0) + o >= 0
+
     forms: list[IterationForm] = []
     for p in ints:
-        forms.append(IterationForm(p, _param(p, 0)))
+        if never_negative(p, 0):
+            forms.append(IterationForm(name(p), _param(p, 0)))
     for p in ints:
         for o in (-1, 1, -2, 2):
-            forms.append(IterationForm(f"{p} {'+' if o > 0 else '-'} {abs(o)}", _param(p, o)))
+            if never_negative(p, o):
+                forms.append(IterationForm(_shifted(p, o), _param(p, o)))
     for f in let_features:
-        forms.append(IterationForm(f.let or f.text, f.at))
+        forms.append(IterationForm(f.written, f.at))
     for p in ints:
         for o in (1, -1):
-            sign = "+" if o > 0 else "-"
-            forms.append(IterationForm(f"if {p} > 1 then {p} {sign} 1 else 1", _repeating(p, o)))
-        forms.append(IterationForm(f"2 * {p}", _twice(p)))
+            more = ast.Binary(">", name(p), num(1))
+            forms.append(IterationForm(ast.IfElse(more, _shifted(p, o), num(1)), _repeating(p, o)))
+        if never_negative(p, 0):
+            forms.append(IterationForm(ast.Binary("*", num(2), name(p)), _twice(p)))
     return forms
+
+
+def _shifted(p: str, o: int) -> ast.Expr:
+    return ast.Binary("+" if o > 0 else "-", name(p), num(abs(o)))
 
 
 def _param(p: str, o: int) -> Callable[[Point], int]:

@@ -21,17 +21,18 @@ burst of another process is not a term; a set the times fit instead is named
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 from itertools import combinations
 
-import numpy as np
 from attrs import evolve, frozen
 
 from artifact.spelling import point_text
 from calibration.infer.search import Sample, TermFit, fit_terms
 from calibration.infer.terms import Monomial, Point
+from runtime.estimate.fit import CLOCK_JITTER_S, nonnegative_fit
 
-#: Seconds a per-iteration time may be off whatever its size (timer, dispatch, a shared core).
-TIME_JITTER = 0.002
+#: Seconds a per-iteration time may be off whatever its size: the core's clock jitter.
+TIME_JITTER = CLOCK_JITTER_S
 #: The least relative tolerance of a time fit, whatever the base's spread.
 TIME_FLOOR = 0.2
 #: How many times the base's relative spread a size's time may be off.
@@ -119,48 +120,34 @@ class Fit:
     misses: tuple[Point, ...] = ()  # the sizes off their tolerance, worst first
 
 
-def nonnegative_fit(samples: Sequence[Sample], terms: Sequence[Monomial]) -> Fit | None:
-    """A constant + non-negative slopes, fitted on the fitted sizes by least squares weighted by
-    each size's tolerance: of the fits on every subset of the terms whose slopes are all >= 0
-    (a term a noisy time gives a slightly negative slope gets 0, never a rejection), the one
-    whose largest residual over tolerance, every size, is least. A set therefore fits whenever
-    one of its subsets does: the memory's terms are never rejected where the constant is not."""
-    fitted = [s for s in samples if not s.held_out]
-    if not fitted:
+def time_fit(samples: Sequence[Sample], terms: Sequence[Monomial]) -> Fit | None:
+    """The core's non-negative fit (``runtime.estimate.fit.nonnegative_fit``) on the fitted
+    sizes, weighted by each size's tolerance, the one of its subsets of the terms whose largest
+    residual over tolerance, every size, is least (a term a noisy time gives a slightly negative
+    slope gets 0, never a rejection): a set fits whenever one of its subsets does, so the memory's
+    terms are never rejected where the constant is not. None: no size fitted."""
+    if not any(not s.held_out for s in samples):
         return None
-    weight = np.array([1.0 / s.tolerance for s in fitted])
-    y = np.array([s.value for s in fitted])
-    tol = np.array([s.tolerance for s in samples])
-    every = np.array([s.value for s in samples])
-    columns = np.array([[float(m.at(s.point)) for m in terms] for s in samples]).reshape(
-        len(samples), len(terms)
+    rows = [[Fraction(m.at(s.point)) for m in terms] for s in samples]
+    tolerances = [Fraction(s.tolerance) for s in samples]
+    found = nonnegative_fit(
+        rows,
+        [Fraction(s.value) for s in samples],
+        [1 / (t * t) for t in tolerances],
+        fitted=[not s.held_out for s in samples],
+        tolerances=tolerances,
     )
-    rows = np.array([not s.held_out for s in samples])
-    best: tuple[float, np.ndarray] | None = None
-    for size in range(len(terms) + 1):
-        for kept in combinations(range(len(terms)), size):
-            x = np.hstack([np.ones((len(fitted), 1)), columns[rows][:, list(kept)]])
-            coef, _, rank, _ = np.linalg.lstsq(x * weight[:, None], y * weight, rcond=None)
-            if rank < x.shape[1] or any(c < 0 for c in coef[1:]):
-                continue
-            full = np.zeros(len(terms) + 1)
-            full[0] = coef[0]
-            full[[k + 1 for k in kept]] = coef[1:]
-            ratio = float(np.max(np.abs(full[0] + columns @ full[1:] - every) / tol))
-            if best is None or ratio < best[0] - 1e-12:
-                best = (ratio, full)
-    if best is None:
+    if found is None:
         return None
-    _, full = best
-    residuals = np.abs(full[0] + columns @ full[1:] - every)
-    ratios = residuals / tol
-    worst = int(np.argmax(ratios))
+    residuals = [abs(float(found.at(r)) - s.value) for r, s in zip(rows, samples, strict=True)]
+    ratios = [r / s.tolerance for r, s in zip(residuals, samples, strict=True)]
+    worst = max(range(len(samples)), key=lambda k: ratios[k])
     off = sorted((k for k in range(len(samples)) if ratios[k] > 1), key=lambda k: -ratios[k])
     return Fit(
-        float(full[0]),
-        tuple(float(c) for c in full[1:]),
-        float(residuals.max()),
-        float(ratios[worst]),
+        float(found.constant),
+        tuple(float(c) for c in found.slopes),
+        max(residuals),
+        ratios[worst],
         point_text(samples[worst].point),
         tuple(samples[k].point for k in off),
     )
@@ -187,7 +174,7 @@ def check_times(
 ) -> TimeCheck:
     """The measured times (``samples`` carry their tolerance) against ``terms``; where they miss,
     the first set of ``candidates`` they fit, named."""
-    fit = nonnegative_fit(samples, terms) if samples else None
+    fit = time_fit(samples, terms) if samples else None
     if fit is None:
         return TimeCheck(False, len(samples), spread, 0.0, 0.0)
     if fit.worst <= 1:
@@ -197,7 +184,7 @@ def check_times(
     rejected: list[Rejected] = []
     alternative = None
     for chosen in candidates(terms, plain):
-        other = nonnegative_fit(samples, chosen)
+        other = time_fit(samples, chosen)
         if other is not None and other.worst <= 1:
             alternative = set_text(chosen)
             break

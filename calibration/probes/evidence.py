@@ -9,7 +9,7 @@ largest residual at a confirming size relative to the fit's growing part there (
 backend when the formula is right) and the reach how far the target's growing part lies beyond the
 largest measured one: the growing part extrapolated to the target may be off by that share, more
 the farther it goes, and the allocator's granularity is already in the residuals it allows
-(``residuals.memory_slack``).
+(``runtime.estimate.fit.noise.memory_slack``).
 Elsewhere the fixed margin stays. A memory finding's risk (the bytes the formula may miss by at
 the target) is added to its stage's bounds, so a residual too small to act on never leaves a bound
 under the peak.
@@ -26,6 +26,7 @@ from calibration.probes.findings import Checked, Finding
 from calibration.probes.residuals import StageFit
 from runtime import Pipeline
 from runtime.estimate import PeakEstimate, PhaseEstimate, WorkloadEstimate
+from runtime.estimate.fit.kinds import FindingKind, MarginSource, Quantity
 
 #: The least padding of a confirmed stage's growing part: a first-draft formula's raw error on
 #: families never seen is within half a percent (bench/README.md); four times that.
@@ -37,7 +38,7 @@ SAFETY = 2.0
 #: exactly linear in tokens up to 12 and 5.2 % of its growth above the line at 36).
 PER_EFOLD = 0.04
 #: Memory findings whose risk is added to the stage's bounds.
-AT_RISK = frozenset({"residual", "formula-mismatch", "unconfirmed"})
+AT_RISK = frozenset({FindingKind.RESIDUAL, FindingKind.FORMULA_MISMATCH, FindingKind.UNCONFIRMED})
 
 
 @frozen
@@ -46,7 +47,7 @@ class StageMargin:
 
     stage: str
     margin: float
-    source: str  # "evidence" or "fixed"
+    source: MarginSource
     reason: str
 
 
@@ -56,11 +57,13 @@ def stage_margins(
     """Each stage's margin: from the evidence where it suffices, else ``fixed``."""
     out = []
     for stage in pipeline.stages:
-        fits = checked.fits_of(stage, "memory")
+        fits = checked.fits_of(stage, Quantity.MEMORY)
         open_ = [
             f.kind
             for f in checked.findings
-            if f.stage == stage and f.quantity in ("memory", "iterations") and f.kind != "residual"
+            if f.stage == stage
+            and f.quantity in (Quantity.MEMORY, Quantity.ITERATIONS)
+            and f.kind != FindingKind.RESIDUAL
         ]
         reason = ""
         if uncovered:
@@ -72,27 +75,32 @@ def stage_margins(
         elif any(f.unconfirmed for f in fits):
             reason = "no size beyond those the fit passes through tests it"
         if reason:
-            out.append(StageMargin(stage, fixed, "fixed", reason))
+            out.append(StageMargin(stage, fixed, MarginSource.FIXED, reason))
             continue
         noted = any(
-            f.stage == stage and f.kind == "residual" for f in (*checked.findings, *checked.quiet)
+            f.stage == stage and f.kind == FindingKind.RESIDUAL
+            for f in (*checked.findings, *checked.quiet)
         )
         # a residual's own risk is added instead (with_risks)
         misfit = 0.0 if noted else max(_misfit(f) for f in fits)
-        reach = max(_reach(f) for f in fits)
-        margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit) + PER_EFOLD * math.log(reach)
+        far = max(reach(f) for f in fits)
+        margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit) + PER_EFOLD * math.log(far)
         if margin >= fixed:
-            out.append(StageMargin(stage, fixed, "fixed", f"the misfit {misfit:.2%} is too large"))
+            out.append(
+                StageMargin(
+                    stage, fixed, MarginSource.FIXED, f"the misfit {misfit:.2%} is too large"
+                )
+            )
             continue
         sizes = max(len(f.beyond) for f in fits)
         why = f"{sizes} size{'s' if sizes > 1 else ''} beyond the fit confirm it"
         why += " (its residual's risk added" if noted else f" (misfit {misfit:.3%}"
-        why += f", the target {reach:.3g}x the largest size's growth)"
-        out.append(StageMargin(stage, margin, "evidence", why))
+        why += f", the target {far:.3g}x the largest size's growth)"
+        out.append(StageMargin(stage, margin, MarginSource.EVIDENCE, why))
     return tuple(out)
 
 
-def _reach(fit: StageFit) -> float:
+def reach(fit: StageFit) -> float:
     """How far the target's growing part lies beyond the largest measured one (at least 1)."""
     largest = max(fit.growing, default=0.0)
     return max(1.0, fit.growing_at_target / largest) if largest > 0 else 1.0
@@ -125,7 +133,7 @@ def with_risks(result: WorkloadEstimate, findings: Sequence[Finding]) -> Workloa
     request's, when that stage dominates it or a phase's bound now exceeds it)."""
     risks: dict[str, Finding] = {}
     for f in findings:
-        at_risk = f.quantity == "memory" and f.kind in AT_RISK
+        at_risk = f.quantity == Quantity.MEMORY and f.kind in AT_RISK
         if at_risk and (f.stage not in risks or f.risk > risks[f.stage].risk):
             risks[f.stage] = f
     if not risks:

@@ -21,6 +21,11 @@ peak (memory) or of the request's time:
   (a scheduler's step arrays); not actionable: its risk is added to the stage's bound.
 - *iteration-mismatch* (actionable): the recorder counted another number of iterations than the
   formula's at a measured size.
+- *not-estimable* (actionable): a memory phase whose target term vector is not in the span of the
+  measured sizes' (exact rational rank): a kink (``min``, ``max``, a clamp, an ``if`` threshold, a
+  contract) between the probe and the target that no size within the cost budget crosses. The
+  phase keeps its conservative (scaled) bound and its stage the fixed margin, never one from
+  evidence.
 - *stage-not-measured* (actionable): a stage the formula runs never opened (its `uses` names a
   component or method that did not run), so its memory and time went to other phases unseen.
 
@@ -31,36 +36,47 @@ that could flip between runs is noise, never a mismatch.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from attrs import frozen
 
 from artifact.spelling import point_text
 from artifact.units import show_bytes, show_seconds
 from calibration.probes.directions import Explanation, directions, explanations
-from calibration.probes.policy import Point, work
-from calibration.probes.residuals import SizePoint, StageFit, memory_slack, stage_fit
+from calibration.probes.policy import memory_terms, work
+from calibration.probes.residuals import SizePoint, StageFit, stage_fit
 from runtime import Pipeline
+from runtime.estimate.fit.exact import estimable, row
+from runtime.estimate.fit.kinds import FindingKind, PhaseKind, Quantity
+from runtime.estimate.fit.noise import memory_slack
+from runtime.estimate.fit.points import Point
 from runtime.record import WarmupRecord
 
 #: A residual is material when its risk at the target is at least this share of the stage's peak
 #: (memory: half a percent, a tenth of the error a first-draft formula reaches on families never
 #: seen) or of the request's time (the time goal, calibration.probes.time_probe.TIME_TOLERANCE).
-MATERIAL: Mapping[str, float] = {"memory": 0.005, "time": 0.05}
+MATERIAL: Mapping[str, float] = {Quantity.MEMORY: 0.005, Quantity.TIME: 0.05}
 #: A memory residual worth less than this share of the stage's peak at the target is not reported
 #: (a scheduler's step arrays, a few bytes); its risk is still added to the bound.
 DETAIL = 1e-4
 #: Finding kinds that ask for a change before the calibration can be trusted.
-ACTIONABLE = frozenset({"formula-mismatch", "iteration-mismatch", "stage-not-measured"})
+ACTIONABLE = frozenset(
+    {
+        FindingKind.FORMULA_MISMATCH,
+        FindingKind.ITERATION_MISMATCH,
+        FindingKind.STAGE_NOT_MEASURED,
+        FindingKind.NOT_ESTIMABLE,
+    }
+)
 
 
 @frozen
 class Finding:
     """One disagreement between the measurements and a stage's formula, with its consequence."""
 
-    kind: str  # see the module docstring
+    kind: FindingKind  # see the module docstring
     stage: str
-    quantity: str  # "memory", "time" or "iterations"
+    quantity: Quantity
     message: str
     points: tuple[SizePoint, ...]
     direction: str | None = None  # what the unexplained part grows with
@@ -84,7 +100,7 @@ class Checked:
     fits: tuple[StageFit, ...]
     quiet: tuple[Finding, ...] = ()  # residuals under DETAIL: not reported, their risk still added
 
-    def fits_of(self, stage: str, quantity: str) -> tuple[StageFit, ...]:
+    def fits_of(self, stage: str, quantity: Quantity) -> tuple[StageFit, ...]:
         """The stage's fits of ``quantity`` (memory: one a phase, the stage's own first)."""
         return tuple(f for f in self.fits if f.stage == stage and f.quantity == quantity)
 
@@ -142,13 +158,15 @@ class _Case:
 
     @property
     def unit(self) -> str:
-        return "B above baseline" if self.fit.quantity == "memory" else "s per iteration"
+        return "B above baseline" if self.fit.quantity == Quantity.MEMORY else "s per iteration"
 
     @property
     def at_risk(self) -> str:
         return _show_risk(self.fit.quantity, self.risk, self.share)
 
-    def finding(self, kind: str, message: str, next_step: str, regime: bool = False) -> Finding:
+    def finding(
+        self, kind: FindingKind, message: str, next_step: str, regime: bool = False
+    ) -> Finding:
         points = self.fit.points
         return Finding(
             kind,
@@ -175,7 +193,7 @@ def classify(
     if not off:
         return None
     candidates = explanations(pipeline, fit, target)
-    risk = _risk(fit, candidates) * (iterations if fit.quantity == "time" else 1)
+    risk = _risk(fit, candidates) * (iterations if fit.quantity == Quantity.TIME else 1)
     what = f"{fit.stage} {fit.quantity}"
     if fit.phase and not fit.phase.startswith("stage:"):
         what += f" ({fit.phase})"
@@ -190,13 +208,13 @@ def classify(
     )
     if case.share < MATERIAL[fit.quantity]:
         # time within the goal at the target is noise or a detail, not a finding
-        return _residual(case) if fit.quantity == "memory" else None
+        return _residual(case) if fit.quantity == Quantity.MEMORY else None
     regime, unconfirmed = _below(pipeline, fit, off)
     if regime:
         return _regime(pipeline, case, target)
     if unconfirmed:
         return case.finding(
-            "unconfirmed",
+            FindingKind.UNCONFIRMED,
             f"{what}: the smallest size is off the fit through the larger ones "
             f"({case.at_risk}), and no size between the probe and the target is left to decide "
             "between a probe outside the steady regime and a wrong formula. Sizes: "
@@ -252,7 +270,7 @@ def _below(pipeline: Pipeline, fit: StageFit, off: Sequence[int]) -> tuple[bool,
 def _residual(case: _Case) -> Finding:
     name = case.name
     return case.finding(
-        "residual",
+        FindingKind.RESIDUAL,
         f"{case.what}: the declared terms leave {_left_over(case.fit.points, case.off, case.unit)} "
         f"at the measured sizes, following {name or 'an undeclared term'}; {case.at_risk} at the "
         "target, added to the bound",
@@ -270,7 +288,7 @@ def _regime(pipeline: Pipeline, case: _Case, target: Point) -> Finding:
     moved = {k for i in case.off for k, v in points[i].params.items() if v != target[k]}
     axes = ", ".join(sorted(moved & probed))
     return case.finding(
-        "probe-regime",
+        FindingKind.PROBE_REGIME,
         f"{case.what}: the smallest size measured outside the formula's steady regime (off the fit "
         f"that the larger sizes confirm, {case.at_risk} had it been used); left out of the "
         f"estimate. Sizes: {_shown(points, case.unit)}",
@@ -291,16 +309,29 @@ def _mismatch(case: _Case) -> Finding:
         if not found.declared:
             follows += ", which the declared terms leave out"
     return case.finding(
-        "formula-mismatch",
+        FindingKind.FORMULA_MISMATCH,
         f"{case.what}: the declared terms do not explain the measured sizes (left over: "
         f"{_left_over(fit.points, case.off, case.unit)}); the unexplained part follows {follows}; "
         f"{case.at_risk} at the target. Sizes: {_shown(fit.points, case.unit)}",
-        (
-            f"add a term in {follows.split(',')[0]} to {fit.stage}'s `{fit.quantity} ~` (or fix "
-            "the ones there) in the formula file"
-            if case.name
-            else f"revise {fit.stage}'s `{fit.quantity} ~` terms in the formula file"
-        ),
+        _mismatch_step(case, follows.split(",")[0]),
+    )
+
+
+def _mismatch_step(case: _Case, follows: str) -> str:
+    """What to do: add a term along the direction, or, where the declared terms already vary
+    along it, revise those (never ask for a term the formula has)."""
+    fit, found = case.fit, case.found
+    if not case.name:
+        return f"revise {fit.stage}'s `{fit.quantity} ~` terms in the formula file"
+    named = [n.strip() for n in case.name.split(",")]
+    if found is not None and found.declared and found.direction in named:
+        return (
+            f"revise the terms in {found.direction} of {fit.stage}'s `{fit.quantity} ~` in the "
+            "formula file: it has some, and the measured sizes do not follow them"
+        )
+    return (
+        f"add a term in {follows} to {fit.stage}'s `{fit.quantity} ~` (or fix the ones there) "
+        "in the formula file"
     )
 
 
@@ -310,7 +341,7 @@ def _left_over(points: Sequence[SizePoint], off: Sequence[int], unit: str) -> st
 
 
 def _show_risk(quantity: str, risk: float, share: float) -> str:
-    if quantity == "memory":
+    if quantity == Quantity.MEMORY:
         return f"{show_bytes(risk)} at risk ({share:.2%} of the stage's peak)"
     return f"{show_seconds(risk)} at risk ({share:.1%} of the request)"
 
@@ -338,9 +369,9 @@ def iteration_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> l
                     != declared
                 ]
                 out[pair.stage] = Finding(
-                    "iteration-mismatch",
+                    FindingKind.ITERATION_MISMATCH,
                     pair.stage,
-                    "iterations",
+                    Quantity.ITERATIONS,
                     f"{pair.stage}: the pipeline ran {pair.measured} iterations at {at}, the "
                     f"formula says {declared}; every per-iteration figure at the target is off by "
                     "as much",
@@ -367,9 +398,9 @@ def unmeasured_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> 
         uses = ", ".join(f"{u.component}.{u.method}" for u in pipeline.uses.get(stage, ()))
         out.append(
             Finding(
-                "stage-not-measured",
+                FindingKind.STAGE_NOT_MEASURED,
                 stage,
-                "memory",
+                Quantity.MEMORY,
                 f"{stage}: the formula runs it in every request measured, but what it `uses` "
                 f"({uses or 'nothing'}) never ran: nothing was measured for it, and its memory "
                 "and time were counted in other phases",
@@ -381,44 +412,117 @@ def unmeasured_findings(pipeline: Pipeline, records: Sequence[WarmupRecord]) -> 
     return out
 
 
-def check(
-    pipeline: Pipeline, records: Sequence[WarmupRecord], target: Point, backend: str
-) -> Checked:
-    """Every stage's memory and time, and the counted iterations, checked; findings ranked by their
-    share at the target (actionable first)."""
+def _fits(
+    pipeline: Pipeline,
+    records: Sequence[WarmupRecord],
+    target: Point,
+    backend: str,
+    quantities: Collection[Quantity],
+) -> list[StageFit]:
+    """Every stage's fits: memory one per phase and layout (records whose active components differ
+    are never fitted together), time one per stage."""
     fits: list[StageFit] = []
     slack = memory_slack(backend)
     for stage in pipeline.stages:
-        phases = {(p.kind, p.name) for r in records if r.ok for p in r.phases if p.stage == stage}
-        for phase in sorted(phases, key=lambda k: (k[0] != "stage", k)):
-            fit = stage_fit(pipeline, records, stage, "memory", target, slack, phase)
+        phases = {
+            (p.kind, p.name, tuple(sorted(p.active_components)))
+            for r in records
+            if r.ok
+            for p in r.phases
+            if p.stage == stage
+        }
+        for kind, name, layout in sorted(phases, key=lambda k: (k[0] != PhaseKind.STAGE, k)):
+            if Quantity.MEMORY not in quantities:
+                break
+            fit = stage_fit(
+                pipeline, records, stage, Quantity.MEMORY, target, slack, (kind, name), layout
+            )
             if fit is not None:
                 fits.append(fit)
-        fit = stage_fit(pipeline, records, stage, "time", target, slack)
-        if fit is not None:
-            fits.append(fit)
+        if Quantity.TIME in quantities:
+            fit = stage_fit(pipeline, records, stage, Quantity.TIME, target, slack)
+            if fit is not None:
+                fits.append(fit)
+    return fits
+
+
+def check(
+    pipeline: Pipeline,
+    records: Sequence[WarmupRecord],
+    target: Point,
+    backend: str,
+    quantities: Collection[Quantity] = (Quantity.MEMORY, Quantity.TIME),
+) -> Checked:
+    """Every stage's memory and time (those in ``quantities``), and the counted iterations (with
+    memory), checked; findings ranked by their share at the target (actionable first)."""
+    fits = _fits(pipeline, records, target, backend, quantities)
     at_target = pipeline.evaluate(**target)
     request = sum(
         max(f.at_target, 0.0) * int(at_target[f.stage].iterations)
         for f in fits
-        if f.quantity == "time"
+        if f.quantity == Quantity.TIME
     )
-    found = [*unmeasured_findings(pipeline, records), *iteration_findings(pipeline, records)]
+    found: list[Finding] = []
+    if Quantity.MEMORY in quantities:
+        found += unmeasured_findings(pipeline, records)
+        found += iteration_findings(pipeline, records)
+        found += not_estimable_findings(pipeline, fits, target)
     worst: dict[tuple[str, str], Finding] = {}  # one a stage and quantity: its worst phase's
     for fit in fits:
         iterations = int(at_target[fit.stage].iterations)
-        if fit.quantity == "memory":
-            scale = _stage_peak(records, fit)
-        else:
-            scale = request
+        scale = _stage_peak(records, fit) if fit.quantity == Quantity.MEMORY else request
         finding = classify(pipeline, fit, target, scale, iterations)
         key = (fit.stage, fit.quantity)
         if finding is not None and (key not in worst or rank(finding) < rank(worst[key])):
             worst[key] = finding
-    quiet = tuple(f for f in worst.values() if f.kind == "residual" and f.share < DETAIL)
-    found += [f for f in worst.values() if not (f.kind == "residual" and f.share < DETAIL)]
+    quiet = tuple(f for f in worst.values() if f.kind == FindingKind.RESIDUAL and f.share < DETAIL)
+    found += [f for f in worst.values() if f not in quiet]
     found.sort(key=rank)
     return Checked(tuple(found), tuple(fits), quiet)
+
+
+def not_estimable_findings(
+    pipeline: Pipeline, fits: Sequence[StageFit], target: Point
+) -> list[Finding]:
+    """Memory phases whose target term vector is not in the span of their sizes' (exact rank): a
+    ``min``/``max``/clamp/``if`` threshold or a contract between the probe and the target that no
+    size crosses. The estimate keeps its conservative bound; the stage gets no evidence margin."""
+    out: dict[str, Finding] = {}
+    for fit in fits:
+        if fit.quantity != Quantity.MEMORY or fit.estimable or fit.stage in out:
+            continue
+        moved = [
+            name
+            for name, value in target.items()
+            if any(p.params[name] != value for p in fit.points)
+            and _closes(pipeline, fit, name, target)
+        ]
+        along = ", ".join(moved) or "the params the target departs in"
+        out[fit.stage] = Finding(
+            FindingKind.NOT_ESTIMABLE,
+            fit.stage,
+            Quantity.MEMORY,
+            f"{fit.stage} memory ({fit.phase}): the measured sizes do not determine its terms at "
+            f"the target (the target's term vector is not in the span of theirs: a min, max, "
+            f"clamp, if or contract along {along} that no size crosses within the cost budget); "
+            "its bound is the conservative scaled one, with the fixed margin and no evidence",
+            fit.points,
+            along,
+            share=1.0,
+            next_step=f"measure a size past the kink along {along}: a --probe nearer the target",
+        )
+    return list(out.values())
+
+
+def _closes(pipeline: Pipeline, fit: StageFit, name: str, target: Point) -> bool:
+    """Whether the largest size with ``name`` moved alone to the target's value would determine
+    the target (the kink lies along ``name``)."""
+    moved = {**fit.points[0].params, name: target[name]}
+    if not pipeline.is_admissible(**moved):
+        return False
+    rows = [row(p.terms) for p in fit.points]
+    rows.append(row(memory_terms(pipeline, fit.stage, moved)))
+    return estimable(rows, row(fit.target_terms))
 
 
 def rank(finding: Finding) -> tuple[bool, float, str, str]:

@@ -8,7 +8,7 @@ sequence; calibrate: mixes of its warmup and probe, and shapes between the probe
 A quantity of a stage (its peak memory, its time per iteration) is modelled as
 ``constant + Σ slope_i × term_i`` over the terms of its ``memory ~`` / ``time ~`` measure. It is
 *determined* at the target when the target's row ``(1, terms...)`` lies in the span of the measured
-rows (``runtime.estimate.planes``). Sizes beyond those needed test the model: see ``check``.
+rows (``runtime.estimate.fit.exact``). Sizes beyond those needed test the model: see ``check``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from fractions import Fraction
 from artifact.limits import MAX_PROBE_GROUP
 from calibration.errors import CalibrationLimitError
 from runtime import Pipeline
-from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
+from runtime.estimate.fit.exact import estimable, row
+from runtime.estimate.fit.kinds import Quantity
+from runtime.estimate.fit.points import Point, point_key
 
-Point = Mapping[str, int | bool]
 Terms = tuple[Fraction, ...]
 
 
@@ -36,7 +37,7 @@ def time_terms(pipeline: Pipeline, stage: str, params: Point) -> Terms:
 
 
 TermsOf = Callable[[Pipeline, str, Point], Terms]
-QUANTITIES: Mapping[str, TermsOf] = {"memory": memory_terms, "time": time_terms}
+QUANTITIES: Mapping[str, TermsOf] = {Quantity.MEMORY: memory_terms, Quantity.TIME: time_terms}
 
 
 def _determined(rows: Sequence[tuple[Fraction, ...]], target: tuple[Fraction, ...]) -> bool:
@@ -103,11 +104,6 @@ def next_probe(
     return None if best is None else best[2]
 
 
-def point_key(point: Point) -> tuple[tuple[str, int | bool], ...]:
-    """A point as a hashable key (points are scanned with sets, not list membership)."""
-    return tuple(sorted(point.items()))
-
-
 def mixes(a: Point, b: Point) -> Iterator[dict[str, int | bool]]:
     """Every point taking each param from ``a`` or ``b`` (the corners of their box), a and b
     excluded, generated one at a time.
@@ -133,17 +129,3 @@ def _corners(a: Point, b: Point, differing: Sequence[str]) -> Iterator[dict[str,
             if mask >> i & 1:
                 point[name] = b[name]
         yield point
-
-
-def fit_rows(
-    rows: Sequence[tuple[Fraction, ...]], values: Sequence[Fraction]
-) -> tuple[tuple[Fraction, ...], list[int]]:
-    """Exact coefficients through the independent rows (in the given order) and their indices."""
-    chosen = independent_rows(list(rows))
-    coefficients = basic_solution([rows[i] for i in chosen], [values[i] for i in chosen])
-    return coefficients, chosen
-
-
-def predict(coefficients: Sequence[Fraction], r: Sequence[Fraction]) -> Fraction:
-    """The fitted value at row ``r``."""
-    return sum((c * x for c, x in zip(coefficients, r)), Fraction(0))

@@ -7,11 +7,12 @@ sizes are fitted exactly (``constant + Σ slope × term``) through the independe
 target (largest first), and every other size is predicted from that fit. What the measurement can
 produce there, its *tolerance*, is grounded in the measurement's own noise:
 
-- memory: the exact CPU backend counts every live byte, so nothing (``memory_slack``: 0); the CUDA
-  caching allocator rounds each block to 512 B, so ``ALLOCATOR_SLACK``;
+- memory: the backend's own granularity (``runtime.estimate.fit.noise.memory_slack``: 0 on the
+  exact CPU backend);
 - time: ``Z`` standard deviations of the residual, combining the size's own run-to-run spread, the
   spread the fit carries to it from the sizes it passes through, and a plane's local model error
-  per e-fold of the fit's lever arm (``LOCAL_MODEL_ERROR``); and every run of the size must lie on
+  per e-fold of the fit's lever arm (``fit.noise.MODEL_ERROR``, the one value the time estimate
+  uses too); and every run of the size must lie on
   the same side of the fit (a residual whose sign flips between runs is noise; a size measured once
   has no spread to judge by).
 """
@@ -25,32 +26,24 @@ from fractions import Fraction
 
 from attrs import frozen
 
-from calibration.probes.policy import QUANTITIES, Point, fit_rows, predict, work
+from calibration.probes.policy import QUANTITIES, work
 from runtime import Pipeline
-from runtime.estimate.planes import estimable, row
-from runtime.estimate.time_fit import MEDIAN_SE, SizeTimes, distance, relative_noise
-from runtime.estimate.timing import iteration_samples
+from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
+from runtime.estimate.fit.kinds import PhaseKind, Quantity
+from runtime.estimate.fit.noise import (
+    distance,
+    median_error,
+    relative_noise,
+    tolerance,
+)
+from runtime.estimate.fit.points import Point
+from runtime.estimate.fit.samples import (
+    Layout,
+    memory_above_baseline,
+    phase_layout,
+    stage_sample,
+)
 from runtime.record import WarmupRecord
-
-#: Bytes a fit may miss by on a caching allocator: each block is rounded up to 512 B, and a phase's
-#: peak holds up to about a hundred blocks beyond those its terms describe.
-ALLOCATOR_SLACK = float(64 << 10)
-#: Standard deviations a time residual must exceed to be more than noise (about 1 in 370 for
-#: normal noise, per size and stage).
-Z = 3.0
-#: Seconds a per-iteration sample may be off whatever its size: the timer, dispatch and a shared
-#: core's scheduling (a one-shot stage of a few milliseconds is mostly that).
-JITTER = 0.002
-#: How far a time per iteration may stray from a plane, relative, per e-fold between a size and
-#: the farthest size the fit passes through: on the CPU, torch switches convolution algorithms
-#: between sizes (a video VAE's decode: ``slow_conv3d`` below, ``mkldnn_convolution`` above), and
-#: time per pixel rose 11-35 % an e-fold (bench/README.md, "Time near the target"); the largest.
-LOCAL_MODEL_ERROR = 0.35
-
-
-def memory_slack(backend: str) -> float:
-    """Bytes of residual the memory backend can produce by itself: 0 where it counts exactly."""
-    return 0.0 if backend.endswith("live-tensors") else ALLOCATOR_SLACK
 
 
 @frozen
@@ -87,7 +80,7 @@ class StageFit:
     target."""
 
     stage: str
-    quantity: str
+    quantity: Quantity
     points: tuple[SizePoint, ...]  # the largest first
     chosen: tuple[int, ...]  # the sizes the fit passes through
     at_target: (
@@ -97,6 +90,8 @@ class StageFit:
     growing: tuple[float, ...]  # that part at each size
     target_terms: tuple[Fraction, ...] = ()
     phase: str = ""  # the phase's label (memory): "stage:DenoisingStage", "setup:DenoisingStage"
+    estimable: bool = True  # the target's term vector lies in the span of the sizes' (exact rank)
+    layout: Layout | None = None  # the components active in the phase (memory): fitted apart
 
     def spread_at_target(self) -> float:
         """How far the fit's value at the target moves when any one size it passes through is
@@ -112,6 +107,12 @@ class StageFit:
             if chosen and estimable([rows[kept[i]] for i in chosen], target):
                 out = max(out, abs(float(predict(coefficients, target)) - self.at_target))
         return out
+
+    def growing_at(self, terms: Sequence[Fraction]) -> float:
+        """The fit's growing part (its value minus its constant) at a size's terms."""
+        rows = [row(p.terms) for p in self.points]
+        coefficients, _ = fit_rows(rows, [Fraction(p.value) for p in self.points])
+        return float(predict(coefficients, row(terms)) - coefficients[0])
 
     @property
     def off(self) -> tuple[int, ...]:
@@ -135,30 +136,33 @@ def _grouped(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     stage: str,
-    quantity: str,
+    quantity: Quantity,
     phase: tuple[str, str] | None,
+    layout: Layout | None = None,
 ) -> dict[tuple[tuple[str, int | bool], ...], list[float]]:
-    """Per size (its params), the values of its runs (memory: the phase's peak above baseline;
-    time: seconds per iteration, one sample a run, ``timing.iteration_samples``)."""
-    kind, name = phase or ("stage", stage)
+    """Per size (its params), the values of its runs (memory: the phase's peak above baseline, of
+    the records whose phase had ``layout``; time: steady seconds per iteration, one sample a run:
+    ``fit.samples.stage_sample``)."""
+    kind, name = phase or (PhaseKind.STAGE, stage)
     by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
     # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
     # peak says what the formula does (the loop re-runs its size later).
-    later = records[1:] if len(records) > 2 else records
+    # (Left out only where its size is measured again: a size left out of the regime may have
+    # made another record the first.)
+    again = len(records) > 2 and any(r.params == records[0].params for r in records[1:])
+    later = records[1:] if again else records
     for record in later:
-        if not record.ok:
+        if not record.ok or (
+            layout is not None and phase_layout(record, stage, kind, name) != layout
+        ):
             continue
         params = dict(record.params)
-        if quantity == "memory":
-            peaks = [
-                p.peak_allocated
-                for p in record.phases
-                if p.kind == kind and p.name == name and p.stage == stage
-            ]
-            value = float(max(peaks) - record.baseline_allocated) if peaks else None
+        if quantity == Quantity.MEMORY:
+            above = memory_above_baseline(record, stage, kind, name)
+            value = None if above is None else float(above)
         else:
-            sample = iteration_samples(record, stage, pipeline.evaluate(**params))
-            value = statistics.median(sample[0]) if sample is not None else None
+            declared = int(pipeline.evaluate(**params)[stage].iterations)
+            value = stage_sample(record, stage, declared).seconds
         if value is not None:
             by_size.setdefault(tuple(params.items()), []).append(value)
     return by_size
@@ -181,26 +185,28 @@ def stage_fit(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     stage: str,
-    quantity: str,
+    quantity: Quantity,
     target: Point,
     slack: float,
     phase: tuple[str, str] | None = None,
+    layout: Layout | None = None,
 ) -> StageFit | None:
     """The sizes of ``stage``'s ``quantity`` (memory: of one of its phases, ``(kind, name)``, the
-    stage's own by default) against the fit through them (None: under two sizes)."""
+    stage's own by default, in one ``layout``) against the fit through them (None: under two
+    sizes)."""
     terms_of = QUANTITIES[quantity]
-    grouped = _grouped(pipeline, records, stage, quantity, phase)
+    grouped = _grouped(pipeline, records, stage, quantity, phase, layout)
     if len(grouped) < 2:
         return None
     sizes = sorted(grouped.items(), key=lambda kv: work(pipeline, dict(kv[0])), reverse=True)
     params = [dict(key) for key, _ in sizes]
     runs = [values for _, values in sizes]
-    values = [max(v) if quantity == "memory" else statistics.median(v) for v in runs]
+    values = [max(v) if quantity == Quantity.MEMORY else statistics.median(v) for v in runs]
     terms = [terms_of(pipeline, stage, p) for p in params]
     rows = [row(t) for t in terms]
     coefficients, chosen = fit_rows(rows, [Fraction(v) for v in values])
     tolerances = [slack] * len(sizes)
-    if quantity == "time":
+    if quantity == Quantity.TIME:
         tolerances = _time_tolerances(terms, values, runs, rows, chosen)
     points = tuple(
         SizePoint(
@@ -208,7 +214,7 @@ def stage_fit(
             terms[i],
             values[i],
             None if i in chosen else float(predict(coefficients, rows[i])),
-            tuple(runs[i]) if quantity == "time" else (),
+            tuple(runs[i]) if quantity == Quantity.TIME else (),
             tolerances[i],
         )
         for i in range(len(sizes))
@@ -226,13 +232,15 @@ def stage_fit(
         at_target - constant,
         growing,
         terms_of(pipeline, stage, target),
-        _label(phase or ("stage", stage), stage) if quantity == "memory" else "",
+        _label(phase or (PhaseKind.STAGE, stage), stage) if quantity == Quantity.MEMORY else "",
+        estimable([rows[i] for i in chosen], target_row),
+        layout,
     )
 
 
 def _label(phase: tuple[str, str], stage: str) -> str:
     kind, name = phase
-    return f"{kind}:{name}" if kind == "stage" else f"{kind}:{name}@{stage}"
+    return f"{kind}:{name}" if kind == PhaseKind.STAGE else f"{kind}:{name}@{stage}"
 
 
 def _time_tolerances(
@@ -243,17 +251,13 @@ def _time_tolerances(
     chosen: Sequence[int],
 ) -> list[float]:
     """Z sigma of each size's residual: its own spread, the fit's there, and the model error."""
-    noise = relative_noise([SizeTimes(t, tuple(r)) for t, r in zip(terms, runs)])
-    own = [
-        relative_noise([SizeTimes(t, tuple(r))]) if len(r) > 1 else noise
-        for t, r in zip(terms, runs)
-    ]
+    noise = relative_noise(runs)
+    own = [relative_noise([r]) if len(r) > 1 else noise for r in runs]
 
     def se(i: int) -> float:
         """The size's median's standard error: the pooled or its own spread, whichever is wider,
         and the clock's jitter."""
-        relative = MEDIAN_SE * max(noise, own[i]) * abs(values[i]) / math.sqrt(len(runs[i]))
-        return math.hypot(relative, JITTER)
+        return median_error(values[i], len(runs[i]), max(noise, own[i]))
 
     weights = _sensitivities(rows, chosen)
     out = []
@@ -263,6 +267,5 @@ def _time_tolerances(
             continue
         fit_var = sum((w * se(j)) ** 2 for w, j in zip(weights[i], chosen))
         far = max((distance(terms[j], terms[i]) for j in chosen), default=0.0)
-        model = LOCAL_MODEL_ERROR * far * abs(values[i])
-        out.append(Z * math.sqrt(se(i) ** 2 + fit_var + model**2))
+        out.append(tolerance(se(i), math.sqrt(fit_var), far, values[i]))
     return out

@@ -7,37 +7,104 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 
 from artifact.limits import MAX_LADDER_POINTS
-from calibration.probes.policy import mixes, next_probe, work
+from calibration.probes.policy import mixes, next_probe, open_stages, work
 from calibration.session import Params
 from runtime import Pipeline
 
 
 def extra_probes(
-    pipeline: Pipeline, warmup: Params, probe: Params, target: Params, at_most: int = 3
+    pipeline: Pipeline,
+    warmup: Params,
+    probe: Params,
+    target: Params,
+    at_most: int = 4,
+    cost: Callable[[Params], Fraction] | None = None,
 ) -> list[dict[str, int | bool]]:
     """Sizes beside the warmup and the probe that pin down every declared term at the target.
 
-    Candidates are the corners of the warmup-probe box (cheapest first), then the probe moved
-    towards the target; ``calibration.probes.policy.next_probe`` picks one at a time.
+    Candidates are the corners of the warmup-probe box (cheapest first), the probe moved towards
+    the target, and one size just past each kink between a base and the target (``past_kinks``);
+    ``calibration.probes.policy.next_probe`` picks one at a time, from the formulas alone. With
+    ``cost`` (one run's, over the target's), the chosen sizes' total stays under 1.
     """
     chosen: list[dict[str, int | bool]] = []
     measured: list[Params] = [warmup, probe]
     ceiling = work(pipeline, target)
+    spent = Fraction(0)
     for _ in range(at_most):
+        sizes = [*measured, *chosen]
         candidates = (
             c
-            for c in itertools.chain(mixes(warmup, probe), towards(pipeline, probe, target))
-            if work(pipeline, c) < ceiling
+            for c in itertools.chain(
+                mixes(warmup, probe),
+                towards(pipeline, probe, target),
+                past_kinks(pipeline, sizes, (warmup, probe), target),
+            )
+            if work(pipeline, c) < ceiling and (cost is None or spent + cost(c) < 1)
         )
-        point = next_probe(pipeline, [*measured, *chosen], target, candidates)
+        point = next_probe(pipeline, sizes, target, candidates)
         if point is None:
             break
         chosen.append(point)
+        spent += cost(point) if cost is not None else 0
     return chosen
+
+
+def past_kinks(
+    pipeline: Pipeline, measured: Sequence[Params], bases: Sequence[Params], target: Params
+) -> Iterator[dict[str, int | bool]]:
+    """For each base and each integer param the target lies above it in, the smallest admissible
+    value that determines some open (stage, quantity) pair at the target when that param alone
+    moves there: one size just past a ``min``/``max``/clamp/``if`` threshold or a contract
+    (bisection: ``log2`` of the range of evaluations, none of the values enumerated)."""
+    still_open = set(open_stages(pipeline, measured, target))
+    if not still_open:
+        return
+
+    def closes(point: Params) -> bool:
+        return bool(still_open - set(open_stages(pipeline, [*measured, point], target)))
+
+    for base in bases:
+        for name in departures(base, target):
+            low, goal = base[name], target[name]
+            if isinstance(low, bool) or isinstance(goal, bool) or goal <= low:
+                continue
+            found = _first_closing(pipeline, base, name, int(low), int(goal), closes)
+            if found is not None:
+                yield found
+
+
+def _first_closing(
+    pipeline: Pipeline,
+    base: Params,
+    name: str,
+    low: int,
+    goal: int,
+    closes: Callable[[Params], bool],
+) -> dict[str, int | bool] | None:
+    """The smallest admissible value of ``name`` in ``(low, goal]`` whose size closes something,
+    by bisection (assuming, as past a kink, that larger values close it too)."""
+    others = {k: v for k, v in base.items() if k != name}
+    top = pipeline.largest_admissible(name, at_most=goal, **others)
+    if top is None or top <= low or not closes({**base, name: top}):
+        return None
+    while True:
+        mid = (low + top) // 2
+        below = pipeline.largest_admissible(name, at_most=mid, **others)
+        if below is None or below <= low:
+            if mid + 1 >= top:
+                return {**base, name: top}
+            low = mid
+        elif closes({**base, name: below}):
+            top = below
+        else:
+            low = below
+        if top - low <= 1:
+            return {**base, name: top}
 
 
 def towards(pipeline: Pipeline, low: Params, high: Params) -> list[dict[str, int | bool]]:

@@ -3,15 +3,15 @@
 Memory is exact, so two sizes pin a memory term down; time is noisy, and a small probe's time per
 iteration is mostly fixed per-call cost, so the slope that carries it to the target rests on small
 differences between small sizes. The estimators say how uncertain the result is
-(``runtime.estimate.time_fit``: a one-sigma ``spread`` per stage). A stage is *uncertain* when two
-sigma of its time exceed ``TIME_TOLERANCE`` of the request's, or when no fit carries it at all: one
-measured size (or sizes along one line) scales it by a ratio, fixed per-call cost included, and
-nothing says how wrong that is. The policy then picks, among sizes
-between the probe and the target, lighter than the target in work and in every growing stage's
-memory, the cheapest one whose measurement (``repeat`` runs, assumed to
-land on the current fit) would bring every uncertain stage within the tolerance -- or, when none
-would, the one that narrows them most, if it narrows them by a quarter or more. Before running
-anything: the spread a size would leave is computed from the design alone.
+(``runtime.estimate.fit.time_plane``: a one-sigma ``spread`` per stage). A stage is *uncertain* when
+two sigma of its time exceed ``TIME_TOLERANCE`` of the request's, or when no fit carries it at all:
+one measured size (or sizes along one line) scales it by a ratio, fixed per-call cost included, and
+nothing says how wrong that is. The policy then picks, among sizes between the probe and the target,
+lighter than the target in work and in every growing stage's memory, the cheapest one whose
+measurement (``repeat`` runs, assumed to land on the current fit) would bring every uncertain stage
+within the tolerance -- or, when none would, the one that narrows them most, if it narrows them by a
+quarter or more. Before running anything: the spread a size would leave is computed from the design
+alone.
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 
-from calibration.probes.policy import Point, memory_terms, time_terms, work
+from calibration.probes.policy import memory_terms, time_terms, work
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate
+from runtime.estimate.fit.kinds import Method
+from runtime.estimate.fit.points import Point
+from runtime.estimate.fit.time_plane import predicted_spread
 from runtime.estimate.points import Workload
-from runtime.estimate.time_fit import predicted_spread
 from runtime.estimate.timing import stage_sizes
 from runtime.record import WarmupRecord
 
@@ -43,7 +45,7 @@ def uncertain_stages(
     return tuple(
         s.stage
         for s in result.timing.stages
-        if s.method == "fit" and s.spread_s is not None and 2 * s.spread_s > tolerance * total
+        if s.method == Method.FIT and s.spread_s is not None and 2 * s.spread_s > tolerance * total
     )
 
 
@@ -54,7 +56,7 @@ def scaled_stages(
     from the target's: their spread is unknown, so they are uncertain whatever the tolerance."""
     out = []
     for s in result.timing.stages:
-        if s.method != "scaled":
+        if s.method != Method.SCALED:
             continue
         want = time_terms(pipeline, s.stage, target)
         if all(size.terms != want for size in stage_sizes(workload, s.stage, s.repeated)):
@@ -67,7 +69,7 @@ def _samples_at(pipeline: Pipeline, stage: str, point: Point, repeat: int) -> in
     return repeat if pipeline.evaluate(**point)[stage].iterations > 0 else 0
 
 
-def _covers_memory(
+def covers_memory(
     pipeline: Pipeline, point: Point, target: Point, records: Sequence[WarmupRecord]
 ) -> bool:
     """Whether ``point`` needs the target's memory in some stage whose memory grows: a probe must
@@ -127,7 +129,7 @@ def time_probe(
         if point in measured or not pipeline.is_admissible(**point):
             continue
         cost = work(pipeline, point)
-        if cost >= ceiling or _covers_memory(pipeline, point, target, records):
+        if cost >= ceiling or covers_memory(pipeline, point, target, records):
             continue
         scored.append((worst(point), cost, point))
     if not scored:

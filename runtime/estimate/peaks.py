@@ -8,9 +8,10 @@ The rules, in order of preference, for one phase constraint (and for the request
    constant floored at the active components' weight bytes), extrapolate; the bound pads only the
    linear part by the margin. A negative slope is noise: fall through to 3. With several terms, the
    fit is the plane ``constant + Σ slope_i × term_i`` through the sizes nearest the target that add
-   a direction, used only when they determine its value at the target (runtime/estimate/planes.py);
-   a term whose negative slope is worth at most 1 % of the plane at the target does not grow this
-   phase: it is left out (slope 0) and the others fitted again; a larger one falls through to 3;
+   a direction, used only when they determine its value at the target (runtime/estimate/fit/
+   exact.py); a term whose negative slope is worth at most 1 % of the plane at the target does not
+   grow this phase: it is left out (slope 0) and the others fitted again; a larger one falls through
+   to 3;
 3. one size: scale what lies above the pre-request baseline (the baseline floored at the active
    components' weight bytes) by the measure ratio (with several terms, the largest term ratio);
    the bound pads the scaled part by the margin.
@@ -29,7 +30,8 @@ from itertools import pairwise
 from attrs import frozen
 
 from artifact.ir import StageValues
-from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
+from runtime.estimate.fit.exact import basic_solution, estimable, independent_rows, row
+from runtime.estimate.fit.kinds import Method, PhaseKind
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
@@ -106,7 +108,7 @@ def _growth_for(growth: Sequence[IterationGrowth], index: int, stage: str | None
 def none(
     reason: str, stage: str | None = None, target_measure: Measure | None = None
 ) -> PeakEstimate:
-    return PeakEstimate("none", None, None, 1.0, reason, stage, target_measure)
+    return PeakEstimate(Method.NONE, None, None, 1.0, reason, stage, target_measure)
 
 
 @frozen
@@ -170,7 +172,7 @@ def peak_from_points(
     shown_t = show_terms(target_terms)
     base = _Where(stage, target_measure, target_terms)
     if not points:
-        return base.estimate("none", None, None, 1.0, "no successful measurement")
+        return base.estimate(Method.NONE, None, None, 1.0, "no successful measurement")
     covering = [p for p in points if _covers(p.terms, target_terms)]
     if covering:
         smallest = min(_size(p.terms, target_terms) for p in covering)
@@ -184,11 +186,11 @@ def peak_from_points(
         if best.growth_bytes:
             reason += f", plus {best.growth_bytes} B of per-iteration growth"
         margin_used = float(margin) if best.growth_bytes else 1.0
-        return base.estimate("measurement", raw, bound, margin_used, reason, points)
+        return base.estimate(Method.MEASUREMENT, raw, bound, margin_used, reason, points)
     fitted, fallback = _fit(points, target_terms, margin, floor)
     if fitted is not None:
         raw, bound, fit, reason = fitted
-        return base.estimate("fit", raw, bound, float(margin), reason, points, fit)
+        return base.estimate(Method.FIT, raw, bound, float(margin), reason, points, fit)
     return _scaled(points, target_terms, margin, floor, fallback, base)
 
 
@@ -318,10 +320,10 @@ def _scaled(
                 f"scaled {p.adjusted_peak_bytes - floor_p} B above the baseline {floor_p} B by "
                 f"{by}{fallback}"
             )
-            best = base.estimate("scaled", raw, bound, float(margin), reason, points)
+            best = base.estimate(Method.SCALED, raw, bound, float(margin), reason, points)
     if best is None:
         reason = f"measured only where the measure is 0; cannot scale to {show_terms(target)}"
-        return base.estimate("none", None, None, 1.0, reason)
+        return base.estimate(Method.NONE, None, None, 1.0, reason)
     return best
 
 
@@ -339,7 +341,9 @@ def _key(phase: Phase) -> PhaseKey:
 
 
 def _label(kind: str, name: str, stage: str | None) -> str:
-    return f"{kind}:{name}" if kind == "stage" or stage is None else f"{kind}:{name}@{stage}"
+    return (
+        f"{kind}:{name}" if kind == PhaseKind.STAGE or stage is None else f"{kind}:{name}@{stage}"
+    )
 
 
 def phase_peaks(
@@ -401,7 +405,9 @@ def _dominant_stage(work: Workload) -> str | None:
     if not candidates:
         return None
     record = max(candidates, key=lambda c: (c[0], c[1]))[2]
-    stages = [p for p in record.phases if p.kind == "stage" and p.stage in work.target_values]
+    stages = [
+        p for p in record.phases if p.kind == PhaseKind.STAGE and p.stage in work.target_values
+    ]
     if not stages:
         return None
     return max(reversed(stages), key=lambda p: p.peak_allocated).stage

@@ -16,6 +16,7 @@ from fractions import Fraction
 from artifact.ir import StageValues
 from artifact.spelling import HUGE_BITS, point_text
 from runtime.errors import RecordMismatchError, RuntimeValueError
+from runtime.estimate.fit.samples import counted
 from runtime.estimate.results import Measure
 from runtime.formulas import Pipeline
 from runtime.record import WarmupRecord
@@ -146,10 +147,7 @@ def resolve_target(
 
 def measured_iterations(record: WarmupRecord, stage: str, values: Mapping[str, StageValues]) -> int:
     """How often the stage's unit ran in the record: as recorded, else the formula at its params."""
-    for pair in record.stage_iterations:
-        if pair.stage == stage:
-            return pair.measured
-    return int(values[stage].iterations)
+    return counted(record, stage, int(values[stage].iterations))
 
 
 def _params(pipeline: Pipeline, record: WarmupRecord) -> dict[str, int | bool]:

@@ -22,7 +22,9 @@ from types import MappingProxyType
 
 from attrs import Factory, field, frozen
 
-METHODS = ("measurement", "fit", "scaled", "none")
+from runtime.estimate.fit.kinds import Method
+
+METHODS = tuple(Method)
 DEFAULT_MARGIN = 1.2
 
 Measure = int | Fraction
@@ -121,13 +123,13 @@ class PeakEstimate:
     def __attrs_post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}; expected one of {METHODS}")
-        if (self.method == "none") != (self.raw_bytes is None):
+        if (self.method == Method.NONE) != (self.raw_bytes is None):
             raise ValueError("a figure is None exactly when its method is 'none'")
 
     @property
     def ok(self) -> bool:
         """True when there is a figure."""
-        return self.method != "none"
+        return self.method != Method.NONE
 
 
 @frozen

@@ -11,7 +11,7 @@ measure ratio (target / measured). With two or more sizes, fit ``time = constant
 term_i`` over the terms of ``time ~`` (one term for a plain measure) by least squares over every
 measured size and read it at the target, so a fixed per-call cost (launch and dispatch overhead,
 which dominates small models) is not multiplied along with the work. The fit is used when the
-target's terms lie in the span of the measured ones (runtime/estimate/planes.py), else the ratio.
+target's terms lie in the span of the measured ones (runtime/estimate/fit/exact.py), else the ratio.
 Timings are noisy where memory is exact, so every size counts, and repeated runs of one size count
 by their median. Non-iteration and untracked times come from the representative record: the
 successful one with the most work (sum over stages of iterations × time measure), latest on ties.
@@ -28,6 +28,9 @@ from attrs import frozen
 
 from artifact.ir import StageValues
 from artifact.spelling import point_text
+from runtime.estimate.fit.kinds import Method
+from runtime.estimate.fit.samples import StageSample, stage_sample
+from runtime.estimate.fit.time_plane import SizeTimes, fit_time
 from runtime.estimate.points import (
     Workload,
     measured_iterations,
@@ -36,7 +39,6 @@ from runtime.estimate.points import (
     time_terms,
 )
 from runtime.estimate.results import Measure, StageTime, TimingEstimate
-from runtime.estimate.time_fit import SizeTimes, fit_time
 from runtime.record import WarmupRecord
 
 
@@ -47,27 +49,9 @@ def _work(values: Mapping[str, StageValues], record: WarmupRecord) -> Fraction:
     )
 
 
-def iteration_samples(
-    record: WarmupRecord, stage: str, values: Mapping[str, StageValues]
-) -> tuple[tuple[float, ...], float, bool] | None:
-    """(per-iteration samples in seconds, fixed seconds, repeated) of one record's stage, or None
-    if it did not run. A repeated stage's samples are its steady iterations (the first one dropped
-    when there are more); a one-shot stage's is its time per iteration.
-    """
-    durations = record.stage_durations
-    if stage not in durations:
-        return None
-    steps = [
-        i.duration_s
-        for i in sorted((i for i in record.iterations if i.stage == stage), key=lambda i: i.index)
-    ]
-    if steps:
-        steady = steps[1:] if len(steps) > 1 else steps
-        return tuple(steady), max(0.0, durations[stage] - sum(steps)), True
-    count = measured_iterations(record, stage, values)
-    if count <= 0:
-        return None
-    return (durations[stage] / count,), 0.0, False
+def sample_of(record: WarmupRecord, stage: str, values: Mapping[str, StageValues]) -> StageSample:
+    """The record's stage through the one definition of a sample (``fit.samples.stage_sample``)."""
+    return stage_sample(record, stage, int(values[stage].iterations))
 
 
 def stage_sizes(work: Workload, stage: str, repeated: bool) -> list[SizeTimes]:
@@ -76,10 +60,10 @@ def stage_sizes(work: Workload, stage: str, repeated: bool) -> list[SizeTimes]:
     smallest first. A run is the unit of noise: its iterations are slow or fast together."""
     samples: dict[tuple[Fraction, ...], list[float]] = {}
     for _, record, values in work.ok:
-        sample = iteration_samples(record, stage, values)
-        if sample is not None and sample[2] == repeated:
+        sample = sample_of(record, stage, values)
+        if sample.seconds is not None and sample.repeated == repeated:
             terms = time_terms(work.pipeline, stage, record.params)
-            samples.setdefault(terms, []).append(statistics.median(sample[0]))
+            samples.setdefault(terms, []).append(sample.seconds)
     return [SizeTimes(t, tuple(samples[t])) for t in sorted(samples, key=sum)]
 
 
@@ -100,16 +84,16 @@ def stage_time(
     target_n = work.target_iterations(stage)
     target_m = work.target_values[stage].time
     _, rep, rep_values = representative
-    rep_sample = iteration_samples(rep, stage, rep_values)
-    rep_n = measured_iterations(rep, stage, rep_values)
-    if rep_sample is None:
+    rep_sample = sample_of(rep, stage, rep_values)
+    rep_n = rep_sample.count
+    if rep_sample.seconds is None:
         return _not_measured(stage, rep_n, target_n, target_m)
-    samples, fixed, repeated = rep_sample
+    fixed, repeated = rep_sample.fixed_s, rep_sample.repeated
     seconds = _measured_at_target(work, stage, target_n, target_m)
     if seconds is not None:
         return StageTime(
             stage=stage,
-            method="measurement",
+            method=Method.MEASUREMENT,
             seconds=seconds,
             reason="measured at the target's iterations and measure (the median of its runs)",
             repeated=repeated,
@@ -122,12 +106,12 @@ def stage_time(
     carried = _fitted(sizes, time_terms(work.pipeline, stage, work.target), target_n)
     if carried is None:
         rep_terms = time_terms(work.pipeline, stage, rep.params)
-        base = next((s.median for s in sizes if s.terms == rep_terms), statistics.median(samples))
+        base = next((s.median for s in sizes if s.terms == rep_terms), rep_sample.seconds)
         carried = _scaled(base, rep_values[stage].time, target_m, len(sizes))
     if carried is None:
         return StageTime(
             stage=stage,
-            method="none",
+            method=Method.NONE,
             seconds=None,
             reason="measured where its time measure is 0; cannot scale",
             repeated=repeated,
@@ -160,7 +144,7 @@ def _not_measured(stage: str, rep_n: int, target_n: int, target_m: Measure) -> S
     if target_n == 0:
         return StageTime(
             stage=stage,
-            method="measurement",
+            method=Method.MEASUREMENT,
             seconds=0.0,
             reason="does not run at the target (0 iterations)",
             repeated=False,
@@ -169,7 +153,7 @@ def _not_measured(stage: str, rep_n: int, target_n: int, target_m: Measure) -> S
         )
     return StageTime(
         stage=stage,
-        method="none",
+        method=Method.NONE,
         seconds=None,
         reason="not measured in the representative record",
         repeated=False,
@@ -211,7 +195,7 @@ def _fitted(
     if any(c < 0 for c in fitted.coefficients[1:]):
         predicted = sizes[-1].median
         how += " (negative slope taken as flat: the largest size's time)"
-    return _Carried("fit", predicted, how, fitted.spread * target_n)
+    return _Carried(Method.FIT, predicted, how, fitted.spread * target_n)
 
 
 def _scaled(base: float, measure: Measure, target_m: Measure, sizes: int) -> _Carried | None:
@@ -223,13 +207,13 @@ def _scaled(base: float, measure: Measure, target_m: Measure, sizes: int) -> _Ca
     how = f"per-iteration time scaled by measure {show_measure(target_m)} / {show_measure(measure)}"
     if sizes >= 2:
         how += " (the measured sizes do not determine the time terms at the target)"
-    return _Carried("scaled", predicted, how)
+    return _Carried(Method.SCALED, predicted, how)
 
 
 def request_time(work: Workload) -> TimingEstimate:
     """Every stage of the formulas and the untracked time of the representative record."""
     if not work.ok:
-        return TimingEstimate("none", None, "no successful measurement")
+        return TimingEstimate(Method.NONE, None, "no successful measurement")
     representative = max(work.ok, key=lambda item: (_work(item[2], item[1]), item[0]))
     _, rep, _ = representative
     stages = tuple(stage_time(work, s, representative) for s in work.stages)
@@ -237,18 +221,20 @@ def request_time(work: Workload) -> TimingEstimate:
     missing = [s.stage for s in stages if s.seconds is None]
     if missing:
         return TimingEstimate(
-            "none", None, f"stages not measured: {', '.join(missing)}", stages, untracked
+            Method.NONE, None, f"stages not measured: {', '.join(missing)}", stages, untracked
         )
     methods = {s.method for s in stages}
     method = (
-        "measurement" if methods == {"measurement"} else ("fit" if "fit" in methods else "scaled")
+        Method.MEASUREMENT
+        if methods == {Method.MEASUREMENT}
+        else (Method.FIT if Method.FIT in methods else Method.SCALED)
     )
     total = sum(s.seconds or 0.0 for s in stages) + untracked
     reason = (
         f"sum of {len(stages)} stages + {untracked:.4g} s outside stages (kept), "
         f"from the record at {_describe(rep.params)}"
     )
-    spreads = [0.0 if s.method == "measurement" else s.spread_s for s in stages]
+    spreads = [0.0 if s.method == Method.MEASUREMENT else s.spread_s for s in stages]
     spread = None if None in spreads else math.sqrt(sum(x * x for x in spreads if x is not None))
     return TimingEstimate(method, total, reason, stages, untracked, spread)
 

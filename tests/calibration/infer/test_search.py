@@ -77,7 +77,7 @@ def test_latent_frames_is_found_where_frames_would_need_two_terms():
     assert regimes == () and not approximate
     assert set(moving) == {"frames", "height", "width"}
     assert [m.text for m in fit.terms] == ["latent_frames * height * width"]
-    assert fit.terms[0].features[0].let_text == "(frames - 1) // 4 + 1"
+    assert fit.terms[0].features[0].text == "(frames - 1) // 4 + 1"
     assert fit.residual < 1e-6
 
 

@@ -217,15 +217,15 @@ def test_a_burst_at_one_size_is_measured_again_and_the_least_time_is_kept():
 def test_a_set_fits_whenever_a_subset_of_it_does(values, spread, pick):
     """So the memory's terms are never rejected where the constant passes (flux's denoiser once
     was, by a least-squares fit that was not the one closest to the tolerance)."""
-    from calibration.infer.time_terms import nonnegative_fit
+    from calibration.infer.time_terms import time_fit
 
     points = _points()[: len(values)]
     samples = [
         Sample(p, v, k % 5 == 4, tolerance(v, spread))
         for k, (p, v) in enumerate(zip(points, values, strict=False))
     ]
-    alone = nonnegative_fit(samples, [])
-    more = nonnegative_fit(samples, [PLAIN[pick]])
+    alone = time_fit(samples, [])
+    more = time_fit(samples, [PLAIN[pick]])
     assert alone is not None and more is not None
     assert more.worst <= alone.worst + 1e-9
     assert all(c >= 0 for c in more.slopes)

@@ -14,7 +14,7 @@ import pytest
 
 from runtime import Pipeline
 from runtime.estimate import PlaneFit, estimate, estimate_phase_peaks
-from runtime.estimate.planes import basic_solution, estimable, independent_rows, row
+from runtime.estimate.fit.exact import basic_solution, estimable, independent_rows, row
 from tests.runtime.estimate.conftest import record, stage
 
 VIDEO = """

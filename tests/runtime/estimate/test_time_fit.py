@@ -13,19 +13,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.estimate.time_fit import (
+from runtime.estimate.fit.noise import (
     DEFAULT_NOISE,
     MAD_TO_SD,
     MEDIAN_SE,
     MODEL_ERROR,
     NOISE_FLOOR,
-    SizeTimes,
     distance,
-    fit_time,
-    predicted_spread,
-    relative_noise,
     small_sample,
 )
+from runtime.estimate.fit.time_plane import SizeTimes, fit_time, predicted_spread
+from runtime.estimate.fit.time_plane import size_noise as relative_noise
 
 
 def size(term: int, *seconds: float) -> SizeTimes:

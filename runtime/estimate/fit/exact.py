@@ -1,4 +1,4 @@
-"""Exact fits of ``value = constant + Σ slope_i × term_i`` through measured sizes.
+"""Exact rational linear algebra for ``value = constant + Σ slope_i × term_i`` over measured sizes.
 
 A memory measure may have several terms (``memory ~ [height * width, frames * height * width]``).
 With ``k`` terms a fit needs ``k + 1`` measured sizes in general position, but a probe plan often
@@ -12,10 +12,13 @@ the language of linear models), even though the slopes are not all determined. S
 2. :func:`basic_solution` solves them exactly with the constant pivoted first and every term that
    the rows do not determine given slope 0 (its part rides in the constant, which is right exactly
    where the target does not move it);
-3. :func:`estimable` says whether the target's row lies in their span: only then is the fit's
-   value at the target the same for every solution.
+3. :func:`estimable` says whether the target's row lies in their span (rational rank, Gaussian
+   elimination in ``Fraction``): only then is the fit's value at the target the same for every
+   solution. A ``min``, ``max``, clamp or ``if`` whose kink no size crosses leaves two terms equal
+   on every size and different at the target: not estimable, whatever the values.
 
-Everything is ``Fraction``: a few rows of a few terms, solved once per phase.
+Everything is ``Fraction``: a few rows of a few terms, solved exactly, so two runs of the same
+sizes give the same answer bit for bit.
 """
 
 from __future__ import annotations
@@ -24,11 +27,17 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 Row = tuple[Fraction, ...]
+ZERO = Fraction(0)
 
 
 def row(terms: Sequence[int | Fraction]) -> Row:
     """The design row of one size: 1 for the constant, then its terms."""
     return (Fraction(1), *(Fraction(t) for t in terms))
+
+
+def dot(a: Sequence[Fraction], b: Sequence[Fraction]) -> Fraction:
+    """The exact inner product."""
+    return sum((x * y for x, y in zip(a, b)), ZERO)
 
 
 def _reduce(vector: Row, basis: Sequence[tuple[int, Row]]) -> Row:
@@ -41,17 +50,14 @@ def _reduce(vector: Row, basis: Sequence[tuple[int, Row]]) -> Row:
     return tuple(out)
 
 
-def _echelon(rows: Sequence[Row]) -> list[tuple[int, Row]]:
-    """An echelon basis of the rows' span: each entry's pivot column is zero in the entries after
-    it.
-    """
-    basis: list[tuple[int, Row]] = []
-    for r in rows:
-        reduced = _reduce(r, basis)
-        pivot = next((i for i, x in enumerate(reduced) if x), None)
-        if pivot is not None:
-            basis.append((pivot, reduced))
-    return basis
+def _add(basis: list[tuple[int, Row]], r: Row) -> bool:
+    """Add ``r`` to an echelon basis when it adds a direction; whether it did."""
+    reduced = _reduce(r, basis)
+    pivot = next((i for i, x in enumerate(reduced) if x), None)
+    if pivot is None:
+        return False
+    basis.append((pivot, reduced))
+    return True
 
 
 def independent_rows(rows: Sequence[Row]) -> list[int]:
@@ -62,17 +68,22 @@ def independent_rows(rows: Sequence[Row]) -> list[int]:
     for index, r in enumerate(rows):
         if len(chosen) == width:
             break
-        reduced = _reduce(r, basis)
-        pivot = next((i for i, x in enumerate(reduced) if x), None)
-        if pivot is not None:
-            basis.append((pivot, reduced))
+        if _add(basis, r):
             chosen.append(index)
     return chosen
 
 
+def rank(rows: Sequence[Row]) -> int:
+    """The rows' rational rank."""
+    return len(independent_rows(rows))
+
+
 def estimable(rows: Sequence[Row], target: Row) -> bool:
     """Whether ``target`` lies in the span of ``rows`` (the fit's value there is then unique)."""
-    return not any(_reduce(target, _echelon(rows)))
+    basis: list[tuple[int, Row]] = []
+    for r in rows:
+        _add(basis, r)
+    return bool(rows) and not any(_reduce(target, basis))
 
 
 def basic_solution(rows: Sequence[Row], values: Sequence[Fraction]) -> tuple[Fraction, ...]:
@@ -102,10 +113,60 @@ def basic_solution(rows: Sequence[Row], values: Sequence[Fraction]) -> tuple[Fra
             break
     if line != len(augmented):
         raise ValueError("the rows are not linearly independent")
-    solution = [Fraction(0)] * width
+    solution = [ZERO] * width
     for i, column in enumerate(pivots):
         solution[column] = augmented[i][-1]
     return tuple(solution)
+
+
+def fit_rows(
+    rows: Sequence[Row], values: Sequence[Fraction]
+) -> tuple[tuple[Fraction, ...], list[int]]:
+    """The exact fit through the independent rows (in the given order: nearest the target first)
+    and their indices; the other rows are left to test it."""
+    chosen = independent_rows(list(rows))
+    if not chosen:
+        return (), chosen
+    coefficients = basic_solution([rows[i] for i in chosen], [values[i] for i in chosen])
+    return coefficients, chosen
+
+
+def predict(coefficients: Sequence[Fraction], r: Sequence[Fraction]) -> Fraction:
+    """The fitted value at row ``r``."""
+    return dot(coefficients, r)
+
+
+def _normal(
+    rows: Sequence[Row], weights: Sequence[Fraction]
+) -> tuple[list[int], list[tuple[Fraction, ...]]]:
+    """The columns the rows determine (the others are combinations of them over the rows) and the
+    weighted normal matrix ``X' W X`` over those columns."""
+    columns = [tuple(r[j] for r in rows) for j in range(len(rows[0]))]
+    kept = independent_rows(columns)
+    a = [tuple(r[j] for j in kept) for r in rows]
+    normal = [
+        tuple(sum((w * x[i] * x[j] for x, w in zip(a, weights)), ZERO) for j in range(len(kept)))
+        for i in range(len(kept))
+    ]
+    return kept, normal
+
+
+def least_squares(
+    rows: Sequence[Row], values: Sequence[Fraction], weights: Sequence[Fraction] | None = None
+) -> tuple[tuple[Fraction, ...], list[int]] | None:
+    """The exact (weighted) least-squares coefficients over the columns the rows determine (the
+    others 0) and those columns; None without rows. Normal equations in ``Fraction``."""
+    if not rows:
+        return None
+    w = list(weights) if weights is not None else [Fraction(1)] * len(rows)
+    kept, normal = _normal(rows, w)
+    a = [tuple(r[j] for j in kept) for r in rows]
+    rhs = [sum((wi * x[i] * v for x, v, wi in zip(a, values, w)), ZERO) for i in range(len(kept))]
+    solution = basic_solution(normal, rhs)
+    coefficients = [ZERO] * len(rows[0])
+    for j, c in zip(kept, solution):
+        coefficients[j] = c
+    return tuple(coefficients), kept
 
 
 def weighted_least_squares_at(
@@ -120,22 +181,10 @@ def weighted_least_squares_at(
     """
     if not rows or not estimable(rows, target):
         return None
-    columns = [tuple(r[j] for r in rows) for j in range(len(rows[0]))]
-    kept = independent_rows(columns)
-    a = [tuple(r[j] for j in kept) for r in rows]
-    size = len(kept)
-    normal = [
-        tuple(sum((w * x[i] * x[j] for x, w in zip(a, weights)), Fraction(0)) for j in range(size))
-        for i in range(size)
-    ]
-    rhs = [
-        sum((w * x[i] * v for x, v, w in zip(a, values, weights)), Fraction(0)) for i in range(size)
-    ]
-    solution = basic_solution(normal, rhs)
-    coefficients = [Fraction(0)] * len(rows[0])
-    for j, c in zip(kept, solution):
-        coefficients[j] = c
+    solved = least_squares(rows, values, weights)
+    assert solved is not None
+    coefficients, kept = solved
+    _, normal = _normal(rows, weights)
     at = tuple(target[j] for j in kept)
-    variance = sum((t * z for t, z in zip(at, basic_solution(normal, at))), Fraction(0))
-    value = sum((c * t for c, t in zip(coefficients, target)), Fraction(0))
-    return value, tuple(coefficients), variance
+    variance = dot(at, basic_solution(normal, at))
+    return dot(coefficients, target), coefficients, variance

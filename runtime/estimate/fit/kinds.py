@@ -1,0 +1,53 @@
+"""The kinds every estimator, check and report compares: enums, never bare strings.
+
+Each is a ``StrEnum``, so a member equals its text (records and JSON documents keep the text) and
+prints as it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class PhaseKind(StrEnum):
+    """What a recorded phase measured (``runtime.record.Phase.kind``)."""
+
+    STAGE = "stage"
+    SETUP = "setup"
+    COMPONENT = "component"
+
+
+class Quantity(StrEnum):
+    """What a fit or a finding is about."""
+
+    MEMORY = "memory"
+    TIME = "time"
+    ITERATIONS = "iterations"
+
+
+class Method(StrEnum):
+    """How an estimate was obtained (``runtime.estimate.results.METHODS``)."""
+
+    MEASUREMENT = "measurement"
+    FIT = "fit"
+    SCALED = "scaled"
+    NONE = "none"
+
+
+class FindingKind(StrEnum):
+    """What a check of the measured sizes against the formulas found (docs/estimators.md)."""
+
+    FORMULA_MISMATCH = "formula-mismatch"
+    PROBE_REGIME = "probe-regime"
+    UNCONFIRMED = "unconfirmed"
+    RESIDUAL = "residual"
+    ITERATION_MISMATCH = "iteration-mismatch"
+    STAGE_NOT_MEASURED = "stage-not-measured"
+    NOT_ESTIMABLE = "not-estimable"
+
+
+class MarginSource(StrEnum):
+    """Where a stage's margin came from."""
+
+    EVIDENCE = "evidence"
+    FIXED = "fixed"

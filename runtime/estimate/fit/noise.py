@@ -1,0 +1,126 @@
+"""The one noise and tolerance model: how far a measured value may be off a fit by the measurement
+alone. One value per physical constant, each with the measurement behind it.
+
+Memory is counted, time is sampled:
+
+- memory: the exact CPU backend counts every live byte, so nothing (``memory_slack``: 0; a float
+  fit of integers needed half a byte of rounding, the exact ``Fraction`` fits need none); the CUDA
+  caching allocator rounds each block to 512 B, so ``ALLOCATOR_SLACK``;
+- time: each size keeps one sample per run (``samples.stage_sample``); the samples' relative spread
+  pooled over the sizes measured more than once (``relative_noise``: ``1.4826 x MAD / median``,
+  made median-unbiased for small counts by ``SMALL_SAMPLE``), at least ``NOISE_FLOOR``,
+  ``DEFAULT_NOISE`` when no size has two samples; a median of ``n`` samples has the standard error
+  ``MEDIAN_SE x noise x median / sqrt(n)``, never under the clock's ``CLOCK_JITTER_S``;
+- a plane is a *local* model: time per pixel drifts with size (caches, kernel choice), by
+  ``MODEL_ERROR`` (one sigma) of a size's time per e-fold of ``distance`` between its terms and
+  the point it is read at;
+- a residual is more than noise beyond ``Z`` standard deviations.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from fractions import Fraction
+
+#: Bytes a fit may miss by on a caching allocator: each block is rounded up to 512 B, and a phase's
+#: peak holds up to about a hundred blocks beyond those its terms describe.
+ALLOCATOR_SLACK = float(64 << 10)
+#: Relative noise assumed when no size was measured twice.
+DEFAULT_NOISE = 0.05
+#: The least relative noise: clocks, caches and schedulers jitter even when samples agree.
+NOISE_FLOOR = 0.005
+#: Seconds a per-iteration sample may be off whatever its size: the timer, dispatch and a shared
+#: core's scheduling (a one-shot stage of a few milliseconds is mostly that).
+CLOCK_JITTER_S = 0.002
+#: One sigma of how far a plane may be off a size's time, relative to it, per e-fold of distance
+#: between the size's time terms and where the plane is read. Measured on the CPU (bench/README.md,
+#: "Time near the target", ``bench/drift.py``): the Wan VAE's decode time per pixel rose 16 % and
+#: 35 % from 64 to 128 px, which is 1.4 e-folds of area, in two runs: 11-25 % an e-fold, part of
+#: which a plane's constant takes up. So 10 % is one sigma, and ``Z`` sigma (30 % an e-fold) covers
+#: the largest drift measured. (The findings once used 35 % as if it were per e-fold: it was the
+#: rise over 1.4 e-folds.)
+MODEL_ERROR = 0.1
+#: Standard deviations a time residual must exceed to be more than noise (about 1 in 370 for
+#: normal noise, per size and stage).
+Z = 3.0
+#: A robust standard deviation from the median absolute deviation (normal samples).
+MAD_TO_SD = 1.4826
+#: ``1.4826 x MAD`` of a few samples is far below the standard deviation: of 3 normal samples its
+#: median is 0.54 sigma (the middle sample's own deviation, 0, is one of the 3). These factors
+#: make it median-unbiased for n samples (pooling over sizes takes a median): 1 / the median of
+#: ``1.4826 x MAD`` over simulated normal samples (tests/runtime/estimate/test_time_fit.py
+#: checks them by simulation); past 16 samples ``1 + 1.2 / n``.
+SMALL_SAMPLE: tuple[float, ...] = (
+    1.0, 1.0, 1.414, 1.871, 1.487, 1.338, 1.264, 1.209, 1.178, 1.150,
+    1.135, 1.120, 1.107, 1.097, 1.090, 1.082, 1.077,
+)  # fmt: skip
+#: The standard error of a median is about this times the mean's (normal samples).
+MEDIAN_SE = 1.2533
+
+
+def memory_slack(backend: str) -> float:
+    """Bytes of residual the memory backend can produce by itself: 0 where it counts exactly."""
+    return 0.0 if backend.endswith("live-tensors") else ALLOCATOR_SLACK
+
+
+def small_sample(n: int) -> float:
+    """The factor that makes ``1.4826 x MAD`` of ``n`` normal samples median-unbiased."""
+    return SMALL_SAMPLE[n] if n < len(SMALL_SAMPLE) else 1 + 1.2 / n
+
+
+def sample_noise(seconds: Sequence[float]) -> float | None:
+    """One size's relative standard deviation from its samples; None under two samples."""
+    if len(seconds) < 2:
+        return None
+    middle = statistics.median(seconds)
+    if middle <= 0:
+        return None
+    mad = statistics.median(abs(s - middle) for s in seconds)
+    return MAD_TO_SD * small_sample(len(seconds)) * mad / middle
+
+
+def relative_noise(sizes: Sequence[Sequence[float]]) -> float:
+    """The samples' pooled relative standard deviation: the median over the sizes measured more
+    than once, at least ``NOISE_FLOOR``; ``DEFAULT_NOISE`` when no size was."""
+    spreads = [s for s in (sample_noise(seconds) for seconds in sizes) if s is not None]
+    if not spreads:
+        return DEFAULT_NOISE
+    return max(NOISE_FLOOR, statistics.median(spreads))
+
+
+def distance(terms: Sequence[Fraction], target: Sequence[Fraction]) -> float:
+    """E-folds between a size's time terms and the target's: the largest ``|ln(target / size)|``
+    over the terms above 0 at both (0 when none is: nothing says how far)."""
+    return max(
+        (abs(math.log(t / x)) for x, t in zip(terms, target) if x > 0 and t > 0), default=0.0
+    )
+
+
+def median_error(median: float, count: int, noise: float) -> float:
+    """The standard error of a median of ``count`` samples at relative ``noise``, the clock's
+    jitter included."""
+    relative = MEDIAN_SE * noise * abs(median) / math.sqrt(max(count, 1))
+    return math.hypot(relative, CLOCK_JITTER_S)
+
+
+def model_error(value: float, far: float) -> float:
+    """One sigma of a plane's local error at a size ``far`` e-folds from where it was fitted."""
+    return MODEL_ERROR * far * abs(value)
+
+
+def fit_weight(median: float, count: int, noise: float, far: float = 0.0) -> Fraction:
+    """``1 / (se² + model²)`` of a median of ``count`` samples around ``median``, ``far`` e-folds
+    from the target (a floor keeps it finite). The clock's jitter is not in ``se`` here: it is
+    the same at every size, so it would only flatten the weights, not move the plane."""
+    scale = max(median, 1e-9)
+    se = MEDIAN_SE * noise * scale / math.sqrt(max(count, 1))
+    model = MODEL_ERROR * far * scale
+    return Fraction(1 / (se * se + model * model))
+
+
+def tolerance(se: float, carried: float, far: float, value: float) -> float:
+    """``Z`` sigma of a residual: its own standard error ``se``, the fit's ``carried`` to it (a
+    standard deviation) and the model error ``far`` e-folds away."""
+    return Z * math.sqrt(se * se + carried * carried + model_error(value, far) ** 2)
