@@ -16,7 +16,7 @@ from attrs import define, field, frozen
 
 from runtime.measure.backends import MemoryBackend, PeakWindows, Window
 from runtime.measure.layers import HookSet, LayerUseTracker, hook_components
-from runtime.measure.residency import reads_mode
+from runtime.measure.residency import WeightReads, reads_mode
 from runtime.record import ErrorInfo, Iteration, Phase, StageIterations, WarmupRecord
 
 if TYPE_CHECKING:
@@ -124,6 +124,7 @@ class RequestOwner(Protocol):
     layer_groups: Mapping[str, Iterable[str]] | None
     entry_points: Mapping[str, str | Sequence[str]]
     auto_stages: AutoStages | None
+    reads: WeightReads  # which component each op reads, and a placement's residency
 
     def open_request(self, request: Request) -> None:
         """``request`` is being recorded now; raises ``RuntimeError`` while another one is."""

@@ -54,7 +54,13 @@ def _options(
     for picked in itertools.product(*[candidates(c, targets) for c in components]):
         for paged in _copies(picked, device):
             if fits(components, picked, targets, device, paged):
-                yield sum(c.cost * (factor if p else 1) for c, p in zip(picked, paged)), picked
+                yield (
+                    sum(
+                        (c.cost * (factor if p else Fraction(1)) for c, p in zip(picked, paged)),
+                        Fraction(0),
+                    ),
+                    picked,
+                )
 
 
 def brute_force(
@@ -68,7 +74,8 @@ def objective(plan: Plan) -> Fraction:
     """A plan's cost as the brute force counts it: pinned bytes moved + factor x pageable ones."""
     factor = _factor(plan.device)
     return sum(
-        (p.transfer_bytes * (factor if p.pageable else 1) for p in plan.placements), Fraction(0)
+        (p.transfer_bytes * (factor if p.pageable else Fraction(1)) for p in plan.placements),
+        Fraction(0),
     )
 
 

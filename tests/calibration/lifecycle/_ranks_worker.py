@@ -33,7 +33,9 @@ def with_image_encoder(seed: int = 0) -> object:
         patch_size=8,
         projection_dim=16,
     )
-    pipe.register_modules(image_encoder=CLIPVisionModelWithProjection(config).eval())
+    pipe.register_modules(  # type: ignore[attr-defined]  # diffusers' typing hides it
+        image_encoder=CLIPVisionModelWithProjection(config).eval()
+    )
     return pipe
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -77,10 +79,10 @@ def test_solver_equals_brute_force_and_fits(problem):
         assert plan.transfer_bytes == best and not any(p.pageable for p in plan.placements)
 
 
-def worse(plan: Plan) -> tuple[bool, int]:
+def worse(plan: Plan) -> tuple[bool, Fraction]:
     """Plans in order of cost: any feasible plan before every infeasible one, then by objective
     (transfer, a pageable byte weighted by the device's factor)."""
-    return (not plan.feasible, objective(plan) if plan.feasible else 0)
+    return (not plan.feasible, objective(plan) if plan.feasible else Fraction(0))
 
 
 @settings(max_examples=200, deadline=None)
