@@ -599,7 +599,7 @@ def _nearer(
 ) -> Settled:
     """When some growing stage's target lies past ``REACH`` its largest measured growth, the
     affordable size of the ladder nearest the target (most work) that does not need the target's
-    memory, if the fits say it brings them nearer: chosen from the formulas, the costs and the
+    memory and that the fits say brings them nearer: chosen from the formulas, the costs and the
     exact memory alone, so it serves memory and time without a clock."""
     fits = [f for f in settled.checked.fits if f.quantity == MEMORY and f.growing_at_target > 0]
     if max((reach(f) for f in fits), default=1.0) <= REACH:
@@ -613,9 +613,9 @@ def _nearer(
         and loop.affordable(c)
         and not covers_memory(pipeline, c, target, loop.records)
     ]
-    if not steps or _reach_with(pipeline, fits, steps[-1]) >= max(reach(f) for f in fits):
-        return settled
-    if not loop.add_size(steps[-1], "bringing the sizes nearer the target"):
+    now = max(reach(f) for f in fits)
+    nearer = next((c for c in reversed(steps) if _reach_with(pipeline, fits, c) < now), None)
+    if nearer is None or not loop.add_size(nearer, "bringing the sizes nearer the target"):
         return settled
     return loop.settle(margin, uncovered)
 
