@@ -601,8 +601,8 @@ def _memory_sizes(
     return _nearer(loop, settled, probe, target, margin, uncovered)
 
 
-#: The reach (the target's growing part over the largest measured one) a size nearer the target
-#: should bring every growing stage within: the evidence margin pads ``PER_EFOLD x ln(reach)``.
+#: Past this reach (the target's growing part over the largest measured one) the loop measures a
+#: size nearer the target: the evidence margin pads ``PER_EFOLD x ln(reach)``.
 REACH = 1.1
 
 
@@ -615,9 +615,9 @@ def _nearer(
     uncovered: Sequence[str],
 ) -> Settled:
     """When some growing stage's target lies past ``REACH`` its largest measured growth, the
-    cheapest affordable size of the ladder that brings every one within it, else the one that
-    brings them nearest: chosen from the formulas, the costs and the exact memory alone (the fits
-    say each size's growth before it runs), so it serves memory and time without a clock."""
+    affordable size of the ladder nearest the target (most work) that does not need the target's
+    memory and that the fits say brings them nearer: chosen from the formulas, the costs and the
+    exact memory alone, so it serves memory and time without a clock."""
     fits = [f for f in settled.checked.fits if f.quantity == MEMORY and f.growing_at_target > 0]
     if max((reach(f) for f in fits), default=1.0) <= REACH:
         return settled
@@ -630,12 +630,9 @@ def _nearer(
         and loop.affordable(c)
         and not covers_memory(pipeline, c, target, loop.records)
     ]
-    scored = [(_reach_with(pipeline, fits, c), k, c) for k, c in enumerate(steps)]
-    within = [s for s in scored if s[0] <= REACH]
-    best = within[0] if within else min(scored, key=lambda s: (s[0], s[1]), default=None)
-    if best is None or best[0] >= max(reach(f) for f in fits):
-        return settled
-    if not loop.add_size(best[2], "bringing the sizes nearer the target"):
+    now = max(reach(f) for f in fits)
+    nearer = next((c for c in reversed(steps) if _reach_with(pipeline, fits, c) < now), None)
+    if nearer is None or not loop.add_size(nearer, "bringing the sizes nearer the target"):
         return settled
     return loop.settle(margin, uncovered)
 

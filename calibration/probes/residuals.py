@@ -147,10 +147,7 @@ def _grouped(
     by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
     # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
     # peak says what the formula does (the loop re-runs its size later).
-    # (Left out only where its size is measured again: a size left out of the regime may have
-    # made another record the first.)
-    again = len(records) > 2 and any(r.params == records[0].params for r in records[1:])
-    later = records[1:] if again else records
+    later = records[1:] if len(records) > 2 else records
     for record in later:
         if not record.ok or (
             layout is not None and phase_layout(record, stage, kind, name) != layout

@@ -63,7 +63,7 @@ def test_wan_verify_json_plot_and_records(tmp_path):
     # The probe, then a size moving steps alone and one moving height alone (coverage: the target
     # departs in both), then the re-warm; every extra size cheaper than the target together.
     roles = [r["role"] for r in doc["records"]]
-    assert roles[:2] == ["warmup", "probe"] and roles[-1] == "re-warm", roles
+    assert roles[:2] == ["warmup", "probe"] and "re-warm" in roles, roles
     whys = [e["why"] for e in doc["extra_sizes"]]
     assert any("moving steps" in w for w in whys) and any("moving height" in w for w in whys)
     assert len(roles) == 3 + len(whys) and 0 < doc["extra_cost"] < 1
