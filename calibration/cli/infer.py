@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from calibration.cli.options import shape_option
+from artifact.limits import MAX_REQUEST_SECONDS
+from calibration.cli.options import FiniteRange, seed_option, shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
+from calibration.infer.measure import REQUEST_SECONDS
 from dslc.cli_support import Failure, ui
 
 if TYPE_CHECKING:
@@ -170,7 +172,15 @@ within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials
     help="Write the draft here (default: stdout, unless --json).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report (every size, candidate).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Weights and generator seed.")
+@seed_option
+@click.option(
+    "--timeout",
+    type=FiniteRange(min=0, min_open=True, max=MAX_REQUEST_SECONDS),
+    default=REQUEST_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="Wall-clock seconds one request may take; a call past it fails that size.",
+)
 @click.option(
     "--strict",
     is_flag=True,
@@ -187,6 +197,7 @@ def infer(
     output: Path | None,
     as_json: bool,
     seed: int,
+    timeout: float,
     strict: bool,
 ) -> None:
     """Measure a diffusers pipeline on a bounded ladder of cheap sizes and propose its stages.
@@ -200,9 +211,11 @@ def infer(
     formatted as `dslc fmt` would and passes `dslc check`; each proposal carries its evidence.
     """
     from calibration.cli.factory import load_factory
+    from calibration.cli.infer_inputs import checked_base, checked_skeleton, read_skeleton
     from calibration.cli.outputs import check_writable
     from calibration.cli.show import progress, wrote
     from calibration.errors import CalibrationError
+    from calibration.infer.measure import request_seconds
     from calibration.infer.report import open_proposals, report
     from calibration.infer.run import infer as run_infer
 
@@ -213,32 +226,30 @@ def infer(
     if name is not None and not axes:
         raise click.UsageError("--name names the pipeline of a draft from --axis")
     check_writable([("-o", output)])  # before minutes of measuring
-    if skeleton is not None:
-        try:
-            text = skeleton.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise Failure(f"cannot read {skeleton}: {exc}") from None
-        source = skeleton.name
-    else:
-        default = EXAMPLES[example].pipeline if example else (factory or "").rsplit(":", 1)[-1]
-        default = default if default.isidentifier() else "drafted"
-        text = axes_skeleton(name or default, axes)
-        source = "--axis"
     try:
+        if skeleton is not None:
+            checked = checked_skeleton(read_skeleton(skeleton), str(skeleton))
+        else:
+            default = EXAMPLES[example].pipeline if example else (factory or "").rsplit(":", 1)[-1]
+            default = default if default.isidentifier() else "drafted"
+            checked = checked_skeleton(axes_skeleton(name or default, axes), "--axis")
         if factory is not None:
             loaded = load_factory(factory)
             build, call_kwargs, start = loaded.build, loaded.call_kwargs, loaded.shapes[0]
-            label = factory
+            label, start_origin = factory, f"WARMUP of {factory.rpartition(':')[0]}"
         else:
             chosen = EXAMPLES[example or ""]
             build, call_kwargs, start = chosen.build, chosen.call_kwargs, chosen.warmup
             label = f"--example {chosen.name}"
+            start_origin = f"the example {chosen.name}'s warmup"
+        point = checked_base(checked.pipeline, [(start_origin, start or {}), ("--base", base)])
+        source = Path(checked.source).name if skeleton is not None else "--axis"
         header = f"# Drafted by `dslc infer` from {label} and {source}: review each proposal.\n"
-        with progress() as tick:
+        with progress() as tick, request_seconds(timeout):
             result = run_infer(
                 build,  # type: ignore[arg-type]
-                text,
-                base={**(start or {}), **base},
+                checked.text,
+                base=point,
                 call_kwargs=call_kwargs,
                 seed=seed,
                 progress=tick,

@@ -7,6 +7,8 @@ when a calibration runs.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -14,6 +16,14 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 from attrs import frozen
 
+from artifact.limits import (
+    MAX_MARGIN,
+    MAX_REPEAT,
+    MAX_SEED,
+    MAX_THREADS,
+    MAX_TIME_TOLERANCE,
+    MIN_SEED,
+)
 from calibration.examples import EXAMPLES
 from calibration.probes.time_probe import TIME_TOLERANCE
 from calibration.wiring import Params
@@ -34,6 +44,37 @@ def shape_option(
 ) -> dict[str, int | bool]:
     """`NAME=VALUE[,NAME=VALUE...]`, the option repeatable: as `dslc eval --set` reads them."""
     return assignments(ctx, param, values)
+
+
+class FiniteRange(click.FloatRange):
+    """A float range that also refuses nan (click's comparisons let it through) and inf."""
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        number = float(super().convert(value, param, ctx))  # type: ignore[arg-type]
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+def seed_option(command: Command) -> Command:
+    """``--seed``: within torch.manual_seed's range (calibrate, plan and infer)."""
+    return click.option(
+        "--seed",
+        type=click.IntRange(MIN_SEED, MAX_SEED),
+        default=0,
+        show_default=True,
+        help="Seed of the random weights and latents.",
+    )(command)
+
+
+def threads_within_cores(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    """``--threads`` at most the machine's cores: more only slows torch (or breaks its pool)."""
+    cores = os.cpu_count() or 1
+    if value > cores:
+        raise click.BadParameter(f"{value} threads on {cores} cores (at most the cores)")
+    return value
 
 
 class DeviceType(click.ParamType):
@@ -149,14 +190,14 @@ def run_options(command: Command) -> Command:
         [
             click.option(
                 "--margin",
-                type=click.FloatRange(min=1.0),
+                type=FiniteRange(min=1.0, max=MAX_MARGIN),
                 default=DEFAULT_MARGIN,
                 show_default=True,
                 help="Padding of what is extrapolated (the bound); the prediction itself uses 1.0.",
             ),
             click.option(
                 "--repeat",
-                type=click.IntRange(min=1),
+                type=click.IntRange(min=1, max=MAX_REPEAT),
                 default=3,
                 show_default=True,
                 help="Run the probe and the re-warm (and a verified target) this many times; "
@@ -170,23 +211,18 @@ def run_options(command: Command) -> Command:
                 help="cpu: the thread's CPU time (other processes do not count); auto: cpu on the "
                 "CPU, else wall.",
             ),
-            click.option(
-                "--seed",
-                type=int,
-                default=0,
-                show_default=True,
-                help="Seed of the random weights and latents.",
-            ),
+            seed_option,
             click.option(
                 "--threads",
-                type=click.IntRange(min=1),
+                type=click.IntRange(min=1, max=MAX_THREADS),
+                callback=threads_within_cores,
                 default=1,
                 show_default=True,
                 help="CPU threads for torch (1 keeps timings steady on a shared machine).",
             ),
             click.option(
                 "--time-tolerance",
-                type=click.FloatRange(min=0, min_open=True),
+                type=FiniteRange(min=0, min_open=True, max=MAX_TIME_TOLERANCE),
                 default=TIME_TOLERANCE,
                 show_default=True,
                 help="Probe a larger size when two sigma of a stage's predicted time exceeds this "
