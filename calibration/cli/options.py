@@ -32,6 +32,7 @@ from runtime.estimate.results import DEFAULT_MARGIN
 
 if TYPE_CHECKING:
     from calibration.run import Calibration, Progress
+    from runtime import Pipeline
 
 Command = TypeVar("Command", bound=Callable[..., object])
 
@@ -292,6 +293,7 @@ def run_calibration(
             raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
         loaded = load_factory(choice.factory)
         pipeline = load_pipeline(formulas_path, choice.name)
+        _module_shapes_fit(pipeline, loaded.shapes, choice.factory)
         build, call_kwargs, label = loaded.build, loaded.call_kwargs, choice.factory
         defaults = _defaults(loaded.shapes, shapes.probe, shapes.target)
     else:
@@ -321,6 +323,27 @@ def run_calibration(
         formula_path=str(formulas_path),
         time_tolerance=None if settings.no_time_probe else settings.time_tolerance,
     )
+
+
+def _module_shapes_fit(pipeline: Pipeline, shapes: Sequence[Params | None], factory: str) -> None:
+    """The factory module's WARMUP, PROBE and TARGET name the pipeline's params with values of
+    their types (``CalibrationError`` naming the module's shape, not the run's phase)."""
+    from calibration.errors import CalibrationError
+
+    module = factory.rpartition(":")[0]
+    for attr, shape in zip(("WARMUP", "PROBE", "TARGET"), shapes):
+        for name, value in (shape or {}).items():
+            param = pipeline.params.get(name)
+            if param is None:
+                raise CalibrationError(
+                    f"--pipeline: {attr} of {module} names {name!r}, which pipeline "
+                    f"{pipeline.name!r} does not declare ({', '.join(pipeline.params) or 'none'})"
+                )
+            if isinstance(value, bool) != (param.type == "bool"):
+                raise CalibrationError(
+                    f"--pipeline: {attr} of {module}: {name} takes "
+                    f"{'a bool' if param.type == 'bool' else 'an int'}; got {value!r}"
+                )
 
 
 def _defaults(

@@ -235,13 +235,23 @@ def plan(
     (--calibration) or run here, on --device, as `dslc calibrate` runs them.
     """
     _no_run_options_with(calibrations)
+    if validate_mode is not None:  # usage first: before the formulas compile or anything runs
+        if calibrations:
+            raise click.UsageError("--validate runs the pipeline: give no --calibration")
+        if len(targets) > 1:
+            raise click.UsageError(
+                f"--validate plans for one --target (given {len(targets)}): give the largest "
+                "serving shape"
+            )
     planned_device = _device(device_memory, reserve, bandwidth, pin_budget)
     choice = check_choice(Choice(example, factory, formulas_path, name))
     if validate_mode is not None:
-        if calibrations:
-            raise click.UsageError("--validate runs the pipeline: give no --calibration")
         from calibration.lifecycle.cli import validate_command
 
+        ui().note(
+            f"validate: calibrate, plan, apply and validate (mode {validate_mode}) on {device}; "
+            "this runs the pipeline several times"
+        )
         status = validate_command(
             choice,
             [Shapes(warmup, probe, t) for t in targets or [{}]],
@@ -251,6 +261,7 @@ def plan(
             validate_mode,
             as_json,
         )
+        ui().note(f"validate: done (exit {status})")
         raise click.exceptions.Exit(status)
     try:
         if calibrations:
