@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from artifact.limits import MAX_REQUEST_SECONDS
+from artifact.spelling import point_text
 from calibration.cli.options import FiniteRange, seed_option, shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
@@ -21,6 +22,7 @@ from dslc.cli_support import Failure, ui
 
 if TYPE_CHECKING:
     from calibration.infer.analyse import StageProposal
+    from calibration.infer.run import Inference
 
 
 def axes_option(
@@ -95,6 +97,24 @@ def time_notes(proposals: Sequence[StageProposal]) -> list[str]:
             f"{check.sizes} sizes ({instead}): recheck the time line on your device "
             "(--json: stages[].time.measured)"
         )
+    return out
+
+
+def failed_runs(result: Inference) -> list[str]:
+    """The requests that failed, grouped by their error (each an open item: the proposals had
+    those sizes missing; --json: sizes[].ok and .error)."""
+    runs = [m.record for m in result.measured] + list(result.repeats) + list(result.work)
+    by_error: dict[str, list[str]] = {}
+    for record in (r for r in runs if not r.ok):
+        error = record.error
+        message = (error.message.splitlines() or [""])[0][:160] if error else ""
+        key = f"{error.type}: {message}" if error else "no error recorded"
+        by_error.setdefault(key, []).append(point_text(record.params))
+    out = []
+    for key, points in by_error.items():
+        shown = "; ".join(dict.fromkeys(points[:3])) + (" ..." if len(points) > 3 else "")
+        runs_text = "1 run" if len(points) == 1 else f"{len(points)} runs"
+        out.append(f"{runs_text} failed ({key}) at {shown}")
     return out
 
 
@@ -271,8 +291,13 @@ def infer(
     elif output is None:
         click.echo(result.draft, nl=False)
     else:
-        wrote(output, f"{len(result.proposals)} stages from {len(result.measured)} sizes")
-    still = open_proposals(result.proposals)
+        failed = sum(not m.record.ok for m in result.measured)
+        wrote(
+            output,
+            f"{len(result.proposals)} stages from {len(result.measured)} sizes"
+            + (f", {failed} of them failed" if failed else ""),
+        )
+    still = [*open_proposals(result.proposals), *failed_runs(result)]
     if still:
         ui().err.line(
             f"{len(still)} open proposal{'s' if len(still) > 1 else ''} to review: "

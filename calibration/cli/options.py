@@ -303,26 +303,32 @@ def run_calibration(
         pipeline = load_pipeline(formulas_path, choice.name or chosen.pipeline)
         build, call_kwargs, label = chosen.build, chosen.call_kwargs, chosen.name
         defaults = chosen.shapes
-    return calibrate_pipeline(
-        build,
-        pipeline,
-        defaults,
-        warmup=shapes.warmup,
-        probe=shapes.probe,
-        target=shapes.target,
-        call_kwargs=call_kwargs,
-        margin=settings.margin,
-        verify=verify,
-        device=device,
-        seed=settings.seed,
-        threads=settings.threads,
-        repeat=settings.repeat,
-        clock=settings.clock,
-        progress=progress,
-        label=label,
-        formula_path=str(formulas_path),
-        time_tolerance=None if settings.no_time_probe else settings.time_tolerance,
-    )
+    try:
+        return calibrate_pipeline(
+            build,
+            pipeline,
+            defaults,
+            warmup=shapes.warmup,
+            probe=shapes.probe,
+            target=shapes.target,
+            call_kwargs=call_kwargs,
+            margin=settings.margin,
+            verify=verify,
+            device=device,
+            seed=settings.seed,
+            threads=settings.threads,
+            repeat=settings.repeat,
+            clock=settings.clock,
+            progress=progress,
+            label=label,
+            formula_path=str(formulas_path),
+            time_tolerance=None if settings.no_time_probe else settings.time_tolerance,
+        )
+    except SystemExit as exc:  # the pipeline's call ran sys.exit: its failure, never exit 0
+        raise CalibrationError(
+            f"{label}: the pipeline's call ran sys.exit({exc.code!r}); a call that exits the "
+            "interpreter cannot be measured"
+        ) from None
 
 
 def _module_shapes_fit(pipeline: Pipeline, shapes: Sequence[Params | None], factory: str) -> None:

@@ -147,6 +147,7 @@ def discover(
     """Which entry points run, and which run once more with one step more."""
     from runtime.measure.diffusers_hooks import pipeline_modules
 
+    other = _other_steps(load(skeleton, name, "the skeleton"), base, steps)  # before any run
     pipe = factory(seed)
     uses: list[Use] = probe_uses(pipeline_modules(pipe))  # type: ignore[arg-type]
     _check_uses(uses, pipe)
@@ -155,7 +156,6 @@ def discover(
         name,
         "the skeleton with a discovery stage per component",
     )
-    other = _other_steps(formulas, base, steps)
     session = Session(pipe, formulas, "cpu", seed=seed, call_kwargs=call_kwargs)  # type: ignore[arg-type]
     run_request(session, base)
     first = run_request(session, base)
