@@ -9,7 +9,7 @@ smallest value, the others a level or two up; then a two-level factorial over th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import product
+from itertools import islice, product
 
 from attrs import frozen
 
@@ -18,6 +18,8 @@ from runtime import FormulaError, Pipeline
 
 #: The most sizes one ladder holds (both parts together).
 MAX_SIZES = 48
+#: The most step counts tried for one part of the steps ladder (a base of 10**9 steps: not all).
+MAX_TRIES = 1024
 #: How far above the base the steps param climbs (a scheduler's history saturates within 4).
 STEPS_UP = 4
 #: How many values a frame-like param takes from its smallest up to the base.
@@ -90,14 +92,15 @@ def plan(pipeline: Pipeline, base: Point) -> list[Size]:
     axes = [p for p in int_params(pipeline) if p != steps]
     if steps is not None:
         low = pipeline.params[steps].min or 1
-        for v in range(low, int(base[steps]) + STEPS_UP + 1):
+        for v in islice(range(low, int(base[steps]) + STEPS_UP + 1), MAX_TRIES):
             _add(out, pipeline, {**base, steps: v}, f"{steps} alone")
     for p in axes:
         d = stride(pipeline, p)
         if _frame_like(pipeline, p):
             low = pipeline.params[p].min or 1
-            values = [v for v in range(low, int(base[p]) + 2 * d + 1) if (v - 1) % d == 0]
-            values = values[-FRAME_LEVELS:]
+            top = int(base[p]) + 2 * d
+            top -= (top - 1) % d  # the largest 1 + k * d at most base + 2 d, never enumerated
+            values = [v for v in range(top - (FRAME_LEVELS - 1) * d, top + 1, d) if v >= low]
         else:
             values = [int(base[p]) + j * d for j in (1, 2)]
         for v in values:
@@ -131,6 +134,6 @@ def steps_across(pipeline: Pipeline, base: Point, measured: Sequence[Size]) -> l
     up = {**dict(base), **{p: int(base[p]) + stride(pipeline, p) for p in axes}}
     out = list(measured)
     low = pipeline.params[steps].min or 1
-    for v in range(low, int(base[steps]) + STEPS_UP + 1):
+    for v in islice(range(low, int(base[steps]) + STEPS_UP + 1), MAX_TRIES):
         _add(out, pipeline, {**up, steps: v}, f"{steps} one level up")
     return out[len(measured) :]
