@@ -21,6 +21,7 @@ from calibration.infer.measure import REQUEST_SECONDS
 from dslc.cli_support import Failure, ui
 
 if TYPE_CHECKING:
+    from calibration.cli.infer_inputs import Skeleton
     from calibration.infer.analyse import StageProposal
     from calibration.infer.run import Inference
 
@@ -230,13 +231,11 @@ def infer(
     their spread), and `probe NAME >= N` minimums where the smallest sizes are off. The draft is
     formatted as `dslc fmt` would and passes `dslc check`; each proposal carries its evidence.
     """
-    from calibration.cli.factory import load_factory
-    from calibration.cli.infer_inputs import checked_base, checked_skeleton, read_skeleton
+    from calibration.cli.infer_inputs import checked_base, pipeline_source
     from calibration.cli.outputs import check_writable
-    from calibration.cli.show import progress, wrote
+    from calibration.cli.show import progress
     from calibration.errors import CalibrationError
     from calibration.infer.measure import request_seconds
-    from calibration.infer.report import open_proposals, report
     from calibration.infer.run import infer as run_infer
 
     if (example is None) == (factory is None):
@@ -247,36 +246,50 @@ def infer(
         raise click.UsageError("--name names the pipeline of a draft from --axis")
     check_writable([("-o", output)])  # before minutes of measuring
     try:
-        if skeleton is not None:
-            checked = checked_skeleton(read_skeleton(skeleton), str(skeleton))
-        else:
-            default = EXAMPLES[example].pipeline if example else (factory or "").rsplit(":", 1)[-1]
-            default = default if default.isidentifier() else "drafted"
-            checked = checked_skeleton(axes_skeleton(name or default, axes), "--axis")
-        if factory is not None:
-            loaded = load_factory(factory)
-            build, call_kwargs, start = loaded.build, loaded.call_kwargs, loaded.shapes[0]
-            label, start_origin = factory, f"WARMUP of {factory.rpartition(':')[0]}"
-        else:
-            chosen = EXAMPLES[example or ""]
-            build, call_kwargs, start = chosen.build, chosen.call_kwargs, chosen.warmup
-            label = f"--example {chosen.name}"
-            start_origin = f"the example {chosen.name}'s warmup"
-        point = checked_base(checked.pipeline, [(start_origin, start or {}), ("--base", base)])
+        checked = _skeleton(skeleton, axes, name, example, factory)
+        chosen = pipeline_source(example, factory)
+        point = checked_base(checked.pipeline, [chosen.start, ("--base", base)])
         source = Path(checked.source).name if skeleton is not None else "--axis"
-        header = f"# Drafted by `dslc infer` from {label} and {source}: review each proposal.\n"
+        header = (
+            f"# Drafted by `dslc infer` from {chosen.label} and {source}: review each proposal.\n"
+        )
         with progress() as tick, request_seconds(timeout):
             result = run_infer(
-                build,  # type: ignore[arg-type]
+                chosen.build,  # type: ignore[arg-type]
                 checked.text,
                 base=point,
-                call_kwargs=call_kwargs,
+                call_kwargs=chosen.call_kwargs,
                 seed=seed,
                 progress=tick,
                 header=header,
             )
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
+    _show(result, output, as_json, strict)
+
+
+def _skeleton(
+    skeleton: Path | None,
+    axes: tuple[Axis, ...],
+    name: str | None,
+    example: str | None,
+    factory: str | None,
+) -> Skeleton:
+    """The --params file or the --axis texts, compiled under their own name."""
+    from calibration.cli.infer_inputs import checked_skeleton, read_skeleton
+
+    if skeleton is not None:
+        return checked_skeleton(read_skeleton(skeleton), str(skeleton))
+    default = EXAMPLES[example].pipeline if example else (factory or "").rsplit(":", 1)[-1]
+    default = default if default.isidentifier() else "drafted"
+    return checked_skeleton(axes_skeleton(name or default, axes), "--axis")
+
+
+def _show(result: Inference, output: Path | None, as_json: bool, strict: bool) -> None:
+    """The draft (file or stdout), the notes, the report, then the open items (--strict: 5)."""
+    from calibration.cli.show import wrote
+    from calibration.infer.report import open_proposals, report
+
     if output is not None:
         from artifact.atomic import write_atomically
 

@@ -10,7 +10,7 @@ at most the default workload's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from attrs import frozen
@@ -79,6 +79,33 @@ def checked_skeleton(text: str, source: str) -> Skeleton:
             "give params, `call` and `probe` lines only"
         )
     return Skeleton(text, source, pipeline)
+
+
+@frozen
+class Source:
+    """The pipeline infer measures: its factory, call arguments, the base it offers and where
+    that base came from, and its name in the draft's header."""
+
+    build: Callable[[int], object]
+    call_kwargs: Callable[[int], Mapping[str, object]] | None
+    start: tuple[str, Mapping[str, object]]
+    label: str
+
+
+def pipeline_source(example: str | None, factory: str | None) -> Source:
+    """--pipeline's factory (its module's WARMUP the base) or --example's (its warmup)."""
+    from calibration.cli.factory import load_factory
+    from calibration.examples import EXAMPLES
+
+    if factory is not None:
+        loaded = load_factory(factory)
+        origin = f"WARMUP of {factory.rpartition(':')[0]}"
+        return Source(loaded.build, loaded.call_kwargs, (origin, loaded.shapes[0] or {}), factory)
+    chosen = EXAMPLES[example or ""]
+    origin = f"the example {chosen.name}'s warmup"
+    return Source(
+        chosen.build, chosen.call_kwargs, (origin, chosen.warmup or {}), f"--example {chosen.name}"
+    )
 
 
 def _declared(pipeline: Pipeline) -> str:

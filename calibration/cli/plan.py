@@ -236,43 +236,18 @@ def plan(
     """
     _no_run_options_with(calibrations)
     if validate_mode is not None:  # usage first: before the formulas compile or anything runs
-        if calibrations:
-            raise click.UsageError("--validate runs the pipeline: give no --calibration")
-        if len(targets) > 1:
-            raise click.UsageError(
-                f"--validate plans for one --target (given {len(targets)}): give the largest "
-                "serving shape"
-            )
+        _validate_usage(calibrations, targets)
     planned_device = _device(device_memory, reserve, bandwidth, pin_budget)
     choice = check_choice(Choice(example, factory, formulas_path, name))
+    settings = RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe)
+    shapes = [Shapes(warmup, probe, t) for t in targets or [{}]]
     if validate_mode is not None:
-        from calibration.lifecycle.cli import validate_command
-
-        ui().note(
-            f"validate: calibrate, plan, apply and validate (mode {validate_mode}) on {device}; "
-            "this runs the pipeline several times"
-        )
-        status = validate_command(
-            choice,
-            [Shapes(warmup, probe, t) for t in targets or [{}]],
-            RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
-            planned_device,
-            device,
-            validate_mode,
-            as_json,
-        )
-        ui().note(f"validate: done (exit {status})")
-        raise click.exceptions.Exit(status)
+        _validate(choice, shapes, settings, planned_device, device, validate_mode, as_json)
     try:
         if calibrations:
             loaded = [load_calibration(path) for path in calibrations]
         else:
-            loaded = calibrated(
-                choice,
-                [Shapes(warmup, probe, t) for t in targets or [{}]],
-                RunSettings(margin, repeat, clock, seed, threads, time_tolerance, no_time_probe),
-                device=device,
-            )
+            loaded = calibrated(choice, shapes, settings, device=device)
         components, planned = inputs(loaded)
         result = solve(components, planned, planned_device)
     except PlanInputError as exc:
@@ -287,6 +262,39 @@ def plan(
         if not as_json:
             ui().err.line(f"error: nothing fits: {result.reason}", style="bold red")
         raise click.exceptions.Exit(1)
+
+
+def _validate_usage(calibrations: Sequence[Path], targets: Sequence[object]) -> None:
+    """--validate runs the lifecycle on the pipeline for one target: usage errors otherwise."""
+    if calibrations:
+        raise click.UsageError("--validate runs the pipeline: give no --calibration")
+    if len(targets) > 1:
+        raise click.UsageError(
+            f"--validate plans for one --target (given {len(targets)}): give the largest "
+            "serving shape"
+        )
+
+
+def _validate(
+    choice: Choice,
+    shapes: list[Shapes],
+    settings: RunSettings,
+    planned: Device,
+    device: str,
+    mode: str,
+    as_json: bool,
+) -> None:
+    """Run the serving lifecycle (calibration.lifecycle.cli), its start and end on stderr (with
+    --json too: stdout carries the document only); exits with its status."""
+    from calibration.lifecycle.cli import validate_command
+
+    ui().note(
+        f"validate: calibrate, plan, apply and validate (mode {mode}) on {device}; this runs "
+        "the pipeline several times"
+    )
+    status = validate_command(choice, shapes, settings, planned, device, mode, as_json)
+    ui().note(f"validate: done (exit {status})")
+    raise click.exceptions.Exit(status)
 
 
 def _device(

@@ -61,7 +61,7 @@ def steps_param(pipeline: Pipeline) -> str | None:
             continue
         if args.get("num_inference_steps") == 1 and again.get("num_inference_steps") == 2:
             return name
-    return "steps" if "steps" in pipeline.params else None
+    return "steps" if "steps" in int_params(pipeline) else None  # a bool `steps` is no count
 
 
 def _frame_like(pipeline: Pipeline, param: str) -> bool:
