@@ -284,16 +284,18 @@ def _validate(
     mode: str,
     as_json: bool,
 ) -> None:
-    """Run the serving lifecycle (calibration.lifecycle.cli), its start and end on stderr (with
-    --json too: stdout carries the document only); exits with its status."""
+    """Run the serving lifecycle (calibration.lifecycle.cli) and exit with its status; with
+    --json, whose document on stdout comes at the end, its start and end show on stderr."""
     from calibration.lifecycle.cli import validate_command
 
-    ui().note(
-        f"validate: calibrate, plan, apply and validate (mode {mode}) on {device}; this runs "
-        "the pipeline several times"
-    )
+    if as_json:
+        ui().note(
+            f"validate: calibrate, plan, apply and validate (mode {mode}) on {device}; this runs "
+            "the pipeline several times"
+        )
     status = validate_command(choice, shapes, settings, planned, device, mode, as_json)
-    ui().note(f"validate: done (exit {status})")
+    if as_json:
+        ui().note(f"validate: done (exit {status})")
     raise click.exceptions.Exit(status)
 
 
