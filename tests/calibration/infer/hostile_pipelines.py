@@ -58,7 +58,8 @@ def tall_hanging(seed: int = 0) -> object:
 class Empty:
     """A "pipeline" with no modules: nothing for infer to hook."""
 
-    components: dict[str, object] = {"scheduler": None}
+    def __init__(self) -> None:
+        self.components: dict[str, object] = {"scheduler": None}
 
     def __call__(self, **kwargs: object) -> None:
         return None
