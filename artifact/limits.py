@@ -14,6 +14,7 @@ __all__ = [
     "MAX_INT_DIGITS",
     "MAX_LADDER_POINTS",
     "MAX_LOAD_WORK",
+    "MAX_MARGIN",
     "MAX_MEASURE_TERMS",
     "MAX_MEMBERS",
     "MAX_MEMORY_TERMS",
@@ -29,12 +30,18 @@ __all__ = [
     "MAX_PLAN_TARGETS",
     "MAX_POW_EXPONENT",
     "MAX_PROBE_GROUP",
+    "MAX_REPEAT",
+    "MAX_REQUEST_SECONDS",
     "MAX_SEARCH_NODES",
     "MAX_SEARCH_WORK",
+    "MAX_SEED",
     "MAX_STAGES",
     "MAX_STAGE_USES",
     "MAX_TEXT_LENGTH",
+    "MAX_THREADS",
+    "MAX_TIME_TOLERANCE",
     "MAX_VALUE_BITS",
+    "MIN_SEED",
     "UNBOUNDED_BITS",
 ]
 
@@ -72,3 +79,12 @@ MAX_PLAN_PAIRS = 1 << 20  # (phase, component) and (target, layer) pairs the pla
 MAX_PLAN_GROUPS = 1024  # distinct active sets (one constraint each) of one plan
 MAX_SEARCH_NODES = 2_000_000  # nodes the exact search visits
 MAX_SEARCH_WORK = 1 << 24  # work units of the search (a unit: about one Python operation)
+
+# --- run options (`dslc calibrate`, `dslc plan`, `dslc infer`): refused at option parsing ---
+MAX_REPEAT = 20  # rounds of the probe and the re-warm (3 by default; medians settle within 5)
+MAX_THREADS = 1024  # torch CPU threads; also at most the machine's cores (os.cpu_count())
+MIN_SEED = -(1 << 63)  # the seed: torch.manual_seed's inclusive range
+MAX_SEED = (1 << 64) - 1
+MAX_MARGIN = 100.0  # the fixed margin (a finite float in [1, MAX_MARGIN]; 1.2 by default)
+MAX_TIME_TOLERANCE = 1.0  # the share of a request's time (a finite float in (0, 1])
+MAX_REQUEST_SECONDS = 3600.0  # wall-clock seconds one `dslc infer` request may take (--timeout)

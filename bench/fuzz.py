@@ -3,6 +3,7 @@ documents and `dslc calibrate` / `dslc plan` option lists, bounded by wall time.
 
     .venv/bin/python bench/fuzz.py --seconds 60
     .venv/bin/python bench/fuzz.py --kinds calibration,options --seconds 600
+    nice -n 10 .venv/bin/python bench/fuzz.py --kinds infer --seconds 1800
 
 Sources (the real `formulas/*.wf` and `dslc.testing.sources()` examples) are mutated token-wise
 (`dslc.fuzzing.SOURCE_MUTATORS`) and compiled with `dslc.compiler.compile_text`; the artifact of
@@ -22,6 +23,13 @@ calibration, or running one that stops where the pipeline is built) mutated with
 and paths (a FIFO, `/dev/zero`, a link to `/dev/null`, an unknown figure format). A case fails on
 exit 3, an escaping exception, over `CASE_SECONDS`, or a rise of the process's peak RSS over
 `CASE_BYTES`.
+
+`--kinds infer` (`calibration.fuzzing_infer`): `dslc infer` command lines of random skeletons
+(written to a file and mutated as text) or `--axis` texts, bases of declared, unknown or hostile
+values, hostile options and paths, and a factory: most stop where the pipeline would be built
+(`STOP_SECONDS` a case), one in `RUN_EVERY` runs a toy pipeline of two linear modules (or one that
+raises at some sizes, exits the interpreter, has no modules, or is no pipeline) through the whole
+inference (`RUN_SECONDS` a case).
 """
 
 from __future__ import annotations
@@ -46,11 +54,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration import fuzzing as cal_fuzzing
+from calibration import fuzzing_infer
 from dslc import bombs, fuzzing
 
 BOMB_EVERY = 10  # one case in ten of each kind is a cost bomb (dslc.bombs) instead of a mutation
 
-KINDS = ("source", "artifact", "calibration", "options")
+KINDS = ("source", "artifact", "calibration", "options", "infer")
 DEFAULT_KINDS = "source,artifact"
 CASE_BYTES = 256 << 20  # a case raising the process's peak RSS by more than this is a failure
 CALIBRATION = ROOT / "tests" / "calibration" / "data" / "flux_calibration.json"
@@ -89,6 +98,8 @@ def case(kind: str, seed: int, index: int, texts: list[str], doc: str) -> tuple[
     rng = random.Random(f"{seed}:{kind}:{index}")
     if kind in ("calibration", "options"):
         return _calibration_case(kind, rng, index)
+    if kind == "infer":
+        return fuzzing_infer.infer_case(rng, index, _sandbox())
     bomb = index % BOMB_EVERY == BOMB_EVERY - 1
     if kind == "source":
         if bomb:
@@ -145,6 +156,13 @@ def check_options(payload: object, mutation: str) -> float:
     return _as_dslc_failure(lambda: cal_fuzzing.run_dslc(payload, "options", mutation))
 
 
+def check_infer(payload: object, mutation: str) -> float:
+    """`dslc infer ARGS` (fuzzing.Failure on a broken case)."""
+    assert isinstance(payload, list)
+    seconds = fuzzing_infer.case_seconds(payload)
+    return _as_dslc_failure(lambda: cal_fuzzing.run_dslc(payload, "infer", mutation, seconds))
+
+
 def _as_dslc_failure(run: Callable[[], float]) -> float:
     """calibration.fuzzing.Failure as dslc.fuzzing.Failure: one kind of failure in the tally."""
     try:
@@ -160,6 +178,12 @@ def _warm_up(kinds: tuple[str, ...], check: dict[str, Check]) -> None:
     for kind in kinds:
         if kind == "calibration":
             check[kind](real, "warm-up")
+        elif kind == "infer":  # imports torch and diffusers, runs the toy once
+            sandbox = _sandbox()
+            skeleton = sandbox.root / "warm.wf"
+            skeleton.write_text(fuzzing_infer.WARM_SKELETON)
+            args = ["infer", "--pipeline", "calibration.fuzzing_infer:toy", "--params"]
+            cal_fuzzing.run_dslc([*args, str(skeleton)], kind, "warm-up", seconds=None)
         elif kind == "options":
             importlib.import_module("torch")  # `--device-memory cuda:0` imports it (seconds)
             for name in ("calibrate", "plan"):  # `--help` imports each command's module
@@ -313,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         "artifact": fuzzing.check_artifact,
         "calibration": check_calibration,
         "options": check_options,
+        "infer": check_infer,
     }
     kinds = tuple(k for k in KINDS if k in args.kinds.split(","))
     if not kinds or set(args.kinds.split(",")) - set(KINDS):

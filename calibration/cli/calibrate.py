@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,6 +28,9 @@ from calibration.cli.options import (
 )
 from calibration.examples import EXAMPLES
 from dslc.cli_support import POINT_METAVAR, Failure, ui
+
+if TYPE_CHECKING:
+    from calibration.run import Calibration
 
 
 def _shape(params: object) -> str:
@@ -149,8 +153,8 @@ def calibrate(
     time, and the layer uses. With --verify it runs the target too, once a round beside the
     sizes, and compares.
     """
-    from calibration.cli.outputs import check_json, checked_outputs
-    from calibration.cli.show import progress, save_records, show, warn, wrote
+    from calibration.cli.outputs import checked_outputs
+    from calibration.cli.show import progress, warn
     from calibration.errors import CalibrationError
     from calibration.verdict import verdict
 
@@ -178,6 +182,25 @@ def calibrate(
             )
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
+    _write(cal, records_path, plot, save, as_json, strict)
+    warn(cal)
+    status = verdict(cal, strict=strict).status
+    if status:
+        raise click.exceptions.Exit(status)
+
+
+def _write(
+    cal: Calibration,
+    records_path: Path | None,
+    plot: Path | None,
+    save: Path | None,
+    as_json: bool,
+    strict: bool,
+) -> None:
+    """The records, the figure and the document where asked, then the JSON or the tables."""
+    from calibration.cli.outputs import check_json
+    from calibration.cli.show import save_records, show, wrote
+
     if records_path is not None:
         save_records(records_path, cal)
     if plot is not None:
@@ -201,11 +224,7 @@ def calibrate(
             except OSError as exc:
                 raise Failure(f"cannot write {save}: {exc.strerror or exc}") from None
             wrote(save, "the calibration document")
-    if as_json:
-        ui().out.json(doc)
-    else:
-        show(cal, plot, strict=strict)
-    warn(cal)
-    status = verdict(cal, strict=strict).status
-    if status:
-        raise click.exceptions.Exit(status)
+        if as_json:
+            ui().out.json(doc)
+            return
+    show(cal, plot, strict=strict)

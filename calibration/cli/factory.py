@@ -20,8 +20,11 @@ from typing import TypeVar
 
 from attrs import frozen
 
+from artifact.limits import MAX_MEMBERS
+from artifact.spelling import passed_value
 from calibration.errors import CalibrationError
 from calibration.wiring import Params
+from dslc.limits import MAX_LITERAL_DIGITS
 
 T = TypeVar("T")
 
@@ -81,6 +84,34 @@ def _first_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[:limit] + "..."
 
 
+#: The demo shapes a factory's module may define.
+SHAPES = ("WARMUP", "PROBE", "TARGET")
+
+
+def _shape(where: str, attr: str, value: object) -> Params | None:
+    """A module's demo shape: a mapping of param names to ints and bools, bounded as a command
+    line's (``--warmup``); anything else a ``CalibrationError`` naming it (the formulas then check
+    each name and type)."""
+    if value is None:
+        return None
+    what = f"--pipeline: {attr} of {where}"
+    if not isinstance(value, Mapping):
+        raise CalibrationError(f"{what} is {type(value).__name__}, not a dict of params")
+    if len(value) > MAX_MEMBERS:
+        raise CalibrationError(f"{what} has {len(value)} entries (at most {MAX_MEMBERS})")
+    out: dict[str, int | bool] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise CalibrationError(f"{what}: the key {passed_value(key)} is not a param name")
+        if not isinstance(item, int) or abs(item) >= 10**MAX_LITERAL_DIGITS:
+            raise CalibrationError(
+                f"{what}: {key} is {passed_value(item)} ({type(item).__name__}); a param takes "
+                f"an int of at most {MAX_LITERAL_DIGITS} digits, or a bool"
+            )
+        out[key] = item
+    return out
+
+
 def _seeded(fn: Callable[..., T]) -> Callable[[int], T]:
     """``fn(seed)`` when it takes an argument, else ``fn()``."""
     try:
@@ -103,10 +134,7 @@ def load_factory(spec: str) -> Factory:
     if not callable(build):
         raise CalibrationError(f"--pipeline: {where} has no callable {name!r}")
     kwargs = getattr(module, "call_kwargs", None)
-    shapes = tuple(
-        dict(value) if isinstance(value := getattr(module, attr, None), Mapping) else None
-        for attr in ("WARMUP", "PROBE", "TARGET")
-    )
+    shapes = tuple(_shape(where, attr, getattr(module, attr, None)) for attr in SHAPES)
     return Factory(
         spec,
         _checked_build(spec, _seeded(build)),

@@ -12,13 +12,18 @@ from typing import TYPE_CHECKING
 
 import click
 
-from calibration.cli.options import offload_options, shape_option
+from artifact.limits import MAX_REQUEST_SECONDS
+from artifact.spelling import point_text
+from calibration.cli.options import FiniteRange, offload_options, seed_option, shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
+from calibration.infer.measure import REQUEST_SECONDS
 from dslc.cli_support import Failure, ui
 
 if TYPE_CHECKING:
+    from calibration.cli.infer_inputs import Skeleton
     from calibration.infer.analyse import StageProposal
+    from calibration.infer.run import Inference
 
 
 def axes_option(
@@ -93,6 +98,24 @@ def time_notes(proposals: Sequence[StageProposal]) -> list[str]:
             f"{check.sizes} sizes ({instead}): recheck the time line on your device "
             "(--json: stages[].time.measured)"
         )
+    return out
+
+
+def failed_runs(result: Inference) -> list[str]:
+    """The requests that failed, grouped by their error (each an open item: the proposals had
+    those sizes missing; --json: sizes[].ok and .error)."""
+    runs = [m.record for m in result.measured] + list(result.repeats) + list(result.work)
+    by_error: dict[str, list[str]] = {}
+    for record in (r for r in runs if not r.ok):
+        error = record.error
+        message = (error.message.splitlines() or [""])[0][:160] if error else ""
+        key = f"{error.type}: {message}" if error else "no error recorded"
+        by_error.setdefault(key, []).append(point_text(record.params))
+    out = []
+    for key, points in by_error.items():
+        shown = "; ".join(dict.fromkeys(points[:3])) + (" ..." if len(points) > 3 else "")
+        runs_text = "1 run" if len(points) == 1 else f"{len(points)} runs"
+        out.append(f"{runs_text} failed ({key}) at {shown}")
     return out
 
 
@@ -171,7 +194,15 @@ within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials
 )
 @offload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report (every size, candidate).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Weights and generator seed.")
+@seed_option
+@click.option(
+    "--timeout",
+    type=FiniteRange(min=0, min_open=True, max=MAX_REQUEST_SECONDS),
+    default=REQUEST_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="Wall-clock seconds one request may take; a call past it fails that size.",
+)
 @click.option(
     "--strict",
     is_flag=True,
@@ -188,6 +219,7 @@ def infer(
     output: Path | None,
     as_json: bool,
     seed: int,
+    timeout: float,
     strict: bool,
     offload: str,
     capacity: int | None,
@@ -202,11 +234,11 @@ def infer(
     their spread), and `probe NAME >= N` minimums where the smallest sizes are off. The draft is
     formatted as `dslc fmt` would and passes `dslc check`; each proposal carries its evidence.
     """
-    from calibration.cli.factory import load_factory
+    from calibration.cli.infer_inputs import checked_base, pipeline_source
     from calibration.cli.outputs import check_writable
-    from calibration.cli.show import progress, wrote
+    from calibration.cli.show import progress
     from calibration.errors import CalibrationError
-    from calibration.infer.report import open_proposals, report
+    from calibration.infer.measure import request_seconds
     from calibration.infer.run import infer as run_infer
     from calibration.offload import Offload, calibrating_under
 
@@ -217,39 +249,55 @@ def infer(
     if name is not None and not axes:
         raise click.UsageError("--name names the pipeline of a draft from --axis")
     check_writable([("-o", output)])  # before minutes of measuring
-    if skeleton is not None:
-        try:
-            text = skeleton.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise Failure(f"cannot read {skeleton}: {exc}") from None
-        source = skeleton.name
-    else:
-        default = EXAMPLES[example].pipeline if example else (factory or "").rsplit(":", 1)[-1]
-        default = default if default.isidentifier() else "drafted"
-        text = axes_skeleton(name or default, axes)
-        source = "--axis"
     try:
-        if factory is not None:
-            loaded = load_factory(factory)
-            build, call_kwargs, start = loaded.build, loaded.call_kwargs, loaded.shapes[0]
-            label = factory
-        else:
-            chosen = EXAMPLES[example or ""]
-            build, call_kwargs, start = chosen.build, chosen.call_kwargs, chosen.warmup
-            label = f"--example {chosen.name}"
-        header = f"# Drafted by `dslc infer` from {label} and {source}: review each proposal.\n"
-        with progress() as tick, calibrating_under(Offload(offload), capacity):
+        checked = _skeleton(skeleton, axes, name, example, factory)
+        chosen = pipeline_source(example, factory)
+        point = checked_base(checked.pipeline, [chosen.start, ("--base", base)])
+        source = Path(checked.source).name if skeleton is not None else "--axis"
+        header = (
+            f"# Drafted by `dslc infer` from {chosen.label} and {source}: review each proposal.\n"
+        )
+        with (
+            progress() as tick,
+            request_seconds(timeout),
+            calibrating_under(Offload(offload), capacity),
+        ):
             result = run_infer(
-                build,  # type: ignore[arg-type]
-                text,
-                base={**(start or {}), **base},
-                call_kwargs=call_kwargs,
+                chosen.build,  # type: ignore[arg-type]
+                checked.text,
+                base=point,
+                call_kwargs=chosen.call_kwargs,
                 seed=seed,
                 progress=tick,
                 header=header,
             )
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
+    _show(result, output, as_json, strict)
+
+
+def _skeleton(
+    skeleton: Path | None,
+    axes: tuple[Axis, ...],
+    name: str | None,
+    example: str | None,
+    factory: str | None,
+) -> Skeleton:
+    """The --params file or the --axis texts, compiled under their own name."""
+    from calibration.cli.infer_inputs import checked_skeleton, read_skeleton
+
+    if skeleton is not None:
+        return checked_skeleton(read_skeleton(skeleton), str(skeleton))
+    default = EXAMPLES[example].pipeline if example else (factory or "").rsplit(":", 1)[-1]
+    default = default if default.isidentifier() else "drafted"
+    return checked_skeleton(axes_skeleton(name or default, axes), "--axis")
+
+
+def _show(result: Inference, output: Path | None, as_json: bool, strict: bool) -> None:
+    """The draft (file or stdout), the notes, the report, then the open items (--strict: 5)."""
+    from calibration.cli.show import wrote
+    from calibration.infer.report import open_proposals, report
+
     if output is not None:
         from artifact.atomic import write_atomically
 
@@ -264,8 +312,13 @@ def infer(
     elif output is None:
         click.echo(result.draft, nl=False)
     else:
-        wrote(output, f"{len(result.proposals)} stages from {len(result.measured)} sizes")
-    still = open_proposals(result.proposals)
+        failed = sum(not m.record.ok for m in result.measured)
+        wrote(
+            output,
+            f"{len(result.proposals)} stages from {len(result.measured)} sizes"
+            + (f", {failed} of them failed" if failed else ""),
+        )
+    still = [*open_proposals(result.proposals), *failed_runs(result)]
     if still:
         ui().err.line(
             f"{len(still)} open proposal{'s' if len(still) > 1 else ''} to review: "

@@ -7,6 +7,8 @@ when a calibration runs.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -14,6 +16,14 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 from attrs import frozen
 
+from artifact.limits import (
+    MAX_MARGIN,
+    MAX_REPEAT,
+    MAX_SEED,
+    MAX_THREADS,
+    MAX_TIME_TOLERANCE,
+    MIN_SEED,
+)
 from artifact.units import parse_size
 from calibration.examples import EXAMPLES
 from calibration.offload import Offload
@@ -24,6 +34,7 @@ from runtime.estimate.results import DEFAULT_MARGIN
 
 if TYPE_CHECKING:
     from calibration.run import Calibration, Progress
+    from runtime import Pipeline
 
 Command = TypeVar("Command", bound=Callable[..., object])
 
@@ -49,6 +60,37 @@ def size_option(ctx: click.Context, param: click.Parameter, value: str | None) -
     if size <= 0:
         raise click.BadParameter("must be > 0", ctx, param)
     return size
+
+
+class FiniteRange(click.FloatRange):
+    """A float range that also refuses nan (click's comparisons let it through) and inf."""
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        number = float(super().convert(value, param, ctx))  # type: ignore[arg-type]
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+def seed_option(command: Command) -> Command:
+    """``--seed``: within torch.manual_seed's range (calibrate, plan and infer)."""
+    return click.option(
+        "--seed",
+        type=click.IntRange(MIN_SEED, MAX_SEED),
+        default=0,
+        show_default=True,
+        help="Seed of the random weights and latents.",
+    )(command)
+
+
+def threads_within_cores(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    """``--threads`` at most the machine's cores: more only slows torch (or breaks its pool)."""
+    cores = os.cpu_count() or 1
+    if value > cores:
+        raise click.BadParameter(f"{value} threads on {cores} cores (at most the cores)")
+    return value
 
 
 class DeviceType(click.ParamType):
@@ -164,14 +206,14 @@ def run_options(command: Command) -> Command:
         [
             click.option(
                 "--margin",
-                type=click.FloatRange(min=1.0),
+                type=FiniteRange(min=1.0, max=MAX_MARGIN),
                 default=DEFAULT_MARGIN,
                 show_default=True,
                 help="Padding of what is extrapolated (the bound); the prediction itself uses 1.0.",
             ),
             click.option(
                 "--repeat",
-                type=click.IntRange(min=1),
+                type=click.IntRange(min=1, max=MAX_REPEAT),
                 default=3,
                 show_default=True,
                 help="Run the probe and the re-warm (and a verified target) this many times; "
@@ -185,23 +227,18 @@ def run_options(command: Command) -> Command:
                 help="cpu: the thread's CPU time (other processes do not count); auto: cpu on the "
                 "CPU, else wall.",
             ),
-            click.option(
-                "--seed",
-                type=int,
-                default=0,
-                show_default=True,
-                help="Seed of the random weights and latents.",
-            ),
+            seed_option,
             click.option(
                 "--threads",
-                type=click.IntRange(min=1),
+                type=click.IntRange(min=1, max=MAX_THREADS),
+                callback=threads_within_cores,
                 default=1,
                 show_default=True,
                 help="CPU threads for torch (1 keeps timings steady on a shared machine).",
             ),
             click.option(
                 "--time-tolerance",
-                type=click.FloatRange(min=0, min_open=True),
+                type=FiniteRange(min=0, min_open=True, max=MAX_TIME_TOLERANCE),
                 default=TIME_TOLERANCE,
                 show_default=True,
                 help="Probe a larger size when two sigma of a stage's predicted time exceeds this "
@@ -301,6 +338,7 @@ def run_calibration(
             raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
         loaded = load_factory(choice.factory)
         pipeline = load_pipeline(formulas_path, choice.name)
+        _module_shapes_fit(pipeline, loaded.shapes, choice.factory)
         build, call_kwargs, label = loaded.build, loaded.call_kwargs, choice.factory
         defaults = _defaults(loaded.shapes, shapes.probe, shapes.target)
     else:
@@ -310,28 +348,55 @@ def run_calibration(
         pipeline = load_pipeline(formulas_path, choice.name or chosen.pipeline)
         build, call_kwargs, label = chosen.build, chosen.call_kwargs, chosen.name
         defaults = chosen.shapes
-    return calibrate_pipeline(
-        build,
-        pipeline,
-        defaults,
-        warmup=shapes.warmup,
-        probe=shapes.probe,
-        target=shapes.target,
-        call_kwargs=call_kwargs,
-        margin=settings.margin,
-        verify=verify,
-        device=device,
-        seed=settings.seed,
-        threads=settings.threads,
-        repeat=settings.repeat,
-        clock=settings.clock,
-        progress=progress,
-        label=label,
-        formula_path=str(formulas_path),
-        time_tolerance=None if settings.no_time_probe else settings.time_tolerance,
-        offload=Offload(settings.offload),
-        capacity=settings.capacity,
-    )
+    try:
+        return calibrate_pipeline(
+            build,
+            pipeline,
+            defaults,
+            warmup=shapes.warmup,
+            probe=shapes.probe,
+            target=shapes.target,
+            call_kwargs=call_kwargs,
+            margin=settings.margin,
+            verify=verify,
+            device=device,
+            seed=settings.seed,
+            threads=settings.threads,
+            repeat=settings.repeat,
+            clock=settings.clock,
+            progress=progress,
+            label=label,
+            formula_path=str(formulas_path),
+            time_tolerance=None if settings.no_time_probe else settings.time_tolerance,
+            offload=Offload(settings.offload),
+            capacity=settings.capacity,
+        )
+    except SystemExit as exc:  # the pipeline's call ran sys.exit: its failure, never exit 0
+        raise CalibrationError(
+            f"{label}: the pipeline's call ran sys.exit({exc.code!r}); a call that exits the "
+            "interpreter cannot be measured"
+        ) from None
+
+
+def _module_shapes_fit(pipeline: Pipeline, shapes: Sequence[Params | None], factory: str) -> None:
+    """The factory module's WARMUP, PROBE and TARGET name the pipeline's params with values of
+    their types (``CalibrationError`` naming the module's shape, not the run's phase)."""
+    from calibration.errors import CalibrationError
+
+    module = factory.rpartition(":")[0]
+    for attr, shape in zip(("WARMUP", "PROBE", "TARGET"), shapes):
+        for name, value in (shape or {}).items():
+            param = pipeline.params.get(name)
+            if param is None:
+                raise CalibrationError(
+                    f"--pipeline: {attr} of {module} names {name!r}, which pipeline "
+                    f"{pipeline.name!r} does not declare ({', '.join(pipeline.params) or 'none'})"
+                )
+            if isinstance(value, bool) != (param.type == "bool"):
+                raise CalibrationError(
+                    f"--pipeline: {attr} of {module}: {name} takes "
+                    f"{'a bool' if param.type == 'bool' else 'an int'}; got {value!r}"
+                )
 
 
 def _defaults(

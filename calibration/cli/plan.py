@@ -268,56 +268,24 @@ def plan(
     (--calibration) or run here, on --device, as `dslc calibrate` runs them.
     """
     _no_run_options_with(calibrations)
+    if validate_mode is not None:  # usage first: before the formulas compile or anything runs
+        _validate_usage(calibrations, targets)
     devices = [_device(m, reserve, bandwidth, pin_budget, pageable_factor) for m in device_memory]
     planned_device = _one_or_per_rank(devices, len(calibrations), validate_mode)
     choice = check_choice(Choice(example, factory, formulas_path, name))
+    settings = RunSettings(
+        margin, repeat, clock, seed, threads, time_tolerance, no_time_probe, offload, capacity
+    )
+    shapes = [Shapes(warmup, probe, t) for t in targets or [{}]]
     if validate_mode is not None:
-        if calibrations:
-            raise click.UsageError("--validate runs the pipeline: give no --calibration")
-        from calibration.lifecycle.cli import validate_command
-
-        status = validate_command(
-            choice,
-            [Shapes(warmup, probe, t) for t in targets or [{}]],
-            RunSettings(
-                margin,
-                repeat,
-                clock,
-                seed,
-                threads,
-                time_tolerance,
-                no_time_probe,
-                offload,
-                capacity,
-            ),
-            planned_device,
-            device,
-            validate_mode,
-            as_json,
-        )
-        raise click.exceptions.Exit(status)
+        _validate(choice, shapes, settings, planned_device, device, validate_mode, as_json)
     if len(devices) > 1:
         raise click.exceptions.Exit(_ranks(calibrations, devices, as_json))
     try:
         if calibrations:
             loaded = [load_calibration(path) for path in calibrations]
         else:
-            loaded = calibrated(
-                choice,
-                [Shapes(warmup, probe, t) for t in targets or [{}]],
-                RunSettings(
-                    margin,
-                    repeat,
-                    clock,
-                    seed,
-                    threads,
-                    time_tolerance,
-                    no_time_probe,
-                    offload,
-                    capacity,
-                ),
-                device=device,
-            )
+            loaded = calibrated(choice, shapes, settings, device=device)
         components, planned = inputs(loaded)
         result = solve(components, planned, planned_device)
     except PlanInputError as exc:
@@ -377,6 +345,41 @@ def _ranks(calibrations: Sequence[Path], devices: Sequence[Device], as_json: boo
         ui().err.line(f"error: nothing fits: {planned.reason}", style="bold red")
         return 1
     return 0
+
+
+def _validate_usage(calibrations: Sequence[Path], targets: Sequence[object]) -> None:
+    """--validate runs the lifecycle on the pipeline for one target: usage errors otherwise."""
+    if calibrations:
+        raise click.UsageError("--validate runs the pipeline: give no --calibration")
+    if len(targets) > 1:
+        raise click.UsageError(
+            f"--validate plans for one --target (given {len(targets)}): give the largest "
+            "serving shape"
+        )
+
+
+def _validate(
+    choice: Choice,
+    shapes: list[Shapes],
+    settings: RunSettings,
+    planned: Device,
+    device: str,
+    mode: str,
+    as_json: bool,
+) -> None:
+    """Run the serving lifecycle (calibration.lifecycle.cli) and exit with its status; with
+    --json, whose document on stdout comes at the end, its start and end show on stderr."""
+    from calibration.lifecycle.cli import validate_command
+
+    if as_json:
+        ui().note(
+            f"validate: calibrate, plan, apply and validate (mode {mode}) on {device}; this runs "
+            "the pipeline several times"
+        )
+    status = validate_command(choice, shapes, settings, planned, device, mode, as_json)
+    if as_json:
+        ui().note(f"validate: done (exit {status})")
+    raise click.exceptions.Exit(status)
 
 
 def _device(

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
+from dslc.limits import MAX_LITERAL_DIGITS
+
 #: Characters an axis may not hold: they would reach beyond its own line of the skeleton.
 FORBIDDEN = ("\n", "\r", "{", "}", "#", ";")
 #: The longest axis text read.
@@ -25,8 +27,9 @@ MAX_AXIS = 300
 #: The most axes (a skeleton's params).
 MAX_AXES = 12
 
-_NAME = re.compile(r"[A-Za-z_]\w*")
-_INT = re.compile(r"-?\d[\d_]*")
+# ASCII only: `\d` and `\w` would take Arabic-Indic digits (`٣`), which the language refuses
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INT = re.compile(r"-?[0-9](_?[0-9])*")
 _HEAD = re.compile(r"(?P<name>[^=\s]*)\s*=\s*(?P<default>\S*)\s*(?P<rest>.*)")
 _RANGE = re.compile(r"in\s*\[\s*(?P<lo>[^,\]]*?)\s*,\s*(?P<hi>[^\]]*?)\s*\]")
 
@@ -56,8 +59,15 @@ class Axis:
 
 
 def _int(text: str, what: str, axis: str) -> int:
-    if not _INT.fullmatch(text) or len(text) > 20:
-        raise AxisError(f"{axis!r}: {what} {text!r} is not an integer")
+    """An int as the language writes one (ASCII digits, `_` between them), up to its digits."""
+    if not _INT.fullmatch(text):
+        raise AxisError(f"{axis!r}: {what} {text!r} is not an integer (ASCII digits)")
+    digits = text.lstrip("-").replace("_", "")
+    if len(digits) > MAX_LITERAL_DIGITS:
+        raise AxisError(
+            f"{axis!r}: {what} has {len(digits)} digits (a literal has at most "
+            f"{MAX_LITERAL_DIGITS})"
+        )
     return int(text.replace("_", ""))
 
 

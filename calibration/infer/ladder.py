@@ -16,7 +16,7 @@ admissibility checks a ladder: never by listing a range. ``MAX_SIZES`` bounds th
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import product
+from itertools import islice, product
 
 from attrs import define, frozen
 
@@ -27,6 +27,8 @@ from runtime import FormulaError, Pipeline
 
 #: The most sizes one ladder holds (both parts together).
 MAX_SIZES = 48
+#: The most step counts tried for one part of the steps ladder (a base of 10**9 steps: not all).
+MAX_TRIES = 1024
 #: How far above the base the steps param climbs (a scheduler's history saturates within 4).
 STEPS_UP = 4
 #: How many values a frame-like param takes from its smallest up.
@@ -99,7 +101,7 @@ def steps_param(pipeline: Pipeline) -> str | None:
             continue
         if args.get("num_inference_steps") == 1 and again.get("num_inference_steps") == 2:
             return name
-    return "steps" if "steps" in pipeline.params else None
+    return "steps" if "steps" in int_params(pipeline) else None  # a bool `steps` is no count
 
 
 def _frame_like(pipeline: Pipeline, param: str) -> bool:
@@ -236,7 +238,7 @@ def plan(pipeline: Pipeline, base: Point, budget: Budget | None = None) -> list[
 
 def _steps_ladder(ladder: _Ladder, point: Point, steps: str, why: str) -> None:
     low = ladder.pipeline.params[steps].min or 1
-    for v in range(low, int(point[steps]) + STEPS_UP + 1):
+    for v in islice(range(low, int(point[steps]) + STEPS_UP + 1), MAX_TRIES):
         ladder.add({**point, steps: v}, why)
 
 

@@ -3,15 +3,26 @@
 Two sessions on two fresh pipelines from the factory: discovery (a stage per entry point) and the
 ladder (the stages discovery found). Each session's first request is a warmup whose record is
 dropped: it pays one-time costs that say nothing about the formula.
+
+Every request is bounded in wall-clock time (``request_seconds``, `dslc infer --timeout`): in the
+main thread a one-shot ``SIGALRM`` timer raises ``RequestTimeout`` inside the call, which the
+session records as that size's failure, and the ladder goes on. torch on the CPU runs its ops in
+native code: a call is interrupted when the op running returns to Python (a Python loop, a
+``time.sleep``, the next op), never in the middle of one. A call that runs ``sys.exit`` is a
+failed request too: the record keeps ``SystemExit`` as its error.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 
 from attrs import frozen
 
+from artifact.limits import MAX_STAGES
 from artifact.spelling import point_text
 from calibration.errors import CalibrationError
 from calibration.infer.layout import (
@@ -30,14 +41,80 @@ from runtime.record import WarmupRecord
 Progress = Callable[[int, int, str], None]
 Factory = Callable[[int], object]
 
+#: Wall-clock seconds one request may take by default (`dslc infer --timeout`; at most
+#: ``artifact.limits.MAX_REQUEST_SECONDS``).
+REQUEST_SECONDS = 600.0
+#: How far from the base's steps discovery looks for a second admissible value.
+STEPS_REACH = 64
+
+_SECONDS: ContextVar[float] = ContextVar("request_seconds", default=REQUEST_SECONDS)
+
+
+class RequestTimeout(Exception):
+    """A request ran past its wall-clock bound: that size failed (its record keeps this)."""
+
+
+@contextlib.contextmanager
+def request_seconds(seconds: float) -> Iterator[None]:
+    """Every request run inside takes at most ``seconds`` of wall-clock time."""
+    token = _SECONDS.set(seconds)
+    try:
+        yield
+    finally:
+        _SECONDS.reset(token)
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    """``RequestTimeout`` raised in the main thread after ``seconds`` (elsewhere: unbounded,
+    a signal reaches the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    armed = [True]
+
+    def expire(signum: int, frame: object) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise RequestTimeout(f"the request ran past {seconds:g} s (--timeout)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_request(session: Session, point: Mapping[str, int | bool]) -> WarmupRecord:
+    """One recorded request, bounded in time; a call that times out or exits the interpreter is
+    a failed request, its record holding the error."""
+    before = len(session.recorder.records)
+    try:
+        with _alarm(_SECONDS.get()):
+            return session.run(point)
+    except (SystemExit, RequestTimeout) as exc:
+        if len(session.recorder.records) > before:
+            return session.recorder.records[-1]
+        raise CalibrationError(
+            f"the request at {point_text(point)} stopped outside the pipeline's call: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+
 
 def with_stages(skeleton: str, stages: str) -> str:
-    """The skeleton's text with ``stages`` inserted before its pipeline's closing brace."""
+    """The skeleton's text with ``stages`` inserted before its pipeline's closing brace (the last
+    ``}`` outside a comment); the skeleton's lines before it keep their numbers."""
     lines = skeleton.rstrip("\n").split("\n")
-    closing = max((i for i, line in enumerate(lines) if line.strip() == "}"), default=None)
-    if closing is None:
-        raise CalibrationError("the skeleton has no pipeline block closed by a `}` line")
-    return "\n".join([*lines[:closing], "", stages, *lines[closing:]]) + "\n"
+    for i in range(len(lines) - 1, -1, -1):
+        at = lines[i].split("#", 1)[0].rfind("}")
+        if at >= 0:
+            head, tail = lines[i][:at], lines[i][at:]
+            before = [*lines[:i], head] if head.strip() else lines[:i]
+            return "\n".join([*before, "", stages, tail, *lines[i + 1 :]]) + "\n"
+    raise CalibrationError("the skeleton has no pipeline block closed by a `}`")
 
 
 def load(text: str, name: str, what: str) -> Pipeline:
@@ -70,22 +147,30 @@ def discover(
     """Which entry points run, and which run once more with one step more."""
     from runtime.measure.diffusers_hooks import pipeline_modules
 
+    other = _other_steps(load(skeleton, name, "the skeleton"), base, steps)  # before any run
     pipe = factory(seed)
     uses: list[Use] = probe_uses(pipeline_modules(pipe))  # type: ignore[arg-type]
-    formulas = load(with_stages(skeleton, discovery_stages(uses)), name, "<discovery>")
+    _check_uses(uses, pipe)
+    formulas = load(
+        with_stages(skeleton, discovery_stages(uses)),
+        name,
+        "the skeleton with a discovery stage per component",
+    )
     session = Session(pipe, formulas, "cpu", seed=seed, call_kwargs=call_kwargs)  # type: ignore[arg-type]
-    session.run(base)
-    first = session.run(base)
-    more_point = {**base, steps: int(base[steps]) + 1} if steps is not None else dict(base)
-    more = session.run(more_point)
+    run_request(session, base)
+    first = run_request(session, base)
+    more = run_request(session, other) if other != base else first
     for record in (first, more):
         if not record.ok:
             error = record.error
             raise CalibrationError(
-                f"the pipeline fails at {dict(record.params)}: "
+                f"the pipeline fails at {point_text(record.params)}: "
                 f"{error.type if error else '?'}: {error.message if error else ''}"
             )
-    plans = layout(uses, first, more)
+    fewer, greater = (
+        (more, first) if steps is not None and other[steps] < base[steps] else (first, more)
+    )
+    plans = layout(uses, fewer, greater)
     by_stage = {u.probe_stage: u.text for u in uses}
     ran = tuple(
         dict.fromkeys(
@@ -93,6 +178,54 @@ def discover(
         )
     )
     return Discovered(tuple(plans), ran, (first, more))
+
+
+def _check_uses(uses: Sequence[Use], pipe: object) -> None:
+    """Entry points a discovery stage can name: some, each a name the language reads, no two
+    stages of one name, at most ``MAX_STAGES``."""
+    from dslc.parse import KEYWORDS
+
+    if not uses:
+        held = ", ".join(map(str, getattr(pipe, "components", {}) or {})) or "nothing"
+        raise CalibrationError(
+            f"the pipeline has no torch module among its components (it holds {held}): infer "
+            "measures the modules a call runs; does the factory build the pipeline's models?"
+        )
+    bad = [u.component for u in uses if not u.component.isidentifier() or u.component in KEYWORDS]
+    if bad:
+        raise CalibrationError(
+            f"the pipeline's component {bad[0]!r} is not a name a formula file can use (a "
+            "keyword or not an identifier): rename the component in the factory"
+        )
+    stages = [u.probe_stage for u in uses]
+    twice = sorted({s for s in stages if stages.count(s) > 1})
+    if twice:
+        raise CalibrationError(
+            f"two of the pipeline's entry points would share the discovery stage {twice[0]} "
+            "(a component named like another's method, vae_decode and vae.decode): rename one"
+        )
+    if len(uses) > MAX_STAGES:
+        raise CalibrationError(
+            f"the pipeline has {len(uses)} entry points (modules, encode and decode); a formula "
+            f"file holds at most {MAX_STAGES} stages"
+        )
+
+
+def _other_steps(formulas: Pipeline, base: Point, steps: str | None) -> Point:
+    """The base with another admissible steps value, the nearest above, else below (discovery
+    runs both to find the stage that runs once per step); the base itself when there is none."""
+    if steps is None or formulas.params[steps].type != "int":
+        return dict(base)
+    value = int(base[steps])
+    for v in [*range(value + 1, value + STEPS_REACH), *range(value - 1, value - STEPS_REACH, -1)]:
+        point = {**base, steps: v}
+        if formulas.is_admissible(**point):
+            return point
+    raise CalibrationError(
+        f"{steps} has no admissible value within {STEPS_REACH} of the base's {steps}={value}: "
+        f"infer runs two step counts to find the stage that runs once per step; widen the "
+        f"range or the contract of {steps}"
+    )
 
 
 def measuring_formulas(skeleton: str, name: str, stages: Sequence[StagePlan]) -> Pipeline:
@@ -132,7 +265,7 @@ class Runner:
 
     def _run(self, point: Mapping[str, int | bool]) -> WarmupRecord:
         with self.meter if self.meter is not None else contextlib.nullcontext():
-            return self.session.run(point)
+            return run_request(self.session, point)
 
     def warm(self, point: Point) -> None:
         self._run(point)

@@ -179,6 +179,9 @@ def load_calibration(source: str | Path | Mapping[str, Json], *, weight: int = 1
     where = "" if isinstance(source, Mapping) else f" {source}"
     try:
         doc = source if isinstance(source, Mapping) else read_document(source)
+    except DocumentError as exc:  # its message names the file already
+        raise CalibrationFormatError(f"calibration document {exc}") from None
+    try:
         check_document(doc)
     except DocumentError as exc:
         raise CalibrationFormatError(f"calibration document{where}: {exc}") from None

@@ -83,9 +83,12 @@ def explanations(pipeline: Pipeline, fit: StageFit, target: Point) -> list[Expla
             left = max(float(abs(predict(coefficients, r) - v)) for r, v in zip(rows, values))
             if left >= base:
                 continue
-            at_target = float(
-                predict(coefficients, row(_with(target_terms, target, group, scaled)))
-            )
+            try:
+                at_target = float(
+                    predict(coefficients, row(_with(target_terms, target, group, scaled)))
+                )
+            except OverflowError:  # beyond a float at the target: no reading of the sizes
+                continue
             declared = _varies(pipeline, fit, group, target)
             found.append(
                 Explanation(name, group, scaled, at_target - fit.at_target, left, declared)

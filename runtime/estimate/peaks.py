@@ -313,7 +313,7 @@ def _scaled(
             else:
                 term = ratios.index(ratio) + 1 if ratios else 1
                 by = (
-                    f"the largest term ratio ({float(ratio):.6g}, term {term}) of "
+                    f"the largest term ratio ({show_measure(ratio)}, term {term}) of "
                     f"{show_terms(target)} / {show_terms(p.terms)}"
                 )
             reason = (
