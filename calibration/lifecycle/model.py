@@ -13,6 +13,7 @@ from types import MappingProxyType
 from attrs import field, frozen
 
 from calibration.verdict import STRICT_FAILED, VERIFY_FAILED
+from runtime.estimate.fit.noise import CLOCK_JITTER_S, MODEL_ERROR, Z
 
 #: A JSON-ready value (numbers, strings, lists and dicts of them) kept in a step's data.
 JsonValue = object
@@ -81,6 +82,15 @@ SLOWER_THAN_BEFORE = 0.05
 SPREADS = 2
 
 
+def time_allowance(predicted_s: float, spread_s: float) -> float:
+    """Seconds past the prediction a request may take before it is slower than predicted: two
+    spreads, or the fitting core's ``Z`` sigma of the plan's own model error (a placement's hooks
+    and copies add per-call work the compute fit never saw), the larger, never under the clock's
+    jitter (``runtime.estimate.fit.noise``)."""
+    model = Z * MODEL_ERROR * predicted_s
+    return max(SPREADS * spread_s, model, Z * CLOCK_JITTER_S)
+
+
 @frozen
 class Baseline:
     """What the calibration measured of the request before any plan: its time at the target (the
@@ -101,11 +111,11 @@ class SpeedCheck:
 
     @property
     def too_slow(self) -> bool:
-        """Slower than predicted beyond two spreads, and slower than before by more than 5 %."""
+        """Slower than predicted beyond ``time_allowance``, and than before by more than 5 %."""
         return (
             self.predicted_s is not None
             and self.previous_s is not None
-            and self.measured_s > self.predicted_s + SPREADS * self.spread_s
+            and self.measured_s > self.predicted_s + time_allowance(self.predicted_s, self.spread_s)
             and self.measured_s > self.previous_s * (1 + SLOWER_THAN_BEFORE)
         )
 

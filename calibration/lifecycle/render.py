@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from artifact.units import show_bytes
-from calibration.lifecycle.model import SPREADS, Report
+from calibration.lifecycle.model import Report, time_allowance
 from runtime.record import WarmupRecord
 
 VERSION = 1
@@ -75,7 +75,9 @@ def _time_lines(time: object) -> list[str]:
     if not isinstance(time, dict):
         return []
     measured, predicted = time["measured_s"], time["predicted_s"]
-    over = isinstance(predicted, float) and measured > predicted + SPREADS * time["spread_s"]
+    over = isinstance(predicted, float) and measured > predicted + time_allowance(
+        predicted, time["spread_s"]
+    )
     return [
         f"    time: measured {_seconds(measured)} of {_seconds(predicted)} predicted "
         f"(spread {_seconds(time['spread_s'])}; before the plan {_seconds(time['previous_s'])})"

@@ -53,7 +53,7 @@ def test_validate_prints_each_step_and_the_verdict():
 def test_validate_json_is_the_report_with_its_records():
     result = _invoke("--device-memory", "1MiB", "--validate", "--json")
     assert result.exit_code == 0
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)  # stderr: the start and end notes
     assert (doc["version"], doc["mode"], doc["status"], doc["validated"]) == (1, "apply", 0, True)
     assert doc["placement"]["transformer"] == "layerwise 1/2"
     validate = next(s for s in doc["steps"] if s["name"] == "validate")

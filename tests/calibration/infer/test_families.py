@@ -286,7 +286,10 @@ def test_a_skeleton_with_stages_or_a_bad_base_is_a_usage_error(tmp_path):
     )
     assert result.exit_code == 1 and "not admissible" in result.output
     many = tmp_path / "many.wf"
-    params = "".join(f"    param p{k}: int = 1 in [1, 9]\n" for k in range(7))
+    params = "    param steps: int = 4 in [1, 50]\n" + "".join(  # the example's warmup names it
+        f"    param {p}: int = 64 in [16, 128]\n" for p in ("height", "width")
+    )
+    params += "".join(f"    param p{k}: int = 1 in [1, 9]\n" for k in range(4))  # 7 in all
     many.write_text(f"pipeline many {{\n{params}}}\n")
     result = CliRunner().invoke(command, ["--example", "flux", "--params", str(many)])
     assert result.exit_code == 1 and "at most 6" in result.output
