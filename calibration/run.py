@@ -488,16 +488,7 @@ def _calibration(
     """What the loop measured and settled, as one value; every request failing is an error."""
     session, pipeline = loop.session, loop.session.formulas
     warmup, probe, target = shapes
-    errors = tuple(
-        f"{role}: {r.error.type}: {r.error.message}"
-        for role, r in zip((*loop.roles, "target"), (*loop.records, measured_run))
-        if r is not None and r.error is not None
-    )
-    if not any(r.ok for r in (*loop.records, *loop.runs)):
-        raise CalibrationError(
-            f"every request failed ({len(loop.records) + len(loop.runs)} of them); the first: "
-            f"{_first_line(errors[0]) if errors else 'unknown'}"
-        )
+    errors = _errors(loop, measured_run)
     extras = [(loop.points[role], why) for role, why in loop.sizes[1:]]
     return Calibration(
         example=label,
@@ -538,6 +529,21 @@ def _calibration(
             [r for role, r in zip(loop.roles, loop.records) if role != "warmup"] + loop.runs,
         ),
     )
+
+
+def _errors(loop: _Loop, measured_run: WarmupRecord | None) -> tuple[str, ...]:
+    """Each failed request, by role; ``CalibrationError`` when every request failed."""
+    errors = tuple(
+        f"{role}: {r.error.type}: {r.error.message}"
+        for role, r in zip((*loop.roles, "target"), (*loop.records, measured_run))
+        if r is not None and r.error is not None
+    )
+    if not any(r.ok for r in (*loop.records, *loop.runs)):
+        raise CalibrationError(
+            f"every request failed ({len(loop.records) + len(loop.runs)} of them); the first: "
+            f"{_first_line(errors[0]) if errors else 'unknown'}"
+        )
+    return errors
 
 
 def _notices(pipeline: Pipeline, probe: Params, target: Params) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from calibration.cli.options import (
     Shapes,
     check_choice,
     device_option,
+    packed,
     pipeline_options,
     run_calibration,
     run_options,
@@ -116,15 +117,12 @@ EPILOG = "\n".join(
     help="Also save the warmup records (and the target's, with --verify).",
 )
 @run_options
+@packed
 def calibrate(
-    example: str,
-    factory: str | None,
-    formulas_path: Path,
-    name: str | None,
+    choice: Choice,
     warmup: dict[str, int | bool],
     probe: dict[str, int | bool],
     target: dict[str, int | bool],
-    margin: float,
     device: str,
     verify: bool,
     strict: bool,
@@ -132,14 +130,7 @@ def calibrate(
     plot: Path | None,
     save: Path | None,
     records_path: Path | None,
-    repeat: int,
-    clock: str,
-    seed: int,
-    threads: int,
-    time_tolerance: float,
-    no_time_probe: bool,
-    offload: str,
-    capacity: int | None,
+    settings: RunSettings,
 ) -> None:
     """Calibrate a diffusers pipeline on a cheap probe and estimate a target.
 
@@ -158,24 +149,14 @@ def calibrate(
     from calibration.errors import CalibrationError
     from calibration.verdict import verdict
 
-    choice = check_choice(Choice(example, factory, formulas_path, name))
+    choice = check_choice(choice)
     plot = checked_outputs(plot, save, records_path)  # before minutes of calibration
     try:
         with progress() as tick:
             cal = run_calibration(
                 choice,
                 Shapes(warmup, probe, target),
-                RunSettings(
-                    margin,
-                    repeat,
-                    clock,
-                    seed,
-                    threads,
-                    time_tolerance,
-                    no_time_probe,
-                    offload,
-                    capacity,
-                ),
+                settings,
                 device=device,
                 verify=verify,
                 progress=tick,

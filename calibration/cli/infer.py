@@ -242,12 +242,7 @@ def infer(
     from calibration.infer.run import infer as run_infer
     from calibration.offload import Offload, calibrating_under
 
-    if (example is None) == (factory is None):
-        raise click.UsageError("give one of --example NAME or --pipeline MODULE:FACTORY")
-    if (skeleton is None) == (not axes):
-        raise click.UsageError("give one of --params SKELETON.wf or --axis ... (repeated)")
-    if name is not None and not axes:
-        raise click.UsageError("--name names the pipeline of a draft from --axis")
+    _usage(example, factory, skeleton, axes, name)
     check_writable([("-o", output)])  # before minutes of measuring
     try:
         checked = _skeleton(skeleton, axes, name, example, factory)
@@ -274,6 +269,22 @@ def infer(
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
     _show(result, output, as_json, strict)
+
+
+def _usage(
+    example: str | None,
+    factory: str | None,
+    skeleton: Path | None,
+    axes: tuple[Axis, ...],
+    name: str | None,
+) -> None:
+    """Exactly one pipeline and one skeleton source, and --name only with --axis (exit 2)."""
+    if (example is None) == (factory is None):
+        raise click.UsageError("give one of --example NAME or --pipeline MODULE:FACTORY")
+    if (skeleton is None) == (not axes):
+        raise click.UsageError("give one of --params SKELETON.wf or --axis ... (repeated)")
+    if name is not None and not axes:
+        raise click.UsageError("--name names the pipeline of a draft from --axis")
 
 
 def _skeleton(

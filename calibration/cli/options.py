@@ -7,11 +7,12 @@ when a calibration runs.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from attrs import frozen
@@ -316,6 +317,34 @@ class RunSettings:
     no_time_probe: bool = False
     offload: str = "auto"  # --calibrate-offload (``calibration.offload.Offload``)
     capacity: int | None = None  # --device-capacity
+
+
+#: The keyword arguments ``pipeline_options`` and ``run_options`` give a command, by field.
+_CHOICE = ("example", "factory", "formulas_path", "name")
+_RUN = (
+    "margin",
+    "repeat",
+    "clock",
+    "seed",
+    "threads",
+    "time_tolerance",
+    "no_time_probe",
+    "offload",
+    "capacity",
+)
+
+
+def packed(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` taking its pipeline options as one ``choice: Choice`` and its run options as
+    one ``settings: RunSettings``, as click passes them by name (the commands stay short)."""
+
+    @functools.wraps(command)
+    def with_values(**given: Any) -> None:  # Any: click's keyword arguments, one per option
+        given["choice"] = Choice(**{key: given.pop(key) for key in _CHOICE})
+        given["settings"] = RunSettings(**{key: given.pop(key) for key in _RUN})
+        command(**given)
+
+    return with_values
 
 
 def run_calibration(

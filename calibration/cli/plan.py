@@ -21,6 +21,7 @@ from calibration.cli.options import (
     Shapes,
     check_choice,
     device_option,
+    packed,
     pipeline_options,
     run_calibration,
     run_options,
@@ -235,24 +236,14 @@ def calibrated(
     "request, roll back and re-plan; MODE apply (the default) or strict, off, plan. "
     "Exit 4 when no plan validates, 5 when strict refuses to serve.",
 )
+@packed
 def plan(
     calibrations: tuple[Path, ...],
-    example: str,
-    factory: str | None,
-    formulas_path: Path,
-    name: str | None,
+    choice: Choice,
     warmup: dict[str, int | bool],
     probe: dict[str, int | bool],
     targets: list[dict[str, int | bool]],
-    margin: float,
-    repeat: int,
-    clock: str,
-    seed: int,
-    threads: int,
-    time_tolerance: float,
-    no_time_probe: bool,
-    offload: str,
-    capacity: int | None,
+    settings: RunSettings,
     device: str,
     device_memory: list[int],
     reserve: int | None,
@@ -272,10 +263,7 @@ def plan(
         _validate_usage(calibrations, targets)
     devices = [_device(m, reserve, bandwidth, pin_budget, pageable_factor) for m in device_memory]
     planned_device = _one_or_per_rank(devices, len(calibrations), validate_mode)
-    choice = check_choice(Choice(example, factory, formulas_path, name))
-    settings = RunSettings(
-        margin, repeat, clock, seed, threads, time_tolerance, no_time_probe, offload, capacity
-    )
+    choice = check_choice(choice)
     shapes = [Shapes(warmup, probe, t) for t in targets or [{}]]
     if validate_mode is not None:
         _validate(choice, shapes, settings, planned_device, device, validate_mode, as_json)

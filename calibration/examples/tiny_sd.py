@@ -38,36 +38,10 @@ def _tokenizer() -> Any:
 
 def build(seed: int = 0) -> Any:
     """A ``diffusers.StableDiffusionPipeline`` on the CPU, random weights, progress bar off."""
-    from diffusers import (
-        PNDMScheduler,
-        StableDiffusionPipeline,
-        UNet2DConditionModel,
-    )
+    from diffusers import PNDMScheduler, StableDiffusionPipeline
     from transformers import CLIPTextConfig, CLIPTextModel
 
-    torch.manual_seed(seed)
-    unet = UNet2DConditionModel(
-        sample_size=64,  # SD 1.5: 64 latents = 512 pixels
-        in_channels=4,
-        out_channels=4,
-        block_out_channels=(16, 32, 32, 32),
-        layers_per_block=1,
-        down_block_types=(
-            "CrossAttnDownBlock2D",
-            "CrossAttnDownBlock2D",
-            "CrossAttnDownBlock2D",
-            "DownBlock2D",
-        ),
-        up_block_types=(
-            "UpBlock2D",
-            "CrossAttnUpBlock2D",
-            "CrossAttnUpBlock2D",
-            "CrossAttnUpBlock2D",
-        ),
-        attention_head_dim=8,
-        cross_attention_dim=32,
-        norm_num_groups=8,
-    )
+    unet = _unet(seed)
     vae = tiny_vae(seed, sample_size=512)
     torch.manual_seed(seed)
     text_encoder = CLIPTextModel(
@@ -103,6 +77,36 @@ def build(seed: int = 0) -> Any:
     )
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+def _unet(seed: int) -> Any:
+    """SD 1.5's UNet shape, tiny: 4 levels, cross-attention on the first three."""
+    from diffusers import UNet2DConditionModel
+
+    torch.manual_seed(seed)
+    unet: Any = UNet2DConditionModel(
+        sample_size=64,  # SD 1.5: 64 latents = 512 pixels
+        in_channels=4,
+        out_channels=4,
+        block_out_channels=(16, 32, 32, 32),
+        layers_per_block=1,
+        down_block_types=(
+            "CrossAttnDownBlock2D",
+            "CrossAttnDownBlock2D",
+            "CrossAttnDownBlock2D",
+            "DownBlock2D",
+        ),
+        up_block_types=(
+            "UpBlock2D",
+            "CrossAttnUpBlock2D",
+            "CrossAttnUpBlock2D",
+            "CrossAttnUpBlock2D",
+        ),
+        attention_head_dim=8,
+        cross_attention_dim=32,
+        norm_num_groups=8,
+    )
+    return unet
 
 
 def call_kwargs(seed: int = 0) -> dict[str, object]:
