@@ -89,10 +89,9 @@ def test_the_source_reader_sees_lazy_imports(graph: Graph) -> None:
     assert any(item.target == "runtime" for item in graph.of("dslc.cli_compile") if not item.eager)
 
 
-#: Import circles still in the tree, each to be removed, never to grow. The recorder <-> request
-#: circle of `runtime.measure` (`Request` sets the recorder's private state) is being removed
-#: (issue 34); delete its entry when that lands.
-KNOWN_CIRCLES = frozenset({("runtime.measure.recorder", "runtime.measure.request")})
+#: Import circles still in the tree, each to be removed, never to grow: none (issue 34 removed the
+#: last, runtime.measure's recorder <-> request, with the `RequestOwner` protocol).
+KNOWN_CIRCLES: frozenset[tuple[str, str]] = frozenset()
 
 
 def test_no_module_imports_itself_through_others(graph: Graph) -> None:
