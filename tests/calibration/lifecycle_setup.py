@@ -6,7 +6,10 @@ A module of its own so that the gloo workers (spawned processes) import the same
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import json
+import socket
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from calibration.examples import EXAMPLES
@@ -72,3 +75,20 @@ def lifecycle(
     fresh, _ = session(faults)
     settings = Settings(device, mode, max_replans=max_replans, agreement=agreement)
     return run_lifecycle(fresh, points(), settings, calibration=calibration()), fresh
+
+
+def run_ranks(
+    worker: Callable[..., None], folder: Path, guard_s: float, ranks: int = 2
+) -> list[dict]:
+    """``worker(rank, ranks, port, folder)`` in ``ranks`` gloo processes; each rank's JSON
+    (``folder/rankN.json``), after at most ``guard_s`` seconds (a hang guard, not a bound)."""
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    context = mp.spawn(worker, args=(ranks, port, str(folder)), nprocs=ranks, join=False)
+    deadline = time.monotonic() + guard_s
+    while not context.join(timeout=1):
+        assert time.monotonic() < deadline, "ranks did not finish"
+    return [json.loads((folder / f"rank{r}.json").read_text()) for r in range(ranks)]

@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import socket
-import time
-
 import pytest
 
 from calibration.lifecycle.faults import Fault
 from tests.calibration import _lifecycle_worker
-from tests.calibration.lifecycle_setup import lifecycle
+from tests.calibration.lifecycle_setup import lifecycle, run_ranks
 
-mp = pytest.importorskip("torch.multiprocessing")
+pytest.importorskip("torch.multiprocessing")
 pytest.importorskip("accelerate")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_ranks_end_on_the_same_most_cautious_placement(tmp_path):
-    context = mp.spawn(
-        _lifecycle_worker.worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=False
-    )
-    deadline = time.monotonic() + 300  # a hang guard, not a performance bound
-    while not context.join(timeout=1):
-        assert time.monotonic() < deadline, "ranks did not finish"
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = run_ranks(_lifecycle_worker.worker, tmp_path, 300)
 
     oom = [r["oom on rank 1"] for r in ranks]
     assert oom[0] == oom[1]  # rank 0 held alone, yet rolled back with rank 1

@@ -6,32 +6,17 @@ refused (``_ranks_worker`` runs each rank)."""
 
 from __future__ import annotations
 
-import json
-import socket
-import time
-
 import pytest
 
 from tests.calibration.lifecycle import _ranks_worker
+from tests.calibration.lifecycle_setup import run_ranks
 
-mp = pytest.importorskip("torch.multiprocessing")
+pytest.importorskip("torch.multiprocessing")
 pytest.importorskip("accelerate")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ranks_with_different_caps_each_get_a_plan_that_fits(tmp_path):
-    context = mp.spawn(
-        _ranks_worker.worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=False
-    )
-    deadline = time.monotonic() + 400  # a hang guard, not a performance bound
-    while not context.join(timeout=1):
-        assert time.monotonic() < deadline, "ranks did not finish"
-    small, large = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2))
+    small, large = run_ranks(_ranks_worker.worker, tmp_path, 400)
 
     for rank, cap in zip((small, large), _ranks_worker.CAPS):
         assert rank["usable"] == cap  # each rank planned against its own device
