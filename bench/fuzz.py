@@ -11,10 +11,11 @@ Sources (the real `formulas/*.wf` and `dslc.testing.sources()` examples) are mut
 `runtime.load_formulas`. One case in ten of each is a cost bomb instead (`dslc.bombs`: nested
 powers, squaring chains, let and contract fan-out, extends chains, blank floods, many pipelines or
 params), at a random size. A case fails when anything but a CompileResult / a FormulaError comes
-out, or when it takes over `dslc.fuzzing.CASE_SECONDS`. The summary gives the case count, failures
-and slowest case per kind, and the process's peak RSS (an upper bound on any one case's memory)
-with the case that raised it most. Failures are printed with the seed and
-case number that reproduce them (`--replay KIND CASE`); the exit status is 1 when any case failed.
+out, or when it takes over `dslc.fuzzing.CASE_SECONDS` of CPU time (`dslc.fuzzing.CaseClock`: the
+same on a loaded machine; wall time only guards against hangs). The summary gives the case count,
+failures and slowest case per kind, and the process's peak RSS (an upper bound on any one case's
+memory) with the case that raised it most. Failures are printed with the seed and case number that
+reproduce them (`--replay KIND CASE`); the exit status is 1 when any case failed.
 
 `--kinds calibration,options` (`calibration.fuzzing`): the real saved calibration
 `tests/calibration/data/flux_calibration.json` mutated as JSON and as text and planned with
@@ -296,17 +297,18 @@ def _report(
         f"{args.seconds:g} s budget, seed {args.seed}, corpus {len(texts)} sources "
         f"({len(texts) - args.generated} real + {args.generated} generated)"
     )
-    print(f"{'kind':<10}{'cases':>8}{'failures':>10}{'slowest':>11}  {'cases/s':>8}  slowest case")
+    head = f"{'kind':<10}{'cases':>8}{'failures':>10}{'slowest CPU':>15}  {'cases/s':>8}"
+    print(f"{head}  slowest case")
     runs, failures, slowest, busy = tally.runs, tally.failures, tally.slowest, tally.busy
     for kind in kinds:
-        rate = runs[kind] / busy[kind] if busy[kind] else 0.0
+        rate = runs[kind] / busy[kind] if busy[kind] else 0.0  # cases per CPU second
         print(
-            f"{kind:<10}{runs[kind]:>8}{len(failures[kind]):>10}{slowest[kind][0] * 1e3:>9.1f} ms  "
-            f"{rate:>8.0f}  {slowest[kind][1]}"
+            f"{kind:<10}{runs[kind]:>8}{len(failures[kind]):>10}"
+            f"{slowest[kind][0] * 1e3:>13.1f} ms  {rate:>8.0f}  {slowest[kind][1]}"
         )
     count = sum(runs.values())
     print(
-        f"{'all':<10}{count:>8}{sum(map(len, failures.values())):>10}{'':>11}  "
+        f"{'all':<10}{count:>8}{sum(map(len, failures.values())):>10}{'':>15}  "
         f"{count / total:>8.0f}  "
         f"(wall {total:.1f} s)"
     )

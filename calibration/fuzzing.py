@@ -1,12 +1,13 @@
 """Mutation fuzzing of calibration documents and of `dslc calibrate` / `dslc plan` option lists
 (shared by bench/fuzz.py and tests/calibration/test_fuzz_cli.py).
 
-One contract: the command, run through the `dslc` group as a person runs it, ends with exit 0, 1,
-2, 4 or 5 -- never 3 (our bug), never an exception escaping it -- within ``CASE_SECONDS``. A
-document is mutated as JSON (a key dropped, a value of another type or size, a list grown, names
-changed) or as text (a key repeated, bytes cut or flipped, nesting); an option list by dropping,
-repeating, swapping options or giving one a hostile value (a huge or negative number, a malformed
-shape, a FIFO, `/dev/zero`, a link to `/dev/null`, a folder, an unknown figure format).
+One contract: the command, run through the `dslc` group as a person runs it, ends with exit 0, 1, 2,
+4 or 5 -- never 3 (our bug), never an exception escaping it -- within ``CASE_SECONDS`` of CPU time
+(``dslc.fuzzing.CaseClock``). A document is mutated as JSON (a key dropped, a value of another type
+or size, a list grown, names changed) or as text (a key repeated, bytes cut or flipped, nesting); an
+option list by dropping, repeating, swapping options or giving one a hostile value (a huge or
+negative number, a malformed shape, a FIFO, `/dev/zero`, a link to `/dev/null`, a folder, an unknown
+figure format).
 
 A calibration takes seconds, so option lists name a factory that stops the run where the pipeline
 would be built (``STOP_FACTORY``, ``stop`` below): everything before it -- parsing, the formulas,
@@ -20,10 +21,11 @@ import copy
 import json
 import os
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from dslc.fuzzing import CaseClock
 
 __all__ = [
     "CASE_SECONDS",
@@ -40,7 +42,7 @@ __all__ = [
     "stop",
 ]
 
-CASE_SECONDS = 1.0  # a case slower than this is a failure
+CASE_SECONDS = 1.0  # a case using more CPU time than this is a failure
 OK_EXITS = frozenset({0, 1, 2, 4, 5})  # 3 is an internal error: a bug of ours
 Json = Any  # a parsed JSON value, mutated in place
 
@@ -78,17 +80,16 @@ def run_dslc(
     args = list(args)
     if "--pipeline" not in args and "--calibration" not in args:
         args += ["--pipeline", STOP_FACTORY]
-    start = time.perf_counter()
+    clock = CaseClock()
     result = CliRunner().invoke(cli, list(args))
-    elapsed = time.perf_counter() - start
     escaped = result.exception is not None and not isinstance(result.exception, SystemExit)
     if escaped or result.exit_code not in OK_EXITS:
         what = f"{type(result.exception).__name__}: {result.exception}" if escaped else ""
         last = (result.output.strip().splitlines() or [""])[-1][:300]
         raise Failure(kind, mutation, f"exit {result.exit_code} {what} {last}".strip(), args)
-    if seconds is not None and elapsed > seconds:
-        raise Failure(kind, mutation, f"took {elapsed:.2f} s (limit {seconds} s)", args)
-    return elapsed
+    if (overrun := clock.overrun(seconds)) is not None:
+        raise Failure(kind, mutation, overrun, args)
+    return clock.elapsed()[0]
 
 
 class Sandbox:

@@ -7,8 +7,9 @@ Two targets, one contract each:
   diagnostics), never any other exception;
 - a mutated artifact through `runtime.load_formulas` loads, or raises a `runtime.FormulaError`.
 
-Either must finish within `CASE_SECONDS`. Every mutator takes a `random.Random` so a case is
-reproducible from its seed: `mutate_source(random.Random(seed), text)`.
+Either must finish within `CASE_SECONDS` of CPU time (`CaseClock`: the work a case does, the same on
+a quiet or a loaded machine; wall time only guards against a hang). Every mutator takes a
+`random.Random` so a case is reproducible from its seed: `mutate_source(random.Random(seed), text)`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "ARTIFACT_MUTATORS",
     "CASE_SECONDS",
     "SOURCE_MUTATORS",
+    "CaseClock",
     "Failure",
     "check_artifact",
     "check_source",
@@ -35,7 +37,32 @@ __all__ = [
     "tokenize",
 ]
 
-CASE_SECONDS = 1.0  # a single case slower than this is a failure
+CASE_SECONDS = 1.0  # a single case using more CPU time than this is a failure
+HANG_FACTOR = 10.0  # a case idle this many times its CPU limit in wall time is hung (a FIFO read)
+
+
+class CaseClock:
+    """CPU and wall time of one case: the limit is on CPU time (this process, all its threads),
+    so a loaded machine does not fail a case; wall time past ``HANG_FACTOR`` times it is a hang."""
+
+    def __init__(self) -> None:
+        self.cpu, self.wall = time.process_time(), time.perf_counter()
+
+    def elapsed(self) -> tuple[float, float]:
+        """CPU and wall seconds since the case started."""
+        return time.process_time() - self.cpu, time.perf_counter() - self.wall
+
+    def overrun(self, seconds: float | None) -> str | None:
+        """What a case past its limit did, or None within it (no limit: None)."""
+        cpu, wall = self.elapsed()
+        if seconds is None:
+            return None
+        if cpu > seconds:
+            return f"took {cpu:.2f} s of CPU time (limit {seconds} s)"
+        if wall > seconds * HANG_FACTOR:
+            return f"took {wall:.2f} s of wall time (hang limit {seconds * HANG_FACTOR:g} s)"
+        return None
+
 
 # --------------------------------------------------------------------------- outcomes
 
@@ -56,23 +83,22 @@ def check_source(text: str, mutation: str = "?", seconds: float | None = CASE_SE
     from dslc.compiler import CompileResult, compile_text
     from dslc.diagnostics import Diagnostic
 
-    start = time.perf_counter()
+    clock = CaseClock()
     try:
         result = compile_text(text, "fuzz.wf")
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise Failure("source", mutation, f"{type(exc).__name__}: {exc}"[:500], text) from exc
-    elapsed = time.perf_counter() - start
     if not isinstance(result, CompileResult) or not all(
         isinstance(d, Diagnostic) for d in result.diagnostics
     ):
         raise Failure("source", mutation, f"not a clean CompileResult: {result!r}"[:500], text)
     if not (result.ok or result.errors):
         raise Failure("source", mutation, "no program and no error diagnostic", text)
-    if seconds is not None and elapsed > seconds:
-        raise Failure("source", mutation, f"took {elapsed:.2f} s (limit {seconds} s)", text)
-    return elapsed
+    if (overrun := clock.overrun(seconds)) is not None:
+        raise Failure("source", mutation, overrun, text)
+    return clock.elapsed()[0]
 
 
 def check_artifact(
@@ -84,7 +110,7 @@ def check_artifact(
     """
     from runtime import FormulaError, load_formulas
 
-    start = time.perf_counter()
+    clock = CaseClock()
     try:
         book = load_formulas(payload)  # type: ignore[arg-type]  # mutated on purpose
         for name in book:
@@ -99,10 +125,9 @@ def check_artifact(
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise Failure("artifact", mutation, f"{type(exc).__name__}: {exc}"[:500], payload) from exc
-    elapsed = time.perf_counter() - start
-    if seconds is not None and elapsed > seconds:
-        raise Failure("artifact", mutation, f"took {elapsed:.2f} s (limit {seconds} s)", payload)
-    return elapsed
+    if (overrun := clock.overrun(seconds)) is not None:
+        raise Failure("artifact", mutation, overrun, payload)
+    return clock.elapsed()[0]
 
 
 # --------------------------------------------------------------------------- sources
