@@ -28,15 +28,15 @@ from calibration.offload import Offload
 from calibration.probes.evidence import StageMargin, reach, stage_margins, with_risks
 from calibration.probes.findings import Checked, Finding, check, rank
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
-from calibration.probes.policy import memory_terms, open_stages
+from calibration.probes.policy import memory_terms, open_stages, work
 from calibration.probes.residuals import StageFit
 from calibration.probes.sizes import (
     coverage_probes,
     departures,
     extra_probes,
     ladder,
-    larger_probe,
     shape_probe,
+    towards,
 )
 from calibration.probes.time_probe import TIME_TOLERANCE, covers_memory, time_probe
 from calibration.session import Params, Session
@@ -278,9 +278,10 @@ def settle(
     pipeline, backend = session.formulas, session.recorder.backend.name
     everything = check(pipeline, records, target, backend)
     kept = in_regime(pipeline, records, everything.findings, target)
-    checked = everything if len(kept) == len(records) else check(pipeline, kept, target, backend)
+    fitted = _first_request_ahead(records, kept)
+    checked = everything if len(kept) == len(records) else check(pipeline, fitted, target, backend)
     if timed:
-        checked = _with_time(checked, check(pipeline, [*kept, *timed], target, backend, (TIME,)))
+        checked = _with_time(checked, check(pipeline, [*fitted, *timed], target, backend, (TIME,)))
     regime = [f for f in everything.findings if f.kind == FindingKind.PROBE_REGIME]
     rest = (f for f in checked.findings if f.kind != FindingKind.PROBE_REGIME)
     findings = tuple(sorted([*regime, *rest], key=rank))
@@ -297,6 +298,17 @@ def settle(
         result = evolve(result, timing=estimate_timing([*kept, *timed], pipeline, target))
     risks = with_risks(result, (*checked.findings, *checked.quiet))
     return Settled(checked, findings, tuple(kept), risks, margins, tuple(timed))
+
+
+def _first_request_ahead(
+    records: Sequence[WarmupRecord], kept: Sequence[WarmupRecord]
+) -> list[WarmupRecord]:
+    """``kept`` with the session's first request still first: the checks never fit the first
+    record (it pays one-time costs), so leaving it out of the regime must not make the next one
+    (a size measured once so far) first in its place."""
+    if not records or (kept and kept[0] is records[0]):
+        return list(kept)
+    return [records[0], *kept]
 
 
 def _with_time(memory: Checked, time: Checked) -> Checked:
@@ -591,8 +603,7 @@ def _memory_sizes(
         ) and not any(f.actionable for f in memory)
         if not (unsure or unconfirmed_fit):
             break
-        measured = [dict(r.params) for r in loop.records]
-        larger = larger_probe(pipeline, probe, target, measured)
+        larger = _confirming(loop, settled, probe, target)
         why = "deciding an unconfirmed fit" if unsure else "confirming the fits"
         if larger is None or not loop.add_size(larger, why):
             break
@@ -621,26 +632,61 @@ def _nearer(
     uncovered: Sequence[str],
 ) -> Settled:
     """When some growing stage's target lies past ``REACH`` its largest measured growth, the
-    affordable size of the ladder nearest the target (most work) that does not need the target's
-    memory and that the fits say brings them nearer: chosen from the formulas, the costs and the
-    exact memory alone, so it serves memory and time without a clock."""
+    candidate size (``_candidates``) of most cost that the fits say brings them nearer: chosen
+    from the formulas, the costs and the exact memory alone, so it serves memory and time
+    without a clock."""
     fits = [f for f in settled.checked.fits if f.quantity == MEMORY and f.growing_at_target > 0]
     if max((reach(f) for f in fits), default=1.0) <= REACH:
         return settled
     pipeline = loop.session.formulas
-    measured = [dict(r.params) for r in loop.records]
-    steps = [
-        c
-        for c in ladder(pipeline, probe, target)
-        if c not in measured
-        and loop.affordable(c)
-        and not covers_memory(pipeline, c, target, loop.records)
-    ]
+    steps = _candidates(loop, probe, target)
     now = max(reach(f) for f in fits)
     nearer = next((c for c in reversed(steps) if _reach_with(pipeline, fits, c) < now), None)
     if nearer is None or not loop.add_size(nearer, "bringing the sizes nearer the target"):
         return settled
     return loop.settle(margin, uncovered)
+
+
+def _candidates(loop: _Loop, probe: Params, target: Params) -> list[dict[str, int | bool]]:
+    """The sizes the memory loop may add, cheapest first: the ladder and the halfway points,
+    unmeasured, affordable, lighter than the target (``covers_memory``); from the formulas, the
+    contracts and the costs alone."""
+    pipeline = loop.session.formulas
+    measured = [dict(r.params) for r in loop.records]
+    out: list[dict[str, int | bool]] = []
+    for c in [*towards(pipeline, probe, target), *ladder(pipeline, probe, target)]:
+        if (
+            c not in out
+            and c not in measured
+            and work(pipeline, probe) < work(pipeline, c) < work(pipeline, target)
+            and loop.affordable(c)
+            and not covers_memory(pipeline, c, target, loop.records)
+        ):
+            out.append(c)
+    return sorted(out, key=lambda c: relative_cost(pipeline, c, target))
+
+
+def _confirming(
+    loop: _Loop, settled: Settled, probe: Params, target: Params
+) -> dict[str, int | bool] | None:
+    """The cheapest candidate size beyond every growing memory fit that no size tests yet (terms
+    of its own), else the cheapest beyond the most of them, else the cheapest larger one."""
+    pipeline = loop.session.formulas
+    open_fits = [
+        f
+        for f in settled.checked.fits
+        if f.quantity == MEMORY and f.growing_at_target > 0 and not f.beyond
+    ]
+    candidates = _candidates(loop, probe, target)
+
+    def tested(c: Params) -> int:
+        """How many of the open fits ``c`` would test: its terms are not those of a fitted size."""
+        return sum(
+            memory_terms(pipeline, f.stage, c) not in {f.points[i].terms for i in f.chosen}
+            for f in open_fits
+        )
+
+    return max(candidates, key=tested, default=None)  # max keeps the first (cheapest) of a tie
 
 
 def _reach_with(pipeline: Pipeline, fits: Sequence[StageFit], size: Params) -> float:

@@ -245,12 +245,26 @@ def _moved_alone(pipeline: Pipeline, fit: StageFit) -> str | None:
             if gap <= max(a.tolerance, b.tolerance):
                 continue
             name = group_of.get(differ[0], differ[0])
-            gaps[name] = max(gaps.get(name, 0.0), gap / max(abs(a.value), abs(b.value), 1e-30))
+            gaps[name] = max(gaps.get(name, 0.0), _wrong_share(a, b, gap))
     if not gaps:
         return None
     worst = max(gaps.values())
     named = sorted((n for n, g in gaps.items() if g >= ALSO * worst), key=lambda n: -gaps[n])
     return ", ".join(named)
+
+
+#: Changes below this share of the pair's larger value are noise-sized: they do not set the scale.
+FLOOR = 0.01
+
+
+def _wrong_share(a: SizePoint, b: SizePoint, gap: float) -> float:
+    """How much of the change between two sizes the fit gets wrong: the residuals' gap over the
+    larger of the measured and the fitted change (at least ``FLOOR`` of the values): a formula
+    that grows along a param the memory ignores is wrong by all of its change there, wherever
+    the fit is anchored."""
+    fitted = [p.value if p.predicted is None else p.predicted for p in (a, b)]
+    change = max(abs(a.value - b.value), abs(fitted[0] - fitted[1]))
+    return gap / max(change, FLOOR * max(abs(a.value), abs(b.value)), 1e-30)
 
 
 def _below(pipeline: Pipeline, fit: StageFit, off: Sequence[int]) -> tuple[bool, bool]:

@@ -183,18 +183,6 @@ def _combinations(levels: Mapping[str, Sequence[int]]) -> Iterator[dict[str, int
                 yield dict(zip(subset, values))
 
 
-def larger_probe(
-    pipeline: Pipeline, probe: Params, target: Params, measured: list[dict[str, int | bool]]
-) -> dict[str, int | bool] | None:
-    """The cheapest size between the probe and the target not measured yet (to confirm a fit)."""
-    candidates = [
-        c
-        for c in towards(pipeline, probe, target)
-        if c not in measured and work(pipeline, probe) < work(pipeline, c) < work(pipeline, target)
-    ]
-    return min(candidates, key=lambda c: work(pipeline, c), default=None)
-
-
 # --- coverage: every direction the target departs in is moved by some size ----------------------
 
 #: How many values above a param's current one are tried for the next admissible one (a contract
