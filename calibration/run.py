@@ -14,41 +14,34 @@ Progress is reported through a callback ``progress(step, total, what)``; the CLI
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
-from attrs import evolve, field, frozen
+from attrs import field, frozen
 
-from artifact.spelling import point_text
 from calibration.calls import UnprovenCall, unproven_calls
+from calibration.costs import relative_cost, work_ratio
 from calibration.errors import CalibrationError
 from calibration.host import quiet_libraries, torch_threads
+from calibration.loop import Loop, Progress, more_sizes
 from calibration.offload import Offload
-from calibration.probes.evidence import StageMargin, reach, stage_margins, with_risks
-from calibration.probes.findings import Checked, Finding, check, rank
+from calibration.probes.evidence import StageMargin
+from calibration.probes.findings import Finding
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
-from calibration.probes.policy import memory_terms, open_stages, work
-from calibration.probes.residuals import StageFit
 from calibration.probes.sizes import (
     coverage_probes,
-    departures,
     extra_probes,
-    ladder,
-    shape_probe,
-    towards,
 )
-from calibration.probes.time_probe import TIME_TOLERANCE, covers_memory, time_probe
+from calibration.probes.time_probe import TIME_TOLERANCE
 from calibration.session import Params, Session
+from calibration.settle import Settled, fixed_margin_bounds, median_run
 from calibration.weights import phase_weights, unobserved
 from calibration.wiring import call_arguments
 from runtime import FormulaError, Pipeline
-from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate, estimate_timing
-from runtime.estimate.fit.kinds import FindingKind, MarginSource, PhaseKind, Quantity
+from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate
+from runtime.estimate.fit.kinds import PhaseKind
 from runtime.record import WarmupRecord
-
-Progress = Callable[[int, int, str], None]
-MEMORY, TIME = Quantity.MEMORY, Quantity.TIME
 
 
 @frozen
@@ -219,198 +212,6 @@ def full_point(pipeline: Pipeline, params: Params, what: str) -> dict[str, int |
     return point
 
 
-def work_ratio(pipeline: Pipeline, probe: Params, target: Params) -> Fraction:
-    """Target / probe in iterations x memory measure of the most repeated stage (tokens x steps)."""
-    at_target, at_probe = pipeline.evaluate(**target), pipeline.evaluate(**probe)
-    stage = max(pipeline.stages, key=lambda s: at_target[s].iterations)
-    probe_work = at_probe[stage].iterations * at_probe[stage].memory
-    if probe_work == 0:
-        return Fraction(0)
-    return Fraction(at_target[stage].iterations * at_target[stage].memory) / Fraction(probe_work)
-
-
-# --- the session ----------------------------------------------------------------------------------
-
-#: The extra sizes' total cost (iterations x memory measure of the repeated stage) stays below the
-#: target's: a size is added only while the sum stays under this share of it.
-BUDGET = Fraction(1)
-#: How many larger sizes the loop tries to decide an ``unconfirmed`` finding.
-CONFIRM_TRIES = 2
-
-
-def relative_cost(pipeline: Pipeline, point: Params, target: Params) -> Fraction:
-    """What one run at ``point`` costs next to the target: iterations x memory measure of the
-    target's most repeated stage, at both (the work ratio's measure)."""
-    ratio = work_ratio(pipeline, point, target)
-    return Fraction(1) / ratio if ratio else Fraction(0)
-
-
-@frozen
-class Settled:
-    """What the records say so far: the checks, the records to estimate from and the estimate."""
-
-    checked: Checked
-    findings: tuple[Finding, ...]
-    kept: tuple[WarmupRecord, ...]
-    estimate: WorkloadEstimate
-    margins: tuple[StageMargin, ...]
-    timed: tuple[WarmupRecord, ...] = ()  # the runs of sizes chosen for time
-
-    @property
-    def for_time(self) -> tuple[WarmupRecord, ...]:
-        """Every record the time estimate used."""
-        return (*self.kept, *self.timed)
-
-
-def settle(
-    session: Session,
-    records: Sequence[WarmupRecord],
-    target: Params,
-    margin: float,
-    uncovered: Sequence[str],
-    timed: Sequence[WarmupRecord] = (),
-) -> Settled:
-    """Check the records, leave out the sizes a memory finding puts outside the formulas' regime,
-    give each stage its margin (evidence or fixed) and estimate, with the findings' risks added.
-
-    ``timed`` are the runs of sizes chosen for time (from measured times, so from a clock): they
-    join the time checks and the time estimate only, so that no memory figure depends on a clock."""
-    pipeline, backend = session.formulas, session.recorder.backend.name
-    everything = check(pipeline, records, target, backend)
-    kept = in_regime(pipeline, records, everything.findings, target)
-    fitted = _first_request_ahead(records, kept)
-    checked = everything if len(kept) == len(records) else check(pipeline, fitted, target, backend)
-    if timed:
-        checked = _with_time(checked, check(pipeline, [*fitted, *timed], target, backend, (TIME,)))
-    regime = [f for f in everything.findings if f.kind == FindingKind.PROBE_REGIME]
-    rest = (f for f in checked.findings if f.kind != FindingKind.PROBE_REGIME)
-    findings = tuple(sorted([*regime, *rest], key=rank))
-    margins = stage_margins(pipeline, checked, uncovered, margin)
-    result = estimate(
-        kept,
-        pipeline,
-        target=target,
-        margin=margin,
-        component_weight_bytes=session.weights,
-        stage_margins={m.stage: m.margin for m in margins if m.source == MarginSource.EVIDENCE},
-    )
-    if timed:
-        result = evolve(result, timing=estimate_timing([*kept, *timed], pipeline, target))
-    risks = with_risks(result, (*checked.findings, *checked.quiet))
-    return Settled(checked, findings, tuple(kept), risks, margins, tuple(timed))
-
-
-def _first_request_ahead(
-    records: Sequence[WarmupRecord], kept: Sequence[WarmupRecord]
-) -> list[WarmupRecord]:
-    """``kept`` with the session's first request still first: the checks never fit the first
-    record (it pays one-time costs), so leaving it out of the regime must not make the next one
-    (a size measured once so far) first in its place."""
-    if not records or (kept and kept[0] is records[0]):
-        return list(kept)
-    return [records[0], *kept]
-
-
-def _with_time(memory: Checked, time: Checked) -> Checked:
-    """The memory checks of ``memory`` with the time checks of ``time``."""
-    findings = [
-        *(f for f in memory.findings if f.quantity != TIME),
-        *(f for f in time.findings if f.quantity == TIME),
-    ]
-    fits = [*(f for f in memory.fits if f.quantity != TIME), *time.fits]
-    return Checked(tuple(sorted(findings, key=rank)), tuple(fits), memory.quiet)
-
-
-def fixed_margin_bounds(
-    session: Session, settled: Settled, target: Params, margin: float
-) -> dict[str, int | None]:
-    """Each phase's bound (and the request's, as "request") with the fixed margin alone, on the
-    same records: what the margins from evidence are compared with."""
-    fixed = estimate(
-        settled.kept,
-        session.formulas,
-        target=target,
-        margin=margin,
-        component_weight_bytes=session.weights,
-    )
-    bounds = {p.label: p.peak.bound_bytes for p in fixed.phases}
-    bounds["request"] = fixed.request_peak.bound_bytes
-    return bounds
-
-
-class _Loop:
-    """The runs of one calibration in order: each size by role, why it was added, its cost."""
-
-    def __init__(
-        self,
-        session: Session,
-        points: dict[str, dict[str, int | bool]],
-        sizes: list[tuple[str, str]],
-        target: Params,
-        repeat: int,
-        verify: bool,
-        progress: Progress | None,
-    ) -> None:
-        self.session, self.points, self.sizes, self.target = session, points, sizes, target
-        self.repeat, self.verify = repeat, verify
-        self.tick = progress or (lambda step, total, what: None)
-        self.total = 2 + repeat * (len(sizes) + 1 + (1 if verify else 0))
-        self.step = 0
-        self.roles: list[str] = []
-        self.records: list[WarmupRecord] = []
-        self.for_time: set[str] = set()  # roles of sizes chosen from measured times
-        self.runs: list[WarmupRecord] = []
-        self.cost = sum(
-            (relative_cost(session.formulas, points[role], target) for role, _ in sizes[1:]),
-            Fraction(0),
-        )
-
-    def measure(self, role: str, why: str = "") -> None:
-        self.step += 1
-        shown = f"{role} {_describe(self.points[role])}" + (f" ({why})" if why else "")
-        self.tick(self.step, self.total, shown)
-        self.roles.append(role)
-        self.records.append(self.session.run(self.points[role]))
-
-    def affordable(self, point: Params) -> bool:
-        """Whether one more size at ``point`` keeps the extra sizes' cost under the budget."""
-        return self.cost + relative_cost(self.session.formulas, point, self.target) < BUDGET
-
-    def add_size(self, point: dict[str, int | bool], why: str, for_time: bool = False) -> bool:
-        """One more size, if affordable and new: measured now, and once in every later round. A
-        size ``for_time`` was chosen from measured times: it never enters a memory figure."""
-        if point in self.points.values() or not self.affordable(point):
-            return False
-        role = f"probe {len(self.sizes) + 1}"
-        if for_time:
-            self.for_time.add(role)
-        self.cost += relative_cost(self.session.formulas, point, self.target)
-        self.points[role] = point
-        self.sizes.append((role, why))
-        self.total += self.repeat
-        self.measure(role, why)
-        return True
-
-    def split(self) -> tuple[list[WarmupRecord], list[WarmupRecord]]:
-        """The records of the sizes chosen from the formulas alone, and those chosen for time."""
-        memory = [r for role, r in zip(self.roles, self.records) if role not in self.for_time]
-        timed = [r for role, r in zip(self.roles, self.records) if role in self.for_time]
-        return memory, timed
-
-    def settle(self, margin: float, uncovered: Sequence[str]) -> Settled:
-        """What the records say so far (``settle``), time sizes kept to time."""
-        memory, timed = self.split()
-        return settle(self.session, memory, self.target, margin, uncovered, timed)
-
-    def verify_target(self, k: int) -> None:
-        self.step += 1
-        self.tick(
-            self.step, self.total, f"verifying at {_describe(self.target)} ({k}/{self.repeat})"
-        )
-        self.runs.append(self.session.run(self.target))
-        self.session.recorder.backend.release_pool()
-
-
 def calibrate_session(
     session: Session,
     *,
@@ -441,14 +242,14 @@ def calibrate_session(
     """
     pipeline = session.formulas
     points, sizes, uncovered = _planned(pipeline, warmup, probe, target)
-    loop = _Loop(session, points, sizes, target, repeat, verify, progress)
+    loop = Loop(session, points, sizes, target, repeat, verify, progress)
     loop.measure("warmup")
     for k in range(repeat):
         for role, _ in list(loop.sizes):
             loop.measure(role)
         loop.measure("re-warm")
         if k == 0:
-            _more_sizes(loop, probe, target, margin, uncovered, time_tolerance)
+            more_sizes(loop, probe, target, margin, uncovered, time_tolerance)
         if verify:
             loop.verify_target(k + 1)
     settled = loop.settle(margin, uncovered)
@@ -489,7 +290,7 @@ def _planned(
 
 
 def _calibration(
-    loop: _Loop,
+    loop: Loop,
     settled: Settled,
     measured_run: WarmupRecord | None,
     shapes: tuple[Params, Params, Params],
@@ -543,7 +344,7 @@ def _calibration(
     )
 
 
-def _errors(loop: _Loop, measured_run: WarmupRecord | None) -> tuple[str, ...]:
+def _errors(loop: Loop, measured_run: WarmupRecord | None) -> tuple[str, ...]:
     """Each failed request, by role; ``CalibrationError`` when every request failed."""
     errors = tuple(
         f"{role}: {r.error.type}: {r.error.message}"
@@ -569,189 +370,6 @@ def _notices(pipeline: Pipeline, probe: Params, target: Params) -> tuple[str, ..
         )
         return (notice,)
     return ()
-
-
-def _more_sizes(
-    loop: _Loop,
-    probe: Params,
-    target: Params,
-    margin: float,
-    uncovered: Sequence[str],
-    time_tolerance: float | None,
-) -> None:
-    """After the first round: sizes for memory (``_memory_sizes``), chosen from the formulas, the
-    costs and the exact memory alone, then a probe for time (``_time_size``), chosen from measured
-    times, that never enters a memory figure: two runs give the same memory bit for bit."""
-    settled = _memory_sizes(loop, probe, target, margin, uncovered)
-    if time_tolerance is not None:
-        _time_size(loop, settled, probe, target, time_tolerance)
-
-
-def _memory_sizes(
-    loop: _Loop, probe: Params, target: Params, margin: float, uncovered: Sequence[str]
-) -> Settled:
-    """Larger sizes until no memory fit is unconfirmed and every growing stage's fit is confirmed
-    by a size beyond it (for its evidence margin), then a third value of every param the memory
-    grows with (``shape_probe``). Only memory findings decide: time findings come from a clock."""
-    pipeline = loop.session.formulas
-    settled = loop.settle(margin, uncovered)
-    for _ in range(CONFIRM_TRIES):
-        memory = [f for f in settled.findings if f.quantity != TIME]
-        unsure = any(f.kind == FindingKind.UNCONFIRMED for f in memory)
-        unconfirmed_fit = any(
-            f.unconfirmed for f in settled.checked.fits if f.quantity == MEMORY
-        ) and not any(f.actionable for f in memory)
-        if not (unsure or unconfirmed_fit):
-            break
-        larger = _confirming(loop, settled, probe, target)
-        why = "deciding an unconfirmed fit" if unsure else "confirming the fits"
-        if larger is None or not loop.add_size(larger, why):
-            break
-        settled = loop.settle(margin, uncovered)
-    for _ in departures(probe, target):
-        found = shape_probe(pipeline, [dict(r.params) for r in loop.records], probe, target)
-        if found is None or not loop.add_size(
-            found[0], f"testing the fit's shape along {found[1]}"
-        ):
-            break
-        settled = loop.settle(margin, uncovered)
-    return _nearer(loop, settled, probe, target, margin, uncovered)
-
-
-#: Past this reach (the target's growing part over the largest measured one) the loop measures a
-#: size nearer the target: the evidence margin pads ``PER_EFOLD x ln(reach)``.
-REACH = 1.1
-
-
-def _nearer(
-    loop: _Loop,
-    settled: Settled,
-    probe: Params,
-    target: Params,
-    margin: float,
-    uncovered: Sequence[str],
-) -> Settled:
-    """When some growing stage's target lies past ``REACH`` its largest measured growth, the
-    candidate size (``_candidates``) of most cost that the fits say brings them nearer: chosen
-    from the formulas, the costs and the exact memory alone, so it serves memory and time
-    without a clock."""
-    fits = [f for f in settled.checked.fits if f.quantity == MEMORY and f.growing_at_target > 0]
-    if max((reach(f) for f in fits), default=1.0) <= REACH:
-        return settled
-    pipeline = loop.session.formulas
-    steps = _candidates(loop, probe, target)
-    now = max(reach(f) for f in fits)
-    nearer = next((c for c in reversed(steps) if _reach_with(pipeline, fits, c) < now), None)
-    if nearer is None or not loop.add_size(nearer, "bringing the sizes nearer the target"):
-        return settled
-    return loop.settle(margin, uncovered)
-
-
-def _candidates(loop: _Loop, probe: Params, target: Params) -> list[dict[str, int | bool]]:
-    """The sizes the memory loop may add, cheapest first: the ladder and the halfway points,
-    unmeasured, affordable, lighter than the target (``covers_memory``); from the formulas, the
-    contracts and the costs alone."""
-    pipeline = loop.session.formulas
-    measured = [dict(r.params) for r in loop.records]
-    out: list[dict[str, int | bool]] = []
-    for c in [*towards(pipeline, probe, target), *ladder(pipeline, probe, target)]:
-        if (
-            c not in out
-            and c not in measured
-            and work(pipeline, probe) < work(pipeline, c) < work(pipeline, target)
-            and loop.affordable(c)
-            and not covers_memory(pipeline, c, target, loop.records)
-        ):
-            out.append(c)
-    return sorted(out, key=lambda c: relative_cost(pipeline, c, target))
-
-
-def _confirming(
-    loop: _Loop, settled: Settled, probe: Params, target: Params
-) -> dict[str, int | bool] | None:
-    """The cheapest candidate size beyond every growing memory fit that no size tests yet (terms
-    of its own), else the cheapest beyond the most of them, else the cheapest larger one."""
-    pipeline = loop.session.formulas
-    open_fits = [
-        f
-        for f in settled.checked.fits
-        if f.quantity == MEMORY and f.growing_at_target > 0 and not f.beyond
-    ]
-    candidates = _candidates(loop, probe, target)
-
-    def tested(c: Params) -> int:
-        """How many of the open fits ``c`` would test: its terms are not those of a fitted size."""
-        return sum(
-            memory_terms(pipeline, f.stage, c) not in {f.points[i].terms for i in f.chosen}
-            for f in open_fits
-        )
-
-    return max(candidates, key=tested, default=None)  # max keeps the first (cheapest) of a tie
-
-
-def _reach_with(pipeline: Pipeline, fits: Sequence[StageFit], size: Params) -> float:
-    """Every growing stage's reach once ``size`` is measured too (its growth from the fit)."""
-    out = 1.0
-    for fit in fits:
-        grown = fit.growing_at(memory_terms(pipeline, fit.stage, size))
-        largest = max((*fit.growing, grown), default=0.0)
-        out = max(out, fit.growing_at_target / largest if largest > 0 else 1.0)
-    return out
-
-
-def _time_size(
-    loop: _Loop, settled: Settled, probe: Params, target: Params, time_tolerance: float
-) -> None:
-    """A probe for time when a stage's time at the target is too uncertain
-    (``calibration.probes.time_probe``): for time only."""
-    pipeline = loop.session.formulas
-
-    def candidates() -> Iterator[Params]:
-        """The ladder, built only when a stage's time needs a probe (``time_probe`` asks)."""
-        yield from (c for c in ladder(pipeline, probe, target) if loop.affordable(c))
-
-    timed = time_probe(
-        pipeline,
-        settled.for_time,
-        settled.estimate,
-        target,
-        candidates(),
-        loop.repeat,
-        time_tolerance,
-    )
-    if timed is not None:
-        loop.add_size(timed, "pinning down time", for_time=True)
-
-
-def median_run(runs: Sequence[WarmupRecord]) -> WarmupRecord:
-    """The successful run of median duration (the lower middle of an even count), else the first:
-    the estimators predict medians, so that is what a prediction is checked against."""
-    ok = sorted((r for r in runs if r.ok), key=lambda r: r.duration_s)
-    return ok[(len(ok) - 1) // 2] if ok else runs[0]
-
-
-def in_regime(
-    pipeline: Pipeline,
-    records: Sequence[WarmupRecord],
-    findings: Sequence[Finding],
-    target: Params,
-) -> list[WarmupRecord]:
-    """The records to estimate from: without the sizes a memory finding puts outside the formulas'
-    regime, as long as the rest still determine every term the records determined."""
-    left_out = [
-        dict(p)
-        for f in findings
-        if f.kind in (FindingKind.PROBE_REGIME, FindingKind.UNCONFIRMED) and f.quantity == MEMORY
-        for p in f.out_of_regime
-    ]
-    kept = [r for r in records if dict(r.params) not in left_out]
-    points = [dict(r.params) for r in records if r.ok]
-    kept_points = [dict(r.params) for r in kept if r.ok]
-    if not kept_points or set(open_stages(pipeline, kept_points, target)) - set(
-        open_stages(pipeline, points, target)
-    ):
-        return list(records)
-    return kept
 
 
 def unstaged_components(records: Sequence[WarmupRecord]) -> tuple[str, ...]:
@@ -857,7 +475,3 @@ def _first_line(message: str, limit: int = 300) -> str:
     """A failure's first line, shortened (torch appends a C++ stack trace to some messages)."""
     line = (message.splitlines() or [""])[0]
     return line if len(line) <= limit else line[:limit] + "..."
-
-
-def _describe(params: Mapping[str, int | bool]) -> str:
-    return point_text(params)

@@ -145,10 +145,10 @@ def time_lines(t: TimeChoice) -> list[str]:
 def _lets(proposals: Sequence[StageProposal]) -> list[str]:
     seen: dict[str, ast.Expr] = {}
     for p in proposals:
-        for m in [*(p.memory.terms or ()), *p.time.terms]:
-            for f in m.features:
-                if f.let is not None:
-                    seen[f.let] = f.expr
+        named = [f for m in [*(p.memory.terms or ()), *p.time.terms] for f in m.features]
+        for f in [*([p.iterations.let] if p.iterations.let is not None else []), *named]:
+            if f.let is not None:
+                seen[f.let] = f.expr
     return [
         f"    let {name} = {text_of(expr)}  # proposed: the floor division that fits"
         for name, expr in seen.items()

@@ -14,14 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-import numpy as np
 from attrs import Factory, frozen
 
 from artifact.spelling import point_text
-from calibration.infer.terms import IterationForm, Monomial, Point, num, text_of
+from calibration.infer.terms import Feature, IterationForm, Monomial, Point, num, text_of
 from dslc import ast
-from runtime.estimate.fit import SubsetFit, leave_one_out, memory_slack, subset_search
-from runtime.estimate.fit.search import _sets as candidate_sets
+from runtime.estimate.fit import (
+    Rejection,
+    SubsetFit,
+    TermSearch,
+    candidate_sets,
+    leave_one_out,
+    memory_slack,
+)
 
 #: The most term sets one memory or time search tries (stage by stage).
 MAX_SETS = 60_000
@@ -35,9 +40,6 @@ SIZES_PER_TERM = 2
 #: their leave-one-out error (each an exact fit per size).
 RIVALS = 200
 WEIGHED = 4
-#: How far beyond its tolerance, relative to the largest value, the float screen lets a set
-#: miss a size and still hands it to the exact fit (float rounding is ~1e-12 of it).
-SCREEN = 1e-6
 
 
 @frozen
@@ -52,6 +54,7 @@ class Tried:
 class IterationFit:
     expr: ast.Expr | None
     tried: tuple[Tried, ...]
+    let: Feature | None = None  # the let the expression names, declared by the draft
 
     @property
     def formula(self) -> str | None:
@@ -93,7 +96,7 @@ def fit_iterations(
             tried.append(Tried(form.text, f"held-out miss at {_show(held[0])}"))
             continue
         tried.append(Tried(form.text, "chosen"))
-        return IterationFit(form.expr, tuple(tried))
+        return IterationFit(form.expr, tuple(tried), form.let)
     return IterationFit(None, tuple(tried))
 
 
@@ -117,42 +120,32 @@ def _fraction(value: float) -> Fraction:
 
 @frozen
 class _Data:
-    """The samples as the core takes them: exact values, tolerances and each term's column."""
+    """The samples as the core takes them: exact values, tolerances and each term's column, and
+    the core's search over them (its columns and normal equations shared by every set judged)."""
 
     samples: tuple[Sample, ...]
     values: tuple[Fraction, ...]
     tolerances: tuple[Fraction, ...]
     held: tuple[bool, ...]
+    search: TermSearch[Monomial]
     columns: dict[Monomial, tuple[Fraction, ...]] = Factory(dict)  # each term's, once
 
     @staticmethod
     def of(samples: Sequence[Sample]) -> _Data:
-        return _Data(
-            tuple(samples),
-            tuple(_fraction(s.value) for s in samples),
-            tuple(_fraction(s.tolerance) for s in samples),
-            tuple(s.held_out for s in samples),
-        )
+        values = tuple(_fraction(s.value) for s in samples)
+        tolerances = tuple(_fraction(s.tolerance) for s in samples)
+        held = tuple(s.held_out for s in samples)
+
+        def column(m: Monomial) -> tuple[Fraction, ...]:
+            return tuple(Fraction(m.at(s.point)) for s in samples)
+
+        search = TermSearch(column, values, tolerances, held)
+        return _Data(tuple(samples), values, tolerances, held, search)
 
     def column(self, m: Monomial) -> tuple[Fraction, ...]:
         if m not in self.columns:
             self.columns[m] = tuple(Fraction(m.at(s.point)) for s in self.samples)
         return self.columns[m]
-
-    def search(
-        self, tiers: Sequence[Sequence[Monomial]], most: int, limit: int, least: int
-    ) -> SubsetFit[Monomial]:
-        """The core's bounded subset search (``runtime.estimate.fit.subset_search``)."""
-        return subset_search(
-            tiers,
-            self.column,
-            self.values,
-            self.tolerances,
-            self.held,
-            most=most,
-            limit=limit,
-            least=least,
-        )
 
 
 def loo_smape(data: _Data, chosen: Sequence[Monomial]) -> float | None:
@@ -175,64 +168,22 @@ def loo_smape(data: _Data, chosen: Sequence[Monomial]) -> float | None:
     return sum(errors) / len(errors) if errors else 0.0
 
 
-def _rejected(data: _Data, found: SubsetFit[Monomial]) -> list[str]:
-    out = []
-    for r in found.rejected:
-        if r.negative or r.worst is None:
-            out.append(f"{_set_text(r.terms)} (a negative slope)")
-        else:
-            at = _show(data.samples[r.worst].point)
-            out.append(f"{_set_text(r.terms)} (off by {float(r.residual):.3g} at {at})")
-    return out
-
-
-class _Screen:
-    """A float least-squares look at a set that only rules it out where it plainly misses a
-    size (by more than ``SCREEN`` of the largest value beyond its tolerance): the core's exact
-    search decides every set it lets through, so a screened search chooses what an unscreened
-    one would, at a fraction of the cost (an exact ``Fraction`` fit takes ~10 ms a set)."""
-
-    def __init__(self, samples: Sequence[Sample]) -> None:
-        self.samples = samples
-        self.y = np.array([s.value for s in samples], dtype=float)
-        self.tol = np.array([s.tolerance for s in samples], dtype=float)
-        self.held = np.array([s.held_out for s in samples])
-        self.margin = SCREEN * max(1.0, float(np.abs(self.y).max()))
-        self.columns: dict[Monomial, np.ndarray] = {}
-
-    def _column(self, m: Monomial) -> np.ndarray:
-        if m not in self.columns:
-            self.columns[m] = np.array([float(m.at(s.point)) for s in self.samples])
-        return self.columns[m]
-
-    def miss(self, chosen: Sequence[Monomial]) -> tuple[int, float] | None:
-        """Where and by how much the set plainly misses (None: the core must judge it)."""
-        x = np.stack([np.ones(len(self.y)), *(self._column(m) for m in chosen)], axis=1)
-        coef, _, rank, _ = np.linalg.lstsq(x[~self.held], self.y[~self.held], rcond=None)
-        if rank < x.shape[1]:
-            return None  # left to the core: exact rank, not a float's
-        over = np.abs(x @ coef - self.y) - self.tol
-        worst = int(np.argmax(over))
-        return None if over[worst] <= self.margin else (worst, float(over[worst]))
-
-    def text(self, chosen: Sequence[Monomial], worst: int, over: float) -> str:
-        at = _show(self.samples[worst].point)
-        return f"{_set_text(chosen)} (off by {over + self.tol[worst]:.3g} at {at})"
+def _rejection_text(data: _Data, r: Rejection[Monomial]) -> str:
+    if r.negative or r.worst is None:
+        return f"{_set_text(r.terms)} (a negative slope)"
+    at = _show(data.samples[r.worst].point)
+    return f"{_set_text(r.terms)} (off by {float(r.residual):.3g} at {at})"
 
 
 def _judged(
-    data: _Data, screen: _Screen, chosen: tuple[Monomial, ...], rejected: list[str]
+    data: _Data, chosen: tuple[Monomial, ...], rejected: list[str]
 ) -> tuple[SubsetFit[Monomial], float] | None:
     """The core's exact fit of one set and its leave-one-out error, or None (why: ``rejected``,
     the first four kept)."""
-    missed = screen.miss(chosen)
-    if missed is not None:
-        if len(rejected) < 4:
-            rejected.append(screen.text(chosen, *missed))
-        return None
-    fit = data.search([chosen], len(chosen), 1, len(chosen))
-    if fit.terms is None:
-        rejected += _rejected(data, fit)[: max(0, 4 - len(rejected))]
+    fit = data.search.judge(chosen, worst=len(rejected) < 4)
+    if not isinstance(fit, SubsetFit):
+        if fit is not None and len(rejected) < 4:
+            rejected.append(_rejection_text(data, fit))
         return None
     loo = loo_smape(data, chosen)
     if loo is None:
@@ -260,7 +211,7 @@ def fit_terms(
     """
     if not samples:
         return TermFit(None, 0.0, (), 0.0, 0, ("no size measured",))
-    data, screen = _Data.of(samples), _Screen(samples)
+    data = _Data.of(samples)
     rejected: list[str] = []
     found: list[tuple[float, int, SubsetFit[Monomial]]] = []
     tried = 0
@@ -269,7 +220,7 @@ def fit_terms(
         if tried >= stop[1] or len(found) >= WEIGHED or stop[0] not in (None, len(chosen)):
             break
         tried += 1
-        judged = _judged(data, screen, chosen, rejected)
+        judged = _judged(data, chosen, rejected)
         if judged is not None:
             found.append((judged[1], len(found), judged[0]))
             stop = (len(chosen), min(limit, tried + RIVALS))

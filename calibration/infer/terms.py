@@ -172,6 +172,7 @@ class IterationForm:
 
     expr: ast.Expr
     fn: Callable[[Point], int]
+    let: Feature | None = None  # the let it names (a latent count): the draft must declare it
 
     @property
     def text(self) -> str:
@@ -200,7 +201,7 @@ def iteration_forms(
             if never_negative(p, o):
                 forms.append(IterationForm(_shifted(p, o), _param(p, o)))
     for f in let_features:
-        forms.append(IterationForm(f.written, f.at))
+        forms.append(IterationForm(f.written, f.at, f))
     for p in ints:
         for o in (1, -1):
             more = ast.Binary(">", name(p), num(1))

@@ -7,6 +7,7 @@ and ``dslc infer`` all fit through it. No sympy, no numpy: exact rational arithm
   count, memory above baseline, steady time per iteration) and a phase's layout.
 - ``exact``: rows, rational rank, estimability (``estimable``), the exact fit through the
   independent sizes (``fit_rows``, ``basic_solution``), exact (weighted) least squares.
+- ``integer``: the subset search's least squares, fraction-free (Bareiss): the same exact answer.
 - ``nonnegative``: weighted non-negative least squares (``nonnegative_fit``).
 - ``search``: bounded subset search over candidate term sets (``subset_search``) and held-out
   judgement (``leave_one_out``, ``held_out_error``).
@@ -46,6 +47,8 @@ from runtime.estimate.fit.samples import Layout, StageSample, phase_layout, stag
 from runtime.estimate.fit.search import (
     Rejection,
     SubsetFit,
+    TermSearch,
+    candidate_sets,
     held_out_error,
     leave_one_out,
     subset_search,
@@ -70,9 +73,11 @@ __all__ = [
     "SizeTimes",
     "StageSample",
     "SubsetFit",
+    "TermSearch",
     "TimeFit",
     "Z",
     "basic_solution",
+    "candidate_sets",
     "distance",
     "estimable",
     "fit_rows",

@@ -2,10 +2,10 @@
 combination gives every size within its tolerance, and held-out judgement of a set.
 
 Candidates come in nested ``tiers``, plainest first: every set of the first tier, fewest terms
-first, then the new sets of the next. Each set is fitted exactly (least squares in ``Fraction`` on
-the sizes not held out, which must determine every slope) and kept when every slope is >= 0 and
-every size, held out or not, is within its tolerance. ``limit`` bounds the sets tried, so the work
-is bounded whatever the candidates.
+first, then the new sets of the next. Each set is fitted exactly (least squares on the sizes not
+held out, which must determine every slope: in integers, ``fit.integer``) and kept when every
+slope is >= 0 and every size, held out or not, is within its tolerance. ``limit`` bounds the sets
+tried, so the work is bounded whatever the candidates.
 
 ``leave_one_out`` predicts each size from the exact fit through the others (where they determine
 it): the held-out error by which a term set is judged, as Extra-P selects performance models.
@@ -18,9 +18,10 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Generic, TypeVar
 
-from attrs import frozen
+from attrs import evolve, frozen
 
-from runtime.estimate.fit.exact import ZERO, dot, estimable, least_squares, rank, row
+from runtime.estimate.fit.exact import ZERO, dot, estimable, least_squares, row
+from runtime.estimate.fit.integer import IntegerColumn, Normal, integer_least_squares
 
 T = TypeVar("T", bound=Hashable)
 
@@ -48,7 +49,7 @@ class SubsetFit(Generic[T]):
     rejected: tuple[Rejection[T], ...]  # the first rejected sets (at most ``keep``)
 
 
-def _sets(tiers: Sequence[Sequence[T]], least: int, most: int) -> Iterator[tuple[T, ...]]:
+def candidate_sets(tiers: Sequence[Sequence[T]], least: int, most: int) -> Iterator[tuple[T, ...]]:
     """Every set of each tier, fewest terms first, each once."""
     seen: set[tuple[T, ...]] = set()
     for tier in tiers:
@@ -57,6 +58,68 @@ def _sets(tiers: Sequence[Sequence[T]], least: int, most: int) -> Iterator[tuple
                 if chosen not in seen:
                     seen.add(chosen)
                     yield chosen
+
+
+class TermSearch(Generic[T]):
+    """The sizes of one search, each term's column and the normal equations' entries computed
+    once: the sets of a search share them, and so do the searches over the same sizes (`dslc
+    infer` judges its candidate sets one by one)."""
+
+    def __init__(
+        self,
+        column: Callable[[T], Sequence[Fraction]],
+        values: Sequence[Fraction],
+        tolerances: Sequence[Fraction],
+        held_out: Sequence[bool] | None = None,
+    ) -> None:
+        held = list(held_out) if held_out is not None else [False] * len(values)
+        fitted = tuple(i for i in range(len(values)) if not held[i])
+        self.column, self.normal = column, Normal(IntegerColumn.of(values), fitted)
+        self.limits = [Fraction(t) for t in tolerances]
+
+    def judge(
+        self, chosen: tuple[T, ...], worst: bool = True
+    ) -> SubsetFit[T] | Rejection[T] | None:
+        """One set's verdict: its fit (``tried`` 1), why it is rejected (its worst size only with
+        ``worst``), or None when the fitted sizes do not determine it."""
+        for m in chosen:
+            if m not in self.normal.columns:
+                self.normal.columns[m] = IntegerColumn.of(self.column(m))
+        solved = self.normal.solve(chosen)
+        if solved is None:
+            return None  # not determined by the fitted sizes: a smaller set says the same
+        if solved.negative_slope():
+            return Rejection(chosen, True)
+        over = solved.over(self.limits, worst)
+        if over is None:
+            coefficients, residuals = solved.coefficients, [abs(r) for r in solved.residuals]
+            return SubsetFit(chosen, coefficients[0], coefficients[1:], max(residuals), 1, ())
+        residual = abs(Fraction(solved.residual_numerator(over), solved.denominator))
+        return Rejection(chosen, False, over, residual)
+
+    def first(
+        self,
+        tiers: Sequence[Sequence[T]],
+        *,
+        most: int = 3,
+        limit: int = 60_000,
+        least: int = 0,
+        keep: int = 4,
+    ) -> SubsetFit[T]:
+        """The first set (see the module docstring) whose fit gives every size within its
+        tolerance; the first ``keep`` rejected sets with why."""
+        rejected: list[Rejection[T]] = []
+        tried = 0
+        for chosen in candidate_sets(tiers, least, most):
+            if tried == limit:
+                break
+            tried += 1
+            verdict = self.judge(chosen, worst=len(rejected) < keep)
+            if isinstance(verdict, SubsetFit):
+                return evolve(verdict, tried=tried, rejected=tuple(rejected))
+            if verdict is not None and len(rejected) < keep:
+                rejected.append(verdict)
+        return SubsetFit(None, ZERO, (), ZERO, tried, tuple(rejected))
 
 
 def subset_search(
@@ -74,40 +137,8 @@ def subset_search(
     """The first set (see the module docstring) whose fit gives every size within its tolerance.
 
     ``column(term)`` is the term's value at every size, in the order of ``values``."""
-    held = list(held_out) if held_out is not None else [False] * len(values)
-    ys = [Fraction(v) for v in values]
-    fitted = [i for i in range(len(ys)) if not held[i]]
-    table: dict[T, tuple[Fraction, ...]] = {}
-    rejected: list[Rejection[T]] = []
-    tried = 0
-    for chosen in _sets(tiers, least, most):
-        if tried == limit:
-            break
-        tried += 1
-        for m in chosen:
-            if m not in table:
-                table[m] = tuple(Fraction(x) for x in column(m))
-        rows = [row([table[m][i] for m in chosen]) for i in range(len(ys))]
-        sub = [rows[i] for i in fitted]
-        if not sub or rank(sub) < len(chosen) + 1:
-            continue  # not determined by the fitted sizes: a smaller set says the same
-        solved = least_squares(sub, [ys[i] for i in fitted])
-        assert solved is not None
-        coefficients = solved[0]
-        if any(c < 0 for c in coefficients[1:]):
-            if len(rejected) < keep:
-                rejected.append(Rejection(chosen, True))
-            continue
-        residuals = [abs(y - dot(coefficients, r)) for r, y in zip(rows, ys)]
-        over = [r - Fraction(t) for r, t in zip(residuals, tolerances)]
-        if all(o <= 0 for o in over):
-            return SubsetFit(
-                chosen, coefficients[0], coefficients[1:], max(residuals), tried, tuple(rejected)
-            )
-        if len(rejected) < keep:
-            worst = max(range(len(over)), key=lambda i: over[i])
-            rejected.append(Rejection(chosen, False, worst, residuals[worst]))
-    return SubsetFit(None, ZERO, (), ZERO, tried, tuple(rejected))
+    search = TermSearch(column, values, tolerances, held_out)
+    return search.first(tiers, most=most, limit=limit, least=least, keep=keep)
 
 
 def leave_one_out(
@@ -117,15 +148,22 @@ def leave_one_out(
     others do not determine it there)."""
     rows = [row(t) for t in terms]
     ys = [Fraction(v) for v in values]
+    width = len(rows[0]) - 1 if rows else 0
+    columns = [IntegerColumn.of([t[j] for t in terms]) for j in range(width)]
+    scaled = IntegerColumn.of(ys)
     out: list[Fraction | None] = []
     for i in range(len(rows)):
+        solved = integer_least_squares(columns, scaled, [j for j in range(len(rows)) if j != i])
+        if solved is not None:  # the others determine every slope: in integers
+            out.append(ys[i] - solved.residuals[i])
+            continue
         others = [rows[j] for j in range(len(rows)) if j != i]
         if not estimable(others, rows[i]):
             out.append(None)
             continue
-        solved = least_squares(others, [ys[j] for j in range(len(rows)) if j != i])
-        assert solved is not None
-        out.append(dot(solved[0], rows[i]))
+        fraction = least_squares(others, [ys[j] for j in range(len(rows)) if j != i])
+        assert fraction is not None
+        out.append(dot(fraction[0], rows[i]))
     return tuple(out)
 
 

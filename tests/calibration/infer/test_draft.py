@@ -43,7 +43,7 @@ def _proposal(
     name: str,
     memory: tuple[Monomial, ...],
     time: tuple[Monomial, ...] = (),
-    iterations=None,
+    iterations: IterationFit | None = None,
     regimes: tuple[Regime, ...] = (),
     stepped: bool = False,
 ) -> StageProposal:
@@ -52,7 +52,7 @@ def _proposal(
     check = TimeCheck(True, 0, 0.0, 0.0, 0.0)
     return StageProposal(
         StagePlan(name, (Use(f"part_{name.lower()}"),), stepped),
-        IterationFit(iterations if iterations is not None else num(1), ()),
+        iterations if iterations is not None else IterationFit(num(1), ()),
         (),
         fit,
         (),
@@ -131,9 +131,8 @@ def test_a_stepped_stage_says_what_iterations_counts():
     sk = load(sk_text, "custom_sd", "<skeleton>")
     forms = iteration_forms(["steps", "height", "width"], [])
     repeating = next(f for f in forms if f.text == "if steps > 1 then steps + 1 else 1")
-    draft = draft_text(
-        sk_text, [_proposal("DenoisingStage", (), (), repeating.expr, stepped=True)], ""
-    )
+    counting = IterationFit(repeating.expr, ())
+    draft = draft_text(sk_text, [_proposal("DenoisingStage", (), (), counting, stepped=True)], "")
     _passes_check(draft)
     assert f"# iterations count {ITERATIONS_COUNT}" in " ".join(draft.split())
     assert "iterations = if steps > 1 then steps + 1 else 1" in draft
@@ -158,13 +157,15 @@ def proposals(draw, skeleton: str, name: str):
             switch = factor(draw(st.sampled_from(bools)), draw(st.booleans()))
             terms[0] = Monomial((*terms[0].features, switch))
         time = draw(st.lists(st.sampled_from(every), max_size=2, unique=True))
-        form = draw(st.sampled_from(forms)).expr
+        form = draw(st.sampled_from(forms))  # a latent count's form names a let: declared
+
         regimes = tuple(
             Regime(p, draw(st.integers(1, 64)), ())
             for p in draw(st.lists(st.sampled_from(ints), max_size=2, unique=True))
         )
         stepped = steps is not None and k == 1
-        out.append(_proposal(f"Stage{k}", tuple(terms), tuple(time), form, regimes, stepped))
+        iterations = IterationFit(form.expr, (), form.let)
+        out.append(_proposal(f"Stage{k}", tuple(terms), tuple(time), iterations, regimes, stepped))
     return out
 
 

@@ -1,0 +1,31 @@
+"""What a size costs next to the target: iterations x memory measure of the most repeated stage."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from calibration.session import Params
+from runtime import Pipeline
+
+
+def work_ratio(pipeline: Pipeline, probe: Params, target: Params) -> Fraction:
+    """Target / probe in iterations x memory measure of the most repeated stage (tokens x steps)."""
+    at_target, at_probe = pipeline.evaluate(**target), pipeline.evaluate(**probe)
+    stage = max(pipeline.stages, key=lambda s: at_target[s].iterations)
+    probe_work = at_probe[stage].iterations * at_probe[stage].memory
+    if probe_work == 0:
+        return Fraction(0)
+    return Fraction(at_target[stage].iterations * at_target[stage].memory) / Fraction(probe_work)
+
+
+# --- the session ----------------------------------------------------------------------------------
+
+#: The extra sizes' total cost (iterations x memory measure of the repeated stage) stays below the
+#: target's: a size is added only while the sum stays under this share of it.
+
+
+def relative_cost(pipeline: Pipeline, point: Params, target: Params) -> Fraction:
+    """What one run at ``point`` costs next to the target: iterations x memory measure of the
+    target's most repeated stage, at both (the work ratio's measure)."""
+    ratio = work_ratio(pipeline, point, target)
+    return Fraction(1) / ratio if ratio else Fraction(0)

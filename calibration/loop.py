@@ -1,0 +1,265 @@
+"""The runs of one calibration in order (``Loop``), and the sizes it adds after the first round
+(``more_sizes``): for memory from the formulas, the contracts and the costs alone, then one for
+time from measured times that never enters a memory figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from fractions import Fraction
+
+from artifact.spelling import point_text
+from calibration.costs import relative_cost
+from calibration.probes.evidence import reach
+from calibration.probes.policy import memory_terms, work
+from calibration.probes.residuals import StageFit
+from calibration.probes.sizes import departures, ladder, shape_probe, towards
+from calibration.probes.time_probe import covers_memory, time_probe
+from calibration.session import Params, Session
+from calibration.settle import Settled, settle
+from runtime import Pipeline
+from runtime.estimate.fit.kinds import FindingKind, Quantity
+from runtime.record import WarmupRecord
+
+Progress = Callable[[int, int, str], None]
+MEMORY, TIME = Quantity.MEMORY, Quantity.TIME
+
+
+#: The extra sizes' total cost (iterations x memory measure of the repeated stage) stays below the
+#: target's: a size is added only while the sum stays under this share of it.
+BUDGET = Fraction(1)
+#: How many larger sizes the loop tries to decide an ``unconfirmed`` finding.
+CONFIRM_TRIES = 2
+
+
+class Loop:
+    """The runs of one calibration in order: each size by role, why it was added, its cost."""
+
+    def __init__(
+        self,
+        session: Session,
+        points: dict[str, dict[str, int | bool]],
+        sizes: list[tuple[str, str]],
+        target: Params,
+        repeat: int,
+        verify: bool,
+        progress: Progress | None,
+    ) -> None:
+        self.session, self.points, self.sizes, self.target = session, points, sizes, target
+        self.repeat, self.verify = repeat, verify
+        self.tick = progress or (lambda step, total, what: None)
+        self.total = 2 + repeat * (len(sizes) + 1 + (1 if verify else 0))
+        self.step = 0
+        self.roles: list[str] = []
+        self.records: list[WarmupRecord] = []
+        self.for_time: set[str] = set()  # roles of sizes chosen from measured times
+        self.runs: list[WarmupRecord] = []
+        self.cost = sum(
+            (relative_cost(session.formulas, points[role], target) for role, _ in sizes[1:]),
+            Fraction(0),
+        )
+
+    def measure(self, role: str, why: str = "") -> None:
+        self.step += 1
+        shown = f"{role} {describe(self.points[role])}" + (f" ({why})" if why else "")
+        self.tick(self.step, self.total, shown)
+        self.roles.append(role)
+        self.records.append(self.session.run(self.points[role]))
+
+    def affordable(self, point: Params) -> bool:
+        """Whether one more size at ``point`` keeps the extra sizes' cost under the budget."""
+        return self.cost + relative_cost(self.session.formulas, point, self.target) < BUDGET
+
+    def add_size(self, point: dict[str, int | bool], why: str, for_time: bool = False) -> bool:
+        """One more size, if affordable and new: measured now, and once in every later round. A
+        size ``for_time`` was chosen from measured times: it never enters a memory figure."""
+        if point in self.points.values() or not self.affordable(point):
+            return False
+        role = f"probe {len(self.sizes) + 1}"
+        if for_time:
+            self.for_time.add(role)
+        self.cost += relative_cost(self.session.formulas, point, self.target)
+        self.points[role] = point
+        self.sizes.append((role, why))
+        self.total += self.repeat
+        self.measure(role, why)
+        return True
+
+    def split(self) -> tuple[list[WarmupRecord], list[WarmupRecord]]:
+        """The records of the sizes chosen from the formulas alone, and those chosen for time."""
+        memory = [r for role, r in zip(self.roles, self.records) if role not in self.for_time]
+        timed = [r for role, r in zip(self.roles, self.records) if role in self.for_time]
+        return memory, timed
+
+    def settle(self, margin: float, uncovered: Sequence[str]) -> Settled:
+        """What the records say so far (``settle``), time sizes kept to time."""
+        memory, timed = self.split()
+        return settle(self.session, memory, self.target, margin, uncovered, timed)
+
+    def verify_target(self, k: int) -> None:
+        self.step += 1
+        self.tick(
+            self.step, self.total, f"verifying at {describe(self.target)} ({k}/{self.repeat})"
+        )
+        self.runs.append(self.session.run(self.target))
+        self.session.recorder.backend.release_pool()
+
+
+def more_sizes(
+    loop: Loop,
+    probe: Params,
+    target: Params,
+    margin: float,
+    uncovered: Sequence[str],
+    time_tolerance: float | None,
+) -> None:
+    """After the first round: sizes for memory (``_memory_sizes``), chosen from the formulas, the
+    costs and the exact memory alone, then a probe for time (``_time_size``), chosen from measured
+    times, that never enters a memory figure: two runs give the same memory bit for bit."""
+    settled = _memory_sizes(loop, probe, target, margin, uncovered)
+    if time_tolerance is not None:
+        _time_size(loop, settled, probe, target, time_tolerance)
+
+
+def _memory_sizes(
+    loop: Loop, probe: Params, target: Params, margin: float, uncovered: Sequence[str]
+) -> Settled:
+    """Larger sizes until no memory fit is unconfirmed and every growing stage's fit is confirmed
+    by a size beyond it (for its evidence margin), then a third value of every param the memory
+    grows with (``shape_probe``). Only memory findings decide: time findings come from a clock."""
+    pipeline = loop.session.formulas
+    settled = loop.settle(margin, uncovered)
+    for _ in range(CONFIRM_TRIES):
+        memory = [f for f in settled.findings if f.quantity != TIME]
+        unsure = any(f.kind == FindingKind.UNCONFIRMED for f in memory)
+        unconfirmed_fit = any(
+            f.unconfirmed for f in settled.checked.fits if f.quantity == MEMORY
+        ) and not any(f.actionable for f in memory)
+        if not (unsure or unconfirmed_fit):
+            break
+        larger = _confirming(loop, settled, probe, target)
+        why = "deciding an unconfirmed fit" if unsure else "confirming the fits"
+        if larger is None or not loop.add_size(larger, why):
+            break
+        settled = loop.settle(margin, uncovered)
+    for _ in departures(probe, target):
+        found = shape_probe(pipeline, [dict(r.params) for r in loop.records], probe, target)
+        if found is None or not loop.add_size(
+            found[0], f"testing the fit's shape along {found[1]}"
+        ):
+            break
+        settled = loop.settle(margin, uncovered)
+    return _nearer(loop, settled, probe, target, margin, uncovered)
+
+
+#: Past this reach (the target's growing part over the largest measured one) the loop measures a
+#: size nearer the target: the evidence margin pads ``PER_EFOLD x ln(reach)``.
+
+
+#: Past this reach (the target's growing part over the largest measured one) the loop measures a
+#: size nearer the target: the evidence margin pads ``PER_EFOLD x ln(reach)``.
+REACH = 1.1
+
+
+def _nearer(
+    loop: Loop,
+    settled: Settled,
+    probe: Params,
+    target: Params,
+    margin: float,
+    uncovered: Sequence[str],
+) -> Settled:
+    """When some growing stage's target lies past ``REACH`` its largest measured growth, the
+    candidate size (``_candidates``) of most cost that the fits say brings them nearer: chosen
+    from the formulas, the costs and the exact memory alone, so it serves memory and time
+    without a clock."""
+    fits = [f for f in settled.checked.fits if f.quantity == MEMORY and f.growing_at_target > 0]
+    if max((reach(f) for f in fits), default=1.0) <= REACH:
+        return settled
+    pipeline = loop.session.formulas
+    steps = _candidates(loop, probe, target)
+    now = max(reach(f) for f in fits)
+    nearer = next((c for c in reversed(steps) if _reach_with(pipeline, fits, c) < now), None)
+    if nearer is None or not loop.add_size(nearer, "bringing the sizes nearer the target"):
+        return settled
+    return loop.settle(margin, uncovered)
+
+
+def _candidates(loop: Loop, probe: Params, target: Params) -> list[dict[str, int | bool]]:
+    """The sizes the memory loop may add, cheapest first: the ladder and the halfway points,
+    unmeasured, affordable, lighter than the target (``covers_memory``); from the formulas, the
+    contracts and the costs alone."""
+    pipeline = loop.session.formulas
+    measured = [dict(r.params) for r in loop.records]
+    out: list[dict[str, int | bool]] = []
+    for c in [*towards(pipeline, probe, target), *ladder(pipeline, probe, target)]:
+        if (
+            c not in out
+            and c not in measured
+            and work(pipeline, probe) < work(pipeline, c) < work(pipeline, target)
+            and loop.affordable(c)
+            and not covers_memory(pipeline, c, target, loop.records)
+        ):
+            out.append(c)
+    return sorted(out, key=lambda c: relative_cost(pipeline, c, target))
+
+
+def _confirming(
+    loop: Loop, settled: Settled, probe: Params, target: Params
+) -> dict[str, int | bool] | None:
+    """The cheapest candidate size beyond every growing memory fit that no size tests yet (terms
+    of its own), else the cheapest beyond the most of them, else the cheapest larger one."""
+    pipeline = loop.session.formulas
+    open_fits = [
+        f
+        for f in settled.checked.fits
+        if f.quantity == MEMORY and f.growing_at_target > 0 and not f.beyond
+    ]
+    candidates = _candidates(loop, probe, target)
+
+    def tested(c: Params) -> int:
+        """How many of the open fits ``c`` would test: its terms are not those of a fitted size."""
+        return sum(
+            memory_terms(pipeline, f.stage, c) not in {f.points[i].terms for i in f.chosen}
+            for f in open_fits
+        )
+
+    return max(candidates, key=tested, default=None)  # max keeps the first (cheapest) of a tie
+
+
+def _reach_with(pipeline: Pipeline, fits: Sequence[StageFit], size: Params) -> float:
+    """Every growing stage's reach once ``size`` is measured too (its growth from the fit)."""
+    out = 1.0
+    for fit in fits:
+        grown = fit.growing_at(memory_terms(pipeline, fit.stage, size))
+        largest = max((*fit.growing, grown), default=0.0)
+        out = max(out, fit.growing_at_target / largest if largest > 0 else 1.0)
+    return out
+
+
+def _time_size(
+    loop: Loop, settled: Settled, probe: Params, target: Params, time_tolerance: float
+) -> None:
+    """A probe for time when a stage's time at the target is too uncertain
+    (``calibration.probes.time_probe``): for time only."""
+    pipeline = loop.session.formulas
+
+    def candidates() -> Iterator[Params]:
+        """The ladder, built only when a stage's time needs a probe (``time_probe`` asks)."""
+        yield from (c for c in ladder(pipeline, probe, target) if loop.affordable(c))
+
+    timed = time_probe(
+        pipeline,
+        settled.for_time,
+        settled.estimate,
+        target,
+        candidates(),
+        loop.repeat,
+        time_tolerance,
+    )
+    if timed is not None:
+        loop.add_size(timed, "pinning down time", for_time=True)
+
+
+def describe(params: Mapping[str, int | bool]) -> str:
+    return point_text(params)
