@@ -170,17 +170,18 @@ def _nearer(
     uncovered: Sequence[str],
 ) -> Settled:
     """When some growing stage's target lies past ``REACH`` its largest measured growth, the
-    candidate size (``_candidates``) of most cost that the fits say brings them nearer: chosen
-    from the formulas, the costs and the exact memory alone, so it serves memory and time
-    without a clock."""
+    candidate size (``_candidates``) that the fits say brings them nearest (the evidence margin
+    pads the log of the reach left), the cheapest of equals: chosen from the formulas, the costs
+    and the exact memory alone, so it serves memory and time without a clock."""
     fits = [f for f in settled.checked.fits if f.quantity == MEMORY and f.growing_at_target > 0]
     if max((reach(f) for f in fits), default=1.0) <= REACH:
         return settled
     pipeline = loop.session.formulas
     steps = _candidates(loop, probe, target)
     now = max(reach(f) for f in fits)
-    nearer = next((c for c in reversed(steps) if _reach_with(pipeline, fits, c) < now), None)
-    if nearer is None or not loop.add_size(nearer, "bringing the sizes nearer the target"):
+    scored = [(_reach_with(pipeline, fits, c), k) for k, c in enumerate(steps)]
+    best = min((s for s in scored if s[0] < now), default=None)  # nearest, then cheapest
+    if best is None or not loop.add_size(steps[best[1]], "bringing the sizes nearer the target"):
         return settled
     return loop.settle(margin, uncovered)
 
