@@ -17,7 +17,7 @@ from artifact.spelling import point_text
 from calibration.cli.options import FiniteRange, offload_options, seed_option, shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
-from calibration.infer.measure import REQUEST_SECONDS
+from calibration.infer.deadline import REQUEST_SECONDS
 from dslc.cli_support import Failure, ui
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def infer(
     from calibration.cli.outputs import check_writable
     from calibration.cli.show import progress
     from calibration.errors import CalibrationError
-    from calibration.infer.measure import request_seconds
+    from calibration.infer.deadline import request_seconds
     from calibration.infer.run import infer as run_infer
     from calibration.offload import Offload, calibrating_under
 

@@ -4,27 +4,23 @@ Two sessions on two fresh pipelines from the factory: discovery (a stage per ent
 ladder (the stages discovery found). Each session's first request is a warmup whose record is
 dropped: it pays one-time costs that say nothing about the formula.
 
-Every request is bounded in wall-clock time (``request_seconds``, `dslc infer --timeout`): in the
-main thread a one-shot ``SIGALRM`` timer raises ``RequestTimeout`` inside the call, which the
-session records as that size's failure, and the ladder goes on. torch on the CPU runs its ops in
-native code: a call is interrupted when the op running returns to Python (a Python loop, a
-``time.sleep``, the next op), never in the middle of one. A call that runs ``sys.exit`` is a
-failed request too: the record keeps ``SystemExit`` as its error.
+Every request is bounded in wall-clock time (``calibration.infer.deadline``, `dslc infer
+--timeout`): a timeout is raised only inside the pipeline's own code and is that size's failure;
+the ladder goes on. A call that runs ``sys.exit`` is a failed request too: the record keeps
+``SystemExit`` as its error.
 """
 
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping, Sequence
 
 from attrs import frozen
 
 from artifact.limits import MAX_STAGES
 from artifact.spelling import point_text
 from calibration.errors import CalibrationError
+from calibration.infer.deadline import RequestTimeout, deadline
 from calibration.infer.layout import (
     StagePlan,
     Use,
@@ -41,51 +37,8 @@ from runtime.record import WarmupRecord
 Progress = Callable[[int, int, str], None]
 Factory = Callable[[int], object]
 
-#: Wall-clock seconds one request may take by default (`dslc infer --timeout`; at most
-#: ``artifact.limits.MAX_REQUEST_SECONDS``).
-REQUEST_SECONDS = 600.0
 #: How far from the base's steps discovery looks for a second admissible value.
 STEPS_REACH = 64
-
-_SECONDS: ContextVar[float] = ContextVar("request_seconds", default=REQUEST_SECONDS)
-
-
-class RequestTimeout(Exception):
-    """A request ran past its wall-clock bound: that size failed (its record keeps this)."""
-
-
-@contextlib.contextmanager
-def request_seconds(seconds: float) -> Iterator[None]:
-    """Every request run inside takes at most ``seconds`` of wall-clock time."""
-    token = _SECONDS.set(seconds)
-    try:
-        yield
-    finally:
-        _SECONDS.reset(token)
-
-
-@contextlib.contextmanager
-def _alarm(seconds: float) -> Iterator[None]:
-    """``RequestTimeout`` raised in the main thread after ``seconds`` (elsewhere: unbounded,
-    a signal reaches the main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    armed = [True]
-
-    def expire(signum: int, frame: object) -> None:
-        if armed[0]:
-            armed[0] = False
-            raise RequestTimeout(f"the request ran past {seconds:g} s (--timeout)")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        armed[0] = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def run_request(session: Session, point: Mapping[str, int | bool]) -> WarmupRecord:
@@ -93,7 +46,7 @@ def run_request(session: Session, point: Mapping[str, int | bool]) -> WarmupReco
     a failed request, its record holding the error."""
     before = len(session.recorder.records)
     try:
-        with _alarm(_SECONDS.get()):
+        with deadline():
             return session.run(point)
     except (SystemExit, RequestTimeout) as exc:
         if len(session.recorder.records) > before:

@@ -1,0 +1,102 @@
+"""`dslc infer --timeout`: every request bounded in wall-clock time, interrupted only inside the
+pipeline's own code.
+
+In the main thread a ``SIGALRM`` timer raises ``RequestTimeout`` inside the call, which the
+session records as that size's failure, and the ladder goes on. The signal can arrive anywhere,
+though: in the recorder opening the request, in a stage hook, in the dispatch mode counting an
+op, in the code that appends the record. An exception raised there would leave the recorder half
+updated (a request with no record). So the handler looks at the frames it interrupted: it raises
+only when the innermost frame of the measuring code (``BOOKKEEPING``) is the one calling the
+pipeline (``runtime.measure.diffusers_hooks.run_pipeline``) and the code running is not ours;
+anywhere else it tries again ``RETRY_SECONDS`` later. torch runs its ops in native code: a call is
+interrupted when the op running returns to Python (a Python loop, a ``time.sleep``, the next op),
+never in the middle of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from contextvars import ContextVar
+from types import FrameType
+
+#: Wall-clock seconds one request may take by default (`dslc infer --timeout`; at most
+#: ``artifact.limits.MAX_REQUEST_SECONDS``).
+REQUEST_SECONDS = 600.0
+#: How soon a timer that fired inside the measuring code tries again.
+RETRY_SECONDS = 0.001
+#: Modules of the measuring code (prefixes): a timeout is never raised inside them.
+BOOKKEEPING = (
+    "runtime.",
+    "calibration.session",
+    "calibration.infer.measure",
+    "calibration.infer.deadline",
+    "calibration.offload",
+    "calibration.calls",
+    "calibration.wiring",
+    "calibration.host",
+)
+
+_SECONDS: ContextVar[float] = ContextVar("request_seconds", default=REQUEST_SECONDS)
+
+
+class RequestTimeout(Exception):
+    """A request ran past its wall-clock bound: that size failed (its record keeps this)."""
+
+
+@contextlib.contextmanager
+def request_seconds(seconds: float) -> Iterator[None]:
+    """Every request run inside takes at most ``seconds`` of wall-clock time."""
+    token = _SECONDS.set(seconds)
+    try:
+        yield
+    finally:
+        _SECONDS.reset(token)
+
+
+def _measuring(frame: FrameType) -> bool:
+    return str(frame.f_globals.get("__name__", "")).startswith(BOOKKEEPING)
+
+
+def in_the_call(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs the pipeline's own code: not ours, and the nearest measuring frame
+    around it is the one that called the pipeline."""
+    from runtime.measure.diffusers_hooks import run_pipeline
+
+    if frame is None or _measuring(frame):
+        return False
+    outer = frame.f_back
+    while outer is not None and not _measuring(outer):
+        outer = outer.f_back
+    return outer is not None and outer.f_code is run_pipeline.__code__
+
+
+@contextlib.contextmanager
+def deadline() -> Iterator[None]:
+    """``RequestTimeout`` raised in the pipeline's code once ``request_seconds`` have passed (in
+    the main thread; elsewhere unbounded: a signal reaches the main thread only)."""
+    seconds = _SECONDS.get()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    armed = [True]
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        if not armed[0]:
+            return
+        if not in_the_call(frame):
+            signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS)  # not here: a little later
+            return
+        armed[0] = False
+        raise RequestTimeout(f"the request ran past {seconds:g} s (--timeout)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

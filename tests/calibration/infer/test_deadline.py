@@ -1,0 +1,88 @@
+"""`dslc infer --timeout` interrupts only the pipeline's own code (calibration.infer.deadline): a
+timer that fires while the recorder opens a request, counts an op or appends the record waits
+until the pipeline runs again, so every request leaves its record. Before, a 1 ms timeout left
+a request with no record in about one run of four (IndexError, exit 3: the fuzzer's case 36303).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import FrameType
+
+from click.testing import CliRunner
+
+from calibration.infer.deadline import RequestTimeout, deadline, in_the_call, request_seconds
+from calibration.session import Session
+from dslc.build import load_text
+from dslc.cli import cli
+
+FORMULAS = """pipeline sleepy {
+    param steps: int = 2 in [1, 8]
+    call num_inference_steps = steps
+    stage DenoisingStage uses unet per step {
+        iterations = steps
+        memory ~ steps
+    }
+}
+"""
+
+
+class Sleepy:
+    """A pipeline that notes whether its own frame counts as inside the call, then sleeps."""
+
+    def __init__(self, seconds: float) -> None:
+        import torch
+
+        self.components = {"unet": torch.nn.Linear(2, 2)}
+        self.seconds = seconds
+        self.inside: list[bool] = []
+
+    def __call__(
+        self, num_inference_steps: int = 1, callback_on_step_end: object = None, **kwargs: object
+    ) -> None:
+        import torch
+
+        here: FrameType = sys._getframe()
+        self.inside.append(in_the_call(here))
+        for i in range(num_inference_steps):
+            self.components["unet"](torch.ones(1, 2))
+            if callable(callback_on_step_end):
+                callback_on_step_end(self, i, i, {})
+        time.sleep(self.seconds)
+
+
+def _session(pipe: Sleepy) -> Session:
+    return Session(pipe, load_text(FORMULAS, "sleepy.wf")["sleepy"], "cpu")  # type: ignore[arg-type]
+
+
+def test_only_the_pipelines_own_frames_are_inside_the_call():
+    assert not in_the_call(sys._getframe())  # a test's frame: no pipeline call around it
+    assert not in_the_call(None)
+    pipe = Sleepy(0.0)
+    _session(pipe).run({"steps": 1})
+    assert pipe.inside == [True]
+
+
+def test_a_timeout_fails_the_request_and_keeps_its_record():
+    pipe = Sleepy(5.0)
+    session = _session(pipe)
+    begin = time.monotonic()
+    with request_seconds(0.05), deadline():
+        record = session.run({"steps": 1})
+    assert time.monotonic() - begin < 4.0  # interrupted in the sleep, not after it
+    assert record.error is not None and record.error.type.endswith(RequestTimeout.__name__)
+
+
+def test_tiny_timeouts_never_leave_a_request_without_its_record():
+    """The timer fires at every point of the request over the runs: exit 0, 1 or 5, never 3."""
+    for timeout in ("0.0001", "0.0003", "0.001", "0.002", "0.004", "0.008"):
+        result = CliRunner().invoke(
+            cli,
+            [
+                "infer", "--pipeline", "calibration.fuzzing_infer:toy",
+                "--axis", "frames=23 in [16, 23] -> num_frames", "--timeout", timeout,
+            ],
+        )  # fmt: skip
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+        assert result.exit_code in (0, 1, 5), (timeout, result.output)
