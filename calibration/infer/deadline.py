@@ -6,8 +6,9 @@ session records as that size's failure, and the ladder goes on. The signal can a
 though: in the recorder opening the request, in a stage hook, in the dispatch mode counting an
 op, in the code that appends the record. An exception raised there would leave the recorder half
 updated (a request with no record). So the handler looks at the frames it interrupted: it raises
-only when the innermost frame of the measuring code (``BOOKKEEPING``) is the one calling the
-pipeline (``runtime.measure.diffusers_hooks.run_pipeline``) and the code running is not ours;
+only when the code running is not the measuring code (``BOOKKEEPING``, and ``contextlib``, whose
+``__exit__`` runs our clean-ups) and the pipeline's call is under way
+(``runtime.measure.diffusers_hooks.run_pipeline`` on the stack, inside the request's record);
 anywhere else it tries again ``RETRY_SECONDS`` later. torch runs its ops in native code: a call is
 interrupted when the op running returns to Python (a Python loop, a ``time.sleep``, the next op),
 never in the middle of one.
@@ -27,7 +28,8 @@ from types import FrameType
 REQUEST_SECONDS = 600.0
 #: How soon a timer that fired inside the measuring code tries again.
 RETRY_SECONDS = 0.001
-#: Modules of the measuring code (prefixes): a timeout is never raised inside them.
+#: Modules of the measuring code (prefixes): a timeout is never raised inside them. ``contextlib``
+#: too: a timeout in its ``__exit__`` would skip the clean-up of our context managers.
 BOOKKEEPING = (
     "runtime.",
     "calibration.session",
@@ -37,6 +39,7 @@ BOOKKEEPING = (
     "calibration.calls",
     "calibration.wiring",
     "calibration.host",
+    "contextlib",
 )
 
 _SECONDS: ContextVar[float] = ContextVar("request_seconds", default=REQUEST_SECONDS)
@@ -61,16 +64,17 @@ def _measuring(frame: FrameType) -> bool:
 
 
 def in_the_call(frame: FrameType | None) -> bool:
-    """Whether ``frame`` runs the pipeline's own code: not ours, and the nearest measuring frame
-    around it is the one that called the pipeline."""
+    """Whether ``frame`` runs code of the pipeline's call: not the measuring code, with the
+    frame that called the pipeline around it (user code a hook calls, such as a chained step
+    callback, counts: an exception there is the pipeline's, raised where our hook calls it)."""
     from runtime.measure.diffusers_hooks import run_pipeline
 
     if frame is None or _measuring(frame):
         return False
     outer = frame.f_back
-    while outer is not None and not _measuring(outer):
+    while outer is not None and outer.f_code is not run_pipeline.__code__:
         outer = outer.f_back
-    return outer is not None and outer.f_code is run_pipeline.__code__
+    return outer is not None
 
 
 @contextlib.contextmanager
