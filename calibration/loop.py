@@ -154,10 +154,6 @@ def _memory_sizes(
 
 #: Past this reach (the target's growing part over the largest measured one) the loop measures a
 #: size nearer the target: the evidence margin pads ``PER_EFOLD x ln(reach)``.
-
-
-#: Past this reach (the target's growing part over the largest measured one) the loop measures a
-#: size nearer the target: the evidence margin pads ``PER_EFOLD x ln(reach)``.
 REACH = 1.1
 
 

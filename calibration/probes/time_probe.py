@@ -7,7 +7,8 @@ differences between small sizes. The estimators say how uncertain the result is
 two sigma of its time exceed ``TIME_TOLERANCE`` of the request's, or when no fit carries it at all:
 one measured size (or sizes along one line) scales it by a ratio, fixed per-call cost included, and
 nothing says how wrong that is. The policy then picks, among sizes between the probe and the target,
-lighter than the target in work and in every growing stage's memory, the cheapest one whose
+lighter than the target in work and in every growing stage's memory, giving some uncertain stage
+time terms no measured size has (a repeat narrows the noise only), the cheapest one whose
 measurement (``repeat`` runs, assumed to land on the current fit) would bring every uncertain stage
 within the tolerance -- or, when none would, the one that narrows them most, if it narrows them by a
 quarter or more. Before running anything: the spread a size would leave is computed from the design
@@ -84,6 +85,21 @@ def covers_memory(
     return False
 
 
+def _new_terms(
+    pipeline: Pipeline, stages: Sequence[str], point: Point, measured: Sequence[Point]
+) -> bool:
+    """Whether ``point`` gives some uncertain stage time terms no measured size has: a size that
+    repeats measured terms in every stage only replicates them, narrowing the noise and never the
+    reach to the target, as ``--repeat`` does (a mirror image of a measured area, more steps)."""
+    for stage in stages:
+        if pipeline.evaluate(**point)[stage].iterations == 0:
+            continue
+        terms = time_terms(pipeline, stage, point)
+        if all(time_terms(pipeline, stage, m) != terms for m in measured):
+            return True
+    return False
+
+
 def time_probe(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
@@ -127,6 +143,8 @@ def time_probe(
     for candidate in candidates:
         point = dict(candidate)
         if point in measured or not pipeline.is_admissible(**point):
+            continue
+        if not _new_terms(pipeline, stages, point, measured):
             continue
         cost = work(pipeline, point)
         if cost >= ceiling or covers_memory(pipeline, point, target, records):

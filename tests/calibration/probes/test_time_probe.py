@@ -162,3 +162,23 @@ def test_a_contract_that_leaves_nothing_between_moves_a_param_all_the_way():
     assert {p["frames"] for p in points} == {25, 33}
     assert {p["height"] for p in points} == {48, 64}
     assert {"steps": 2, "frames": 33, "height": 48, "width": 48, "cfg": True} in points
+
+
+NEAR = [  # sizes 10 and 90 of a target at 100: the noise, not the reach, keeps time uncertain
+    timed(10, [0.2, 0.102, 0.102, 0.102]),
+    timed(90, [0.2, 0.202, 0.202, 0.202]),
+    timed(10, [0.2, 0.098, 0.098, 0.098]),
+    timed(90, [0.2, 0.194, 0.194, 0.194]),
+]
+
+
+def test_a_size_that_repeats_measured_time_terms_is_never_the_probe(toy):
+    result = estimate(NEAR, toy, target=TARGET)
+    assert uncertain_stages(result) == ("DenoisingStage",)
+    # size 90 at more steps: the same time terms a step as the measured size 90 (only the count
+    # differs), so it would only replicate it: it narrows the noise by the square root of two,
+    # past the quarter the policy asks for, yet it is never taken; a size of new terms is
+    repeats = [{"steps": 6, "size": 90, "blocks": 1}]
+    assert time_probe(toy, NEAR, result, TARGET, repeats, repeat=3) is None
+    chosen = time_probe(toy, NEAR, result, TARGET, [*repeats, *candidates(95)], repeat=3)
+    assert chosen == candidates(95)[0]
