@@ -24,6 +24,7 @@ import statistics
 from collections.abc import Mapping
 from fractions import Fraction
 
+import attrs
 from attrs import frozen
 
 from artifact.ir import StageValues
@@ -89,19 +90,25 @@ def stage_time(
     if rep_sample.seconds is None:
         return _not_measured(stage, rep_n, target_n, target_m)
     fixed, repeated = rep_sample.fixed_s, rep_sample.repeated
-    seconds = _measured_at_target(work, stage, target_n, target_m)
-    if seconds is not None:
+
+    def timed(method: str, seconds: float | None, reason: str, measured: int) -> StageTime:
+        """The stage's time with what every outcome below shares."""
         return StageTime(
             stage=stage,
-            method=Method.MEASUREMENT,
+            method=method,
             seconds=seconds,
-            reason="measured at the target's iterations and measure (the median of its runs)",
+            reason=reason,
             repeated=repeated,
-            measured_iterations=target_n,
+            measured_iterations=measured,
             target_iterations=target_n,
             fixed_s=fixed,
             target_measure=target_m,
         )
+
+    seconds = _measured_at_target(work, stage, target_n, target_m)
+    if seconds is not None:
+        why = "measured at the target's iterations and measure (the median of its runs)"
+        return timed(Method.MEASUREMENT, seconds, why, target_n)
     sizes = stage_sizes(work, stage, repeated)
     carried = _fitted(sizes, time_terms(work.pipeline, stage, work.target), target_n)
     if carried is None:
@@ -109,32 +116,14 @@ def stage_time(
         base = next((s.median for s in sizes if s.terms == rep_terms), rep_sample.seconds)
         carried = _scaled(base, rep_values[stage].time, target_m, len(sizes))
     if carried is None:
-        return StageTime(
-            stage=stage,
-            method=Method.NONE,
-            seconds=None,
-            reason="measured where its time measure is 0; cannot scale",
-            repeated=repeated,
-            measured_iterations=rep_n,
-            target_iterations=target_n,
-            fixed_s=fixed,
-            target_measure=target_m,
-        )
+        return timed(Method.NONE, None, "measured where its time measure is 0; cannot scale", rep_n)
     what = "median steady iteration" if repeated else "time per iteration"
     reason = f"{carried.how}; {what} x {target_n} target iterations" + (
         f" + {fixed:.4g} s outside iterations" if fixed else ""
     )
-    return StageTime(
-        stage=stage,
-        method=carried.method,
-        seconds=fixed + carried.per_iteration * target_n,
-        reason=reason,
-        repeated=repeated,
-        measured_iterations=rep_n,
-        target_iterations=target_n,
-        fixed_s=fixed,
+    return attrs.evolve(
+        timed(carried.method, fixed + carried.per_iteration * target_n, reason, rep_n),
         per_iteration_s=carried.per_iteration,
-        target_measure=target_m,
         spread_s=carried.spread,
     )
 
