@@ -67,14 +67,20 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise NotARegularFileError(path, kind_of(mode))
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return read_at_most(fd, limit)
     finally:
         os.close(fd)
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes from ``fd``, counted as they are read: one byte past the limit
+    says the file is too large without reading the rest."""
+    chunks: list[bytes] = []
+    left = limit + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

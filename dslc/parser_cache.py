@@ -31,7 +31,7 @@ import lark
 from lark.grammar import Rule
 from lark.lexer import TerminalDef
 
-from artifact.strict_json import strict_loads
+from artifact.strict_json import read_at_most, strict_loads
 
 __all__ = ["MAX_CACHE_BYTES", "cache_folder", "cache_name", "cached_parser"]
 
@@ -184,7 +184,7 @@ def _read(dir_fd: int, key: str) -> _Lookup:
             return _Lookup(_Found.FOREIGN, note=refused)
         if info.st_size > MAX_CACHE_BYTES:
             return _Lookup(_Found.STALE)
-        data = _read_at_most(fd, MAX_CACHE_BYTES)
+        data = read_at_most(fd, MAX_CACHE_BYTES)
     except OSError:
         return _Lookup(_Found.STALE)
     finally:
@@ -193,18 +193,6 @@ def _read(dir_fd: int, key: str) -> _Lookup:
         return _Lookup(_Found.STALE)
     tables = _tables(data, key)
     return _Lookup(_Found.STALE) if tables is None else _Lookup(_Found.TABLES, tables)
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    left = limit + 1
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _tables(data: bytes, key: str) -> Mapping[str, object] | None:
