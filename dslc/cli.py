@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -35,6 +35,9 @@ from dslc.render_rich import (
     plural,
     show_number,
 )
+
+if TYPE_CHECKING:
+    from dslc.explain import Explanation
 
 HELP = """\
 dslc: the compiler for workload formulas (`.wf` files).
@@ -325,25 +328,38 @@ def explain_command(
         formulas = pipeline_named(book, pipeline, source)
         result = explain(program.pipeline(pipeline), formulas, probe, target)
     if as_json:
-        stages: dict[str, dict[str, Any]] = {}
-        for f in result.fields:
-            entry = {
-                "formula": f.formula,
-                "declared": f.declared,
-                "probe": json_number(f.probe),
-                "target": json_number(f.target),
-                "ratio": None if f.ratio is None else json_number(f.ratio),
-            }
-            fields = stages.setdefault(f.stage, {})
-            if f.term is None:
-                fields[f.field] = entry
-            else:  # a measure's terms, in order, under the measure's total
-                del entry["declared"]
-                fields[f.field].setdefault("terms", []).append(entry)
-        ui().out.json(
-            {"pipeline": pipeline, "probe": result.probe, "target": result.target, "stages": stages}
-        )
-        return
+        ui().out.json(_explained_document(pipeline, result))
+    else:
+        _show_explained(pipeline, result, probe, target)
+
+
+def _explained_document(pipeline: str, result: Explanation) -> dict[str, Any]:
+    """`dslc explain --json`: each stage's fields, a measure's terms under its total."""
+    stages: dict[str, dict[str, Any]] = {}
+    for f in result.fields:
+        entry = {
+            "formula": f.formula,
+            "declared": f.declared,
+            "probe": json_number(f.probe),
+            "target": json_number(f.target),
+            "ratio": None if f.ratio is None else json_number(f.ratio),
+        }
+        fields = stages.setdefault(f.stage, {})
+        if f.term is None:
+            fields[f.field] = entry
+        else:  # a measure's terms, in order, under the measure's total
+            del entry["declared"]
+            fields[f.field].setdefault("terms", []).append(entry)
+    return {"pipeline": pipeline, "probe": result.probe, "target": result.target, "stages": stages}
+
+
+def _show_explained(
+    pipeline: str,
+    result: Explanation,
+    probe: dict[str, int | bool],
+    target: dict[str, int | bool],
+) -> None:
+    """`dslc explain`'s table: the points, then a row a field."""
     out = ui().out
     out.line(pipeline, style="bold")
     out.labelled("probe:  ", _point(dict(result.probe), probe))
