@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
+from tests.gloo import gloo_rank
 
 #: Per scenario, each rank's injected faults: (stage, kind, extra bytes, times).
 SCENARIOS: dict[str, list[list[tuple[str, str, int, int | None]]]] = {
@@ -18,15 +16,7 @@ SCENARIOS: dict[str, list[list[tuple[str, str, int, int | None]]]] = {
 
 def worker(rank: int, world: int, port: int, out_dir: str) -> None:
     """Run the lifecycle once per scenario with this rank's faults; write what each ended on."""
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=120),
-    )
-    try:
+    with gloo_rank(rank, world, port, 120):
         from calibration.lifecycle.faults import Fault
         from runtime.measure.distributed import TorchDistributedAgreement
         from tests.calibration.lifecycle_setup import lifecycle
@@ -41,5 +31,3 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
                 "status": outcome.report.status,
             }
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
-    finally:
-        dist.destroy_process_group()

@@ -4,12 +4,13 @@ adapter's image encoder registered (a component rank 0 does not have) on a 64 Mi
 
 from __future__ import annotations
 
-import datetime
 import json
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+
+from tests.gloo import gloo_rank
 
 #: Each rank's device capacity (no reserve): rank 0 must stream, rank 1 keeps everything.
 CAPS = (1 << 20, 64 << 20)
@@ -68,21 +69,11 @@ def run_rank(rank: int, agreement: object) -> dict[str, object]:
 
 def worker(rank: int, world: int, port: int, out_dir: str) -> None:
     """This rank's lifecycle on gloo; writes what it ended on."""
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=240),
-    )
-    try:
+    with gloo_rank(rank, world, port, 240):
         from runtime.measure.distributed import TorchDistributedAgreement
 
         result = run_rank(rank, TorchDistributedAgreement())
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
-    finally:
-        dist.destroy_process_group()
 
 
 #: Each rank's phases (label -> bound) of one target: "a" on both, "b" on rank 0 only, "c" on 1.

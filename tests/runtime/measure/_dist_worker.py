@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
+
+from tests.gloo import gloo_rank
 
 F32 = 4
 
@@ -16,15 +16,7 @@ def worker(rank: int, world: int, port: int, out_dir: str, artifact: str) -> Non
     """Record a rank-dependent request, reduce it, agree on shrinking and on a probe; write the
     results.
     """
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-    )
-    try:
+    with gloo_rank(rank, world, port, 60):
         from calibration.warmup import run_probe
         from runtime import load_formulas
         from runtime.measure import (
@@ -61,5 +53,3 @@ def worker(rank: int, world: int, port: int, out_dir: str, artifact: str) -> Non
             "probe": [outcome.calibrated, outcome.lighten_steps, len(outcome.attempts)],
         }
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
-    finally:
-        dist.destroy_process_group()
