@@ -8,7 +8,10 @@ only each phase's active components are on the device, put there by diffusers' o
 - ``group``: ``diffusers.hooks.apply_group_offloading`` on every component, block level, one block
   a group (a block is onloaded for its forward and offloaded after it);
 - ``none``: ``pipe.to(device)``, everything resident (the default when the weights fit the cap);
-- ``auto``: ``none``, or ``model`` when the pipeline's weights exceed the calibration's capacity.
+- ``auto``: ``none``, or ``model`` when the pipeline's weights exceed the calibration's capacity;
+- ``plan:FILE``: a saved plan (``dslc plan --json``, read by ``calibration.plan.saved``) applied
+  with ``calibration.plan.apply`` (its resident components on the device, the others moved by
+  its hooks), undone by ``Session.release``.
 
 ``components_moved`` names the components a placement moves on and off the device: on the CPU
 (where device and host are one memory) the live-tensor backend counts their weights while loaded
@@ -24,10 +27,13 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from calibration.errors import CalibrationError
+from calibration.plan.model import PlacementKind
+from calibration.plan.saved import SavedPlan, check_pipeline, read_plan
 
 if TYPE_CHECKING:
     from torch import nn
 
+    from calibration.plan.apply import Applied
     from runtime.measure import MemoryBackend
 
 
@@ -38,16 +44,28 @@ class Offload(enum.Enum):
     NONE = "none"
     MODEL = "model"
     GROUP = "group"
+    PLAN = "plan"  # a saved plan: ``plan:FILE``, given as the ``SavedPlan`` read from it
 
     def __str__(self) -> str:
         return self.value
 
 
-_UNDER: ContextVar[tuple[Offload, int | None]] = ContextVar("under", default=(Offload.AUTO, None))
+#: A placement to calibrate under: one by name, or a saved plan (``Offload.PLAN``'s file read).
+Placing = Offload | SavedPlan
+
+_UNDER: ContextVar[tuple[Placing, int | None]] = ContextVar("under", default=(Offload.AUTO, None))
+
+
+def placing(text: str) -> Placing:
+    """``--calibrate-offload``'s value: ``plan:FILE`` read (``PlanFileError``), else by name."""
+    kind, sep, path = text.partition(":")
+    if sep and kind == Offload.PLAN.value:
+        return read_plan(path)
+    return Offload(text)
 
 
 @contextlib.contextmanager
-def calibrating_under(offload: Offload, capacity: int | None) -> Iterator[None]:
+def calibrating_under(offload: Placing, capacity: int | None) -> Iterator[None]:
     """Sessions made inside that name no placement calibrate under this one (`dslc infer`, whose
     sizes run through several sessions built deep in its loop)."""
     token = _UNDER.set((offload, capacity))
@@ -57,12 +75,12 @@ def calibrating_under(offload: Offload, capacity: int | None) -> Iterator[None]:
         _UNDER.reset(token)
 
 
-def placement_in_force() -> tuple[Offload, int | None]:
+def placement_in_force() -> tuple[Placing, int | None]:
     """The placement ``calibrating_under`` set (default: auto, no cap)."""
     return _UNDER.get()
 
 
-def chosen(offload: Offload, weights: int, capacity: int | None) -> Offload:
+def chosen(offload: Placing, weights: int, capacity: int | None) -> Placing:
     """``auto`` resolved: model offload when the weights exceed the capacity, else none."""
     if offload is not Offload.AUTO:
         return offload
@@ -71,13 +89,14 @@ def chosen(offload: Offload, weights: int, capacity: int | None) -> Offload:
 
 def placed(
     pipe: object,
-    offload: Offload,
+    offload: Placing,
     device: str,
     capacity: int | None,
     backend: MemoryBackend | None = None,
-) -> MemoryBackend:
+) -> tuple[MemoryBackend, Applied | None]:
     """The device's backend, capped at ``capacity``, with ``pipe`` placed on it under ``offload``
-    (a given backend is used as it is: a test's, a fault injector's)."""
+    (a given backend is used as it is: a test's, a fault injector's), and a saved plan's hooks
+    (None under any other placement) to undo afterwards."""
     import torch
 
     from runtime.measure.backends import AllocatorBackend, LiveTensorBackend, backend_for
@@ -91,8 +110,13 @@ def placed(
         except ValueError as exc:
             raise CalibrationError(f"--device-capacity: {exc}") from None
     backend = backend if backend is not None else backend_for(device)
+    modules = pipeline_modules(pipe)  # type: ignore[arg-type]
+    applied = None
     try:
-        moved = install(pipe, offload, device, pipeline_modules(pipe))  # type: ignore[arg-type]
+        if isinstance(offload, SavedPlan):
+            applied, moved = _plan_offload(pipe, offload, device, modules)
+        else:
+            moved = install(pipe, offload, device, modules)
     except torch.OutOfMemoryError as exc:
         raise CalibrationError(
             f"the pipeline does not fit the device under --calibrate-offload {offload}: "
@@ -100,7 +124,7 @@ def placed(
         ) from None
     if isinstance(backend, LiveTensorBackend):
         backend.swapped = moved
-    return backend
+    return backend, applied
 
 
 def install(
@@ -111,11 +135,34 @@ def install(
         return _model_offload(pipe, device, modules)
     if offload is Offload.GROUP:
         return _group_offload(device, modules)
+    if offload is Offload.PLAN:
+        raise CalibrationError(
+            "--calibrate-offload plan needs the plan's file: plan:FILE (in Python, "
+            "offload=calibration.plan.saved.read_plan(FILE))"
+        )
     if device != "cpu":
         to = getattr(pipe, "to", None)
         if callable(to):
             to(device)
     return frozenset()
+
+
+def _plan_offload(
+    pipe: object, saved: SavedPlan, device: str, modules: Mapping[str, nn.Module]
+) -> tuple[Applied, frozenset[str]]:
+    """The saved plan applied (``apply`` undoes itself when it fails half-way); the components
+    it moves on and off: all but the resident ones (a layerwise one whole while loaded, as
+    ``Session.hand_over`` counts a plan)."""
+    from calibration.plan.apply import PlanApplyError, apply
+    from runtime.measure.layers import repeated_layers
+
+    check_pipeline(saved, {name: len(repeated_layers(m)) for name, m in modules.items()})
+    try:
+        applied = apply(saved.plan, pipe, device=device, offload_device="cpu")  # type: ignore[arg-type]
+    except PlanApplyError as exc:
+        raise CalibrationError(f"--calibrate-offload {saved}: {exc}") from None
+    moved = (p.component for p in saved.plan.placements if p.kind != PlacementKind.RESIDENT)
+    return applied, frozenset(moved)
 
 
 def _model_offload(pipe: object, device: str, modules: Mapping[str, nn.Module]) -> frozenset[str]:

@@ -199,6 +199,14 @@ def _sizes_part(cal: Calibration) -> dict[str, Any]:
     }
 
 
+def _calibrated_under(cal: Calibration) -> dict[str, Any]:
+    """The placement measured under and the cap; under a saved plan, its file and placement."""
+    under: dict[str, Any] = {"offload": cal.offload, "capacity_bytes": cal.capacity}
+    if cal.plan_file is not None:
+        under.update(plan_file=cal.plan_file, placement=dict(cal.plan_placement))
+    return under
+
+
 def _findings_part(cal: Calibration) -> dict[str, Any]:
     """The findings and the planner's inputs (weights, layers)."""
     return {
@@ -222,7 +230,7 @@ def _findings_part(cal: Calibration) -> dict[str, Any]:
         ],
         "undeclared_components": list(cal.undeclared),
         "unobserved_components": list(cal.unobserved),
-        "calibrated_under": {"offload": cal.offload, "capacity_bytes": cal.capacity},
+        "calibrated_under": _calibrated_under(cal),
         "below_minimum": [
             {
                 "role": b.role,

@@ -25,7 +25,7 @@ from calibration.costs import relative_cost, work_ratio
 from calibration.errors import CalibrationError
 from calibration.host import quiet_libraries, torch_threads
 from calibration.loop import Loop, Progress, more_sizes
-from calibration.offload import Offload
+from calibration.offload import Placing
 from calibration.probes.evidence import StageMargin
 from calibration.probes.findings import Finding
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
@@ -104,6 +104,8 @@ class Calibration:
     phase_weights: Mapping[str, int] = field(factory=dict, hash=False)  # label -> weights at peak
     unobserved: tuple[str, ...] = ()  # components no phase saw active (planned conservatively)
     offload: str = "none"  # the placement calibrated under (``calibration.offload.Offload``)
+    plan_file: str | None = None  # under ``plan``: the saved plan's file
+    plan_placement: Mapping[str, str] = field(factory=dict, hash=False)  # ... and its placement
     capacity: int | None = None  # the device's cap while calibrating
     unproven_calls: tuple[UnprovenCall, ...] = ()  # of those, the ones no measured pair showed used
 
@@ -335,6 +337,8 @@ def _calibration(
         phase_weights=phase_weights(loop.records, settled.estimate.phases),
         unobserved=unobserved(loop.records, session.weights),
         offload=str(session.offload),
+        plan_file=None if session.saved_plan is None else session.saved_plan.path,
+        plan_placement={} if session.saved_plan is None else session.saved_plan.placement(),
         capacity=session.capacity,
         unproven_calls=unproven_calls(
             pipeline,
@@ -429,7 +433,7 @@ def calibrate_pipeline(
     label: str = "",
     formula_path: str = "",
     time_tolerance: float | None = TIME_TOLERANCE,
-    offload: Offload | None = None,
+    offload: Placing | None = None,
     capacity: int | None = None,
 ) -> Calibration:
     """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate
@@ -445,9 +449,8 @@ def calibrate_pipeline(
     tick = progress or (lambda step, total, what: None)
     with quiet_libraries(), torch_threads(device, threads):
         tick(0, 1, "building the pipeline")
-        pipe = pipe_factory(seed)
         session = Session(
-            pipe,  # type: ignore[arg-type]  # any diffusers pipeline; checked by pipeline_facts
+            pipe_factory(seed),  # type: ignore[arg-type]  # any diffusers pipeline; pipeline_facts
             pipeline,
             device,
             seed=seed,
@@ -456,19 +459,20 @@ def calibrate_pipeline(
             offload=offload,
             capacity=capacity,
         )
-        return calibrate_session(
-            session,
-            target=target_point,
-            probe=probe_point,
-            warmup=warmup_point,
-            margin=margin,
-            verify=verify,
-            repeat=repeat,
-            progress=progress,
-            label=label,
-            formula_path=formula_path,
-            time_tolerance=time_tolerance,
-        )
+        with session.placement():  # taken off the pipeline afterwards (a saved plan undone)
+            return calibrate_session(
+                session,
+                target=target_point,
+                probe=probe_point,
+                warmup=warmup_point,
+                margin=margin,
+                verify=verify,
+                repeat=repeat,
+                progress=progress,
+                label=label,
+                formula_path=formula_path,
+                time_tolerance=time_tolerance,
+            )
 
 
 def _first_line(message: str, limit: int = 300) -> str:

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from calibration.calls import DEFAULT_CALL, accepted, reset_scheduler
 from calibration.errors import CalibrationError
 from calibration.host import clock_for, resolve_device
-from calibration.offload import Offload, chosen, placed, placement_in_force, release
+from calibration.offload import Offload, Placing, chosen, placed, placement_in_force, release
 from calibration.plan.model import PlacementKind
+from calibration.plan.saved import SavedPlan
 from calibration.weights import module_layers, module_weights
 from calibration.wiring import (
     Params,
@@ -31,6 +32,7 @@ from runtime import Pipeline
 from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:
+    from calibration.plan.apply import Applied
     from runtime.measure import MemoryBackend, Request, WarmupRecorder
     from runtime.measure.diffusers_hooks import DiffusersPipeline
 
@@ -38,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def _weights_fit(offload: Offload, capacity: int | None) -> Iterator[None]:
+def _weights_fit(offload: Placing, capacity: int | None) -> Iterator[None]:
     """Weights that do not fit the calibration's cap as placed: the user's choice to change."""
     import torch
 
@@ -86,7 +88,7 @@ class Session:
         call_kwargs: CallKwargs | None = None,
         fresh_scheduler: bool = True,
         backend: MemoryBackend | None = None,
-        offload: Offload | None = None,
+        offload: Placing | None = None,
         capacity: int | None = None,
     ) -> None:
         from runtime.measure.diffusers_hooks import pipeline_modules
@@ -104,11 +106,19 @@ class Session:
         self.layer_bytes = module_layers(modules, self.facts.layerwise)
         if offload is None:  # none named: the one in force (``calibrating_under``)
             offload, capacity = placement_in_force()
-        self.offload = chosen(offload, sum(self.weights.values()), capacity)
+        placing = chosen(offload, sum(self.weights.values()), capacity)
+        # a saved plan: ``Offload.PLAN``, the plan kept beside it (the records name both)
+        self.saved_plan = placing if isinstance(placing, SavedPlan) else None
+        self.offload = Offload.PLAN if isinstance(placing, SavedPlan) else placing
         self.capacity = capacity
-        backend = placed(pipe, self.offload, self.device, capacity, backend)
-        with _weights_fit(self.offload, capacity):
-            self.recorder = self._recorder(backend, clock)
+        backend, applied = placed(pipe, placing, self.device, capacity, backend)
+        self.applied: Applied | None = applied  # a saved plan's hooks, undone by ``release``
+        try:
+            with _weights_fit(placing, capacity):
+                self.recorder = self._recorder(backend, clock)
+        except BaseException:
+            self._undo_quietly()  # the pipeline as it was: no plan left half in force
+            raise
 
     def _recorder(self, backend: MemoryBackend, clock: str | Callable[[], float]) -> WarmupRecorder:
         """The recorder wired from the formulas' facts (it counts the weights placed now)."""
@@ -133,14 +143,40 @@ class Session:
         peak too (everything counts as on the device, as before any cap)."""
         return self.capacity is not None and self.recorder.reads.residency is not None
 
+    def release(self) -> None:
+        """The calibration's placement off the pipeline: diffusers' offloading hooks removed, a
+        saved plan undone (every module back where it was; ``UndoError`` when one cannot be)."""
+        from runtime.measure.diffusers_hooks import pipeline_modules
+
+        if self.applied is not None:
+            self.applied.undo()
+            self.applied = None
+        else:
+            release(self.pipe, self.offload, pipeline_modules(self.pipe))
+        self.offload = Offload.NONE
+
+    def _undo_quietly(self) -> None:
+        """A saved plan undone while an error propagates (that error is the one to report)."""
+        with contextlib.suppress(CalibrationError):
+            if self.applied is not None:
+                self.applied.undo()
+        self.applied = None
+
+    @contextlib.contextmanager
+    def placement(self) -> Iterator[Session]:
+        """The session, its placement released when the block ends (quietly when it raised)."""
+        try:
+            yield self
+        except BaseException:
+            self._undo_quietly()
+            raise
+        self.release()
+
     def hand_over(self, plan: PlacedPlan) -> None:
         """Before ``plan`` is applied: the calibration's offloading off the pipeline, and on a
         capped CPU device the residency counts what the plan keeps there (its resident
         components; the others whole while loaded, as the plan's hooks onload them)."""
-        from runtime.measure.diffusers_hooks import pipeline_modules
-
-        release(self.pipe, self.offload, pipeline_modules(self.pipe))
-        self.offload = Offload.NONE
+        self.release()
         residency = self.recorder.reads.residency
         if residency is not None:  # uncapped: every weight counts, as before any placement
             moved = (p.component for p in plan.placements if p.kind is not PlacementKind.RESIDENT)

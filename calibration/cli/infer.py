@@ -14,7 +14,8 @@ import click
 
 from artifact.limits import MAX_REQUEST_SECONDS
 from artifact.spelling import point_text
-from calibration.cli.options import FiniteRange, offload_options, seed_option, shape_option
+from calibration.cli.offload_option import offload_options
+from calibration.cli.options import FiniteRange, seed_option, shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
 from calibration.infer.deadline import REQUEST_SECONDS
@@ -240,7 +241,7 @@ def infer(
     from calibration.errors import CalibrationError
     from calibration.infer.deadline import request_seconds
     from calibration.infer.run import infer as run_infer
-    from calibration.offload import Offload, calibrating_under
+    from calibration.offload import calibrating_under, placing
 
     _usage(example, factory, skeleton, axes, name)
     check_writable([("-o", output)])  # before minutes of measuring
@@ -255,7 +256,7 @@ def infer(
         with (
             progress() as tick,
             request_seconds(timeout),
-            calibrating_under(Offload(offload), capacity),
+            calibrating_under(placing(offload), capacity),
         ):
             result = run_infer(
                 chosen.build,  # type: ignore[arg-type]

@@ -25,9 +25,9 @@ from artifact.limits import (
     MAX_TIME_TOLERANCE,
     MIN_SEED,
 )
-from artifact.units import parse_size
+from calibration.cli.offload_option import offload_options
 from calibration.examples import EXAMPLES
-from calibration.offload import Offload
+from calibration.offload import placing
 from calibration.probes.time_probe import TIME_TOLERANCE
 from calibration.wiring import Params
 from dslc.cli_support import POINT_METAVAR, REPO_FORMULAS, assignments
@@ -48,19 +48,6 @@ def shape_option(
 ) -> dict[str, int | bool]:
     """`NAME=VALUE[,NAME=VALUE...]`, the option repeatable: as `dslc eval --set` reads them."""
     return assignments(ctx, param, values)
-
-
-def size_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    """A size with its unit (24GiB; 24 alone is refused: 24 bytes is rarely meant), above 0."""
-    if value is None:
-        return None
-    try:
-        size = parse_size(value, unit_required=True)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
-    if size <= 0:
-        raise click.BadParameter("must be > 0", ctx, param)
-    return size
 
 
 class FiniteRange(click.FloatRange):
@@ -257,34 +244,6 @@ def run_options(command: Command) -> Command:
     return offload_options(command)
 
 
-def offload_options(command: Command) -> Command:
-    """How the pipeline sits on the device while it is measured, and the device's cap."""
-    for option in reversed(
-        [
-            click.option(
-                "--calibrate-offload",
-                "offload",
-                type=click.Choice([o.value for o in Offload]),
-                default=Offload.AUTO.value,
-                show_default=True,
-                help="How the pipeline sits on the device while calibrating: none (all of it), "
-                "model (diffusers' model CPU offload), group (block-level group offloading); "
-                "auto: model when the weights exceed --device-capacity, else none.",
-            ),
-            click.option(
-                "--device-capacity",
-                "capacity",
-                callback=size_option,
-                metavar="SIZE",
-                help="Cap the device while calibrating (24GiB): a larger allocation raises "
-                "out-of-memory, on CUDA and on the CPU alike [default: the whole device].",
-            ),
-        ]
-    ):
-        command = option(command)
-    return command
-
-
 @frozen
 class Choice:
     """Which pipeline: a built-in example, or a factory (``--pipeline``) with its formulas."""
@@ -315,7 +274,7 @@ class RunSettings:
     threads: int = 1
     time_tolerance: float = TIME_TOLERANCE
     no_time_probe: bool = False
-    offload: str = "auto"  # --calibrate-offload (``calibration.offload.Offload``)
+    offload: str = "auto"  # --calibrate-offload, as given (``calibration.offload.placing``)
     capacity: int | None = None  # --device-capacity
 
 
@@ -361,6 +320,7 @@ def run_calibration(
     from calibration.errors import CalibrationError
     from calibration.run import calibrate_pipeline, load_pipeline
 
+    offload = placing(settings.offload)  # a plan file read before anything is built
     formulas_path = choice.formulas_path
     if choice.factory is not None:
         if choice.name is None:
@@ -397,7 +357,7 @@ def run_calibration(
             label=label,
             formula_path=str(formulas_path),
             time_tolerance=None if settings.no_time_probe else settings.time_tolerance,
-            offload=Offload(settings.offload),
+            offload=offload,
             capacity=settings.capacity,
         )
     except SystemExit as exc:  # the pipeline's call ran sys.exit: its failure, never exit 0

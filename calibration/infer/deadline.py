@@ -36,6 +36,7 @@ BOOKKEEPING = (
     "calibration.infer.measure",
     "calibration.infer.deadline",
     "calibration.offload",
+    "calibration.plan.apply",  # a saved plan's hooks (--calibrate-offload plan:FILE)
     "calibration.calls",
     "calibration.wiring",
     "calibration.host",

@@ -65,10 +65,11 @@ def lifecycle(
 ) -> Outcome:
     """Build the pipeline on ``where`` (auto, cpu, cuda:N) and run the lifecycle in ``mode``."""
     from calibration.host import quiet_libraries, resolve_device, torch_threads
-    from calibration.offload import Offload
+    from calibration.offload import placing
     from calibration.run import shapes as full_shapes
     from calibration.session import Session
 
+    offload = placing(settings.offload)  # a plan file read before anything is built
     built = _built(choice, shapes)
     target, probe, warmup = full_shapes(
         built.formulas,
@@ -86,7 +87,7 @@ def lifecycle(
             seed=settings.seed,
             clock=settings.clock,
             call_kwargs=built.call_kwargs,
-            offload=Offload(settings.offload),
+            offload=offload,
             capacity=settings.capacity,
         )
         return run_lifecycle(

@@ -1,6 +1,7 @@
 """A saved calibration checked before the planner reads it: the strict JSON reader (no repeated
 key, bounded digits and size, no FIFO or device), then its schema (types, version, bounds), then
-every component a phase or a layer use names known. Every refusal names the place.
+every component a phase or a layer use names known. Every refusal names the place. A saved plan
+(``calibration.plan.saved``) is read and checked by the same code against its own schema.
 
 The schema (``calibration/schema/calibration.schema.json``) is checked with the ``jsonschema``
 library rather than by hand: the types and bounds are data beside the document's description, and
@@ -20,6 +21,8 @@ from artifact.spelling import file_value, passed_value
 from artifact.strict_json import read_regular, strict_loads
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "calibration.schema.json"
+#: What the version check names a calibration document by (``first_violation``'s ``reads``).
+CALIBRATION_READS = "a `dslc calibrate --json` document"
 MAX_DOCUMENT_BYTES = 16 << 20  # a calibration document is a few KiB; refuse anything absurd
 DOCUMENT_VERSION = 1  # the version `dslc calibrate` writes (calibration.report.DOCUMENT_VERSION)
 
@@ -28,8 +31,9 @@ class DocumentError(ValueError):
     """Why a calibration document is refused (the caller adds which document)."""
 
 
-def read_document(path: str | Path) -> Mapping[str, Any]:
-    """A calibration file's JSON object, read strictly (``DocumentError`` naming the file)."""
+def read_document(path: str | Path, what: str = "a calibration document") -> Mapping[str, Any]:
+    """A calibration file's JSON object (or ``what`` else), read strictly (``DocumentError``
+    naming the file)."""
     try:
         data = read_regular(path, MAX_DOCUMENT_BYTES)
     except NotARegularFileError as exc:
@@ -37,9 +41,7 @@ def read_document(path: str | Path) -> Mapping[str, Any]:
     except OSError as exc:
         raise DocumentError(f"{path}: {exc.strerror or exc}") from None
     if len(data) > MAX_DOCUMENT_BYTES:
-        raise DocumentError(
-            f"{path}: over {MAX_DOCUMENT_BYTES:,} bytes; a calibration document is a few KiB"
-        )
+        raise DocumentError(f"{path}: over {MAX_DOCUMENT_BYTES:,} bytes; {what} is a few KiB")
     try:
         doc = strict_loads(data)
     except RecursionError:
@@ -47,24 +49,30 @@ def read_document(path: str | Path) -> Mapping[str, Any]:
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the int digit limit, hooks
         raise DocumentError(f"{path}: not JSON: {exc}") from None
     if not isinstance(doc, Mapping):
-        raise DocumentError(f"{path}: a calibration document is a JSON object")
+        raise DocumentError(f"{path}: {what} is a JSON object")
     return doc
 
 
 @cache
-def _validator() -> Any:  # a jsonschema validator (jsonschema ships no type for it we can name)
+def _validator(schema_path: Path) -> Any:  # jsonschema ships no type for it we can name
     from jsonschema import Draft202012Validator
 
-    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
 
 
+def first_violation(doc: Mapping[str, Any], schema_path: Path, reads: str) -> None:
+    """The first violation of the schema at ``schema_path``, as a ``DocumentError`` naming the
+    place (a version it does not have: ``reads`` says which document this reader reads)."""
+    error = next(iter(_validator(schema_path).iter_errors(doc)), None)
+    if error is not None:
+        raise DocumentError(_message(error, reads))
+
+
 def check_document(doc: Mapping[str, Any]) -> None:
     """The schema's first violation, then an unknown component, as a ``DocumentError``."""
-    error = next(iter(_validator().iter_errors(doc)), None)
-    if error is not None:
-        raise DocumentError(_message(error))
+    first_violation(doc, SCHEMA, CALIBRATION_READS)
     known = doc["component_weight_bytes"]
     for i, phase in enumerate(doc["phases"]):
         for j, name in enumerate(phase.get("active_components", ())):
@@ -95,7 +103,7 @@ def _place(error: Any) -> str:
     return out or "the document"
 
 
-def _message(error: Any) -> str:
+def _message(error: Any, reads: str) -> str:
     """One line for the first schema violation, every value bounded (``file_value``)."""
     place, value = _place(error), error.instance
     kind, limit = error.validator, error.validator_value
@@ -103,23 +111,29 @@ def _message(error: Any) -> str:
         missing = next((k for k in limit if isinstance(value, dict) and k not in value), "?")
         return f"{'' if place == 'the document' else place + ': '}missing key {missing!r}"
     if kind == "const":
-        return (
-            f"version {file_value(value)} is not supported (this planner reads version "
-            f"{DOCUMENT_VERSION}: a `dslc calibrate --json` document)"
-        )
+        return f"version {file_value(value)} is not supported (only version {limit} is: {reads})"
+    if kind == "enum":
+        return f"{place}: {file_value(value)} is not one of {', '.join(map(repr, limit))}"
     if kind == "type":
         wanted = " or ".join([limit] if isinstance(limit, str) else limit)
         return f"{place}: expected {wanted}, got {_kind(value)} {file_value(value)}"
-    if kind in ("minimum", "maximum"):
-        bound = error.schema.get("maximum")
-        return f"{place}: must be an int >= 0 and <= 2**{int(bound).bit_length() - 1}, got " + (
-            passed_value(value)
-        )
+    if kind in ("minimum", "maximum", "exclusiveMinimum"):
+        return f"{place}: {_range(error.schema)}, got {passed_value(value)}"
     if kind in ("maxItems", "maxProperties"):
         return f"{place}: {len(value):,} items; at most {limit:,}"
     if kind == "maxLength":
         return f"{place}: a string of {len(value):,} characters; at most {limit:,}"
     return f"{place}: fails the schema's {kind!r} ({file_value(limit)})"
+
+
+def _range(schema: Mapping[str, Any]) -> str:
+    """``must be an int >= 0 and <= 2**64``: the bounds a number breaks, as the schema has them."""
+    high = schema.get("maximum")
+    if schema.get("minimum") == 0 and isinstance(high, int) and high & (high - 1) == 0:
+        return f"must be an int >= 0 and <= 2**{high.bit_length() - 1}"
+    low = (">", schema["exclusiveMinimum"]) if "exclusiveMinimum" in schema else None
+    low = low or (">=", schema.get("minimum"))
+    return f"must be a number {low[0]} {low[1]} and <= {high}"
 
 
 def _kind(value: object) -> str:

@@ -1,0 +1,191 @@
+"""A saved plan read back: the ``dslc plan --json`` document as the placement a calibration runs
+under (``--calibrate-offload plan:FILE``; docs/measurement.md, "Calibrating under offload").
+
+The file is untrusted. It is read as a saved calibration is (``document_check``: a regular file,
+at most ``MAX_DOCUMENT_BYTES``, strict JSON: no repeated key, no NaN), checked against
+``calibration/schema/plan.schema.json`` (types, bounds, the placements' spellings), then against
+itself (each component once, layer indices within its layers, a feasible plan), and against the
+pipeline when it is applied (``check_pipeline``: every component of the pipeline, no other, the
+same layer counts). Every refusal is a ``PlanFileError`` naming the file, the place in it and the
+fix. What ``calibration.plan.apply`` uses is read: the placements (each field the document has),
+the device and the totals; the phases and times the plan predicted are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from attrs import frozen
+
+from artifact.spelling import file_value
+from calibration.plan.document_check import (
+    SCHEMA,
+    DocumentError,
+    first_violation,
+    read_document,
+)
+from calibration.plan.model import Device, Placement, PlacementKind, Plan, PlanInputError
+from calibration.plan.report import placement_text
+
+PLAN_SCHEMA = SCHEMA.parent / "plan.schema.json"
+#: What every refusal ends with: where a good file comes from.
+FIX = "--calibrate-offload plan:FILE reads what `dslc plan --json` writes (docs/planning.md)"
+_SHOWN = 8  # component names a message lists
+
+
+class PlanFileError(PlanInputError):
+    """A saved plan refused: the message names the file, the place in it and what to give."""
+
+
+@frozen
+class SavedPlan:
+    """A plan read from a file: the placement to calibrate under, and the file it came from."""
+
+    path: str
+    plan: Plan
+
+    def __str__(self) -> str:
+        return f"plan:{self.path}"
+
+    def placement(self) -> dict[str, str]:
+        """Each component's placement as `dslc plan` prints it (``layerwise 1/2``)."""
+        return {
+            p.component: placement_text(p.kind, len(p.resident_layers), p.layers)
+            for p in self.plan.placements
+        }
+
+
+def read_plan(path: str | Path) -> SavedPlan:
+    """The plan in ``path`` (a ``dslc plan --json`` document), checked; ``PlanFileError``."""
+    try:
+        doc = read_document(path, "a plan document")
+    except DocumentError as exc:  # its message names the file already
+        raise PlanFileError(f"plan file {exc}; {FIX}") from None
+    try:
+        _check(doc)
+        return SavedPlan(str(path), _plan(doc))
+    except (DocumentError, PlanInputError) as exc:
+        raise PlanFileError(f"plan file {path}: {exc}; {FIX}") from None
+    except (TypeError, ValueError) as exc:  # a value attrs refuses that the schema let through
+        raise PlanFileError(f"plan file {path}: {type(exc).__name__}: {exc}; {FIX}") from None
+
+
+def _check(doc: Mapping[str, Any]) -> None:
+    """The schema, then what it cannot say: a feasible plan, each component once, its layers."""
+    if "ranks" in doc and "components" not in doc:
+        raise DocumentError(
+            "a document of several ranks' plans (`dslc plan` with several --device-memory); "
+            "save the one rank's plan to calibrate under (its `ranks[N]`)"
+        )
+    first_violation(doc, PLAN_SCHEMA, "a `dslc plan --json` document")
+    if not doc["feasible"]:
+        raise DocumentError(
+            f"feasible: false: the plan places nothing ({file_value(doc['reason'])}); plan for a "
+            "larger --device-memory, or calibrate under --calibrate-offload model or group"
+        )
+    seen: dict[str, int] = {}
+    for i, c in enumerate(doc["components"]):
+        if c["name"] in seen:
+            raise DocumentError(
+                f"components[{i}].name: {file_value(c['name'])} again (components"
+                f"[{seen[c['name']]}]); each component is placed once"
+            )
+        seen[c["name"]] = i
+        _check_layers(c, f"components[{i}]")
+
+
+def _check_layers(c: Mapping[str, Any], place: str) -> None:
+    """Layer indices within the layers, ascending; kept layers only for a layerwise placement."""
+    kept, layers = c["resident_layers"], c["layers"]
+    if c["placement"] != PlacementKind.LAYERWISE and kept:
+        raise DocumentError(
+            f"{place}.resident_layers: {len(kept):,} layer(s) for a {c['placement']} component; "
+            "only a layerwise one keeps some layers"
+        )
+    for j, index in enumerate(kept):
+        if index >= layers or (j and index <= kept[j - 1]):
+            raise DocumentError(
+                f"{place}.resident_layers[{j}]: {index} is not a layer index after the one "
+                f"before it (the component has {layers} layers: 0 to {layers - 1}, ascending)"
+            )
+
+
+def _plan(doc: Mapping[str, Any]) -> Plan:
+    """The checked document as a ``Plan``: its placements, device and totals (no phases)."""
+    d = doc["device"]
+    device = Device(
+        capacity_bytes=d["capacity_bytes"],
+        reserve_bytes=d.get("reserve_bytes"),
+        pin_budget_bytes=d.get("pin_budget_bytes"),
+        **{k: float(d[k]) for k in ("bandwidth_bytes_per_s", "pageable_factor") if k in d},
+    )
+    placements = tuple(_placement(c) for c in doc["components"])
+    return Plan(
+        feasible=True,
+        reason=doc["reason"],
+        placements=placements,
+        phases=(),
+        transfer_bytes=doc.get("transfer_bytes", sum(p.transfer_bytes for p in placements)),
+        transfer_s=float(doc.get("transfer_s", sum(p.transfer_s for p in placements))),
+        device=device,
+        pinned_bytes=doc.get("pinned_bytes", sum(p.pinned_bytes for p in placements)),
+    )
+
+
+def _placement(c: Mapping[str, Any]) -> Placement:
+    """One component's placement, each field the document gives (absent: 0, or None)."""
+    pageable = c.get("pageable_bytes", 0)
+    return Placement(
+        component=c["name"],
+        kind=PlacementKind(c["placement"]),
+        resident_layers=tuple(c["resident_layers"]),
+        layers=c["layers"],
+        device_bytes=c.get("device_bytes", 0),
+        onload_bytes=c.get("onload_bytes", 0),
+        pinned_bytes=c.get("pinned_bytes", 0),
+        transfer_bytes=c.get("transfer_bytes", 0),
+        transfer_s=float(c.get("transfer_s", 0.0)),
+        binding_phase=c.get("binding_phase"),
+        missing_bytes=c.get("missing_bytes", 0),
+        pageable_bytes=pageable,
+        pageable=pageable > 0,
+    )
+
+
+def check_pipeline(saved: SavedPlan, layers: Mapping[str, int]) -> None:
+    """The plan places every component of the pipeline (``layers``: each one's repeated layers),
+    no other, a layerwise one with those layers (``PlanFileError`` naming the file and place)."""
+    has = _names(layers)
+    placed = {p.component for p in saved.plan.placements}
+    for i, p in enumerate(saved.plan.placements):
+        if p.component not in layers:
+            _refuse(
+                saved,
+                f"components[{i}].name: the pipeline has no component "
+                f"{file_value(p.component)} (it has {has})",
+            )
+        count = layers[p.component]
+        if p.kind == PlacementKind.LAYERWISE and count != p.layers:
+            _refuse(
+                saved,
+                f"components[{i}].layers: {p.layers}, but the pipeline's "
+                f"{p.component} has {count} repeated layers",
+            )
+    missing = [n for n in layers if n not in placed]
+    if missing:
+        _refuse(saved, f"components: no placement for {_names(missing)} (the pipeline has {has})")
+
+
+def _refuse(saved: SavedPlan, what: str) -> NoReturn:
+    raise PlanFileError(
+        f"plan file {saved.path}: {what}: a plan of another pipeline; save one of this pipeline "
+        "with `dslc plan ... --json` and calibrate under it"
+    )
+
+
+def _names(names: Mapping[str, object] | list[str]) -> str:
+    shown = [file_value(n) for n in list(names)[:_SHOWN]]
+    more = f" and {len(names) - _SHOWN:,} more" if len(names) > _SHOWN else ""
+    return (", ".join(shown) or "none") + more

@@ -1,0 +1,207 @@
+"""`calibration.plan.saved`: a `dslc plan --json` document read back to the plan it says, and every
+hostile file refused as a `PlanFileError` naming the file, the place in it and the fix."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from calibration.errors import CalibrationError
+from calibration.offload import Offload, placing
+from calibration.plan import Component, Device, Phase, Target, solve
+from calibration.plan.document_check import MAX_DOCUMENT_BYTES
+from calibration.plan.report import document
+from calibration.plan.saved import FIX, PlanFileError, SavedPlan, read_plan
+from tests.calibration.plan.test_properties import problems
+
+COMPONENTS = [
+    Component("text_encoder", 900),
+    Component("transformer", 1000, (200, 200, 200, 200), ("b.0", "b.1", "b.2", "b.3")),
+    Component("vae", 100),
+]
+TARGET = Target(
+    "t",
+    [
+        Phase("text", 50, ["text_encoder"]),
+        Phase("denoise", 100, ["transformer"]),
+        Phase("decode", 300, ["vae"]),
+    ],
+    layer_uses={"transformer": (2, 2, 2, 2)},
+)
+
+
+def _plan(capacity: int):
+    plan = solve(COMPONENTS, [TARGET], Device(capacity, reserve_bytes=0))
+    assert plan.feasible, plan.reason
+    return plan
+
+
+def _written(tmp_path: Path, doc: object, name: str = "plan.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _placements(plan) -> list[tuple[str, str, int, tuple[int, ...]]]:
+    return [(p.component, p.kind.value, p.layers, p.resident_layers) for p in plan.placements]
+
+
+@pytest.mark.parametrize("capacity", [2500, 1900, 1500, 1200, 1100])
+def test_a_real_plan_comes_back_as_it_was_written(tmp_path, capacity):
+    plan = _plan(capacity)
+    saved = read_plan(_written(tmp_path, document(plan, COMPONENTS)))
+    assert saved.plan.placements == plan.placements
+    assert document(saved.plan)["components"] == document(plan)["components"]
+    assert (saved.plan.transfer_bytes, saved.plan.pinned_bytes) == (
+        plan.transfer_bytes,
+        plan.pinned_bytes,
+    )
+    assert saved.plan.device.usable_bytes == plan.device.usable_bytes
+    assert str(saved) == f"plan:{tmp_path / 'plan.json'}"
+
+
+def test_the_plans_of_every_kind_round_trip(tmp_path):
+    kinds = {k for c in (1900, 1200) for _, k, _, _ in _placements(_plan(c))}
+    assert kinds == {"resident", "offloaded", "layerwise"}
+    saved = read_plan(_written(tmp_path, document(_plan(1900), COMPONENTS)))
+    assert saved.placement()["transformer"] == "layerwise 2/4"
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(problems())
+def test_document_then_read_is_the_same_placement(tmp_path, problem):
+    components, targets, device = problem
+    plan = solve(components, targets, device)
+    path = _written(tmp_path, document(plan, components))
+    if not plan.feasible:
+        with pytest.raises(PlanFileError, match="feasible: false"):
+            read_plan(path)
+        return
+    saved = read_plan(path)
+    assert _placements(saved.plan) == _placements(plan)
+    assert document(saved.plan)["components"] == document(plan)["components"]
+
+
+def _doc() -> dict:
+    return copy.deepcopy(document(_plan(1900), COMPONENTS))  # resident and layerwise
+
+
+def _edited(edit) -> dict:
+    doc = _doc()
+    edit(doc)
+    return doc
+
+
+BAD = [
+    (lambda d: d.update(version=2), "version 2 is not supported"),
+    (lambda d: d.pop("components"), "missing key 'components'"),
+    (lambda d: d["components"][0].update(layers="two"), "components[0].layers: expected integer"),
+    (lambda d: d["components"][1].update(placement="sideways"), "components[1].placement: 'sid"),
+    (lambda d: d["components"][1].update(placement="RESIDENT"), "is not one of 'resident'"),
+    (lambda d: d["components"][0].update(name=7), "components[0].name: expected string"),
+    (lambda d: d["components"][2].update(resident_layers=[0]), "components[2].resident_layers:"),
+    (lambda d: d["components"][1].update(layers=-1), "components[1].layers: must be a number >="),
+    (lambda d: d["components"][0].update(device_bytes=2**70), "components[0].device_bytes: mus"),
+    (lambda d: d.update(feasible="yes"), "feasible: expected boolean"),
+    (lambda d: d.update(feasible=False), "feasible: false"),
+    (lambda d: d["device"].update(bandwidth_bytes_per_s=0), "device.bandwidth_bytes_per_s: must"),
+    (lambda d: d["device"].update(pageable_factor=0.5), "device.pageable_factor: must be"),
+    (lambda d: d.update(components=d["components"] * 2), "again (components[0])"),
+    (lambda d: d.update(components={}), "components: expected array, got object"),
+]
+
+
+@pytest.mark.parametrize(("edit", "message"), BAD)
+def test_a_wrong_document_names_the_file_and_the_place(tmp_path, edit, message):
+    path = _written(tmp_path, _edited(edit))
+    with pytest.raises(PlanFileError) as caught:
+        read_plan(path)
+    text = str(caught.value)
+    assert text.startswith(f"plan file {path}"), text
+    assert message in text and text.endswith(FIX), text
+    assert isinstance(caught.value, CalibrationError) and isinstance(caught.value, ValueError)
+
+
+def test_layer_indices_out_of_range_or_out_of_order(tmp_path):
+    doc = _doc()
+    layered = next(i for i, c in enumerate(doc["components"]) if c["placement"] == "layerwise")
+    for kept in ([9], [1, 1], [2, 0]):
+        doc["components"][layered]["resident_layers"] = kept
+        with pytest.raises(PlanFileError, match=rf"components\[{layered}\]\.resident_layers\["):
+            read_plan(_written(tmp_path, doc))
+
+
+HOSTILE = [
+    ("not JSON", b"{nope", "not JSON"),
+    ("a repeated key", b'{"version": 1, "version": 1}', "duplicate key 'version'"),
+    ("NaN", b'{"version": 1, "transfer_s": NaN}', "NaN is not valid JSON"),
+    ("Infinity", b'{"version": 1, "transfer_s": -Infinity}', "-Infinity is not valid JSON"),
+    ("a list", b"[1, 2]", "a plan document is a JSON object"),
+    ("not UTF-8", b'{"version": "\xff"}', "not JSON"),
+    ("deeply nested", b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+    ("huge digits", b'{"version": 1' + b"0" * 5000 + b"}", "not JSON"),
+]
+
+
+@pytest.mark.parametrize(("what", "data", "message"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_a_file_that_is_not_a_plan_document(tmp_path, what, data, message):
+    path = tmp_path / "plan.json"
+    path.write_bytes(data)
+    with pytest.raises(PlanFileError, match=f"^plan file {path}: .*{message}"):
+        read_plan(path)
+
+
+def test_a_file_too_large_is_refused_before_it_is_parsed(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_bytes(b'{"version": 1, "pad": "' + b"x" * MAX_DOCUMENT_BYTES + b'"}')
+    with pytest.raises(PlanFileError, match=r"over 16,777,216 bytes; a plan document is a few KiB"):
+        read_plan(path)
+
+
+def test_missing_files_directories_and_fifos(tmp_path):
+    with pytest.raises(PlanFileError, match=f"^plan file {tmp_path}/nope.json: No such file"):
+        read_plan(tmp_path / "nope.json")
+    with pytest.raises(PlanFileError, match="is a directory, not a regular file"):
+        read_plan(tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(PlanFileError, match="not a regular file"):  # refused without blocking
+        read_plan(fifo)
+
+
+def test_a_ranks_document_says_to_save_one_rank(tmp_path):
+    path = _written(tmp_path, {"version": 1, "agreement": "common", "ranks": [_doc(), _doc()]})
+    with pytest.raises(PlanFileError, match=r"several ranks' plans .*its `ranks\[N\]`"):
+        read_plan(path)
+
+
+def test_a_hand_written_plan_needs_only_what_apply_uses(tmp_path):
+    doc = {
+        "version": 1,
+        "feasible": True,
+        "reason": "fits",
+        "device": {"capacity_bytes": 1 << 20},
+        "components": [
+            {"name": "vae", "placement": "resident", "layers": 0, "resident_layers": []},
+            {"name": "transformer", "placement": "layerwise", "layers": 2, "resident_layers": [1]},
+        ],
+    }
+    saved = read_plan(_written(tmp_path, doc))
+    assert saved.placement() == {"vae": "resident", "transformer": "layerwise 1/2"}
+    assert saved.plan.placement("transformer").resident_layers == (1,)
+
+
+def test_placing_reads_plan_files_and_names_the_rest(tmp_path):
+    path = _written(tmp_path, _doc())
+    assert placing("model") is Offload.MODEL and placing("auto") is Offload.AUTO
+    saved = placing(f"plan:{path}")
+    assert isinstance(saved, SavedPlan) and saved.path == str(path)
+    with pytest.raises(PlanFileError, match=f"plan file {tmp_path}/missing.json: No such file"):
+        placing(f"plan:{tmp_path}/missing.json")
