@@ -63,8 +63,9 @@ def main() -> None:
                 samples[name, example].append(measured(*command(tree, example)))
         print(f"round {k + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()};"
-        f" medians of {args.rounds} fresh runs; before = {args.before}"
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}; medians of {args.rounds} fresh runs; "
+        f"before = {args.before}"
     )
     print(f"{'example':<10} {'RSS before':>11} {'RSS after':>10} {'ratio':>6} {'CPU s b/a':>12}")
     worst = 0.0
