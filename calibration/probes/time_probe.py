@@ -7,8 +7,9 @@ differences between small sizes. The estimators say how uncertain the result is
 two sigma of its time exceed ``TIME_TOLERANCE`` of the request's, or when no fit carries it at all:
 one measured size (or sizes along one line) scales it by a ratio, fixed per-call cost included, and
 nothing says how wrong that is. The policy then picks, among sizes between the probe and the target,
-lighter than the target in work and in every growing stage's memory, giving some uncertain stage
-time terms no measured size has (a repeat narrows the noise only), the cheapest one whose
+lighter than the target in work and in every growing stage's memory, nearer the target in some
+uncertain stage's time terms than every measured size (one within them, a repeat or a mirror
+image narrows the noise only, as ``--repeat`` does), the cheapest one whose
 measurement (``repeat`` runs, assumed to land on the current fit) would bring every uncertain stage
 within the tolerance -- or, when none would, the one that narrows them most, if it narrows them by a
 quarter or more. Before running anything: the spread a size would leave is computed from the design
@@ -17,6 +18,7 @@ alone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 
@@ -24,6 +26,7 @@ from calibration.probes.policy import memory_terms, time_terms, work
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate
 from runtime.estimate.fit.kinds import Method
+from runtime.estimate.fit.noise import distance
 from runtime.estimate.fit.points import Point
 from runtime.estimate.fit.time_plane import predicted_spread
 from runtime.estimate.points import Workload
@@ -85,17 +88,29 @@ def covers_memory(
     return False
 
 
-def _new_terms(
-    pipeline: Pipeline, stages: Sequence[str], point: Point, measured: Sequence[Point]
+def _informative(
+    pipeline: Pipeline,
+    stages: Mapping[str, bool],
+    point: Point,
+    measured: Sequence[Point],
+    target: Point,
 ) -> bool:
-    """Whether ``point`` gives some uncertain stage time terms no measured size has: a size that
-    repeats measured terms in every stage only replicates them, narrowing the noise and never the
-    reach to the target, as ``--repeat`` does (a mirror image of a measured area, more steps)."""
-    for stage in stages:
+    """Whether ``point`` tells some uncertain stage more than the noise: a fitted stage's time
+    terms nearer the target than every measured size's (``distance``: the reach its model error
+    grows with), or a scaled stage's (``stages[stage]``, no fit yet) terms no size has. A size
+    within the measured ones, a repeat or a mirror image of a measured area narrows only the
+    noise, as ``--repeat`` does, never the reach to the target."""
+    for stage, scaled in stages.items():
         if pipeline.evaluate(**point)[stage].iterations == 0:
             continue
         terms = time_terms(pipeline, stage, point)
-        if all(time_terms(pipeline, stage, m) != terms for m in measured):
+        known = [time_terms(pipeline, stage, m) for m in measured]
+        if scaled and terms not in known:
+            return True
+        want = time_terms(pipeline, stage, target)
+        if not scaled and distance(terms, want) < min(
+            (distance(k, want) for k in known), default=math.inf
+        ):
             return True
     return False
 
@@ -111,10 +126,9 @@ def time_probe(
 ) -> dict[str, int | bool] | None:
     """The size to measure next for time (see the module docstring), or None."""
     workload = Workload(records, pipeline, target)
-    stages = (
-        *uncertain_stages(result, tolerance),
-        *scaled_stages(pipeline, workload, result, target),
-    )
+    scaled = scaled_stages(pipeline, workload, result, target)
+    stages = (*uncertain_stages(result, tolerance), *scaled)
+    kinds = {stage: stage in scaled for stage in stages}  # True: no fit carries it yet
     total = result.timing.seconds
     if not stages or not total:
         return None
@@ -144,7 +158,7 @@ def time_probe(
         point = dict(candidate)
         if point in measured or not pipeline.is_admissible(**point):
             continue
-        if not _new_terms(pipeline, stages, point, measured):
+        if not _informative(pipeline, kinds, point, measured, target):
             continue
         cost = work(pipeline, point)
         if cost >= ceiling or covers_memory(pipeline, point, target, records):

@@ -172,7 +172,7 @@ NEAR = [  # sizes 10 and 90 of a target at 100: the noise, not the reach, keeps 
 ]
 
 
-def test_a_size_that_repeats_measured_time_terms_is_never_the_probe(toy):
+def test_a_size_no_nearer_the_target_than_a_measured_one_is_never_the_probe(toy):
     result = estimate(NEAR, toy, target=TARGET)
     assert uncertain_stages(result) == ("DenoisingStage",)
     # size 90 at more steps: the same time terms a step as the measured size 90 (only the count
@@ -182,3 +182,5 @@ def test_a_size_that_repeats_measured_time_terms_is_never_the_probe(toy):
     assert time_probe(toy, NEAR, result, TARGET, repeats, repeat=3) is None
     chosen = time_probe(toy, NEAR, result, TARGET, [*repeats, *candidates(95)], repeat=3)
     assert chosen == candidates(95)[0]
+    # nor is a size within the measured ones (89 of 10 .. 90): it too narrows the noise alone
+    assert time_probe(toy, NEAR, result, TARGET, candidates(89), repeat=3) is None
