@@ -3,9 +3,9 @@
 # recorder's overhead with the allocator backend, the planner applied on the device, the serving
 # lifecycle (a plan that must stream, validated; one forced to fail by an injected out-of-memory
 # error, rolled back and re-planned; undo), and `dslc calibrate --device cuda --verify` on two
-# examples (wall clock, allocator statistics), and real architectures at their default workloads
-# (bench/realsize.py: SD 1.5, SDXL, Wan 2.1 1.3B, FLUX.1-dev in bf16; random weights, nothing
-# downloaded).
+# examples (wall clock, allocator statistics) and under a saved plan that streams (`plan:FILE`),
+# and real architectures at their default workloads (bench/realsize.py: SD 1.5, SDXL, Wan 2.1
+# 1.3B, FLUX.1-dev in bf16; random weights, nothing downloaded).
 #
 #     bash bench/gpu.sh            # from the repository root, after the README's setup command
 #     PYTHON=python3 DSLC=dslc bash bench/gpu.sh   # a machine whose own Python has CUDA torch
@@ -28,6 +28,10 @@ run "$py" bench/lifecycle_gpu.py --example flux --device cuda
 run "$dslc" calibrate --example flux --device cuda:0 --verify --repeat 3
 run "$dslc" plan --example flux --device cuda:0 --device-memory cuda:0 --validate
 run "$dslc" calibrate --example wan --device cuda --verify --repeat 3
+saved=$(mktemp --suffix=.json)
+small="--probe steps=1,height=32,width=32 --target steps=2,height=64,width=64"
+run bash -c "\"$dslc\" plan --example flux --device cuda:0 $small --device-memory 1MiB --reserve 0 --json > $saved"
+run "$dslc" calibrate --example flux --device cuda:0 $small --calibrate-offload "plan:$saved" --verify
 run "$py" bench/realsize.py --params
 run "$py" bench/realsize.py --cases sd15-gpu,sdxl-gpu,wan13b-gpu,flux-gpu --quiet
 run "$py" bench/realsize.py --cases sdxl-gpu,flux-gpu --quiet --device-capacity 24GiB
