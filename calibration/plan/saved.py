@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from attrs import frozen
 
+from artifact.limits import MAX_PLAN_COMPONENTS, MAX_PLAN_LAYERS
 from artifact.spelling import file_value
 from calibration.plan.document_check import (
     SCHEMA,
@@ -80,6 +81,11 @@ def _check(doc: Mapping[str, Any]) -> None:
             "save the one rank's plan to calibrate under (its `ranks[N]`)"
         )
     first_violation(doc, PLAN_SCHEMA, "a `dslc plan --json` document")
+    if len(doc["components"]) > MAX_PLAN_COMPONENTS:  # more than the planner ever places
+        raise DocumentError(
+            f"components: {len(doc['components']):,}; a plan places at most "
+            f"{MAX_PLAN_COMPONENTS} (MAX_PLAN_COMPONENTS)"
+        )
     if not doc["feasible"]:
         raise DocumentError(
             f"feasible: false: the plan places nothing ({file_value(doc['reason'])}); plan for a "
@@ -99,6 +105,11 @@ def _check(doc: Mapping[str, Any]) -> None:
 def _check_layers(c: Mapping[str, Any], place: str) -> None:
     """Layer indices within the layers, ascending; kept layers only for a layerwise placement."""
     kept, layers = c["resident_layers"], c["layers"]
+    if layers > MAX_PLAN_LAYERS:  # more than the planner ever streams
+        raise DocumentError(
+            f"{place}.layers: {layers:,}; a plan streams at most {MAX_PLAN_LAYERS:,} layers a "
+            "component (MAX_PLAN_LAYERS)"
+        )
     if c["placement"] != PlacementKind.LAYERWISE and kept:
         raise DocumentError(
             f"{place}.resident_layers: {len(kept):,} layer(s) for a {c['placement']} component; "

@@ -115,6 +115,11 @@ BAD = [
     (lambda d: d["device"].update(pageable_factor=0.5), "device.pageable_factor: must be"),
     (lambda d: d.update(components=d["components"] * 2), "again (components[0])"),
     (lambda d: d.update(components={}), "components: expected array, got object"),
+    (
+        lambda d: d.update(components=[dict(d["components"][0], name=f"c{i}") for i in range(257)]),
+        "components: 257; a plan places at most 256 (MAX_PLAN_COMPONENTS)",
+    ),
+    (lambda d: d["components"][1].update(layers=4097), "components[1].layers: 4,097; a plan"),
 ]
 
 
