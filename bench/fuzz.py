@@ -25,6 +25,11 @@ and paths (a FIFO, `/dev/zero`, a link to `/dev/null`, an unknown figure format)
 exit 3, an escaping exception, over `CASE_SECONDS`, or a rise of the process's peak RSS over
 `CASE_BYTES`.
 
+`--kinds plan` (`calibration.fuzzing_plan`): a real saved plan (`dslc plan --json` of that
+calibration at 1 MiB: resident, offloaded and layerwise components) mutated the same ways, read
+back and matched against its pipeline (only a `PlanFileError` may come out) and given to `dslc
+calibrate --calibrate-offload plan:FILE` (a typed exit, never 3).
+
 `--kinds infer` (`calibration.fuzzing_infer`): `dslc infer` command lines of random skeletons
 (written to a file and mutated as text) or `--axis` texts, bases of declared, unknown or hostile
 values, hostile options and paths, and a factory: most stop where the pipeline would be built
@@ -55,12 +60,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration import fuzzing as cal_fuzzing
-from calibration import fuzzing_infer
+from calibration import fuzzing_infer, fuzzing_plan
 from dslc import bombs, fuzzing
 
 BOMB_EVERY = 10  # one case in ten of each kind is a cost bomb (dslc.bombs) instead of a mutation
 
-KINDS = ("source", "artifact", "calibration", "options", "infer")
+KINDS = ("source", "artifact", "calibration", "options", "infer", "plan")
 DEFAULT_KINDS = "source,artifact"
 CASE_BYTES = 256 << 20  # a case raising the process's peak RSS by more than this is a failure
 CALIBRATION = ROOT / "tests" / "calibration" / "data" / "flux_calibration.json"
@@ -101,6 +106,8 @@ def case(kind: str, seed: int, index: int, texts: list[str], doc: str) -> tuple[
         return _calibration_case(kind, rng, index)
     if kind == "infer":
         return fuzzing_infer.infer_case(rng, index, _sandbox())
+    if kind == "plan":
+        return cal_fuzzing.mutate_document(rng, _seed_plan())
     bomb = index % BOMB_EVERY == BOMB_EVERY - 1
     if kind == "source":
         if bomb:
@@ -114,6 +121,14 @@ def case(kind: str, seed: int, index: int, texts: list[str], doc: str) -> tuple[
 
 
 _SANDBOX: list[cal_fuzzing.Sandbox] = []
+_PLAN: list[dict[str, object]] = []
+
+
+def _seed_plan() -> dict[str, object]:
+    """The real plan the plan kind mutates (calibration.fuzzing_plan.real_plan), made once."""
+    if not _PLAN:
+        _PLAN.append(fuzzing_plan.real_plan(CALIBRATION))
+    return _PLAN[0]
 
 
 def _sandbox() -> cal_fuzzing.Sandbox:
@@ -157,6 +172,16 @@ def check_options(payload: object, mutation: str) -> float:
     return _as_dslc_failure(lambda: cal_fuzzing.run_dslc(payload, "options", mutation))
 
 
+def check_plan(payload: object, mutation: str) -> float:
+    """A mutated plan file read and given to `dslc calibrate --calibrate-offload plan:FILE`."""
+    layers = fuzzing_plan.layers_of(_seed_plan())
+    return _as_dslc_failure(
+        lambda: fuzzing_plan.check_plan_file(
+            str(payload), mutation, _sandbox(), layers, SD_FORMULAS
+        )
+    )
+
+
 def check_infer(payload: object, mutation: str) -> float:
     """`dslc infer ARGS` (fuzzing.Failure on a broken case)."""
     assert isinstance(payload, list)
@@ -179,6 +204,8 @@ def _warm_up(kinds: tuple[str, ...], check: dict[str, Check]) -> None:
     for kind in kinds:
         if kind == "calibration":
             check[kind](real, "warm-up")
+        elif kind == "plan":  # makes the seed plan, imports the planner and the session's
+            check[kind](json.dumps(_seed_plan()), "warm-up")
         elif kind == "infer":  # imports torch and diffusers, runs the toy once
             sandbox = _sandbox()
             skeleton = sandbox.root / "warm.wf"
@@ -340,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         "calibration": check_calibration,
         "options": check_options,
         "infer": check_infer,
+        "plan": check_plan,
     }
     kinds = tuple(k for k in KINDS if k in args.kinds.split(","))
     if not kinds or set(args.kinds.split(",")) - set(KINDS):

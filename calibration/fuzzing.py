@@ -195,9 +195,13 @@ def _grow_list(rng: random.Random, doc: Json) -> Json:
 
 
 def _rename(rng: random.Random, doc: Json) -> Json:
-    """A component renamed in one place only (weights, a phase, a layer use)."""
+    """A component renamed in one place only (weights, a phase, a layer use; a plan's entry)."""
     weights = doc.get("component_weight_bytes") if isinstance(doc, dict) else None
+    placed = doc.get("components") if isinstance(doc, dict) else None
     names = list(weights) if isinstance(weights, dict) else []
+    if not names and isinstance(placed, list):  # a saved plan: its components' names
+        names = [c.get("name") for c in placed if isinstance(c, dict)]
+        names = [n for n in names if isinstance(n, str)]
     if names:
         old, new = rng.choice(names), rng.choice(["ghost", "", "x" * 300, "transformer\x00"])
         text = json.dumps(doc).replace(json.dumps(old), json.dumps(new), 1)

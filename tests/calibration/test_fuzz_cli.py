@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibration import fuzzing
+from calibration import fuzzing, fuzzing_plan
 
 HERE = Path(__file__).resolve().parent
 REAL = json.loads((HERE / "data" / "flux_calibration.json").read_text())  # dslc calibrate --save
@@ -90,3 +90,31 @@ def test_the_unmutated_calibrate_options_stop_where_the_pipeline_is_built(sandbo
     result = CliRunner().invoke(cli, fuzzing.calibrate_options(sandbox, FORMULAS))
     assert result.exit_code == 1, result.output
     assert "it called sys.exit('fuzz: stopped where the pipeline is built" in result.output
+
+
+@pytest.fixture(scope="module")
+def seed_plan():
+    return fuzzing_plan.real_plan(HERE / "data" / "flux_calibration.json")
+
+
+def test_the_seed_plan_has_every_placement_kind_and_is_read_back(sandbox, seed_plan):
+    kinds = {c["placement"] for c in seed_plan["components"]}
+    assert kinds == {"resident", "offloaded", "layerwise"}
+    layers = fuzzing_plan.layers_of(seed_plan)
+    text = json.dumps(seed_plan)
+    fuzzing_plan.check_plan_file(text, "none", sandbox, layers, FORMULAS, seconds=None)
+    from calibration.plan.saved import read_plan
+
+    assert read_plan(sandbox.root / "plan.json").placement()["transformer"] == "layerwise 1/2"
+
+
+@FUZZ
+@given(seed=SEEDS)
+def test_mutated_plan_files_are_read_or_refused(sandbox, seed_plan, seed):
+    mutation, text = fuzzing.mutate_document(random.Random(seed), seed_plan)
+    layers = fuzzing_plan.layers_of(seed_plan)
+    bounded(
+        lambda: fuzzing_plan.check_plan_file(
+            text, mutation, sandbox, layers, FORMULAS, seconds=None
+        )
+    )

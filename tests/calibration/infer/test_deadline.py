@@ -10,6 +10,7 @@ import sys
 import time
 from types import FrameType
 
+import pytest
 from click.testing import CliRunner
 
 from calibration.infer.deadline import RequestTimeout, deadline, in_the_call, request_seconds
@@ -86,3 +87,73 @@ def test_tiny_timeouts_never_leave_a_request_without_its_record():
         )  # fmt: skip
         assert result.exception is None or isinstance(result.exception, SystemExit), result.output
         assert result.exit_code in (0, 1, 5), (timeout, result.output)
+
+
+class Collecting(Sleepy):
+    """A pipeline that collects garbage again and again: a collector callback (``slow_callback``)
+    takes most of its time, so the timer mostly fires there, where Python drops exceptions."""
+
+    own = 0.001  # seconds of the pipeline's own code between two collections
+
+    def __call__(
+        self, num_inference_steps: int = 1, callback_on_step_end: object = None, **kwargs: object
+    ) -> None:
+        import gc
+
+        for _ in range(int(self.seconds / 0.02)):
+            gc.collect()
+            _busy(self.own)
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def slow_callback(phase: str, info: object) -> None:
+    if phase == "start":
+        _busy(0.02)
+
+
+def test_a_timeout_is_never_lost_in_a_garbage_collector_callback(capfd):
+    import gc
+
+    assert not in_the_call(None)
+    pipe = Collecting(4.0)
+    session = _session(pipe)
+    gc.callbacks.append(slow_callback)
+    try:
+        begin = time.monotonic()
+        with request_seconds(0.05), deadline():
+            record = session.run({"steps": 1})
+        took = time.monotonic() - begin
+    finally:
+        gc.callbacks.remove(slow_callback)
+    # before: raised in the callback, printed as "Exception ignored", the request ran its 4 s
+    assert took < 3.0, took
+    assert record.error is not None and record.error.type.endswith(RequestTimeout.__name__)
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped ones
+def test_a_timeout_dropped_anyway_is_raised_again(monkeypatch):
+    """Were a dropping callback not recognised, the timer fires again until one is raised."""
+    import gc
+
+    import calibration.infer.deadline as module
+
+    monkeypatch.setattr(module, "_dropping", lambda frame, callbacks: False)
+    pipe = Collecting(4.0)
+    pipe.own = 0.02  # half the time: a timer sent again lands there soon
+    session = _session(pipe)
+    gc.callbacks.append(slow_callback)
+    try:
+        begin = time.monotonic()
+        with request_seconds(0.05), deadline():
+            record = session.run({"steps": 1})
+        took = time.monotonic() - begin
+    finally:
+        gc.callbacks.remove(slow_callback)
+    assert took < 3.0, took
+    assert record.error is not None and record.error.type.endswith(RequestTimeout.__name__)
