@@ -205,7 +205,12 @@ def _warm_up(kinds: tuple[str, ...], check: dict[str, Check]) -> None:
         if kind == "calibration":
             check[kind](real, "warm-up")
         elif kind == "plan":  # makes the seed plan, imports the planner and the session's
-            check[kind](json.dumps(_seed_plan()), "warm-up")
+            seed = _seed_plan()
+            layers = fuzzing_plan.layers_of(seed)
+            text = json.dumps(seed)
+            fuzzing_plan.check_plan_file(
+                text, "warm-up", _sandbox(), layers, SD_FORMULAS, seconds=None
+            )
         elif kind == "infer":  # imports torch and diffusers, runs the toy once
             sandbox = _sandbox()
             skeleton = sandbox.root / "warm.wf"
