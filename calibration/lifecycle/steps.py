@@ -178,8 +178,13 @@ def apply_and_validate(
     else:
         kinds = dict(placement(plan))
         log.add("apply", "done", f"{len(kinds)} components placed", placement=kinds)
-        local, record = _validated(log, session, applied, plan, target, before, shared)
     try:
+        if applied is None:
+            settings.agreement.max_int(0)  # the ranks' "confirm?" (nothing applied here to run)
+        else:
+            local, record = _validated(
+                log, session, applied, plan, target, before, shared, settings.agreement
+            )
         return _agreed(log, applied, local, record, settings)
     except UndoError:  # the rollback itself failed: the caller stops serving
         raise
@@ -197,17 +202,22 @@ def _validated(
     target: Params,
     before: Baseline,
     shared: bool,
+    agreement: Agreement,
 ) -> tuple[Validation, WarmupRecord]:
     """The request's validation; one judged slower is confirmed on a second request (one slow
     request may be the machine, not the placement) and fails only when that one is slower too,
-    judged on the faster of the two; a second that fails in memory fails as itself."""
+    judged on the faster of the two; a second that fails in memory fails as itself. When any
+    rank confirms, every rank runs the second request (a pipeline split over the ranks runs its
+    requests together), and a rank whose first held keeps it."""
     record = _measure(session, applied, target)
     log.records.append(record)
     local = judge_speed(validate(plan, record, shared_memory=shared), plan, record, before)
-    if local.failure is not Failure.TOO_SLOW:
+    if not agreement.max_int(int(local.failure is Failure.TOO_SLOW)):
         return local, record
     again = _measure(session, applied, target)
     log.records.append(again)
+    if local.failure is not Failure.TOO_SLOW:
+        return local, record
     second = validate(plan, again, shared_memory=shared)
     if not second.holds:
         return judge_speed(second, plan, again, before), again

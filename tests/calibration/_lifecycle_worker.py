@@ -7,10 +7,12 @@ from pathlib import Path
 
 from tests.gloo import gloo_rank
 
-#: Per scenario, each rank's injected faults: (stage, kind, extra bytes, times).
+#: Per scenario, each rank's injected faults: (stage, kind, extra bytes, times); a slow one
+#: spends twice the request's time and spread before the plan (past both of the speed check's).
 SCENARIOS: dict[str, list[list[tuple[str, str, int, int | None]]]] = {
     "oom on rank 1": [[], [("DenoisingStage", "out-of-memory", 0, 1)]],
     "peak on rank 0": [[("DenoisingStage", "peak", 1000, None)], []],
+    "slow once on rank 0": [[("DenoisingStage", "slow", 0, 1)], []],
 }
 
 
@@ -18,16 +20,23 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
     """Run the lifecycle once per scenario with this rank's faults; write what each ended on."""
     with gloo_rank(rank, world, port, 120):
         from calibration.lifecycle.faults import Fault
+        from calibration.lifecycle.steps import baseline
         from runtime.measure.distributed import TorchDistributedAgreement
-        from tests.calibration.lifecycle_setup import lifecycle
+        from tests.calibration.lifecycle_setup import calibration, lifecycle
 
+        before = baseline(calibration())
+        delay = 2 * ((before.previous_s or 0.0) + before.spread_s)
         results = {}
         for name, faults in SCENARIOS.items():
-            mine = [Fault(stage, kind, extra, times) for stage, kind, extra, times in faults[rank]]
+            mine = [
+                Fault(stage, kind, extra, times, delay_s=delay if kind == "slow" else 0.0)
+                for stage, kind, extra, times in faults[rank]
+            ]
             outcome, _ = lifecycle(mine, agreement=TorchDistributedAgreement())
             results[name] = {
                 "placement": dict(outcome.report.placement),
                 "validations": [s.outcome for s in outcome.report.step("validate")],
                 "status": outcome.report.status,
+                "records": len(outcome.records) - len(calibration().records),
             }
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))

@@ -26,3 +26,10 @@ def test_two_ranks_end_on_the_same_most_cautious_placement(tmp_path):
     peak = [r["peak on rank 0"] for r in ranks]
     assert peak[0] == peak[1]
     assert peak[0]["validations"] == ["over-bound", "holds"]
+
+    # rank 0 alone is slow on its validation request: every rank runs the confirming request
+    # (a pipeline split over the ranks runs its requests together), and the placement holds
+    slow = [r["slow once on rank 0"] for r in ranks]
+    assert slow[0] == slow[1]
+    assert slow[0]["validations"] == ["holds"] and slow[0]["status"] == 0
+    assert slow[0]["records"] == 3  # the validation, the one confirming it, the re-warm
