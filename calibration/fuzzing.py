@@ -363,6 +363,8 @@ _OPTIONS = (
     "--reserve",
     "--bandwidth",
     "--pin-budget",
+    "--device-capacity",
+    "--calibrate-offload",
 )
 
 
@@ -372,7 +374,8 @@ def mutate_options(
     """One to three mutations of an option list (its first item, the command, stays)."""
     args = list(options)
     names = []
-    values = [*HOSTILE_OPTION_VALUES, *sandbox.hostile_paths()]
+    paths = sandbox.hostile_paths()
+    values = [*HOSTILE_OPTION_VALUES, *paths, "plan", "plan:", *(f"plan:{p}" for p in paths)]
     for _ in range(rng.choice([1, 1, 2, 3])):
         choice = rng.randrange(6)
         at = rng.randrange(1, len(args)) if len(args) > 1 else 1
