@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 from tests.gloo import gloo_rank
 
 #: Per scenario, each rank's injected faults: (stage, kind, extra bytes, times); a slow one
-#: spends twice the request's time and spread before the plan (past both of the speed check's).
+#: moves the rank's steady clock on by twice the request's time and spread before the plan (past
+#: both of the speed check's), as a request that slow would.
 SCENARIOS: dict[str, list[list[tuple[str, str, int, int | None]]]] = {
     "oom on rank 1": [[], [("DenoisingStage", "out-of-memory", 0, 1)]],
     "peak on rank 0": [[("DenoisingStage", "peak", 1000, None)], []],
@@ -19,20 +21,23 @@ SCENARIOS: dict[str, list[list[tuple[str, str, int, int | None]]]] = {
 def worker(rank: int, world: int, port: int, out_dir: str) -> None:
     """Run the lifecycle once per scenario with this rank's faults; write what each ended on."""
     with gloo_rank(rank, world, port, 120):
-        from calibration.lifecycle.faults import Fault
+        from calibration.lifecycle.faults import CALL, Fault
         from calibration.lifecycle.steps import baseline
         from runtime.measure.distributed import TorchDistributedAgreement
-        from tests.calibration.lifecycle_setup import calibration, lifecycle
+        from tests.calibration.lifecycle_setup import Steady, calibration, lifecycle
 
         before = baseline(calibration())
         delay = 2 * ((before.previous_s or 0.0) + before.spread_s)
         results = {}
         for name, faults in SCENARIOS.items():
+            clock = Steady()
             mine = [
-                Fault(stage, kind, extra, times, delay_s=delay if kind == "slow" else 0.0)
+                Fault(stage, CALL, times=times, action=functools.partial(clock.jump, delay))
+                if kind == "slow"
+                else Fault(stage, kind, extra, times)
                 for stage, kind, extra, times in faults[rank]
             ]
-            outcome, _ = lifecycle(mine, agreement=TorchDistributedAgreement())
+            outcome, _ = lifecycle(mine, agreement=TorchDistributedAgreement(), clock=clock)
             results[name] = {
                 "placement": dict(outcome.report.placement),
                 "validations": [s.outcome for s in outcome.report.step("validate")],

@@ -44,19 +44,51 @@ def points() -> Points:
     return Points(warmup, probe, target)
 
 
-def session(faults: Sequence[Fault] = ()) -> tuple[Session, FaultyBackend]:
-    """A fresh tiny FLUX on the CPU, recorded through the exact CPU backend with ``faults``."""
+class Steady:
+    """A clock that advances one millisecond a reading, whatever runs in between (``jump`` adds
+    more): the tests that are not about speed get the same times under any load, so a loaded
+    machine never makes their validation ``slower``; tests/calibration/lifecycle/test_speed.py
+    reads the real clock (this thread's CPU time)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1e-3
+        return self.now
+
+    def jump(self, seconds: float) -> None:
+        self.now += seconds
+
+
+#: ``clock=REAL``: the recorder's own clock on the CPU (this thread's CPU time).
+REAL = "auto"
+
+
+def session(
+    faults: Sequence[Fault] = (), clock: Callable[[], float] | str | None = None
+) -> tuple[Session, FaultyBackend]:
+    """A fresh tiny FLUX on the CPU, recorded through the exact CPU backend with ``faults``, on
+    ``clock`` (None: a fresh ``Steady``)."""
     backend = FaultyBackend(LiveTensorBackend(), tuple(faults))
     pipe = FLUX.build(0)
-    built = Session(pipe, formulas(), "cpu", call_kwargs=FLUX.call_kwargs, backend=backend)  # type: ignore[arg-type]
+    built = Session(
+        pipe,  # type: ignore[arg-type]
+        formulas(),
+        "cpu",
+        call_kwargs=FLUX.call_kwargs,
+        backend=backend,
+        clock=Steady() if clock is None else clock,
+    )
     backend.watch(built.recorder)
     return built, backend
 
 
 @functools.cache
-def calibration() -> Calibration:
-    """One calibration of the tiny FLUX (a round, no time probe), shared by the tests."""
-    measured, _ = session()
+def calibration(clock: str | None = None) -> Calibration:
+    """One calibration of the tiny FLUX (a round, no time probe), shared by the tests: on a
+    ``Steady`` clock, or (``REAL``) the real one."""
+    measured, _ = session(clock=clock)
     p = points()
     return calibrate_session(
         measured, target=p.target, probe=p.probe, warmup=p.warmup, repeat=1, time_tolerance=None
@@ -70,11 +102,14 @@ def lifecycle(
     device: Device = STREAMING,
     max_replans: int = 2,
     agreement: Agreement = LOCAL,
+    clock: Callable[[], float] | str | None = None,
 ) -> tuple[Outcome, Session]:
-    """The lifecycle on a fresh pipeline with ``faults``, from the shared calibration."""
-    fresh, _ = session(faults)
+    """The lifecycle on a fresh pipeline with ``faults``, from the shared calibration (on the
+    real clock when ``clock`` is ``REAL``, else on a ``Steady`` one)."""
+    fresh, _ = session(faults, clock)
     settings = Settings(device, mode, max_replans=max_replans, agreement=agreement)
-    return run_lifecycle(fresh, points(), settings, calibration=calibration()), fresh
+    cal = calibration(REAL if clock == REAL else None)
+    return run_lifecycle(fresh, points(), settings, calibration=cal), fresh
 
 
 def run_ranks(

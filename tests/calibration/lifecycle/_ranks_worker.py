@@ -46,10 +46,10 @@ def run_rank(rank: int, agreement: object) -> dict[str, object]:
     from calibration.lifecycle.steps import Settings
     from calibration.plan.model import Device
     from calibration.session import Session
-    from tests.calibration.lifecycle_setup import FLUX, formulas, points
+    from tests.calibration.lifecycle_setup import FLUX, Steady, formulas, points
 
     pipe = with_image_encoder() if rank == 1 else FLUX.build(0)
-    session = Session(pipe, formulas(), "cpu", call_kwargs=FLUX.call_kwargs)  # type: ignore[arg-type]
+    session = Session(pipe, formulas(), "cpu", call_kwargs=FLUX.call_kwargs, clock=Steady())  # type: ignore[arg-type]
     settings = Settings(Device(CAPS[rank], reserve_bytes=0), "apply", agreement=agreement)  # type: ignore[arg-type]
     outcome = run_lifecycle(session, points(), settings)
     report = outcome.report

@@ -5,7 +5,8 @@ than 5 %, is rolled back and re-planned.
 The delay is real: a ``slow`` fault (``calibration.lifecycle.faults``) spends its seconds of this
 thread's CPU time in a loop at the first counter read of the denoising stage, where the plan
 streams a transformer block; the recorder's clock on the CPU is this thread's CPU time, so the
-request really measures that much slower (no clock reading is faked).
+request really measures that much slower (no clock reading is faked: these tests run on the real
+clock, the other lifecycle tests on a steady one).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from calibration.lifecycle.faults import SLOW, Fault
 from calibration.lifecycle.model import OK, Failure
 from calibration.lifecycle.render import document, lines
 from calibration.lifecycle.steps import baseline
-from tests.calibration.lifecycle_setup import calibration, lifecycle
+from tests.calibration.lifecycle_setup import REAL, calibration, lifecycle
 
 pytest.importorskip("accelerate")
 
@@ -26,11 +27,11 @@ def _validations(outcome):
 
 
 def test_a_slower_placement_is_rolled_back_and_replanned():
-    before = baseline(calibration())
+    before = baseline(calibration(REAL))
     assert before.previous_s is not None
     delay = 2 * (before.previous_s + before.spread_s)  # well past both thresholds
     # slow on the validation request and on the request that confirms it, not after
-    outcome, _ = lifecycle([Fault("DenoisingStage", SLOW, delay_s=delay, times=2)])
+    outcome, _ = lifecycle([Fault("DenoisingStage", SLOW, delay_s=delay, times=2)], clock=REAL)
     report = outcome.report
     assert _validations(outcome) == [Failure.TOO_SLOW.value, "holds"]
     names = [s.name for s in report.steps]
@@ -50,21 +51,21 @@ def test_a_slower_placement_is_rolled_back_and_replanned():
 
 
 def test_one_slow_request_is_confirmed_before_anything_is_rolled_back():
-    before = baseline(calibration())
+    before = baseline(calibration(REAL))
     assert before.previous_s is not None
     delay = 2 * (before.previous_s + before.spread_s)
-    outcome, _ = lifecycle([Fault("DenoisingStage", SLOW, delay_s=delay, times=1)])
+    outcome, _ = lifecycle([Fault("DenoisingStage", SLOW, delay_s=delay, times=1)], clock=REAL)
     assert _validations(outcome) == ["holds"]  # the second request was not slower
     assert not outcome.report.step("rollback") and outcome.report.status == OK
     held = outcome.report.step("validate")[0].data["time"]
     assert held["measured_s"] < delay  # judged on the faster request, the one without the delay
     assert max(r.duration_s for r in outcome.records) >= delay  # the slow one is kept
     # the calibration's requests, the validation, the one confirming it, the re-warm
-    assert len(outcome.records) == len(calibration().records) + 3
+    assert len(outcome.records) == len(calibration(REAL).records) + 3
 
 
 def test_predicted_and_measured_time_are_shown_side_by_side():
-    outcome, _ = lifecycle()
+    outcome, _ = lifecycle(clock=REAL)
     check = outcome.report.step("validate")[0].data["time"]
     assert check["predicted_s"] == outcome.plan.predicted_seconds > 0
     assert check["measured_s"] > 0 and check["previous_s"] > 0
