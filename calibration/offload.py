@@ -56,12 +56,16 @@ Placing = Offload | SavedPlan
 _UNDER: ContextVar[tuple[Placing, int | None]] = ContextVar("under", default=(Offload.AUTO, None))
 
 
+def plan_path(text: str) -> str | None:
+    """The FILE of ``plan:FILE`` (``""`` for ``plan:``), None for any other text."""
+    kind, sep, path = text.partition(":")
+    return path if sep and kind == Offload.PLAN.value else None
+
+
 def placing(text: str) -> Placing:
     """``--calibrate-offload``'s value: ``plan:FILE`` read (``PlanFileError``), else by name."""
-    kind, sep, path = text.partition(":")
-    if sep and kind == Offload.PLAN.value:
-        return read_plan(path)
-    return Offload(text)
+    path = plan_path(text)
+    return Offload(text) if path is None else read_plan(path)
 
 
 @contextlib.contextmanager

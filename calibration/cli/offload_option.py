@@ -16,7 +16,7 @@ import click
 
 from artifact.limits import MAX_TEXT_LENGTH
 from artifact.units import parse_size
-from calibration.offload import Offload
+from calibration.offload import Offload, plan_path
 
 Command = TypeVar("Command", bound=Callable[..., object])
 
@@ -40,11 +40,11 @@ class OffloadType(click.ParamType):
         text = str(value)
         if text in NAMED:
             return text
-        kind, sep, path = text.partition(":")
-        if kind != Offload.PLAN.value:
+        path = plan_path(text)
+        if path is None and text != Offload.PLAN.value:
             shown = text if len(text) <= 48 else text[:45] + "..."
             self.fail(f"{shown!r} is not one of {', '.join(NAMED)}, plan:FILE", param, ctx)
-        if not sep or not path:
+        if not path:
             self.fail(
                 "plan needs the plan's file: plan:FILE (what `dslc plan --json` writes)", param, ctx
             )

@@ -22,6 +22,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 
+from attrs import frozen
+
 from calibration.probes.policy import memory_terms, time_terms, work
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate
@@ -88,29 +90,47 @@ def covers_memory(
     return False
 
 
-def _informative(
+@frozen
+class _Reach:
+    """What an uncertain stage's measured sizes already tell: their time terms, and (for a stage
+    a fit carries) how near the target's the nearest of them is (``distance``, in e-folds)."""
+
+    scaled: bool  # no fit carries the stage yet: any terms no size has are news
+    known: frozenset[tuple[Fraction, ...]]
+    target: tuple[Fraction, ...]
+    nearest: float
+
+
+def _reaches(
     pipeline: Pipeline,
-    stages: Mapping[str, bool],
-    point: Point,
+    stages: Sequence[str],
+    scaled: Sequence[str],
     measured: Sequence[Point],
     target: Point,
-) -> bool:
+) -> dict[str, _Reach]:
+    """Each uncertain stage's ``_Reach``, computed once for every candidate."""
+    out = {}
+    for stage in stages:
+        known = [time_terms(pipeline, stage, m) for m in measured]
+        want = time_terms(pipeline, stage, target)
+        nearest = min((distance(k, want) for k in known), default=math.inf)
+        out[stage] = _Reach(stage in scaled, frozenset(known), want, nearest)
+    return out
+
+
+def _informative(pipeline: Pipeline, reaches: Mapping[str, _Reach], point: Point) -> bool:
     """Whether ``point`` tells some uncertain stage more than the noise: a fitted stage's time
-    terms nearer the target than every measured size's (``distance``: the reach its model error
-    grows with), or a scaled stage's (``stages[stage]``, no fit yet) terms no size has. A size
-    within the measured ones, a repeat or a mirror image of a measured area narrows only the
-    noise, as ``--repeat`` does, never the reach to the target."""
-    for stage, scaled in stages.items():
-        if pipeline.evaluate(**point)[stage].iterations == 0:
+    terms nearer the target than every measured size's (the reach its model error grows with),
+    or a scaled stage's terms no size has. A size within the measured ones, a repeat or a mirror
+    image of a measured area narrows only the noise, as ``--repeat`` does."""
+    values = pipeline.evaluate(**point)
+    for stage, reach in reaches.items():
+        if values[stage].iterations == 0:
             continue
         terms = time_terms(pipeline, stage, point)
-        known = [time_terms(pipeline, stage, m) for m in measured]
-        if scaled and terms not in known:
+        if reach.scaled and terms not in reach.known:
             return True
-        want = time_terms(pipeline, stage, target)
-        if not scaled and distance(terms, want) < min(
-            (distance(k, want) for k in known), default=math.inf
-        ):
+        if not reach.scaled and distance(terms, reach.target) < reach.nearest:
             return True
     return False
 
@@ -128,7 +148,6 @@ def time_probe(
     workload = Workload(records, pipeline, target)
     scaled = scaled_stages(pipeline, workload, result, target)
     stages = (*uncertain_stages(result, tolerance), *scaled)
-    kinds = {stage: stage in scaled for stage in stages}  # True: no fit carries it yet
     total = result.timing.seconds
     if not stages or not total:
         return None
@@ -152,13 +171,14 @@ def time_probe(
         return max(ratios)
 
     measured = [dict(r.params) for r in records]
+    reaches = _reaches(pipeline, stages, scaled, measured, target)
     ceiling = work(pipeline, target)
     scored: list[tuple[float, Fraction, dict[str, int | bool]]] = []
     for candidate in candidates:
         point = dict(candidate)
         if point in measured or not pipeline.is_admissible(**point):
             continue
-        if not _informative(pipeline, kinds, point, measured, target):
+        if not _informative(pipeline, reaches, point):
             continue
         cost = work(pipeline, point)
         if cost >= ceiling or covers_memory(pipeline, point, target, records):

@@ -10,7 +10,6 @@ pipeline does not.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -18,31 +17,20 @@ from click.testing import CliRunner
 from calibration.cli.calibrate import calibrate
 from calibration.cli.plan import plan
 from calibration.verdict import STRICT_FAILED
+from tests.calibration.cli.runs import TOWERS_CAP, TWO_TOWERS
 
 pytest.importorskip("accelerate")
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-CAP = 640 * 1024
-RUN = [
-    "--pipeline",
-    f"{DATA / 'two_tower.py'}:build",
-    "--formulas",
-    str(DATA / "two_tower.wf"),
-    "--repeat",
-    "1",
-    "--no-time-probe",
-    "--device-capacity",
-    "640KiB",
-]
-
 
 def test_calibrates_under_model_offload_and_accounts_for_every_component():
-    result = CliRunner().invoke(calibrate, [*RUN, "--json", "--strict"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        calibrate, [*TWO_TOWERS, "--json", "--strict"], catch_exceptions=False
+    )
     assert result.exit_code == STRICT_FAILED, result.output  # the spare never ran
     doc = json.loads(result.stdout)
     weights = doc["component_weight_bytes"]
-    assert sum(weights.values()) > CAP
-    assert doc["calibrated_under"] == {"offload": "model", "capacity_bytes": CAP}
+    assert sum(weights.values()) > TOWERS_CAP
+    assert doc["calibrated_under"] == {"offload": "model", "capacity_bytes": TOWERS_CAP}
     assert all(r["ok"] for r in doc["records"]), doc["records"]
     phases = {p["label"]: p for p in doc["phases"]}
     text = phases["stage:TextEncodingStage"]
@@ -50,13 +38,13 @@ def test_calibrates_under_model_offload_and_accounts_for_every_component():
     assert text["weights_bytes"] == weights["text_tower"]  # one offloaded component at a time
     denoise = phases["component:denoiser@DenoisingStage"]
     assert denoise["weights_bytes"] == weights["denoiser"]
-    assert all(p["bound_peak_bytes"] <= CAP for p in doc["phases"])
+    assert all(p["bound_peak_bytes"] <= TOWERS_CAP for p in doc["phases"])
     assert doc["unobserved_components"] == ["spare"]
     assert "warning[unobserved-component]: component 'spare'" in result.stderr
 
 
 def test_plans_applies_and_validates_under_the_cap():
-    args = [*RUN, "--device-memory", "640KiB", "--reserve", "0", "--validate"]
+    args = [*TWO_TOWERS, "--device-memory", "640KiB", "--reserve", "0", "--validate"]
     result = CliRunner().invoke(plan, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "text_tower offloaded" in result.output  # never resident: it does not fit beside both
@@ -65,7 +53,7 @@ def test_plans_applies_and_validates_under_the_cap():
 
 
 def test_no_offload_under_a_cap_smaller_than_the_weights_is_a_user_error():
-    args = [*RUN, "--calibrate-offload", "none"]
+    args = [*TWO_TOWERS, "--calibrate-offload", "none"]
     result = CliRunner().invoke(calibrate, args, catch_exceptions=False)
     assert result.exit_code == 1, result.output
     assert "do not fit --device-capacity 655360 bytes" in result.stderr

@@ -11,33 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from dslc.cli import cli
+from tests.calibration.cli.runs import DATA, SMALL_FLUX, TOWERS_CAP, TWO_TOWERS
 
 pytest.importorskip("accelerate")
-
-DATA = Path(__file__).resolve().parents[1] / "data"
-FLUX = [
-    "--example",
-    "flux",
-    "--probe",
-    "steps=1,height=32,width=32",
-    "--target",
-    "steps=2,height=64,width=64",
-    "--repeat",
-    "1",
-    "--no-time-probe",
-]
-TOWERS = [
-    "--pipeline",
-    f"{DATA / 'two_tower.py'}:build",
-    "--formulas",
-    str(DATA / "two_tower.wf"),
-    "--repeat",
-    "1",
-    "--no-time-probe",
-    "--device-capacity",
-    "640KiB",
-]
-CAP = 640 * 1024
 
 
 def _dslc(*args: str):
@@ -57,7 +33,7 @@ def _saved(tmp_path_factory, name: str, *args: str) -> Path:
 def flux_plan(tmp_path_factory) -> Path:
     """The tiny FLUX planned for 1 MiB: the VAE resident, the text encoders offloaded, one of the
     transformer's two blocks streamed."""
-    return _saved(tmp_path_factory, "flux.json", *FLUX, "--device-memory", "1MiB")
+    return _saved(tmp_path_factory, "flux.json", *SMALL_FLUX, "--device-memory", "1MiB")
 
 
 def _calibrated(*args: str) -> dict:
@@ -71,9 +47,9 @@ def _calibrated(*args: str) -> dict:
 def test_calibrates_flux_under_its_saved_plan(flux_plan):
     plan = json.loads(flux_plan.read_text())
     under = _calibrated(
-        *FLUX, "--device-capacity", "1MiB", "--calibrate-offload", f"plan:{flux_plan}"
+        *SMALL_FLUX, "--device-capacity", "1MiB", "--calibrate-offload", f"plan:{flux_plan}"
     )
-    free = _calibrated(*FLUX)  # no cap, no offload: every weight on the device
+    free = _calibrated(*SMALL_FLUX)  # no cap, no offload: every weight on the device
     placement = {c["name"]: c["placement"] for c in plan["components"]}
     assert under["calibrated_under"] == {
         "offload": "plan",
@@ -104,7 +80,7 @@ def test_calibrates_flux_under_its_saved_plan(flux_plan):
 
 def test_plans_again_under_a_saved_plan(flux_plan):
     result = _dslc(
-        "plan", *FLUX, "--device-memory", "1MiB", "--reserve", "0", "--json",
+        "plan", *SMALL_FLUX, "--device-memory", "1MiB", "--reserve", "0", "--json",
         "--calibrate-offload", f"plan:{flux_plan}",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -124,16 +100,16 @@ def test_infer_measures_its_ladder_under_a_saved_plan(flux_plan):
 
 
 def test_a_pipeline_larger_than_the_cap_calibrates_under_its_saved_plan(tmp_path_factory):
-    saved = _saved(tmp_path_factory, "towers.json", *TOWERS, "--device-memory", "640KiB")
-    doc = _calibrated(*TOWERS, "--calibrate-offload", f"plan:{saved}")
+    saved = _saved(tmp_path_factory, "towers.json", *TWO_TOWERS, "--device-memory", "640KiB")
+    doc = _calibrated(*TWO_TOWERS, "--calibrate-offload", f"plan:{saved}")
     weights = doc["component_weight_bytes"]
-    assert sum(weights.values()) > CAP
+    assert sum(weights.values()) > TOWERS_CAP
     assert doc["calibrated_under"]["offload"] == "plan"
     assert doc["calibrated_under"]["placement"]["text_tower"] == "offloaded"
     phases = {p["label"]: p for p in doc["phases"]}
     text = phases["stage:TextEncodingStage"]
-    assert text["weights_bytes"] <= CAP and text["weights_bytes"] >= weights["text_tower"]
-    assert all(p["bound_peak_bytes"] <= CAP for p in doc["phases"])
+    assert text["weights_bytes"] <= TOWERS_CAP and text["weights_bytes"] >= weights["text_tower"]
+    assert all(p["bound_peak_bytes"] <= TOWERS_CAP for p in doc["phases"])
 
 
 def _mutated(source: Path, tmp_path: Path, edit) -> Path:
@@ -174,7 +150,7 @@ HOSTILE = {
 def test_a_bad_plan_file_is_exit_1_naming_the_file(flux_plan, tmp_path, case):
     make, message = HOSTILE[case]
     path = make(tmp_path, flux_plan)
-    result = _dslc("calibrate", *FLUX, "--calibrate-offload", f"plan:{path}")
+    result = _dslc("calibrate", *SMALL_FLUX, "--calibrate-offload", f"plan:{path}")
     assert result.exit_code == 1, result.output
     assert f"error: plan file {path}" in result.stderr and message in result.stderr
     assert "Traceback" not in result.output
@@ -183,8 +159,8 @@ def test_a_bad_plan_file_is_exit_1_naming_the_file(flux_plan, tmp_path, case):
 @pytest.mark.parametrize("command", ["calibrate", "plan", "infer"])
 def test_every_command_reads_the_plan_file_before_it_runs(tmp_path, command):
     args = {
-        "calibrate": FLUX,
-        "plan": [*FLUX, "--device-memory", "1MiB", "--reserve", "0"],
+        "calibrate": SMALL_FLUX,
+        "plan": [*SMALL_FLUX, "--device-memory", "1MiB", "--reserve", "0"],
         "infer": ["--example", "flux", "--params", str(DATA / "skeletons" / "flux.wf")],
     }[command]
     path = _written(tmp_path, b"[]")
@@ -204,6 +180,6 @@ def test_every_command_reads_the_plan_file_before_it_runs(tmp_path, command):
     ],
 )
 def test_the_option_parser(value, status, message):
-    result = _dslc("calibrate", *FLUX, "--calibrate-offload", value)
+    result = _dslc("calibrate", *SMALL_FLUX, "--calibrate-offload", value)
     assert result.exit_code == status, result.output
     assert message in result.output

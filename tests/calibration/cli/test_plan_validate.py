@@ -9,22 +9,11 @@ from click.testing import CliRunner
 
 from calibration.cli.plan import plan
 from calibration.verdict import STRICT_FAILED, VERIFY_FAILED
+from tests.calibration.cli.runs import SMALL_FLUX
 
 pytest.importorskip("accelerate")
 
-RUN = [
-    "--example",
-    "flux",
-    "--probe",
-    "steps=1,height=32,width=32",
-    "--target",
-    "steps=2,height=64,width=64",
-    "--repeat",
-    "1",
-    "--no-time-probe",
-    "--reserve",
-    "0",
-]
+RUN = [*SMALL_FLUX, "--reserve", "0"]
 
 
 def _invoke(*args: str):
