@@ -22,21 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
-from itertools import combinations
 
 from attrs import evolve, frozen
 
 from artifact.spelling import point_text
 from calibration.infer.search import Sample, TermFit, fit_terms
 from calibration.infer.terms import Monomial, Point
-from runtime.estimate.fit import CLOCK_JITTER_S, nonnegative_fit
+from runtime.estimate.fit import CLOCK_JITTER_S, Z, candidate_sets, nonnegative_fit
 
 #: Seconds a per-iteration time may be off whatever its size: the core's clock jitter.
 TIME_JITTER = CLOCK_JITTER_S
 #: The least relative tolerance of a time fit, whatever the base's spread.
 TIME_FLOOR = 0.2
-#: How many times the base's relative spread a size's time may be off.
-SPREAD_FACTOR = 3
+#: How many times the base's relative spread a size's time may be off: the core's one z-score.
+SPREAD_FACTOR = Z
 #: The most terms a set the measured times fit instead gets (the report's alternative).
 MAX_TIME_TERMS = 2
 #: The tolerance in words, for docs/cli.md and the report.
@@ -98,10 +97,8 @@ def tolerance(value: float, spread: float) -> float:
 
 def candidates(memory: Sequence[Monomial], plain: Sequence[Monomial]) -> list[tuple[Monomial, ...]]:
     """The fixed order of preference: the memory's set, then the search's sets, smallest first."""
-    out: list[tuple[Monomial, ...]] = [tuple(memory)]
-    for size in range(MAX_TIME_TERMS + 1):
-        out.extend(combinations(plain, size))
-    return list(dict.fromkeys(out))
+    sets = candidate_sets([plain], 0, MAX_TIME_TERMS)
+    return list(dict.fromkeys([tuple(memory), *sets]))
 
 
 def set_text(terms: Sequence[Monomial]) -> str:

@@ -22,6 +22,7 @@ from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, row
 from runtime.estimate.fit.kinds import Quantity
 from runtime.estimate.fit.points import Point, point_key
+from runtime.estimate.points import time_terms
 
 Terms = tuple[Fraction, ...]
 
@@ -29,11 +30,6 @@ Terms = tuple[Fraction, ...]
 def memory_terms(pipeline: Pipeline, stage: str, params: Point) -> Terms:
     """The stage's memory terms at ``params``."""
     return tuple(Fraction(t) for t in pipeline.memory_terms(stage, **params))
-
-
-def time_terms(pipeline: Pipeline, stage: str, params: Point) -> Terms:
-    """The stage's time terms at ``params`` (one for a plain ``time ~ EXPR``)."""
-    return tuple(Fraction(t) for t in pipeline.time_terms(stage, **params))
 
 
 TermsOf = Callable[[Pipeline, str, Point], Terms]
