@@ -18,7 +18,7 @@ from calibration.probes.time_probe import covers_memory, time_probe
 from calibration.session import Params, Session
 from calibration.settle import Settled, settle
 from runtime import Pipeline
-from runtime.estimate.fit.kinds import FindingKind, Quantity
+from runtime.kinds import FindingKind, Quantity
 from runtime.record import WarmupRecord
 
 Progress = Callable[[int, int, str], None]

@@ -12,7 +12,7 @@ from typing import Any
 from artifact.units import show_bytes, show_seconds
 from calibration.run import Calibration, Comparison
 from calibration.verdict import verdict
-from runtime.estimate.fit.kinds import Method
+from runtime.kinds import Method
 
 DOCUMENT_VERSION = 1
 

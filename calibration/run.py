@@ -40,7 +40,7 @@ from calibration.weights import phase_weights, unobserved
 from calibration.wiring import call_arguments
 from runtime import FormulaError, Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate
-from runtime.estimate.fit.kinds import PhaseKind
+from runtime.kinds import PhaseKind
 from runtime.record import WarmupRecord
 
 

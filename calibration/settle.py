@@ -14,7 +14,7 @@ from calibration.probes.policy import open_stages
 from calibration.session import Params, Session
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate, estimate, estimate_timing
-from runtime.estimate.fit.kinds import FindingKind, MarginSource, Quantity
+from runtime.kinds import FindingKind, MarginSource, Quantity
 from runtime.record import WarmupRecord
 
 MEMORY, TIME = Quantity.MEMORY, Quantity.TIME

@@ -25,6 +25,7 @@ from artifact.atomic import NotARegularFileError, check_regular, write_atomicall
 from artifact.spelling import file_value
 from artifact.strict_json import read_regular, strict_loads
 from runtime.errors import RecordFormatError
+from runtime.kinds import PhaseKind
 
 RECORD_FORMAT = "warmup-records"
 RECORD_VERSION = 1
@@ -165,7 +166,7 @@ class WarmupRecord:
     @property
     def stage_durations(self) -> dict[str, float]:
         """Seconds spent in each stage, in stage order."""
-        return {p.name: p.duration_s for p in self.phases if p.kind == "stage"}
+        return {p.name: p.duration_s for p in self.phases if p.kind == PhaseKind.STAGE}
 
     def iteration_pairs(self) -> dict[str, tuple[int, int]]:
         """``{stage: (measured, target)}`` as the estimators consume it."""

@@ -26,7 +26,7 @@ from calibration.probes.findings import Checked, Finding
 from calibration.probes.residuals import StageFit
 from runtime import Pipeline
 from runtime.estimate import PeakEstimate, PhaseEstimate, WorkloadEstimate
-from runtime.estimate.fit.kinds import FindingKind, MarginSource, Quantity
+from runtime.kinds import FindingKind, MarginSource, Quantity
 
 #: The least padding of a confirmed stage's growing part: a first-draft formula's raw error on
 #: families never seen is within half a percent (bench/README.md); four times that.

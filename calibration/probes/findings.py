@@ -47,7 +47,7 @@ from calibration.probes.policy import memory_terms, work
 from calibration.probes.residuals import SizePoint, StageFit, stage_fit
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, row
-from runtime.estimate.fit.kinds import FindingKind, PhaseKind, Quantity
+from runtime.kinds import FindingKind, PhaseKind, Quantity
 from runtime.estimate.fit.noise import memory_slack
 from runtime.estimate.fit.points import Point
 from runtime.record import WarmupRecord

@@ -20,7 +20,7 @@ from artifact.limits import MAX_PROBE_GROUP
 from calibration.errors import CalibrationLimitError
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, row
-from runtime.estimate.fit.kinds import Quantity
+from runtime.kinds import Quantity
 from runtime.estimate.fit.points import Point, point_key
 from runtime.estimate.points import time_terms
 

@@ -29,7 +29,7 @@ from attrs import frozen
 from calibration.probes.policy import QUANTITIES, work
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
-from runtime.estimate.fit.kinds import PhaseKind, Quantity
+from runtime.kinds import PhaseKind, Quantity
 from runtime.estimate.fit.noise import (
     distance,
     median_error,

@@ -27,7 +27,7 @@ from attrs import frozen
 from calibration.probes.policy import memory_terms, time_terms, work
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate
-from runtime.estimate.fit.kinds import Method
+from runtime.kinds import Method
 from runtime.estimate.fit.noise import distance
 from runtime.estimate.fit.points import Point
 from runtime.estimate.fit.time_plane import predicted_spread

@@ -31,7 +31,7 @@ from attrs import frozen
 
 from artifact.ir import StageValues
 from runtime.estimate.fit.exact import basic_solution, estimable, independent_rows, row
-from runtime.estimate.fit.kinds import Method, PhaseKind
+from runtime.kinds import Method, PhaseKind
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,

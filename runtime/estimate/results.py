@@ -22,9 +22,16 @@ from types import MappingProxyType
 
 from attrs import Factory, field, frozen
 
-from runtime.estimate.fit.kinds import Method
+from runtime.kinds import Method
 
 METHODS = tuple(Method)
+
+
+def as_method(value: str) -> Method:
+    """A method from its text; a text that names none is a ValueError naming them."""
+    if value not in METHODS:
+        raise ValueError(f"unknown method {value!r}; expected one of {METHODS}")
+    return Method(value)
 DEFAULT_MARGIN = 1.2
 
 Measure = int | Fraction
@@ -109,7 +116,7 @@ class PeakEstimate:
     a measurement). ``margin`` is the one in force: 1.0 for a plain measurement and for none.
     """
 
-    method: str
+    method: Method = field(converter=as_method)
     raw_bytes: int | None
     bound_bytes: int | None
     margin: float
@@ -121,8 +128,6 @@ class PeakEstimate:
     target_terms: tuple[Measure, ...] = ()  # the memory measure's terms at the target (2+ terms)
 
     def __attrs_post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}; expected one of {METHODS}")
         if (self.method == Method.NONE) != (self.raw_bytes is None):
             raise ValueError("a figure is None exactly when its method is 'none'")
 
@@ -180,7 +185,7 @@ class StageTime:
     """
 
     stage: str
-    method: str
+    method: Method = field(converter=as_method)
     seconds: float | None
     reason: str
     repeated: bool
@@ -198,7 +203,7 @@ class TimingEstimate:
     measured).
     """
 
-    method: str
+    method: Method = field(converter=as_method)
     seconds: float | None
     reason: str
     stages: tuple[StageTime, ...] = ()
@@ -222,7 +227,7 @@ class LayerUseEstimate:
     stage: str | None
     calls: int
     measured_calls: int
-    method: str  # "measurement" (kept as measured) or "scaled"
+    method: Method = field(converter=as_method)  # MEASUREMENT (kept as measured) or SCALED
     reason: str
     measured_iterations: int | None = None
     target_iterations: int | None = None

@@ -29,7 +29,7 @@ from attrs import frozen
 
 from artifact.ir import StageValues
 from artifact.spelling import point_text
-from runtime.estimate.fit.kinds import Method
+from runtime.kinds import Method
 from runtime.estimate.fit.samples import StageSample, stage_sample
 from runtime.estimate.fit.time_plane import SizeTimes, fit_time
 from runtime.estimate.points import (
@@ -72,7 +72,7 @@ def stage_sizes(work: Workload, stage: str, repeated: bool) -> list[SizeTimes]:
 class _Carried:
     """A per-iteration time carried to the target's measure, how, and its spread at the target."""
 
-    method: str
+    method: Method
     per_iteration: float
     how: str
     spread: float | None = None
@@ -91,7 +91,7 @@ def stage_time(
         return _not_measured(stage, rep_n, target_n, target_m)
     fixed, repeated = rep_sample.fixed_s, rep_sample.repeated
 
-    def timed(method: str, seconds: float | None, reason: str, measured: int) -> StageTime:
+    def timed(method: Method, seconds: float | None, reason: str, measured: int) -> StageTime:
         """The stage's time with what every outcome below shares."""
         return StageTime(
             stage=stage,

@@ -13,7 +13,8 @@ and ``dslc infer`` all fit through it. No sympy, no numpy: exact rational arithm
   judgement (``leave_one_out``, ``held_out_error``).
 - ``noise``: the one noise and tolerance model, one value per physical constant.
 - ``time_plane``: per-iteration time at the target with its spread (``fit_time``).
-- ``kinds``: enums for phase kinds, quantities, methods, finding kinds and margin sources.
+- the enums for phase kinds, quantities, methods, finding kinds and margin sources are
+  ``runtime.kinds`` (records use them too), re-exported here.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from runtime.estimate.fit.exact import (
     row,
     weighted_least_squares_at,
 )
-from runtime.estimate.fit.kinds import FindingKind, MarginSource, Method, PhaseKind, Quantity
+from runtime.kinds import FindingKind, MarginSource, Method, PhaseKind, Quantity
 from runtime.estimate.fit.noise import (
     ALLOCATOR_SLACK,
     CLOCK_JITTER_S,

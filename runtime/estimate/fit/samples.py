@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
-from runtime.estimate.fit.kinds import PhaseKind
+from runtime.kinds import PhaseKind
 from runtime.record import WarmupRecord
 
 
