@@ -3,17 +3,17 @@
     .venv/bin/python bench/accuracy.py [--repeat 5] [--cases wan-area,flux-area,...] [--json FILE]
 
 For each case: build the pipeline (random weights, CPU) and run the one calibration loop that `dslc
-calibrate` runs (``calibration.run.calibrate_session``): a bounded warmup, ``--repeat`` rounds of
-the probe, the extra probes the policy picks and a bounded re-warm, the findings, the estimate
-(margin 1.0 for the prediction, the default 1.2 for the bound), then ``--repeat`` runs of the
-target. Printed per phase: the measured peak, our prediction and its error, our bound and whether it
-holds, and the seed's two baselines:
+calibrate` runs (``calibration.calibrate.run.calibrate_session``): a bounded warmup, ``--repeat``
+rounds of the probe, the extra probes the policy picks and a bounded re-warm, the findings, the
+estimate (margin 1.0 for the prediction, the default 1.2 for the bound), then ``--repeat`` runs of
+the target. Printed per phase: the measured peak, our prediction and its error, our bound and
+whether it holds, and the seed's two baselines:
 
 - ``seed w*h*f``: the seed's estimator (measurement if one covers the target, else a fit on the two
   largest sizes, else single-point scaling) in units of width x height x frames instead of the
   formula's measure, margin 1.0;
 - ``single-point``: the largest record's above-baseline peak x the width x height x frames ratio
-  (``calibration.warmup.predict_peak``'s rule), margin 1.0.
+  (``calibration.calibrate.warmup.predict_peak``'s rule), margin 1.0.
 
 Then the request time: predicted vs measured (the median of ``--repeat`` target runs; the
 estimators take the median of each size's runs). A summary table closes the output. Times are this
@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from artifact.spelling import point_text
+from calibration.calibrate.run import calibrate_session, load_pipeline, shapes, work_ratio
+from calibration.core.host import quiet_libraries, torch_threads
+from calibration.core.session import Session
 from calibration.examples import EXAMPLES
-from calibration.host import quiet_libraries, torch_threads
-from calibration.run import calibrate_session, load_pipeline, shapes, work_ratio
-from calibration.session import Session
 from runtime.estimate import DEFAULT_MARGIN
 
 if TYPE_CHECKING:
-    from calibration.run import Calibration
+    from calibration.calibrate.run import Calibration
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 
@@ -218,7 +218,7 @@ def seed_estimate(points: Sequence[tuple[int, int, int]], target: int) -> int | 
 
 def single_point(points: Sequence[tuple[int, int, int]], target: int) -> int | None:
     """The largest record's above-baseline peak scaled by the units ratio
-    (calibration.warmup.predict_peak's rule).
+    (calibration.calibrate.warmup.predict_peak's rule).
     """
     if not points:
         return None

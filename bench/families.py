@@ -31,8 +31,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from calibration.host import quiet_libraries, torch_threads
-from calibration.run import load_pipeline
+from calibration.calibrate.run import load_pipeline
+from calibration.core.host import quiet_libraries, torch_threads
 from runtime import Pipeline
 from runtime.measure import AutoStages
 from runtime.measure.diffusers_hooks import diffusers_recorder, run_pipeline

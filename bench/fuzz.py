@@ -17,7 +17,7 @@ failures and slowest case per kind, and the process's peak RSS (an upper bound o
 memory) with the case that raised it most. Failures are printed with the seed and case number that
 reproduce them (`--replay KIND CASE`); the exit status is 1 when any case failed.
 
-`--kinds calibration,options` (`calibration.fuzzing`): the real saved calibration
+`--kinds calibration,options` (`calibration.fuzzing.mutate`): the real saved calibration
 `tests/calibration/data/flux_calibration.json` mutated as JSON and as text and planned with
 `dslc plan --calibration FILE`; the option lists of `dslc calibrate` and `dslc plan` (from a saved
 calibration, or running one that stops where the pipeline is built) mutated with hostile values
@@ -25,12 +25,12 @@ and paths (a FIFO, `/dev/zero`, a link to `/dev/null`, an unknown figure format)
 exit 3, an escaping exception, over `CASE_SECONDS`, or a rise of the process's peak RSS over
 `CASE_BYTES`.
 
-`--kinds plan` (`calibration.fuzzing_plan`): a real saved plan (`dslc plan --json` of that
+`--kinds plan` (`calibration.fuzzing.plan`): a real saved plan (`dslc plan --json` of that
 calibration at 1 MiB: resident, offloaded and layerwise components) mutated the same ways, read
 back and matched against its pipeline (only a `PlanFileError` may come out) and given to `dslc
 calibrate --calibrate-offload plan:FILE` (a typed exit, never 3).
 
-`--kinds infer` (`calibration.fuzzing_infer`): `dslc infer` command lines of random skeletons
+`--kinds infer` (`calibration.fuzzing.infer`): `dslc infer` command lines of random skeletons
 (written to a file and mutated as text) or `--axis` texts, bases of declared, unknown or hostile
 values, hostile options and paths, and a factory: most stop where the pipeline would be built
 (`STOP_SECONDS` a case), one in `RUN_EVERY` runs a toy pipeline of two linear modules (or one that
@@ -59,8 +59,9 @@ import attrs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from calibration import fuzzing as cal_fuzzing
-from calibration import fuzzing_infer, fuzzing_plan
+from calibration.fuzzing import infer as fuzzing_infer
+from calibration.fuzzing import mutate as cal_fuzzing
+from calibration.fuzzing import plan as fuzzing_plan
 from dslc import bombs, fuzzing
 
 BOMB_EVERY = 10  # one case in ten of each kind is a cost bomb (dslc.bombs) instead of a mutation
@@ -125,14 +126,14 @@ _PLAN: list[dict[str, object]] = []
 
 
 def _seed_plan() -> dict[str, object]:
-    """The real plan the plan kind mutates (calibration.fuzzing_plan.real_plan), made once."""
+    """The real plan the plan kind mutates (calibration.fuzzing.plan.real_plan), made once."""
     if not _PLAN:
         _PLAN.append(fuzzing_plan.real_plan(CALIBRATION))
     return _PLAN[0]
 
 
 def _sandbox() -> cal_fuzzing.Sandbox:
-    """The folder of hostile paths (calibration.fuzzing.Sandbox), made once per run."""
+    """The folder of hostile paths (calibration.fuzzing.mutate.Sandbox), made once per run."""
     if not _SANDBOX:
         import tempfile
 
@@ -190,7 +191,8 @@ def check_infer(payload: object, mutation: str) -> float:
 
 
 def _as_dslc_failure(run: Callable[[], float]) -> float:
-    """calibration.fuzzing.Failure as dslc.fuzzing.Failure: one kind of failure in the tally."""
+    """calibration.fuzzing.mutate.Failure as dslc.fuzzing.Failure: one kind of failure in the
+    tally."""
     try:
         return run()
     except cal_fuzzing.Failure as exc:
@@ -215,7 +217,7 @@ def _warm_up(kinds: tuple[str, ...], check: dict[str, Check]) -> None:
             sandbox = _sandbox()
             skeleton = sandbox.root / "warm.wf"
             skeleton.write_text(fuzzing_infer.WARM_SKELETON)
-            args = ["infer", "--pipeline", "calibration.fuzzing_infer:toy", "--params"]
+            args = ["infer", "--pipeline", "calibration.fuzzing.infer:toy", "--params"]
             cal_fuzzing.run_dslc([*args, str(skeleton)], kind, "warm-up", seconds=None)
         elif kind == "options":
             importlib.import_module("torch")  # `--device-memory cuda:0` imports it (seconds)

@@ -33,7 +33,9 @@ def main() -> int:
         return 0
     from pathlib import Path
 
-    from calibration.calls import reset_scheduler
+    from calibration.calibrate.run import calibrate_session, load_pipeline, shapes
+    from calibration.core.calls import reset_scheduler
+    from calibration.core.session import Session
     from calibration.examples import EXAMPLES
     from calibration.lifecycle.faults import Fault, FaultyBackend
     from calibration.lifecycle.render import lines
@@ -41,8 +43,6 @@ def main() -> int:
     from calibration.lifecycle.steps import Points, Settings, plan_inputs
     from calibration.plan import Device, PlacementKind, solve
     from calibration.plan.apply import apply
-    from calibration.run import calibrate_session, load_pipeline, shapes
-    from calibration.session import Session
     from runtime.measure.backends import backend_for
     from runtime.measure.diffusers_hooks import pipeline_modules
 

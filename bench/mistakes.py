@@ -2,16 +2,16 @@
 
     .venv/bin/python bench/mistakes.py [--only NAME[,NAME...]] [--repeat N] [--json FILE]
 
-For each mistake of ``calibration.examples.mistakes.MISTAKES`` (one exact edit of a real formula
-file: a wrong VAE compression factor, a missing CFG doubling, a missing term, a constant where the
-stage grows, a wrong iteration count, a wrong `call` argument, a stage on the wrong component, a
-wrong probe minimum): compile the edited formulas in memory, run the real calibration with
-``verify`` (``calibration.run.calibrate_pipeline``, random-weight tiny pipelines on the CPU), and
-print the stages that miss at the target (memory: raw error beyond +-5 % or a bound under the
-measured peak; time, for mistakes about time: beyond +-5 % and the estimate's two sigma), the
-findings (actionable ones marked ``!``) and whether every missing stage is named by an actionable
-finding, or the calibration refused to run naming the bad fact. Closes with ``N caught of M``; the
-exit status is 1 when a mistake is not caught.
+For each mistake of ``calibration.examples.mistakes.catalogue.MISTAKES`` (one exact edit of a real
+formula file: a wrong VAE compression factor, a missing CFG doubling, a missing term, a constant
+where the stage grows, a wrong iteration count, a wrong `call` argument, a stage on the wrong
+component, a wrong probe minimum): compile the edited formulas in memory, run the real calibration
+with ``verify`` (``calibration.calibrate.run.calibrate_pipeline``, random-weight tiny pipelines on
+the CPU), and print the stages that miss at the target (memory: raw error beyond +-5 % or a bound
+under the measured peak; time, for mistakes about time: beyond +-5 % and the estimate's two sigma),
+the findings (actionable ones marked ``!``) and whether every missing stage is named by an
+actionable finding, or the calibration refused to run naming the bad fact. Closes with ``N caught of
+M``; the exit status is 1 when a mistake is not caught.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.accuracy import machine
-from calibration.examples.mistakes import BY_NAME, MISTAKES, Miss, Mistake, Outcome, run_mistake
+from calibration.examples.mistakes.catalogue import BY_NAME, MISTAKES
+from calibration.examples.mistakes.model import Miss, Mistake, Outcome
+from calibration.examples.mistakes.run import run_mistake
 
 
 def _miss(m: Miss) -> str:

@@ -26,11 +26,11 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: skipped")
         return 0
+    from calibration.core.weights import pipeline_bytes
     from calibration.examples import EXAMPLES
     from calibration.plan import Component, Device, Phase, Target, solve
     from calibration.plan.apply import apply
     from calibration.plan.report import document, show_bytes
-    from calibration.weights import pipeline_bytes
 
     example = EXAMPLES[args.example]
     shape = {"num_inference_steps": 4, "height": 128, "width": 128}

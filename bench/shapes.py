@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from calibration.calibrate.run import full_point, load_pipeline
+from calibration.core.host import quiet_libraries, torch_threads
+from calibration.core.session import Session
 from calibration.examples import EXAMPLES
-from calibration.host import quiet_libraries, torch_threads
-from calibration.run import full_point, load_pipeline
-from calibration.session import Session
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 

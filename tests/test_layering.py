@@ -28,8 +28,8 @@ DSLC_RUNTIME_TOOLS = frozenset(
     {"dslc.build", "dslc.cli_compile", "dslc.cli_failures", "dslc.fuzzing"}
 )
 
-#: The module of `calibration.plan` that moves torch modules (`calibration.weights` sizes them);
-#: the planner itself is pure.
+#: The module of `calibration.plan` that moves torch modules (`calibration.core.weights` sizes
+#: them); the planner itself is pure.
 PLAN_TORCH = frozenset({"calibration.plan.apply"})
 
 FORBIDDEN = {
@@ -155,7 +155,7 @@ def test_a_lazy_import_that_breaks_the_layering_is_reported(tmp_path: Path) -> N
                 from typing import TYPE_CHECKING
 
                 if TYPE_CHECKING:
-                    from calibration.run import load_pipeline
+                    from calibration.calibrate.run import load_pipeline
                 """,
         },
     )
@@ -163,7 +163,7 @@ def test_a_lazy_import_that_breaks_the_layering_is_reported(tmp_path: Path) -> N
     assert found == [
         "runtime.dynamic:6 imports sympy (lazily)",
         "runtime.sneaky:3 imports dslc.compiler (lazily)",
-        "runtime.typed:5 imports calibration.run (lazily)",
+        "runtime.typed:5 imports calibration.calibrate.run (lazily)",
     ]
 
 

@@ -1,9 +1,9 @@
 """`dslc calibrate`: warm up a diffusers pipeline, estimate a target, optionally verify it.
 
 A plugin command of `dslc` (entry point ``dslc.commands``). Everything heavy (torch, diffusers) is
-imported only when the command runs. The loop lives in ``calibration.run``, the document and tables
-in ``calibration.report``, what a terminal shows in ``calibration.cli.show``, the figure in
-``calibration.cli.plot``.
+imported only when the command runs. The loop lives in ``calibration.calibrate.run``, the document
+and tables in ``calibration.calibrate.report``, what a terminal shows in ``calibration.cli.show``,
+the figure in ``calibration.cli.plot``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from calibration.examples import EXAMPLES
 from dslc.cli_support import POINT_METAVAR, Failure, ui
 
 if TYPE_CHECKING:
-    from calibration.run import Calibration
+    from calibration.calibrate.run import Calibration
 
 
 def _shape(params: object) -> str:
@@ -144,10 +144,10 @@ def calibrate(
     time, and the layer uses. With --verify it runs the target too, once a round beside the
     sizes, and compares.
     """
+    from calibration.calibrate.verdict import verdict
     from calibration.cli.outputs import checked_outputs
     from calibration.cli.show import progress, warn
     from calibration.errors import CalibrationError
-    from calibration.verdict import verdict
 
     choice = check_choice(choice)
     plot = checked_outputs(plot, save, records_path)  # before minutes of calibration
@@ -193,7 +193,7 @@ def _write(
             raise Failure(f"cannot write {plot}: {exc.strerror or exc}") from None
         wrote(plot, "the plot")
     if as_json or save is not None:
-        from calibration.report import document
+        from calibration.calibrate.report import document
 
         doc = document(cal, strict=strict)
         check_json(doc, "--save" if save is not None else "--json")

@@ -238,10 +238,10 @@ def infer(
     from calibration.cli.infer_inputs import checked_base, pipeline_source
     from calibration.cli.outputs import check_writable
     from calibration.cli.show import progress
+    from calibration.core.offload import calibrating_under, placing
     from calibration.errors import CalibrationError
     from calibration.infer.deadline import request_seconds
     from calibration.infer.run import infer as run_infer
-    from calibration.offload import calibrating_under, placing
 
     _usage(example, factory, skeleton, axes, name)
     check_writable([("-o", output)])  # before minutes of measuring

@@ -94,7 +94,7 @@ class Source:
 
 def pipeline_source(example: str | None, factory: str | None) -> Source:
     """--pipeline's factory (its module's WARMUP the base) or --example's (its warmup)."""
-    from calibration.cli.factory import load_factory
+    from calibration.core.factory import load_factory
     from calibration.examples import EXAMPLES
 
     if factory is not None:

@@ -4,7 +4,7 @@ offload").
 
 The option is checked when parsed (exit 2: a name it does not know, ``plan:`` without a file);
 the file of ``plan:FILE`` is read when the command runs, before anything is built
-(``calibration.offload.placing``: exit 1 naming the file, as any bad input file).
+(``calibration.core.offload.placing``: exit 1 naming the file, as any bad input file).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from artifact.limits import MAX_TEXT_LENGTH
 from artifact.units import parse_size
-from calibration.offload import Offload, plan_path
+from calibration.core.offload import Offload, plan_path
 
 Command = TypeVar("Command", bound=Callable[..., object])
 

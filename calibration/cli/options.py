@@ -26,15 +26,15 @@ from artifact.limits import (
     MIN_SEED,
 )
 from calibration.cli.offload_option import offload_options
+from calibration.core.offload import placing
+from calibration.core.wiring import Params
 from calibration.examples import EXAMPLES
-from calibration.offload import placing
 from calibration.probes.time_probe import TIME_TOLERANCE
-from calibration.wiring import Params
 from dslc.cli_support import POINT_METAVAR, REPO_FORMULAS, assignments
 from runtime.estimate.results import DEFAULT_MARGIN
 
 if TYPE_CHECKING:
-    from calibration.run import Calibration, Progress
+    from calibration.calibrate.run import Calibration, Progress
     from runtime import Pipeline
 
 Command = TypeVar("Command", bound=Callable[..., object])
@@ -274,7 +274,7 @@ class RunSettings:
     threads: int = 1
     time_tolerance: float = TIME_TOLERANCE
     no_time_probe: bool = False
-    offload: str = "auto"  # --calibrate-offload, as given (``calibration.offload.placing``)
+    offload: str = "auto"  # --calibrate-offload, as given (``calibration.core.offload.placing``)
     capacity: int | None = None  # --device-capacity
 
 
@@ -316,9 +316,9 @@ def run_calibration(
     progress: Progress | None = None,
 ) -> Calibration:
     """Build the chosen pipeline and calibrate it (raises ``CalibrationError``)."""
-    from calibration.cli.factory import load_factory
+    from calibration.calibrate.run import calibrate_pipeline, load_pipeline
+    from calibration.core.factory import load_factory
     from calibration.errors import CalibrationError
-    from calibration.run import calibrate_pipeline, load_pipeline
 
     offload = placing(settings.offload)  # a plan file read before anything is built
     formulas_path = choice.formulas_path

@@ -150,9 +150,9 @@ def calibrated(
     device: str,
 ) -> list[Calibrated]:
     """Run one calibration per target shape (progress on stderr, as `dslc calibrate` shows)."""
+    from calibration.calibrate.report import document
     from calibration.cli.show import progress, warn
     from calibration.errors import CalibrationError
-    from calibration.report import document
 
     out = []
     for shape in shapes:
@@ -355,9 +355,9 @@ def _validate(
     mode: str,
     as_json: bool,
 ) -> None:
-    """Run the serving lifecycle (calibration.lifecycle.cli) and exit with its status; with
+    """Run the serving lifecycle (calibration.cli.validate) and exit with its status; with
     --json, whose document on stdout comes at the end, its start and end show on stderr."""
-    from calibration.lifecycle.cli import validate_command
+    from calibration.cli.validate import validate_command
 
     if as_json:
         ui().note(

@@ -15,7 +15,7 @@ from typing import Any
 
 from artifact.atomic import write_bytes_atomically
 from artifact.spelling import point_text
-from calibration.run import Calibration, Comparison
+from calibration.calibrate.run import Calibration, Comparison
 
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
 _STEPS = (1, 2, 2.5, 5, 10)

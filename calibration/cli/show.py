@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from artifact.spelling import point_text
-from calibration.run import Calibration, Progress
-from calibration.verdict import verdict
+from calibration.calibrate.run import Calibration, Progress
+from calibration.calibrate.verdict import verdict
 from dslc.cli_support import Failure, ui
 from runtime.record import WarmupRecord
 
@@ -95,7 +95,7 @@ TIME_RIGHT = [False, False, True, True, True, True]
 
 
 def show(cal: Calibration, plot: Path | None, *, strict: bool = False) -> None:
-    from calibration.report import memory_rows, show_bytes, show_ratio, time_rows
+    from calibration.calibrate.report import memory_rows, show_bytes, show_ratio, time_rows
 
     out = ui().out
     out.line(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from attrs import frozen
 
-from calibration.wiring import Params
+from calibration.core.wiring import Params
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline

@@ -42,14 +42,14 @@ SWALLOWING = ("weakref", "_weakrefset")
 #: too: a timeout in its ``__exit__`` would skip the clean-up of our context managers.
 BOOKKEEPING = (
     "runtime.",
-    "calibration.session",
+    "calibration.core.session",
     "calibration.infer.measure",
     "calibration.infer.deadline",
-    "calibration.offload",
+    "calibration.core.offload",
     "calibration.plan.apply",  # a saved plan's hooks (--calibrate-offload plan:FILE)
-    "calibration.calls",
-    "calibration.wiring",
-    "calibration.host",
+    "calibration.core.calls",
+    "calibration.core.wiring",
+    "calibration.core.host",
     "contextlib",
 )
 

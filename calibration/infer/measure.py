@@ -19,6 +19,7 @@ from attrs import frozen
 
 from artifact.limits import MAX_STAGES
 from artifact.spelling import point_text
+from calibration.core.session import Session
 from calibration.errors import CalibrationError
 from calibration.infer.deadline import RequestTimeout, deadline
 from calibration.infer.layout import (
@@ -30,7 +31,6 @@ from calibration.infer.layout import (
     stage_text,
 )
 from calibration.infer.terms import Point
-from calibration.session import Session
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 

@@ -8,8 +8,8 @@ from itertools import zip_longest
 from attrs import Factory as Factory_
 from attrs import define, frozen
 
+from calibration.core.host import quiet_libraries, torch_threads
 from calibration.errors import CalibrationError
-from calibration.host import quiet_libraries, torch_threads
 from calibration.infer.analyse import Measured, StageProposal, memory_moves_with, propose
 from calibration.infer.draft import draft_text
 from calibration.infer.ladder import (

@@ -12,7 +12,7 @@ from types import MappingProxyType
 
 from attrs import field, frozen
 
-from calibration.verdict import STRICT_FAILED, VERIFY_FAILED
+from calibration.calibrate.verdict import STRICT_FAILED, VERIFY_FAILED
 from runtime.estimate.fit.noise import CLOCK_JITTER_S, MODEL_ERROR, Z
 
 #: A JSON-ready value (numbers, strings, lists and dicts of them) kept in a step's data.
@@ -149,10 +149,10 @@ class Step:
     data: Mapping[str, JsonValue] = field(factory=dict, converter=_frozen_data, hash=False)
 
 
-#: Exit statuses of `dslc plan --validate` (docs/planning.md), those of calibration.verdict:
-#: 0 a plan validated (or the mode stops before validating); 1 nothing fits (mode plan);
-#: ``VERIFY_FAILED`` no plan validated, the worker serves on the fallback unvalidated;
-#: ``STRICT_FAILED`` no plan validated and strict mode refuses to serve.
+#: Exit statuses of `dslc plan --validate` (docs/planning.md), those of
+#: calibration.calibrate.verdict: 0 a plan validated (or the mode stops before validating); 1
+#: nothing fits (mode plan); ``VERIFY_FAILED`` no plan validated, the worker serves on the fallback
+#: unvalidated; ``STRICT_FAILED`` no plan validated and strict mode refuses to serve.
 OK, NOTHING_FITS = 0, 1
 NO_PLAN_VALIDATES, REFUSED = VERIFY_FAILED, STRICT_FAILED
 #: A rollback that failed (hooks left on some components): not serving, in every mode.

@@ -52,8 +52,8 @@ from calibration.plan.solver import most_conservative
 from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:
-    from calibration.run import Calibration
-    from calibration.session import Session
+    from calibration.calibrate.run import Calibration
+    from calibration.core.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:
 
 
 def _calibrate(session: Session, points: Points, settings: Settings) -> Calibration:
-    from calibration.run import calibrate_session
+    from calibration.calibrate.run import calibrate_session
 
     return calibrate_session(
         session,

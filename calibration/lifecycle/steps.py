@@ -1,7 +1,7 @@
 """The lifecycle's steps, each recorded as it happens: measure, plan, apply and validate, re-warm.
 
 ``Log`` keeps the steps and every record measured (a later failure never loses them); the
-functions here run one step on a ``calibration.session.Session`` and say what they decided.
+functions here run one step on a ``calibration.core.session.Session`` and say what they decided.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import attrs
 from attrs import define, field, frozen
 
+from calibration.core.wiring import Params
 from calibration.lifecycle.agree import worst_failure
 from calibration.lifecycle.model import Baseline, Failure, JsonValue, Step, Validation
 from calibration.lifecycle.validate import judge_speed, validate
@@ -19,14 +20,13 @@ from calibration.plan.apply import Applied, PlanApplyError, UndoError, apply
 from calibration.plan.inputs import components_from_bytes, from_estimate
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.report import placement_text, show_bytes
-from calibration.wiring import Params
 from runtime.estimate import DEFAULT_MARGIN
 from runtime.measure.distributed import LOCAL, Agreement
 from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:
-    from calibration.run import Calibration
-    from calibration.session import Session
+    from calibration.calibrate.run import Calibration
+    from calibration.core.session import Session
 
 
 @frozen

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 import attrs
 
 from artifact.units import show_bytes
+from calibration.calibrate.warmup import OOM_MARKERS as WARMUP_OOM_MARKERS
 from calibration.lifecycle.model import Baseline, Failure, PhaseCheck, SpeedCheck, Validation
 from calibration.plan.inputs import target_name
 from calibration.plan.model import Phase, Plan, Target
-from calibration.warmup import OOM_MARKERS as WARMUP_OOM_MARKERS
 from runtime.record import ErrorInfo, WarmupRecord
 
 #: The warmup's allocation-failure markers, plus the exception type names a record's error keeps

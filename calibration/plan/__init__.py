@@ -7,7 +7,7 @@ different devices, ``inputs`` reads a calibration document, ``report`` shows a p
 installs one on a pipeline.
 """
 
-from calibration.memory import GiB, allocator_margin
+from calibration.plan.memory import GiB, allocator_margin
 from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
     DEFAULT_PAGEABLE_FACTOR,

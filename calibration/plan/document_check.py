@@ -24,7 +24,9 @@ SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "calibration.schema.js
 #: What the version check names a calibration document by (``first_violation``'s ``reads``).
 CALIBRATION_READS = "a `dslc calibrate --json` document"
 MAX_DOCUMENT_BYTES = 16 << 20  # a calibration document is a few KiB; refuse anything absurd
-DOCUMENT_VERSION = 1  # the version `dslc calibrate` writes (calibration.report.DOCUMENT_VERSION)
+DOCUMENT_VERSION = (
+    1  # the version `dslc calibrate` writes (calibration.calibrate.report.DOCUMENT_VERSION)
+)
 
 
 class DocumentError(ValueError):

@@ -6,7 +6,7 @@ phase's own ``weights_bytes`` (measured under the calibration's placement, offlo
 ``measured_weights_bytes``, else the sum of ``component_weight_bytes`` (everything on the device).
 A component no phase saw active (``unobserved_components``) is charged its full weights in every
 phase: it may run in any of them, and is never planned as costing nothing. No torch: the per-layer
-bytes come from ``calibration.weights.layer_bytes`` (or the document's ``layer_bytes``).
+bytes come from ``calibration.core.weights.layer_bytes`` (or the document's ``layer_bytes``).
 """
 
 from __future__ import annotations

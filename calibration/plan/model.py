@@ -16,7 +16,7 @@ from attrs import field, frozen, validators
 
 from artifact.units import show_bytes
 from calibration.errors import CalibrationError
-from calibration.memory import allocator_margin
+from calibration.plan.memory import allocator_margin
 
 DEFAULT_BANDWIDTH = 25 * 10**9  # bytes/s: a PCIe 4.0 x16 link's pinned host-to-device copy rate
 #: How many times slower a host-to-device copy from pageable memory is than from pinned memory,

@@ -15,8 +15,8 @@ peak (memory) or of the request's time:
   passes through confirms it: the small probes sat outside the formula's steady regime. They are
   left out of the estimate; declaring `probe X >= N` keeps later probes out of it.
 - *unconfirmed*: only the smallest size misses and nothing confirms the fit yet; the loop adds a
-  larger size (``calibration.run``), so this is shown only when no size between the probe and the
-  target could decide.
+  larger size (``calibration.calibrate.run``), so this is shown only when no size between the probe
+  and the target could decide.
 - *residual*: memory beyond the backend's granularity whose consequence at the target is immaterial
   (a scheduler's step arrays); not actionable: its risk is added to the stage's bound.
 - *iteration-mismatch* (actionable): the recorder counted another number of iterations than the

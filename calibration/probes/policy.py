@@ -1,9 +1,10 @@
 """The one probe policy: which sizes pin down every declared term at the target, and whether the
 measured sizes agree with the formulas.
 
-Both the serving warmup (``calibration.warmup``) and ``dslc calibrate`` (``calibration.run``) ask
-these questions, each with its own candidate shapes (the warmup: lighter shapes of its lighten
-sequence; calibrate: mixes of its warmup and probe, and shapes between the probe and the target).
+Both the serving warmup (``calibration.calibrate.warmup``) and ``dslc calibrate``
+(``calibration.calibrate.run``) ask these questions, each with its own candidate shapes (the warmup:
+lighter shapes of its lighten sequence; calibrate: mixes of its warmup and probe, and shapes between
+the probe and the target).
 
 A quantity of a stage (its peak memory, its time per iteration) is modelled as
 ``constant + Σ slope_i × term_i`` over the terms of its ``memory ~`` / ``time ~`` measure. It is

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 
 from artifact.limits import MAX_LADDER_POINTS
+from calibration.core.session import Params
 from calibration.probes.policy import mixes, next_probe, open_stages, work
-from calibration.session import Params
 from runtime import Pipeline
 
 

@@ -15,7 +15,7 @@ def wan():
     """formulas/wan.wf's Wan 2.1 T2V 14B: steps, frames (% 4 == 1), height and width (% 16 ==
     0), cfg.
     """
-    from calibration.run import load_pipeline
+    from calibration.calibrate.run import load_pipeline
 
     return load_pipeline(FORMULAS / "wan.wf", "wan2_1_t2v_14b")
 
@@ -23,7 +23,7 @@ def wan():
 @pytest.fixture(scope="session")
 def wan_1_3b():
     """formulas/wan.wf's Wan 2.1 T2V 1.3B: the tiny Wan example's formulas."""
-    from calibration.run import load_pipeline
+    from calibration.calibrate.run import load_pipeline
 
     return load_pipeline(FORMULAS / "wan.wf", "wan2_1_t2v_1_3b")
 
@@ -31,7 +31,7 @@ def wan_1_3b():
 @pytest.fixture(scope="session")
 def flux():
     """formulas/flux.wf's FLUX.1 [dev]: height and width, no frames."""
-    from calibration.run import load_pipeline
+    from calibration.calibrate.run import load_pipeline
 
     return load_pipeline(FORMULAS / "flux.wf", "flux1_dev")
 

@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from calibration.calibrate.run import Calibration, calibrate_session, load_pipeline, shapes
+from calibration.core.session import Session
 from calibration.examples import EXAMPLES
 from calibration.lifecycle.faults import Fault, FaultyBackend
 from calibration.lifecycle.run import Outcome, run_lifecycle
 from calibration.lifecycle.steps import Points, Settings
 from calibration.plan.model import Device
-from calibration.run import Calibration, calibrate_session, load_pipeline, shapes
-from calibration.session import Session
 from runtime import Pipeline
 from runtime.measure.backends import LiveTensorBackend
 from runtime.measure.distributed import LOCAL, Agreement

@@ -1,7 +1,7 @@
 """`--strict` and the `call` arguments a pipeline takes only through ``**kwargs`` (diffusers drops
 an unknown keyword without a word): each must be named by ``__call__`` or shown used by two measured
-sizes (``calibration.calls.unproven_calls``); and a time band wider than its prediction is read as
-"time unknown" (``calibration.verdict.time_check``).
+sizes (``calibration.core.calls.unproven_calls``); and a time band wider than its prediction is read
+as "time unknown" (``calibration.calibrate.verdict.time_check``).
 
 The pipelines are the tests' real tiny SD 1.5 (``calibration.examples.tiny_sd``): as diffusers
 builds it, whose ``__call__`` names its arguments and takes ``**kwargs``, and ``ForwardingSD``, a
@@ -19,11 +19,11 @@ import attrs
 import pytest
 from click.testing import CliRunner
 
-from calibration.calls import UnprovenCall, footprint, unnamed_calls, unproven_calls
+from calibration.calibrate.report import document
+from calibration.calibrate.run import Calibration, calibrate_pipeline, load_pipeline
+from calibration.calibrate.verdict import STRICT_FAILED, TimeCheck, time_check, verdict
 from calibration.cli.calibrate import calibrate
-from calibration.report import document
-from calibration.run import Calibration, calibrate_pipeline, load_pipeline
-from calibration.verdict import STRICT_FAILED, TimeCheck, time_check, verdict
+from calibration.core.calls import UnprovenCall, footprint, unnamed_calls, unproven_calls
 from runtime import Pipeline
 from runtime.record import Phase, StageIterations, WarmupRecord
 

@@ -1,7 +1,7 @@
 """Mutation fuzzing of calibration documents and of `dslc calibrate` / `dslc plan` option lists,
 derandomized and small for CI (the long run is `bench/fuzz.py --kinds calibration,options`).
 
-Contract (calibration.fuzzing): exit 0, 1, 2, 4 or 5, never 3 or an escaping exception. The
+Contract (calibration.fuzzing.mutate): exit 0, 1, 2, 4 or 5, never 3 or an escaping exception. The
 seconds per case are bench/fuzz.py's measure; here a case's work is bounded by its peak Python
 allocation (tracemalloc), never by the clock. Mutations that grow the planner's problem
 (``SIZE_MUTATORS``) are bench/fuzz.py's: the planner's bounds decide how fast those end.
@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibration import fuzzing, fuzzing_plan
+from calibration.fuzzing import mutate as fuzzing
+from calibration.fuzzing import plan as fuzzing_plan
 
 HERE = Path(__file__).resolve().parent
 REAL = json.loads((HERE / "data" / "flux_calibration.json").read_text())  # dslc calibrate --save

@@ -1,4 +1,4 @@
-"""`calibration.offload` through the Python API: a session under diffusers' model or group
+"""`calibration.core.offload` through the Python API: a session under diffusers' model or group
 offloading on a capped CPU device, the automatic choice, and a plan taking over."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from calibration.calibrate.run import load_pipeline
+from calibration.core.offload import Offload, calibrating_under, chosen
+from calibration.core.session import Session
 from calibration.errors import CalibrationError
-from calibration.offload import Offload, calibrating_under, chosen
 from calibration.plan.apply import has_offload_hooks
 from calibration.plan.model import PlacementKind
-from calibration.run import load_pipeline
-from calibration.session import Session
 
 pytest.importorskip("accelerate")
 

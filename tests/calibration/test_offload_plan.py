@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from calibration.calibrate.run import calibrate_pipeline, load_pipeline
+from calibration.core.offload import Offload
+from calibration.core.session import Session
 from calibration.errors import CalibrationError
-from calibration.offload import Offload
 from calibration.plan.apply import has_offload_hooks
 from calibration.plan.saved import PlanFileError, read_plan
-from calibration.run import calibrate_pipeline, load_pipeline
-from calibration.session import Session
 from tests.calibration.test_offload import CAP, DATA, POINT, TWO_TOWER
 
 pytest.importorskip("accelerate")

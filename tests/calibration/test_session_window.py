@@ -1,4 +1,5 @@
-"""A request's measurements do not depend on the request before it (``calibration.session``)."""
+"""A request's measurements do not depend on the request before it
+(``calibration.core.session``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from tests.calibration.conftest import FORMULAS
 @pytest.fixture(scope="module")
 def pixart():
     """formulas/pixart_sigma.wf's PixArt-Sigma 1024: a DPM-Solver (multistep) pipeline."""
-    from calibration.run import load_pipeline
+    from calibration.calibrate.run import load_pipeline
 
     return load_pipeline(FORMULAS / "pixart_sigma.wf", "pixart_sigma_1024")
 
@@ -25,9 +26,9 @@ def test_the_previous_requests_scheduler_history_is_not_in_the_next_baseline(pix
     # request that frees the previous request's history only after its baseline was read measured
     # every stage of a 64x64 request 6,144 B lower after a 128x128 one than after a 64x64 one: the
     # false `formula-mismatch` on PixArt's TextEncodingStage memory (docs/formulas.md).
+    from calibration.core.host import quiet_libraries
+    from calibration.core.session import Session
     from calibration.examples import EXAMPLES
-    from calibration.host import quiet_libraries
-    from calibration.session import Session
 
     example = EXAMPLES["pixart"]
     small = {"steps": 3, "height": 64, "width": 64, "cfg": True}

@@ -9,10 +9,10 @@ import os
 import pytest
 import torch
 
+from calibration.calibrate.run import calibrate_session, full_point
+from calibration.core.host import pinned_to_one_core, quiet_libraries, torch_threads
+from calibration.core.session import Session
 from calibration.examples import EXAMPLES
-from calibration.host import pinned_to_one_core, quiet_libraries, torch_threads
-from calibration.run import calibrate_session, full_point
-from calibration.session import Session
 
 pytest.importorskip("diffusers")
 

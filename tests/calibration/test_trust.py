@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from calibration.calibrate.verdict import STRICT_FAILED, VERIFY_FAILED
 from calibration.cli.calibrate import calibrate
-from calibration.verdict import STRICT_FAILED, VERIFY_FAILED
 
 pytest.importorskip("diffusers")
 

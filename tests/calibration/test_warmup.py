@@ -11,14 +11,14 @@ import torch
 from attrs import define
 from torch import nn
 
-from calibration.memory import GiB, allocator_margin
-from calibration.warmup import (
+from calibration.calibrate.warmup import (
     is_out_of_memory,
     lighten_sequence,
     predict_peak,
     run_probe,
     warm_up,
 )
+from calibration.plan.memory import GiB, allocator_margin
 from runtime.measure import WarmupRecorder
 from runtime.measure.backends import LiveTensorBackend
 from runtime.record import WarmupRecord
@@ -231,9 +231,9 @@ def test_serving_warmup_end_to_end_on_an_image_pipeline(flux):
     # of
     # the lighten sequence, the device is sized so that exactly shapes[2] fits, it runs, and the
     # records estimate the default workload.
+    from calibration.core.host import quiet_libraries
+    from calibration.core.session import Session
     from calibration.examples import EXAMPLES
-    from calibration.host import quiet_libraries
-    from calibration.session import Session
     from runtime.estimate import estimate
 
     example = EXAMPLES["flux"]

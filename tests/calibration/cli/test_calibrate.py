@@ -154,8 +154,8 @@ def test_a_missing_formulas_folder_exits_1(tmp_path):
 def test_extra_probes_close_the_decoding_terms_the_warmup_and_probe_leave_open():
     from pathlib import Path
 
+    from calibration.calibrate.run import load_pipeline
     from calibration.probes.sizes import extra_probes
-    from calibration.run import load_pipeline
 
     wan = load_pipeline(
         Path(__file__).resolve().parents[3] / "formulas" / "wan.wf", "wan2_1_t2v_1_3b"

@@ -1,6 +1,6 @@
 """Fuzzing `dslc infer`, derandomized and small for CI (the long run is `bench/fuzz.py --kinds
 infer`): random skeletons, axes, bases, factories and options end in exit 0, 1, 2, 4 or 5, never 3
-or an escaping exception (calibration.fuzzing_infer). Here a case's work is bounded by its peak
+or an escaping exception (calibration.fuzzing.infer). Here a case's work is bounded by its peak
 Python allocation (tracemalloc), never by the clock; the cases that run the toy pipeline through
 the whole inference are a few fixed ones."""
 
@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibration import fuzzing, fuzzing_infer
+from calibration.fuzzing import infer as fuzzing_infer
+from calibration.fuzzing import mutate as fuzzing
 from dslc.cli import cli
 
 MiB = 1 << 20
@@ -62,7 +63,7 @@ def test_fuzzed_command_lines_running_the_toy_end_in_a_typed_exit(sandbox, seed)
 def test_the_toy_drafts_from_the_warm_up_skeleton(sandbox):
     skeleton = sandbox.root / "warm.wf"
     skeleton.write_text(fuzzing_infer.WARM_SKELETON)
-    args = ["infer", "--pipeline", "calibration.fuzzing_infer:toy", "--params", str(skeleton)]
+    args = ["infer", "--pipeline", "calibration.fuzzing.infer:toy", "--params", str(skeleton)]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code in (0, 5), result.output
     assert "stage DenoisingStage uses unet per step" in result.stdout

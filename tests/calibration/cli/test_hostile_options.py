@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from artifact.limits import MAX_REPEAT
-from calibration.fuzzing import STOP_FACTORY
+from calibration.fuzzing.mutate import STOP_FACTORY
 from dslc.cli import cli
 
 FORMULAS = str(Path(__file__).resolve().parents[1] / "data" / "custom_sd.wf")

@@ -14,9 +14,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from calibration.calibrate.verdict import STRICT_FAILED
 from calibration.cli.calibrate import calibrate
 from calibration.cli.plan import plan
-from calibration.verdict import STRICT_FAILED
 from tests.calibration.cli.runs import TOWERS_CAP, TWO_TOWERS
 
 pytest.importorskip("accelerate")

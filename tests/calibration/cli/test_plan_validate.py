@@ -7,8 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from calibration.calibrate.verdict import STRICT_FAILED, VERIFY_FAILED
 from calibration.cli.plan import plan
-from calibration.verdict import STRICT_FAILED, VERIFY_FAILED
 from tests.calibration.cli.runs import SMALL_FLUX
 
 pytest.importorskip("accelerate")

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from calibration.calibrate.report import _number, show_bytes, show_ratio
 from calibration.cli.outputs import check_json, plot_path
+from calibration.core.wiring import call_arguments
 from calibration.errors import CalibrationError
-from calibration.report import _number, show_bytes, show_ratio
-from calibration.wiring import call_arguments
 from dslc.cli import cli
 from dslc.cli_support import Failure
 from runtime.estimate.points import show_measure
@@ -143,7 +143,7 @@ def test_a_call_value_no_float_holds_is_exit_1_before_any_run(tmp_path):
 
 
 def test_call_arguments_raise_a_calibration_error_not_overflow(tmp_path):
-    from calibration.run import load_pipeline
+    from calibration.calibrate.run import load_pipeline
 
     formulas = _sd_with(tmp_path, "call width = width", "call width = width ** 64 / 3")
     formulas.write_text(formulas.read_text().replace("width: int = 512 in [8, 4096]", HUGE_WIDTH))
@@ -154,8 +154,8 @@ def test_call_arguments_raise_a_calibration_error_not_overflow(tmp_path):
 
 
 def test_a_huge_default_in_a_probe_group_shrinks_exactly(tmp_path):
-    from calibration.run import load_pipeline
-    from calibration.warmup import lighten
+    from calibration.calibrate.run import load_pipeline
+    from calibration.calibrate.warmup import lighten
 
     big = " * ".join(["10 ** 60"] * 6)  # 10**360: no float holds it
     formulas = _sd_with(
@@ -251,7 +251,7 @@ def test_plot_figure_writes_figure_png_and_says_so(tmp_path, monkeypatch):
 def test_a_formulas_path_too_long_and_a_plot_naming_no_file_are_usage_errors(tmp_path):
     """Found by bench/fuzz.py: ENAMETOOLONG from --formulas and `--plot .` were exit 3."""
     runner = CliRunner()
-    stop = ["--pipeline", "calibration.fuzzing:stop"]
+    stop = ["--pipeline", "calibration.fuzzing.mutate:stop"]
     long = runner.invoke(cli, ["calibrate", *stop, "--formulas", "x" * 3000])
     assert long.exit_code == 2 and "cannot read" in long.output, long.output
     for name in (".", ""):
@@ -266,7 +266,7 @@ def test_a_path_the_system_refuses_is_exit_1_naming_it():
         cli,
         [
             "calibrate",
-            *("--pipeline", "calibration.fuzzing:stop", "--name", "custom_sd"),
+            *("--pipeline", "calibration.fuzzing.mutate:stop", "--name", "custom_sd"),
             *("--formulas", "9" * 3000),
         ],
     )

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from calibration.examples.mistakes import BY_NAME, MISTAKES, edited_text, run_mistake
+from calibration.examples.mistakes.catalogue import BY_NAME, MISTAKES
+from calibration.examples.mistakes.run import edited_text, run_mistake
 
 #: Mistakes a calibration is silent on, and why (none since issue 18: each entry is a strict xfail).
 SILENT: dict[str, str] = {}
@@ -45,7 +46,7 @@ def test_the_suite_covers_the_issues_kinds_over_three_families():
 
 @pytest.mark.parametrize("name", list(BY_NAME))
 def test_every_edit_applies_once_and_compiles(name):
-    from calibration.examples.mistakes import compile_mistake
+    from calibration.examples.mistakes.run import compile_mistake
 
     mistake = BY_NAME[name]
     assert (

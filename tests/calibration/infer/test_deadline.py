@@ -13,8 +13,8 @@ from types import FrameType
 import pytest
 from click.testing import CliRunner
 
+from calibration.core.session import Session
 from calibration.infer.deadline import RequestTimeout, deadline, in_the_call, request_seconds
-from calibration.session import Session
 from dslc.build import load_text
 from dslc.cli import cli
 
@@ -80,7 +80,7 @@ def test_tiny_timeouts_never_leave_a_request_without_its_record():
         result = CliRunner().invoke(
             cli,
             [
-                "infer", "--pipeline", "calibration.fuzzing_infer:toy",
+                "infer", "--pipeline", "calibration.fuzzing.infer:toy",
                 "--axis", "frames=23 in [16, 23] -> num_frames", "--timeout", timeout,
             ],
         )  # fmt: skip

@@ -28,9 +28,9 @@ from click.testing import CliRunner
 
 pytest.importorskip("diffusers")
 
+from calibration.calibrate.run import calibrate_pipeline, load_pipeline
 from calibration.examples import EXAMPLES
 from calibration.infer import infer
-from calibration.run import calibrate_pipeline, load_pipeline
 
 ROOT = Path(__file__).resolve().parents[3]
 SKELETONS = ROOT / "tests/calibration/data/skeletons"

@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 TINY = HERE / "data" / "tiny.wf"
 SD = HERE.parent / "data" / "skeletons" / "custom_sd.wf"
 PIPES = HERE / "hostile_pipelines.py"
-STOP = "calibration.fuzzing:stop"  # a factory that ends the run where the pipeline is built
+STOP = "calibration.fuzzing.mutate:stop"  # a factory that ends the run where the pipeline is built
 MiB = 1 << 20
 
 

@@ -42,10 +42,10 @@ def with_image_encoder(seed: int = 0) -> object:
 
 def run_rank(rank: int, agreement: object) -> dict[str, object]:
     """Calibrate this rank's pipeline and run the lifecycle on this rank's device."""
+    from calibration.core.session import Session
     from calibration.lifecycle.run import run_lifecycle
     from calibration.lifecycle.steps import Settings
     from calibration.plan.model import Device
-    from calibration.session import Session
     from tests.calibration.lifecycle_setup import FLUX, Steady, formulas, points
 
     pipe = with_image_encoder() if rank == 1 else FLUX.build(0)

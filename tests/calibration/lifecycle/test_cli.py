@@ -1,4 +1,4 @@
-"""``calibration.lifecycle.cli``, the body of `dslc plan --validate`: the modes it offers, one
+"""``calibration.cli.validate``, the body of `dslc plan --validate`: the modes it offers, one
 --target only, and the lifecycle it runs on an example (mode plan: measured and planned)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from calibration.cli.options import Choice, RunSettings, Shapes
-from calibration.lifecycle.cli import MODES, lifecycle, validate_command
+from calibration.cli.validate import MODES, lifecycle, validate_command
 from calibration.lifecycle.model import Mode
 from tests.calibration.lifecycle_setup import PROBE, STREAMING, TARGET
 

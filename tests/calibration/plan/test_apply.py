@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from calibration.core.weights import pipeline_bytes
 from calibration.examples import EXAMPLES
 from calibration.plan import Component, Device, Phase, Target, solve
 from calibration.plan.apply import PlanApplyError, apply, placements_by_kind
-from calibration.weights import pipeline_bytes
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from calibration.core.offload import Offload, placing
 from calibration.errors import CalibrationError
-from calibration.offload import Offload, placing
 from calibration.plan import Component, Device, Phase, Target, solve
 from calibration.plan.document_check import MAX_DOCUMENT_BYTES
 from calibration.plan.report import document

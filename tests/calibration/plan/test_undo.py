@@ -12,7 +12,7 @@ from diffusers.utils.torch_utils import get_module_execution_device
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibration.calls import reset_scheduler
+from calibration.core.calls import reset_scheduler
 from calibration.examples import EXAMPLES
 from calibration.plan.apply import PlanApplyError, apply, has_offload_hooks
 from calibration.plan.model import Device, Placement, PlacementKind, Plan

@@ -1,15 +1,15 @@
 """Sizes that do not depend on a clock: calibrate run twice with clocks that lie differently (one
 steady, one jumping at random) measures time differently, may add different sizes for time, and
-predicts the same memory bit for bit (calibration.run: sizes chosen from measured times join the
-time estimate only)."""
+predicts the same memory bit for bit (calibration.calibrate.run: sizes chosen from measured times
+join the time estimate only)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
 
-from calibration.run import Calibration, calibrate_session
-from calibration.session import Session
+from calibration.calibrate.run import Calibration, calibrate_session
+from calibration.core.session import Session
 from runtime.estimate.fit import Quantity
 from tests.calibration.probes.kinked import Kink, Kinked, formula_text
 

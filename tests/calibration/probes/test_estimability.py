@@ -1,7 +1,7 @@
-"""Estimability through the real calibrate loop (calibration.run.calibrate_session): a pipeline
-decode memory has a kink (``min``, ``max``, a clamp, an ``if``) anywhere between the probe and the
-target either gets a size past the kink and is predicted within 5 % raw, its bound never under the
-measured peak, or is reported ``not-estimable`` -- never with an evidence margin."""
+"""Estimability through the real calibrate loop (calibration.calibrate.run.calibrate_session): a
+pipeline decode memory has a kink (``min``, ``max``, a clamp, an ``if``) anywhere between the probe
+and the target either gets a size past the kink and is predicted within 5 % raw, its bound never
+under the measured peak, or is reported ``not-estimable`` -- never with an evidence margin."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from calibration.run import Calibration, calibrate_session
-from calibration.session import Session
-from calibration.verdict import verdict
+from calibration.calibrate.run import Calibration, calibrate_session
+from calibration.calibrate.verdict import verdict
+from calibration.core.session import Session
 from runtime.estimate.fit import FindingKind, MarginSource, estimable, row
 from tests.calibration.probes.kinked import Kink, Kinked, formula_text
 

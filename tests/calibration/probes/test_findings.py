@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from calibration.core.host import quiet_libraries
+from calibration.core.session import Session
 from calibration.examples import EXAMPLES
-from calibration.host import quiet_libraries
 from calibration.probes.findings import check
-from calibration.session import Session
 
 pytest.importorskip("diffusers")
 

@@ -7,8 +7,8 @@ Before the fix the probe was dropped with the warmup, the decode looked not esti
 
 from __future__ import annotations
 
-from calibration.run import calibrate_session
-from calibration.session import Session
+from calibration.calibrate.run import calibrate_session
+from calibration.core.session import Session
 from tests.calibration.probes.kinked import Kink, Kinked, formula_text
 
 TARGET = {"steps": 2, "frames": 32, "height": 96, "width": 96}

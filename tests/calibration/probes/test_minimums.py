@@ -8,10 +8,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from calibration.calibrate.run import load_pipeline, shapes
 from calibration.cli.calibrate import calibrate
 from calibration.examples import EXAMPLES
 from calibration.probes.minimums import below_minimums, raise_to_minimums
-from calibration.run import load_pipeline, shapes
 from tests.examples import ROOT
 
 

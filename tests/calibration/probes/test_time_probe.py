@@ -150,8 +150,8 @@ def test_the_ladder_combines_each_param_half_three_quarters_and_all_of_the_way(t
 def test_a_contract_that_leaves_nothing_between_moves_a_param_all_the_way():
     from pathlib import Path
 
+    from calibration.calibrate.run import load_pipeline
     from calibration.probes.sizes import ladder
-    from calibration.run import load_pipeline
 
     root = Path(__file__).resolve().parents[3]
     cog = load_pipeline(root / "formulas" / "cogvideox.wf", "cogvideox_2b")

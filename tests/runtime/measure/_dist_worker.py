@@ -17,7 +17,7 @@ def worker(rank: int, world: int, port: int, out_dir: str, artifact: str) -> Non
     results.
     """
     with gloo_rank(rank, world, port, 60):
-        from calibration.warmup import run_probe
+        from calibration.calibrate.warmup import run_probe
         from runtime import load_formulas
         from runtime.measure import (
             TorchDistributedAgreement,

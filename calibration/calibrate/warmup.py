@@ -28,11 +28,11 @@ from fractions import Fraction
 from attrs import field, frozen
 
 from artifact.units import show_bytes
-from calibration.memory import allocator_margin
+from calibration.core.wiring import Params
+from calibration.plan.memory import allocator_margin
 from calibration.probes.findings import Finding, check
 from calibration.probes.minimums import raise_to_minimums
 from calibration.probes.policy import next_probe, open_stages
-from calibration.wiring import Params
 from runtime import Pipeline
 from runtime.estimate import DEFAULT_MARGIN, estimate
 from runtime.measure.distributed import LOCAL, Agreement

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from attrs import frozen
 
 from calibration.cli.options import Choice, RunSettings, Shapes
+from calibration.core.wiring import Params
 from calibration.errors import CalibrationError
 from calibration.lifecycle.model import Mode
 from calibration.lifecycle.render import document, lines
@@ -19,7 +20,6 @@ from calibration.lifecycle.run import Outcome, run_lifecycle
 from calibration.lifecycle.steps import Points, Settings
 from calibration.plan.model import Device
 from calibration.plan.report import show_bytes
-from calibration.wiring import Params
 from runtime import Pipeline
 
 MODES = tuple(m.value for m in Mode)
@@ -37,12 +37,12 @@ class Built:
 
 def _built(choice: Choice, shapes: Shapes) -> Built:
     """The chosen example or factory with its formulas (`dslc calibrate`'s choice)."""
+    from calibration.calibrate.run import load_pipeline
     from calibration.cli.options import _defaults
     from calibration.examples import EXAMPLES
-    from calibration.run import load_pipeline
 
     if choice.factory is not None:
-        from calibration.cli.factory import load_factory
+        from calibration.core.factory import load_factory
 
         if choice.name is None:
             raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
@@ -64,10 +64,10 @@ def lifecycle(
     choice: Choice, shapes: Shapes, settings: RunSettings, device: Device, where: str, mode: str
 ) -> Outcome:
     """Build the pipeline on ``where`` (auto, cpu, cuda:N) and run the lifecycle in ``mode``."""
-    from calibration.host import quiet_libraries, resolve_device, torch_threads
-    from calibration.offload import placing
-    from calibration.run import shapes as full_shapes
-    from calibration.session import Session
+    from calibration.calibrate.run import shapes as full_shapes
+    from calibration.core.host import quiet_libraries, resolve_device, torch_threads
+    from calibration.core.offload import placing
+    from calibration.core.session import Session
 
     offload = placing(settings.offload)  # a plan file read before anything is built
     built = _built(choice, shapes)

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 from attrs import evolve, frozen
 
+from calibration.core.session import Params, Session
 from calibration.probes.evidence import StageMargin, stage_margins, with_risks
 from calibration.probes.findings import Checked, Finding, check, rank
 from calibration.probes.policy import open_stages
-from calibration.session import Params, Session
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate, estimate, estimate_timing
 from runtime.kinds import FindingKind, MarginSource, Quantity

@@ -47,7 +47,7 @@ OK_EXITS = frozenset({0, 1, 2, 4, 5})  # 3 is an internal error: a bug of ours
 Json = Any  # a parsed JSON value, mutated in place
 
 
-STOP_FACTORY = "calibration.fuzzing:stop"
+STOP_FACTORY = "calibration.fuzzing.mutate:stop"
 
 
 def stop(seed: int) -> object:

@@ -1,7 +1,7 @@
 """Fuzzing `dslc infer` (shared by bench/fuzz.py ``--kinds infer`` and
 tests/calibration/cli/test_fuzz_infer.py): random skeletons, axes, bases, factories and options.
 
-The contract is ``calibration.fuzzing``'s: exit 0, 1, 2, 4 or 5, never 3 or an escaping
+The contract is ``calibration.fuzzing.mutate``'s: exit 0, 1, 2, 4 or 5, never 3 or an escaping
 exception. A case is one `dslc infer` command line: a skeleton file or ``--axis`` texts drawn from
 a small grammar of params (ranges, contracts, `call` lines, probe groups), then mutated as text; a
 ``--base`` of declared, unknown or hostile values; one of the factories below; hostile options
@@ -17,7 +17,7 @@ import random
 import sys
 from collections.abc import Sequence
 
-from calibration.fuzzing import HOSTILE_OPTION_VALUES, STOP_FACTORY, Sandbox
+from calibration.fuzzing.mutate import HOSTILE_OPTION_VALUES, STOP_FACTORY, Sandbox
 
 __all__ = ["RUN_EVERY", "TOY_FACTORIES", "case_seconds", "infer_case", "toy"]
 
@@ -210,7 +210,7 @@ def infer_case(rng: random.Random, index: int, sandbox: Sandbox) -> tuple[str, l
     """Case ``index``: its mutation's name and the `dslc infer` arguments (a file written in the
     sandbox for a skeleton). A case that runs the toy is mutated less: most reach the fits."""
     runs = index % RUN_EVERY == RUN_EVERY - 1
-    factory = f"calibration.fuzzing_infer:{rng.choice(TOY_FACTORIES)}" if runs else STOP_FACTORY
+    factory = f"calibration.fuzzing.infer:{rng.choice(TOY_FACTORIES)}" if runs else STOP_FACTORY
     names = [f"factory:{factory.rsplit(':', 1)[-1]}"]
     args = ["infer", "--pipeline", factory]
     if rng.random() < 0.6:

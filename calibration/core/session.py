@@ -14,20 +14,20 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from calibration.calls import DEFAULT_CALL, accepted, reset_scheduler
-from calibration.errors import CalibrationError
-from calibration.host import clock_for, resolve_device
-from calibration.offload import Offload, Placing, chosen, placed, placement_in_force, release
-from calibration.plan.model import PlacementKind
-from calibration.plan.saved import SavedPlan
-from calibration.weights import module_layers, module_weights
-from calibration.wiring import (
+from calibration.core.calls import DEFAULT_CALL, accepted, reset_scheduler
+from calibration.core.host import clock_for, resolve_device
+from calibration.core.offload import Offload, Placing, chosen, placed, placement_in_force, release
+from calibration.core.weights import module_layers, module_weights
+from calibration.core.wiring import (
     Params,
     PipelineFacts,
     call_arguments,
     check_call,
     pipeline_facts,
 )
+from calibration.errors import CalibrationError
+from calibration.plan.model import PlacementKind
+from calibration.plan.saved import SavedPlan
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 

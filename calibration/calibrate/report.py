@@ -10,8 +10,8 @@ from fractions import Fraction
 from typing import Any
 
 from artifact.units import show_bytes, show_seconds
-from calibration.run import Calibration, Comparison
-from calibration.verdict import verdict
+from calibration.calibrate.run import Calibration, Comparison
+from calibration.calibrate.verdict import verdict
 from runtime.kinds import Method
 
 DOCUMENT_VERSION = 1

@@ -9,7 +9,8 @@
   departs in that no size could move (the checks could not see a dependence on it), on a
   component no phase saw active (``Calibration.unobserved``: its cost was never measured), or on a
   `call` argument the pipeline takes only through ``**kwargs`` that no measured pair of sizes showed
-  to change the call's memory or work (``calibration.calls.unproven_calls``): it may never arrive.
+  to change the call's memory or work (``calibration.core.calls.unproven_calls``): it may never
+  arrive.
 
 Exit statuses (docs/cli.md): 0 holds; 1 bad input; 2 usage; 3 a bug of ours; ``VERIFY_FAILED``
 (4) a bound under the measured peak or a failed request; ``STRICT_FAILED`` (5) with ``--strict``,
@@ -22,7 +23,7 @@ from enum import Enum
 
 from attrs import frozen
 
-from calibration.run import Calibration
+from calibration.calibrate.run import Calibration
 
 VERIFY_FAILED = 4
 STRICT_FAILED = 5

@@ -9,14 +9,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 
 from artifact.spelling import point_text
-from calibration.costs import relative_cost
+from calibration.calibrate.settle import Settled, settle
+from calibration.core.costs import relative_cost
+from calibration.core.session import Params, Session
 from calibration.probes.evidence import reach
 from calibration.probes.policy import memory_terms, work
 from calibration.probes.residuals import StageFit
 from calibration.probes.sizes import departures, ladder, shape_probe, towards
 from calibration.probes.time_probe import covers_memory, time_probe
-from calibration.session import Params, Session
-from calibration.settle import Settled, settle
 from runtime import Pipeline
 from runtime.kinds import FindingKind, Quantity
 from runtime.record import WarmupRecord

@@ -22,8 +22,8 @@ from attrs import frozen
 
 from artifact.limits import MAX_MEMBERS
 from artifact.spelling import passed_value
+from calibration.core.wiring import Params
 from calibration.errors import CalibrationError
-from calibration.wiring import Params
 from dslc.limits import MAX_LITERAL_DIGITS
 
 T = TypeVar("T")

@@ -3,7 +3,7 @@ tests/calibration/test_fuzz_cli.py).
 
 The seed is a real plan: `dslc plan --calibration FILE --device-memory 1MiB --json` on the saved
 tiny-FLUX calibration (every placement kind: resident, offloaded, layerwise 1/2), mutated as JSON
-and as text by ``calibration.fuzzing.mutate_document``. A case checks two things:
+and as text by ``calibration.fuzzing.mutate.mutate_document``. A case checks two things:
 
 - read in this process (``calibration.plan.saved.read_plan``) and matched against the pipeline the
   plan was made for (``check_pipeline`` with the seed's own layer counts), only a ``PlanFileError``
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from calibration.fuzzing import CASE_SECONDS, Failure, Sandbox, calibrate_options, run_dslc
+from calibration.fuzzing.mutate import CASE_SECONDS, Failure, Sandbox, calibrate_options, run_dslc
 from dslc.fuzzing import CaseClock
 
 #: The capacity the seed plan is made for: the tiny FLUX streams one of its transformer's blocks.
@@ -57,8 +57,8 @@ def check_plan_file(
     seconds: float | None = CASE_SECONDS,
 ) -> float:
     """One mutated plan file read, matched and given to `dslc calibrate` (see the module
-    docstring); the CPU seconds taken, or ``calibration.fuzzing.Failure`` (past ``seconds`` of
-    CPU time too; None: no limit)."""
+    docstring); the CPU seconds taken, or ``calibration.fuzzing.mutate.Failure`` (past ``seconds``
+    of CPU time too; None: no limit)."""
     from calibration.plan.saved import PlanFileError, check_pipeline, read_plan
 
     path = sandbox.root / "plan.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from calibration.session import Params
+from calibration.core.session import Params
 from runtime import Pipeline
 
 

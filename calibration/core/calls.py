@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from attrs import frozen
 
-from calibration.wiring import CallValue, call_arguments
+from calibration.core.wiring import CallValue, call_arguments
 from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:

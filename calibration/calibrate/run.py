@@ -20,12 +20,16 @@ from pathlib import Path
 
 from attrs import field, frozen
 
-from calibration.calls import UnprovenCall, unproven_calls
-from calibration.costs import relative_cost, work_ratio
+from calibration.calibrate.loop import Loop, Progress, more_sizes
+from calibration.calibrate.settle import Settled, fixed_margin_bounds, median_run
+from calibration.core.calls import UnprovenCall, unproven_calls
+from calibration.core.costs import relative_cost, work_ratio
+from calibration.core.host import quiet_libraries, torch_threads
+from calibration.core.offload import Placing
+from calibration.core.session import Params, Session
+from calibration.core.weights import phase_weights, unobserved
+from calibration.core.wiring import call_arguments
 from calibration.errors import CalibrationError
-from calibration.host import quiet_libraries, torch_threads
-from calibration.loop import Loop, Progress, more_sizes
-from calibration.offload import Placing
 from calibration.probes.evidence import StageMargin
 from calibration.probes.findings import Finding
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
@@ -34,10 +38,6 @@ from calibration.probes.sizes import (
     extra_probes,
 )
 from calibration.probes.time_probe import TIME_TOLERANCE
-from calibration.session import Params, Session
-from calibration.settle import Settled, fixed_margin_bounds, median_run
-from calibration.weights import phase_weights, unobserved
-from calibration.wiring import call_arguments
 from runtime import FormulaError, Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate
 from runtime.kinds import PhaseKind
@@ -103,7 +103,7 @@ class Calibration:
     call_warnings: tuple[str, ...] = ()  # `call` arguments a **kwargs pipeline may ignore
     phase_weights: Mapping[str, int] = field(factory=dict, hash=False)  # label -> weights at peak
     unobserved: tuple[str, ...] = ()  # components no phase saw active (planned conservatively)
-    offload: str = "none"  # the placement calibrated under (``calibration.offload.Offload``)
+    offload: str = "none"  # the placement calibrated under (``calibration.core.offload.Offload``)
     plan_file: str | None = None  # under ``plan``: the saved plan's file
     plan_placement: Mapping[str, str] = field(factory=dict, hash=False)  # ... and its placement
     capacity: int | None = None  # the device's cap while calibrating
@@ -407,7 +407,7 @@ def shapes(
     planned_warmup = raise_to_minimums(pipeline, {**probe_point, **d_warmup}, probe_point)
     warmup_point = full_point(pipeline, {**planned_warmup, **(warmup or {})}, "warmup")
     if warmup_point == probe_point:  # no warmup size given: one step lighter along the probe axes
-        from calibration.warmup import lighten
+        from calibration.calibrate.warmup import lighten
 
         warmup_point = lighten(pipeline, probe_point, {}) or warmup_point
     return target_point, probe_point, warmup_point
@@ -437,8 +437,8 @@ def calibrate_pipeline(
     capacity: int | None = None,
 ) -> Calibration:
     """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate
-    (placed under ``offload`` on a device capped at ``capacity``: ``calibration.offload``)."""
-    from calibration.host import resolve_device
+    (placed under ``offload`` on a device capped at ``capacity``: ``calibration.core.offload``)."""
+    from calibration.core.host import resolve_device
 
     target_point, probe_point, warmup_point = shapes(
         pipeline, defaults, target=target, probe=probe, warmup=warmup

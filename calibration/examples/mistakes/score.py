@@ -1,0 +1,106 @@
+"""Scoring one mistake's calibration, pure: which stages miss at the target, which findings are
+actionable, and whether every missing stage is named (or the refusal names the bad fact)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from calibration.examples.mistakes.model import Miss, Mistake, Named, Outcome
+
+if TYPE_CHECKING:
+    from calibration.calibrate.run import Calibration
+
+#: A stage misses when its raw prediction is off the measured peak (or time) by more than this.
+MISS = 0.05
+
+
+def _memory_misses(calibration: Calibration) -> list[Miss]:
+    out = []
+    measured_stages = set()
+    for phase, shown in zip(calibration.estimate.phases, calibration.phases(), strict=True):
+        if phase.stage is None or shown.measured is None:
+            continue
+        measured_stages.add(phase.stage)
+        why = []
+        error = shown.error
+        if error is not None and abs(error) > MISS:
+            why.append(f"raw {error * 100:+.1f} %")
+        if shown.bound is not None and shown.bound < shown.measured:
+            why.append("bound under the measured peak")
+        if why:
+            out.append(
+                Miss(
+                    phase.stage,
+                    "memory",
+                    shown.label,
+                    shown.predicted,
+                    shown.bound,
+                    shown.measured,
+                    ", ".join(why),
+                )
+            )
+    return out
+
+
+def _time_misses(calibration: Calibration) -> list[Miss]:
+    """Stages whose time misses by more than ``MISS`` and more than the estimate's two sigma."""
+    out = []
+    estimated = calibration.estimate.timing.stages
+    for shown, stage in zip(calibration.stage_times(), estimated, strict=True):
+        if shown.predicted is None or shown.measured is None or shown.error is None:
+            continue
+        two_sigma = 2e3 * (stage.spread_s or 0.0)
+        if abs(shown.error) > MISS and abs(shown.predicted - shown.measured) > two_sigma:
+            out.append(
+                Miss(
+                    stage.stage,
+                    "time",
+                    f"time:{stage.stage}",
+                    shown.predicted,
+                    None,
+                    shown.measured,
+                    f"raw {shown.error * 100:+.1f} % (two sigma {two_sigma:.3g} ms)",
+                )
+            )
+    return out
+
+
+def evaluate(mistake: Mistake, result: Calibration | str, stages: tuple[str, ...]) -> Outcome:
+    """The outcome of one calibration (or refusal) of ``mistake``; ``stages``: the pipeline's."""
+    facts = (mistake.refusal,) if mistake.refusal else mistake.stages
+    if isinstance(result, str):
+        return Outcome(
+            mistake.name, mistake.family, (), (), result, (), facts, (), mistake.direction
+        )
+    misses: list[Miss] = []
+    noise: tuple[Miss, ...] = ()
+    run = result.measured
+    if run is None or not run.ok or result.errors:
+        misses = [Miss(s, "request", s, None, None, None, "request failed") for s in stages]
+    else:
+        if "memory" in mistake.quantities:
+            misses += _memory_misses(result)
+        if "time" in mistake.quantities:
+            timed = _time_misses(result)
+            misses += [m for m in timed if m.stage in mistake.stages]
+            noise = tuple(m for m in timed if m.stage not in mistake.stages)
+        measured = {p.stage for p in run.phases if p.stage is not None}
+        misses += [
+            Miss(s, "memory", s, None, None, None, "not measured at the target")
+            for s in stages
+            if s not in measured
+        ]
+    findings = tuple(
+        Named(f.kind, f.stage, f.quantity, f.direction, f.actionable) for f in result.findings
+    )
+    return Outcome(
+        mistake.name,
+        mistake.family,
+        tuple(misses),
+        findings,
+        None,
+        result.errors,
+        facts,
+        noise,
+        mistake.direction,
+    )
