@@ -226,7 +226,7 @@ def parse_pipeline(
 
 
 def _count_members(obj: Mapping[str, object], path: object) -> None:
-    """Params, lets and stages within the limits, counted before any of them is read."""
+    """Point, lets and stages within the limits, counted before any of them is read."""
     stages = obj["stages"]
     if isinstance(stages, (list, tuple)) and len(stages) > MAX_STAGES:
         raise over_limit(
@@ -247,7 +247,7 @@ def _count_members(obj: Mapping[str, object], path: object) -> None:
 
 
 def _params(value: object, path: object, n_sources: int) -> tuple[ParamDecl, ...]:
-    """Params: unique names, `int` with a non-empty range holding the default, or `bool`."""
+    """Point: unique names, `int` with a non-empty range holding the default, or `bool`."""
     params: list[ParamDecl] = []
     names: set[str] = set()
     for i, raw in enumerate(as_list(value, path)):

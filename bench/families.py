@@ -101,7 +101,7 @@ def _stages(formulas: Any) -> tuple[AutoStages, dict[str, list[str]]]:
     return AutoStages(stage_for, frozenset(formulas.stepped_stages)), entry_points
 
 
-def _call(formulas: Any, module: Any, params: Mapping[str, int | bool]) -> dict[str, object]:
+def _call(formulas: Any, module: Any, params: Point) -> dict[str, object]:
     """The factory's constant arguments, then the formula file's `call` arguments at ``params``."""
     declared = formulas.call_arguments(**params)
     numbers = {k: float(v) if isinstance(v, Fraction) else v for k, v in declared.items()}

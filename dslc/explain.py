@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from artifact.point import Point
 from dslc import ast
 from dslc.fmt import format_expr
 from dslc.interp import EvalError, Interpreter, Value
@@ -49,8 +50,8 @@ class FieldExplanation:
 @attrs.frozen
 class Explanation:
     pipeline: str
-    probe: Mapping[str, int | bool]  # the full point: defaults with the probe's overrides
-    target: Mapping[str, int | bool]  # the default workload
+    probe: Point  # the full point: defaults with the probe's overrides
+    target: Point  # the default workload
     fields: tuple[FieldExplanation, ...]
 
 
@@ -63,8 +64,8 @@ def ratio(target: int | Fraction, probe: int | Fraction) -> Fraction | None:
 def explain(
     resolved: ResolvedPipeline,
     runtime_pipeline: Any,
-    overrides: Mapping[str, int | bool],
-    target_overrides: Mapping[str, int | bool] | None = None,
+    overrides: Point,
+    target_overrides: Point | None = None,
 ) -> Explanation:
     """Explain `resolved` (the compiler's view), with values from `runtime_pipeline` (loaded).
 
@@ -121,7 +122,7 @@ MAX_SHOWN_DEPTH = 100  # nor one nested deeper (the parser's own expression dept
 SAMPLE_POINTS = 12  # admissible points a simplified formula is checked at
 
 
-def sample_points(pipeline: Any, probe: Mapping[str, int | bool]) -> list[dict[str, int | bool]]:
+def sample_points(pipeline: Any, probe: Point) -> list[dict[str, int | bool]]:
     """The probe, the default workload, and each param at its range's ends and middle (each walked
     down to an admissible value), bools flipped: where a wrong simplification would show."""
     target = dict(pipeline.default_workload)
@@ -143,7 +144,7 @@ def sample_points(pipeline: Any, probe: Mapping[str, int | bool]) -> list[dict[s
 class FormulaChecks:
     """The source's values at the sample points, to compare a simplified formula against."""
 
-    def __init__(self, resolved: ResolvedPipeline, points: Sequence[Mapping[str, int | bool]]):
+    def __init__(self, resolved: ResolvedPipeline, points: Sequence[Point]):
         self.lets = resolved.lets
         self.points = [
             {k: v if isinstance(v, bool) else Fraction(v) for k, v in p.items()} for p in points

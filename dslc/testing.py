@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from artifact.point import Point
 from dslc import ast
 from dslc.fmt import format_expr
 
@@ -63,7 +64,7 @@ def _int_candidates(info: _ParamInfo) -> st.SearchStrategy[int]:
 
 @st.composite
 def admissible_params(
-    draw: st.DrawFn, pipeline: PipelineLike, *, fixed: Mapping[str, int | bool] | None = None
+    draw: st.DrawFn, pipeline: PipelineLike, *, fixed: Point | None = None
 ) -> dict[str, int | bool]:
     """Points inside every range and contract, biased towards bounds, defaults and contract edges.
 
@@ -92,9 +93,7 @@ def admissible_params(
 # --------------------------------------------------------------------------- claims
 
 
-def assert_non_decreasing(
-    pipeline: PipelineLike, stage: str, param: str, point: Mapping[str, int | bool]
-) -> None:
+def assert_non_decreasing(pipeline: PipelineLike, stage: str, param: str, point: Point) -> None:
     """`stage`'s iterations never drop when `param` grows to its next admissible value."""
     here = dict(point)
     info = pipeline.params[param]
@@ -113,8 +112,8 @@ def assert_non_decreasing(
 
 def assert_probe_within_target(
     pipeline: PipelineLike,
-    probe: Mapping[str, int | bool],
-    target: Mapping[str, int | bool] | None = None,
+    probe: Point,
+    target: Point | None = None,
 ) -> None:
     """A probe never runs more iterations of any stage than its target does."""
     target = dict(target or pipeline.default_workload)

@@ -17,6 +17,7 @@ from artifact.errors import (
     UnknownStageError,
 )
 from artifact.ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
+from artifact.point import Point
 from artifact.spelling import file_value
 from artifact.stack import retried_on_fresh_stack
 from runtime.defaults import check_defaults
@@ -203,7 +204,7 @@ class Pipeline:
     def memory_terms(self, stage: str, /, **params: int | bool) -> tuple[int | Fraction, ...]:
         """Each term of the stage's memory measure at this point (one term: `(memory,)`), exactly.
 
-        Params are bound and checked as by `memory`; every term must be non-negative, and
+        Point are bound and checked as by `memory`; every term must be non-negative, and
         `memory` is their sum.
         """
         return self._measure_terms(1, self._terms, stage, params)
@@ -211,7 +212,7 @@ class Pipeline:
     def time_terms(self, stage: str, /, **params: int | bool) -> tuple[int | Fraction, ...]:
         """Each term of the stage's time measure at this point (one term: `(time,)`), exactly.
 
-        Params are bound and checked as by `time`; every term must be non-negative, and `time` is
+        Point are bound and checked as by `time`; every term must be non-negative, and `time` is
         their sum.
         """
         return self._measure_terms(2, self._time_terms, stage, params)
@@ -221,7 +222,7 @@ class Pipeline:
         field: int,
         table: Mapping[str, tuple[Measure, ...]],
         stage: str,
-        params: Mapping[str, int | bool],
+        params: Point,
     ) -> tuple[int | Fraction, ...]:
         if stage not in self._fields[field]:
             raise UnknownStageError(self.name, str(stage), self.stages)
@@ -249,7 +250,7 @@ class Pipeline:
         return result
 
     def stage_iterations(
-        self, probe: Mapping[str, int | bool], target: Mapping[str, int | bool] | None = None
+        self, probe: Point, target: Point | None = None
     ) -> dict[str, tuple[int, int]]:
         """Per stage `(measured, target)`: iterations at the probe and at the target (default
         workload).

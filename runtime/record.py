@@ -39,7 +39,7 @@ _A = TypeVar("_A", bound=attrs.AttrsInstance)
 
 
 def _freeze_params(value: Mapping[str, ParamValue]) -> Mapping[str, ParamValue]:
-    """Params are read-only so a record can never be changed after the fact."""
+    """Point are read-only so a record can never be changed after the fact."""
     return MappingProxyType(dict(value))
 
 

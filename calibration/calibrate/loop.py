@@ -5,13 +5,14 @@ time from measured times that never enters a memory figure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 
+from artifact.point import Point
 from artifact.spelling import point_text
 from calibration.calibrate.settle import Settled, settle
 from calibration.core.costs import relative_cost
-from calibration.core.session import Params, Session
+from calibration.core.session import Session
 from calibration.probes.evidence import reach
 from calibration.probes.policy import memory_terms, work
 from calibration.probes.residuals import StageFit
@@ -40,7 +41,7 @@ class Loop:
         session: Session,
         points: dict[str, dict[str, int | bool]],
         sizes: list[tuple[str, str]],
-        target: Params,
+        target: Point,
         repeat: int,
         verify: bool,
         progress: Progress | None,
@@ -66,7 +67,7 @@ class Loop:
         self.roles.append(role)
         self.records.append(self.session.run(self.points[role]))
 
-    def affordable(self, point: Params) -> bool:
+    def affordable(self, point: Point) -> bool:
         """Whether one more size at ``point`` keeps the extra sizes' cost under the budget."""
         return self.cost + relative_cost(self.session.formulas, point, self.target) < BUDGET
 
@@ -107,8 +108,8 @@ class Loop:
 
 def more_sizes(
     loop: Loop,
-    probe: Params,
-    target: Params,
+    probe: Point,
+    target: Point,
     margin: float,
     uncovered: Sequence[str],
     time_tolerance: float | None,
@@ -122,7 +123,7 @@ def more_sizes(
 
 
 def _memory_sizes(
-    loop: Loop, probe: Params, target: Params, margin: float, uncovered: Sequence[str]
+    loop: Loop, probe: Point, target: Point, margin: float, uncovered: Sequence[str]
 ) -> Settled:
     """Larger sizes until no memory fit is unconfirmed and every growing stage's fit is confirmed
     by a size beyond it (for its evidence margin), then a third value of every param the memory
@@ -160,8 +161,8 @@ REACH = 1.1
 def _nearer(
     loop: Loop,
     settled: Settled,
-    probe: Params,
-    target: Params,
+    probe: Point,
+    target: Point,
     margin: float,
     uncovered: Sequence[str],
 ) -> Settled:
@@ -182,7 +183,7 @@ def _nearer(
     return loop.settle(margin, uncovered)
 
 
-def _candidates(loop: Loop, probe: Params, target: Params) -> list[dict[str, int | bool]]:
+def _candidates(loop: Loop, probe: Point, target: Point) -> list[dict[str, int | bool]]:
     """The sizes the memory loop may add, cheapest first: the ladder and the halfway points,
     unmeasured, affordable, lighter than the target (``covers_memory``); from the formulas, the
     contracts and the costs alone."""
@@ -202,7 +203,7 @@ def _candidates(loop: Loop, probe: Params, target: Params) -> list[dict[str, int
 
 
 def _confirming(
-    loop: Loop, settled: Settled, probe: Params, target: Params
+    loop: Loop, settled: Settled, probe: Point, target: Point
 ) -> dict[str, int | bool] | None:
     """The cheapest candidate size beyond every growing memory fit that no size tests yet (terms
     of its own), else the cheapest beyond the most of them, else the cheapest larger one."""
@@ -214,7 +215,7 @@ def _confirming(
     ]
     candidates = _candidates(loop, probe, target)
 
-    def tested(c: Params) -> int:
+    def tested(c: Point) -> int:
         """How many of the open fits ``c`` would test: its terms are not those of a fitted size."""
         return sum(
             memory_terms(pipeline, f.stage, c) not in {f.points[i].terms for i in f.chosen}
@@ -224,7 +225,7 @@ def _confirming(
     return max(candidates, key=tested, default=None)  # max keeps the first (cheapest) of a tie
 
 
-def _reach_with(pipeline: Pipeline, fits: Sequence[StageFit], size: Params) -> float:
+def _reach_with(pipeline: Pipeline, fits: Sequence[StageFit], size: Point) -> float:
     """Every growing stage's reach once ``size`` is measured too (its growth from the fit)."""
     out = 1.0
     for fit in fits:
@@ -235,13 +236,13 @@ def _reach_with(pipeline: Pipeline, fits: Sequence[StageFit], size: Params) -> f
 
 
 def _time_size(
-    loop: Loop, settled: Settled, probe: Params, target: Params, time_tolerance: float
+    loop: Loop, settled: Settled, probe: Point, target: Point, time_tolerance: float
 ) -> None:
     """A probe for time when a stage's time at the target is too uncertain
     (``calibration.probes.time_probe``): for time only."""
     pipeline = loop.session.formulas
 
-    def candidates() -> Iterator[Params]:
+    def candidates() -> Iterator[Point]:
         """The ladder, built only when a stage's time needs a probe (``time_probe`` asks)."""
         yield from (c for c in ladder(pipeline, probe, target) if loop.affordable(c))
 
@@ -258,5 +259,5 @@ def _time_size(
         loop.add_size(timed, "pinning down time", for_time=True)
 
 
-def describe(params: Mapping[str, int | bool]) -> str:
+def describe(params: Point) -> str:
     return point_text(params)

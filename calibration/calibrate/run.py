@@ -20,13 +20,14 @@ from pathlib import Path
 
 from attrs import field, frozen
 
+from artifact.point import Point
 from calibration.calibrate.loop import Loop, Progress, more_sizes
 from calibration.calibrate.settle import Settled, fixed_margin_bounds, median_run
 from calibration.core.calls import UnprovenCall, unproven_calls
 from calibration.core.costs import relative_cost, work_ratio
 from calibration.core.host import quiet_libraries, torch_threads
 from calibration.core.offload import Placing
-from calibration.core.session import Params, Session
+from calibration.core.session import Session
 from calibration.core.weights import phase_weights, unobserved
 from calibration.core.wiring import call_arguments
 from calibration.errors import CalibrationError
@@ -72,9 +73,9 @@ class Calibration:
     formula_path: str
     device: str
     backend: str
-    warmup: Params = field(hash=False)
-    probe: Params = field(hash=False)
-    target: Params = field(hash=False)
+    warmup: Point = field(hash=False)
+    probe: Point = field(hash=False)
+    target: Point = field(hash=False)
     work_ratio: Fraction
     roles: tuple[str, ...]
     records: tuple[WarmupRecord, ...]
@@ -82,7 +83,7 @@ class Calibration:
     measured: WarmupRecord | None
     component_weight_bytes: Mapping[str, int] = field(hash=False)
     errors: tuple[str, ...] = ()
-    extra_probes: tuple[Params, ...] = field(default=(), hash=False)
+    extra_probes: tuple[Point, ...] = field(default=(), hash=False)
     findings: tuple[Finding, ...] = ()
     undeclared: tuple[str, ...] = ()  # components that ran outside every declared stage
     layer_bytes: Mapping[str, Mapping[str, int]] = field(factory=dict, hash=False)
@@ -110,7 +111,7 @@ class Calibration:
     unproven_calls: tuple[UnprovenCall, ...] = ()  # of those, the ones no measured pair showed used
 
     @property
-    def second_probe(self) -> Params | None:
+    def second_probe(self) -> Point | None:
         """The first extra probe (the document's ``second_probe``), if any."""
         return self.extra_probes[0] if self.extra_probes else None
 
@@ -202,7 +203,7 @@ def load_pipeline(formula_path: Path, name: str) -> Pipeline:
     return book[name]
 
 
-def full_point(pipeline: Pipeline, params: Params, what: str) -> dict[str, int | bool]:
+def full_point(pipeline: Pipeline, params: Point, what: str) -> dict[str, int | bool]:
     """The default workload with ``params``; an unknown name or inadmissible point:
     CalibrationError.
     """
@@ -217,9 +218,9 @@ def full_point(pipeline: Pipeline, params: Params, what: str) -> dict[str, int |
 def calibrate_session(
     session: Session,
     *,
-    target: Params,
-    probe: Params,
-    warmup: Params,
+    target: Point,
+    probe: Point,
+    warmup: Point,
     margin: float = DEFAULT_MARGIN,
     verify: bool = False,
     repeat: int = 3,
@@ -265,7 +266,7 @@ def calibrate_session(
 
 
 def _planned(
-    pipeline: Pipeline, warmup: Params, probe: Params, target: Params
+    pipeline: Pipeline, warmup: Point, probe: Point, target: Point
 ) -> tuple[dict[str, dict[str, int | bool]], list[tuple[str, str]], tuple[str, ...]]:
     """The sizes planned before anything runs -- the probe, the extra probes that determine every
     term, one size per param no two sizes move alone -- by role, why each, and what none moves."""
@@ -295,7 +296,7 @@ def _calibration(
     loop: Loop,
     settled: Settled,
     measured_run: WarmupRecord | None,
-    shapes: tuple[Params, Params, Params],
+    shapes: tuple[Point, Point, Point],
     uncovered: tuple[str, ...],
     label: str,
     formula_path: str,
@@ -363,7 +364,7 @@ def _errors(loop: Loop, measured_run: WarmupRecord | None) -> tuple[str, ...]:
     return errors
 
 
-def _notices(pipeline: Pipeline, probe: Params, target: Params) -> tuple[str, ...]:
+def _notices(pipeline: Pipeline, probe: Point, target: Point) -> tuple[str, ...]:
     """Warnings about the request itself: a target no larger than the probe measures nothing new."""
     ratio = work_ratio(pipeline, probe, target)
     if ratio and ratio < 1:
@@ -390,11 +391,11 @@ def unstaged_components(records: Sequence[WarmupRecord]) -> tuple[str, ...]:
 
 def shapes(
     pipeline: Pipeline,
-    defaults: tuple[Params, Params, Params],
+    defaults: tuple[Point, Point, Point],
     *,
-    target: Params | None = None,
-    probe: Params | None = None,
-    warmup: Params | None = None,
+    target: Point | None = None,
+    probe: Point | None = None,
+    warmup: Point | None = None,
 ) -> tuple[dict[str, int | bool], dict[str, int | bool], dict[str, int | bool]]:
     """The target, probe and warmup: each given one over the defaults, unset params from the next
     larger (the probe's from the target, the warmup's from the probe). A default below a declared
@@ -416,11 +417,11 @@ def shapes(
 def calibrate_pipeline(
     pipe_factory: Callable[[int], object],
     pipeline: Pipeline,
-    defaults: tuple[Params, Params, Params],
+    defaults: tuple[Point, Point, Point],
     *,
-    target: Params | None = None,
-    probe: Params | None = None,
-    warmup: Params | None = None,
+    target: Point | None = None,
+    probe: Point | None = None,
+    warmup: Point | None = None,
     call_kwargs: Callable[[int], Mapping[str, object]] | None = None,
     margin: float = DEFAULT_MARGIN,
     verify: bool = False,

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from attrs import evolve, frozen
 
-from calibration.core.session import Params, Session
+from artifact.point import Point
+from calibration.core.session import Session
 from calibration.probes.evidence import StageMargin, stage_margins, with_risks
 from calibration.probes.findings import Checked, Finding, check, rank
 from calibration.probes.policy import open_stages
@@ -40,7 +41,7 @@ class Settled:
 def settle(
     session: Session,
     records: Sequence[WarmupRecord],
-    target: Params,
+    target: Point,
     margin: float,
     uncovered: Sequence[str],
     timed: Sequence[WarmupRecord] = (),
@@ -97,7 +98,7 @@ def _with_time(memory: Checked, time: Checked) -> Checked:
 
 
 def fixed_margin_bounds(
-    session: Session, settled: Settled, target: Params, margin: float
+    session: Session, settled: Settled, target: Point, margin: float
 ) -> dict[str, int | None]:
     """Each phase's bound (and the request's, as "request") with the fixed margin alone, on the
     same records: what the margins from evidence are compared with."""
@@ -124,7 +125,7 @@ def in_regime(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     findings: Sequence[Finding],
-    target: Params,
+    target: Point,
 ) -> list[WarmupRecord]:
     """The records to estimate from: without the sizes a memory finding puts outside the formulas'
     regime, as long as the rest still determine every term the records determined."""

@@ -27,8 +27,8 @@ from fractions import Fraction
 
 from attrs import field, frozen
 
+from artifact.point import Point
 from artifact.units import show_bytes
-from calibration.core.wiring import Params
 from calibration.plan.memory import allocator_margin
 from calibration.probes.findings import Finding, check
 from calibration.probes.minimums import raise_to_minimums
@@ -74,7 +74,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return False
 
 
-def _largest(pipeline: Pipeline, name: str, at_most: int, floor: int, shape: Params) -> int:
+def _largest(pipeline: Pipeline, name: str, at_most: int, floor: int, shape: Point) -> int:
     """The largest admissible value of ``name`` in ``[floor, at_most]`` (``floor`` when none is)."""
     if at_most <= floor:
         return floor
@@ -92,7 +92,7 @@ def _scaled(value: int, factor: float) -> int:
 
 
 def _shrink(
-    pipeline: Pipeline, shape: Params, floor: Params, group: Sequence[str]
+    pipeline: Pipeline, shape: Point, floor: Point, group: Sequence[str]
 ) -> dict[str, int | bool] | None:
     """``shape`` with the product of ``group``'s params about halved (each side alike), or None.
 
@@ -113,7 +113,7 @@ def _shrink(
     return new if pipeline.is_admissible(**new) else None
 
 
-def lighten(pipeline: Pipeline, shape: Params, floor: Params) -> dict[str, int | bool] | None:
+def lighten(pipeline: Pipeline, shape: Point, floor: Point) -> dict[str, int | bool] | None:
     """One step lighter than ``shape`` along the first probe axis group that can shrink, or None."""
     for group in pipeline.probe_axes:
         lighter = _shrink(pipeline, shape, floor, group)
@@ -123,7 +123,7 @@ def lighten(pipeline: Pipeline, shape: Params, floor: Params) -> dict[str, int |
 
 
 def lighten_sequence(
-    pipeline: Pipeline, start: Params, floor: Params
+    pipeline: Pipeline, start: Point, floor: Point
 ) -> tuple[dict[str, int | bool], ...]:
     """``start``, then each lighter shape, ending at the floor-most shape reachable."""
     shapes = [dict(start)]
@@ -144,7 +144,7 @@ class PeakPrediction:
 def predict_peak(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
-    shape: Params,
+    shape: Point,
     margin: float = DEFAULT_MARGIN,
 ) -> PeakPrediction | None:
     """The request peak at ``shape`` above the current baseline, by the estimators (None: no
@@ -164,9 +164,9 @@ def predict_peak(
 class ProbePlan:
     """The chosen probe: its params, its index in the lighten sequence, and why."""
 
-    params: Params = field(hash=False)
+    params: Point = field(hash=False)
     lighten_steps: int
-    shapes: tuple[Params, ...] = field(hash=False)
+    shapes: tuple[Point, ...] = field(hash=False)
     prediction: PeakPrediction | None
     budget: int
     fits: bool
@@ -177,8 +177,8 @@ def plan_probe(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     *,
-    start: Params,
-    floor: Params,
+    start: Point,
+    floor: Point,
     free_bytes: int,
     total_bytes: int,
 ) -> ProbePlan:
@@ -225,7 +225,7 @@ OK, OUT_OF_MEMORY, FAILED = 0, 1, 2
 class ProbeAttempt:
     """One try of a probe shape and how it ended."""
 
-    params: Params = field(hash=False)
+    params: Point = field(hash=False)
     lighten_steps: int
     error: ErrorInfo | None
     out_of_memory: bool
@@ -252,7 +252,7 @@ class ProbeOutcome:
 
 
 def _attempt(
-    recorder: WarmupRecorder, params: Params, body: Callable[[Request], object]
+    recorder: WarmupRecorder, params: Point, body: Callable[[Request], object]
 ) -> tuple[int, ErrorInfo | None, WarmupRecord | None]:
     """Run one probe; never raises (the exception, and the tensors its traceback pins, end here)."""
     try:
@@ -269,7 +269,7 @@ def _attempt(
 
 def run_probe(
     recorder: WarmupRecorder,
-    shapes: Sequence[Params],
+    shapes: Sequence[Point],
     body: Callable[[Request], object],
     *,
     start_step: int = 0,
@@ -307,8 +307,8 @@ def warm_up(
     recorder: WarmupRecorder,
     body: Callable[[Request], object],
     *,
-    start: Params,
-    floor: Params,
+    start: Point,
+    floor: Point,
     max_retries: int = 3,
     agreement: Agreement = LOCAL,
     determine_terms: bool = True,
@@ -361,8 +361,8 @@ def _largest_fit(
     recorder: WarmupRecorder,
     body: Callable[[Request], object],
     pipeline: Pipeline,
-    start: Params,
-    floor: Params,
+    start: Point,
+    floor: Point,
     max_retries: int,
     agreement: Agreement,
 ) -> tuple[ProbePlan, ProbeOutcome]:
@@ -392,9 +392,9 @@ def _largest_fit(
 
 def _determine_terms(
     recorder: WarmupRecorder,
-    shapes: Sequence[Params],
+    shapes: Sequence[Point],
     chosen: int,
-    target: Params,
+    target: Point,
     body: Callable[[Request], object],
     agreement: Agreement,
     max_retries: int,

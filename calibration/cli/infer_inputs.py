@@ -17,6 +17,7 @@ from attrs import frozen
 
 from artifact.atomic import NotARegularFileError
 from artifact.errors import ParamError
+from artifact.point import Point
 from artifact.spelling import passed_value
 from artifact.strict_json import read_regular
 from calibration.errors import CalibrationError
@@ -150,9 +151,7 @@ def _typed(kind: str, value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _within_default(
-    pipeline: Pipeline, point: Mapping[str, int | bool], came_from: Mapping[str, str]
-) -> None:
+def _within_default(pipeline: Pipeline, point: Point, came_from: Mapping[str, str]) -> None:
     """No int of the base above its default: the base is the cheap size the ladder starts from,
     and a size above the default workload is a run longer than the one the formulas describe."""
     default = pipeline.default_workload

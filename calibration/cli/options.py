@@ -25,9 +25,9 @@ from artifact.limits import (
     MAX_TIME_TOLERANCE,
     MIN_SEED,
 )
+from artifact.point import Point
 from calibration.cli.offload_option import offload_options
 from calibration.core.offload import placing
-from calibration.core.wiring import Params
 from calibration.examples import EXAMPLES
 from calibration.probes.time_probe import TIME_TOLERANCE
 from dslc.cli_support import POINT_METAVAR, REPO_FORMULAS, assignments
@@ -258,9 +258,9 @@ class Choice:
 class Shapes:
     """The warmup, probe and target given on the command line (unset params: the defaults)."""
 
-    warmup: Params
-    probe: Params
-    target: Params
+    warmup: Point
+    probe: Point
+    target: Point
 
 
 @frozen
@@ -367,7 +367,7 @@ def run_calibration(
         ) from None
 
 
-def _module_shapes_fit(pipeline: Pipeline, shapes: Sequence[Params | None], factory: str) -> None:
+def _module_shapes_fit(pipeline: Pipeline, shapes: Sequence[Point | None], factory: str) -> None:
     """The factory module's WARMUP, PROBE and TARGET name the pipeline's params with values of
     their types (``CalibrationError`` naming the module's shape, not the run's phase)."""
     from calibration.errors import CalibrationError
@@ -390,9 +390,9 @@ def _module_shapes_fit(pipeline: Pipeline, shapes: Sequence[Params | None], fact
 
 def _defaults(
     shapes: tuple[object, object, object],
-    probe: Params,
-    target: Params,
-) -> tuple[Params, Params, Params]:
+    probe: Point,
+    target: Point,
+) -> tuple[Point, Point, Point]:
     """--pipeline's demo shapes: its module's WARMUP/PROBE/TARGET, else --probe and --target."""
     from calibration.errors import CalibrationError
 

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from attrs import frozen
 
+from artifact.point import Point
 from calibration.cli.options import Choice, RunSettings, Shapes
-from calibration.core.wiring import Params
 from calibration.errors import CalibrationError
 from calibration.lifecycle.model import Mode
 from calibration.lifecycle.render import document, lines
@@ -32,7 +32,7 @@ class Built:
     build: Callable[[int], object]
     call_kwargs: Callable[[int], Mapping[str, object]] | None
     formulas: Pipeline
-    defaults: tuple[Params, Params, Params]
+    defaults: tuple[Point, Point, Point]
 
 
 def _built(choice: Choice, shapes: Shapes) -> Built:

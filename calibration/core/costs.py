@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from calibration.core.session import Params
+from artifact.point import Point
 from runtime import Pipeline
 
 
-def work_ratio(pipeline: Pipeline, probe: Params, target: Params) -> Fraction:
+def work_ratio(pipeline: Pipeline, probe: Point, target: Point) -> Fraction:
     """Target / probe in iterations x memory measure of the most repeated stage (tokens x steps)."""
     at_target, at_probe = pipeline.evaluate(**target), pipeline.evaluate(**probe)
     stage = max(pipeline.stages, key=lambda s: at_target[s].iterations)
@@ -24,7 +24,7 @@ def work_ratio(pipeline: Pipeline, probe: Params, target: Params) -> Fraction:
 #: target's: a size is added only while the sum stays under this share of it.
 
 
-def relative_cost(pipeline: Pipeline, point: Params, target: Params) -> Fraction:
+def relative_cost(pipeline: Pipeline, point: Point, target: Point) -> Fraction:
     """What one run at ``point`` costs next to the target: iterations x memory measure of the
     target's most repeated stage, at both (the work ratio's measure)."""
     ratio = work_ratio(pipeline, point, target)

@@ -21,8 +21,8 @@ from typing import TypeVar
 from attrs import frozen
 
 from artifact.limits import MAX_MEMBERS
+from artifact.point import Point
 from artifact.spelling import passed_value
-from calibration.core.wiring import Params
 from calibration.errors import CalibrationError
 from dslc.limits import MAX_LITERAL_DIGITS
 
@@ -36,7 +36,7 @@ class Factory:
     spec: str
     build: Callable[[int], object]  # the user's pipeline: checked against its formulas later
     call_kwargs: Callable[[int], Mapping[str, object]] | None
-    shapes: tuple[Params | None, Params | None, Params | None]  # warmup, probe, target
+    shapes: tuple[Point | None, Point | None, Point | None]  # warmup, probe, target
 
 
 def _module(where: str) -> ModuleType:
@@ -88,7 +88,7 @@ def _first_line(text: str, limit: int = 300) -> str:
 SHAPES = ("WARMUP", "PROBE", "TARGET")
 
 
-def _shape(where: str, attr: str, value: object) -> Params | None:
+def _shape(where: str, attr: str, value: object) -> Point | None:
     """A module's demo shape: a mapping of param names to ints and bools, bounded as a command
     line's (``--warmup``); anything else a ``CalibrationError`` naming it (the formulas then check
     each name and type)."""

@@ -14,17 +14,12 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from artifact.point import Point
 from calibration.core.calls import DEFAULT_CALL, accepted, reset_scheduler
 from calibration.core.host import clock_for, resolve_device
 from calibration.core.offload import Offload, Placing, chosen, placed, placement_in_force, release
 from calibration.core.weights import module_layers, module_weights
-from calibration.core.wiring import (
-    Params,
-    PipelineFacts,
-    call_arguments,
-    check_call,
-    pipeline_facts,
-)
+from calibration.core.wiring import PipelineFacts, call_arguments, check_call, pipeline_facts
 from calibration.errors import CalibrationError
 from calibration.plan.model import PlacementKind
 from calibration.plan.saved import SavedPlan
@@ -182,7 +177,7 @@ class Session:
             moved = (p.component for p in plan.placements if p.kind is not PlacementKind.RESIDENT)
             residency.follow(frozenset(moved) if self.counts_placement else frozenset())
 
-    def kwargs_for(self, params: Params) -> dict[str, Any]:  # Any: the pipeline's own keywords
+    def kwargs_for(self, params: Point) -> dict[str, Any]:  # Any: the pipeline's own keywords
         """``pipe(...)``'s keyword arguments at ``params``: defaults, constants, the formulas."""
         import torch
 
@@ -211,7 +206,7 @@ class Session:
             if self.fresh_scheduler:
                 reset_scheduler(self.pipe)
 
-    def run(self, params: Params) -> WarmupRecord:
+    def run(self, params: Point) -> WarmupRecord:
         """One recorded request; a failure is recorded (``record.error``), not raised.
 
         Arguments the formulas cannot give (a `call` value no float holds) raise

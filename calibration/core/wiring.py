@@ -16,13 +16,13 @@ from types import MappingProxyType
 
 from attrs import field, frozen
 
+from artifact.point import Point
 from calibration.errors import CalibrationError
 from runtime import Pipeline
 
 CallValue = int | float | bool
 
 #: A point of the formulas' params (a shape): name -> value.
-Params = Mapping[str, int | bool]
 
 
 def _frozen_map(value: Mapping[str, object]) -> Mapping[str, object]:
@@ -138,7 +138,7 @@ def call_value(value: int | Fraction | bool) -> CallValue:
     return int(value) if value.denominator == 1 else float(value)
 
 
-def call_arguments(formulas: Pipeline, params: Params) -> dict[str, CallValue]:
+def call_arguments(formulas: Pipeline, params: Point) -> dict[str, CallValue]:
     """The pipeline's keyword arguments for a request at ``params`` (the formulas' `call` lines).
 
     A value no float can hold (``call x = w ** 64 / 3`` at a large ``w``) is a ``CalibrationError``
@@ -157,7 +157,7 @@ def call_arguments(formulas: Pipeline, params: Params) -> dict[str, CallValue]:
     return out
 
 
-def _point(params: Params) -> str:
+def _point(params: Point) -> str:
     """A point for a message, each value at most 30 digits (a huge one shows its size)."""
     return ",".join(
         f"{k}={v}" if isinstance(v, bool) or abs(v) < 10**30 else f"{k}=<{v.bit_length()} bits>"

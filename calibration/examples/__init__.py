@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 from attrs import frozen
 
-from calibration.core.wiring import Params
+from artifact.point import Point
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
 
 
-def _params(value: Params) -> Params:
+def _params(value: Point) -> Point:
     return MappingProxyType(dict(value))
 
 
@@ -52,21 +52,21 @@ class Example:
         return kwargs
 
     @property
-    def shapes(self) -> tuple[Params, Params, Params]:
+    def shapes(self) -> tuple[Point, Point, Point]:
         """The demo (warmup, probe, target)."""
         module = self._load()
         return (_params(module.WARMUP), _params(module.PROBE), _params(module.TARGET))
 
     @property
-    def warmup(self) -> Params:
+    def warmup(self) -> Point:
         return self.shapes[0]
 
     @property
-    def probe(self) -> Params:
+    def probe(self) -> Point:
         return self.shapes[1]
 
     @property
-    def target(self) -> Params:
+    def target(self) -> Point:
         return self.shapes[2]
 
 

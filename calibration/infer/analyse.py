@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from attrs import evolve, frozen
 
+from artifact.point import Point
 from calibration.infer.layout import StagePlan
 from calibration.infer.search import (
     MAX_TERMS,
@@ -28,7 +29,6 @@ from calibration.infer.terms import (
     Feature,
     IterationForm,
     Monomial,
-    Point,
     features,
     iteration_forms,
     monomials,

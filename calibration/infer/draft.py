@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from artifact.point import Point
 from calibration.infer.analyse import StageProposal
 from calibration.infer.layout import stage_text
 from calibration.infer.measure import with_stages
 from calibration.infer.search import MAX_TERMS, TermFit
-from calibration.infer.terms import Monomial, Point, terms_expr, text_of
+from calibration.infer.terms import Monomial, terms_expr, text_of
 from calibration.infer.time_terms import BYTES_WEIGHT, WORK_APPROXIMATE, TimeChoice
 from dslc import ast
 

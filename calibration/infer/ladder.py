@@ -15,13 +15,14 @@ admissibility checks a ladder: never by listing a range. ``MAX_SIZES`` bounds th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import islice, product
 
 from attrs import define, frozen
 
 from artifact.limits import MAX_LADDER_POINTS
-from calibration.infer.terms import Point, contract_modulus
+from artifact.point import Point
+from calibration.infer.terms import contract_modulus
 from calibration.probes.minimums import raise_to_minimums, smallest_at_or_above
 from runtime import FormulaError, Pipeline
 
@@ -47,7 +48,7 @@ SKIPS = 8
 class Size:
     """One size to measure and why; ``held_out`` sizes check the fits but never enter them."""
 
-    point: Mapping[str, int | bool]
+    point: Point
     why: str
     held_out: bool = False
 

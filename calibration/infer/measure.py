@@ -13,11 +13,12 @@ the ladder goes on. A call that runs ``sys.exit`` is a failed request too: the r
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from attrs import frozen
 
 from artifact.limits import MAX_STAGES
+from artifact.point import Point
 from artifact.spelling import point_text
 from calibration.core.session import Session
 from calibration.errors import CalibrationError
@@ -30,7 +31,6 @@ from calibration.infer.layout import (
     probe_uses,
     stage_text,
 )
-from calibration.infer.terms import Point
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 
@@ -41,7 +41,7 @@ Factory = Callable[[int], object]
 STEPS_REACH = 64
 
 
-def run_request(session: Session, point: Mapping[str, int | bool]) -> WarmupRecord:
+def run_request(session: Session, point: Point) -> WarmupRecord:
     """One recorded request, bounded in time; a call that times out or exits the interpreter is
     a failed request, its record holding the error."""
     before = len(session.recorder.records)
@@ -216,14 +216,14 @@ class Runner:
         self.step, self.total = 0, total
         self.records: list[WarmupRecord] = []
 
-    def _run(self, point: Mapping[str, int | bool]) -> WarmupRecord:
+    def _run(self, point: Point) -> WarmupRecord:
         with self.meter if self.meter is not None else contextlib.nullcontext():
             return run_request(self.session, point)
 
     def warm(self, point: Point) -> None:
         self._run(point)
 
-    def measure(self, point: Mapping[str, int | bool], why: str) -> WarmupRecord:
+    def measure(self, point: Point, why: str) -> WarmupRecord:
         self.step += 1
         shown = point_text(point)
         self.tick(self.step, max(self.total, self.step), f"{shown} ({why})")

@@ -8,6 +8,7 @@ from itertools import zip_longest
 from attrs import Factory as Factory_
 from attrs import define, frozen
 
+from artifact.point import Point
 from calibration.core.host import quiet_libraries, torch_threads
 from calibration.errors import CalibrationError
 from calibration.infer.analyse import Measured, StageProposal, memory_moves_with, propose
@@ -31,7 +32,6 @@ from calibration.infer.measure import (
     measuring_formulas,
 )
 from calibration.infer.switches import MAX_SWITCHES, switch_all
-from calibration.infer.terms import Point
 from runtime import Pipeline
 from runtime.estimate.fit import point_key
 from runtime.record import WarmupRecord
@@ -115,7 +115,7 @@ def _name(skeleton: str) -> str:
     return name
 
 
-def base_point(sk: Pipeline, name: str, base: Mapping[str, int | bool] | None) -> Point:
+def base_point(sk: Pipeline, name: str, base: Point | None) -> Point:
     """The base the ladder is built around: ``base`` over the cheapest admissible size (the
     default workload where ``base`` and the cheapest size do not go together)."""
     if len(int_params(sk)) > MAX_PARAMS:
@@ -247,7 +247,7 @@ def infer(
     factory: Factory,
     skeleton: str,
     *,
-    base: Mapping[str, int | bool] | None = None,
+    base: Point | None = None,
     call_kwargs: Callable[[int], Mapping[str, object]] | None = None,
     seed: int = 0,
     progress: Progress | None = None,

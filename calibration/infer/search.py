@@ -16,8 +16,9 @@ from fractions import Fraction
 
 from attrs import Factory, frozen
 
+from artifact.point import Point
 from artifact.spelling import point_text
-from calibration.infer.terms import Feature, IterationForm, Monomial, Point, num, text_of
+from calibration.infer.terms import Feature, IterationForm, Monomial, num, text_of
 from dslc import ast
 from runtime.estimate.fit import (
     Rejection,

@@ -19,6 +19,7 @@ from itertools import product
 
 from attrs import evolve, frozen
 
+from artifact.point import Point
 from artifact.spelling import point_text
 from calibration.infer.analyse import (
     APPROXIMATE,
@@ -39,15 +40,7 @@ from calibration.infer.search import (
     fit_iterations,
     fit_terms,
 )
-from calibration.infer.terms import (
-    Feature,
-    IterationForm,
-    Monomial,
-    Point,
-    iteration_forms,
-    name,
-    num,
-)
+from calibration.infer.terms import Feature, IterationForm, Monomial, iteration_forms, name, num
 from calibration.infer.time_terms import WORK_APPROXIMATE, WORK_SLACK, TimeChoice
 from dslc import ast
 from runtime.estimate.fit import point_key

@@ -18,9 +18,8 @@ from itertools import combinations, product
 
 from attrs import frozen
 
+from artifact.point import Point
 from dslc import ast
-
-Point = Mapping[str, int | bool]
 
 #: The most params one monomial multiplies ("products of up to three").
 MAX_DEGREE = 3

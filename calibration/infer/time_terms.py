@@ -25,9 +25,10 @@ from fractions import Fraction
 
 from attrs import evolve, frozen
 
+from artifact.point import Point
 from artifact.spelling import point_text
 from calibration.infer.search import Sample, TermFit, fit_terms
-from calibration.infer.terms import Monomial, Point
+from calibration.infer.terms import Monomial
 from runtime.estimate.fit import CLOCK_JITTER_S, Z, candidate_sets, nonnegative_fit
 
 #: Seconds a per-iteration time may be off whatever its size: the core's clock jitter.

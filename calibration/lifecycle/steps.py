@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import attrs
 from attrs import define, field, frozen
 
-from calibration.core.wiring import Params
+from artifact.point import Point
 from calibration.lifecycle.agree import worst_failure
 from calibration.lifecycle.model import Baseline, Failure, JsonValue, Step, Validation
 from calibration.lifecycle.validate import judge_speed, validate
@@ -46,9 +46,9 @@ class Settings:
 class Points:
     """The worker's shapes: the bounded warmup, the probe, the serving target plans are made for."""
 
-    warmup: Params = field(hash=False)
-    probe: Params = field(hash=False)
-    target: Params = field(hash=False)
+    warmup: Point = field(hash=False)
+    probe: Point = field(hash=False)
+    target: Point = field(hash=False)
 
 
 @define
@@ -155,7 +155,7 @@ def apply_and_validate(
     log: Log,
     session: Session,
     plan: Plan,
-    target: Params,
+    target: Point,
     settings: Settings,
     before: Baseline = UNMEASURED,
 ) -> Tried:
@@ -199,7 +199,7 @@ def _validated(
     session: Session,
     applied: Applied,
     plan: Plan,
-    target: Params,
+    target: Point,
     before: Baseline,
     shared: bool,
     agreement: Agreement,
@@ -262,7 +262,7 @@ def _agreed(
     return Tried(applied, validation, record)
 
 
-def _measure(session: Session, applied: Applied, target: Params) -> WarmupRecord:
+def _measure(session: Session, applied: Applied, target: Point) -> WarmupRecord:
     """One request under the placement; anything escaping it takes the placement off first."""
     try:
         record = session.run(target)  # never raises for a failed request: the record says
@@ -274,7 +274,7 @@ def _measure(session: Session, applied: Applied, target: Params) -> WarmupRecord
     return record
 
 
-def rewarm(log: Log, session: Session, applied: Applied, warmup: Params) -> None:
+def rewarm(log: Log, session: Session, applied: Applied, warmup: Point) -> None:
     """One bounded request under the placement in force (its allocator state is serving's)."""
     record = session.run(warmup)
     applied.offload_all()
@@ -303,7 +303,7 @@ def enter_serving(log: Log, session: Session) -> object:
     return monitor
 
 
-def _shape(params: Params) -> str:
+def _shape(params: Point) -> str:
     from calibration.plan.inputs import target_name
 
     return target_name(params)

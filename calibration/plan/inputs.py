@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
+from artifact.point import Point
 from artifact.spelling import point_text
 from calibration.plan.document_check import (
     DocumentError,
@@ -63,7 +64,7 @@ def components_from_bytes(
     return tuple(out)
 
 
-def target_name(params: Mapping[str, int | bool]) -> str:
+def target_name(params: Point) -> str:
     """``steps=50,frames=81,...``: how a target shows in tables and JSON."""
     return point_text(params)
 

@@ -17,11 +17,11 @@ from fractions import Fraction
 
 from attrs import frozen
 
+from artifact.point import Point
 from calibration.probes.policy import QUANTITIES
 from calibration.probes.residuals import StageFit
 from runtime import Pipeline
 from runtime.estimate.fit.exact import fit_rows, predict, row
-from runtime.estimate.fit.points import Point
 
 
 def directions(pipeline: Pipeline) -> dict[str, tuple[str, ...]]:

@@ -40,6 +40,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from attrs import frozen
 
+from artifact.point import Point
 from artifact.spelling import point_text
 from artifact.units import show_bytes, show_seconds
 from calibration.probes.directions import Explanation, directions, explanations
@@ -47,9 +48,8 @@ from calibration.probes.policy import memory_terms, work
 from calibration.probes.residuals import SizePoint, StageFit, stage_fit
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, row
-from runtime.kinds import FindingKind, PhaseKind, Quantity
 from runtime.estimate.fit.noise import memory_slack
-from runtime.estimate.fit.points import Point
+from runtime.kinds import FindingKind, PhaseKind, Quantity
 from runtime.record import WarmupRecord
 
 #: A residual is material when its risk at the target is at least this share of the stage's peak
@@ -80,7 +80,7 @@ class Finding:
     message: str
     points: tuple[SizePoint, ...]
     direction: str | None = None  # what the unexplained part grows with
-    out_of_regime: tuple[Mapping[str, int | bool], ...] = ()  # sizes to leave out of the estimate
+    out_of_regime: tuple[Point, ...] = ()  # sizes to leave out of the estimate
     risk: float = 0.0  # bytes or seconds the formula may miss by at the target
     share: float = 0.0  # risk / the stage's peak (memory) or the request's time (time)
     next_step: str = ""

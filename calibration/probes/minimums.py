@@ -8,9 +8,8 @@ from collections.abc import Mapping
 
 from attrs import frozen
 
+from artifact.point import Point
 from runtime import Pipeline
-
-Params = Mapping[str, int | bool]
 
 #: Values tried above a minimum for one the contracts admit (`frames % 4 == 1`: at most 3 more).
 SEARCH = 64
@@ -34,7 +33,7 @@ class BelowMinimum:
         )
 
 
-def smallest_at_or_above(pipeline: Pipeline, point: Params, axis: str, minimum: int) -> int:
+def smallest_at_or_above(pipeline: Pipeline, point: Point, axis: str, minimum: int) -> int:
     """The smallest value of ``axis`` at or above ``minimum`` admissible with ``point``'s other
     params (within SEARCH values; else ``minimum`` itself)."""
     for value in range(minimum, minimum + SEARCH):
@@ -44,7 +43,7 @@ def smallest_at_or_above(pipeline: Pipeline, point: Params, axis: str, minimum: 
 
 
 def raise_to_minimums(
-    pipeline: Pipeline, point: Params, ceiling: Params | None = None
+    pipeline: Pipeline, point: Point, ceiling: Point | None = None
 ) -> dict[str, int | bool]:
     """``point`` with each probe axis it sets below its minimum raised to the smallest admissible
     value at or above it, never above ``ceiling``'s value (a target below the minimum caps it)."""
@@ -61,7 +60,7 @@ def raise_to_minimums(
     return raised
 
 
-def below_minimums(pipeline: Pipeline, points: Mapping[str, Params]) -> tuple[BelowMinimum, ...]:
+def below_minimums(pipeline: Pipeline, points: Mapping[str, Point]) -> tuple[BelowMinimum, ...]:
     """Each (role, axis) of ``points`` (role -> size) set below its declared minimum."""
     found = []
     for role, point in points.items():

@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 
 from artifact.limits import MAX_PROBE_GROUP
+from artifact.point import Point, point_key
 from calibration.errors import CalibrationLimitError
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, row
-from runtime.kinds import Quantity
-from runtime.estimate.fit.points import Point, point_key
 from runtime.estimate.points import time_terms
+from runtime.kinds import Quantity
 
 Terms = tuple[Fraction, ...]
 

@@ -21,28 +21,28 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 
 from attrs import frozen
 
+from artifact.point import Point
 from calibration.probes.policy import QUANTITIES, work
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
-from runtime.kinds import PhaseKind, Quantity
 from runtime.estimate.fit.noise import (
     distance,
     median_error,
     relative_noise,
     tolerance,
 )
-from runtime.estimate.fit.points import Point
 from runtime.estimate.fit.samples import (
     Layout,
     memory_above_baseline,
     phase_layout,
     stage_sample,
 )
+from runtime.kinds import PhaseKind, Quantity
 from runtime.record import WarmupRecord
 
 
@@ -50,7 +50,7 @@ from runtime.record import WarmupRecord
 class SizePoint:
     """One measured size of a stage's quantity, and the fit's value there (None where it passes)."""
 
-    params: Mapping[str, int | bool]
+    params: Point
     terms: tuple[Fraction, ...]
     value: float
     predicted: float | None

@@ -11,18 +11,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 
 from artifact.limits import MAX_LADDER_POINTS
-from calibration.core.session import Params
+from artifact.point import Point
 from calibration.probes.policy import mixes, next_probe, open_stages, work
 from runtime import Pipeline
 
 
 def extra_probes(
     pipeline: Pipeline,
-    warmup: Params,
-    probe: Params,
-    target: Params,
+    warmup: Point,
+    probe: Point,
+    target: Point,
     at_most: int = 4,
-    cost: Callable[[Params], Fraction] | None = None,
+    cost: Callable[[Point], Fraction] | None = None,
 ) -> list[dict[str, int | bool]]:
     """Sizes beside the warmup and the probe that pin down every declared term at the target.
 
@@ -32,7 +32,7 @@ def extra_probes(
     ``cost`` (one run's, over the target's), the chosen sizes' total stays under 1.
     """
     chosen: list[dict[str, int | bool]] = []
-    measured: list[Params] = [warmup, probe]
+    measured: list[Point] = [warmup, probe]
     ceiling = work(pipeline, target)
     spent = Fraction(0)
     for _ in range(at_most):
@@ -55,7 +55,7 @@ def extra_probes(
 
 
 def past_kinks(
-    pipeline: Pipeline, measured: Sequence[Params], bases: Sequence[Params], target: Params
+    pipeline: Pipeline, measured: Sequence[Point], bases: Sequence[Point], target: Point
 ) -> Iterator[dict[str, int | bool]]:
     """For each base and each integer param the target lies above it in, the smallest admissible
     value that determines some open (stage, quantity) pair at the target when that param alone
@@ -65,7 +65,7 @@ def past_kinks(
     if not still_open:
         return
 
-    def closes(point: Params) -> bool:
+    def closes(point: Point) -> bool:
         return bool(still_open - set(open_stages(pipeline, [*measured, point], target)))
 
     for base in bases:
@@ -80,11 +80,11 @@ def past_kinks(
 
 def _first_closing(
     pipeline: Pipeline,
-    base: Params,
+    base: Point,
     name: str,
     low: int,
     goal: int,
-    closes: Callable[[Params], bool],
+    closes: Callable[[Point], bool],
 ) -> dict[str, int | bool] | None:
     """The smallest admissible value of ``name`` in ``(low, goal]`` whose size closes something,
     by bisection (assuming, as past a kink, that larger values close it too)."""
@@ -107,7 +107,7 @@ def _first_closing(
             return {**base, name: top}
 
 
-def towards(pipeline: Pipeline, low: Params, high: Params) -> list[dict[str, int | bool]]:
+def towards(pipeline: Pipeline, low: Point, high: Point) -> list[dict[str, int | bool]]:
     """``low`` with params moved halfway to ``high`` (up or down): each alone, then all together;
     and, for a param ``high`` has lower, ``low`` with ``high``'s value (cheaper still). Admissible
     points only."""
@@ -130,7 +130,7 @@ def towards(pipeline: Pipeline, low: Params, high: Params) -> list[dict[str, int
 
 
 def ladder(
-    pipeline: Pipeline, probe: Params, target: Params, at_most: int = 512
+    pipeline: Pipeline, probe: Point, target: Point, at_most: int = 512
 ) -> list[dict[str, int | bool]]:
     """Sizes from the probe towards the target, for time: each param that differs takes its
     probe value, or the largest admissible value not past a half, three quarters or all of the
@@ -190,17 +190,17 @@ def _combinations(levels: Mapping[str, Sequence[int]]) -> Iterator[dict[str, int
 SCAN = 64
 
 
-def departures(probe: Params, target: Params) -> tuple[str, ...]:
+def departures(probe: Point, target: Point) -> tuple[str, ...]:
     """The params in which the target departs from the probe (steps and booleans included)."""
     return tuple(name for name, value in probe.items() if target.get(name, value) != value)
 
 
-def moves_alone(a: Params, b: Params, name: str) -> bool:
+def moves_alone(a: Point, b: Point, name: str) -> bool:
     """Whether ``a`` and ``b`` differ in ``name`` and nowhere else."""
     return a[name] != b[name] and all(a[k] == b[k] for k in a if k != name)
 
 
-def covered(name: str, measured: Sequence[Params]) -> bool:
+def covered(name: str, measured: Sequence[Point]) -> bool:
     """Whether two measured sizes differ in ``name`` alone: a dependence on it then shows as a
     difference between them whatever the formula declares."""
     return any(moves_alone(a, b, name) for i, a in enumerate(measured) for b in measured[i + 1 :])
@@ -212,7 +212,7 @@ def _twos(value: int) -> int:
 
 
 def step_towards(
-    pipeline: Pipeline, point: Params, name: str, goal: int | bool
+    pipeline: Pipeline, point: Point, name: str, goal: int | bool
 ) -> dict[str, int | bool] | None:
     """``point`` with ``name`` moved one admissible step towards ``goal`` (a boolean: to it),
     upwards to a value at least as even as both ends (a 64-pixel side moves to 128, not to 72: a
@@ -236,15 +236,15 @@ def step_towards(
 
 def coverage_probes(
     pipeline: Pipeline,
-    measured: Sequence[Params],
-    bases: Sequence[Params],
-    probe: Params,
-    target: Params,
+    measured: Sequence[Point],
+    bases: Sequence[Point],
+    probe: Point,
+    target: Point,
 ) -> tuple[list[tuple[dict[str, int | bool], str]], tuple[str, ...]]:
     """For each param the target departs in that no two measured sizes move alone, the cheapest
     size that does: a base (the warmup, the probe) with that param one admissible step towards the
     target, cheaper than the target. Returns (size, why) pairs and the params no size could move."""
-    sizes: list[Params] = list(measured)
+    sizes: list[Point] = list(measured)
     ceiling = work(pipeline, target)
     added: list[tuple[dict[str, int | bool], str]] = []
     uncovered: list[str] = []
@@ -267,7 +267,7 @@ def coverage_probes(
     return added, tuple(uncovered)
 
 
-def _grows_with(pipeline: Pipeline, name: str, probe: Params, target: Params) -> bool:
+def _grows_with(pipeline: Pipeline, name: str, probe: Point, target: Point) -> bool:
     """Whether some stage's memory terms at the target change when ``name`` takes the probe's
     value: a dependence the sizes must test the shape of, not only its slope."""
     moved = {**target, name: probe[name]}
@@ -280,7 +280,7 @@ def _grows_with(pipeline: Pipeline, name: str, probe: Params, target: Params) ->
 
 
 def shape_probe(
-    pipeline: Pipeline, measured: Sequence[Params], probe: Params, target: Params
+    pipeline: Pipeline, measured: Sequence[Point], probe: Point, target: Point
 ) -> tuple[dict[str, int | bool], str] | None:
     """A size that tests the shape of the fit along a param the memory grows with: where the sizes
     hold fewer than three values of it (two fix a slope, a third tests it), the cheapest measured

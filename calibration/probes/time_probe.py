@@ -24,15 +24,15 @@ from fractions import Fraction
 
 from attrs import frozen
 
+from artifact.point import Point
 from calibration.probes.policy import memory_terms, time_terms, work
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate
-from runtime.kinds import Method
 from runtime.estimate.fit.noise import distance
-from runtime.estimate.fit.points import Point
 from runtime.estimate.fit.time_plane import predicted_spread
 from runtime.estimate.points import Workload
 from runtime.estimate.timing import stage_sizes
+from runtime.kinds import Method
 from runtime.record import WarmupRecord
 
 #: Two sigma of a stage's time may be at most this share of the request's predicted time.
@@ -154,7 +154,7 @@ def time_probe(
     by_stage = {s.stage: s for s in result.timing.stages}
     limit = tolerance * total
 
-    def worst(point: Mapping[str, int | bool] | None) -> float:
+    def worst(point: Point | None) -> float:
         """The largest ratio of two sigma to the limit over the uncertain stages."""
         ratios = []
         for stage in stages:

@@ -121,7 +121,7 @@ def aside_pass(unit: Unit, compilation: Compilation) -> Unit:
 
 
 def domain_pass(unit: Unit, compilation: Compilation) -> Unit:
-    """Params' defaults and ranges evaluated (constants only) and probe minimums within them."""
+    """Point' defaults and ranges evaluated (constants only) and probe minimums within them."""
     resolved, problems = resolve_params(unit.resolved)
     if resolved is None or problems or unit.held:
         return unit.stop(problems)

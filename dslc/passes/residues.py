@@ -2,7 +2,7 @@
 
 An expression built from integer values with `+ - * **` and division by constants is Q/D for a
 polynomial Q with integer coefficients and a constant D, so whether it is an integer depends only on
-each value modulo D. Params are enumerated by residue (modulo D times the moduli of their own
+each value modulo D. Point are enumerated by residue (modulo D times the moduli of their own
 `x % m == c` contracts, keeping only residues that satisfy those), every other integer-valued
 sub-expression (`(frames - 1) // 4`, `len(l)`) over all residues modulo D: when every combination
 gives an integer, the expression is an integer on the whole domain. A sound, sympy-free proof.

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
+from artifact.point import Point
 from runtime.estimate.layers import layer_uses
 from runtime.estimate.peaks import iteration_growth, phase_peaks, request_peak
 from runtime.estimate.points import (
@@ -73,7 +74,7 @@ __all__ = [
 ]
 
 Records = Iterable[WarmupRecord]
-Target = Mapping[str, int | bool] | None
+Target = Point | None
 Weights = Mapping[str, int] | None
 
 

@@ -31,7 +31,6 @@ from attrs import frozen
 
 from artifact.ir import StageValues
 from runtime.estimate.fit.exact import basic_solution, estimable, independent_rows, row
-from runtime.kinds import Method, PhaseKind
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
@@ -42,6 +41,7 @@ from runtime.estimate.results import (
     PhaseEstimate,
     PlaneFit,
 )
+from runtime.kinds import Method, PhaseKind
 from runtime.record import Iteration, Phase, WarmupRecord
 
 Terms = tuple[Measure, ...]

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from artifact.ir import StageValues
+from artifact.point import Point
 from artifact.spelling import HUGE_BITS, point_text
 from runtime.errors import RecordMismatchError, RuntimeValueError
 from runtime.estimate.fit.samples import counted
@@ -63,16 +64,12 @@ def show_terms(terms: tuple[Measure, ...]) -> str:
     return "[" + ", ".join(show_measure(t) for t in terms) + "]"
 
 
-def memory_terms(
-    pipeline: Pipeline, params: Mapping[str, int | bool]
-) -> dict[str, tuple[Measure, ...]]:
+def memory_terms(pipeline: Pipeline, params: Point) -> dict[str, tuple[Measure, ...]]:
     """Every stage's memory terms at ``params`` (one term per stage for a plain ``memory ~``)."""
     return {stage: tuple(pipeline.memory_terms(stage, **params)) for stage in pipeline.stages}
 
 
-def time_terms(
-    pipeline: Pipeline, stage: str, params: Mapping[str, int | bool]
-) -> tuple[Fraction, ...]:
+def time_terms(pipeline: Pipeline, stage: str, params: Point) -> tuple[Fraction, ...]:
     """The stage's time terms at ``params`` (one for a plain ``time ~ EXPR``), exact."""
     return tuple(Fraction(t) for t in pipeline.time_terms(stage, **params))
 
@@ -84,7 +81,7 @@ class Workload:
         self,
         records: Iterable[WarmupRecord],
         pipeline: Pipeline,
-        target: Mapping[str, int | bool] | None = None,
+        target: Point | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.target = resolve_target(pipeline, target)
@@ -132,9 +129,7 @@ class Workload:
         return int(self.target_values[stage].iterations)
 
 
-def resolve_target(
-    pipeline: Pipeline, target: Mapping[str, int | bool] | None
-) -> dict[str, int | bool]:
+def resolve_target(pipeline: Pipeline, target: Point | None) -> dict[str, int | bool]:
     """The default workload with ``target``'s overrides; an inadmissible point raises the loader's
     error.
     """
@@ -160,5 +155,5 @@ def _params(pipeline: Pipeline, record: WarmupRecord) -> dict[str, int | bool]:
     return dict(record.params)
 
 
-def _point(params: Mapping[str, int | bool]) -> str:
+def _point(params: Point) -> str:
     return point_text(params, sep=", ")

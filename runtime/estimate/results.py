@@ -16,12 +16,13 @@ show its work. Bytes are ``int`` (rounded up), seconds ``float``, measures exact
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from fractions import Fraction
 from types import MappingProxyType
 
 from attrs import Factory, field, frozen
 
+from artifact.point import Point
 from runtime.kinds import Method
 
 METHODS = tuple(Method)
@@ -32,12 +33,14 @@ def as_method(value: str) -> Method:
     if value not in METHODS:
         raise ValueError(f"unknown method {value!r}; expected one of {METHODS}")
     return Method(value)
+
+
 DEFAULT_MARGIN = 1.2
 
 Measure = int | Fraction
 
 
-def _frozen_params(value: Mapping[str, int | bool]) -> Mapping[str, int | bool]:
+def _frozen_params(value: Point) -> Point:
     return MappingProxyType(dict(value))
 
 
@@ -238,7 +241,7 @@ class WorkloadEstimate:
     """Everything estimated for one target workload of one pipeline from warmup records."""
 
     pipeline: str
-    target: Mapping[str, int | bool] = field(converter=_frozen_params, hash=False)
+    target: Point = field(converter=_frozen_params, hash=False)
     margin: float
     phases: tuple[PhaseEstimate, ...]
     request_peak: PeakEstimate

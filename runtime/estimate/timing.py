@@ -28,8 +28,8 @@ import attrs
 from attrs import frozen
 
 from artifact.ir import StageValues
+from artifact.point import Point
 from artifact.spelling import point_text
-from runtime.kinds import Method
 from runtime.estimate.fit.samples import StageSample, stage_sample
 from runtime.estimate.fit.time_plane import SizeTimes, fit_time
 from runtime.estimate.points import (
@@ -40,6 +40,7 @@ from runtime.estimate.points import (
     time_terms,
 )
 from runtime.estimate.results import Measure, StageTime, TimingEstimate
+from runtime.kinds import Method
 from runtime.record import WarmupRecord
 
 
@@ -228,5 +229,5 @@ def request_time(work: Workload) -> TimingEstimate:
     return TimingEstimate(method, total, reason, stages, untracked, spread)
 
 
-def _describe(params: Mapping[str, int | bool]) -> str:
+def _describe(params: Point) -> str:
     return point_text(params, sep=", ")

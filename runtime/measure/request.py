@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from attrs import define, field, frozen
 
+from artifact.point import Point
 from runtime.measure.backends import MemoryBackend, PeakWindows, Window
 from runtime.measure.layers import HookSet, LayerUseTracker, hook_components
 from runtime.measure.residency import WeightReads, reads_mode
@@ -35,10 +36,10 @@ class FormulaPipeline(Protocol):
     def stages(self) -> tuple[str, ...]: ...
 
     @property
-    def default_workload(self) -> Mapping[str, int | bool]: ...
+    def default_workload(self) -> Point: ...
 
     def stage_iterations(
-        self, probe: Mapping[str, int | bool], target: Mapping[str, int | bool] | None = None
+        self, probe: Point, target: Point | None = None
     ) -> dict[str, tuple[int, int]]: ...
 
     def is_admissible(self, /, **params: int | bool) -> bool: ...
@@ -139,7 +140,7 @@ class RequestOwner(Protocol):
 class Request:
     """One warmup request being recorded; the context manager ``WarmupRecorder.request`` returns."""
 
-    def __init__(self, recorder: RequestOwner, params: Mapping[str, int | bool]) -> None:
+    def __init__(self, recorder: RequestOwner, params: Point) -> None:
         self.params = dict(params)
         self._recorder = recorder
         self._windows = PeakWindows(recorder.backend)

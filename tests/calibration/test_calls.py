@@ -11,7 +11,6 @@ wrapper as users write them, whose ``__call__`` names only some and forwards the
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import attrs
 import pytest
 from click.testing import CliRunner
 
+from artifact.point import Point
 from calibration.calibrate.report import document
 from calibration.calibrate.run import Calibration, calibrate_pipeline, load_pipeline
 from calibration.calibrate.verdict import STRICT_FAILED, TimeCheck, time_check, verdict
@@ -91,7 +91,7 @@ def formulas(tmp_path: Path) -> Pipeline:
     return load_pipeline(with_frames(tmp_path), "custom_sd")
 
 
-def record(params: Mapping[str, int | bool], peak: int, unet_calls: int = 3) -> WarmupRecord:
+def record(params: Point, peak: int, unet_calls: int = 3) -> WarmupRecord:
     """A record with one phase: its peak and the UNet's counted calls are what a call changes."""
     return WarmupRecord(
         pipeline="custom_sd", device="cpu", backend="cpu-live-tensors", params=params,

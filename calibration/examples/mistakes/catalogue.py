@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from calibration.examples.mistakes.model import Edit, Mistake, Params
+from artifact.point import Point
+from calibration.examples.mistakes.model import Edit, Mistake
 
 _SD = "tests/calibration/data/custom_sd.wf"
 #: The tutorial's command: --probe steps=2,height=32,width=32 --target steps=6,height=64,width=64.
-_SD_WARMUP: Params = {"steps": 2, "height": 16, "width": 16}
-_SD_PROBE: Params = {"steps": 2, "height": 32, "width": 32}
-_SD_TARGET: Params = {"steps": 6, "height": 64, "width": 64}
+_SD_WARMUP: Point = {"steps": 2, "height": 16, "width": 16}
+_SD_PROBE: Point = {"steps": 2, "height": 32, "width": 32}
+_SD_TARGET: Point = {"steps": 6, "height": 64, "width": 64}
 _SD_HISTORY = (
     Edit(
         "memory ~ [latent_pixels * batch, max(min(steps - 1, 4), 2) * latent_pixels]  # + ets",

@@ -3,15 +3,14 @@ makes of its calibration (misses, findings, the outcome)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
 
 from attrs import field, frozen
 
-Params = Mapping[str, int | bool]
+from artifact.point import Point
 
 
-def _params(value: Params) -> Params:
+def _params(value: Point) -> Point:
     return MappingProxyType(dict(value))
 
 
@@ -33,9 +32,9 @@ class Mistake:
     formula_file: str  # relative to the repository root
     pipeline: str
     edits: tuple[Edit, ...]
-    warmup: Params = field(converter=_params, hash=False)
-    probe: Params = field(converter=_params, hash=False)
-    target: Params = field(converter=_params, hash=False)
+    warmup: Point = field(converter=_params, hash=False)
+    probe: Point = field(converter=_params, hash=False)
+    target: Point = field(converter=_params, hash=False)
     stages: tuple[str, ...]  # the stages a correct verdict names
     direction: str | None  # the param (or probe axis) the finding should name, where one applies
     why: str

@@ -19,6 +19,7 @@ and ``dslc infer`` all fit through it. No sympy, no numpy: exact rational arithm
 
 from __future__ import annotations
 
+from artifact.point import Point, PointKey, point_key
 from runtime.estimate.fit.exact import (
     Row,
     basic_solution,
@@ -31,7 +32,6 @@ from runtime.estimate.fit.exact import (
     row,
     weighted_least_squares_at,
 )
-from runtime.kinds import FindingKind, MarginSource, Method, PhaseKind, Quantity
 from runtime.estimate.fit.noise import (
     ALLOCATOR_SLACK,
     CLOCK_JITTER_S,
@@ -43,7 +43,6 @@ from runtime.estimate.fit.noise import (
     tolerance,
 )
 from runtime.estimate.fit.nonnegative import NonNegativeFit, nonnegative_fit
-from runtime.estimate.fit.points import Point, PointKey, point_key
 from runtime.estimate.fit.samples import Layout, StageSample, phase_layout, stage_sample
 from runtime.estimate.fit.search import (
     Rejection,
@@ -55,6 +54,7 @@ from runtime.estimate.fit.search import (
     subset_search,
 )
 from runtime.estimate.fit.time_plane import SizeTimes, TimeFit, fit_time, predicted_spread
+from runtime.kinds import FindingKind, MarginSource, Method, PhaseKind, Quantity
 
 __all__ = [
     "ALLOCATOR_SLACK",

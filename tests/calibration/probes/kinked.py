@@ -10,13 +10,13 @@ calibration's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import torch
 from attrs import frozen
 from torch import nn
 
-Params = Mapping[str, int | bool]
+from artifact.point import Point
 
 
 @frozen
@@ -40,7 +40,7 @@ class Kink:
             inner = f"(if frames > {self.at} then 2 * frames else frames)"
         return f"{inner} * height * width"
 
-    def value(self, params: Params) -> int:
+    def value(self, params: Point) -> int:
         """The term at ``params``, as the formula evaluates it."""
         f, area = int(params["frames"]), int(params["height"]) * int(params["width"])
         if self.kind == "min":
@@ -102,7 +102,7 @@ class Decoder(nn.Module):
         self.kink, self.slopes = kink, slopes
         self.proj = nn.Linear(4, 4)
 
-    def decode(self, params: Params) -> int:
+    def decode(self, params: Point) -> int:
         chunked = torch.ones(self.slopes[0] * self.kink.value(params), dtype=torch.uint8)
         area = int(params["frames"]) * int(params["height"]) * int(params["width"])
         frames = torch.ones(self.slopes[1] * area, dtype=torch.uint8)

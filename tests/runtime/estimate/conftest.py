@@ -7,10 +7,11 @@ runtime.estimate is checked against arithmetic, not against itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 import pytest
 
+from artifact.point import Point
 from runtime import Pipeline
 from runtime.record import ErrorInfo, Iteration, LayerUse, Phase, StageIterations, WarmupRecord
 
@@ -73,7 +74,7 @@ def stage(name: str, peak: int, duration: float = 0.0, active: Iterable[str] = (
 
 
 def record(
-    params: Mapping[str, int | bool],
+    params: Point,
     *,
     phases: Iterable[Phase] = (),
     iterations: Iterable[Iteration] = (),
@@ -84,7 +85,7 @@ def record(
     layer_uses: Iterable[LayerUse] = (),
     error: str | None = None,
     pipeline: str = "toy",
-    defaults: Mapping[str, int | bool] | None = None,
+    defaults: Point | None = None,
 ) -> WarmupRecord:
     phases = tuple(phases)
     full = {**({"steps": 10, "size": 100, "blocks": 1} if defaults is None else defaults), **params}

@@ -1,4 +1,5 @@
-"""A size (a point of the workload's params) and its key."""
+"""A workload point (a size: the params of one request) and its key: the one spelling every package
+uses, from the command line to the records (``artifact.spelling.point_text`` prints it)."""
 
 from __future__ import annotations
 
