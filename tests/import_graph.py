@@ -190,57 +190,90 @@ class Graph:
         `x.y`; the packages above a target are not edges (importing them is not a choice)."""
         out: dict[str, set[str]] = {}
         for item in self.imports:
-            targets = {
-                f"{item.target}.{name}"
-                for name in item.names
-                if f"{item.target}.{name}" in self.paths
-            }
-            if item.target in self.paths and len(targets) < max(len(item.names), 1):
-                targets.add(item.target)
-            targets.discard(item.module)
+            targets = self.resolve_edge(item)
             if targets:
                 out.setdefault(item.module, set()).update(targets)
         return out
 
     def circles(self) -> list[tuple[str, ...]]:
         """Every import circle: each set of modules that import one another, through any chain of
-        imports (lazy ones included), sorted; Tarjan's strongly connected components, iterative."""
-        edges = self.edges()
-        index: dict[str, int] = {}
-        low: dict[str, int] = {}
-        stack: list[str] = []
-        on_stack: set[str] = set()
-        found: list[tuple[str, ...]] = []
-        for root in sorted(self.paths):
-            if root in index:
+        imports (lazy ones included), sorted."""
+        return circles(sorted(self.paths), self.edges())
+
+    def room_edges(self) -> dict[tuple[str, str], list[Import]]:
+        """(room, room) -> the imports that make one room import the other, where a room is a
+        sub-package of a top-level package or one of its top-level modules (`room`), and both
+        rooms are of the same top-level package."""
+        out: dict[tuple[str, str], list[Import]] = {}
+        for item in self.imports:
+            for target in self.resolve_edge(item):
+                here, there = room(item.module), room(target)
+                if here != there and here.split(".")[0] == there.split(".")[0]:
+                    out.setdefault((here, there), []).append(item)
+        return out
+
+    def resolve_edge(self, item: Import) -> set[str]:
+        """The project's modules one import is an edge to (as `edges` counts them)."""
+        targets = {
+            f"{item.target}.{name}" for name in item.names if f"{item.target}.{name}" in self.paths
+        }
+        if item.target in self.paths and len(targets) < max(len(item.names), 1):
+            targets.add(item.target)
+        targets.discard(item.module)
+        return targets
+
+    def room_circles(self) -> list[tuple[str, ...]]:
+        """Every circle between rooms (sub-packages, or top-level modules) of one package."""
+        edges: dict[str, set[str]] = {}
+        for here, there in self.room_edges():
+            edges.setdefault(here, set()).add(there)
+        return circles(sorted({room(module) for module in self.paths}), edges)
+
+
+def room(module: str) -> str:
+    """The room a module is in: `calibration.plan.apply` -> `calibration.plan`; a top-level module
+    (`calibration.errors`) and the package itself (`calibration`) are each their own."""
+    return ".".join(module.split(".")[:2])
+
+
+def circles(nodes: Sequence[str], edges: Mapping[str, set[str]]) -> list[tuple[str, ...]]:
+    """Each set of nodes that reach one another along ``edges``, sorted; Tarjan's strongly
+    connected components, iterative."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[tuple[str, ...]] = []
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
                 continue
-            work = [(root, iter(sorted(edges.get(root, ()))))]
-            index[root] = low[root] = len(index)
-            stack.append(root)
-            on_stack.add(root)
-            while work:
-                node, children = work[-1]
-                child = next(children, None)
-                if child is not None:
-                    if child not in index:
-                        index[child] = low[child] = len(index)
-                        stack.append(child)
-                        on_stack.add(child)
-                        work.append((child, iter(sorted(edges.get(child, ())))))
-                    elif child in on_stack:
-                        low[node] = min(low[node], index[child])
-                    continue
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1:
-                        found.append(tuple(sorted(component)))
-        return sorted(found)
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(tuple(sorted(component)))
+    return sorted(found)

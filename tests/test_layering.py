@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.import_graph import ROOT, Graph, modules
+from tests.import_graph import ROOT, Graph, modules, room
 
 PACKAGES = ("artifact", "dslc", "runtime", "calibration", "bench")
 
@@ -117,6 +117,64 @@ def test_a_circle_is_reported_through_lazy_and_type_checking_imports(tmp_path: P
     assert Graph.read(["dslc"], tmp_path).circles() == [
         ("dslc.back", "dslc.front"),
         ("dslc.one", "dslc.three", "dslc.two"),
+    ]
+
+
+def _room_circles_named(graph: Graph) -> list[str]:
+    """Each circle between rooms, with the imports that close it (module:line)."""
+    crossing = graph.room_edges()
+    named = []
+    for circle in graph.room_circles():
+        inside = [
+            f"{item.module}:{item.line} -> {target}"
+            for (here, there), items in sorted(crossing.items())
+            if here in circle and there in circle
+            for item in items
+            for target in sorted(graph.resolve_edge(item))
+            if room(target) == there
+        ]
+        named.append(" <-> ".join(circle) + ": " + "; ".join(inside))
+    return named
+
+
+def test_no_room_imports_itself_through_others(graph: Graph) -> None:
+    """No import circle between the sub-packages of a package (its top-level modules each a room of
+    their own), lazy imports included: each room can be read, tested and moved apart from the
+    rooms that use it (issue 42)."""
+    assert _room_circles_named(graph) == []
+
+
+def test_a_circle_between_rooms_is_named(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "calibration/__init__.py": "",
+            "calibration/errors.py": "",
+            "calibration/top.py": "from calibration.deep import below\n",
+            "calibration/deep/__init__.py": "",
+            "calibration/deep/below.py": "def late():\n    from calibration import top\n",
+            "calibration/a/__init__.py": "",
+            "calibration/a/x.py": "if TYPE_CHECKING:\n    import calibration.b.y\n",
+            "calibration/a/sibling.py": "from calibration.a import x\nimport calibration.errors\n",
+            "calibration/b/__init__.py": "",
+            "calibration/b/y.py": "from calibration.a.x import thing\n",
+            "calibration/c/__init__.py": "import calibration.errors\nfrom calibration.b import y\n",
+        },
+    )
+    graph = Graph.read(["calibration"], tmp_path)
+    assert graph.room_circles() == [
+        ("calibration.a", "calibration.b"),
+        ("calibration.deep", "calibration.top"),
+    ]
+    assert _room_circles_named(graph) == [
+        (
+            "calibration.a <-> calibration.b: calibration.a.x:2 -> calibration.b.y; "
+            "calibration.b.y:1 -> calibration.a.x"
+        ),
+        (
+            "calibration.deep <-> calibration.top: calibration.deep.below:2 -> calibration.top; "
+            "calibration.top:1 -> calibration.deep.below"
+        ),
     ]
 
 

@@ -15,18 +15,25 @@ only each phase's active components are on the device, put there by diffusers' o
 
 ``components_moved`` names the components a placement moves on and off the device: on the CPU
 (where device and host are one memory) the live-tensor backend counts their weights while loaded
-(``runtime.measure.residency.Residency``). Imports torch, diffusers and accelerate when called.
+(``runtime.measure.residency.Residency``). The mechanisms themselves are
+``calibration.placement``'s. Imports torch, diffusers and accelerate when called.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from calibration.errors import CalibrationError
+from calibration.placement.pipeline import (
+    offload_groups,
+    offload_model,
+    remove_group_offload,
+    remove_model_offload,
+)
 from calibration.plan.model import PlacementKind
 from calibration.plan.saved import SavedPlan, check_pipeline, read_plan
 
@@ -136,9 +143,9 @@ def install(
 ) -> frozenset[str]:
     """Place ``pipe`` on ``device`` under ``offload``; the components it moves on and off."""
     if offload is Offload.MODEL:
-        return _model_offload(pipe, device, modules)
+        return offload_model(pipe, device, modules)
     if offload is Offload.GROUP:
-        return _group_offload(device, modules)
+        return offload_groups(device, modules)
     if offload is Offload.PLAN:
         raise CalibrationError(
             "--calibrate-offload plan needs the plan's file: plan:FILE (in Python, "
@@ -169,79 +176,9 @@ def _plan_offload(
     return applied, frozenset(moved)
 
 
-def _model_offload(pipe: object, device: str, modules: Mapping[str, nn.Module]) -> frozenset[str]:
-    """diffusers' model CPU offload, the device passed explicitly (it would refuse the CPU)."""
-    enable = getattr(pipe, "enable_model_cpu_offload", None)
-    if not callable(enable) or getattr(pipe, "model_cpu_offload_seq", None) is None:
-        raise CalibrationError(
-            f"--calibrate-offload model: {type(pipe).__name__} has no model_cpu_offload_seq "
-            "(diffusers' model CPU offload needs one); use --calibrate-offload group"
-        )
-    if device == "cpu":
-        enable = _on_plain_cpu(pipe, enable)
-    try:
-        enable(device=device)
-    except (ImportError, ValueError, RuntimeError, AttributeError) as exc:
-        raise CalibrationError(
-            f"--calibrate-offload model: diffusers' model CPU offload failed on "
-            f"{type(pipe).__name__}: {type(exc).__name__}: {exc}"
-        ) from None
-    kept = set(getattr(pipe, "_exclude_from_cpu_offload", ()) or ())
-    return frozenset(name for name in modules if name not in kept)
-
-
-def _on_plain_cpu(pipe: object, enable: Callable[..., object]) -> Callable[..., object]:
-    """diffusers names the execution device ``cpu:0``, and ``tensor.to("cpu:0")`` copies a CPU
-    tensor: every onload would copy the weights. The hooks (those it installs again after each
-    call too, ``maybe_free_model_hooks``) are pointed at ``cpu``, where moves are no-ops."""
-    import torch
-
-    def enable_on_cpu(*args: object, **kwargs: object) -> object:
-        out = enable(*args, **kwargs)
-        for user_hook in getattr(pipe, "_all_hooks", ()):
-            user_hook.hook.execution_device = torch.device("cpu")
-        return out
-
-    object.__setattr__(pipe, "enable_model_cpu_offload", enable_on_cpu)
-    return enable_on_cpu
-
-
-def _group_offload(device: str, modules: Mapping[str, nn.Module]) -> frozenset[str]:
-    """diffusers' group offloading on every component: one block a group, onloaded for its forward.
-
-    On the CPU its moves are not copies, so each component counts whole while it is loaded (an
-    upper bound of the blocks it holds at once)."""
-    import torch
-    from diffusers.hooks import apply_group_offloading
-
-    for module in modules.values():
-        apply_group_offloading(
-            module,
-            onload_device=torch.device(device),
-            offload_device=torch.device("cpu"),
-            offload_type="block_level",
-            num_blocks_per_group=1,
-        )
-    return frozenset(modules)
-
-
-#: The names diffusers' group offloading registers its hooks under (``diffusers.hooks``).
-GROUP_HOOKS = ("group_offloading", "layer_execution_tracker", "lazy_prefetch_group_offloading")
-
-
 def release(pipe: object, offload: Offload, modules: Mapping[str, nn.Module]) -> None:
     """Take the calibration's placement off ``pipe`` (before a plan's own is applied)."""
     if offload is Offload.MODEL:
-        vars(pipe).pop("enable_model_cpu_offload", None)  # ``_on_plain_cpu``'s wrapper
-        remove = getattr(pipe, "remove_all_hooks", None)
-        if callable(remove):
-            remove()
+        remove_model_offload(pipe)
     elif offload is Offload.GROUP:
-        for module in (m for top in modules.values() for m in top.modules()):
-            registry = getattr(module, "_diffusers_hook", None)
-            if registry is None:
-                continue
-            for hook in GROUP_HOOKS:
-                registry.remove_hook(hook, recurse=False)
-            if not registry.hooks:
-                del module._diffusers_hook
+        remove_group_offload(modules)

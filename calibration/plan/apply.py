@@ -22,32 +22,37 @@ component that fails to come back does not stop the others: ``undo`` raises ``Un
 every failure and what each left in place. ``apply`` itself undoes what it did when it fails
 half-way (a pipeline is never left half-applied).
 
+The mechanisms (accelerate's model offload, diffusers' group offloading per streamed block, the
+hook before each component) are ``calibration.placement``'s registry, ``MECHANISM_OF`` a kind's.
 Imports torch, diffusers and accelerate when called.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from attrs import define, field, frozen
 
 from calibration.errors import CalibrationError
+from calibration.placement.mechanisms import (
+    LAYERWISE,
+    MECHANISMS,
+    MODEL,
+    OffloadHook,
+    Where,
+    has_offload_hooks,
+)
 from calibration.plan.model import Placement, PlacementKind, Plan
 from calibration.plan.moves import REST, Move, MoveKind, move_order
 
 if TYPE_CHECKING:
     import torch
-    from accelerate.hooks import ModelHook
     from torch import nn
 
     from runtime.measure.diffusers_hooks import DiffusersPipeline
-
-
-class OffloadHook(Protocol):
-    """What ``Applied`` uses of accelerate's ``UserCpuOffloadHook``: sending its module home."""
-
-    def offload(self) -> None: ...
 
 
 class PlanApplyError(CalibrationError, ValueError):
@@ -65,8 +70,10 @@ class UndoError(CalibrationError):
         super().__init__(f"undo failed for {len(failures)} component(s): {shown}")
 
 
-#: The names diffusers' group offloading registers its hooks under (its group_offloading module).
-_GROUP_HOOKS = ("group_offloading", "layer_execution_tracker", "lazy_prefetch_group_offloading")
+#: The mechanism (``calibration.placement``'s registry) that moves each kind of placement.
+MECHANISM_OF = MappingProxyType(
+    {PlacementKind.OFFLOADED: MODEL.name, PlacementKind.LAYERWISE: LAYERWISE.name}
+)
 
 
 @define
@@ -135,12 +142,10 @@ class Applied:
 
     def _undo_one(self, name: str) -> None:
         """One component's hooks off and its tensors home."""
-        from accelerate.hooks import remove_hook_from_module
-
         module = self.modules[name]
         for block in self.blocks.get(name, ()):
-            _remove_group_offloading(block)
-        remove_hook_from_module(module, recurse=True)
+            LAYERWISE.remove(block)
+        MODEL.remove(module)
         for sub in module.modules():  # both libraries leave ``forward`` on the instance
             if id(sub) not in self.own_forward:
                 sub.__dict__.pop("forward", None)
@@ -186,41 +191,6 @@ def _restore(module: nn.Module, devices: dict[str, torch.device]) -> None:
         where = devices.get(name)
         if where is not None and tensor.device != where:
             tensor.data = tensor.data.to(where)
-
-
-def _remove_group_offloading(block: nn.Module) -> None:
-    """diffusers' group-offloading hooks off ``block`` and its submodules, empty registries too."""
-    for module in block.modules():
-        registry = getattr(module, "_diffusers_hook", None)
-        if registry is None:
-            continue
-        for hook in _GROUP_HOOKS:
-            registry.remove_hook(hook, recurse=False)
-        if not registry.hooks:
-            del module._diffusers_hook
-
-
-def has_offload_hooks(module: nn.Module) -> bool:
-    """Whether accelerate or diffusers hooks already sit on ``module`` or below it."""
-    return any(
-        hasattr(m, "_hf_hook") or getattr(getattr(m, "_diffusers_hook", None), "hooks", None)
-        for m in module.modules()
-    )
-
-
-def _before_hook(applied: Applied, name: str) -> ModelHook:
-    from accelerate.hooks import ModelHook
-
-    class OffloadOthers(ModelHook):
-        """Offloads the other onloaded components when this one starts."""
-
-        def pre_forward(
-            self, module: nn.Module, *args: object, **kwargs: object
-        ) -> tuple[tuple[object, ...], dict[str, object]]:
-            applied.offload_others(name)
-            return args, kwargs
-
-    return OffloadOthers()
 
 
 def apply(
@@ -317,11 +287,9 @@ def _install(
 ) -> None:
     """Hook every component, then make the moves in ``move_order``'s order (``apply`` undoes it
     all when this raises)."""
-    from accelerate.hooks import add_hook_to_module
-
     modules = applied.modules
     for name, module in modules.items():  # every component offloads the onloaded others first
-        add_hook_to_module(module, _before_hook(applied, name), append=True)
+        MODEL.before(module, functools.partial(applied.offload_others, name))
     order = move_order(
         {n: p.sizes for n, p in parts.items()},
         {n: p.on(modules[n], onload) for n, p in parts.items()},
@@ -331,8 +299,8 @@ def _install(
     for move in order:
         _make(applied, move, kinds[move.component], parts[move.component], onload, offload)
         applied.moves.append(move)
-    for module in modules.values():  # where inputs go: diffusers asks the top hook (which may be
-        setattr(module._hf_hook, "execution_device", onload)  # noqa: B010 - a SequentialHook)
+    for module in modules.values():  # where inputs go: diffusers asks the top hook
+        MODEL.send_inputs(module, onload)
 
 
 def _make(
@@ -344,25 +312,17 @@ def _make(
     offload: torch.device,
 ) -> None:
     """One move: offload whole or stream blocks (release), or place on the device (acquire)."""
-    from accelerate import cpu_offload_with_hook
-    from diffusers.hooks import apply_group_offloading
-
     name = move.component
     module = applied.modules[name]
-    if move.kind is MoveKind.RELEASE and kind == PlacementKind.OFFLOADED:
-        _, hook = cpu_offload_with_hook(module, onload)
-        applied.offload_hooks[name] = hook
-    elif move.kind is MoveKind.RELEASE:  # layerwise: diffusers offloads each streamed block
-        for _, block in parts.streamed:
+    if move.kind is MoveKind.RELEASE:  # offloaded whole, or a layerwise one's streamed blocks
+        where = Where(onload, offload, tuple(block for _, block in parts.streamed))
+        for block in where.blocks:
             applied.blocks.setdefault(name, []).append(block)
-            apply_group_offloading(
-                block,
-                onload_device=onload,
-                offload_device=offload,
-                offload_type="block_level",
-                num_blocks_per_group=1,
-            )
-        applied.streamed[name] = tuple(n for n, _ in parts.streamed)
+        hook = MECHANISMS[MECHANISM_OF[kind]].install(module, where)
+        if hook is not None:  # offloaded whole: accelerate's hook sends it home
+            applied.offload_hooks[name] = hook
+        if kind == PlacementKind.LAYERWISE:
+            applied.streamed[name] = tuple(n for n, _ in parts.streamed)
     elif kind == PlacementKind.RESIDENT:
         module.to(onload)
     else:  # layerwise: what is not streamed onto the device, tensor by tensor

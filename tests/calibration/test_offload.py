@@ -12,7 +12,7 @@ from calibration.calibrate.run import load_pipeline
 from calibration.core.offload import Offload, calibrating_under, chosen
 from calibration.core.session import Session
 from calibration.errors import CalibrationError
-from calibration.plan.apply import has_offload_hooks
+from calibration.placement.mechanisms import has_offload_hooks
 from calibration.plan.model import PlacementKind
 
 pytest.importorskip("accelerate")

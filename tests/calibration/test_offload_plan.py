@@ -13,7 +13,7 @@ from calibration.calibrate.run import calibrate_pipeline, load_pipeline
 from calibration.core.offload import Offload
 from calibration.core.session import Session
 from calibration.errors import CalibrationError
-from calibration.plan.apply import has_offload_hooks
+from calibration.placement.mechanisms import has_offload_hooks
 from calibration.plan.saved import PlanFileError, read_plan
 from tests.calibration.test_offload import CAP, DATA, POINT, TWO_TOWER
 

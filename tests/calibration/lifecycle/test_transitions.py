@@ -8,7 +8,7 @@ import pytest
 
 from calibration.lifecycle.faults import ERROR, PEAK, Fault
 from calibration.lifecycle.model import NO_PLAN_VALIDATES, NOTHING_FITS, OK, REFUSED, Failure
-from calibration.plan.apply import has_offload_hooks
+from calibration.placement.mechanisms import has_offload_hooks
 from calibration.plan.model import Device
 from runtime.measure.diffusers_hooks import pipeline_modules
 from tests.calibration.lifecycle_setup import calibration, lifecycle

@@ -15,7 +15,8 @@ from calibration.lifecycle.faults import CALL, Fault, failing_detach
 from calibration.lifecycle.model import OK, ROLLBACK_FAILED
 from calibration.lifecycle.run import run_lifecycle
 from calibration.lifecycle.steps import Settings
-from calibration.plan.apply import UndoError, apply, has_offload_hooks
+from calibration.placement.mechanisms import has_offload_hooks
+from calibration.plan.apply import UndoError, apply
 from calibration.plan.model import Device, Placement, PlacementKind, Plan
 from runtime.measure.diffusers_hooks import pipeline_modules
 from tests.calibration.lifecycle_setup import STREAMING, calibration, points, session

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from calibration.core.calls import reset_scheduler
 from calibration.examples import EXAMPLES
-from calibration.plan.apply import PlanApplyError, apply, has_offload_hooks
+from calibration.placement.mechanisms import has_offload_hooks
+from calibration.plan.apply import PlanApplyError, apply
 from calibration.plan.model import Device, Placement, PlacementKind, Plan
 from runtime.measure.diffusers_hooks import pipeline_modules
 from runtime.measure.layers import repeated_layers

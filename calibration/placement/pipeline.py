@@ -1,0 +1,80 @@
+"""A whole pipeline placed by one mechanism (``--calibrate-offload model`` or ``group``), and taken
+off again: diffusers' model CPU offload through the pipeline's own method, group offloading on
+every component through the registry. Imports torch, diffusers and accelerate when called."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from calibration.errors import CalibrationError
+from calibration.placement.mechanisms import GROUP, Where
+from calibration.placement.private import excluded, pipeline_hooks
+
+if TYPE_CHECKING:
+    from torch import nn
+
+
+def offload_model(pipe: object, device: str, modules: Mapping[str, nn.Module]) -> frozenset[str]:
+    """diffusers' model CPU offload, the device passed explicitly (it would refuse the CPU); the
+    components it moves on and off."""
+    enable = getattr(pipe, "enable_model_cpu_offload", None)
+    if not callable(enable) or getattr(pipe, "model_cpu_offload_seq", None) is None:
+        raise CalibrationError(
+            f"--calibrate-offload model: {type(pipe).__name__} has no model_cpu_offload_seq "
+            "(diffusers' model CPU offload needs one); use --calibrate-offload group"
+        )
+    if device == "cpu":
+        enable = _on_plain_cpu(pipe, enable)
+    try:
+        enable(device=device)
+    except (ImportError, ValueError, RuntimeError, AttributeError) as exc:
+        raise CalibrationError(
+            f"--calibrate-offload model: diffusers' model CPU offload failed on "
+            f"{type(pipe).__name__}: {type(exc).__name__}: {exc}"
+        ) from None
+    kept = excluded(pipe)
+    return frozenset(name for name in modules if name not in kept)
+
+
+def _on_plain_cpu(pipe: object, enable: Callable[..., object]) -> Callable[..., object]:
+    """diffusers names the execution device ``cpu:0``, and ``tensor.to("cpu:0")`` copies a CPU
+    tensor: every onload would copy the weights. The hooks (those it installs again after each
+    call too, ``maybe_free_model_hooks``) are pointed at ``cpu``, where moves are no-ops."""
+    import torch
+
+    def enable_on_cpu(*args: object, **kwargs: object) -> object:
+        out = enable(*args, **kwargs)
+        for user_hook in pipeline_hooks(pipe):
+            user_hook.hook.execution_device = torch.device("cpu")  # type: ignore[attr-defined]
+        return out
+
+    object.__setattr__(pipe, "enable_model_cpu_offload", enable_on_cpu)
+    return enable_on_cpu
+
+
+def offload_groups(device: str, modules: Mapping[str, nn.Module]) -> frozenset[str]:
+    """diffusers' group offloading on every component: one block a group, onloaded for its forward.
+
+    On the CPU its moves are not copies, so each component counts whole while it is loaded (an
+    upper bound of the blocks it holds at once)."""
+    import torch
+
+    where = Where(torch.device(device), torch.device("cpu"))
+    for module in modules.values():
+        GROUP.install(module, where)
+    return frozenset(modules)
+
+
+def remove_model_offload(pipe: object) -> None:
+    """diffusers' model CPU offload off ``pipe`` (and ``_on_plain_cpu``'s wrapper)."""
+    vars(pipe).pop("enable_model_cpu_offload", None)
+    remove = getattr(pipe, "remove_all_hooks", None)
+    if callable(remove):
+        remove()
+
+
+def remove_group_offload(modules: Mapping[str, nn.Module]) -> None:
+    """diffusers' group offloading off every component."""
+    for module in modules.values():
+        GROUP.remove(module)
