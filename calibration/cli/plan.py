@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from click.core import ParameterSource
@@ -27,7 +28,12 @@ from calibration.cli.options import (
     run_options,
     shape_option,
 )
-from calibration.plan.inputs import Calibrated, load_calibration
+from calibration.plan.inputs import (
+    Calibrated,
+    components_from_bytes,
+    from_estimate,
+    load_calibration,
+)
 from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
     DEFAULT_PAGEABLE_FACTOR,
@@ -48,6 +54,9 @@ from calibration.plan.report import (
 )
 from calibration.plan.solver import solve
 from dslc.cli_support import POINT_METAVAR, Failure, ui
+
+if TYPE_CHECKING:
+    from calibration.calibrate.run import Calibration
 
 _EPILOG_LINES = (
     "\b",
@@ -150,7 +159,6 @@ def calibrated(
     device: str,
 ) -> list[Calibrated]:
     """Run one calibration per target shape (progress on stderr, as `dslc calibrate` shows)."""
-    from calibration.calibrate.report import document
     from calibration.cli.show import progress, warn
     from calibration.errors import CalibrationError
 
@@ -162,8 +170,18 @@ def calibrated(
         except CalibrationError as exc:
             raise Failure(str(exc)) from None
         warn(cal)
-        out.append(load_calibration(document(cal)))  # the same reading as a saved one
+        out.append(_in_memory(cal))
     return out
+
+
+def _in_memory(cal: Calibration) -> Calibrated:
+    """The planner's input straight from the calibration (no document built and read back): the
+    same components, bounds, layer calls, compute and target a saved one gives."""
+    components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
+    target = from_estimate(
+        cal.estimate, components, phase_weights=cal.phase_weights, unobserved=cal.unobserved
+    )
+    return Calibrated(components, target)
 
 
 @click.command(

@@ -355,3 +355,31 @@ def test_cli_says_a_plan_found_at_the_search_limit_is_not_proven_the_least(tmp_p
     assert table.exit_code == 0, table.output
     assert "not proven the least" in table.output and "MAX_SEARCH_WORK" in table.output
     assert "warning[plan-unproven]" in table.output
+
+
+@pytest.mark.slow
+def test_a_calibration_is_planned_in_memory_as_its_saved_document_reads(flux) -> None:
+    """`dslc plan` without --calibration hands the planner the calibration itself: the same
+    components, bounds, layer calls and target as its saved document, compute to the document's
+    rounding (a microsecond)."""
+    from calibration.calibrate.report import document
+    from calibration.calibrate.run import calibrate_pipeline
+    from calibration.cli.plan import _in_memory
+    from calibration.examples import EXAMPLES
+
+    example = EXAMPLES["flux"]
+    cal = calibrate_pipeline(
+        example.build, flux, example.shapes, call_kwargs=example.call_kwargs,
+        target={"steps": 2, "height": 64, "width": 64}, repeat=1, time_tolerance=None,
+    )  # fmt: skip
+    memory, saved = _in_memory(cal), load_calibration(document(cal))
+    assert memory.components == saved.components
+    got, want = memory.target, saved.target
+    assert (got.name, got.phases, got.uses, got.layer_uses) == (
+        want.name, want.phases, want.uses, want.layer_uses,
+    )  # fmt: skip
+    assert got.phases and any(p.bound_bytes > 0 for p in got.phases)
+    assert got.compute_s == pytest.approx(want.compute_s, abs=1e-6)
+    assert set(got.stage_seconds) == set(want.stage_seconds)
+    for stage, seconds in got.stage_seconds.items():
+        assert seconds == pytest.approx(want.stage_seconds[stage], abs=1e-6)
