@@ -16,6 +16,7 @@ from typing import Any
 from artifact.checks import CheckedTrees, NodeBudget, as_name, into
 from artifact.document import parse_pipeline
 from artifact.errors import ArtifactError, ArtifactLimitError
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, error
 from dslc.emit import IrCache, SpanTable
 from dslc.model import ResolvedPipeline
@@ -67,10 +68,10 @@ def check_cost(
     except ArtifactLimitError as exc:
         budget.exhausted = budget.nodes.left < 0 or budget.nodes.work_left < 0
         span = _locate(document, exc.location, spans) or pipeline.decl.name_span
-        return [error("limit", exc.problem, span, hints=_hints(exc.limit))]
+        return [error(Code.LIMIT, exc.problem, span, hints=_hints(exc.limit))]
     except ArtifactError as exc:  # the compiler emitted something its own loader refuses: a bug
         span = _locate(document, exc.location, spans) or pipeline.decl.name_span
-        return [error("type", f"internal: the compiled form is invalid: {exc.problem}", span)]
+        return [error(Code.TYPE, f"internal: the compiled form is invalid: {exc.problem}", span)]
     budget.charged[key] = (left - nodes.left, work_left - nodes.work_left)
     budget._alive.append(pipeline)
     return []
