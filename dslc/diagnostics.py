@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import attrs
 
+from artifact.write import JsonObject
 from dslc.codes import Code
 from dslc.source import Span
 
@@ -122,7 +122,7 @@ def render(diagnostic: Diagnostic) -> str:
     return "\n".join(lines)
 
 
-def to_json(diagnostic: Diagnostic) -> dict[str, Any]:
+def to_json(diagnostic: Diagnostic) -> JsonObject:
     """The `--format json` entry of docs/language.md (plus notes and hints)."""
     span = diagnostic.span
     return {
@@ -141,7 +141,7 @@ def to_json(diagnostic: Diagnostic) -> dict[str, Any]:
 
 def dedupe(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
     """One diagnostic per (code, place): a parent's flaw inherited by children is said once."""
-    seen: set[tuple[Any, ...]] = set()
+    seen: set[tuple[object, ...]] = set()
     out = []
     for d in diagnostics:
         key = (d.severity, d.code, d.sort_key())

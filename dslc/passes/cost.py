@@ -10,12 +10,10 @@ has not bounded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from artifact.checks import CheckedTrees, NodeBudget, as_name, into
 from artifact.document import parse_pipeline
 from artifact.errors import ArtifactError, ArtifactLimitError
+from artifact.write import JsonObject, JsonValue
 from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, error
 from dslc.emit import IrCache, SpanTable
@@ -40,7 +38,7 @@ class CostBudget:
 
 
 def check_cost(
-    pipeline: ResolvedPipeline, document: Mapping[str, Any], ir: IrCache, budget: CostBudget
+    pipeline: ResolvedPipeline, document: JsonObject, ir: IrCache, budget: CostBudget
 ) -> list[Diagnostic]:
     """Validate the pipeline's IR `document` (emitted into `ir`) as the loader would; a refusal
     becomes a diagnostic at its source.
@@ -115,19 +113,25 @@ def _hints(limit: str) -> list[str]:
     return []
 
 
-def _locate(
-    document: Mapping[str, Any], location: tuple[str | int, ...], spans: SpanTable
-) -> Span | None:
+def _locate(document: JsonObject, location: tuple[str | int, ...], spans: SpanTable) -> Span | None:
     """The span of the deepest emitted object on the error's `location` (`("pipelines", 0,
     "lets", 3, "expr", "args", 0)`: the pipeline's own steps start at the third)."""
-    node: Any = document
+    node: JsonValue = document
     found = spans.get(id(node))
     for segment in location[2:]:
         if segment == "name" and isinstance(node, dict):
             return spans.get((id(node), "name")) or found
-        try:
-            node = node[segment]
-        except (KeyError, IndexError, TypeError):
+        node, exists = _child(node, segment)
+        if not exists:
             break
         found = spans.get(id(node)) or found
     return found
+
+
+def _child(node: JsonValue, segment: str | int) -> tuple[JsonValue, bool]:
+    """`node[segment]`, and whether there is one."""
+    if isinstance(node, dict) and isinstance(segment, str):
+        return node.get(segment), segment in node
+    if isinstance(node, list) and isinstance(segment, int) and -len(node) <= segment < len(node):
+        return node[segment], True
+    return None, False
