@@ -12,6 +12,7 @@ import attrs
 from lark import Token, Transformer
 
 from dslc import ast
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, error
 from dslc.limits import MAX_DEPTH, MAX_LITERAL_DIGITS
 from dslc.source import SourceFile, Span
@@ -67,7 +68,7 @@ def _expr(node: Any, *kids: Any) -> Any:
     if depth == MAX_DEPTH + 1:
         state.problems.append(
             error(
-                "limit",
+                Code.LIMIT,
                 f"expression nests deeper than {MAX_DEPTH} levels",
                 node.span,
                 hints=["name part of the expression with a 'let'"],
@@ -83,7 +84,7 @@ def _number(token: Token, kind: str) -> ast.Num:
     if count > MAX_LITERAL_DIGITS:
         PARSE_STATE.get().problems.append(
             error(
-                "limit",
+                Code.LIMIT,
                 f"{kind} literal has {count:,} digits; the limit is {MAX_LITERAL_DIGITS}",
                 span,
             )
@@ -265,7 +266,7 @@ class AstBuilder(Transformer):
         if op.value != ">=":
             PARSE_STATE.get().problems.append(
                 error(
-                    "syntax",
+                    Code.SYNTAX,
                     f"a probe axis takes a minimum as '{name} >= {value}', not '{op.value}'",
                     _tok(op),
                     hints=["a probe never goes below the minimum: write '>='"],

@@ -156,7 +156,7 @@ SOURCE_BOMBS: dict[str, Callable[[random.Random], str]] = {
     "let-fan-out": lambda rng: let_fan_out_source(rng.choice([10, 300, 1500]), rng.randint(1, 64)),
     "contract-fan-out": lambda rng: contract_fan_out_source(rng.choice([10, 300, 600])),
     "extends-chain": lambda rng: extends_chain_source(rng.choice([1, 10, 30]), rng.randint(1, 60)),
-    # (800 children, over the node limit, take seconds to refuse: tests/dslc/test_cost.py has it)
+    # (800 children, over the node limit, take seconds to refuse: tests/dslc/passes/test_cost.py)
     "flattened-nodes": lambda rng: flattened_nodes_source(rng.choice([10, 60]), 150),
     "family": lambda rng: family_source(rng.choice([1, 16, 64]), rng.choice([0, 4, 16])),
     "blank-flood": lambda rng: blank_flood_source(rng.choice([100, 16_000, 900_000])),

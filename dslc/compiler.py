@@ -9,6 +9,7 @@ from pathlib import Path
 import attrs
 
 from dslc import ast
+from dslc.codes import Code
 from dslc.diagnostics import CompileError, Diagnostic, dedupe, error
 from dslc.emit import Emitted
 from dslc.limits import MAX_ERRORS, MAX_FILE_BYTES
@@ -46,9 +47,9 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Diagnostic]]
         elif path.is_file():
             found.append(path)
         elif path.exists():  # a FIFO, a device, a socket: never opened (a FIFO would block)
-            problems.append(error("syntax", f"not a regular file: {raw}", None))
+            problems.append(error(Code.SYNTAX, f"not a regular file: {raw}", None))
         else:
-            problems.append(error("syntax", f"no such file or folder: {raw}", None))
+            problems.append(error(Code.SYNTAX, f"no such file or folder: {raw}", None))
     unique = list(dict.fromkeys(found))
     return unique, problems
 
@@ -59,22 +60,24 @@ def read_source(path: Path) -> tuple[SourceFile | None, list[Diagnostic]]:
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
-            return None, [error("syntax", f"not a regular file: {name}", None)]
+            return None, [error(Code.SYNTAX, f"not a regular file: {name}", None)]
         size = info.st_size
         if size > MAX_FILE_BYTES:
             return None, [
-                error("limit", f"{name} is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}", None)
+                error(
+                    Code.LIMIT, f"{name} is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}", None
+                )
             ]
         data = path.read_bytes()
     except OSError as exc:
-        return None, [error("syntax", f"cannot read {name}: {exc.strerror}", None)]
+        return None, [error(Code.SYNTAX, f"cannot read {name}: {exc.strerror}", None)]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         source = SourceFile(name, data.decode("utf-8", "replace"))
         return None, [
             error(
-                "syntax",
+                Code.SYNTAX,
                 "the file is not valid UTF-8 text",
                 source.span(exc.start, exc.start + 1),
                 hints=["is this a binary file?"],
@@ -98,7 +101,7 @@ def compile_sources(
             diagnostics += exc.diagnostics
     by_name, name_problems = check_pipeline_names(modules)
     diagnostics += name_problems
-    if any(d.code == "limit" for d in name_problems):
+    if any(d.code is Code.LIMIT for d in name_problems):
         by_name = {}  # too many pipelines: refuse before resolving any
     compilation = Compilation(by_name, {source.name: i for i, source in enumerate(sources)})
     passes = PASSES if prove else CHECKS

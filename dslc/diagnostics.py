@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import attrs
 
+from artifact.write import JsonObject
+from dslc.codes import Code
 from dslc.source import Span
-
-CODES = (
-    "syntax",
-    "undefined-name",
-    "duplicate",
-    "cycle",
-    "type",
-    "domain",
-    "negative",
-    "non-integer",
-    "division-by-zero",
-    "limit",
-    "unproven",
-)
 
 
 @attrs.frozen
@@ -36,14 +23,14 @@ class Note:
 @attrs.frozen
 class Diagnostic:
     severity: str  # "error" or "warning"
-    code: str
+    code: Code
     message: str
     span: Span | None = None
     notes: tuple[Note, ...] = ()
     hints: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
-        if self.code not in CODES or self.severity not in ("error", "warning"):
+        if not isinstance(self.code, Code) or self.severity not in ("error", "warning"):
             raise ValueError(f"bad diagnostic {self.severity}[{self.code}]")
 
     @property
@@ -54,14 +41,14 @@ class Diagnostic:
         """The same diagnostic promoted to an error (`--strict`)."""
         return attrs.evolve(self, severity="error")
 
-    def sort_key(self) -> tuple[str, int, int, str]:
+    def sort_key(self) -> tuple[str, int, int, Code]:
         if self.span is None:
             return ("", 0, 0, self.code)
         return (self.span.source.name, self.span.line, self.span.column, self.code)
 
 
 def error(
-    code: str,
+    code: Code,
     message: str,
     span: Span | None,
     *,
@@ -71,7 +58,9 @@ def error(
     return Diagnostic("error", code, message, span, tuple(notes), tuple(hints))
 
 
-def warning(code: str, message: str, span: Span | None, *, hints: Iterable[str] = ()) -> Diagnostic:
+def warning(
+    code: Code, message: str, span: Span | None, *, hints: Iterable[str] = ()
+) -> Diagnostic:
     return Diagnostic("warning", code, message, span, (), tuple(hints))
 
 
@@ -133,12 +122,12 @@ def render(diagnostic: Diagnostic) -> str:
     return "\n".join(lines)
 
 
-def to_json(diagnostic: Diagnostic) -> dict[str, Any]:
+def to_json(diagnostic: Diagnostic) -> JsonObject:
     """The `--format json` entry of docs/language.md (plus notes and hints)."""
     span = diagnostic.span
     return {
         "severity": diagnostic.severity,
-        "code": diagnostic.code,
+        "code": diagnostic.code.value,
         "message": diagnostic.message,
         "file": span.source.name if span else None,
         "line": span.line if span else None,
@@ -152,7 +141,7 @@ def to_json(diagnostic: Diagnostic) -> dict[str, Any]:
 
 def dedupe(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
     """One diagnostic per (code, place): a parent's flaw inherited by children is said once."""
-    seen: set[tuple[Any, ...]] = set()
+    seen: set[tuple[object, ...]] = set()
     out = []
     for d in diagnostics:
         key = (d.severity, d.code, d.sort_key())

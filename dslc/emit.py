@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import attrs
 
+from artifact import write
 from artifact.atomic import write_atomically
 from artifact.checks import CheckedTrees
+from artifact.document import FORMAT, FORMAT_VERSION
+from artifact.ir import ComponentUse, SourceDecl
+from artifact.ir import Span as Where
+from artifact.write import JsonObject, add_all, dumps, number
 from dslc import __version__, ast
 from dslc.fmt import format_expr
 from dslc.interp import EvalError, evaluate
@@ -32,9 +36,6 @@ __all__ = [
     "write_atomically",
 ]
 
-FORMAT = "workload-formulas"
-FORMAT_VERSION = 1
-
 _BINARY = {
     "+": "add",
     "-": "sub",
@@ -51,16 +52,17 @@ _BINARY = {
     "and": "and",
     "or": "or",
 }
-ONE: dict[str, Any] = {"k": "int", "v": 1}
+ONE: JsonObject = number(Fraction(1))
 # Where each emitted object came from: id(object) -> its AST span (and `(id, "name")` -> the
 # name's span), so the compiler can point at the source of whatever the loader would refuse.
 SpanTable = dict[object, Span | None]
 
 
-def number(value: Fraction) -> dict[str, Any]:
-    if value.denominator == 1:
-        return {"k": "int", "v": int(value)}
-    return {"k": "frac", "n": value.numerator, "d": value.denominator}
+class _Placed(Protocol):
+    """A node the emitter notes: it knows where in the source it came from."""
+
+    @property
+    def span(self) -> Span | None: ...
 
 
 class IrCache:
@@ -76,7 +78,7 @@ class IrCache:
     def __init__(self, index: Mapping[str, int]) -> None:
         self.index = index
         self.spans: SpanTable = {}
-        self.entries: dict[tuple[object, ...], tuple[object, dict[str, Any]]] = {}
+        self.entries: dict[tuple[object, ...], tuple[object, JsonObject]] = {}
         self.contexts: dict[tuple[object, ...], int] = {}
 
 
@@ -109,9 +111,7 @@ class _IrEmitter:
             key = (frozenset(self.params), tuple(sorted((n, id(v)) for n, v in self.lists.items())))
             self.context = cache.contexts.setdefault(key, len(cache.contexts))
 
-    def once(
-        self, node: object, make: Callable[[], dict[str, Any]], *extra: object
-    ) -> dict[str, Any]:
+    def once(self, node: object, make: Callable[[], JsonObject], *extra: object) -> JsonObject:
         """The object `make` emits for `node`, made once per context when emission is shared."""
         if self.cache is None:
             return make()
@@ -128,38 +128,37 @@ class _IrEmitter:
         assert items is not None, "type checking admits only lists here"
         return items
 
-    def expr(self, node: ast.Expr) -> dict[str, Any]:
+    def expr(self, node: ast.Expr) -> JsonObject:
         """The EXPR of `node` (its span recorded when a span table is kept)."""
         emitted = self._emit(node)
         if self.spans is not None:
             self.spans[id(emitted)] = node.span
         return emitted
 
-    def _emit(self, node: ast.Expr) -> dict[str, Any]:
+    def _emit(self, node: ast.Expr) -> JsonObject:
         if isinstance(node, ast.Num):
             return number(node.value)
         if isinstance(node, ast.Bool):
-            return {"k": "bool", "v": node.value}
+            return write.boolean(node.value)
         if isinstance(node, ast.Name):
-            return {"k": "param" if node.id in self.params else "let", "name": node.id}
+            return write.ref("param" if node.id in self.params else "let", node.id)
         if isinstance(node, ast.Unary):
-            return {"k": "not" if node.op == "not" else "neg", "args": [self.expr(node.operand)]}
+            return write.node("not" if node.op == "not" else "neg", [self.expr(node.operand)])
         if isinstance(node, ast.Binary):
             if node.op == "**":
                 exponent = evaluate(node.right)
                 assert isinstance(exponent, Fraction)
-                return {"k": "pow", "args": [self.expr(node.left)], "exp": int(exponent)}
-            return {"k": _BINARY[node.op], "args": [self.expr(node.left), self.expr(node.right)]}
+                return write.power(self.expr(node.left), int(exponent))
+            return write.node(_BINARY[node.op], [self.expr(node.left), self.expr(node.right)])
         if isinstance(node, ast.IfElse):
-            return {
-                "k": "if",
-                "args": [self.expr(node.cond), self.expr(node.then), self.expr(node.orelse)],
-            }
+            return write.node(
+                "if", [self.expr(node.cond), self.expr(node.then), self.expr(node.orelse)]
+            )
         if isinstance(node, ast.Call):
             return self._call(node)
         raise EvalError("cannot emit this node", node)
 
-    def _call(self, node: ast.Call) -> dict[str, Any]:
+    def _call(self, node: ast.Call) -> JsonObject:
         func, args = node.func, node.args
         is_list = len(args) == 1 and (
             isinstance(args[0], ast.ListLit)
@@ -168,45 +167,35 @@ class _IrEmitter:
         if is_list:
             items = [self.expr(item) for item in self._items(args[0])]
             if func == "len":
-                return {"k": "int", "v": len(items)}
+                return number(Fraction(len(items)))
             if func == "sum":
-                return add_all(items) if items else {"k": "int", "v": 0}
-            return {"k": func, "args": items}
-        return {"k": func, "args": [self.expr(arg) for arg in args]}
+                return add_all(items) if items else number(Fraction(0))
+            return write.node(func, items)
+        return write.node(func, [self.expr(arg) for arg in args])
 
     def field(
         self, pipeline: ResolvedPipeline, field: ast.Field | None, index: Mapping[str, int]
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """`{"expr", "span"}`, plus `"terms"` (each `{"expr", "span"}`) for a memory of several
         terms.
         """
         if field is None:
-            return {"expr": ONE, "span": None}
+            return write.field(ONE, None)
         return self.once(field, lambda: self._field(pipeline, field, index))
 
     def _field(
         self, pipeline: ResolvedPipeline, field: ast.Field, index: Mapping[str, int]
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         terms = pipeline.terms(field)
         if len(terms) == 1:
-            return self.note(
-                {"expr": self.expr(terms[0]), "span": _span(terms[0].span, index)}, field
-            )
-        return self.note(
-            {
-                "expr": add_all([self.expr(term) for term in terms]),
-                "span": _span(field.value.span, index),
-                "terms": [
-                    self.note({"expr": self.expr(term), "span": _span(term.span, index)}, term)
-                    for term in terms
-                ],
-            },
-            field,
-        )
+            return self.note(write.field(self.expr(terms[0]), _span(terms[0].span, index)), field)
+        total = add_all([self.expr(term) for term in terms])
+        parts = [
+            self.note(write.field(self.expr(term), _span(term.span, index)), term) for term in terms
+        ]
+        return self.note(write.field(total, _span(field.value.span, index), parts), field)
 
-    def note(
-        self, entry: dict[str, Any], node: Any, name_span: Span | None = None
-    ) -> dict[str, Any]:
+    def note(self, entry: JsonObject, node: _Placed, name_span: Span | None = None) -> JsonObject:
         """Record where an emitted object (and its name) came from, when keeping a span table."""
         if self.spans is not None:
             self.spans[id(entry)] = node.span
@@ -214,24 +203,11 @@ class _IrEmitter:
         return entry
 
 
-def add_all(items: list[dict[str, Any]]) -> dict[str, Any]:
-    """The left fold `((a + b) + c) + ...` that `sum([...])` and a memory's terms both emit."""
-    total = items[0]
-    for item in items[1:]:
-        total = {"k": "add", "args": [total, item]}
-    return total
-
-
-def _span(span: Span | None, index: Mapping[str, int]) -> dict[str, int] | None:
+def _span(span: Span | None, index: Mapping[str, int]) -> Where | None:
+    """Where `span` lies, as the artifact numbers its sources."""
     if span is None:
         return None
-    return {
-        "source": index[span.source.name],
-        "line": span.line,
-        "column": span.column,
-        "end_line": span.end_line,
-        "end_column": span.end_column,
-    }
+    return (index[span.source.name], span.line, span.column, span.end_line, span.end_column)
 
 
 def pipeline_document(
@@ -239,80 +215,70 @@ def pipeline_document(
     index: Mapping[str, int],
     spans: SpanTable | None = None,
     cache: IrCache | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """One pipeline's object in the artifact; `index` numbers the sources, `spans` (when given)
     receives where each emitted object came from; with `cache` (whose `index` and `spans` it
     uses), inherited members are the objects emitted before."""
     if cache is not None:
         index = cache.index
     emitter = _IrEmitter(pipeline, spans, cache)
-    document = {
-        "name": pipeline.name,
-        "extends": pipeline.parent,
-        "span": _span(pipeline.decl.name_span, index),
+    members = {
         "params": _params(pipeline, index, emitter),
         "contracts": _contracts(pipeline, index, emitter),
         "lets": _lets(pipeline, index, emitter),
         "stages": _stages(pipeline, index, emitter),
-        **_facts(pipeline, index, emitter),
+        "calls": [emitter.once(c, partial(_call_entry, emitter, c, index)) for c in pipeline.calls],
     }
+    document = write.pipeline(
+        pipeline.name,
+        pipeline.parent,
+        _span(pipeline.decl.name_span, index),
+        members,
+        [probe.names for probe in pipeline.probes],
+        _probe_minimums(pipeline),
+    )
     return emitter.note(document, pipeline.decl, pipeline.decl.name_span)
 
 
 def _params(
     pipeline: ResolvedPipeline, index: Mapping[str, int], emitter: _IrEmitter
-) -> list[dict[str, Any]]:
-    params = []
-    for p in pipeline.params:
-        entry: dict[str, Any] = {"name": p.name, "type": p.type, "default": p.default}
-        if p.type == "int":
-            entry.update({"min": p.lo, "max": p.hi})
-        entry["span"] = _span(p.decl.span, index)
-        params.append(emitter.note(entry, p.decl, p.decl.name_span))
-    return params
+) -> list[JsonObject]:
+    return [
+        emitter.note(
+            write.param(p.name, p.type, p.default, p.lo, p.hi, _span(p.decl.span, index)),
+            p.decl,
+            p.decl.name_span,
+        )
+        for p in pipeline.params
+    ]
 
 
 def _stages(
     pipeline: ResolvedPipeline, index: Mapping[str, int], emitter: _IrEmitter
-) -> list[dict[str, Any]]:
+) -> list[JsonObject]:
     stages = []
     for stage in pipeline.stages:
-        entry: dict[str, Any] = {"name": stage.name, "span": _span(stage.decl.name_span, index)}
-        for name in ast.FIELDS:
-            entry[name] = emitter.field(pipeline, stage.field(name), index)
-        if stage.uses:
-            entry["uses"] = [{"component": u.component, "method": u.entry} for u in stage.uses]
-        if stage.per_step:
-            entry["per_step"] = True
+        fields = {name: emitter.field(pipeline, stage.field(name), index) for name in ast.FIELDS}
+        uses = [ComponentUse(u.component, u.entry) for u in stage.uses]
+        where = _span(stage.decl.name_span, index)
+        entry = write.stage(stage.name, where, fields, uses, stage.per_step)
         stages.append(emitter.note(entry, stage.decl, stage.decl.name_span))
     return stages
 
 
-def _facts(
-    pipeline: ResolvedPipeline, index: Mapping[str, int], emitter: _IrEmitter
-) -> dict[str, Any]:
-    """The optional keys for calibration: `calls`, `probe_axes`, `probe_minimums`."""
-    facts: dict[str, Any] = {}
-    if pipeline.calls:
-        facts["calls"] = [
-            emitter.once(c, partial(_call_entry, emitter, c, index)) for c in pipeline.calls
-        ]
-    if pipeline.probes:
-        facts["probe_axes"] = [list(probe.names) for probe in pipeline.probes]
-        minimums = {
-            name: probe.minimum(i)
-            for probe in pipeline.probes
-            for i, name in enumerate(probe.names)
-            if probe.minimum(i) is not None
-        }
-        if minimums:
-            facts["probe_minimums"] = minimums
-    return facts
+def _probe_minimums(pipeline: ResolvedPipeline) -> dict[str, int]:
+    """The declared `probe NAME >= N` bounds, for calibration."""
+    return {
+        name: minimum
+        for probe in pipeline.probes
+        for i, name in enumerate(probe.names)
+        if (minimum := probe.minimum(i)) is not None
+    }
 
 
 def _contracts(
     pipeline: ResolvedPipeline, index: Mapping[str, int], emitter: _IrEmitter
-) -> list[dict[str, Any]]:
+) -> list[JsonObject]:
     return [
         emitter.once(where, partial(_contract_entry, emitter, p.name, where, index), p.name)
         for p, where in pipeline.contracts
@@ -321,23 +287,18 @@ def _contracts(
 
 def _contract_entry(
     emitter: _IrEmitter, param: str, where: ast.Expr, index: Mapping[str, int]
-) -> dict[str, Any]:
-    return {
-        "param": param,
-        "text": format_expr(where),
-        "expr": emitter.expr(where),
-        "span": _span(where.span, index),
-    }
+) -> JsonObject:
+    return write.contract(param, format_expr(where), emitter.expr(where), _span(where.span, index))
 
 
-def _call_entry(emitter: _IrEmitter, call: ast.CallArg, index: Mapping[str, int]) -> dict[str, Any]:
-    entry = {"arg": call.arg, "expr": emitter.expr(call.value), "span": _span(call.span, index)}
+def _call_entry(emitter: _IrEmitter, call: ast.CallArg, index: Mapping[str, int]) -> JsonObject:
+    entry = write.call(call.arg, emitter.expr(call.value), _span(call.span, index))
     return emitter.note(entry, call)
 
 
 def _lets(
     pipeline: ResolvedPipeline, index: Mapping[str, int], emitter: _IrEmitter
-) -> list[dict[str, Any]]:
+) -> list[JsonObject]:
     """The lets but the list lets (folded into their uses)."""
     return [
         emitter.once(let, partial(_let_entry, emitter, let, index))
@@ -346,30 +307,21 @@ def _lets(
     ]
 
 
-def _let_entry(emitter: _IrEmitter, let: ast.Let, index: Mapping[str, int]) -> dict[str, Any]:
-    entry = {"name": let.name, "expr": emitter.expr(let.value), "span": _span(let.span, index)}
+def _let_entry(emitter: _IrEmitter, let: ast.Let, index: Mapping[str, int]) -> JsonObject:
+    entry = write.let(let.name, emitter.expr(let.value), _span(let.span, index))
     return emitter.note(entry, let, let.name_span)
 
 
-def artifact(program: Program, cache: IrCache | None = None) -> dict[str, Any]:
+def artifact(program: Program, cache: IrCache | None = None) -> JsonObject:
     """The artifact document of docs/artifact.md for a checked program (`cache`: the IR its
     compilation emitted, reused)."""
     index = {source.name: i for i, source in enumerate(program.sources)}
     if cache is not None and dict(cache.index) != index:
         cache = None  # numbered for other sources: emit afresh
-    return {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "compiler": {"name": "dslc", "version": __version__},
-        "sources": [{"path": _display_path(s), "sha256": s.sha256} for s in program.sources],
-        "pipelines": [pipeline_document(p, index, cache=cache) for p in program.pipelines],
-    }
+    sources = [SourceDecl(_display_path(s), s.sha256) for s in program.sources]
+    pipelines = [pipeline_document(p, index, cache=cache) for p in program.pipelines]
+    return write.document(("dslc", __version__), sources, pipelines)
 
 
 def _display_path(source: SourceFile) -> str:
     return Path(source.name).as_posix()
-
-
-def dumps(document: dict[str, Any]) -> str:
-    """Compact JSON (the C encoder; `indent` would fall back to the pure-Python one)."""
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n"

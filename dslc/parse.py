@@ -18,6 +18,7 @@ from lark.exceptions import UnexpectedInput
 
 from dslc import ast
 from dslc.ast_builder import PARSE_STATE, AstBuilder, ParseState
+from dslc.codes import Code
 from dslc.diagnostics import CompileError, Diagnostic, error
 from dslc.limits import MAX_FILE_BYTES, MAX_NESTING, MAX_TOKENS
 from dslc.parser_cache import cache_folder, cache_name, cached_parser
@@ -104,7 +105,7 @@ def parse(source: SourceFile) -> ast.Module:
         raise CompileError(
             [
                 error(
-                    "limit",
+                    Code.LIMIT,
                     hit.message,
                     token_span(source, hit.token),
                     hints=["name part of the expression with a 'let'"],
@@ -133,7 +134,7 @@ def _screen(source: SourceFile) -> int:
         raise CompileError(
             [
                 error(
-                    "limit",
+                    Code.LIMIT,
                     f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}",
                     source.span(0, 0),
                     hints=["split the pipelines across several files"],
@@ -146,7 +147,7 @@ def _screen(source: SourceFile) -> int:
         raise CompileError(
             [
                 error(
-                    "syntax",
+                    Code.SYNTAX,
                     f"unexpected character '\\x{ord(char):02x}'"
                     if ord(char) < 256
                     else "the file is not valid UTF-8 text",
@@ -160,7 +161,7 @@ def _screen(source: SourceFile) -> int:
         raise CompileError(
             [
                 error(
-                    "limit",
+                    Code.LIMIT,
                     f"file has over {MAX_TOKENS:,} tokens (newlines count); the limit is "
                     f"{MAX_TOKENS:,}",
                     source.span(0, 0),

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, Note, error
 from dslc.limits import MAX_TOKENS
 from dslc.source import SourceFile, Span
@@ -225,7 +226,7 @@ def unclosed(source: SourceFile, block: Block, gave_up: Span | None) -> Diagnost
                 Note(f"'}}' expected before this (it cannot be inside the {block.kind})", ends)
             )
     return error(
-        "syntax",
+        Code.SYNTAX,
         f"unclosed '{{' of {what}",
         source.span(block.opened, block.opened + 1),
         notes=notes,

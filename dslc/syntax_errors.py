@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, error
 from dslc.source import SourceFile
 from dslc.terminals import describe_expected, describe_token, token_span
@@ -37,7 +38,7 @@ def syntax_diagnostic(source: SourceFile, exc: UnexpectedInput) -> Diagnostic:
         message = f"unexpected character '{shown}'"
         if char in _HINT_CHARACTERS:
             hints.append(_HINT_CHARACTERS[char])
-        return error("syntax", message, span, hints=hints)
+        return error(Code.SYNTAX, message, span, hints=hints)
     if isinstance(exc, UnexpectedToken):
         token = exc.token
         expected = set(exc.accepts or exc.expected)
@@ -55,15 +56,15 @@ def syntax_diagnostic(source: SourceFile, exc: UnexpectedInput) -> Diagnostic:
             hints.append("a stage header lists 'uses' before 'per step'")
         if token.type == "_SEP" and expected == {"RBRACE"}:
             hints.append("a block ends with '}'")
-        return error("syntax", message, span, hints=hints)
+        return error(Code.SYNTAX, message, span, hints=hints)
     if isinstance(exc, UnexpectedEOF):
         end = len(source.text)
         return error(
-            "syntax",
+            Code.SYNTAX,
             f"unexpected end of input; expected {describe_expected(set(exc.expected))}",
             source.span(end, end),
         )
-    return error("syntax", "the text does not parse", source.span(0, 0))
+    return error(Code.SYNTAX, "the text does not parse", source.span(0, 0))
 
 
 def error_offset(source: SourceFile, exc: UnexpectedInput) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from artifact.write import JsonObject
 from dslc import ast
 from dslc.diagnostics import Diagnostic
 from dslc.emit import Emitted, IrCache, pipeline_document
@@ -58,7 +59,7 @@ class Unit:
     # An error no member can be set aside for (a param, a contract): the domain checks still run,
     # then the pipeline stops (everything may depend on it).
     held: bool = False
-    document: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
+    document: JsonObject | None = attrs.field(default=None, eq=False, repr=False)
 
     def found(self, problems: list[Diagnostic], **changes: Any) -> Unit:
         """This unit with more problems (and other changes)."""

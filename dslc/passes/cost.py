@@ -10,12 +10,11 @@ has not bounded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from artifact.checks import CheckedTrees, NodeBudget, as_name, into
 from artifact.document import parse_pipeline
 from artifact.errors import ArtifactError, ArtifactLimitError
+from artifact.write import JsonObject, JsonValue
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, error
 from dslc.emit import IrCache, SpanTable
 from dslc.model import ResolvedPipeline
@@ -39,7 +38,7 @@ class CostBudget:
 
 
 def check_cost(
-    pipeline: ResolvedPipeline, document: Mapping[str, Any], ir: IrCache, budget: CostBudget
+    pipeline: ResolvedPipeline, document: JsonObject, ir: IrCache, budget: CostBudget
 ) -> list[Diagnostic]:
     """Validate the pipeline's IR `document` (emitted into `ir`) as the loader would; a refusal
     becomes a diagnostic at its source.
@@ -67,10 +66,10 @@ def check_cost(
     except ArtifactLimitError as exc:
         budget.exhausted = budget.nodes.left < 0 or budget.nodes.work_left < 0
         span = _locate(document, exc.location, spans) or pipeline.decl.name_span
-        return [error("limit", exc.problem, span, hints=_hints(exc.limit))]
+        return [error(Code.LIMIT, exc.problem, span, hints=_hints(exc.limit))]
     except ArtifactError as exc:  # the compiler emitted something its own loader refuses: a bug
         span = _locate(document, exc.location, spans) or pipeline.decl.name_span
-        return [error("type", f"internal: the compiled form is invalid: {exc.problem}", span)]
+        return [error(Code.TYPE, f"internal: the compiled form is invalid: {exc.problem}", span)]
     budget.charged[key] = (left - nodes.left, work_left - nodes.work_left)
     budget._alive.append(pipeline)
     return []
@@ -114,19 +113,25 @@ def _hints(limit: str) -> list[str]:
     return []
 
 
-def _locate(
-    document: Mapping[str, Any], location: tuple[str | int, ...], spans: SpanTable
-) -> Span | None:
+def _locate(document: JsonObject, location: tuple[str | int, ...], spans: SpanTable) -> Span | None:
     """The span of the deepest emitted object on the error's `location` (`("pipelines", 0,
     "lets", 3, "expr", "args", 0)`: the pipeline's own steps start at the third)."""
-    node: Any = document
+    node: JsonValue = document
     found = spans.get(id(node))
     for segment in location[2:]:
         if segment == "name" and isinstance(node, dict):
             return spans.get((id(node), "name")) or found
-        try:
-            node = node[segment]
-        except (KeyError, IndexError, TypeError):
+        node, exists = _child(node, segment)
+        if not exists:
             break
         found = spans.get(id(node)) or found
     return found
+
+
+def _child(node: JsonValue, segment: str | int) -> tuple[JsonValue, bool]:
+    """`node[segment]`, and whether there is one."""
+    if isinstance(node, dict) and isinstance(segment, str):
+        return node.get(segment), segment in node
+    if isinstance(node, list) and isinstance(segment, int) and -len(node) <= segment < len(node):
+        return node[segment], True
+    return None, False

@@ -10,6 +10,7 @@ import attrs
 
 from artifact.spelling import point_text
 from dslc import ast
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, error
 from dslc.fmt import format_expr
 from dslc.interp import EvalError, Interpreter, evaluate
@@ -20,12 +21,12 @@ def _constant(expr: ast.Expr, what: str, problems: list[Diagnostic]) -> int | bo
     try:
         value = evaluate(expr)
     except EvalError as exc:
-        code = "division-by-zero" if "zero" in str(exc) else "type"
+        code = Code.DIVISION_BY_ZERO if "zero" in str(exc) else Code.TYPE
         problems.append(error(code, f"{what} cannot be evaluated: {exc}", exc.node.span))
         return None
     if isinstance(value, Fraction):
         if value.denominator != 1:
-            problems.append(error("type", f"{what} must be an integer, not {value}", expr.span))
+            problems.append(error(Code.TYPE, f"{what} must be an integer, not {value}", expr.span))
             return None
         return int(value)
     return value if isinstance(value, bool) else None
@@ -54,7 +55,7 @@ def _resolve_param(param: ResolvedParam, problems: list[Diagnostic]) -> Resolved
         span = lo_span.to(hi_span) if lo_span is not None and hi_span is not None else lo_span
         problems.append(
             error(
-                "domain",
+                Code.DOMAIN,
                 f"the range [{lo}, {hi}] of '{param.name}' is empty",
                 span,
                 hints=["write the bounds low first: 'in [LO, HI]'"],
@@ -65,7 +66,7 @@ def _resolve_param(param: ResolvedParam, problems: list[Diagnostic]) -> Resolved
         shown = f"[{lo}, {'inf' if hi is None else hi}]"
         problems.append(
             error(
-                "domain",
+                Code.DOMAIN,
                 f"the default {default} of '{param.name}' lies outside {shown}",
                 param.default_decl.default.span,
             )
@@ -96,7 +97,7 @@ def _probe_minimums(pipeline: ResolvedPipeline) -> list[Diagnostic]:
             span = probe.minimum_spans[index] if index < len(probe.minimum_spans) else probe.span
             problems.append(
                 error(
-                    "domain",
+                    Code.DOMAIN,
                     f"the probe minimum {name} >= {minimum} lies above the range "
                     f"[{param.lo}, {param.hi}] of '{name}': no probe could run",
                     span,
@@ -120,7 +121,7 @@ def check_default_workload(resolved: ResolvedPipeline) -> list[Diagnostic]:
         except EvalError as exc:
             problems.append(
                 error(
-                    "division-by-zero" if "zero" in str(exc) else "type",
+                    Code.DIVISION_BY_ZERO if "zero" in str(exc) else Code.TYPE,
                     f"contract of '{param.name}' fails at the default workload: {exc}",
                     exc.node.span,
                 )
@@ -129,7 +130,7 @@ def check_default_workload(resolved: ResolvedPipeline) -> list[Diagnostic]:
         if holds is not True:
             problems.append(
                 error(
-                    "domain",
+                    Code.DOMAIN,
                     f"the default workload violates '{format_expr(where)}'",
                     where.span,
                     hints=[f"the default workload is {shown}"],

@@ -7,6 +7,7 @@ one stage, one stage counts the steps, and a probe axis is an int param lightene
 from __future__ import annotations
 
 from dslc import ast
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, Note, did_you_mean, error
 from dslc.limits import MAX_CALLS, MAX_PROBE_GROUP, MAX_STAGE_USES
 from dslc.model import ResolvedPipeline
@@ -26,7 +27,7 @@ def _uses(pipeline: ResolvedPipeline) -> list[Diagnostic]:
         if len(stage.uses) > MAX_STAGE_USES:
             problems.append(
                 error(
-                    "limit",
+                    Code.LIMIT,
                     f"stage '{stage.name}' uses {len(stage.uses)} components; the limit is "
                     f"{MAX_STAGE_USES}",
                     stage.uses[MAX_STAGE_USES].span,
@@ -38,7 +39,7 @@ def _uses(pipeline: ResolvedPipeline) -> list[Diagnostic]:
             if key in listed:
                 problems.append(
                     error(
-                        "duplicate",
+                        Code.DUPLICATE,
                         f"'{use.text}' is listed twice in stage '{stage.name}'",
                         use.span,
                         notes=[Note("first listed here", listed[key].span)],
@@ -50,7 +51,7 @@ def _uses(pipeline: ResolvedPipeline) -> list[Diagnostic]:
                 other, first = opened[key]
                 problems.append(
                     error(
-                        "duplicate",
+                        Code.DUPLICATE,
                         f"'{use.text}' opens both stage '{other}' and stage '{stage.name}'",
                         use.span,
                         notes=[Note(f"stage '{other}' uses it here", first.span)],
@@ -70,7 +71,7 @@ def _per_step(pipeline: ResolvedPipeline) -> list[Diagnostic]:
     stepped = [stage for stage in pipeline.stages if stage.per_step]
     return [
         error(
-            "duplicate",
+            Code.DUPLICATE,
             f"stages '{stepped[0].name}' and '{stage.name}' are both 'per step'; one stage of a "
             "pipeline counts the denoising steps",
             stage.per_step_span,
@@ -92,7 +93,7 @@ def _probes(pipeline: ResolvedPipeline) -> list[Diagnostic]:
         if len(probe.names) > MAX_PROBE_GROUP:
             problems.append(
                 error(
-                    "limit",
+                    Code.LIMIT,
                     f"probe group of {len(probe.names)} params; the limit is {MAX_PROBE_GROUP}: "
                     f"calibration weighs the 2**{len(probe.names)} corners of its box",
                     spans[MAX_PROBE_GROUP],
@@ -105,7 +106,7 @@ def _probes(pipeline: ResolvedPipeline) -> list[Diagnostic]:
                 is_let = pipeline.let(name) is not None
                 problems.append(
                     error(
-                        "undefined-name",
+                        Code.UNDEFINED_NAME,
                         f"unknown param '{name}' in 'probe'"
                         + ("; it is a let, and a probe axis is an int param" if is_let else ""),
                         span,
@@ -116,7 +117,7 @@ def _probes(pipeline: ResolvedPipeline) -> list[Diagnostic]:
             if param.type == "bool":
                 problems.append(
                     error(
-                        "type",
+                        Code.TYPE,
                         f"probe axis '{name}' is a bool param; a probe axis is an int param",
                         span,
                         hints=["a probe lightens a workload by lowering int params"],
@@ -126,7 +127,7 @@ def _probes(pipeline: ResolvedPipeline) -> list[Diagnostic]:
             if name in seen:
                 problems.append(
                     error(
-                        "duplicate",
+                        Code.DUPLICATE,
                         f"'{name}' is a probe axis twice",
                         span,
                         notes=[Note("first listed here", seen[name])],
@@ -144,7 +145,7 @@ def _calls(pipeline: ResolvedPipeline) -> list[Diagnostic]:
         return []
     return [
         error(
-            "limit",
+            Code.LIMIT,
             f"pipeline '{pipeline.name}' has {len(pipeline.calls):,} call arguments; the limit is "
             f"{MAX_CALLS}",
             pipeline.decl.name_span,

@@ -23,6 +23,7 @@ from fractions import Fraction
 
 from artifact.spelling import proof_value
 from dslc import ast
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, error, warning
 from dslc.fmt import format_expr
 from dslc.interp import EvalError, Interpreter
@@ -473,7 +474,7 @@ class Prover:
     def _over_budget(self, proofs: ProofCache) -> Diagnostic:
         """A file whose pipelines took the prover's whole budget: the rest are not checked."""
         return error(
-            "limit",
+            Code.LIMIT,
             f"the prover's work budget for this file ({proofs.work_per_file:,} evaluations) is "
             f"spent before pipeline '{self.pipeline.name}'",
             self.pipeline.decl.name_span,
@@ -495,7 +496,7 @@ class Prover:
             what = "modulo" if ob.node.op == "%" else "division"
             divisor = _quoted(ob.node.right, "DIVISOR")
             return error(
-                "division-by-zero",
+                Code.DIVISION_BY_ZERO,
                 f"{what} by zero in {ob.what}{where}",
                 ob.node.right.span,
                 hints=[
@@ -510,7 +511,7 @@ class Prover:
         said = f"{ob.what} is {shown}{where}" if where else f"{ob.what} is always {shown}"
         if ob.kind == NONNEG:
             return error(
-                "negative",
+                Code.NEGATIVE,
                 said,
                 ob.node.span,
                 hints=[
@@ -521,7 +522,7 @@ class Prover:
                 ],
             )
         return error(
-            "non-integer",
+            Code.NON_INTEGER,
             said,
             ob.node.span,
             hints=[
@@ -538,7 +539,7 @@ class Prover:
             divisor = _quoted(ob.node.right, "DIVISOR")
             subject = "the divisor" if divisor == "DIVISOR" else f"'{divisor}'"
             return warning(
-                "unproven",
+                Code.UNPROVEN,
                 f"cannot prove that {subject} is never zero in {ob.what}",
                 ob.node.right.span,
                 hints=[
@@ -550,7 +551,7 @@ class Prover:
             )
         if ob.kind == NONNEG:
             return warning(
-                "unproven",
+                Code.UNPROVEN,
                 f"cannot prove that {ob.what} is >= 0",
                 ob.node.span,
                 hints=[
@@ -561,7 +562,7 @@ class Prover:
                 ],
             )
         return warning(
-            "unproven",
+            Code.UNPROVEN,
             f"cannot prove that {ob.what} is an integer",
             ob.node.span,
             hints=[

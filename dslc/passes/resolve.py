@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dslc import ast
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, Note, did_you_mean, error
 from dslc.limits import MAX_MEMBERS, MAX_PIPELINES, MAX_STAGES
 from dslc.model import ResolvedParam, ResolvedPipeline, ResolvedStage
@@ -18,7 +19,7 @@ Declared = ast.Param | ast.Let | ast.Stage | ast.Field | ast.Pipeline | ast.Call
 
 def _duplicate(kind: str, name: str, first: Declared, again: Declared) -> Diagnostic:
     return error(
-        "duplicate",
+        Code.DUPLICATE,
         f"{kind} '{name}' is declared twice",
         again.name_span or again.span,
         notes=[Note("first declared here", first.name_span or first.span)],
@@ -43,7 +44,7 @@ def check_pipeline_names(
                 found[pipeline.name] = pipeline
     if count > MAX_PIPELINES:
         problems.append(
-            error("limit", f"{count:,} pipelines; the limit is {MAX_PIPELINES:,}", None)
+            error(Code.LIMIT, f"{count:,} pipelines; the limit is {MAX_PIPELINES:,}", None)
         )
     return found, problems
 
@@ -58,7 +59,7 @@ def _own_members(pipeline: ast.Pipeline) -> tuple[list[ast.Member], list[Diagnos
     if len(pipeline.members) > MAX_MEMBERS:
         problems.append(
             error(
-                "limit",
+                Code.LIMIT,
                 f"pipeline '{pipeline.name}' has {len(pipeline.members):,} members; "
                 f"the limit is {MAX_MEMBERS}",
                 pipeline.name_span,
@@ -94,7 +95,7 @@ def _own_members(pipeline: ast.Pipeline) -> tuple[list[ast.Member], list[Diagnos
     if len(stages) > MAX_STAGES:
         problems.append(
             error(
-                "limit",
+                Code.LIMIT,
                 f"pipeline '{pipeline.name}' has {len(stages)} stages; the limit is {MAX_STAGES}",
                 pipeline.name_span,
             )
@@ -107,7 +108,7 @@ def _check_field(field: ast.Field) -> list[Diagnostic]:
     if expected is None:
         return [
             error(
-                "syntax",
+                Code.SYNTAX,
                 f"unknown stage field '{field.name}'; a stage has iterations, memory and time",
                 field.name_span,
                 hints=did_you_mean(field.name, _FIELD_OPS),
@@ -117,7 +118,7 @@ def _check_field(field: ast.Field) -> list[Diagnostic]:
         example = "iterations = steps" if expected == "=" else f"{field.name} ~ tokens"
         return [
             error(
-                "syntax",
+                Code.SYNTAX,
                 f"'{field.name}' takes '{expected}', not '{field.op}'",
                 field.name_span,
                 hints=[
@@ -144,13 +145,15 @@ def _parent_chain(
         node = by_name[current]
         if current in seen:
             cycle = " -> ".join([p.name for p in chain] + [current])
-            return [], error("cycle", f"'extends' refers back to itself: {cycle}", node.parent_span)
+            return [], error(
+                Code.CYCLE, f"'extends' refers back to itself: {cycle}", node.parent_span
+            )
         seen.add(current)
         chain.append(node)
         parent = node.parent
         if parent is not None and parent not in by_name:
             return [], error(
-                "undefined-name",
+                Code.UNDEFINED_NAME,
                 f"unknown parent pipeline '{parent}'",
                 node.parent_span,
                 hints=did_you_mean(parent, set(by_name) - seen),
@@ -221,7 +224,7 @@ def _merge_param(
         if inherited is None:
             return [
                 error(
-                    "undefined-name",
+                    Code.UNDEFINED_NAME,
                     f"'param {member.name} = ...' overrides a default, but no parent "
                     f"declares '{member.name}'",
                     member.name_span,
@@ -294,12 +297,12 @@ def check_names(
                     else did_you_mean(node.id, known - {defining})  # never the let being defined
                 )
                 problems.append(
-                    error("undefined-name", f"unknown {kind} '{node.id}'", node.span, hints=hint)
+                    error(Code.UNDEFINED_NAME, f"unknown {kind} '{node.id}'", node.span, hints=hint)
                 )
             elif isinstance(node, ast.Call) and node.func not in ast.FUNCTIONS:
                 problems.append(
                     error(
-                        "undefined-name",
+                        Code.UNDEFINED_NAME,
                         f"unknown function '{node.func}'",
                         node.func_span,
                         hints=did_you_mean(node.func, ast.FUNCTIONS)
@@ -313,7 +316,7 @@ def check_names(
                 if isinstance(node, ast.Name):
                     problems.append(
                         error(
-                            "type",
+                            Code.TYPE,
                             f"'{node.id}' is not a constant; defaults and ranges "
                             "must be constant expressions",
                             node.span,
@@ -349,7 +352,7 @@ def order_lets(pipeline: ResolvedPipeline) -> tuple[tuple[ast.Let, ...], list[Di
                     let = by_name[dep]
                     problems.append(
                         error(
-                            "cycle",
+                            Code.CYCLE,
                             "lets refer back to themselves: " + " -> ".join(cycle),
                             let.name_span,
                             notes=[

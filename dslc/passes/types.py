@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from dslc import ast
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, did_you_mean, error
 from dslc.fmt import format_expr
 from dslc.interp import EvalError, LimitError, evaluate
@@ -42,7 +43,7 @@ def constant_exponent(node: ast.Binary) -> tuple[int | None, Diagnostic | None]:
     """The value of a `**` exponent, which must be a constant integer in [0, MAX_EXPONENT]."""
     if any(isinstance(n, ast.Name) for n in ast.walk(node.right)):
         return None, error(
-            "type",
+            Code.TYPE,
             "the exponent of '**' must be a constant",
             node.right.span,
             hints=["multiply it out, or use a constant such as 'x ** 2'"],
@@ -50,22 +51,22 @@ def constant_exponent(node: ast.Binary) -> tuple[int | None, Diagnostic | None]:
     try:
         value = evaluate(node.right)
     except LimitError as exc:
-        return None, error("limit", f"the exponent of '**' is too large: {exc}", exc.node.span)
+        return None, error(Code.LIMIT, f"the exponent of '**' is too large: {exc}", exc.node.span)
     except EvalError as exc:
         return None, error(
-            "type", f"the exponent of '**' cannot be evaluated: {exc}", node.right.span
+            Code.TYPE, f"the exponent of '**' cannot be evaluated: {exc}", node.right.span
         )
     if not isinstance(value, Fraction):
-        return None, error("type", "the exponent of '**' must be a number", node.right.span)
+        return None, error(Code.TYPE, "the exponent of '**' must be a number", node.right.span)
     if value.denominator != 1 or value < 0:
         return None, error(
-            "type",
+            Code.TYPE,
             f"the exponent of '**' must be a non-negative integer, not {value}",
             node.right.span,
         )
     if value > MAX_EXPONENT:
         return None, error(
-            "limit", f"exponent {value} exceeds the limit of {MAX_EXPONENT}", node.right.span
+            Code.LIMIT, f"exponent {value} exceeds the limit of {MAX_EXPONENT}", node.right.span
         )
     return int(value), None
 
@@ -96,7 +97,7 @@ class TypeChecker:
         self.degrees: dict[str, int] = {}
         self.problems: list[Diagnostic] = []
 
-    def _fail(self, code: str, message: str, node: ast.Expr, hints: tuple[str, ...] = ()) -> None:
+    def _fail(self, code: Code, message: str, node: ast.Expr, hints: tuple[str, ...] = ()) -> None:
         self.problems.append(error(code, message, node.span, hints=hints))
 
     def expect(self, expr: ast.Expr, wanted: tuple[str, ...], what: str) -> str | None:
@@ -104,7 +105,10 @@ class TypeChecker:
         if kind is not None and kind not in wanted:
             hint = _operand_hint(expr, kind, wanted)
             self._fail(
-                "type", f"{what} must be {_describe(wanted[0])}, not {_describe(kind)}", expr, hint
+                Code.TYPE,
+                f"{what} must be {_describe(wanted[0])}, not {_describe(kind)}",
+                expr,
+                hint,
             )
             return None
         return kind
@@ -116,20 +120,22 @@ class TypeChecker:
         if isinstance(expr, ast.Bool):
             return BOOL
         if isinstance(expr, ast.Inf):
-            self._fail("type", "'inf' may only be a range's upper bound", expr)
+            self._fail(Code.TYPE, "'inf' may only be a range's upper bound", expr)
             return None
         if isinstance(expr, ast.Name):
             kind = self.env.get(expr.id)
             if kind == LIST and not list_ok:
                 self._fail(
-                    "type", f"'{expr.id}' is a list; use it in len(), sum(), min() or max()", expr
+                    Code.TYPE,
+                    f"'{expr.id}' is a list; use it in len(), sum(), min() or max()",
+                    expr,
                 )
                 return None
             return kind
         if isinstance(expr, ast.ListLit):
             if not list_ok:
                 self._fail(
-                    "type",
+                    Code.TYPE,
                     "a list may only be a let's value, a memory or time measure's terms or the "
                     "argument of len, sum, min or max",
                     expr,
@@ -137,7 +143,7 @@ class TypeChecker:
                 return None
             if len(expr.items) > MAX_LIST_ITEMS:
                 self._fail(
-                    "limit",
+                    Code.LIMIT,
                     f"list has {len(expr.items):,} items; the limit is {MAX_LIST_ITEMS}",
                     expr,
                 )
@@ -157,7 +163,7 @@ class TypeChecker:
                 return None
             if (then == BOOL) != (orelse == BOOL):
                 self._fail(
-                    "type",
+                    Code.TYPE,
                     f"'if' branches must have one type, not {_describe(then)} and "
                     f"{_describe(orelse)}",
                     expr,
@@ -178,7 +184,7 @@ class TypeChecker:
             left, right = self.infer(expr.left), self.infer(expr.right)
             if left and right and (left == BOOL) != (right == BOOL):
                 self._fail(
-                    "type", f"cannot compare {_describe(left)} with {_describe(right)}", expr
+                    Code.TYPE, f"cannot compare {_describe(left)} with {_describe(right)}", expr
                 )
             return BOOL
         if op == "**":
@@ -189,7 +195,7 @@ class TypeChecker:
                 return None
             if exponent and constant_bits(expr.left) * exponent > MAX_CONSTANT_BITS:
                 self._fail(
-                    "limit", f"this power of a constant exceeds {MAX_CONSTANT_BITS:,} bits", expr
+                    Code.LIMIT, f"this power of a constant exceeds {MAX_CONSTANT_BITS:,} bits", expr
                 )
                 return None
             return base
@@ -216,12 +222,12 @@ class TypeChecker:
         if func in _LIST_FUNCTIONS and (func in ("len", "sum") or single_list):
             if len(args) != 1:
                 self._fail(
-                    "type", f"{func}() takes exactly one list, got {len(args)} arguments", expr
+                    Code.TYPE, f"{func}() takes exactly one list, got {len(args)} arguments", expr
                 )
                 return None
             if self.infer(args[0], list_ok=True) != LIST:
                 self._fail(
-                    "type",
+                    Code.TYPE,
                     f"{func}() takes a list",
                     args[0],
                     (f"write {func}([a, b, ...])",) if func == "sum" else (),
@@ -229,16 +235,16 @@ class TypeChecker:
                 return None
             size = self._list_size(args[0])
             if func in ("min", "max") and size == 0:
-                self._fail("type", f"{func}() of an empty list", expr)
+                self._fail(Code.TYPE, f"{func}() of an empty list", expr)
                 return None
             if func == "len":
                 return INT
             return self._list_item_type(args[0])
         if func in ("ceil", "floor", "abs") and len(args) != 1:
-            self._fail("type", f"{func}() takes exactly one argument, got {len(args)}", expr)
+            self._fail(Code.TYPE, f"{func}() takes exactly one argument, got {len(args)}", expr)
             return None
         if not args:
-            self._fail("type", f"{func}() takes at least one argument", expr)
+            self._fail(Code.TYPE, f"{func}() takes at least one argument", expr)
             return None
         kinds = [self.expect(arg, _NUMERIC, f"an argument of {func}()") for arg in args]
         if None in kinds:
@@ -307,7 +313,7 @@ def check_types(
         if param.type not in ast.TYPES:
             problems.append(
                 error(
-                    "type",
+                    Code.TYPE,
                     f"unknown type '{param.type}'; a param is 'int' or 'bool'",
                     param.decl.type_span,
                     hints=did_you_mean(param.type, ast.TYPES),
@@ -328,7 +334,7 @@ def check_types(
         if degrees[let.name] > MAX_DEGREE:
             problems.append(
                 error(
-                    "limit",
+                    Code.LIMIT,
                     f"'{let.name}' has polynomial degree {degrees[let.name]:,}; the "
                     f"limit is {MAX_DEGREE}",
                     let.name_span,
@@ -395,7 +401,7 @@ def _check_field(
     )
     if is_list and field.name not in ast.MEASURES:
         checker._fail(
-            "type",
+            Code.TYPE,
             f"'{field.name}' cannot be a list: only a memory or time measure takes a list of terms",
             value,
             ("use the list in len(), sum(), min() or max()",),
@@ -406,12 +412,12 @@ def _check_field(
         return _degree_limit(value, f"'{field.name}' of stage '{stage.name}'", degrees)
     items = list_items(value, lets) or ()
     if not items:
-        checker._fail("type", f"a {field.name} measure needs at least one term", value)
+        checker._fail(Code.TYPE, f"a {field.name} measure needs at least one term", value)
         return []
     if len(items) > MAX_MEASURE_TERMS:
         return [
             error(
-                "limit",
+                Code.LIMIT,
                 f"'{field.name}' of stage '{stage.name}' has {len(items)} terms; the limit is "
                 f"{MAX_MEASURE_TERMS}",
                 value.span,
@@ -432,7 +438,7 @@ def _degree_limit(expr: ast.Expr, what: str, degrees: Mapping[str, int]) -> list
     up.
     """
     if degree(expr, degrees) > MAX_DEGREE:
-        return [error("limit", f"{what} has a polynomial degree above {MAX_DEGREE}", expr.span)]
+        return [error(Code.LIMIT, f"{what} has a polynomial degree above {MAX_DEGREE}", expr.span)]
     return []
 
 
@@ -442,7 +448,9 @@ def _check_constants(checker: TypeChecker, param: ResolvedParam) -> None:
     if param.type == "bool":
         checker.expect(default, (BOOL,), f"the default of bool param '{param.name}'")
         if param.decl.lo is not None:
-            checker._fail("type", f"bool param '{param.name}' cannot have a range", param.decl.lo)
+            checker._fail(
+                Code.TYPE, f"bool param '{param.name}' cannot have a range", param.decl.lo
+            )
         return
     if param.type != "int":
         return

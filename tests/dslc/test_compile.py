@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dslc.compiler import compile_sources, compile_text
-from dslc.emit import artifact
 from dslc.fmt import format_expr
 from dslc.source import SourceFile
+from tests.dslc.documents import artifact
 from tests.examples import LANGUAGE_EXAMPLE
 
 

@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 
 from dslc.compiler import compile_paths, compile_text
-from dslc.emit import FORMAT_VERSION, artifact, dumps, write_atomically
+from dslc.emit import FORMAT_VERSION, dumps, write_atomically
+from tests.dslc.documents import artifact
 from tests.examples import LANGUAGE_EXAMPLE, ROOT, program_of
 
 SCHEMA = json.loads((ROOT / "artifact" / "schema" / "artifact.schema.json").read_text())

@@ -14,7 +14,6 @@ import pytest
 from dslc import ast
 from dslc.compiler import compile_text
 from dslc.diagnostics import Diagnostic
-from dslc.emit import artifact
 from dslc.fmt import format_expr, format_source
 from dslc.interp import Interpreter
 from dslc.limits import MAX_MEASURE_TERMS
@@ -24,6 +23,7 @@ from dslc.passes.context import Context
 from dslc.passes.obligations import DIVISOR, NONNEG, collect
 from dslc.source import SourceFile
 from dslc.to_sympy import LowerError, lower_field
+from tests.dslc.documents import artifact
 from tests.examples import ROOT
 
 SCHEMA = json.loads((ROOT / "artifact" / "schema" / "artifact.schema.json").read_text())

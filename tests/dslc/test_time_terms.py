@@ -11,11 +11,12 @@ from click.testing import CliRunner
 
 from dslc.cli import cli
 from dslc.compiler import compile_text
-from dslc.emit import artifact, dumps
+from dslc.emit import dumps
 from dslc.explain import explain
 from dslc.fmt import format_source
 from dslc.source import SourceFile
 from runtime import Pipeline, load_formulas
+from tests.dslc.documents import artifact
 from tests.examples import ROOT
 
 SCHEMA = json.loads((ROOT / "artifact" / "schema" / "artifact.schema.json").read_text())

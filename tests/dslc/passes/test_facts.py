@@ -17,11 +17,12 @@ from dslc import ast
 from dslc.build import load_program, load_text
 from dslc.cli import cli
 from dslc.compiler import compile_paths, compile_text
-from dslc.emit import artifact, dumps
+from dslc.emit import dumps
 from dslc.fmt import format_source
 from dslc.parse import parse_text
 from dslc.source import SourceFile
 from runtime import ComponentUse, InadmissibleError, UnknownParamError, load_formulas
+from tests.dslc.documents import artifact
 from tests.examples import ROOT, program_of
 
 SCHEMA = json.loads((ROOT / "artifact" / "schema" / "artifact.schema.json").read_text())

@@ -17,7 +17,7 @@ from dslc.parse import parse_text
 from dslc.passes import chain
 from dslc.passes.resolve import check_pipeline_names
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_pass_has_the_one_signature() -> None:

@@ -24,7 +24,7 @@ from dslc.passes.prove import ProofCache, check_properties
 from dslc.passes.resolve import check_names
 from dslc.passes.types import check_types
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def work(n: int) -> tuple[int, int]:

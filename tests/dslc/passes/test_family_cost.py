@@ -23,7 +23,7 @@ from dslc.emit import artifact, dumps
 from runtime import load_formulas
 from tests.examples import LANGUAGE_EXAMPLE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def compiled(text: str) -> CompileResult:
