@@ -14,6 +14,20 @@ def _span() -> Span | None:
 
 
 @attrs.frozen
+class Trivia:
+    """The comments a built node (one no source holds) carries for `fmt`, which places a parsed
+    node's comments by their lines; like a span, never part of equality."""
+
+    lead: tuple[str, ...] = ()  # the lines above it: `# ...` comments, "" for a blank line
+    trail: str | None = None  # `# ...` at the end of its line
+    close: tuple[str, ...] = ()  # a stage's or pipeline's comments before its closing `}`
+
+
+def _trivia() -> Trivia | None:
+    return attrs.field(default=None, eq=False, repr=False, kw_only=True)
+
+
+@attrs.frozen
 class Num:
     """A numeric literal; `text` keeps the author's spelling for `fmt`."""
 
@@ -107,6 +121,7 @@ class Param:
     hi: Expr | None = None
     where: Expr | None = None
     span: Span | None = _span()
+    trivia: Trivia | None = _trivia()
     name_span: Span | None = _span()
     type_span: Span | None = _span()
 
@@ -116,6 +131,7 @@ class Let:
     name: str
     value: Expr
     span: Span | None = _span()
+    trivia: Trivia | None = _trivia()
     name_span: Span | None = _span()
 
 
@@ -127,6 +143,7 @@ class Field:
     op: str
     value: Expr
     span: Span | None = _span()
+    trivia: Trivia | None = _trivia()
     name_span: Span | None = _span()
 
 
@@ -157,6 +174,7 @@ class Stage:
     uses: tuple[Use, ...] = ()
     per_step: bool = False
     span: Span | None = _span()
+    trivia: Trivia | None = _trivia()
     name_span: Span | None = _span()
     per_step_span: Span | None = _span()
 
@@ -173,6 +191,7 @@ class CallArg:
     arg: str
     value: Expr
     span: Span | None = _span()
+    trivia: Trivia | None = _trivia()
     name_span: Span | None = _span()
 
 
@@ -183,6 +202,7 @@ class Probe:
 
     names: tuple[str, ...]
     span: Span | None = _span()
+    trivia: Trivia | None = _trivia()
     name_spans: tuple[Span, ...] = attrs.field(default=(), eq=False, repr=False, kw_only=True)
     minimums: tuple[int | None, ...] = attrs.field(default=(), kw_only=True)  # per name, or ()
     minimum_spans: tuple[Span | None, ...] = attrs.field(
@@ -203,6 +223,7 @@ class Pipeline:
     parent: str | None
     members: tuple[Member, ...]
     span: Span | None = _span()
+    trivia: Trivia | None = _trivia()
     name_span: Span | None = _span()
     parent_span: Span | None = _span()
 

@@ -5,7 +5,9 @@ output never nests deeper than the source did and stays within the parser's limi
 `format_module` lays out pipelines, members and stages and puts every `#` comment back:
 an own-line comment before the construct that follows it, a trailing comment at the end of
 the line of the construct that ends on its line. At most one blank line survives wherever
-the source had one or more.
+the source had one or more. A built node (one added to a parsed tree, or a tree built whole)
+brings its own comments in its `ast.Trivia`; they print first, and a container's source comments
+after its last parsed child stay there, above the built children that follow.
 """
 
 from __future__ import annotations
@@ -165,6 +167,22 @@ def _lines(node: object) -> tuple[int, int] | None:
     return (span.line, span.end_line) if span is not None else None
 
 
+_NO_TRIVIA = ast.Trivia()
+
+
+def _trivia(node: object) -> ast.Trivia:
+    return getattr(node, "trivia", None) or _NO_TRIVIA
+
+
+def _lead(out: list[str], lines: tuple[str, ...], indent: str, top: int) -> None:
+    """A built node's lines above it; a blank line only below a line printed since `top`."""
+    for line in lines:
+        if line:
+            out.append(indent + line)
+        elif len(out) > top and out[-1]:
+            out.append("")
+
+
 class _Printer:
     """Places each comment in a slot, then prints the module slot by slot."""
 
@@ -193,7 +211,9 @@ class _Printer:
 
     # -- placement --
     def _fits_one_line(self, stage: ast.Stage) -> bool:
-        if len(stage.fields) > 1:
+        if len(stage.fields) > 1 or _trivia(stage).close:
+            return False
+        if any(_trivia(f).lead or _trivia(f).trail for f in stage.fields):
             return False
         lines = _lines(stage)
         at = self.comment_lines
@@ -288,15 +308,28 @@ class _Printer:
 
     def _body(self, out: list[str], container: ast.Pipeline | ast.Stage, depth: int) -> None:
         indent = " " * (INDENT * depth)
-        prev_end = None
-        for item in self._children(container):
+        prev_end, top = None, len(out)
+        children = self._children(container)
+        parsed = max((i for i, item in enumerate(children) if _lines(item)), default=-1)
+        for index, item in enumerate(children):
+            if index == parsed + 1:
+                self._close_lead(out, container, prev_end, indent)
             start = self._chunk_start(item)
             if prev_end is not None and start is not None and self._blank(prev_end, start):
                 out.append("")
             lines = _lines(item)
+            _lead(out, _trivia(item).lead, indent, top)
             self._comment_block(out, self.lead.get(id(item), []), indent, lines and lines[0])
             self._item(out, item, depth)
             prev_end = lines[1] if lines else None
+        if parsed + 1 == len(children):
+            self._close_lead(out, container, prev_end, indent)
+        _lead(out, _trivia(container).close, indent, top)
+
+    def _close_lead(
+        self, out: list[str], container: Container, prev_end: int | None, indent: str
+    ) -> None:
+        """The source's comments after the container's last parsed child."""
         leads = self.close_lead.get(id(container), [])
         if leads:
             first = min(c.line for c in leads)
@@ -307,12 +340,14 @@ class _Printer:
     def _item(self, out: list[str], item: Item, depth: int) -> None:
         indent = " " * (INDENT * depth)
         trailing = self.trail.get(id(item))
+        built = _trivia(item).trail
+        own = [ast.Comment(built, 0, own_line=False)] if built else None
         if isinstance(item, ast.Stage) and not self._is_container(item):
-            out.append(self._with_trailing(indent + _one_line_stage(item), trailing))
+            out.append(self._with_trailing(indent + _one_line_stage(item), trailing, own))
         elif isinstance(item, (ast.Stage, ast.Pipeline)):
             self._block(out, item, depth)
         else:
-            out.append(self._with_trailing(indent + _simple(item), trailing))
+            out.append(self._with_trailing(indent + _simple(item), trailing, own))
 
     def _block(self, out: list[str], block: ast.Pipeline | ast.Stage, depth: int) -> None:
         indent = " " * (INDENT * depth)
@@ -322,6 +357,7 @@ class _Printer:
         else:
             header = _stage_header(block)
             empty = not block.fields
+        empty = empty and not _trivia(block).close
         key = id(block)
         # `{}` on one line, unless that would put two trailing comments on it.
         head, close_trail = self.head.get(key), self.close_trail.get(key)
@@ -343,6 +379,7 @@ class _Printer:
             if index:
                 out.append("")
             lines = _lines(pipeline)
+            _lead(out, _trivia(pipeline).lead, "", 0)
             self._comment_block(out, self.lead.get(id(pipeline), []), "", lines and lines[0])
             self._block(out, pipeline, 0)
             prev_end = lines[1] if lines else None

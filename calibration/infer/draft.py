@@ -1,20 +1,22 @@
 """The draft `.wf` file: the skeleton with the proposed lets, probe minimums and stages, each
-proposal preceded by a comment with its evidence; formatted by `dslc fmt`'s formatter.
+proposal preceded by a comment with its evidence; printed by `dslc fmt`'s formatter.
 
-Every proposed expression is a `dslc.ast` node printed by the compiler's formatter
-(``dslc.fmt.format_expr``). A probe minimum joins the skeleton's own `probe` group of its param
-(`probe frames >= 5, height, width`: an axis may be in one group only), else gets a line of its
-own; the skeleton's other lines are kept as written.
+The draft is a `dslc.ast` tree: the skeleton's, parsed (its comments kept beside it), with the
+proposals added as nodes whose comments ride in their ``ast.Trivia``; ``dslc.fmt`` prints it. A
+probe minimum joins the skeleton's own `probe` group of its param (`probe frames >= 5, height,
+width`: an axis may be in one group only), else gets a line of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import attrs
+
 from artifact.point import Point
 from calibration.infer.analyse import StageProposal
-from calibration.infer.layout import stage_text
-from calibration.infer.measure import with_stages
+from calibration.infer.layout import StagePlan, stage_node
+from calibration.infer.measure import printed, skeleton_tree, with_stages
 from calibration.infer.search import MAX_TERMS, TermFit
 from calibration.infer.terms import Monomial, terms_expr, text_of
 from calibration.infer.time_terms import BYTES_WEIGHT, WORK_APPROXIMATE, TimeChoice
@@ -36,13 +38,17 @@ def _points(points: Sequence[Point], limit: int = 4) -> str:
     return "; ".join(shown) + more
 
 
-def field_text(field: str, op: str, value: ast.Expr) -> str:
-    """`memory ~ [a, b]`, `iterations = steps + 1`: a field as the formatter writes it."""
-    return f"{field} {op} {text_of(value)}"
+#: A line of a stage's body: a `# ...` comment, or a field.
+Line = str | ast.Field
 
 
-def _measure_line(field: str, terms: Sequence[Monomial]) -> str:
-    return field_text(field, "~", terms_expr([m.expr for m in terms]))
+def line_text(line: Line) -> str:
+    """`memory ~ [a, b]`, `# memory: ...`: a line as the formatter writes it."""
+    return line if isinstance(line, str) else f"{line.name} {line.op} {text_of(line.value)}"
+
+
+def _measure_line(field: str, terms: Sequence[Monomial]) -> ast.Field:
+    return ast.Field(field, "~", terms_expr([m.expr for m in terms]))
 
 
 def _sets(n: int) -> str:
@@ -58,9 +64,9 @@ def _fit_comment(what: str, fit: TermFit, sizes: int, unit: str) -> str:
     )
 
 
-def stage_body(p: StageProposal) -> list[str]:
+def stage_body(p: StageProposal) -> list[Line]:
     """The stage's fields, each after its evidence."""
-    lines: list[str] = []
+    lines: list[Line] = []
     counts = sorted({c for _, c in p.counts})
     rejected = [t for t in p.iterations.tried if t.verdict != "chosen"]
     reasons = "; ".join(f"{t.text} ({t.verdict.removeprefix('rejected: ')})" for t in rejected[:2])
@@ -73,7 +79,7 @@ def stage_body(p: StageProposal) -> list[str]:
             f"# iterations: {len(p.counts)} sizes, counts {counts[:8]}"
             + (f"; rejected {reasons}" if reasons else "")
         )
-        lines.append(field_text("iterations", "=", p.iterations.expr))
+        lines.append(ast.Field("iterations", "=", p.iterations.expr))
     if p.memory.terms is None:
         lines.append("# memory: no term set of the grammar explains every size exactly")
     elif p.memory.terms:
@@ -114,7 +120,20 @@ def switch_lines(p: StageProposal) -> list[str]:
     return out
 
 
-def time_lines(t: TimeChoice) -> list[str]:
+def stage_tree(plan: StagePlan, body: Sequence[Line]) -> ast.Stage:
+    """The stage of ``body``: each comment above the field after it, the last ones before `}`."""
+    fields: list[ast.Field] = []
+    above: list[str] = []
+    for line in body:
+        if isinstance(line, str):
+            above.append(line)
+            continue
+        fields.append(attrs.evolve(line, trivia=ast.Trivia(tuple(above))) if above else line)
+        above = []
+    return stage_node(plan, fields, ast.Trivia(close=tuple(above)) if above else None)
+
+
+def time_lines(t: TimeChoice) -> list[Line]:
     """`time ~` after its evidence: the counted work's fit, the same in every run (the measured
     times' check is the JSON report's and the command's message: it moves with the machine)."""
     shown = "; rejected: " + "; ".join(t.work.rejected[:2]) if t.work.rejected else ""
@@ -143,17 +162,15 @@ def time_lines(t: TimeChoice) -> list[str]:
     return [head, _measure_line("time", t.terms)] if t.terms else [head]
 
 
-def _lets(proposals: Sequence[StageProposal]) -> list[str]:
+def _lets(proposals: Sequence[StageProposal]) -> list[ast.Let]:
     seen: dict[str, ast.Expr] = {}
     for p in proposals:
         named = [f for m in [*(p.memory.terms or ()), *p.time.terms] for f in m.features]
         for f in [*([p.iterations.let] if p.iterations.let is not None else []), *named]:
             if f.let is not None:
                 seen[f.let] = f.expr
-    return [
-        f"    let {name} = {text_of(expr)}  # proposed: the floor division that fits"
-        for name, expr in seen.items()
-    ]
+    why = ast.Trivia(trail="# proposed: the floor division that fits")
+    return [ast.Let(name, expr, trivia=why) for name, expr in seen.items()]
 
 
 def _minimums(proposals: Sequence[StageProposal]) -> dict[str, tuple[int, str]]:
@@ -166,65 +183,62 @@ def _minimums(proposals: Sequence[StageProposal]) -> dict[str, tuple[int, str]]:
     return best
 
 
-def probe_text(probe: ast.Probe) -> str:
-    """`probe frames >= 5, height, width`."""
-    return "probe " + ", ".join(
-        n if probe.minimum(i) is None else f"{n} >= {probe.minimum(i)}"
-        for i, n in enumerate(probe.names)
-    )
-
-
 def _larger(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def _offset(lines: Sequence[str], line: int, column: int) -> int:
-    return sum(len(text) + 1 for text in lines[: line - 1]) + column - 1
-
-
-def merge_probes(skeleton: str, minimums: Mapping[str, int]) -> tuple[str, dict[str, int]]:
-    """The skeleton with each minimum joined to its param's `probe` group (the larger of its own
+def merge_probes(
+    pipeline: ast.Pipeline, minimums: Mapping[str, int]
+) -> tuple[ast.Pipeline, dict[str, int]]:
+    """The pipeline with each minimum joined to its param's `probe` group (the larger of its own
     and the new one), and the minimums of params in no group (each a line of its own)."""
-    from dslc.parse import parse_text
-
-    module = parse_text(skeleton, "<skeleton>")
     left = dict(minimums)
-    edits: list[tuple[int, int, str]] = []
-    lines = skeleton.split("\n")
-    for member in (m for p in module.pipelines for m in p.members):
-        if not isinstance(member, ast.Probe) or member.span is None:
-            continue
-        if not any(n in left for n in member.names):
-            continue
-        merged = [(member.minimum(i), left.pop(n, None)) for i, n in enumerate(member.names)]
-        new = ast.Probe(member.names, minimums=tuple(_larger(a, b) for a, b in merged))
-        span = member.span
-        start = _offset(lines, span.line, span.column)
-        end = _offset(lines, span.end_line, span.end_column)
-        edits.append((start, end, probe_text(new)))
-    for start, end, text in sorted(edits, reverse=True):
-        skeleton = skeleton[:start] + text + skeleton[end:]
-    return skeleton, left
+    members: list[ast.Member] = []
+    for member in pipeline.members:
+        if isinstance(member, ast.Probe) and any(n in left for n in member.names):
+            merged = [(member.minimum(i), left.pop(n, None)) for i, n in enumerate(member.names)]
+            member = attrs.evolve(member, minimums=tuple(_larger(a, b) for a, b in merged))
+        members.append(member)
+    return attrs.evolve(pipeline, members=tuple(members)), left
+
+
+def _led(member: ast.Member, lead: Sequence[str]) -> ast.Member:
+    """The member with ``lead`` above it."""
+    trivia = member.trivia or ast.Trivia()
+    return attrs.evolve(member, trivia=attrs.evolve(trivia, lead=(*lead, *trivia.lead)))
+
+
+def _proposed(
+    notes: Sequence[str], declared: Sequence[ast.Member], stages: Sequence[ast.Stage]
+) -> list[ast.Member]:
+    """The proposed members, after a blank line: the probe minimums' notes, then the declared
+    probes and lets, then (after a blank line) the stages."""
+    above = ["", *notes]
+    out: list[ast.Member] = []
+    for member in declared:
+        out.append(_led(member, above))
+        above = []
+    above.append("")
+    return [*out, *(_led(s, above) if i == 0 else s for i, s in enumerate(stages))]
+
+
+def draft_tree(skeleton: str, proposals: Sequence[StageProposal], header: str) -> ast.Module:
+    """The draft's tree: the skeleton's, with the probe groups that take a minimum merged and the
+    proposals after its members; ``header``'s comment lines head the file."""
+    module = skeleton_tree(skeleton)
+    *before, last = module.pipelines
+    wanted = _minimums(proposals)
+    merged, alone = merge_probes(last, {k: n for k, (n, _) in wanted.items()})
+    notes = [f"# probe {k} >= {n}: {wanted[k][1]}" for k, (n, _) in wanted.items()]
+    declared: list[ast.Member] = [ast.Probe((k,), minimums=(n,)) for k, n in alone.items()]
+    declared += _lets(proposals)
+    stages = [stage_tree(p.plan, stage_body(p)) for p in proposals]
+    if header:
+        merged = attrs.evolve(merged, trivia=ast.Trivia(tuple(header.splitlines())))
+    module = attrs.evolve(module, pipelines=(*before, merged))
+    return with_stages(module, _proposed(notes, declared, stages))
 
 
 def draft_text(skeleton: str, proposals: Sequence[StageProposal], header: str) -> str:
-    """The draft, formatted; the skeleton's own lines are kept as written, but for the probe
-    groups that take a minimum."""
-    wanted = _minimums(proposals)
-    merged, alone = merge_probes(skeleton, {k: n for k, (n, _) in wanted.items()})
-    blocks = [f"    # probe {k} >= {n}: {wanted[k][1]}" for k, (n, _) in wanted.items()]
-    blocks += [f"    {probe_text(ast.Probe((k,), minimums=(n,)))}" for k, n in alone.items()]
-    blocks += _lets(proposals)
-    if blocks:
-        blocks.append("")
-    for p in proposals:
-        blocks.append(stage_text(p.plan, stage_body(p)))
-    text = header + with_stages(merged, "\n".join(blocks))
-    return formatted(text)
-
-
-def formatted(text: str) -> str:
-    from dslc.fmt import format_source
-    from dslc.source import SourceFile
-
-    return format_source(SourceFile("<draft>", text))
+    """The draft as `dslc fmt` writes it."""
+    return printed(draft_tree(skeleton, proposals, header))

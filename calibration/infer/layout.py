@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
+from dslc import ast
 from runtime.estimate.fit import PhaseKind
 from runtime.record import WarmupRecord
 
@@ -36,6 +37,11 @@ class Use:
     def probe_stage(self) -> str:
         return "Probe_" + self.text.replace(".", "_")
 
+    @property
+    def node(self) -> ast.Use:
+        """The entry point as a stage's `uses` list holds it."""
+        return ast.Use(self.component, None if self.method == "forward" else self.method)
+
 
 @frozen
 class StagePlan:
@@ -54,9 +60,9 @@ def probe_uses(modules: Mapping[str, object]) -> list[Use]:
     return out
 
 
-def discovery_stages(uses: Sequence[Use]) -> str:
-    """The formula text of one empty stage per entry point."""
-    return "\n".join(f"    stage {u.probe_stage} uses {u.text} {{}}" for u in uses)
+def discovery_stages(uses: Sequence[Use]) -> tuple[ast.Stage, ...]:
+    """One empty stage per entry point."""
+    return tuple(ast.Stage(u.probe_stage, (), (u.node,)) for u in uses)
 
 
 def _counts(record: WarmupRecord, uses: Sequence[Use]) -> dict[Use, int]:
@@ -93,11 +99,9 @@ def layout(uses: Sequence[Use], base: WarmupRecord, more: WarmupRecord) -> list[
     return plans
 
 
-def stage_text(plan: StagePlan, body: Sequence[str] = ()) -> str:
-    """``stage NAME uses a, b [per step] { body }`` as formula text."""
-    head = f"    stage {plan.name} uses {', '.join(u.text for u in plan.uses)}"
-    if plan.stepped:
-        head += " per step"
-    if not body:
-        return head + " {}"
-    return "\n".join([head + " {", *(f"        {line}" for line in body), "    }"])
+def stage_node(
+    plan: StagePlan, fields: Sequence[ast.Field] = (), trivia: ast.Trivia | None = None
+) -> ast.Stage:
+    """``stage NAME uses a, b [per step] { fields }``."""
+    uses = tuple(u.node for u in plan.uses)
+    return ast.Stage(plan.name, tuple(fields), uses, plan.stepped, trivia=trivia)

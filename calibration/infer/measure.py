@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 
+import attrs
 from attrs import frozen
 
 from artifact.limits import MAX_STAGES
@@ -29,8 +30,9 @@ from calibration.infer.layout import (
     discovery_stages,
     layout,
     probe_uses,
-    stage_text,
+    stage_node,
 )
+from dslc import ast
 from runtime import Pipeline
 from runtime.record import WarmupRecord
 
@@ -57,17 +59,31 @@ def run_request(session: Session, point: Point) -> WarmupRecord:
         ) from None
 
 
-def with_stages(skeleton: str, stages: str) -> str:
-    """The skeleton's text with ``stages`` inserted before its pipeline's closing brace (the last
-    ``}`` outside a comment); the skeleton's lines before it keep their numbers."""
-    lines = skeleton.rstrip("\n").split("\n")
-    for i in range(len(lines) - 1, -1, -1):
-        at = lines[i].split("#", 1)[0].rfind("}")
-        if at >= 0:
-            head, tail = lines[i][:at], lines[i][at:]
-            before = [*lines[:i], head] if head.strip() else lines[:i]
-            return "\n".join([*before, "", stages, tail, *lines[i + 1 :]]) + "\n"
-    raise CalibrationError("the skeleton has no pipeline block closed by a `}`")
+def skeleton_tree(skeleton: str) -> ast.Module:
+    """The skeleton's syntax tree, its comments kept beside it (``dslc.fmt`` prints them)."""
+    from dslc.diagnostics import CompileError
+    from dslc.parse import parse_text
+
+    try:
+        return parse_text(skeleton, "<skeleton>")
+    except CompileError as exc:
+        raise CalibrationError(str(exc)) from None
+
+
+def with_stages(skeleton: ast.Module, stages: Sequence[ast.Member]) -> ast.Module:
+    """The skeleton's tree with ``stages`` after its (last) pipeline's members."""
+    if not skeleton.pipelines:
+        raise CalibrationError("the skeleton has no pipeline block")
+    *before, last = skeleton.pipelines
+    grown = attrs.evolve(last, members=(*last.members, *stages))
+    return attrs.evolve(skeleton, pipelines=(*before, grown))
+
+
+def printed(module: ast.Module) -> str:
+    """A tree as `dslc fmt` writes it."""
+    from dslc.fmt import format_module
+
+    return format_module(module)
 
 
 def load(text: str, name: str, what: str) -> Pipeline:
@@ -105,7 +121,7 @@ def discover(
     uses: list[Use] = probe_uses(pipeline_modules(pipe))  # type: ignore[arg-type]
     _check_uses(uses, pipe)
     formulas = load(
-        with_stages(skeleton, discovery_stages(uses)),
+        printed(with_stages(skeleton_tree(skeleton), discovery_stages(uses))),
         name,
         "the skeleton with a discovery stage per component",
     )
@@ -182,7 +198,8 @@ def _other_steps(formulas: Pipeline, base: Point, steps: str | None) -> Point:
 
 
 def measuring_formulas(skeleton: str, name: str, stages: Sequence[StagePlan]) -> Pipeline:
-    return load(with_stages(skeleton, "\n".join(stage_text(s) for s in stages)), name, "<ladder>")
+    tree = with_stages(skeleton_tree(skeleton), [stage_node(s) for s in stages])
+    return load(printed(tree), name, "<ladder>")
 
 
 class Runner:

@@ -16,15 +16,17 @@ from hypothesis import strategies as st
 
 from calibration.infer.analyse import Regime, StageProposal
 from calibration.infer.axes import parse_axis, skeleton_text
-from calibration.infer.draft import ITERATIONS_COUNT, draft_text, merge_probes
+from calibration.infer.draft import ITERATIONS_COUNT, draft_text, draft_tree, merge_probes
 from calibration.infer.layout import StagePlan, Use
-from calibration.infer.measure import load
+from calibration.infer.measure import load, skeleton_tree
 from calibration.infer.search import IterationFit, TermFit
 from calibration.infer.switches import factor
 from calibration.infer.terms import Monomial, features, iteration_forms, monomials, num
 from calibration.infer.time_terms import TimeCheck, TimeChoice
+from dslc import ast
 from dslc.compiler import compile_text
-from dslc.fmt import format_source
+from dslc.fmt import format_module, format_source
+from dslc.parse import parse_text
 from dslc.source import SourceFile
 
 SKELETONS = Path(__file__).resolve().parents[1] / "data" / "skeletons"
@@ -116,14 +118,12 @@ def test_a_minimum_on_a_probed_steps_axis_merges_too():
 
 
 def test_a_skeletons_own_minimum_is_kept_where_it_is_larger():
-    text, left = merge_probes(
-        FRAMES_PROBED.replace("probe frames,", "probe frames >= 9,"),
-        {
-            "frames": 5,
-            "steps": 2,
-        },
-    )
-    assert "probe frames >= 9, height, width" in text and left == {"steps": 2}
+    (pipeline,) = skeleton_tree(
+        FRAMES_PROBED.replace("probe frames,", "probe frames >= 9,")
+    ).pipelines
+    merged, left = merge_probes(pipeline, {"frames": 5, "steps": 2})
+    (probe,) = [m for m in merged.members if isinstance(m, ast.Probe)]
+    assert probe.minimums == (9, None, None) and left == {"steps": 2}
 
 
 def test_a_stepped_stage_says_what_iterations_counts():
@@ -213,3 +213,21 @@ def test_drafts_of_generated_skeletons_pass_check(data):
     else:
         made = data.draw(proposals(skeleton, "generated"))
     _passes_check(draft_text(skeleton, made, ""))
+
+
+@pytest.mark.parametrize("file", sorted(EXAMPLES))
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_a_draft_is_its_tree_printed_in_fmts_normal_form(file, data):
+    """The draft is the tree that made it, printed: parsing the text gives that tree back (spans
+    and comments aside), and `dslc fmt` leaves the text as it is; every evidence comment is in."""
+    skeleton = (SKELETONS / file).read_text()
+    made = data.draw(proposals(skeleton, EXAMPLES[file]))
+    tree = draft_tree(skeleton, made, "# a header\n")
+    text = format_module(tree)
+    assert parse_text(text, "<draft>") == tree
+    assert format_source(SourceFile("<draft>", text)) == text
+    comments = [line.strip() for line in text.splitlines() if line.strip().startswith("#")]
+    assert comments[0] == "# a header"
+    assert sum(c.startswith("# iterations:") for c in comments) == len(made)
+    assert all(f"stage {p.plan.name} uses" in text for p in made)

@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from calibration.errors import CalibrationError
-from calibration.infer.measure import _other_steps, load, with_stages
+from calibration.infer.layout import StagePlan, Use, stage_node
+from calibration.infer.measure import _other_steps, load, printed, skeleton_tree, with_stages
 from dslc.cli import cli
 
 HERE = Path(__file__).resolve().parent
@@ -165,6 +166,7 @@ def test_a_pipeline_with_no_modules_is_not_told_to_add_a_stage():
     ],
 )
 def test_stages_go_before_the_closing_brace_wherever_it_is(skeleton, kept):
-    text = with_stages(skeleton, "    stage S uses m {}")
+    stage = stage_node(StagePlan("S", (Use("m"),), False))
+    text = printed(with_stages(skeleton_tree(skeleton), [stage]))
     assert load(text, "p", "t").stages == ("S",)
     assert text.splitlines()[:kept] == skeleton.splitlines()[:kept]  # lines keep their numbers

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from calibration.infer.analyse import fit_memory
 from calibration.infer.ladder import MAX_SIZES, plan, steps_param
-from calibration.infer.measure import load, with_stages
+from calibration.infer.layout import StagePlan, Use, stage_node
+from calibration.infer.measure import load, printed, skeleton_tree, with_stages
 from calibration.infer.search import MAX_SETS, Sample, fit_iterations, fit_terms
 from calibration.infer.terms import features, iteration_forms, monomials
 
@@ -164,7 +165,8 @@ def test_the_ladder_is_admissible_bounded_and_deterministic():
 
 def test_stages_go_before_the_closing_brace_and_the_rest_is_kept():
     text = (SKELETONS / "flux.wf").read_text()
-    out = with_stages(text, "    stage S uses transformer {}")
+    stage = stage_node(StagePlan("S", (Use("transformer"),), False))
+    out = printed(with_stages(skeleton_tree(text), [stage]))
     assert out.index("stage S") > out.index("probe height, width")
     assert out.rstrip().endswith("}")
     assert text.splitlines()[0] in out

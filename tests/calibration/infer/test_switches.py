@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibration.infer.analyse import Measured, propose
-from calibration.infer.draft import stage_body
+from calibration.infer.draft import line_text, stage_body
 from calibration.infer.layout import StagePlan, Use
 from calibration.infer.switches import factored, switch_all
 from runtime.record import Phase, StageIterations, WarmupRecord
@@ -81,7 +81,7 @@ def test_a_batch_the_switch_doubles_gets_the_factor_and_the_part_it_leaves_stays
     assert [m.text for m in after.time.terms] == ["height * width * (if cfg then 2 else 1)"]
     (said,) = after.switches
     assert (said.param, said.value, said.review) == ("cfg", False, ())
-    lines = stage_body(after)
+    lines = [line_text(line) for line in stage_body(after)]
     assert any(line.startswith("# cfg=false measured at ") for line in lines)
     assert "memory ~ [height * width, height * width * (if cfg then 2 else 1)]" in lines
     from calibration.cli.infer import switch_notes
@@ -114,7 +114,7 @@ def test_a_switch_that_changes_nothing_keeps_the_terms():
     (said,) = after.switches
     assert not said.review and said.memory.startswith("the same terms, exactly")
     assert said.unchanged  # nothing moved: does the call turn the switch on?
-    assert "the same memory, work and iterations at every size" in stage_body(after)[-1]
+    assert "the same memory, work and iterations at every size" in line_text(stage_body(after)[-1])
     from calibration.cli.infer import switch_notes
 
     (note,) = switch_notes([after])
@@ -147,7 +147,7 @@ def test_a_memory_no_factor_explains_is_marked_for_review_and_kept():
     assert after.memory.terms == first.memory.terms
     (said,) = after.switches
     assert said.review == ("memory",) and "no factor of 2" in said.memory
-    assert any(line.startswith("# REVIEW: cfg=false") for line in stage_body(after))
+    assert any(line_text(line).startswith("# REVIEW: cfg=false") for line in stage_body(after))
     from calibration.cli.infer import switch_notes
 
     (note,) = switch_notes([after])
@@ -188,7 +188,9 @@ def test_some_failed_flipped_runs_are_counted_and_open():
     assert said.failed == 1 and said.review == ()  # the sizes that ran explain the factor
     assert [m.text for m in after.memory.terms] == ["height * width * (if cfg then 2 else 1)"]
     n = len(_points(False))
-    assert stage_body(after)[-1].startswith(f"# REVIEW: cfg=false measured at {n} sizes, 1 failed")
+    assert line_text(stage_body(after)[-1]).startswith(
+        f"# REVIEW: cfg=false measured at {n} sizes, 1 failed"
+    )
     assert open_proposals([after]) == ["DenoisingStage: 1 run at cfg=false failed"]
 
 

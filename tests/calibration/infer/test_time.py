@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibration.infer.analyse import work_tiers
-from calibration.infer.draft import time_lines
+from calibration.infer.draft import line_text, time_lines
 from calibration.infer.search import Sample
 from calibration.infer.terms import features, monomials
 from calibration.infer.time_terms import (
@@ -118,7 +118,7 @@ def test_a_work_off_every_set_by_a_little_is_approximate_and_by_much_a_guess(see
     guess = choose_time(_work(lambda p: noise[tuple(p.items())]), [], MEMORY, TIERS, PLAIN, 0.0)
     assert guess.source == "memory" and _texts(guess) == ["height * width"]
     assert "as a guess" in time_lines(guess)[0]
-    assert time_lines(guess)[1] == "time ~ height * width"
+    assert line_text(time_lines(guess)[1]) == "time ~ height * width"
 
 
 def test_a_constant_work_writes_no_time_line():
