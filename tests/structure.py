@@ -9,7 +9,7 @@ import ast
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from tests.import_graph import ROOT, Graph, Import
+from tests.import_graph import ROOT, Graph
 
 #: The product packages counted, in layering order.
 PACKAGES = ("artifact", "dslc", "runtime", "calibration")
@@ -180,27 +180,11 @@ def long_modules(package: Path) -> dict[str, int]:
 # --- circles between sub-packages ------------------------------------------------------------
 
 
-def room(module: str, subpackages: Iterable[str]) -> str:
-    """The sub-package a module is in: `calibration.infer.draft` -> `calibration.infer`; a
-    package's top-level modules are the package's own (`calibration.session` -> `calibration`)."""
-    parts = module.split(".")
-    return ".".join(parts[:2]) if ".".join(parts[:2]) in subpackages else parts[0]
-
-
 def subpackage_circles(package: str, root: Path = ROOT) -> list[tuple[str, ...]]:
-    """Each set of sub-packages of ``package`` (its top level one of them) that import one another,
-    lazily or not, through any chain of imports."""
-    graph = Graph.read([package], root)
-    subs = {m for m, p in graph.paths.items() if p.name == "__init__.py" and "." in m}
-    rooms = {room(m, subs) for m in graph.paths}
-    edges = {
-        Import(room(source, subs), room(target, subs), (), 0, eager=False)
-        for source, targets in graph.edges().items()
-        for target in targets
-        if room(source, subs) != room(target, subs)
-    }
-    collapsed = Graph({name: Path(name) for name in rooms}, tuple(sorted(edges, key=str)))
-    return collapsed.circles()
+    """Each set of rooms of ``package`` (its sub-packages; a top-level module is a room of its own)
+    that import one another, lazily or not: the layering test's own check
+    (``tests.import_graph.Graph.room_circles``), counted."""
+    return Graph.read([package], root).room_circles()
 
 
 # --- the table -------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from tests.structure import (
 #: Per package, the most each count may be (today's; lower one when the count falls).
 CEILINGS: dict[str, dict[str, int]] = {
     "artifact": {"any": 0, "enum_strings": 0, "long_functions": 0, "circles": 0},
-    "dslc": {"any": 155, "enum_strings": 6, "long_functions": 0, "circles": 1},
+    "dslc": {"any": 155, "enum_strings": 6, "long_functions": 0, "circles": 0},
     "runtime": {"any": 7, "enum_strings": 2, "long_functions": 0, "circles": 0},
     "calibration": {"any": 56, "enum_strings": 20, "long_functions": 0, "circles": 0},
 }
@@ -126,4 +126,4 @@ def test_the_circle_count_sees_sub_packages_that_import_each_other(tmp_path: Pat
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
-    assert subpackage_circles("pkg", tmp_path) == [("pkg", "pkg.sub")]
+    assert subpackage_circles("pkg", tmp_path) == [("pkg.sub", "pkg.top")]
