@@ -16,6 +16,7 @@ from typing import Any
 from artifact.atomic import write_bytes_atomically
 from artifact.spelling import point_text
 from calibration.calibrate.run import Calibration, Comparison
+from runtime.kinds import PhaseKind
 
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
 _STEPS = (1, 2, 2.5, 5, 10)
@@ -99,11 +100,13 @@ def _stages(axis: Any, cal: Calibration) -> list[float]:
     """Every stage's peak in each run, beside its predicted peak and bound."""
     order: list[str] = []
     for _, record in _runs(cal):
-        order += [p.name for p in record.phases if p.kind == "stage" and p.name not in order]
+        order += [
+            p.name for p in record.phases if p.kind == PhaseKind.STAGE and p.name not in order
+        ]
     positions = {stage: k for k, stage in enumerate(order)}
     values: list[float] = []
     for role, record in _runs(cal):
-        peaks = {p.name: p.peak_allocated for p in record.phases if p.kind == "stage"}
+        peaks = {p.name: p.peak_allocated for p in record.phases if p.kind == PhaseKind.STAGE}
         xs = [positions[s] for s in order if s in peaks]
         ys = [peaks[s] for s in order if s in peaks]
         axis.plot(xs, ys, label=role, **_style(role))

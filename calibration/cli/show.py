@@ -11,6 +11,7 @@ from artifact.spelling import point_text
 from calibration.calibrate.run import Calibration, Progress
 from calibration.calibrate.verdict import verdict
 from dslc.cli_support import Failure, ui
+from runtime.kinds import FindingKind
 from runtime.record import WarmupRecord
 
 
@@ -154,7 +155,7 @@ def warn(cal: Calibration) -> None:
     for warning in cal.call_warnings:
         err.line(f"warning[call-argument]: {warning}", style="yellow")
     for finding in cal.findings:
-        level = "note" if finding.kind == "residual" else "warning"
+        level = "note" if finding.kind == FindingKind.RESIDUAL else "warning"
         err.line(
             f"{level}[{finding.kind}]: {finding.message}; next: {finding.next_step}",
             style="yellow",

@@ -19,7 +19,7 @@ from calibration.infer.layout import StagePlan, stage_node
 from calibration.infer.measure import printed, skeleton_tree, with_stages
 from calibration.infer.search import MAX_TERMS, TermFit
 from calibration.infer.terms import Monomial, terms_expr, text_of
-from calibration.infer.time_terms import BYTES_WEIGHT, WORK_APPROXIMATE, TimeChoice
+from calibration.infer.time_terms import BYTES_WEIGHT, WORK_APPROXIMATE, TimeChoice, TimeSource
 from dslc import ast
 
 #: What `iterations` counts, for the draft's comment and docs/cli.md: the loop's steps.
@@ -138,7 +138,7 @@ def time_lines(t: TimeChoice) -> list[Line]:
     times' check is the JSON report's and the command's message: it moves with the machine)."""
     shown = "; rejected: " + "; ".join(t.work.rejected[:2]) if t.work.rejected else ""
     counted = f"the counted work (FLOPs + {BYTES_WEIGHT} x bytes, op by op)"
-    if t.source == "memory":
+    if t.source == TimeSource.MEMORY:
         head = (
             f"# time per iteration: no set of up to {MAX_TERMS} terms gives {counted} within "
             f"{WORK_APPROXIMATE:.0%} at {t.work_sizes} sizes; the memory's terms without steps as "
@@ -151,7 +151,7 @@ def time_lines(t: TimeChoice) -> list[Line]:
     else:
         how = (
             "exactly"
-            if t.source == "work"
+            if t.source == TimeSource.WORK
             else f"within {WORK_APPROXIMATE:.0%} (APPROXIMATE: no set exactly)"
         )
         head = (

@@ -34,6 +34,7 @@ from calibration.infer.layout import (
 )
 from dslc import ast
 from runtime import Pipeline
+from runtime.kinds import PhaseKind
 from runtime.record import WarmupRecord
 
 Progress = Callable[[int, int, str], None]
@@ -143,7 +144,9 @@ def discover(
     by_stage = {u.probe_stage: u.text for u in uses}
     ran = tuple(
         dict.fromkeys(
-            by_stage[p.stage] for p in first.phases if p.kind == "component" and p.stage in by_stage
+            by_stage[p.stage]
+            for p in first.phases
+            if p.kind == PhaseKind.COMPONENT and p.stage in by_stage
         )
     )
     return Discovered(tuple(plans), ran, (first, more))

@@ -7,7 +7,7 @@ from typing import Any
 
 from calibration.infer.analyse import StageProposal, Switched
 from calibration.infer.run import Inference
-from calibration.infer.time_terms import BYTES_WEIGHT, TOLERANCE_TEXT, TimeCheck
+from calibration.infer.time_terms import BYTES_WEIGHT, TOLERANCE_TEXT, TimeCheck, TimeSource
 from runtime.estimate.fit import PhaseKind
 
 
@@ -21,7 +21,7 @@ def open_proposals(proposals: Sequence[StageProposal]) -> list[str]:
             out.append(f"{name}: no iteration formula")
         if p.memory.terms is None:
             out.append(f"{name}: no memory set")
-        if p.time.source == "memory":
+        if p.time.source == TimeSource.MEMORY:
             out.append(f"{name}: time guessed from the memory's terms")
         for s in p.switches:
             if s.review:
@@ -117,9 +117,11 @@ def _stage(p: StageProposal) -> dict[str, Any]:
             "work": {
                 "unit": f"FLOPs + {BYTES_WEIGHT} x bytes read and written, per iteration",
                 "sizes": p.time.work_sizes,
-                "constant": p.time.work.constant if p.time.source != "memory" else None,
-                "slopes": list(p.time.work.slopes) if p.time.source != "memory" else None,
-                "largest_residual": p.time.work.residual if p.time.source != "memory" else None,
+                "constant": p.time.work.constant if p.time.source != TimeSource.MEMORY else None,
+                "slopes": list(p.time.work.slopes) if p.time.source != TimeSource.MEMORY else None,
+                "largest_residual": p.time.work.residual
+                if p.time.source != TimeSource.MEMORY
+                else None,
                 "sets_tried": p.time.work.tried,
                 "rejected": list(p.time.work.rejected),
             },

@@ -41,7 +41,7 @@ from calibration.infer.search import (
     fit_terms,
 )
 from calibration.infer.terms import Feature, IterationForm, Monomial, iteration_forms, name, num
-from calibration.infer.time_terms import WORK_APPROXIMATE, WORK_SLACK, TimeChoice
+from calibration.infer.time_terms import WORK_APPROXIMATE, WORK_SLACK, TimeChoice, TimeSource
 from dslc import ast
 from runtime.estimate.fit import point_key
 
@@ -274,7 +274,7 @@ def _switch_time(
 ) -> tuple[TimeChoice, str, bool]:
     """The time terms at both values of the switch, from the work counted at the base's sizes;
     a guess (no set gives the work) takes the factor when the work's growth doubles or halves."""
-    loose = WORK_APPROXIMATE if p.time.source == "approximate" else 0.0
+    loose = WORK_APPROXIMATE if p.time.source == TimeSource.APPROXIMATE else 0.0
 
     def within(v: float) -> float:
         return max(1.0, WORK_SLACK * abs(v), loose * abs(v))
@@ -288,7 +288,7 @@ def _switch_time(
     ]
     if not pairs:
         return p.time, "no work counted at the flipped sizes", True
-    if p.time.source == "memory":
+    if p.time.source == TimeSource.MEMORY:
         ratios = _growth_ratios(pairs)
         for ratio, f in ((1.0, None), (FACTOR, value), (1 / FACTOR, not value)):
             if all(abs(r / ratio - 1) <= WORK_APPROXIMATE for r in ratios):

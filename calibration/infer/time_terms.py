@@ -21,6 +21,7 @@ burst of another process is not a term; a set the times fit instead is named
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 from fractions import Fraction
 
 from attrs import evolve, frozen
@@ -76,13 +77,21 @@ class TimeCheck:
     rejected: tuple[Rejected, ...] = ()  # the sets tried for the alternative, before it
 
 
+class TimeSource(StrEnum):
+    """Where the draft's `time ~` terms came from (the JSON report's ``from``)."""
+
+    WORK = "work"  # a set gives every size's counted work exactly
+    APPROXIMATE = "approximate"  # within WORK_APPROXIMATE
+    MEMORY = "memory"  # none does: the memory's terms without steps, a guess
+
+
 @frozen
 class TimeChoice:
     """What the draft's `time ~` says, why (``source``), and the measured times' check."""
 
     terms: tuple[Monomial, ...]
-    source: str  # "work": exact; "approximate": within WORK_APPROXIMATE; "memory": a guess
-    work: TermFit  # the work search's evidence (terms None where source is "memory")
+    source: TimeSource
+    work: TermFit  # the work search's evidence (terms None where source is MEMORY)
     work_sizes: int
     measured: TimeCheck
 
@@ -153,18 +162,18 @@ def time_fit(samples: Sequence[Sample], terms: Sequence[Monomial]) -> Fit | None
 
 def work_terms(
     samples: Sequence[Sample], tiers: Sequence[Sequence[Monomial]]
-) -> tuple[TermFit, str]:
+) -> tuple[TermFit, TimeSource]:
     """The smallest set giving every size's counted work exactly, else within
-    ``WORK_APPROXIMATE`` of it; "memory" when none does."""
+    ``WORK_APPROXIMATE`` of it; MEMORY when none does."""
     exact = [evolve(s, tolerance=max(1.0, WORK_SLACK * abs(s.value))) for s in samples]
     fit = fit_terms(tiers, exact)
     if fit.terms is not None:
-        return fit, "work"
+        return fit, TimeSource.WORK
     loose = [evolve(s, tolerance=WORK_APPROXIMATE * abs(s.value)) for s in samples]
     approx = fit_terms(tiers, loose)
     if approx.terms is not None:
-        return approx, "approximate"
-    return fit, "memory"
+        return approx, TimeSource.APPROXIMATE
+    return fit, TimeSource.MEMORY
 
 
 def check_times(
@@ -219,6 +228,8 @@ def choose_time(
     if work:
         fit, source = work_terms(work, work_candidates)
     else:
-        fit, source = TermFit(None, 0.0, (), 0.0, 0, ("no size counted",)), "memory"
-    terms = tuple(fit.terms) if fit.terms is not None and source != "memory" else tuple(memory)
+        fit, source = TermFit(None, 0.0, (), 0.0, 0, ("no size counted",)), TimeSource.MEMORY
+    terms = (
+        tuple(fit.terms) if fit.terms is not None and source != TimeSource.MEMORY else tuple(memory)
+    )
     return TimeChoice(terms, source, fit, len(work), check_times(times, terms, plain, spread))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from attrs import define, field, frozen
 
 from artifact.point import Point
+from runtime.kinds import PhaseKind
 from runtime.measure.backends import MemoryBackend, PeakWindows, Window
 from runtime.measure.layers import HookSet, LayerUseTracker, hook_components
 from runtime.measure.residency import WeightReads, reads_mode
@@ -322,7 +323,7 @@ class Request:
         self._component_depth[name] = max(depth, 0)
         if depth == 0:
             for opened in reversed(self._phases):
-                if opened.key[:2] == ("component", name):
+                if opened.key[:2] == (PhaseKind.COMPONENT, name):
                     self._close_phase(opened)
                     break
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from calibration.examples.mistakes.model import Mistake, Outcome
 from calibration.examples.mistakes.score import evaluate
+from runtime.kinds import Quantity
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration
@@ -79,7 +80,7 @@ def calibrate_mistake(
             threads=threads,
             label=mistake.name,
             formula_path=mistake.formula_file,
-            time_tolerance=TIME_TOLERANCE if "time" in mistake.quantities else None,
+            time_tolerance=TIME_TOLERANCE if Quantity.TIME in mistake.quantities else None,
         )
     except CalibrationError as exc:
         return str(exc)

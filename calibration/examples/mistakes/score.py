@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from calibration.examples.mistakes.model import Miss, Mistake, Named, Outcome
+from runtime.kinds import Quantity
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration
@@ -78,9 +79,9 @@ def evaluate(mistake: Mistake, result: Calibration | str, stages: tuple[str, ...
     if run is None or not run.ok or result.errors:
         misses = [Miss(s, "request", s, None, None, None, "request failed") for s in stages]
     else:
-        if "memory" in mistake.quantities:
+        if Quantity.MEMORY in mistake.quantities:
             misses += _memory_misses(result)
-        if "time" in mistake.quantities:
+        if Quantity.TIME in mistake.quantities:
             timed = _time_misses(result)
             misses += [m for m in timed if m.stage in mistake.stages]
             noise = tuple(m for m in timed if m.stage not in mistake.stages)

@@ -22,7 +22,7 @@ from calibration.infer.measure import load, skeleton_tree
 from calibration.infer.search import IterationFit, TermFit
 from calibration.infer.switches import factor
 from calibration.infer.terms import Monomial, features, iteration_forms, monomials, num
-from calibration.infer.time_terms import TimeCheck, TimeChoice
+from calibration.infer.time_terms import TimeCheck, TimeChoice, TimeSource
 from dslc import ast
 from dslc.compiler import compile_text
 from dslc.fmt import format_module, format_source
@@ -61,7 +61,7 @@ def _proposal(
         (),
         regimes,
         False,
-        TimeChoice(time, "work", work, 3, check),
+        TimeChoice(time, TimeSource.WORK, work, 3, check),
         (),
     )
 
