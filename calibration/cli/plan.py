@@ -48,6 +48,7 @@ from calibration.plan.report import (
 )
 from calibration.plan.solver import solve
 from dslc.cli_support import POINT_METAVAR, Failure, ui
+from dslc.cli_values import FiniteRange
 
 _EPILOG_LINES = (
     "\b",
@@ -218,7 +219,7 @@ def calibrated(
 )
 @click.option(
     "--pageable-factor",
-    type=click.FloatRange(1, 1000),
+    type=FiniteRange(1, 1000),
     default=DEFAULT_PAGEABLE_FACTOR,
     show_default=True,
     metavar="FACTOR",
