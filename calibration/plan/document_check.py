@@ -53,13 +53,20 @@ def read_document(path: str | Path, what: str = "a calibration document") -> Map
     return doc
 
 
+def _integer(_checker: object, value: object) -> bool:
+    """JSON Schema's ``integer``, without the integral floats it also counts (``1.0``): a reader
+    indexes and counts with these values, so ``1.0`` is refused with its place, not read."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @cache
 def _validator(schema_path: Path) -> Any:  # jsonschema ships no type for it we can name
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, validators
 
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+    strict = Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer)
+    return validators.extend(Draft202012Validator, type_checker=strict)(schema)
 
 
 def first_violation(doc: Mapping[str, Any], schema_path: Path, reads: str) -> None:

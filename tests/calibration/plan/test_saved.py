@@ -120,6 +120,28 @@ BAD = [
         "components: 257; a plan places at most 256 (MAX_PLAN_COMPONENTS)",
     ),
     (lambda d: d["components"][1].update(layers=4097), "components[1].layers: 4,097; a plan"),
+    # integral floats: JSON Schema counts 1.0 as an integer; every reader would index with it
+    (
+        lambda d: d["components"][1].update(resident_layers=[0, 1.0]),
+        "components[1].resident_layers[1]: expected integer, got number 1.0",
+    ),
+    (
+        lambda d: d["components"][1].update(layers=4.0),
+        "components[1].layers: expected integer, got number 4.0",
+    ),
+    (
+        lambda d: d["components"][0].update(device_bytes=900.0),
+        "components[0].device_bytes: expected integer, got number 900.0",
+    ),
+    (
+        lambda d: d["device"].update(capacity_bytes=1900.0),
+        "device.capacity_bytes: expected integer, got number 1900.0",
+    ),
+    (
+        lambda d: d["device"].update(reserve_bytes=0.0),
+        "device.reserve_bytes: expected integer or null, got number 0.0",
+    ),
+    (lambda d: d.update(transfer_bytes=0.0), "transfer_bytes: expected integer, got number 0.0"),
 ]
 
 
