@@ -11,7 +11,7 @@ the first error is taken lazily, so a hostile document costs one walk at most.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,13 @@ class DocumentError(ValueError):
     """Why a calibration document is refused (the caller adds which document)."""
 
 
-def read_document(path: str | Path, what: str = "a calibration document") -> Mapping[str, Any]:
+def read_document(
+    path: str | Path,
+    what: str = "a calibration document",
+    objects: Callable[[dict[str, object]], object] | None = None,
+) -> Mapping[str, Any]:
     """A calibration file's JSON object (or ``what`` else), read strictly (``DocumentError``
-    naming the file)."""
+    naming the file); ``objects`` sees each object as the parser finishes it (``strict_loads``)."""
     try:
         data = read_regular(path, MAX_DOCUMENT_BYTES)
     except NotARegularFileError as exc:
@@ -43,9 +47,11 @@ def read_document(path: str | Path, what: str = "a calibration document") -> Map
     if len(data) > MAX_DOCUMENT_BYTES:
         raise DocumentError(f"{path}: over {MAX_DOCUMENT_BYTES:,} bytes; {what} is a few KiB")
     try:
-        doc = strict_loads(data)
+        doc = strict_loads(data, objects)
     except RecursionError:
         raise DocumentError(f"{path}: not JSON: nested too deeply") from None
+    except DocumentError as exc:  # ``objects`` refused what it saw
+        raise DocumentError(f"{path}: {exc}") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the int digit limit, hooks
         raise DocumentError(f"{path}: not JSON: {exc}") from None
     if not isinstance(doc, Mapping):

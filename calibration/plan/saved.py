@@ -61,7 +61,7 @@ class SavedPlan:
 def read_plan(path: str | Path) -> SavedPlan:
     """The plan in ``path`` (a ``dslc plan --json`` document), checked; ``PlanFileError``."""
     try:
-        doc = read_document(path, "a plan document")
+        doc = read_document(path, "a plan document", _stop_long_layers)
     except DocumentError as exc:  # its message names the file already
         raise PlanFileError(f"plan file {exc}; {FIX}") from None
     try:
@@ -80,12 +80,8 @@ def _check(doc: Mapping[str, Any]) -> None:
             "a document of several ranks' plans (`dslc plan` with several --device-memory); "
             "save the one rank's plan to calibrate under (its `ranks[N]`)"
         )
+    _check_counts(doc)
     first_violation(doc, PLAN_SCHEMA, "a `dslc plan --json` document")
-    if len(doc["components"]) > MAX_PLAN_COMPONENTS:  # more than the planner ever places
-        raise DocumentError(
-            f"components: {len(doc['components']):,}; a plan places at most "
-            f"{MAX_PLAN_COMPONENTS} (MAX_PLAN_COMPONENTS)"
-        )
     if not doc["feasible"]:
         raise DocumentError(
             f"feasible: false: the plan places nothing ({file_value(doc['reason'])}); plan for a "
@@ -100,6 +96,30 @@ def _check(doc: Mapping[str, Any]) -> None:
             )
         seen[c["name"]] = i
         _check_layers(c, f"components[{i}]")
+
+
+def _check_counts(doc: Mapping[str, Any]) -> None:
+    """The components counted before the schema walks them (a walk of 100,000 takes seconds, a
+    count no time; ``_stop_long_layers`` counted each one's kept layers as it was parsed)."""
+    components = doc.get("components")
+    if isinstance(components, list) and len(components) > MAX_PLAN_COMPONENTS:
+        raise DocumentError(  # more than the planner ever places
+            f"components: {len(components):,}; a plan places at most "
+            f"{MAX_PLAN_COMPONENTS} (MAX_PLAN_COMPONENTS)"
+        )
+
+
+def _stop_long_layers(obj: dict[str, object]) -> object:
+    """The parser's hook, each object as it is finished: a component keeping more layers than a
+    plan streams stops the parse there, so 80 x 100,000 indices are never read, let alone held."""
+    kept = obj.get("resident_layers")
+    if isinstance(kept, list) and len(kept) > MAX_PLAN_LAYERS:
+        raise DocumentError(
+            f"resident_layers of the component {file_value(obj.get('name'))}: {len(kept):,} "
+            f"layer indices; a plan keeps at most {MAX_PLAN_LAYERS:,} layers a component "
+            "(MAX_PLAN_LAYERS)"
+        )
+    return obj
 
 
 def _check_layers(c: Mapping[str, Any], place: str) -> None:
