@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from artifact.atomic import NotARegularFileError
-from artifact.spelling import file_value, passed_value
+from artifact.spelling import file_value, passed_value, path_text
 from artifact.strict_json import read_regular, strict_loads
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "calibration.schema.json"
@@ -38,24 +38,25 @@ def read_document(
 ) -> Mapping[str, Any]:
     """A calibration file's JSON object (or ``what`` else), read strictly (``DocumentError``
     naming the file); ``objects`` sees each object as the parser finishes it (``strict_loads``)."""
+    shown = path_text(path)
     try:
         data = read_regular(path, MAX_DOCUMENT_BYTES)
     except NotARegularFileError as exc:
-        raise DocumentError(f"{path} {exc.strerror}") from None
+        raise DocumentError(f"{shown} {exc.strerror}") from None
     except OSError as exc:
-        raise DocumentError(f"{path}: {exc.strerror or exc}") from None
+        raise DocumentError(f"{shown}: {exc.strerror or exc}") from None
     if len(data) > MAX_DOCUMENT_BYTES:
-        raise DocumentError(f"{path}: over {MAX_DOCUMENT_BYTES:,} bytes; {what} is a few KiB")
+        raise DocumentError(f"{shown}: over {MAX_DOCUMENT_BYTES:,} bytes; {what} is a few KiB")
     try:
         doc = strict_loads(data, objects)
     except RecursionError:
-        raise DocumentError(f"{path}: not JSON: nested too deeply") from None
+        raise DocumentError(f"{shown}: not JSON: nested too deeply") from None
     except DocumentError as exc:  # ``objects`` refused what it saw
-        raise DocumentError(f"{path}: {exc}") from None
+        raise DocumentError(f"{shown}: {exc}") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the int digit limit, hooks
-        raise DocumentError(f"{path}: not JSON: {exc}") from None
+        raise DocumentError(f"{shown}: not JSON: {exc}") from None
     if not isinstance(doc, Mapping):
-        raise DocumentError(f"{path}: {what} is a JSON object")
+        raise DocumentError(f"{shown}: {what} is a JSON object")
     return doc
 
 

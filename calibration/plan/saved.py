@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from attrs import frozen
 
 from artifact.limits import MAX_PLAN_COMPONENTS, MAX_PLAN_LAYERS
-from artifact.spelling import file_value
+from artifact.spelling import file_value, path_text
 from calibration.plan.document_check import (
     SCHEMA,
     DocumentError,
@@ -68,9 +68,11 @@ def read_plan(path: str | Path) -> SavedPlan:
         _check(doc)
         return SavedPlan(str(path), _plan(doc))
     except (DocumentError, PlanInputError) as exc:
-        raise PlanFileError(f"plan file {path}: {exc}; {FIX}") from None
+        raise PlanFileError(f"plan file {path_text(path)}: {exc}; {FIX}") from None
     except (TypeError, ValueError) as exc:  # a value attrs refuses that the schema let through
-        raise PlanFileError(f"plan file {path}: {type(exc).__name__}: {exc}; {FIX}") from None
+        raise PlanFileError(
+            f"plan file {path_text(path)}: {type(exc).__name__}: {exc}; {FIX}"
+        ) from None
 
 
 def _check(doc: Mapping[str, Any]) -> None:
@@ -211,8 +213,8 @@ def check_pipeline(saved: SavedPlan, layers: Mapping[str, int]) -> None:
 
 def _refuse(saved: SavedPlan, what: str) -> NoReturn:
     raise PlanFileError(
-        f"plan file {saved.path}: {what}: a plan of another pipeline; save one of this pipeline "
-        "with `dslc plan ... --json` and calibrate under it"
+        f"plan file {path_text(saved.path)}: {what}: a plan of another pipeline; save one of this "
+        "pipeline with `dslc plan ... --json` and calibrate under it"
     )
 
 
