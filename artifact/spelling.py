@@ -2,12 +2,14 @@
 
 A param value as the language writes it (`true`, `steps=4,cfg=true`); a value read from a file or
 passed by a caller, bounded (repr() and str() refuse ints over 4,300 digits, and a message should
-stay short anyway); an exact value from a proof, approximated past a few dozen digits.
+stay short anyway); an exact value from a proof, approximated past a few dozen digits; a file's
+path, on one line.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from fractions import Fraction
 
@@ -59,6 +61,14 @@ def passed_value(value: object) -> str:
     if isinstance(value, int) and value.bit_length() > HUGE_BITS:
         return _int_size(value)
     return file_value(value)
+
+
+def path_text(path: str | os.PathLike[str]) -> str:
+    """A file's path as a message names it, always on one line: as given when every character
+    prints, else as Python writes the string (``'a\\nb.json'``), so that a newline, a terminal
+    escape or an undecodable byte in a name never splits or colours the message."""
+    text = os.fsdecode(path)
+    return text if text.isprintable() else repr(text)
 
 
 def proof_value(value: object) -> str:

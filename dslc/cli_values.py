@@ -1,7 +1,9 @@
-"""Values given on the command line: `NAME=VALUE[,...]` points (ints, `1_000`, true/false)."""
+"""Values given on the command line: `NAME=VALUE[,...]` points (ints, `1_000`, true/false), and
+the one type every float option of every command reads its number with (``FiniteRange``)."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -9,7 +11,7 @@ import click
 
 from dslc.limits import MAX_LITERAL_DIGITS
 
-__all__ = ["POINT_METAVAR", "assignments", "parse_value"]
+__all__ = ["POINT_METAVAR", "FiniteRange", "assignments", "parse_value"]
 
 _INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")
 
@@ -45,3 +47,16 @@ def assignments(
             raise click.BadParameter(f"{name} is given twice")
         result[name] = parse_value(name, text)
     return result
+
+
+class FiniteRange(click.FloatRange):
+    """A float option's type: a number in range, never nan (click's comparisons let it through)
+    nor inf; every float option of every command reads its value with it (a test walks them)."""
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        number = float(super().convert(value, param, ctx))  # type: ignore[arg-type]
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number

@@ -15,11 +15,12 @@ import click
 from artifact.limits import MAX_REQUEST_SECONDS
 from artifact.spelling import point_text
 from calibration.cli.offload_option import offload_options
-from calibration.cli.options import FiniteRange, seed_option, shape_option
+from calibration.cli.options import seed_option, shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
 from calibration.infer.deadline import REQUEST_SECONDS
 from dslc.cli_support import Failure, ui
+from dslc.cli_values import FiniteRange
 
 if TYPE_CHECKING:
     from calibration.cli.infer_inputs import Skeleton

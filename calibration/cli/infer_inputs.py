@@ -18,7 +18,7 @@ from attrs import frozen
 from artifact.atomic import NotARegularFileError
 from artifact.errors import ParamError
 from artifact.point import Point
-from artifact.spelling import passed_value
+from artifact.spelling import passed_value, path_text
 from artifact.strict_json import read_regular
 from calibration.errors import CalibrationError
 from runtime import Pipeline
@@ -32,21 +32,22 @@ def read_skeleton(path: Path) -> str:
     check` reads a source), opened non-blocking so that a FIFO never waits for a writer."""
     from dslc.limits import MAX_FILE_BYTES
 
+    shown = path_text(path)
     try:
         data = read_regular(path, MAX_FILE_BYTES)
     except NotARegularFileError as exc:
-        raise CalibrationError(f"--params {path} {exc.strerror}") from None
+        raise CalibrationError(f"--params {shown} {exc.strerror}") from None
     except OSError as exc:
-        raise CalibrationError(f"--params {path}: cannot read it: {exc.strerror or exc}") from None
+        raise CalibrationError(f"--params {shown}: cannot read it: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
         raise CalibrationError(
-            f"--params {path}: over {MAX_FILE_BYTES:,} bytes (the limit of a formula file)"
+            f"--params {shown}: over {MAX_FILE_BYTES:,} bytes (the limit of a formula file)"
         )
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise CalibrationError(
-            f"--params {path}: not UTF-8 text (byte {exc.start}); is this a binary file?"
+            f"--params {shown}: not UTF-8 text (byte {exc.start}); is this a binary file?"
         ) from None
 
 

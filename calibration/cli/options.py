@@ -8,7 +8,6 @@ when a calibration runs.
 from __future__ import annotations
 
 import functools
-import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from calibration.core.offload import placing
 from calibration.examples import EXAMPLES
 from calibration.probes.time_probe import TIME_TOLERANCE
 from dslc.cli_support import POINT_METAVAR, REPO_FORMULAS, assignments
+from dslc.cli_values import FiniteRange
 from runtime.estimate.results import DEFAULT_MARGIN
 
 if TYPE_CHECKING:
@@ -48,18 +48,6 @@ def shape_option(
 ) -> dict[str, int | bool]:
     """`NAME=VALUE[,NAME=VALUE...]`, the option repeatable: as `dslc eval --set` reads them."""
     return assignments(ctx, param, values)
-
-
-class FiniteRange(click.FloatRange):
-    """A float range that also refuses nan (click's comparisons let it through) and inf."""
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        number = float(super().convert(value, param, ctx))  # type: ignore[arg-type]
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
 
 
 def seed_option(command: Command) -> Command:

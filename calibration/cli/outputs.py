@@ -18,6 +18,7 @@ import click
 
 from artifact.atomic import NotARegularFileError, check_regular
 from artifact.limits import MAX_INT_DIGITS
+from artifact.spelling import path_text
 from dslc.cli_support import Failure
 
 DEFAULT_PLOT_SUFFIX = ".png"
@@ -41,7 +42,7 @@ def plot_path(path: Path) -> Path:
     formats = _figure_formats()
     if path.suffix[1:].lower() not in formats:
         raise click.BadParameter(
-            f"{path}: matplotlib cannot draw {path.suffix!r}; give one of "
+            f"{path_text(path)}: matplotlib cannot draw {path.suffix!r}; give one of "
             + ", ".join(f".{f}" for f in sorted(formats)),
             param_hint="--plot",
         )
@@ -67,20 +68,20 @@ def check_writable(paths: Sequence[tuple[str, Path | None]]) -> None:
 
 
 def _writable(option: str, path: Path) -> None:
-    target = Path(os.path.realpath(path))
+    target, shown = Path(os.path.realpath(path)), path_text(path)
     try:
         check_regular(target)
     except NotARegularFileError as exc:
-        raise Failure(f"{option}: cannot write {path}: {exc.strerror}") from None
+        raise Failure(f"{option}: cannot write {shown}: {exc.strerror}") from None
     except OSError as exc:
-        raise Failure(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
+        raise Failure(f"{option}: cannot write {shown}: {exc.strerror or exc}") from None
     folder = target.parent
     while not folder.exists():  # the writer creates missing folders: the first existing decides
         folder = folder.parent
     if not folder.is_dir():
-        raise Failure(f"{option}: cannot write {path}: {folder} is not a folder")
+        raise Failure(f"{option}: cannot write {shown}: {path_text(folder)} is not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise Failure(f"{option}: cannot write {path}: {folder} is not writable")
+        raise Failure(f"{option}: cannot write {shown}: {path_text(folder)} is not writable")
 
 
 def check_json(doc: Mapping[str, object], what: str) -> None:

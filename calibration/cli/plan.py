@@ -54,6 +54,7 @@ from calibration.plan.report import (
 )
 from calibration.plan.solver import solve
 from dslc.cli_support import POINT_METAVAR, Failure, ui
+from dslc.cli_values import FiniteRange
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration
@@ -236,7 +237,7 @@ def _in_memory(cal: Calibration) -> Calibrated:
 )
 @click.option(
     "--pageable-factor",
-    type=click.FloatRange(1, 1000),
+    type=FiniteRange(1, 1000),
     default=DEFAULT_PAGEABLE_FACTOR,
     show_default=True,
     metavar="FACTOR",

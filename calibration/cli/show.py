@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from artifact.spelling import point_text
+from artifact.spelling import path_text, point_text
 from calibration.calibrate.run import Calibration, Progress
 from calibration.calibrate.verdict import verdict
 from dslc.cli_support import Failure, ui
@@ -64,7 +64,7 @@ def progress() -> Iterator[Progress | None]:
 
 def wrote(path: Path, what: str) -> None:
     """The note every written file gets (on stderr: stdout may carry --json)."""
-    ui().note(f"wrote {path} ({what})")
+    ui().note(f"wrote {path_text(path)} ({what})")
 
 
 def save_records(path: Path, cal: Calibration) -> None:

@@ -22,7 +22,7 @@ from attrs import frozen
 
 from artifact.limits import MAX_MEMBERS
 from artifact.point import Point
-from artifact.spelling import passed_value
+from artifact.spelling import passed_value, path_text
 from calibration.errors import CalibrationError
 from dslc.limits import MAX_LITERAL_DIGITS
 
@@ -44,18 +44,18 @@ def _module(where: str) -> ModuleType:
     if where.endswith(".py") or "/" in where or "\\" in where:
         path = Path(where)
         if not path.is_file():
-            raise CalibrationError(f"--pipeline: no file {where}")
+            raise CalibrationError(f"--pipeline: no file {path_text(where)}")
         name = "_dslc_pipeline_" + "".join(c if c.isalnum() else "_" for c in path.stem)
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
-            raise CalibrationError(f"--pipeline: cannot import {where}")
+            raise CalibrationError(f"--pipeline: cannot import {path_text(where)}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
             sys.modules.pop(name, None)
-            raise _user_error(f"cannot import {where}", exc) from None
+            raise _user_error(f"cannot import {path_text(where)}", exc) from None
         return module
     if not all(part.isidentifier() for part in where.split(".")):
         raise CalibrationError(

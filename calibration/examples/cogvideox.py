@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from calibration.examples.tiny import quiet_pipeline, tiny_t5_config, tiny_tokenizer
 
 if TYPE_CHECKING:
@@ -39,6 +37,7 @@ _TEXT_TOKENS = 16  # max_sequence_length of the call and the transformer's max_t
 
 def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.CogVideoXPipeline`` on the CPU, random weights, progress bar off."""
+    import torch
     from diffusers import CogVideoXPipeline
     from transformers import T5EncoderModel
 
@@ -58,6 +57,7 @@ def build(seed: int = 0) -> DiffusionPipeline:
 
 def _vae(seed: int) -> AutoencoderKLCogVideoX:
     """A 4-level causal 3D VAE: 8x spatial, 4x temporal compression."""
+    import torch
     from diffusers import AutoencoderKLCogVideoX
 
     torch.manual_seed(seed)
@@ -78,6 +78,7 @@ def _vae(seed: int) -> AutoencoderKLCogVideoX:
 
 def _transformer(seed: int) -> CogVideoXTransformer3DModel:
     """Two blocks with 2x2 patches and CogVideoX-2b's sample size (its position embedding)."""
+    import torch
     from diffusers import CogVideoXTransformer3DModel
 
     torch.manual_seed(seed)
@@ -118,6 +119,8 @@ def _scheduler() -> CogVideoXDDIMScheduler:
 
 def call_kwargs(seed: int) -> dict[str, object]:
     """Constant ``pipe(...)`` arguments (the formula params come on top)."""
+    import torch
+
     return {
         "prompt": "a cat dance",
         "negative_prompt": "negative",

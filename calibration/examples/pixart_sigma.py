@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from calibration.examples.tiny import quiet_pipeline, tiny_t5_config, tiny_tokenizer, tiny_vae
 
 if TYPE_CHECKING:
@@ -30,6 +28,7 @@ _TEXT_TOKENS = 16  # max_sequence_length of the call (PixArt-Sigma: 300)
 
 def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.PixArtSigmaPipeline`` on the CPU, random weights, progress bar off."""
+    import torch
     from diffusers import (
         DPMSolverMultistepScheduler,
         PixArtSigmaPipeline,
@@ -79,6 +78,8 @@ def call_kwargs(seed: int) -> dict[str, object]:
     Resolution binning is off: it snaps a request to the nearest aspect-ratio bin of the model's
     sample size (1024-pixel bins here), far above a CPU demo; the formulas take the generated size.
     """
+    import torch
+
     return {
         "prompt": "a cat dance",
         "guidance_scale": 4.5,

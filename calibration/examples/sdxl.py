@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from calibration.examples.tiny import quiet_pipeline, tiny_tokenizer, tiny_vae
 
 if TYPE_CHECKING:
@@ -54,6 +52,7 @@ def _clip_config() -> CLIPTextConfig:
 
 def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.StableDiffusionXLPipeline`` on the CPU, random weights, progress bar off."""
+    import torch
     from diffusers import (
         EulerDiscreteScheduler,
         StableDiffusionXLPipeline,
@@ -106,6 +105,8 @@ def build(seed: int = 0) -> DiffusionPipeline:
 
 def call_kwargs(seed: int) -> dict[str, object]:
     """Constant ``pipe(...)`` arguments (the formula params come on top)."""
+    import torch
+
     return {
         "prompt": "a photo of an astronaut",
         "guidance_scale": 5.0,

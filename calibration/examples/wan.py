@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from calibration.examples.tiny import TINY_WORDS, quiet_pipeline, tiny_tokenizer
 
 if TYPE_CHECKING:
+    import torch
     from diffusers import AutoencoderKLWan, WanTransformer3DModel
     from diffusers.pipelines.pipeline_utils import DiffusionPipeline
     from transformers import UMT5EncoderModel
@@ -35,9 +34,10 @@ TINY_WAN_CALL = {
 
 
 def build_tiny_wan(
-    seed: int = 0, num_layers: int = 2, dtype: torch.dtype = torch.float32
+    seed: int = 0, num_layers: int = 2, dtype: torch.dtype | None = None
 ) -> DiffusionPipeline:
     """A ``diffusers.WanPipeline``: tiny UMT5 encoder, 3D VAE and transformer, random weights."""
+    import torch
     from diffusers import FlowMatchEulerDiscreteScheduler, WanPipeline
 
     vae = _vae(seed)
@@ -52,13 +52,14 @@ def build_tiny_wan(
             transformer=transformer,
         )
     )
-    if dtype != torch.float32:
+    if dtype is not None and dtype != torch.float32:  # None: float32, as built
         pipe.to(dtype=dtype)
     return pipe
 
 
 def _vae(seed: int) -> AutoencoderKLWan:
     """A 3D causal VAE: 8x spatial, 4x temporal compression."""
+    import torch
     from diffusers import AutoencoderKLWan
 
     torch.manual_seed(seed)
@@ -76,6 +77,7 @@ def _vae(seed: int) -> AutoencoderKLWan:
 
 def _transformer(seed: int, num_layers: int) -> WanTransformer3DModel:
     """``num_layers`` blocks with 1x2x2 patches and rotary positions."""
+    import torch
     from diffusers import WanTransformer3DModel
 
     torch.manual_seed(seed)
@@ -97,6 +99,7 @@ def _transformer(seed: int, num_layers: int) -> WanTransformer3DModel:
 
 def _text_encoder(seed: int) -> UMT5EncoderModel:
     """A one-layer UMT5 encoder over ``TINY_WORDS``."""
+    import torch
     from transformers import UMT5Config, UMT5EncoderModel
 
     torch.manual_seed(seed)
@@ -117,6 +120,8 @@ def tiny_wan_call(
     steps: int = 2, frames: int = 5, height: int = 32, width: int = 32, seed: int = 0
 ) -> dict[str, object]:
     """Full keyword arguments for one deterministic tiny run."""
+    import torch
+
     return {
         **TINY_WAN_CALL,
         "num_inference_steps": steps,
@@ -134,6 +139,8 @@ def build(seed: int = 0) -> DiffusionPipeline:
 
 def call_kwargs(seed: int) -> dict[str, object]:
     """The prompt, a negative prompt (CFG), short text, tensor output; params come from `call`."""
+    import torch
+
     return {**TINY_WAN_CALL, "generator": torch.Generator().manual_seed(seed)}
 
 

@@ -11,13 +11,13 @@ the first error is taken lazily, so a hostile document costs one walk at most.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from artifact.atomic import NotARegularFileError
-from artifact.spelling import file_value, passed_value
+from artifact.spelling import file_value, passed_value, path_text
 from artifact.strict_json import read_regular, strict_loads
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "calibration.schema.json"
@@ -33,35 +33,49 @@ class DocumentError(ValueError):
     """Why a calibration document is refused (the caller adds which document)."""
 
 
-def read_document(path: str | Path, what: str = "a calibration document") -> Mapping[str, Any]:
+def read_document(
+    path: str | Path,
+    what: str = "a calibration document",
+    objects: Callable[[dict[str, object]], object] | None = None,
+) -> Mapping[str, Any]:
     """A calibration file's JSON object (or ``what`` else), read strictly (``DocumentError``
-    naming the file)."""
+    naming the file); ``objects`` sees each object as the parser finishes it (``strict_loads``)."""
+    shown = path_text(path)
     try:
         data = read_regular(path, MAX_DOCUMENT_BYTES)
     except NotARegularFileError as exc:
-        raise DocumentError(f"{path} {exc.strerror}") from None
+        raise DocumentError(f"{shown} {exc.strerror}") from None
     except OSError as exc:
-        raise DocumentError(f"{path}: {exc.strerror or exc}") from None
+        raise DocumentError(f"{shown}: {exc.strerror or exc}") from None
     if len(data) > MAX_DOCUMENT_BYTES:
-        raise DocumentError(f"{path}: over {MAX_DOCUMENT_BYTES:,} bytes; {what} is a few KiB")
+        raise DocumentError(f"{shown}: over {MAX_DOCUMENT_BYTES:,} bytes; {what} is a few KiB")
     try:
-        doc = strict_loads(data)
+        doc = strict_loads(data, objects)
     except RecursionError:
-        raise DocumentError(f"{path}: not JSON: nested too deeply") from None
+        raise DocumentError(f"{shown}: not JSON: nested too deeply") from None
+    except DocumentError as exc:  # ``objects`` refused what it saw
+        raise DocumentError(f"{shown}: {exc}") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the int digit limit, hooks
-        raise DocumentError(f"{path}: not JSON: {exc}") from None
+        raise DocumentError(f"{shown}: not JSON: {exc}") from None
     if not isinstance(doc, Mapping):
-        raise DocumentError(f"{path}: {what} is a JSON object")
+        raise DocumentError(f"{shown}: {what} is a JSON object")
     return doc
+
+
+def _integer(_checker: object, value: object) -> bool:
+    """JSON Schema's ``integer``, without the integral floats it also counts (``1.0``): a reader
+    indexes and counts with these values, so ``1.0`` is refused with its place, not read."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @cache
 def _validator(schema_path: Path) -> Any:  # jsonschema ships no type for it we can name
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, validators
 
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+    strict = Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer)
+    return validators.extend(Draft202012Validator, type_checker=strict)(schema)
 
 
 def first_violation(doc: Mapping[str, Any], schema_path: Path, reads: str) -> None:

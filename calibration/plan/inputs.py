@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import frozen
 
 from artifact.point import Point
-from artifact.spelling import point_text
+from artifact.spelling import path_text, point_text
 from calibration.plan.document_check import (
     DocumentError,
     check_document,
@@ -177,7 +177,7 @@ def _compute(doc: Mapping[str, Json]) -> tuple[float | None, dict[str, float]]:
 def load_calibration(source: str | Path | Mapping[str, Json], *, weight: int = 1) -> Calibrated:
     """Read a ``dslc calibrate --json`` / ``--save`` document (docs/planning.md lists the keys):
     strictly, checked against its schema and its own component names (``document_check``)."""
-    where = "" if isinstance(source, Mapping) else f" {source}"
+    where = "" if isinstance(source, Mapping) else f" {path_text(source)}"
     try:
         doc = source if isinstance(source, Mapping) else read_document(source)
     except DocumentError as exc:  # its message names the file already

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from attrs import frozen
 
 from artifact.limits import MAX_PLAN_COMPONENTS, MAX_PLAN_LAYERS
-from artifact.spelling import file_value
+from artifact.spelling import file_value, path_text
 from calibration.plan.document_check import (
     SCHEMA,
     DocumentError,
@@ -61,16 +61,18 @@ class SavedPlan:
 def read_plan(path: str | Path) -> SavedPlan:
     """The plan in ``path`` (a ``dslc plan --json`` document), checked; ``PlanFileError``."""
     try:
-        doc = read_document(path, "a plan document")
+        doc = read_document(path, "a plan document", _stop_long_layers)
     except DocumentError as exc:  # its message names the file already
         raise PlanFileError(f"plan file {exc}; {FIX}") from None
     try:
         _check(doc)
         return SavedPlan(str(path), _plan(doc))
     except (DocumentError, PlanInputError) as exc:
-        raise PlanFileError(f"plan file {path}: {exc}; {FIX}") from None
+        raise PlanFileError(f"plan file {path_text(path)}: {exc}; {FIX}") from None
     except (TypeError, ValueError) as exc:  # a value attrs refuses that the schema let through
-        raise PlanFileError(f"plan file {path}: {type(exc).__name__}: {exc}; {FIX}") from None
+        raise PlanFileError(
+            f"plan file {path_text(path)}: {type(exc).__name__}: {exc}; {FIX}"
+        ) from None
 
 
 def _check(doc: Mapping[str, Any]) -> None:
@@ -80,12 +82,8 @@ def _check(doc: Mapping[str, Any]) -> None:
             "a document of several ranks' plans (`dslc plan` with several --device-memory); "
             "save the one rank's plan to calibrate under (its `ranks[N]`)"
         )
+    _check_counts(doc)
     first_violation(doc, PLAN_SCHEMA, "a `dslc plan --json` document")
-    if len(doc["components"]) > MAX_PLAN_COMPONENTS:  # more than the planner ever places
-        raise DocumentError(
-            f"components: {len(doc['components']):,}; a plan places at most "
-            f"{MAX_PLAN_COMPONENTS} (MAX_PLAN_COMPONENTS)"
-        )
     if not doc["feasible"]:
         raise DocumentError(
             f"feasible: false: the plan places nothing ({file_value(doc['reason'])}); plan for a "
@@ -100,6 +98,30 @@ def _check(doc: Mapping[str, Any]) -> None:
             )
         seen[c["name"]] = i
         _check_layers(c, f"components[{i}]")
+
+
+def _check_counts(doc: Mapping[str, Any]) -> None:
+    """The components counted before the schema walks them (a walk of 100,000 takes seconds, a
+    count no time; ``_stop_long_layers`` counted each one's kept layers as it was parsed)."""
+    components = doc.get("components")
+    if isinstance(components, list) and len(components) > MAX_PLAN_COMPONENTS:
+        raise DocumentError(  # more than the planner ever places
+            f"components: {len(components):,}; a plan places at most "
+            f"{MAX_PLAN_COMPONENTS} (MAX_PLAN_COMPONENTS)"
+        )
+
+
+def _stop_long_layers(obj: dict[str, object]) -> object:
+    """The parser's hook, each object as it is finished: a component keeping more layers than a
+    plan streams stops the parse there, so 80 x 100,000 indices are never read, let alone held."""
+    kept = obj.get("resident_layers")
+    if isinstance(kept, list) and len(kept) > MAX_PLAN_LAYERS:
+        raise DocumentError(
+            f"resident_layers of the component {file_value(obj.get('name'))}: {len(kept):,} "
+            f"layer indices; a plan keeps at most {MAX_PLAN_LAYERS:,} layers a component "
+            "(MAX_PLAN_LAYERS)"
+        )
+    return obj
 
 
 def _check_layers(c: Mapping[str, Any], place: str) -> None:
@@ -191,8 +213,8 @@ def check_pipeline(saved: SavedPlan, layers: Mapping[str, int]) -> None:
 
 def _refuse(saved: SavedPlan, what: str) -> NoReturn:
     raise PlanFileError(
-        f"plan file {saved.path}: {what}: a plan of another pipeline; save one of this pipeline "
-        "with `dslc plan ... --json` and calibrate under it"
+        f"plan file {path_text(saved.path)}: {what}: a plan of another pipeline; save one of this "
+        "pipeline with `dslc plan ... --json` and calibrate under it"
     )
 
 

@@ -45,7 +45,7 @@ from artifact.spelling import point_text
 from artifact.units import show_bytes, show_seconds
 from calibration.probes.directions import Explanation, directions, explanations
 from calibration.probes.policy import memory_terms, work
-from calibration.probes.residuals import SizePoint, StageFit, stage_fit
+from calibration.probes.residuals import SizePoint, StageFit, stage_fit, within_float
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, row
 from runtime.estimate.fit.noise import memory_slack
@@ -472,7 +472,8 @@ def check(
     fits = _fits(pipeline, records, target, backend, quantities)
     at_target = pipeline.evaluate(**target)
     request = sum(
-        max(f.at_target, 0.0) * int(at_target[f.stage].iterations)
+        max(f.at_target, 0.0)
+        * within_float(at_target[f.stage].iterations, f"{f.stage}'s iterations", target)
         for f in fits
         if f.quantity == Quantity.TIME
     )

@@ -27,6 +27,8 @@ from fractions import Fraction
 from attrs import frozen
 
 from artifact.point import Point
+from artifact.spelling import point_text
+from calibration.errors import CalibrationError
 from calibration.probes.policy import QUANTITIES, work
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
@@ -218,7 +220,9 @@ def stage_fit(
     )
     target_row = row(terms_of(pipeline, stage, target))
     constant = float(coefficients[0]) if coefficients else 0.0
-    at_target = float(predict(coefficients, target_row))
+    at_target = within_float(
+        predict(coefficients, target_row), f"{stage}'s {quantity} (the fit of its sizes)", target
+    )
     growing = tuple(float(predict(coefficients, r)) - constant for r in rows)
     return StageFit(
         stage,
@@ -233,6 +237,20 @@ def stage_fit(
         estimable([rows[i] for i in chosen], target_row),
         layout,
     )
+
+
+def within_float(value: Fraction | int, what: str, target: Point) -> float:
+    """``value`` (``what`` at the target) as a float; past the largest one a ``CalibrationError``:
+    the findings' arithmetic is in floats, and no device holds 2**1024 of anything."""
+    try:
+        return float(value)
+    except OverflowError:
+        bits = max(abs(math.floor(value)).bit_length() - 1, 0)
+        raise CalibrationError(
+            f"{what} at the target {point_text(target)} is about 2**{bits:,}, beyond what a "
+            "float holds (2**1024): calibrate for a smaller --target, or give the formula "
+            "lower powers"
+        ) from None
 
 
 def _label(phase: tuple[str, str], stage: str) -> str:

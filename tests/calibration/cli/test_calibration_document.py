@@ -74,6 +74,24 @@ CASES = [
         'doc["phases"][2]["bound_peak_bytes"] = 1.5',
         "phases[2].bound_peak_bytes: expected integer or null",
     ),
+    # integral floats: JSON Schema counts 1.0 as an integer; the reader refuses it, named
+    (
+        'doc["phases"][2]["bound_peak_bytes"] = 1048576.0',
+        "phases[2].bound_peak_bytes: expected integer or null, got number 1048576.0",
+    ),
+    (
+        'doc["layer_uses"][0]["calls"] = 2.0',
+        "layer_uses[0].calls: expected integer, got number 2.0",
+    ),
+    ('doc["target"] = {"steps": 2.0}', "target.steps: expected integer or boolean, got number"),
+    (
+        'doc["layer_bytes"]["transformer"]["blocks.0"] = 1024.0',
+        "layer_bytes.transformer.blocks.0: expected integer, got number 1024.0",
+    ),
+    (
+        'doc["measured_weights_bytes"] = 0.0',
+        "measured_weights_bytes: expected integer or null, got number 0.0",
+    ),
     ('doc["phases"] = {}', "phases: expected array, got object"),
     ('doc["target"] = [1]', "target: expected object or string or null"),
     (

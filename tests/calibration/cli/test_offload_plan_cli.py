@@ -169,6 +169,28 @@ def test_every_command_reads_the_plan_file_before_it_runs(tmp_path, command):
     assert f"plan file {path}: a plan document is a JSON object" in result.stderr
 
 
+def _integral_floats(doc: dict) -> None:
+    """The streamed component's kept layer indices as ``1.0``: JSON Schema counts them integers."""
+    streamed = next(c for c in doc["components"] if c["placement"] == "layerwise")
+    streamed["resident_layers"] = [float(i) for i in streamed["resident_layers"]]
+
+
+@pytest.mark.parametrize("command", ["calibrate", "plan", "infer"])
+def test_an_integral_float_is_refused_by_every_reader_naming_its_place(
+    flux_plan, tmp_path, command
+):
+    args = {
+        "calibrate": SMALL_FLUX,
+        "plan": [*SMALL_FLUX, "--device-memory", "1MiB", "--reserve", "0"],
+        "infer": ["--example", "flux", "--params", str(DATA / "skeletons" / "flux.wf")],
+    }[command]
+    path = _mutated(flux_plan, tmp_path, _integral_floats)
+    result = _dslc(command, *args, "--calibrate-offload", f"plan:{path}")
+    assert result.exit_code == 1, result.output
+    assert f"plan file {path}: components[" in result.stderr
+    assert "].resident_layers[0]: expected integer, got number 0.0" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("value", "status", "message"),
     [

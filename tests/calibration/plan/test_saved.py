@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from calibration.core.offload import Offload, placing
 from calibration.errors import CalibrationError
 from calibration.plan import Component, Device, Phase, Target, solve
-from calibration.plan.document_check import MAX_DOCUMENT_BYTES
+from calibration.plan.document_check import MAX_DOCUMENT_BYTES, _validator
 from calibration.plan.report import document
 from calibration.plan.saved import FIX, PlanFileError, SavedPlan, read_plan
 from tests.calibration.plan.test_properties import problems
@@ -120,6 +121,28 @@ BAD = [
         "components: 257; a plan places at most 256 (MAX_PLAN_COMPONENTS)",
     ),
     (lambda d: d["components"][1].update(layers=4097), "components[1].layers: 4,097; a plan"),
+    # integral floats: JSON Schema counts 1.0 as an integer; every reader would index with it
+    (
+        lambda d: d["components"][1].update(resident_layers=[0, 1.0]),
+        "components[1].resident_layers[1]: expected integer, got number 1.0",
+    ),
+    (
+        lambda d: d["components"][1].update(layers=4.0),
+        "components[1].layers: expected integer, got number 4.0",
+    ),
+    (
+        lambda d: d["components"][0].update(device_bytes=900.0),
+        "components[0].device_bytes: expected integer, got number 900.0",
+    ),
+    (
+        lambda d: d["device"].update(capacity_bytes=1900.0),
+        "device.capacity_bytes: expected integer, got number 1900.0",
+    ),
+    (
+        lambda d: d["device"].update(reserve_bytes=0.0),
+        "device.reserve_bytes: expected integer or null, got number 0.0",
+    ),
+    (lambda d: d.update(transfer_bytes=0.0), "transfer_bytes: expected integer, got number 0.0"),
 ]
 
 
@@ -210,3 +233,79 @@ def test_placing_reads_plan_files_and_names_the_rest(tmp_path):
     assert isinstance(saved, SavedPlan) and saved.path == str(path)
     with pytest.raises(PlanFileError, match=f"plan file {tmp_path}/missing.json: No such file"):
         placing(f"plan:{tmp_path}/missing.json")
+
+
+# --------------------------------------------------------------------- counts before any walk
+
+
+MiB = 1 << 20
+
+
+def _schema_walks() -> int:
+    """How many times a schema check has started (its validator is cached: each check asks once)."""
+    info = _validator.cache_info()
+    return info.hits + info.misses
+
+
+def _peak(work) -> int:
+    """The peak bytes Python allocated while ``work()`` ran."""
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _hostile_plan(components: list[dict]) -> dict:
+    return {
+        "version": 1,
+        "feasible": True,
+        "reason": "fits",
+        "device": {"capacity_bytes": 1 << 20},
+        "components": components,
+    }
+
+
+def test_100000_components_are_counted_before_the_schema_walks_them(tmp_path):
+    many = [
+        {"name": f"c{i}", "placement": "resident", "layers": 0, "resident_layers": []}
+        for i in range(100_000)
+    ]
+    path = _written(tmp_path, _hostile_plan(many))
+    walks = _schema_walks()
+
+    def refused() -> None:
+        with pytest.raises(PlanFileError, match=r"components: 100,000; a plan places at most 256"):
+            read_plan(path)
+
+    assert _peak(refused) < 64 * MiB
+    assert _schema_walks() == walks  # refused by the count: the schema never started
+    read_plan(_written(tmp_path, _doc(), "good.json"))
+    assert _schema_walks() == walks + 1  # (the count above would see a walk)
+
+
+def test_80_components_of_100000_layers_stop_the_parse_at_the_first(tmp_path):
+    component = {
+        "name": "c0",
+        "placement": "layerwise",
+        "layers": 2,
+        "resident_layers": [0] * 100_000,
+    }
+    head = json.dumps(_hostile_plan([component]), separators=(",", ":"))[: -len("]}")]
+    path = tmp_path / "layers.json"
+    # 79 more such components, then bytes that are not JSON: a parse that went on would say so
+    more = "," + json.dumps(dict(component, name="c1"), separators=(",", ":"))
+    path.write_text(head + more * 79 + ",{nope")
+    assert 15 * MiB < path.stat().st_size < MAX_DOCUMENT_BYTES  # read whole, then parsed
+    walks = _schema_walks()
+
+    def refused() -> None:
+        with pytest.raises(PlanFileError) as caught:
+            read_plan(path)
+        text = str(caught.value)
+        assert text.startswith(f"plan file {path}: resident_layers of the component 'c0': "), text
+        assert "100,000 layer indices; a plan keeps at most 4,096 layers a component" in text
+
+    assert _peak(refused) < 64 * MiB
+    assert _schema_walks() == walks
