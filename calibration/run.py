@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
+import attrs
 from attrs import field, frozen
 
 from calibration.calls import UnprovenCall, unproven_calls
@@ -26,6 +27,7 @@ from calibration.errors import CalibrationError
 from calibration.host import quiet_libraries, torch_threads
 from calibration.loop import Loop, Progress, more_sizes
 from calibration.offload import Placing
+from calibration.plan.apply import UndoError
 from calibration.probes.evidence import StageMargin
 from calibration.probes.findings import Finding
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
@@ -108,6 +110,8 @@ class Calibration:
     plan_placement: Mapping[str, str] = field(factory=dict, hash=False)  # ... and its placement
     capacity: int | None = None  # the device's cap while calibrating
     unproven_calls: tuple[UnprovenCall, ...] = ()  # of those, the ones no measured pair showed used
+    undo_failed: str = ""  # why the placement calibrated under could not be taken off afterwards
+    left_in_place: tuple[tuple[str, str], ...] = ()  # ... and what each component kept of it
 
     @property
     def second_probe(self) -> Params | None:
@@ -459,8 +463,10 @@ def calibrate_pipeline(
             offload=offload,
             capacity=capacity,
         )
-        with session.placement():  # taken off the pipeline afterwards (a saved plan undone)
-            return calibrate_session(
+        # taken off the pipeline afterwards (a saved plan undone)
+        return _released(
+            session,
+            lambda: calibrate_session(
                 session,
                 target=target_point,
                 probe=probe_point,
@@ -472,7 +478,23 @@ def calibrate_pipeline(
                 label=label,
                 formula_path=formula_path,
                 time_tolerance=time_tolerance,
-            )
+            ),
+        )
+
+
+def _released(session: Session, measure: Callable[[], Calibration]) -> Calibration:
+    """``measure()``, then the session's placement taken off; a final undo that fails keeps the
+    measurement (``undo_failed``, and what each component was left with)."""
+    measured: list[Calibration] = []
+    try:
+        with session.placement():
+            measured.append(measure())
+    except UndoError as exc:
+        if not measured:
+            raise
+        left = tuple(sorted(exc.left.items()))
+        return attrs.evolve(measured[0], undo_failed=str(exc), left_in_place=left)
+    return measured[0]
 
 
 def _first_line(message: str, limit: int = 300) -> str:

@@ -128,6 +128,7 @@ class Validation:
     reason: str
     checks: tuple[PhaseCheck, ...] = ()
     failed_stage: str | None = None  # the stage an out-of-memory error struck in
+    failed_component: str | None = None  # the component whose move failed while applying
     speed: SpeedCheck | None = None  # the request's time (None: the request failed)
 
     @property

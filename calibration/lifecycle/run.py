@@ -41,6 +41,7 @@ from calibration.lifecycle.steps import (
     rewarm,
 )
 from calibration.lifecycle.validate import (
+    moved_bounds,
     planned_bounds,
     revised_bounds,
     slower_link,
@@ -101,10 +102,11 @@ def run_lifecycle(
         return _apply(book, mode, session, points, settings, components, targets, plan, cal)
     except UndoError as exc:  # hooks left on some components: never serve on that
         return _stuck(book, mode, exc, cal)
-    except Exception as exc:
-        log.exception("lifecycle failed")
+    except Exception as exc:  # reported; the plan was undone where it failed
+        log.debug("lifecycle failed", exc_info=True)
         book.add("error", "failed", f"{type(exc).__name__}: {exc}")
-        return _finish(book, mode, None, None, False, f"the lifecycle failed: {exc}", cal)
+        verdict = f"the lifecycle failed, not serving: {type(exc).__name__}: {exc}"
+        return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
 
 
 def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:
@@ -193,11 +195,13 @@ def _revised(
 ) -> tuple[tuple[Target, ...], Device]:
     """What a re-plan learns from a failed validation (agreed over the ranks): each phase's
     measured bound, and after a slow request the link's measured bandwidth (the slowest rank's)."""
-    bounds = (
-        revised_bounds(plan, result.validation, result.record, shared_memory=_shared(session))
-        if result.record is not None
-        else planned_bounds(targets)
-    )
+    failed = result.validation
+    if result.record is not None:
+        bounds = revised_bounds(plan, failed, result.record, shared_memory=_shared(session))
+    elif failed.failure is Failure.OUT_OF_MEMORY and failed.failed_component is not None:
+        bounds = moved_bounds(plan, targets, failed.failed_component)
+    else:
+        bounds = planned_bounds(targets)
     targets = cautious_bounds(settings.agreement, with_bounds(targets, bounds))
     speed = result.validation.speed
     link = plan.device.bandwidth_bytes_per_s
@@ -227,16 +231,19 @@ def _serve(
     validated = result.validation.holds
     applied = result.applied
     if applied is None:
-        from calibration.plan.apply import PlanApplyError, apply
+        from calibration.plan.apply import apply
 
         session.hand_over(plan)
         try:
             applied = apply(
                 plan, session.pipe, device=session.device, offload_device=settings.offload_device
             )
-        except PlanApplyError as exc:
+        except UndoError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never serve with no placement
             book.add("apply", "failed", f"the fallback, kept unvalidated: {exc}")
-            return _finish(book, mode, None, None, True, f"NO PLAN VALIDATES: {exc}", cal)
+            verdict = f"NO PLAN VALIDATES: the fallback cannot be applied, not serving: {exc}"
+            return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
         book.add("apply", "done", "the fallback, kept unvalidated", placement=dict(placement(plan)))
     try:
         rewarm(book, session, applied, points.warmup)

@@ -14,15 +14,15 @@ from attrs import define, field, frozen
 
 from calibration.lifecycle.agree import worst_failure
 from calibration.lifecycle.model import Baseline, Failure, JsonValue, Step, Validation
-from calibration.lifecycle.validate import judge_speed, validate
-from calibration.plan.apply import Applied, PlanApplyError, UndoError, apply
+from calibration.lifecycle.validate import is_out_of_memory, judge_speed, validate
+from calibration.plan.apply import Applied, MoveError, UndoError, apply
 from calibration.plan.inputs import components_from_bytes, from_estimate
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.report import placement_text, show_bytes
 from calibration.wiring import Params
 from runtime.estimate import DEFAULT_MARGIN
 from runtime.measure.distributed import LOCAL, Agreement
-from runtime.record import WarmupRecord
+from runtime.record import ErrorInfo, WarmupRecord
 
 if TYPE_CHECKING:
     from calibration.run import Calibration
@@ -162,22 +162,11 @@ def apply_and_validate(
     """Apply ``plan``, run a request at ``target`` (two when the first is slower), validate; undo
     unless every rank held.
 
-    Every rank calls the same collectives whatever happens here (an apply that fails counts as a
-    failed request), so ranks stay in step."""
+    Every rank calls the same collectives whatever happens here (an apply that fails, or anything
+    the validating request raises, counts as a failed validation), so ranks stay in step."""
     shared = str(session.device).startswith("cpu") and not session.counts_placement
-    applied: Applied | None = None
+    applied, local = _applied(log, session, plan, settings)
     record: WarmupRecord | None = None
-    session.hand_over(plan)  # the calibration's offloading off; the CPU counts the plan's
-    try:
-        applied = apply(
-            plan, session.pipe, device=session.device, offload_device=settings.offload_device
-        )
-    except PlanApplyError as exc:  # the plan does not match the pipeline; apply undid itself
-        log.add("apply", "failed", str(exc))
-        local = Validation(Failure.REQUEST_ERROR, f"apply failed: {exc}")
-    else:
-        kinds = dict(placement(plan))
-        log.add("apply", "done", f"{len(kinds)} components placed", placement=kinds)
     try:
         if applied is None:
             settings.agreement.max_int(0)  # the ranks' "confirm?" (nothing applied here to run)
@@ -194,6 +183,44 @@ def apply_and_validate(
         raise
 
 
+def _applied(
+    log: Log, session: Session, plan: Plan, settings: Settings
+) -> tuple[Applied | None, Validation]:
+    """``plan`` applied, or (None, the failure) when applying raised anything but a failed undo
+    (``apply`` undid itself: nothing of the plan is left)."""
+    session.hand_over(plan)  # the calibration's offloading off; the CPU counts the plan's
+    try:
+        applied = apply(
+            plan, session.pipe, device=session.device, offload_device=settings.offload_device
+        )
+    except UndoError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure while applying is a failed validation
+        failure = raised("apply failed", exc)
+        log.add("apply", "failed", str(exc), component=failure.failed_component)
+        return None, failure
+    kinds = dict(placement(plan))
+    log.add("apply", "done", f"{len(kinds)} components placed", placement=kinds)
+    return applied, Validation(Failure.NONE, "applied")
+
+
+def raised(what: str, exc: BaseException) -> Validation:
+    """An exception as a failed validation: out of memory (by its type or message) or a request
+    error; a failed move names its component (a re-plan must leave it more)."""
+    moved = exc if isinstance(exc, MoveError) else None
+    oom = (
+        moved.out_of_memory
+        if moved is not None
+        else is_out_of_memory(ErrorInfo.from_exception(exc))
+    )
+    first = (str(exc).splitlines() or [""])[0]
+    return Validation(
+        Failure.OUT_OF_MEMORY if oom else Failure.REQUEST_ERROR,
+        f"{what}: {type(exc).__name__}: {first}",
+        failed_component=None if moved is None else moved.component,
+    )
+
+
 def _validated(
     log: Log,
     session: Session,
@@ -203,26 +230,41 @@ def _validated(
     before: Baseline,
     shared: bool,
     agreement: Agreement,
-) -> tuple[Validation, WarmupRecord]:
+) -> tuple[Validation, WarmupRecord | None]:
     """The request's validation; one judged slower is confirmed on a second request (one slow
     request may be the machine, not the placement) and fails only when that one is slower too,
     judged on the faster of the two; a second that fails in memory fails as itself. When any
     rank confirms, every rank runs the second request (a pipeline split over the ranks runs its
     requests together), and a rank whose first held keeps it."""
-    record = _measure(session, applied, target)
-    log.records.append(record)
-    local = judge_speed(validate(plan, record, shared_memory=shared), plan, record, before)
+    record, local = _request(log, session, applied, plan, target, shared)
+    if record is not None:
+        local = judge_speed(local, plan, record, before)
     if not agreement.max_int(int(local.failure is Failure.TOO_SLOW)):
         return local, record
-    again = _measure(session, applied, target)
-    log.records.append(again)
-    if local.failure is not Failure.TOO_SLOW:
+    again, second = _request(log, session, applied, plan, target, shared)
+    if local.failure is not Failure.TOO_SLOW or record is None:
         return local, record
-    second = validate(plan, again, shared_memory=shared)
+    if again is None:
+        return second, record
     if not second.holds:
         return judge_speed(second, plan, again, before), again
     faster = min((record, again), key=lambda r: r.duration_s)
     return judge_speed(second, plan, faster, before), faster
+
+
+def _request(
+    log: Log, session: Session, applied: Applied, plan: Plan, target: Params, shared: bool
+) -> tuple[WarmupRecord | None, Validation]:
+    """One validating request and its memory check; anything it raises (the placement then
+    undone) is a failed validation without a record."""
+    try:
+        record = _measure(session, applied, target)
+    except UndoError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failed validation, never a half-applied plan
+        return None, raised("the validating request failed", exc)
+    log.records.append(record)
+    return record, validate(plan, record, shared_memory=shared)
 
 
 def _agreed(

@@ -16,7 +16,7 @@ import attrs
 from artifact.units import show_bytes
 from calibration.lifecycle.model import Baseline, Failure, PhaseCheck, SpeedCheck, Validation
 from calibration.plan.inputs import target_name
-from calibration.plan.model import Phase, Plan, Target
+from calibration.plan.model import Phase, PlacementKind, Plan, Target
 from calibration.warmup import OOM_MARKERS as WARMUP_OOM_MARKERS
 from runtime.record import ErrorInfo, WarmupRecord
 
@@ -181,6 +181,22 @@ def revised_bounds(
             bound = max(bound, u.bound_bytes + max(u.headroom_bytes, 0) + 1)
         out.append(bound)
     return out
+
+
+def moved_bounds(plan: Plan, targets: Sequence[Target], component: str) -> list[int]:
+    """Each planned phase's bound after ``component``'s move ran out of memory while applying: it
+    needed more than the plan left it, so every phase that holds it on the device (every phase
+    when the plan keeps it there, else those it is active in) gets all the plan left plus one byte.
+    """
+    kind = next((p.kind for p in plan.placements if p.component == component), None)
+    everywhere = kind is not None and kind is not PlacementKind.OFFLOADED
+    phases = [p for t in targets for p in t.phases]
+    return [
+        u.bound_bytes + max(u.headroom_bytes, 0) + 1
+        if everywhere or component in p.active_components
+        else u.bound_bytes
+        for u, p in zip(plan.phases, phases, strict=True)
+    ]
 
 
 def planned_bounds(targets: Sequence[Target]) -> list[int]:

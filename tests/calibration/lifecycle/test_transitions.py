@@ -177,4 +177,5 @@ def test_a_failure_mid_way_leaves_no_plan_in_force_and_keeps_the_records():
     assert "connection reset" in outcome.report.step("error")[0].detail
     assert not _hooked(session) and outcome.applied is None  # undone, not half-applied
     assert len(outcome.records) == len(calibration().records) + 1  # the validation's record kept
-    assert outcome.report.status == NO_PLAN_VALIDATES and outcome.report.serving  # fails open
+    # never serving with no placement in force
+    assert outcome.report.status == REFUSED and not outcome.report.serving
