@@ -129,6 +129,7 @@ class Validation:
     checks: tuple[PhaseCheck, ...] = ()
     failed_stage: str | None = None  # the stage an out-of-memory error struck in
     failed_component: str | None = None  # the component whose move failed while applying
+    interrupted: bool = False  # the request was interrupted (KeyboardInterrupt): stop, every rank
     speed: SpeedCheck | None = None  # the request's time (None: the request failed)
 
     @property

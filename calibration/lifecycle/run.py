@@ -16,6 +16,7 @@ from attrs import define
 
 from calibration.errors import CalibrationError
 from calibration.lifecycle.agree import cautious_bounds, placement_key, plan_ranks
+from calibration.lifecycle.bounded import RankError, RanksStopped, bounded, default_timeout
 from calibration.lifecycle.model import (
     NO_PLAN_VALIDATES,
     NOTHING_FITS,
@@ -25,6 +26,7 @@ from calibration.lifecycle.model import (
     Failure,
     Mode,
     Report,
+    Validation,
 )
 from calibration.lifecycle.steps import (
     Log,
@@ -93,20 +95,67 @@ def run_lifecycle(
     if mode is Mode.OFF:
         return _finish(book, mode, None, None, False, "measured only (mode off)", cal=cal)
     components, targets = plan_inputs(cal)
-    targets = cautious_bounds(settings.agreement, targets)  # each rank plans on its own device
-    plan, ranks = plan_ranks(settings.agreement, components, targets, settings.device)
-    plan_step(book, "plan", plan, "the estimates" + (f" ({ranks})" if ranks else ""))
-    if mode is Mode.PLAN:
-        return _finish(book, mode, plan, None, False, "planned, nothing applied (mode plan)", cal)
+    timeout = settings.rank_timeout_s or default_timeout(r.duration_s for r in cal.records)
+    settings = attrs.evolve(settings, agreement=bounded(settings.agreement, timeout))
     try:
-        return _apply(book, mode, session, points, settings, components, targets, plan, cal)
+        return _plan(book, mode, session, points, settings, components, targets, cal)
     except UndoError as exc:  # hooks left on some components: never serve on that
         return _stuck(book, mode, exc, cal)
+    except RanksStopped as exc:  # another rank's rollback failed or it was interrupted
+        book.add("refuse", "refused", str(exc))
+        return _finish(book, mode, None, None, False, f"not serving: {exc}", cal, REFUSED)
+    except RankError as exc:  # a rank lost or late: this rank goes on alone, as its mode says
+        return _alone(book, mode, session, points, settings, components, targets, cal, exc)
     except Exception as exc:  # reported; the plan was undone where it failed
         log.debug("lifecycle failed", exc_info=True)
         book.add("error", "failed", f"{type(exc).__name__}: {exc}")
         verdict = f"the lifecycle failed, not serving: {type(exc).__name__}: {exc}"
         return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
+
+
+def _plan(
+    book: Log,
+    mode: Mode,
+    session: Session,
+    points: Points,
+    settings: Settings,
+    components: tuple[Component, ...],
+    targets: tuple[Target, ...],
+    cal: Calibration,
+) -> Outcome:
+    """Plan over the ranks, then (mode apply or strict) apply, validate, re-plan, fall back."""
+    targets = cautious_bounds(settings.agreement, targets)  # each rank plans on its own device
+    plan, ranks = plan_ranks(settings.agreement, components, targets, settings.device)
+    plan_step(book, "plan", plan, "the estimates" + (f" ({ranks})" if ranks else ""))
+    if mode is Mode.PLAN:
+        return _finish(book, mode, plan, None, False, "planned, nothing applied (mode plan)", cal)
+    return _apply(book, mode, session, points, settings, components, targets, plan, cal)
+
+
+def _alone(
+    book: Log,
+    mode: Mode,
+    session: Session,
+    points: Points,
+    settings: Settings,
+    components: tuple[Component, ...],
+    targets: tuple[Target, ...],
+    cal: Calibration,
+    exc: RankError,
+) -> Outcome:
+    """A collective that failed or timed out (no plan is in force: it was undone where it
+    failed): strict stops serving; apply falls back to the most conservative placement on this
+    rank's own measurements, unvalidated (no collective is waited for again); plan plans nothing."""
+    book.add("ranks", "failed", str(exc))
+    if mode is Mode.PLAN:
+        return _finish(book, mode, None, None, True, f"not planned: {exc}", cal, NOTHING_FITS)
+    if mode is Mode.STRICT:
+        book.add("refuse", "refused", "every hook removed; the pipeline is as it was")
+        return _finish(book, mode, None, None, False, f"not serving: {exc}", cal, REFUSED)
+    fallback = most_conservative(components, targets, settings.device)
+    plan_step(book, "fallback", fallback, "the ranks failed; alone, the most conservative one")
+    failed = Tried(None, Validation(Failure.REQUEST_ERROR, str(exc)), None)
+    return _serve(book, mode, session, points, settings, fallback, failed, cal)
 
 
 def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:

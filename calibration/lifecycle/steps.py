@@ -13,6 +13,7 @@ import attrs
 from attrs import define, field, frozen
 
 from calibration.lifecycle.agree import worst_failure
+from calibration.lifecycle.bounded import GOING_ON, INTERRUPTED, STUCK, stop_together
 from calibration.lifecycle.model import Baseline, Failure, JsonValue, Step, Validation
 from calibration.lifecycle.validate import is_out_of_memory, judge_speed, validate
 from calibration.plan.apply import Applied, MoveError, UndoError, apply
@@ -40,6 +41,7 @@ class Settings:
     margin: float = DEFAULT_MARGIN
     repeat: int = 1  # calibration rounds
     agreement: Agreement = field(default=LOCAL, eq=False)
+    rank_timeout_s: float | None = None  # a collective's longest wait; None: ``default_timeout``
 
 
 @frozen
@@ -165,7 +167,12 @@ def apply_and_validate(
     Every rank calls the same collectives whatever happens here (an apply that fails, or anything
     the validating request raises, counts as a failed validation), so ranks stay in step."""
     shared = str(session.device).startswith("cpu") and not session.counts_placement
-    applied, local = _applied(log, session, plan, settings)
+    stuck: UndoError | None = None
+    try:
+        applied, local = _applied(log, session, plan, settings)
+    except UndoError as exc:  # apply failed, and its own undo too: every rank learns it below
+        log.add("apply", "failed", str(exc))
+        applied, local, stuck = None, Validation(Failure.REQUEST_ERROR, f"apply: {exc}"), exc
     record: WarmupRecord | None = None
     try:
         if applied is None:
@@ -174,7 +181,7 @@ def apply_and_validate(
             local, record = _validated(
                 log, session, applied, plan, target, before, shared, settings.agreement
             )
-        return _agreed(log, applied, local, record, settings)
+        return _agreed(log, applied, local, record, settings, stuck)
     except UndoError:  # the rollback itself failed: the caller stops serving
         raise
     except BaseException:  # a collective that fails: never leave the plan half in force
@@ -261,6 +268,8 @@ def _request(
         record = _measure(session, applied, target)
     except UndoError:
         raise
+    except KeyboardInterrupt:  # the placement is off; the ranks stop together (``_agreed``)
+        return None, Validation(Failure.REQUEST_ERROR, "interrupted", interrupted=True)
     except Exception as exc:  # noqa: BLE001 - a failed validation, never a half-applied plan
         return None, raised("the validating request failed", exc)
     log.records.append(record)
@@ -273,8 +282,10 @@ def _agreed(
     local: Validation,
     record: WarmupRecord | None,
     settings: Settings,
+    stuck: UndoError | None = None,
 ) -> Tried:
-    """The ranks' most cautious validation, recorded; the plan undone unless it holds."""
+    """The ranks' most cautious validation, recorded; the plan undone unless it holds, and every
+    rank stopped when one's rollback failed or its request was interrupted."""
     worst = worst_failure(settings.agreement, local.failure)
     validation = local
     if worst is not local.failure:
@@ -297,11 +308,22 @@ def _agreed(
         ],
         time=None if validation.speed is None else attrs.asdict(validation.speed),
     )
-    if not validation.holds and applied is not None:
-        applied.undo()
-        log.add("rollback", "done", "every hook removed, every module back on its device")
-        applied = None
-    return Tried(applied, validation, record)
+    if validation.holds:
+        return Tried(applied, validation, record)
+    if applied is not None:
+        try:
+            applied.undo()
+        except UndoError as exc:
+            stuck = exc
+        else:
+            log.add("rollback", "done", "every hook removed, every module back on its device")
+    mine = STUCK if stuck is not None else INTERRUPTED if local.interrupted else GOING_ON
+    stop_together(settings.agreement, mine)
+    if stuck is not None:
+        raise stuck
+    if local.interrupted:
+        raise KeyboardInterrupt
+    return Tried(None, validation, record)
 
 
 def _measure(session: Session, applied: Applied, target: Params) -> WarmupRecord:
