@@ -98,6 +98,7 @@ class Baseline:
 
     previous_s: float | None = None
     spread_s: float = 0.0
+    link_bytes_per_s: float | None = None  # the link predictions are judged on (None: the plan's)
 
 
 @frozen

@@ -23,11 +23,13 @@ from calibration.lifecycle.model import (
     OK,
     REFUSED,
     ROLLBACK_FAILED,
+    Baseline,
     Failure,
     Mode,
     Report,
     Validation,
 )
+from calibration.lifecycle.speed import drifted, still_slower
 from calibration.lifecycle.steps import (
     Log,
     Points,
@@ -202,20 +204,23 @@ def _apply(
 ) -> Outcome:
     """Apply and validate, re-plan on failure up to ``max_replans`` times, then fall back."""
     tried: set[str] = set()
+    slow: set[str] = set()  # placements rolled back as slower (the machine was not)
     why = f"no plan held in {settings.max_replans + 1} tries"
-    device, before = settings.device, baseline(cal)
+    device = settings.device
+    before = attrs.evolve(baseline(cal), link_bytes_per_s=device.bandwidth_bytes_per_s)
     for attempt in range(settings.max_replans + 1):
-        agree = settings.agreement  # every rank stops together: a rank alone would hang the rest
-        if agree.max_int(int(not plan.feasible)):
-            why = "nothing fits" + (" by the measured phases" if attempt else "")
-            why += "" if not plan.feasible else " on another rank"
+        stop = _why_stop(settings, plan, targets, device, tried, slow, before, attempt)
+        if stop:
+            why = stop
             break
-        key = f"{placement_key(plan)}|{planned_bounds(targets)}|{device.bandwidth_bytes_per_s}"
-        if agree.max_int(int(key in tried)):  # the same placement and bounds would fail again
-            why = "the re-plan repeats a plan that failed"
-            break
-        tried.add(key)
         result = apply_and_validate(book, session, plan, points.target, settings, before)
+        if result.validation.failure is Failure.TOO_SLOW:
+            now = drifted(book, session, points.target, settings, result, before)
+            if now is not None:  # the machine slowed, not the placement: judged again on it
+                before = now
+                result = apply_and_validate(book, session, plan, points.target, settings, before)
+            if result.validation.failure is Failure.TOO_SLOW:
+                slow.add(placement_key(plan))
         if result.validation.holds:
             return _serve(book, mode, session, points, settings, plan, result, cal)
         targets, device = _revised(session, settings, targets, plan, result)
@@ -233,6 +238,32 @@ def _apply(
         verdict = "NO PLAN VALIDATES: strict mode refuses to serve"
         return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
     return _serve(book, mode, session, points, settings, fallback, result, cal)
+
+
+def _why_stop(
+    settings: Settings,
+    plan: Plan,
+    targets: tuple[Target, ...],
+    device: Device,
+    tried: set[str],
+    slow: set[str],
+    before: Baseline,
+    attempt: int,
+) -> str:
+    """Why no rank tries ``plan`` (agreed: every rank stops together, a rank alone would hang the
+    rest); "" to try it."""
+    agree = settings.agreement
+    if agree.max_int(int(not plan.feasible)):
+        why = "nothing fits" + (" by the measured phases" if attempt else "")
+        return why + ("" if not plan.feasible else " on another rank")
+    key = f"{placement_key(plan)}|{planned_bounds(targets)}|{device.bandwidth_bytes_per_s}"
+    if agree.max_int(int(key in tried)):  # the same placement and bounds would fail again
+        return "the re-plan repeats a plan that failed"
+    tried.add(key)
+    again = placement_key(plan) in slow and still_slower(plan, before)
+    if agree.max_int(int(again)):  # never again unless predicted no slower than before
+        return "the re-plan repeats a placement rolled back as slower"
+    return ""
 
 
 def _what(result: Tried) -> str:

@@ -171,7 +171,8 @@ class FailingCollective:
 
 
 def test_a_failure_mid_way_leaves_no_plan_in_force_and_keeps_the_records():
-    before_validation = 4  # bounds and inputs exchanged, whether a plan fits, whether it repeats
+    # bounds and inputs exchanged, whether a plan fits, repeats, or repeats a slower placement
+    before_validation = 5
     outcome, session = lifecycle(agreement=FailingCollective(before_validation + 1))
     names = _names(outcome)
     assert names[names.index("plan") :] == [
@@ -194,7 +195,7 @@ def test_a_failure_mid_way_leaves_no_plan_in_force_and_keeps_the_records():
 
 
 def test_a_failed_collective_in_strict_mode_stops_serving_with_no_plan_in_force():
-    outcome, session = lifecycle(mode="strict", agreement=FailingCollective(5))
+    outcome, session = lifecycle(mode="strict", agreement=FailingCollective(6))
     report = outcome.report
     assert [s.name for s in report.steps][-2:] == ["ranks", "refuse"]
     assert report.status == REFUSED and not report.serving and report.placement == ()
