@@ -449,10 +449,8 @@ def calibrate_pipeline(
     )
     for point in (target_point, probe_point, warmup_point):  # before the pipeline is built
         call_arguments(pipeline, point)
-    device = resolve_device(device)
-    tick = progress or (lambda step, total, what: None)
-    with quiet_libraries(), torch_threads(device, threads):
-        tick(0, 1, "building the pipeline")
+    with quiet_libraries(), torch_threads(device := resolve_device(device), threads):
+        (progress or (lambda step, total, what: None))(0, 1, "building the pipeline")
         session = Session(
             pipe_factory(seed),  # type: ignore[arg-type]  # any diffusers pipeline; pipeline_facts
             pipeline,
@@ -463,8 +461,7 @@ def calibrate_pipeline(
             offload=offload,
             capacity=capacity,
         )
-        # taken off the pipeline afterwards (a saved plan undone)
-        return _released(
+        return _released(  # taken off the pipeline afterwards (a saved plan undone)
             session,
             lambda: calibrate_session(
                 session,
