@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
+import attrs
 from attrs import field, frozen
 
 from artifact.point import Point
@@ -31,6 +32,7 @@ from calibration.core.session import Session
 from calibration.core.weights import phase_weights, unobserved
 from calibration.core.wiring import call_arguments
 from calibration.errors import CalibrationError
+from calibration.plan.apply import UndoError
 from calibration.probes.evidence import StageMargin
 from calibration.probes.findings import Finding
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
@@ -109,6 +111,8 @@ class Calibration:
     plan_placement: Mapping[str, str] = field(factory=dict, hash=False)  # ... and its placement
     capacity: int | None = None  # the device's cap while calibrating
     unproven_calls: tuple[UnprovenCall, ...] = ()  # of those, the ones no measured pair showed used
+    undo_failed: str = ""  # why the placement calibrated under could not be taken off afterwards
+    left_in_place: tuple[tuple[str, str], ...] = ()  # ... and what each component kept of it
 
     @property
     def second_probe(self) -> Point | None:
@@ -446,10 +450,8 @@ def calibrate_pipeline(
     )
     for point in (target_point, probe_point, warmup_point):  # before the pipeline is built
         call_arguments(pipeline, point)
-    device = resolve_device(device)
-    tick = progress or (lambda step, total, what: None)
-    with quiet_libraries(), torch_threads(device, threads):
-        tick(0, 1, "building the pipeline")
+    with quiet_libraries(), torch_threads(device := resolve_device(device), threads):
+        (progress or (lambda step, total, what: None))(0, 1, "building the pipeline")
         session = Session(
             pipe_factory(seed),  # type: ignore[arg-type]  # any diffusers pipeline; pipeline_facts
             pipeline,
@@ -460,8 +462,9 @@ def calibrate_pipeline(
             offload=offload,
             capacity=capacity,
         )
-        with session.placement():  # taken off the pipeline afterwards (a saved plan undone)
-            return calibrate_session(
+        return _released(  # taken off the pipeline afterwards (a saved plan undone)
+            session,
+            lambda: calibrate_session(
                 session,
                 target=target_point,
                 probe=probe_point,
@@ -473,7 +476,23 @@ def calibrate_pipeline(
                 label=label,
                 formula_path=formula_path,
                 time_tolerance=time_tolerance,
-            )
+            ),
+        )
+
+
+def _released(session: Session, measure: Callable[[], Calibration]) -> Calibration:
+    """``measure()``, then the session's placement taken off; a final undo that fails keeps the
+    measurement (``undo_failed``, and what each component was left with)."""
+    measured: list[Calibration] = []
+    try:
+        with session.placement():
+            measured.append(measure())
+    except UndoError as exc:
+        if not measured:
+            raise
+        left = tuple(sorted(exc.left.items()))
+        return attrs.evolve(measured[0], undo_failed=str(exc), left_in_place=left)
+    return measured[0]
 
 
 def _first_line(message: str, limit: int = 300) -> str:

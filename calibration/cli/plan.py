@@ -18,6 +18,7 @@ from click.core import ParameterSource
 from artifact.units import show_seconds
 from calibration.cli.options import (
     Choice,
+    FiniteRange,
     RunSettings,
     Shapes,
     check_choice,
@@ -54,7 +55,6 @@ from calibration.plan.report import (
 )
 from calibration.plan.solver import solve
 from dslc.cli_support import POINT_METAVAR, Failure, ui
-from dslc.cli_values import FiniteRange
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration
@@ -255,6 +255,16 @@ def _in_memory(cal: Calibration) -> Calibrated:
     "request, roll back and re-plan; MODE apply (the default) or strict, off, plan. "
     "Exit 4 when no plan validates, 5 when strict refuses to serve.",
 )
+@click.option(
+    "--rank-timeout",
+    "rank_timeout",
+    type=FiniteRange(0, 86400, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="With --validate on several ranks: the longest a rank waits for the others at a "
+    "collective; then strict stops serving and apply falls back alone "
+    "[default: 20 slowest requests, at least 60 s].",
+)
 @packed
 def plan(
     calibrations: tuple[Path, ...],
@@ -271,6 +281,7 @@ def plan(
     pageable_factor: float,
     as_json: bool,
     validate_mode: str | None,
+    rank_timeout: float | None,
 ) -> None:
     """Plan component residency: resident, offloaded whole, or k of N layers on the device.
 
@@ -280,12 +291,16 @@ def plan(
     _no_run_options_with(calibrations)
     if validate_mode is not None:  # usage first: before the formulas compile or anything runs
         _validate_usage(calibrations, targets)
+    elif rank_timeout is not None:
+        raise click.UsageError("--rank-timeout bounds the lifecycle's waits: give --validate")
     devices = [_device(m, reserve, bandwidth, pin_budget, pageable_factor) for m in device_memory]
     planned_device = _one_or_per_rank(devices, len(calibrations), validate_mode)
     choice = check_choice(choice)
     shapes = [Shapes(warmup, probe, t) for t in targets or [{}]]
     if validate_mode is not None:
-        _validate(choice, shapes, settings, planned_device, device, validate_mode, as_json)
+        _validate(
+            choice, shapes, settings, planned_device, device, validate_mode, as_json, rank_timeout
+        )
     if len(devices) > 1:
         raise click.exceptions.Exit(_ranks(calibrations, devices, as_json))
     try:
@@ -373,6 +388,7 @@ def _validate(
     device: str,
     mode: str,
     as_json: bool,
+    rank_timeout: float | None = None,
 ) -> None:
     """Run the serving lifecycle (calibration.cli.validate) and exit with its status; with
     --json, whose document on stdout comes at the end, its start and end show on stderr."""
@@ -383,7 +399,9 @@ def _validate(
             f"validate: calibrate, plan, apply and validate (mode {mode}) on {device}; this runs "
             "the pipeline several times"
         )
-    status = validate_command(choice, shapes, settings, planned, device, mode, as_json)
+    status = validate_command(
+        choice, shapes, settings, planned, device, mode, as_json, rank_timeout_s=rank_timeout
+    )
     if as_json:
         ui().note(f"validate: done (exit {status})")
     raise click.exceptions.Exit(status)

@@ -61,13 +61,20 @@ def _built(choice: Choice, shapes: Shapes) -> Built:
 
 
 def lifecycle(
-    choice: Choice, shapes: Shapes, settings: RunSettings, device: Device, where: str, mode: str
+    choice: Choice,
+    shapes: Shapes,
+    settings: RunSettings,
+    device: Device,
+    where: str,
+    mode: str,
+    rank_timeout_s: float | None = None,
 ) -> Outcome:
     """Build the pipeline on ``where`` (auto, cpu, cuda:N) and run the lifecycle in ``mode``."""
     from calibration.calibrate.run import shapes as full_shapes
     from calibration.core.host import quiet_libraries, resolve_device, torch_threads
     from calibration.core.offload import placing
     from calibration.core.session import Session
+    from runtime.measure.distributed import agreement
 
     offload = placing(settings.offload)  # a plan file read before anything is built
     built = _built(choice, shapes)
@@ -93,7 +100,14 @@ def lifecycle(
         return run_lifecycle(
             session,
             Points(warmup, probe, target),
-            Settings(device, mode, margin=settings.margin, repeat=settings.repeat),
+            Settings(
+                device,
+                mode,
+                margin=settings.margin,
+                repeat=settings.repeat,
+                agreement=agreement(),  # the process group's when torch.distributed runs
+                rank_timeout_s=rank_timeout_s,
+            ),
         )
 
 
@@ -105,6 +119,8 @@ def validate_command(
     where: str,
     mode: str,
     as_json: bool,
+    *,
+    rank_timeout_s: float | None = None,
 ) -> int:
     """Run the lifecycle, print the steps and the verdict (or the JSON); the exit status."""
     from dslc.cli_support import Failure, ui
@@ -112,7 +128,7 @@ def validate_command(
     if len(shapes) != 1:
         raise Failure("--validate plans for one --target: give the largest serving shape")
     try:
-        outcome = lifecycle(choice, shapes[0], settings, device, where, mode)
+        outcome = lifecycle(choice, shapes[0], settings, device, where, mode, rank_timeout_s)
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
     report = outcome.report

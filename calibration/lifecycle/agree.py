@@ -20,6 +20,7 @@ import attrs
 
 from calibration.errors import CalibrationError
 from calibration.lifecycle import exchange
+from calibration.lifecycle.bounded import Bounded
 from calibration.lifecycle.model import Failure
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.ranks import RankInputs, solve_ranks
@@ -31,13 +32,21 @@ class RankMismatchError(CalibrationError):
     """A rank sent bounds or planning inputs that cannot be read (ranks out of step)."""
 
 
+def _torch(agreement: Agreement) -> TorchDistributedAgreement | None:
+    """The torch.distributed agreement in ``agreement`` (None: one process, or another kind)."""
+    if isinstance(agreement, Bounded):
+        return agreement.torch
+    return agreement if isinstance(agreement, TorchDistributedAgreement) else None
+
+
 def rank_of(agreement: Agreement) -> int:
     """This process's place in ``gather_text``'s order (0 alone)."""
-    if not isinstance(agreement, TorchDistributedAgreement):
+    inner = _torch(agreement)
+    if inner is None:
         return 0
     import torch.distributed as dist
 
-    return dist.get_rank(agreement.group)
+    return dist.get_rank(inner.group)
 
 
 def plan_ranks(
@@ -61,18 +70,23 @@ def gather_text(agreement: Agreement, text: str) -> list[str]:
     of an integer: its own). One MAX of the length, then one all-gather of the bytes."""
     data = text.encode("ascii")
     size = agreement.max_int(len(data))
-    if not isinstance(agreement, TorchDistributedAgreement):
+    inner = _torch(agreement)
+    if inner is None:
         return [text]
     import torch
     import torch.distributed as dist
 
-    group = agreement.group
+    group = inner.group
     nccl = dist.get_backend(group) == "nccl"
     where = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
     mine = torch.zeros(size, dtype=torch.uint8, device=where)
     mine[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
     every = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(every, mine, group=group)
+    work = dist.all_gather(every, mine, group=group, async_op=True)
+    if isinstance(agreement, Bounded):
+        agreement.wait(work, "the exchange of planning inputs")
+    else:
+        work.wait()
     return [bytes(t.cpu().tolist()).rstrip(b"\0").decode("ascii") for t in every]
 
 

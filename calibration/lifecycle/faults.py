@@ -14,7 +14,8 @@ counter read inside the stage: the request really is that much slower.
 Undo and rollback failures are injected at accelerate's boundary: ``failing_detach`` adds a hook
 to a component that fails to come off (the component keeps its hooks). A ``CALL`` fault runs its
 ``action`` at the first counter read inside its stage (e.g. ``failing_detach`` on a component the
-plan in force has hooked, which ``apply`` would refuse beforehand).
+plan in force has hooked, which ``apply`` would refuse beforehand). A move that fails while a plan
+is applied is injected at torch's: ``failing_to`` makes one component's ``.to()`` raise.
 """
 
 from __future__ import annotations
@@ -180,3 +181,21 @@ def failing_detach(module: nn.Module, times: int = 1) -> None:
             return module
 
     add_hook_to_module(module, FailingDetach(), append=True)
+
+
+def failing_to(module: nn.Module, error: Callable[[], BaseException], times: int = 1) -> None:
+    """Make ``module.to(...)`` raise ``error()`` the next ``times`` calls (then move as usual):
+    a component whose move fails while a plan is applied (an allocation failure, a driver error).
+
+    The module's class becomes a subclass overriding ``to`` (accelerate takes a ``to`` set on the
+    instance off again when it removes a hook)."""
+    kind = type(module)
+    left = [times]
+
+    def to(self: nn.Module, *args: object, **kwargs: object) -> nn.Module:
+        if left[0] > 0:
+            left[0] -= 1
+            raise error()
+        return kind.to(self, *args, **kwargs)  # type: ignore[call-overload]
+
+    module.__class__ = type(kind.__name__, (kind,), {"to": to})

@@ -98,6 +98,7 @@ class Baseline:
 
     previous_s: float | None = None
     spread_s: float = 0.0
+    link_bytes_per_s: float | None = None  # the link predictions are judged on (None: the plan's)
 
 
 @frozen
@@ -128,6 +129,8 @@ class Validation:
     reason: str
     checks: tuple[PhaseCheck, ...] = ()
     failed_stage: str | None = None  # the stage an out-of-memory error struck in
+    failed_component: str | None = None  # the component whose move failed while applying
+    interrupted: bool = False  # the request was interrupted (KeyboardInterrupt): stop, every rank
     speed: SpeedCheck | None = None  # the request's time (None: the request failed)
 
     @property

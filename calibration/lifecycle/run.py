@@ -16,16 +16,20 @@ from attrs import define
 
 from calibration.errors import CalibrationError
 from calibration.lifecycle.agree import cautious_bounds, placement_key, plan_ranks
+from calibration.lifecycle.bounded import RankError, RanksStopped, bounded, default_timeout
 from calibration.lifecycle.model import (
     NO_PLAN_VALIDATES,
     NOTHING_FITS,
     OK,
     REFUSED,
     ROLLBACK_FAILED,
+    Baseline,
     Failure,
     Mode,
     Report,
+    Validation,
 )
+from calibration.lifecycle.speed import drifted, still_slower
 from calibration.lifecycle.steps import (
     Log,
     Points,
@@ -41,6 +45,7 @@ from calibration.lifecycle.steps import (
     rewarm,
 )
 from calibration.lifecycle.validate import (
+    moved_bounds,
     planned_bounds,
     revised_bounds,
     slower_link,
@@ -92,19 +97,67 @@ def run_lifecycle(
     if mode is Mode.OFF:
         return _finish(book, mode, None, None, False, "measured only (mode off)", cal=cal)
     components, targets = plan_inputs(cal)
+    timeout = settings.rank_timeout_s or default_timeout(r.duration_s for r in cal.records)
+    settings = attrs.evolve(settings, agreement=bounded(settings.agreement, timeout))
+    try:
+        return _plan(book, mode, session, points, settings, components, targets, cal)
+    except UndoError as exc:  # hooks left on some components: never serve on that
+        return _stuck(book, mode, exc, cal)
+    except RanksStopped as exc:  # another rank's rollback failed or it was interrupted
+        book.add("refuse", "refused", str(exc))
+        return _finish(book, mode, None, None, False, f"not serving: {exc}", cal, REFUSED)
+    except RankError as exc:  # a rank lost or late: this rank goes on alone, as its mode says
+        return _alone(book, mode, session, points, settings, components, targets, cal, exc)
+    except Exception as exc:  # reported; the plan was undone where it failed
+        log.debug("lifecycle failed", exc_info=True)
+        book.add("error", "failed", f"{type(exc).__name__}: {exc}")
+        verdict = f"the lifecycle failed, not serving: {type(exc).__name__}: {exc}"
+        return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
+
+
+def _plan(
+    book: Log,
+    mode: Mode,
+    session: Session,
+    points: Points,
+    settings: Settings,
+    components: tuple[Component, ...],
+    targets: tuple[Target, ...],
+    cal: Calibration,
+) -> Outcome:
+    """Plan over the ranks, then (mode apply or strict) apply, validate, re-plan, fall back."""
     targets = cautious_bounds(settings.agreement, targets)  # each rank plans on its own device
     plan, ranks = plan_ranks(settings.agreement, components, targets, settings.device)
     plan_step(book, "plan", plan, "the estimates" + (f" ({ranks})" if ranks else ""))
     if mode is Mode.PLAN:
         return _finish(book, mode, plan, None, False, "planned, nothing applied (mode plan)", cal)
-    try:
-        return _apply(book, mode, session, points, settings, components, targets, plan, cal)
-    except UndoError as exc:  # hooks left on some components: never serve on that
-        return _stuck(book, mode, exc, cal)
-    except Exception as exc:
-        log.exception("lifecycle failed")
-        book.add("error", "failed", f"{type(exc).__name__}: {exc}")
-        return _finish(book, mode, None, None, False, f"the lifecycle failed: {exc}", cal)
+    return _apply(book, mode, session, points, settings, components, targets, plan, cal)
+
+
+def _alone(
+    book: Log,
+    mode: Mode,
+    session: Session,
+    points: Points,
+    settings: Settings,
+    components: tuple[Component, ...],
+    targets: tuple[Target, ...],
+    cal: Calibration,
+    exc: RankError,
+) -> Outcome:
+    """A collective that failed or timed out (no plan is in force: it was undone where it
+    failed): strict stops serving; apply falls back to the most conservative placement on this
+    rank's own measurements, unvalidated (no collective is waited for again); plan plans nothing."""
+    book.add("ranks", "failed", str(exc))
+    if mode is Mode.PLAN:
+        return _finish(book, mode, None, None, True, f"not planned: {exc}", cal, NOTHING_FITS)
+    if mode is Mode.STRICT:
+        book.add("refuse", "refused", "every hook removed; the pipeline is as it was")
+        return _finish(book, mode, None, None, False, f"not serving: {exc}", cal, REFUSED)
+    fallback = most_conservative(components, targets, settings.device)
+    plan_step(book, "fallback", fallback, "the ranks failed; alone, the most conservative one")
+    failed = Tried(None, Validation(Failure.REQUEST_ERROR, str(exc)), None)
+    return _serve(book, mode, session, points, settings, fallback, failed, cal)
 
 
 def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:
@@ -151,20 +204,23 @@ def _apply(
 ) -> Outcome:
     """Apply and validate, re-plan on failure up to ``max_replans`` times, then fall back."""
     tried: set[str] = set()
+    slow: set[str] = set()  # placements rolled back as slower (the machine was not)
     why = f"no plan held in {settings.max_replans + 1} tries"
-    device, before = settings.device, baseline(cal)
+    device = settings.device
+    before = attrs.evolve(baseline(cal), link_bytes_per_s=device.bandwidth_bytes_per_s)
     for attempt in range(settings.max_replans + 1):
-        agree = settings.agreement  # every rank stops together: a rank alone would hang the rest
-        if agree.max_int(int(not plan.feasible)):
-            why = "nothing fits" + (" by the measured phases" if attempt else "")
-            why += "" if not plan.feasible else " on another rank"
+        stop = _why_stop(settings, plan, targets, device, tried, slow, before, attempt)
+        if stop:
+            why = stop
             break
-        key = f"{placement_key(plan)}|{planned_bounds(targets)}|{device.bandwidth_bytes_per_s}"
-        if agree.max_int(int(key in tried)):  # the same placement and bounds would fail again
-            why = "the re-plan repeats a plan that failed"
-            break
-        tried.add(key)
         result = apply_and_validate(book, session, plan, points.target, settings, before)
+        if result.validation.failure is Failure.TOO_SLOW:
+            now = drifted(book, session, points.target, settings, result, before)
+            if now is not None:  # the machine slowed, not the placement: judged again on it
+                before = now
+                result = apply_and_validate(book, session, plan, points.target, settings, before)
+            if result.validation.failure is Failure.TOO_SLOW:
+                slow.add(placement_key(plan))
         if result.validation.holds:
             return _serve(book, mode, session, points, settings, plan, result, cal)
         targets, device = _revised(session, settings, targets, plan, result)
@@ -184,6 +240,32 @@ def _apply(
     return _serve(book, mode, session, points, settings, fallback, result, cal)
 
 
+def _why_stop(
+    settings: Settings,
+    plan: Plan,
+    targets: tuple[Target, ...],
+    device: Device,
+    tried: set[str],
+    slow: set[str],
+    before: Baseline,
+    attempt: int,
+) -> str:
+    """Why no rank tries ``plan`` (agreed: every rank stops together, a rank alone would hang the
+    rest); "" to try it."""
+    agree = settings.agreement
+    if agree.max_int(int(not plan.feasible)):
+        why = "nothing fits" + (" by the measured phases" if attempt else "")
+        return why + ("" if not plan.feasible else " on another rank")
+    key = f"{placement_key(plan)}|{planned_bounds(targets)}|{device.bandwidth_bytes_per_s}"
+    if agree.max_int(int(key in tried)):  # the same placement and bounds would fail again
+        return "the re-plan repeats a plan that failed"
+    tried.add(key)
+    again = placement_key(plan) in slow and still_slower(plan, before)
+    if agree.max_int(int(again)):  # never again unless predicted no slower than before
+        return "the re-plan repeats a placement rolled back as slower"
+    return ""
+
+
 def _what(result: Tried) -> str:
     return "time" if result.validation.failure is Failure.TOO_SLOW else "phases"
 
@@ -193,11 +275,13 @@ def _revised(
 ) -> tuple[tuple[Target, ...], Device]:
     """What a re-plan learns from a failed validation (agreed over the ranks): each phase's
     measured bound, and after a slow request the link's measured bandwidth (the slowest rank's)."""
-    bounds = (
-        revised_bounds(plan, result.validation, result.record, shared_memory=_shared(session))
-        if result.record is not None
-        else planned_bounds(targets)
-    )
+    failed = result.validation
+    if result.record is not None:
+        bounds = revised_bounds(plan, failed, result.record, shared_memory=_shared(session))
+    elif failed.failure is Failure.OUT_OF_MEMORY and failed.failed_component is not None:
+        bounds = moved_bounds(plan, targets, failed.failed_component)
+    else:
+        bounds = planned_bounds(targets)
     targets = cautious_bounds(settings.agreement, with_bounds(targets, bounds))
     speed = result.validation.speed
     link = plan.device.bandwidth_bytes_per_s
@@ -227,16 +311,19 @@ def _serve(
     validated = result.validation.holds
     applied = result.applied
     if applied is None:
-        from calibration.plan.apply import PlanApplyError, apply
+        from calibration.plan.apply import apply
 
         session.hand_over(plan)
         try:
             applied = apply(
                 plan, session.pipe, device=session.device, offload_device=settings.offload_device
             )
-        except PlanApplyError as exc:
+        except UndoError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never serve with no placement
             book.add("apply", "failed", f"the fallback, kept unvalidated: {exc}")
-            return _finish(book, mode, None, None, True, f"NO PLAN VALIDATES: {exc}", cal)
+            verdict = f"NO PLAN VALIDATES: the fallback cannot be applied, not serving: {exc}"
+            return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
         book.add("apply", "done", "the fallback, kept unvalidated", placement=dict(placement(plan)))
     try:
         rewarm(book, session, applied, points.warmup)

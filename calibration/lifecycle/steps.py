@@ -14,15 +14,16 @@ from attrs import define, field, frozen
 
 from artifact.point import Point
 from calibration.lifecycle.agree import worst_failure
+from calibration.lifecycle.bounded import GOING_ON, INTERRUPTED, STUCK, stop_together
 from calibration.lifecycle.model import Baseline, Failure, JsonValue, Step, Validation
-from calibration.lifecycle.validate import judge_speed, validate
-from calibration.plan.apply import Applied, PlanApplyError, UndoError, apply
+from calibration.lifecycle.validate import is_out_of_memory, judge_speed, validate
+from calibration.plan.apply import Applied, MoveError, UndoError, apply
 from calibration.plan.inputs import components_from_bytes, from_estimate
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.report import placement_text, show_bytes
 from runtime.estimate import DEFAULT_MARGIN
 from runtime.measure.distributed import LOCAL, Agreement
-from runtime.record import WarmupRecord
+from runtime.record import ErrorInfo, WarmupRecord
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration
@@ -40,6 +41,7 @@ class Settings:
     margin: float = DEFAULT_MARGIN
     repeat: int = 1  # calibration rounds
     agreement: Agreement = field(default=LOCAL, eq=False)
+    rank_timeout_s: float | None = None  # a collective's longest wait; None: ``default_timeout``
 
 
 @frozen
@@ -162,22 +164,16 @@ def apply_and_validate(
     """Apply ``plan``, run a request at ``target`` (two when the first is slower), validate; undo
     unless every rank held.
 
-    Every rank calls the same collectives whatever happens here (an apply that fails counts as a
-    failed request), so ranks stay in step."""
+    Every rank calls the same collectives whatever happens here (an apply that fails, or anything
+    the validating request raises, counts as a failed validation), so ranks stay in step."""
     shared = str(session.device).startswith("cpu") and not session.counts_placement
-    applied: Applied | None = None
-    record: WarmupRecord | None = None
-    session.hand_over(plan)  # the calibration's offloading off; the CPU counts the plan's
+    stuck: UndoError | None = None
     try:
-        applied = apply(
-            plan, session.pipe, device=session.device, offload_device=settings.offload_device
-        )
-    except PlanApplyError as exc:  # the plan does not match the pipeline; apply undid itself
+        applied, local = _applied(log, session, plan, settings)
+    except UndoError as exc:  # apply failed, and its own undo too: every rank learns it below
         log.add("apply", "failed", str(exc))
-        local = Validation(Failure.REQUEST_ERROR, f"apply failed: {exc}")
-    else:
-        kinds = dict(placement(plan))
-        log.add("apply", "done", f"{len(kinds)} components placed", placement=kinds)
+        applied, local, stuck = None, Validation(Failure.REQUEST_ERROR, f"apply: {exc}"), exc
+    record: WarmupRecord | None = None
     try:
         if applied is None:
             settings.agreement.max_int(0)  # the ranks' "confirm?" (nothing applied here to run)
@@ -185,13 +181,51 @@ def apply_and_validate(
             local, record = _validated(
                 log, session, applied, plan, target, before, shared, settings.agreement
             )
-        return _agreed(log, applied, local, record, settings)
+        return _agreed(log, applied, local, record, settings, stuck)
     except UndoError:  # the rollback itself failed: the caller stops serving
         raise
     except BaseException:  # a collective that fails: never leave the plan half in force
         if applied is not None:
             applied.undo()
         raise
+
+
+def _applied(
+    log: Log, session: Session, plan: Plan, settings: Settings
+) -> tuple[Applied | None, Validation]:
+    """``plan`` applied, or (None, the failure) when applying raised anything but a failed undo
+    (``apply`` undid itself: nothing of the plan is left)."""
+    session.hand_over(plan)  # the calibration's offloading off; the CPU counts the plan's
+    try:
+        applied = apply(
+            plan, session.pipe, device=session.device, offload_device=settings.offload_device
+        )
+    except UndoError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure while applying is a failed validation
+        failure = raised("apply failed", exc)
+        log.add("apply", "failed", str(exc), component=failure.failed_component)
+        return None, failure
+    kinds = dict(placement(plan))
+    log.add("apply", "done", f"{len(kinds)} components placed", placement=kinds)
+    return applied, Validation(Failure.NONE, "applied")
+
+
+def raised(what: str, exc: BaseException) -> Validation:
+    """An exception as a failed validation: out of memory (by its type or message) or a request
+    error; a failed move names its component (a re-plan must leave it more)."""
+    moved = exc if isinstance(exc, MoveError) else None
+    oom = (
+        moved.out_of_memory
+        if moved is not None
+        else is_out_of_memory(ErrorInfo.from_exception(exc))
+    )
+    first = (str(exc).splitlines() or [""])[0]
+    return Validation(
+        Failure.OUT_OF_MEMORY if oom else Failure.REQUEST_ERROR,
+        f"{what}: {type(exc).__name__}: {first}",
+        failed_component=None if moved is None else moved.component,
+    )
 
 
 def _validated(
@@ -203,26 +237,43 @@ def _validated(
     before: Baseline,
     shared: bool,
     agreement: Agreement,
-) -> tuple[Validation, WarmupRecord]:
+) -> tuple[Validation, WarmupRecord | None]:
     """The request's validation; one judged slower is confirmed on a second request (one slow
     request may be the machine, not the placement) and fails only when that one is slower too,
     judged on the faster of the two; a second that fails in memory fails as itself. When any
     rank confirms, every rank runs the second request (a pipeline split over the ranks runs its
     requests together), and a rank whose first held keeps it."""
-    record = _measure(session, applied, target)
-    log.records.append(record)
-    local = judge_speed(validate(plan, record, shared_memory=shared), plan, record, before)
+    record, local = _request(log, session, applied, plan, target, shared)
+    if record is not None:
+        local = judge_speed(local, plan, record, before)
     if not agreement.max_int(int(local.failure is Failure.TOO_SLOW)):
         return local, record
-    again = _measure(session, applied, target)
-    log.records.append(again)
-    if local.failure is not Failure.TOO_SLOW:
+    again, second = _request(log, session, applied, plan, target, shared)
+    if local.failure is not Failure.TOO_SLOW or record is None:
         return local, record
-    second = validate(plan, again, shared_memory=shared)
+    if again is None:
+        return second, record
     if not second.holds:
         return judge_speed(second, plan, again, before), again
     faster = min((record, again), key=lambda r: r.duration_s)
     return judge_speed(second, plan, faster, before), faster
+
+
+def _request(
+    log: Log, session: Session, applied: Applied, plan: Plan, target: Point, shared: bool
+) -> tuple[WarmupRecord | None, Validation]:
+    """One validating request and its memory check; anything it raises (the placement then
+    undone) is a failed validation without a record."""
+    try:
+        record = _measure(session, applied, target)
+    except UndoError:
+        raise
+    except KeyboardInterrupt:  # the placement is off; the ranks stop together (``_agreed``)
+        return None, Validation(Failure.REQUEST_ERROR, "interrupted", interrupted=True)
+    except Exception as exc:  # noqa: BLE001 - a failed validation, never a half-applied plan
+        return None, raised("the validating request failed", exc)
+    log.records.append(record)
+    return record, validate(plan, record, shared_memory=shared)
 
 
 def _agreed(
@@ -231,8 +282,10 @@ def _agreed(
     local: Validation,
     record: WarmupRecord | None,
     settings: Settings,
+    stuck: UndoError | None = None,
 ) -> Tried:
-    """The ranks' most cautious validation, recorded; the plan undone unless it holds."""
+    """The ranks' most cautious validation, recorded; the plan undone unless it holds, and every
+    rank stopped when one's rollback failed or its request was interrupted."""
     worst = worst_failure(settings.agreement, local.failure)
     validation = local
     if worst is not local.failure:
@@ -255,11 +308,22 @@ def _agreed(
         ],
         time=None if validation.speed is None else attrs.asdict(validation.speed),
     )
-    if not validation.holds and applied is not None:
-        applied.undo()
-        log.add("rollback", "done", "every hook removed, every module back on its device")
-        applied = None
-    return Tried(applied, validation, record)
+    if validation.holds:
+        return Tried(applied, validation, record)
+    if applied is not None:
+        try:
+            applied.undo()
+        except UndoError as exc:
+            stuck = exc
+        else:
+            log.add("rollback", "done", "every hook removed, every module back on its device")
+    mine = STUCK if stuck is not None else INTERRUPTED if local.interrupted else GOING_ON
+    stop_together(settings.agreement, mine)
+    if stuck is not None:
+        raise stuck
+    if local.interrupted:
+        raise KeyboardInterrupt
+    return Tried(None, validation, record)
 
 
 def _measure(session: Session, applied: Applied, target: Point) -> WarmupRecord:

@@ -17,7 +17,7 @@ from artifact.units import show_bytes
 from calibration.calibrate.warmup import OOM_MARKERS as WARMUP_OOM_MARKERS
 from calibration.lifecycle.model import Baseline, Failure, PhaseCheck, SpeedCheck, Validation
 from calibration.plan.inputs import target_name
-from calibration.plan.model import Phase, Plan, Target
+from calibration.plan.model import Phase, PlacementKind, Plan, Target
 from runtime.record import ErrorInfo, WarmupRecord
 
 #: The warmup's allocation-failure markers, plus the exception type names a record's error keeps
@@ -127,7 +127,7 @@ def judge_speed(
     if record.error is not None:
         return validation
     try:
-        predicted = plan.predicted(target_name(record.params)).seconds
+        predicted = _predicted_at(plan, target_name(record.params), baseline.link_bytes_per_s)
     except KeyError:
         predicted = None
     speed = SpeedCheck(predicted, record.duration_s, baseline.spread_s, baseline.previous_s)
@@ -143,6 +143,17 @@ def judge_speed(
         f"{speed.predicted_s:.3g} s predicted (spread {speed.spread_s:.3g} s), {slower:.0%} slower "
         f"than before the plan ({speed.previous_s:.3g} s)",
     )
+
+
+def _predicted_at(plan: Plan, target: str, link: float | None) -> float | None:
+    """The plan's predicted time at ``target`` with its copies on ``link`` (None: the plan's own):
+    a re-plan on the slower link a slow request implied is judged on the link before it, so the
+    prediction never absorbs the slowdown it was re-planned for."""
+    time = plan.predicted(target)
+    if time.compute_s is None or link is None or link <= 0:
+        return time.seconds
+    transfer = time.transfer_s * plan.device.bandwidth_bytes_per_s / link
+    return time.compute_s + max(transfer - time.hidden_s, 0.0)
 
 
 def slower_link(plan: Plan, speed: SpeedCheck) -> float:
@@ -181,6 +192,22 @@ def revised_bounds(
             bound = max(bound, u.bound_bytes + max(u.headroom_bytes, 0) + 1)
         out.append(bound)
     return out
+
+
+def moved_bounds(plan: Plan, targets: Sequence[Target], component: str) -> list[int]:
+    """Each planned phase's bound after ``component``'s move ran out of memory while applying: it
+    needed more than the plan left it, so every phase that holds it on the device (every phase
+    when the plan keeps it there, else those it is active in) gets all the plan left plus one byte.
+    """
+    kind = next((p.kind for p in plan.placements if p.component == component), None)
+    everywhere = kind is not None and kind is not PlacementKind.OFFLOADED
+    phases = [p for t in targets for p in t.phases]
+    return [
+        u.bound_bytes + max(u.headroom_bytes, 0) + 1
+        if everywhere or component in p.active_components
+        else u.bound_bytes
+        for u, p in zip(plan.phases, phases, strict=True)
+    ]
 
 
 def planned_bounds(targets: Sequence[Target]) -> list[int]:

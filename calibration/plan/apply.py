@@ -59,6 +59,21 @@ class PlanApplyError(CalibrationError, ValueError):
     """The plan does not match the pipeline (a missing component, another layer count)."""
 
 
+class MoveError(PlanApplyError):
+    """A component's move failed while applying (out of memory, a driver error); ``apply`` undid
+    what it had done. ``component`` names it, ``cause`` is the error's type and message."""
+
+    def __init__(self, component: str, cause: BaseException) -> None:
+        self.component, self.cause_type = component, type(cause).__name__
+        first = (str(cause).splitlines() or [""])[0]
+        self.out_of_memory = (
+            isinstance(cause, MemoryError)
+            or "OutOfMemory" in self.cause_type
+            or "out of memory" in first.lower()
+        )
+        super().__init__(f"moving {component} failed: {self.cause_type}: {first}")
+
+
 class UndoError(CalibrationError):
     """Some components could not be put back: ``failures`` says why, ``left`` what each keeps."""
 
@@ -297,7 +312,10 @@ def _install(
     )
     kinds = {p.component: p.kind for p in plan.placements}
     for move in order:
-        _make(applied, move, kinds[move.component], parts[move.component], onload, offload)
+        try:
+            _make(applied, move, kinds[move.component], parts[move.component], onload, offload)
+        except Exception as exc:  # typed: the component named (``apply`` undoes the rest)
+            raise MoveError(move.component, exc) from exc
         applied.moves.append(move)
     for module in modules.values():  # where inputs go: diffusers asks the top hook
         MODEL.send_inputs(module, onload)

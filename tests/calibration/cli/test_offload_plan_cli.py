@@ -205,3 +205,49 @@ def test_the_option_parser(value, status, message):
     result = _dslc("calibrate", *SMALL_FLUX, "--calibrate-offload", value)
     assert result.exit_code == status, result.output
     assert message in result.output
+
+
+def _failing_vae_moves(monkeypatch, fails) -> None:
+    """The tiny FLUX's VAE class's ``.to()`` raises a RuntimeError on the calls ``fails(n)``."""
+    from diffusers import AutoencoderKL
+
+    real, calls = AutoencoderKL.to, [0]
+
+    def to(self, *args, **kwargs):
+        calls[0] += 1
+        if fails(calls[0]):
+            raise RuntimeError("CUDA error: an illegal memory access was encountered (injected)")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(AutoencoderKL, "to", to)
+
+
+def test_a_move_that_fails_under_a_saved_plan_is_a_typed_error(flux_plan, monkeypatch):
+    _failing_vae_moves(monkeypatch, lambda n: n == 1)  # the plan's move of the resident VAE
+    result = _dslc(
+        "calibrate", *SMALL_FLUX, "--device-capacity", "1MiB", "--calibrate-offload",
+        f"plan:{flux_plan}",
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "moving vae failed: RuntimeError" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_final_undo_that_fails_keeps_the_saved_calibration(flux_plan, monkeypatch, tmp_path):
+    _failing_vae_moves(monkeypatch, lambda n: n > 1)  # applied, then not taken off again
+    save = tmp_path / "cal.json"
+    result = _dslc(
+        "calibrate", *SMALL_FLUX, "--device-capacity", "1MiB", "--calibrate-offload",
+        f"plan:{flux_plan}", "--save", str(save),
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert json.loads(save.read_text())["phases"]  # the measurement is kept
+    assert "left in place: vae: " in result.stderr and "Traceback" not in result.stderr
+    monkeypatch.undo()
+    _failing_vae_moves(monkeypatch, lambda n: n > 1)
+    validated = _dslc(
+        "plan", *SMALL_FLUX, "--device-memory", "1MiB", "--reserve", "0", "--validate",
+        "--calibrate-offload", f"plan:{flux_plan}",
+    )  # fmt: skip
+    assert validated.exit_code == 5, validated.output  # a rollback that failed: not serving
+    assert "ROLLBACK FAILED" in validated.stdout and "Traceback" not in validated.stderr

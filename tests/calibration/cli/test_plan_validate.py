@@ -68,3 +68,16 @@ def test_validate_needs_a_pipeline_to_run(tmp_path):
         ["--calibration", str(path), "--device-memory", "1MiB", "--reserve", "0", "--validate"],
     )
     assert result.exit_code == 2 and "--validate runs the pipeline" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rank-timeout", "5"], "give --validate"),
+        (["--validate", "--rank-timeout", "nan"], "not a finite number"),
+        (["--validate", "--rank-timeout", "0"], "--rank-timeout"),
+    ],
+)
+def test_rank_timeout_is_for_validate_and_a_positive_number(args, message):
+    result = CliRunner().invoke(plan, [*RUN, "--device-memory", "1MiB", *args])
+    assert result.exit_code == 2 and message in result.output, result.output

@@ -171,10 +171,32 @@ class FailingCollective:
 
 
 def test_a_failure_mid_way_leaves_no_plan_in_force_and_keeps_the_records():
-    before_validation = 4  # bounds and inputs exchanged, whether a plan fits, whether it repeats
+    # bounds and inputs exchanged, whether a plan fits, repeats, or repeats a slower placement
+    before_validation = 5
     outcome, session = lifecycle(agreement=FailingCollective(before_validation + 1))
-    assert _names(outcome)[-3:] == ["plan", "apply", "error"]
-    assert "connection reset" in outcome.report.step("error")[0].detail
-    assert not _hooked(session) and outcome.applied is None  # undone, not half-applied
-    assert len(outcome.records) == len(calibration().records) + 1  # the validation's record kept
-    assert outcome.report.status == NO_PLAN_VALIDATES and outcome.report.serving  # fails open
+    names = _names(outcome)
+    assert names[names.index("plan") :] == [
+        "plan",
+        "apply",
+        "ranks",  # the collective failed: the validation's plan undone, this rank goes on alone
+        "fallback",
+        "apply",
+        "re-warm",
+        "serving",
+    ]
+    assert "connection reset" in outcome.report.step("ranks")[0].detail
+    # the validation's record kept (and the re-warm's), the fallback in force, unvalidated
+    assert len(outcome.records) == len(calibration().records) + 2
+    report = outcome.report
+    assert report.status == NO_PLAN_VALIDATES and report.serving
+    assert dict(report.placement) == CONSERVATIVE
+    outcome.applied.undo()
+    assert not _hooked(session)
+
+
+def test_a_failed_collective_in_strict_mode_stops_serving_with_no_plan_in_force():
+    outcome, session = lifecycle(mode="strict", agreement=FailingCollective(6))
+    report = outcome.report
+    assert [s.name for s in report.steps][-2:] == ["ranks", "refuse"]
+    assert report.status == REFUSED and not report.serving and report.placement == ()
+    assert outcome.applied is None and not _hooked(session)
