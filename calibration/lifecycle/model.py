@@ -142,11 +142,38 @@ def _frozen_data(value: Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:
     return MappingProxyType(dict(value))
 
 
+class StepName(str, Enum):
+    """The steps a lifecycle takes (the report's and the JSON's ``name``), in their usual order."""
+
+    WARMUP = "warmup"
+    PROBES = "probes"
+    ESTIMATE = "estimate"
+    PLAN = "plan"  # the first plan
+    RANKS = "ranks"  # the ranks' agreement failed
+    APPLY = "apply"
+    VALIDATE = "validate"
+    UNPLANNED = "unplanned"  # one request with the plan undone: did the machine slow down?
+    ROLLBACK = "rollback"
+    REPLAN = "re-plan"
+    FALLBACK = "fallback"  # the most conservative placement
+    REFUSE = "refuse"
+    REWARM = "re-warm"
+    SERVING = "serving"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: The steps that choose a placement: the last one of them says which is in force.
+PLANNING = (StepName.PLAN, StepName.REPLAN, StepName.FALLBACK)
+
+
 @frozen
 class Step:
     """One step of the lifecycle: its name, how it ended, a line saying why, and its figures."""
 
-    name: str  # warmup, probes, estimate, plan, apply, validate, rollback, re-plan, fallback, ...
+    name: StepName = field(converter=StepName)
     outcome: str  # done, skipped, holds, failed, refused, ...
     detail: str
     data: Mapping[str, JsonValue] = field(factory=dict, converter=_frozen_data, hash=False)
@@ -175,6 +202,6 @@ class Report:
     verdict: str
     left_in_place: tuple[tuple[str, str], ...] = ()  # (component, what) after a failed rollback
 
-    def step(self, name: str) -> tuple[Step, ...]:
+    def step(self, name: StepName | str) -> tuple[Step, ...]:
         """Every step of that name, in order."""
         return tuple(s for s in self.steps if s.name == name)

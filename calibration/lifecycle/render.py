@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from artifact.units import show_bytes
-from calibration.lifecycle.model import Report, time_allowance
+from calibration.lifecycle.model import Report, StepName, time_allowance
 from runtime.record import WarmupRecord
 
 VERSION = 1
@@ -39,7 +39,7 @@ def lines(report: Report, header: str = "") -> list[str]:
     width = max((len(s.name) for s in report.steps), default=0)
     for step in report.steps:
         out.append(f"{step.name:<{width}}  {step.outcome:<13}  {step.detail}")
-        if step.name == "validate":
+        if step.name == StepName.VALIDATE:
             out.extend(_phase_lines(step.data.get("phases")))
             out.extend(_time_lines(step.data.get("time")))
     head = "holds" if report.status == 0 else f"DOES NOT HOLD (exit {report.status})"

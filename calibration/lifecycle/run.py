@@ -27,6 +27,7 @@ from calibration.lifecycle.model import (
     Failure,
     Mode,
     Report,
+    StepName,
     Validation,
 )
 from calibration.lifecycle.speed import drifted, still_slower
@@ -86,12 +87,12 @@ def run_lifecycle(
 
     ``calibration``: one already measured on this pipeline (its steps are marked ``given``).
     Never raises for a failed request, plan or validation: the report says what happened."""
-    mode = Mode(settings.mode)
+    mode = settings.mode
     book = Log()
     try:
         cal = calibration if calibration is not None else _calibrate(session, points, settings)
     except CalibrationError as exc:
-        book.add("estimate", "failed", str(exc))
+        book.add(StepName.ESTIMATE, "failed", str(exc))
         return _finish(book, mode, None, None, False, f"not calibrated: {exc}")
     calibration_steps(book, cal, given=calibration is not None)
     if mode is Mode.OFF:
@@ -104,13 +105,13 @@ def run_lifecycle(
     except UndoError as exc:  # hooks left on some components: never serve on that
         return _stuck(book, mode, exc, cal)
     except RanksStopped as exc:  # another rank's rollback failed or it was interrupted
-        book.add("refuse", "refused", str(exc))
+        book.add(StepName.REFUSE, "refused", str(exc))
         return _finish(book, mode, None, None, False, f"not serving: {exc}", cal, REFUSED)
     except RankError as exc:  # a rank lost or late: this rank goes on alone, as its mode says
         return _alone(book, mode, session, points, settings, components, targets, cal, exc)
     except Exception as exc:  # reported; the plan was undone where it failed
         log.debug("lifecycle failed", exc_info=True)
-        book.add("error", "failed", f"{type(exc).__name__}: {exc}")
+        book.add(StepName.ERROR, "failed", f"{type(exc).__name__}: {exc}")
         verdict = f"the lifecycle failed, not serving: {type(exc).__name__}: {exc}"
         return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
 
@@ -128,7 +129,7 @@ def _plan(
     """Plan over the ranks, then (mode apply or strict) apply, validate, re-plan, fall back."""
     targets = cautious_bounds(settings.agreement, targets)  # each rank plans on its own device
     plan, ranks = plan_ranks(settings.agreement, components, targets, settings.device)
-    plan_step(book, "plan", plan, "the estimates" + (f" ({ranks})" if ranks else ""))
+    plan_step(book, StepName.PLAN, plan, "the estimates" + (f" ({ranks})" if ranks else ""))
     if mode is Mode.PLAN:
         return _finish(book, mode, plan, None, False, "planned, nothing applied (mode plan)", cal)
     return _apply(book, mode, session, points, settings, components, targets, plan, cal)
@@ -148,14 +149,16 @@ def _alone(
     """A collective that failed or timed out (no plan is in force: it was undone where it
     failed): strict stops serving; apply falls back to the most conservative placement on this
     rank's own measurements, unvalidated (no collective is waited for again); plan plans nothing."""
-    book.add("ranks", "failed", str(exc))
+    book.add(StepName.RANKS, "failed", str(exc))
     if mode is Mode.PLAN:
         return _finish(book, mode, None, None, True, f"not planned: {exc}", cal, NOTHING_FITS)
     if mode is Mode.STRICT:
-        book.add("refuse", "refused", "every hook removed; the pipeline is as it was")
+        book.add(StepName.REFUSE, "refused", "every hook removed; the pipeline is as it was")
         return _finish(book, mode, None, None, False, f"not serving: {exc}", cal, REFUSED)
     fallback = most_conservative(components, targets, settings.device)
-    plan_step(book, "fallback", fallback, "the ranks failed; alone, the most conservative one")
+    plan_step(
+        book, StepName.FALLBACK, fallback, "the ranks failed; alone, the most conservative one"
+    )
     failed = Tried(None, Validation(Failure.REQUEST_ERROR, str(exc)), None)
     return _serve(book, mode, session, points, settings, fallback, failed, cal)
 
@@ -164,7 +167,7 @@ def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:
     """A rollback that failed: the worker stops serving, and says what each component kept."""
     left = tuple(sorted(exc.left.items()))
     book.add(
-        "rollback",
+        StepName.ROLLBACK,
         "failed",
         str(exc),
         failures=dict(exc.failures),
@@ -227,14 +230,14 @@ def _apply(
         if attempt < settings.max_replans:
             plan, ranks = plan_ranks(settings.agreement, components, targets, device)
             learnt = f"the measured {_what(result)} (try {attempt + 2})"
-            plan_step(book, "re-plan", plan, learnt + (f"; {ranks}" if ranks else ""))
+            plan_step(book, StepName.REPLAN, plan, learnt + (f"; {ranks}" if ranks else ""))
     fallback = most_conservative(components, targets, device)
-    plan_step(book, "fallback", fallback, f"{why}; the most conservative placement")
+    plan_step(book, StepName.FALLBACK, fallback, f"{why}; the most conservative placement")
     result = apply_and_validate(book, session, fallback, points.target, settings, before)
     if result.validation.holds:
         return _serve(book, mode, session, points, settings, fallback, result, cal)
     if mode is Mode.STRICT:
-        book.add("refuse", "refused", "every hook removed; the pipeline is as it was")
+        book.add(StepName.REFUSE, "refused", "every hook removed; the pipeline is as it was")
         verdict = "NO PLAN VALIDATES: strict mode refuses to serve"
         return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
     return _serve(book, mode, session, points, settings, fallback, result, cal)
@@ -321,17 +324,22 @@ def _serve(
         except UndoError:
             raise
         except Exception as exc:  # noqa: BLE001 - never serve with no placement
-            book.add("apply", "failed", f"the fallback, kept unvalidated: {exc}")
+            book.add(StepName.APPLY, "failed", f"the fallback, kept unvalidated: {exc}")
             verdict = f"NO PLAN VALIDATES: the fallback cannot be applied, not serving: {exc}"
             return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
-        book.add("apply", "done", "the fallback, kept unvalidated", placement=dict(placement(plan)))
+        book.add(
+            StepName.APPLY,
+            "done",
+            "the fallback, kept unvalidated",
+            placement=dict(placement(plan)),
+        )
     try:
         rewarm(book, session, applied, points.warmup)
         monitor = enter_serving(book, session)
     except BaseException:  # never serve, nor fail, with a plan half in force
         applied.undo()
         raise
-    tries = sum(s.name == "validate" for s in book.steps)
+    tries = sum(s.name == StepName.VALIDATE for s in book.steps)
     which = "the fallback" if _is_fallback(book) else "the plan"
     verdict = (
         f"{which} held on a measured request (validation {tries})"
@@ -345,9 +353,8 @@ def _serve(
 
 
 def _is_fallback(book: Log) -> bool:
-    """Whether the last plan applied was the fallback."""
-    plans = [s.name for s in book.steps if s.name in ("plan", "re-plan", "fallback")]
-    return bool(plans) and plans[-1] == "fallback"
+    """Whether the placement in force is the fallback (the log's state, not its step names)."""
+    return book.placed_by is StepName.FALLBACK
 
 
 def _finish(

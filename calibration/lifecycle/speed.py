@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from artifact.point import Point
-from calibration.lifecycle.model import SLOWER_THAN_BEFORE, Baseline
+from calibration.lifecycle.model import SLOWER_THAN_BEFORE, Baseline, StepName
 from calibration.plan.model import Plan
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def drifted(
         and speed.measured_s <= record.duration_s * (1 + SLOWER_THAN_BEFORE)
     )
     log.add(
-        "unplanned",
+        StepName.UNPLANNED,
         "as slow" if as_slow else "faster",
         f"one request with the plan undone: {record.duration_s:.3g} s"
         + (

@@ -15,7 +15,16 @@ from attrs import define, field, frozen
 from artifact.point import Point
 from calibration.lifecycle.agree import worst_failure
 from calibration.lifecycle.bounded import GOING_ON, INTERRUPTED, STUCK, stop_together
-from calibration.lifecycle.model import Baseline, Failure, JsonValue, Step, Validation
+from calibration.lifecycle.model import (
+    PLANNING,
+    Baseline,
+    Failure,
+    JsonValue,
+    Mode,
+    Step,
+    StepName,
+    Validation,
+)
 from calibration.lifecycle.validate import is_out_of_memory, judge_speed, validate
 from calibration.plan.apply import Applied, MoveError, UndoError, apply
 from calibration.plan.inputs import components_from_bytes, from_estimate
@@ -35,7 +44,7 @@ class Settings:
     """How a worker runs the lifecycle: the device to plan for, how far to go, how hard to try."""
 
     device: Device
-    mode: str = "apply"  # a ``Mode`` value
+    mode: Mode = field(default=Mode.APPLY, converter=Mode)
     max_replans: int = 2  # re-plans after the first plan fails, before the fallback
     offload_device: str = "cpu"
     margin: float = DEFAULT_MARGIN
@@ -59,9 +68,12 @@ class Log:
 
     steps: list[Step] = field(factory=list)
     records: list[WarmupRecord] = field(factory=list)
+    placed_by: StepName | None = None  # which planning step chose the placement in force
 
-    def add(self, name: str, outcome: str, detail: str, **data: JsonValue) -> None:
+    def add(self, name: StepName, outcome: str, detail: str, **data: JsonValue) -> None:
         self.steps.append(Step(name, outcome, detail, data))
+        if name in PLANNING:
+            self.placed_by = name
 
 
 def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
@@ -71,7 +83,7 @@ def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
     first = cal.records[roles.index("warmup")] if "warmup" in roles else None
     origin = "given" if given else "done"
     log.add(
-        "warmup",
+        StepName.WARMUP,
         origin,
         f"bounded warmup at {_shape(cal.warmup)}"
         + (f": peak {show_bytes(first.peak_allocated)}" if first and first.ok else ""),
@@ -81,14 +93,14 @@ def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
     probes = [r for role, r in zip(roles, cal.records) if role not in ("warmup", "re-warm")]
     failed = sum(not r.ok for r in probes)
     log.add(
-        "probes",
+        StepName.PROBES,
         origin,
         f"{len(probes)} probe request(s), {failed} failed; probe {_shape(cal.probe)}",
         requests=len(probes),
         failed=failed,
     )
     log.add(
-        "estimate",
+        StepName.ESTIMATE,
         origin,
         f"{len(cal.estimate.phases)} phase bounds at {_shape(cal.target)}",
         bounds={p.label: p.peak.bound_bytes for p in cal.estimate.phases},
@@ -112,7 +124,7 @@ def placement(plan: Plan) -> tuple[tuple[str, str], ...]:
     )
 
 
-def plan_step(log: Log, name: str, plan: Plan, why: str) -> None:
+def plan_step(log: Log, name: StepName, plan: Plan, why: str) -> None:
     """A plan (first, re-planned or fallback): its placements, or why nothing fits."""
     shown = ", ".join(f"{c} {k}" for c, k in placement(plan))
     predicted = plan.predicted_seconds if plan.feasible else None
@@ -171,7 +183,7 @@ def apply_and_validate(
     try:
         applied, local = _applied(log, session, plan, settings)
     except UndoError as exc:  # apply failed, and its own undo too: every rank learns it below
-        log.add("apply", "failed", str(exc))
+        log.add(StepName.APPLY, "failed", str(exc))
         applied, local, stuck = None, Validation(Failure.REQUEST_ERROR, f"apply: {exc}"), exc
     record: WarmupRecord | None = None
     try:
@@ -204,10 +216,10 @@ def _applied(
         raise
     except Exception as exc:  # noqa: BLE001 - any failure while applying is a failed validation
         failure = raised("apply failed", exc)
-        log.add("apply", "failed", str(exc), component=failure.failed_component)
+        log.add(StepName.APPLY, "failed", str(exc), component=failure.failed_component)
         return None, failure
     kinds = dict(placement(plan))
-    log.add("apply", "done", f"{len(kinds)} components placed", placement=kinds)
+    log.add(StepName.APPLY, "done", f"{len(kinds)} components placed", placement=kinds)
     return applied, Validation(Failure.NONE, "applied")
 
 
@@ -293,7 +305,7 @@ def _agreed(
             local, failure=worst, reason=f"{local.reason}; another rank: {worst.value}"
         )
     log.add(
-        "validate",
+        StepName.VALIDATE,
         "holds" if validation.holds else validation.failure.value,
         validation.reason,
         phases=[
@@ -316,7 +328,9 @@ def _agreed(
         except UndoError as exc:
             stuck = exc
         else:
-            log.add("rollback", "done", "every hook removed, every module back on its device")
+            log.add(
+                StepName.ROLLBACK, "done", "every hook removed, every module back on its device"
+            )
     mine = STUCK if stuck is not None else INTERRUPTED if local.interrupted else GOING_ON
     stop_together(settings.agreement, mine)
     if stuck is not None:
@@ -344,7 +358,7 @@ def rewarm(log: Log, session: Session, applied: Applied, warmup: Point) -> None:
     applied.offload_all()
     log.records.append(record)
     log.add(
-        "re-warm",
+        StepName.REWARM,
         "done" if record.ok else "failed",
         f"at {_shape(warmup)}"
         + (f": {record.error.type}: {record.error.message}" if record.error else ""),
@@ -356,7 +370,7 @@ def enter_serving(log: Log, session: Session) -> object:
     monitor = session.recorder.end_warmup()
     report = monitor.report
     log.add(
-        "serving",
+        StepName.SERVING,
         "done",
         f"warmup memory released: {show_bytes(report.allocated_before)} -> "
         f"{show_bytes(report.allocated_after)} allocated",
