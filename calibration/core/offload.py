@@ -28,6 +28,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from calibration.errors import CalibrationError
+from calibration.placement.groups import count_groups
 from calibration.placement.pipeline import (
     offload_groups,
     offload_model,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
     from calibration.plan.apply import Applied
     from runtime.measure import MemoryBackend
+    from runtime.measure.residency import WeightsOverCapacity
 
 
 class Offload(enum.Enum):
@@ -134,6 +136,9 @@ def placed(
             f"{str(exc).splitlines()[0]}; use --calibrate-offload model or group"
         ) from None
     if isinstance(backend, LiveTensorBackend):
+        if offload is Offload.GROUP:  # counted group by group, as its hooks move them
+            backend.groups = count_groups(modules, backend)
+            moved = moved - {group.component for group in backend.groups}
         backend.swapped = moved
     return backend, applied
 
@@ -174,6 +179,35 @@ def _plan_offload(
         raise CalibrationError(f"--calibrate-offload {saved}: {exc}") from None
     moved = (p.component for p in saved.plan.placements if p.kind != PlacementKind.RESIDENT)
     return applied, frozenset(moved)
+
+
+def weights_over_capacity(exc: BaseException) -> WeightsOverCapacity | None:
+    """The ``WeightsOverCapacity`` that ``exc`` is or was raised from, if any."""
+    from runtime.measure.residency import WeightsOverCapacity
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, WeightsOverCapacity):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def unfit_message(exc: WeightsOverCapacity, offload: Offload) -> str:
+    """What a calibration stops with when weights alone exceed the cap, and what to change."""
+    fix = (
+        "a larger --device-capacity"
+        if offload is Offload.GROUP
+        else "--calibrate-offload group (one block on the device at a time), or a larger "
+        "--device-capacity"
+    )
+    return (
+        f"component {exc.component} ({exc.whole} bytes of weights) cannot be calibrated under "
+        f"--calibrate-offload {offload} within --device-capacity {exc.capacity} bytes: {exc}, "
+        f"before any activation, so no request fits; use {fix}"
+    )
 
 
 def release(pipe: object, offload: Offload, modules: Mapping[str, nn.Module]) -> None:

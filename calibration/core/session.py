@@ -17,10 +17,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 from artifact.point import Point
 from calibration.core.calls import DEFAULT_CALL, accepted, reset_scheduler
 from calibration.core.host import clock_for, resolve_device
-from calibration.core.offload import Offload, Placing, chosen, placed, placement_in_force, release
+from calibration.core.offload import (
+    Offload,
+    Placing,
+    chosen,
+    placed,
+    placement_in_force,
+    release,
+    unfit_message,
+    weights_over_capacity,
+)
 from calibration.core.weights import module_layers, module_weights
 from calibration.core.wiring import PipelineFacts, call_arguments, check_call, pipeline_facts
 from calibration.errors import CalibrationError
+from calibration.placement.groups import offload_every_group
 from calibration.plan.model import PlacementKind
 from calibration.plan.saved import SavedPlan
 from runtime import Pipeline
@@ -218,4 +228,16 @@ class Session:
                 self.body(req)
         except Exception as exc:  # noqa: BLE001 - the record keeps the error; estimators decide
             log.debug("request %s failed: %s", params, exc)
+            self._settle(exc)
         return self.recorder.records[-1]
+
+    def _settle(self, exc: Exception) -> None:
+        """After a failed request: the groups its forward left on the device sent home; weights
+        that cannot fit whatever the request stop the calibration (``CalibrationError``)."""
+        from runtime.measure.diffusers_hooks import pipeline_modules
+
+        if self.offload is Offload.GROUP:
+            offload_every_group(pipeline_modules(self.pipe))
+        too_big = weights_over_capacity(exc)
+        if too_big is not None:
+            raise CalibrationError(unfit_message(too_big, self.offload)) from None
