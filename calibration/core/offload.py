@@ -8,14 +8,17 @@ only each phase's active components are on the device, put there by diffusers' o
 - ``group``: ``diffusers.hooks.apply_group_offloading`` on every component, block level, one block
   a group (a block is onloaded for its forward and offloaded after it);
 - ``none``: ``pipe.to(device)``, everything resident (the default when the weights fit the cap);
-- ``auto``: ``none``, or ``model`` when the pipeline's weights exceed the calibration's capacity;
+- ``auto``: ``none``; ``model`` when the pipeline's weights exceed the calibration's capacity but
+  each component fits it (less an accelerator allocator's reserve); ``group`` when one alone does
+  not;
 - ``plan:FILE``: a saved plan (``dslc plan --json``, read by ``calibration.plan.saved``) applied
   with ``calibration.plan.apply`` (its resident components on the device, the others moved by
   its hooks), undone by ``Session.release``.
 
 ``components_moved`` names the components a placement moves on and off the device: on the CPU
 (where device and host are one memory) the live-tensor backend counts their weights while loaded
-(``runtime.measure.residency.Residency``). The mechanisms themselves are
+(``runtime.measure.residency.Residency``), under ``group`` each group from its hooks' onload to
+their offload (``calibration.placement.groups``). The mechanisms themselves are
 ``calibration.placement``'s. Imports torch, diffusers and accelerate when called.
 """
 
@@ -93,11 +96,28 @@ def placement_in_force() -> tuple[Placing, int | None]:
     return _UNDER.get()
 
 
-def chosen(offload: Placing, weights: int, capacity: int | None) -> Placing:
-    """``auto`` resolved: model offload when the weights exceed the capacity, else none."""
+def chosen(
+    offload: Placing, weights: Mapping[str, int], capacity: int | None, reserve: int = 0
+) -> Placing:
+    """``auto`` resolved: none when the weights fit the capacity; else model offload when each
+    component fits what the allocator's ``reserve`` leaves of it, group offload (one block on
+    the device at a time) when one alone does not."""
     if offload is not Offload.AUTO:
         return offload
-    return Offload.MODEL if capacity is not None and weights > capacity else Offload.NONE
+    if capacity is None or sum(weights.values()) <= capacity:
+        return Offload.NONE
+    largest = max(weights.values(), default=0)
+    return Offload.GROUP if largest > capacity - reserve else Offload.MODEL
+
+
+def allocator_reserve(device: str, capacity: int | None) -> int:
+    """What an accelerator's caching allocator keeps of a capped device (the planner's default
+    reserve); none on the CPU, whose live-tensor counter has no pool."""
+    from calibration.plan.memory import allocator_margin
+
+    if capacity is None or device.split(":")[0] == "cpu":
+        return 0
+    return allocator_margin(capacity)
 
 
 def placed(
@@ -138,8 +158,7 @@ def placed(
     if isinstance(backend, LiveTensorBackend):
         if offload is Offload.GROUP:  # counted group by group, as its hooks move them
             backend.groups = count_groups(modules, backend)
-            moved = moved - {group.component for group in backend.groups}
-        backend.swapped = moved
+        backend.swapped = moved - {group.component for group in backend.groups}
     return backend, applied
 
 

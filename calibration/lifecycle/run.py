@@ -234,6 +234,7 @@ def _serve(
             applied = apply(
                 plan, session.pipe, device=session.device, offload_device=settings.offload_device
             )
+            session.streamed()
         except PlanApplyError as exc:
             book.add("apply", "failed", f"the fallback, kept unvalidated: {exc}")
             return _finish(book, mode, None, None, True, f"NO PLAN VALIDATES: {exc}", cal)

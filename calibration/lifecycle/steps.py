@@ -172,6 +172,7 @@ def apply_and_validate(
         applied = apply(
             plan, session.pipe, device=session.device, offload_device=settings.offload_device
         )
+        session.streamed()
     except PlanApplyError as exc:  # the plan does not match the pipeline; apply undid itself
         log.add("apply", "failed", str(exc))
         local = Validation(Failure.REQUEST_ERROR, f"apply failed: {exc}")

@@ -51,7 +51,7 @@ def _label(module: nn.Module, holder: str, group: ModuleGroup) -> str:
     names = {id(m): n for n, m in module.named_modules()}
     if group.onload_leader is not None and group.onload_leader in group.modules:
         return ", ".join(names.get(id(m), "?") for m in group.modules)
-    return f"weights outside its blocks{f' in {holder}' if holder else ''}"
+    return f"{holder} (outside its blocks)" if holder else "weights outside its blocks"
 
 
 def count_groups(modules: Mapping[str, nn.Module], listener: GroupListener) -> tuple[Group, ...]:

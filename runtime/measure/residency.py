@@ -153,6 +153,17 @@ class Residency:
                 for storage in group.storages:
                     self._group_of[id(storage)] = (group, weakref.ref(storage))
 
+    def stream(self, groups: Iterable[Group]) -> None:
+        """A placement now in force moves ``groups`` (a plan's streamed blocks): their components
+        count group by group, their weights in no group stay on the device."""
+        groups = tuple(groups)
+        self.offload_all()
+        before = self.pinned_bytes
+        self.swapped = self.swapped - {g.component for g in groups}
+        self.set_groups(groups)
+        if self.counter is not None:  # beyond the cap, the next allocation raises
+            self.counter.shift(self.pinned_bytes - before, self.pinned_bytes - before, check=False)
+
     @property
     def pinned_bytes(self) -> int:
         """Weights the placement keeps on the device for the whole request."""
@@ -169,7 +180,7 @@ class Residency:
     def read(self, name: str, tensor: torch.Tensor | None = None) -> None:
         """An op read ``name``: a swapped component not loaded is loaded, the others offloaded;
         a group its hooks did not onload (a method other than ``forward`` ran it) is onloaded
-        until they offload it or the component returns."""
+        until they offload it, the component returns or another component's group is onloaded."""
         if name in self.streamed and tensor is not None:
             entry = self._group_of.get(id(tensor.untyped_storage()))
             if entry is not None and entry[0] not in self.onloaded:
@@ -188,6 +199,8 @@ class Residency:
         for other in sorted(self.loaded - {name}):
             self.loaded.discard(other)
             self._move(-self.sizes[other])
+        for group in [g for g in self._by_read if g.component != name]:
+            self.offload(group)  # onloaded by reads: no hook keeps it past another's start
         self.read(name)
 
     def exited(self, name: str) -> None:
@@ -200,6 +213,8 @@ class Residency:
         refuses before it copies)."""
         if group.component not in self.streamed or group in self.onloaded:
             return
+        for other in [g for g in self._by_read if g.component != group.component]:
+            self.offload(other)  # onloaded by reads: no hook keeps it past another's work
         self._move(group.nbytes, group.component, group.label)
         self.onloaded[group] = None
 
