@@ -19,8 +19,8 @@ from calibration.core.calls import DEFAULT_CALL, accepted, reset_scheduler
 from calibration.core.host import clock_for, resolve_device
 from calibration.core.offload import (
     Offload,
-    allocator_reserve,
     Placing,
+    allocator_reserve,
     chosen,
     placed,
     placement_in_force,

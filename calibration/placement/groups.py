@@ -5,6 +5,7 @@ what the hooks hold on the "device" group by group, as the CUDA allocator would 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
@@ -70,8 +71,8 @@ def count_groups(modules: Mapping[str, nn.Module], listener: GroupListener) -> t
             )
             intercept_moves(
                 hooked,
-                lambda g=group: listener.group_onloaded(g),
-                lambda g=group: listener.group_offloaded(g),
+                functools.partial(listener.group_onloaded, group),
+                functools.partial(listener.group_offloaded, group),
             )
             out.append(group)
     return tuple(out)

@@ -75,7 +75,9 @@ def offload_group(module: object) -> ModuleGroup | None:
     return group
 
 
-def intercept_moves(group: ModuleGroup, before_onload: Callable[[], None], after_offload: Callable[[], None]) -> None:
+def intercept_moves(
+    group: ModuleGroup, before_onload: Callable[[], None], after_offload: Callable[[], None]
+) -> None:
     """``group``'s hook calls ``before_onload`` before each onload and ``after_offload`` after
     each offload (the group's own methods, shadowed on the instance; gone with the hooks)."""
     onload, offload = group.onload_, group.offload_

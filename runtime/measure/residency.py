@@ -168,7 +168,9 @@ class Residency:
     def pinned_bytes(self) -> int:
         """Weights the placement keeps on the device for the whole request."""
         return sum(
-            max(0, b - self.streamed.get(n, 0)) for n, b in self.sizes.items() if n not in self.swapped
+            max(0, b - self.streamed.get(n, 0))
+            for n, b in self.sizes.items()
+            if n not in self.swapped
         )
 
     @property
