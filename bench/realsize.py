@@ -58,6 +58,7 @@ class Case:
     device: str
     dtype: torch.dtype
     what: str
+    capacity: int | None = None  # the device's cap when the case names one (--device-capacity)
 
 
 _SD_CALL = {"prompt": "a cat dance", "output_type": "pt"}
@@ -148,6 +149,11 @@ CASES: dict[str, Case] = {
     ),
 }
 
+CASES["sd15-cpu-capped"] = evolve(  # a component larger than the device: auto streams it
+    CASES["sd15-cpu"],
+    capacity=3 << 30,
+    what="SD 1.5 on the CPU capped at 3 GiB, below its UNet (3.44 GB in fp32): group offload",
+)
 CASES["wan13b-cpu-math"] = evolve(  # the CPU's attention holds a tokens x tokens term
     CASES["wan13b-cpu"],
     pipeline="wan2_1_t2v_1_3b_math_attention",
@@ -161,6 +167,7 @@ def run_case(
     """Calibrate one case with ``verify`` (under offload when ``capacity`` caps the device below
     the weights: the default ``auto``) and return bench/accuracy.py's case record."""
     case = CASES[name]
+    capacity = capacity if capacity is not None else case.capacity
     pipeline = load_pipeline(ROOT / case.formula_file, case.pipeline)
     share = 1 / work_ratio(pipeline, case.probe, {**case.probe, **case.target})
     if share > MAX_PROBE_SHARE:

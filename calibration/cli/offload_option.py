@@ -82,7 +82,7 @@ def offload_options(command: Command) -> Command:
             help="How the pipeline sits on the device while calibrating: none (all of it), "
             "model (diffusers' model CPU offload), group (block-level group offloading), "
             "plan:FILE (a plan saved by `dslc plan --json`, applied); auto: model when the weights "
-            "exceed --device-capacity, else none.",
+            "exceed --device-capacity, group when one component alone does, else none.",
         ),
         click.option(
             "--device-capacity",

@@ -8,14 +8,17 @@ only each phase's active components are on the device, put there by diffusers' o
 - ``group``: ``diffusers.hooks.apply_group_offloading`` on every component, block level, one block
   a group (a block is onloaded for its forward and offloaded after it);
 - ``none``: ``pipe.to(device)``, everything resident (the default when the weights fit the cap);
-- ``auto``: ``none``, or ``model`` when the pipeline's weights exceed the calibration's capacity;
+- ``auto``: ``none``; ``model`` when the pipeline's weights exceed the calibration's capacity but
+  each component fits it (less an accelerator allocator's reserve); ``group`` when one alone does
+  not;
 - ``plan:FILE``: a saved plan (``dslc plan --json``, read by ``calibration.plan.saved``) applied
   with ``calibration.plan.apply`` (its resident components on the device, the others moved by
   its hooks), undone by ``Session.release``.
 
 ``components_moved`` names the components a placement moves on and off the device: on the CPU
 (where device and host are one memory) the live-tensor backend counts their weights while loaded
-(``runtime.measure.residency.Residency``). The mechanisms themselves are
+(``runtime.measure.residency.Residency``), under ``group`` each group from its hooks' onload to
+their offload (``calibration.placement.groups``). The mechanisms themselves are
 ``calibration.placement``'s. Imports torch, diffusers and accelerate when called.
 """
 
@@ -28,6 +31,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from calibration.errors import CalibrationError
+from calibration.placement.groups import count_groups
 from calibration.placement.pipeline import (
     offload_groups,
     offload_model,
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
 
     from calibration.plan.apply import Applied
     from runtime.measure import MemoryBackend
+    from runtime.measure.residency import WeightsOverCapacity
 
 
 class Offload(enum.Enum):
@@ -91,11 +96,28 @@ def placement_in_force() -> tuple[Placing, int | None]:
     return _UNDER.get()
 
 
-def chosen(offload: Placing, weights: int, capacity: int | None) -> Placing:
-    """``auto`` resolved: model offload when the weights exceed the capacity, else none."""
+def chosen(
+    offload: Placing, weights: Mapping[str, int], capacity: int | None, reserve: int = 0
+) -> Placing:
+    """``auto`` resolved: none when the weights fit the capacity; else model offload when each
+    component fits what the allocator's ``reserve`` leaves of it, group offload (one block on
+    the device at a time) when one alone does not."""
     if offload is not Offload.AUTO:
         return offload
-    return Offload.MODEL if capacity is not None and weights > capacity else Offload.NONE
+    if capacity is None or sum(weights.values()) <= capacity:
+        return Offload.NONE
+    largest = max(weights.values(), default=0)
+    return Offload.GROUP if largest > capacity - reserve else Offload.MODEL
+
+
+def allocator_reserve(device: str, capacity: int | None) -> int:
+    """What an accelerator's caching allocator keeps of a capped device (the planner's default
+    reserve); none on the CPU, whose live-tensor counter has no pool."""
+    from calibration.plan.memory import allocator_margin
+
+    if capacity is None or device.split(":")[0] == "cpu":
+        return 0
+    return allocator_margin(capacity)
 
 
 def placed(
@@ -134,7 +156,9 @@ def placed(
             f"{str(exc).splitlines()[0]}; use --calibrate-offload model or group"
         ) from None
     if isinstance(backend, LiveTensorBackend):
-        backend.swapped = moved
+        if offload is Offload.GROUP:  # counted group by group, as its hooks move them
+            backend.groups = count_groups(modules, backend)
+        backend.swapped = moved - {group.component for group in backend.groups}
     return backend, applied
 
 
@@ -174,6 +198,35 @@ def _plan_offload(
         raise CalibrationError(f"--calibrate-offload {saved}: {exc}") from None
     moved = (p.component for p in saved.plan.placements if p.kind != PlacementKind.RESIDENT)
     return applied, frozenset(moved)
+
+
+def weights_over_capacity(exc: BaseException) -> WeightsOverCapacity | None:
+    """The ``WeightsOverCapacity`` that ``exc`` is or was raised from, if any."""
+    from runtime.measure.residency import WeightsOverCapacity
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, WeightsOverCapacity):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def unfit_message(exc: WeightsOverCapacity, offload: Offload) -> str:
+    """What a calibration stops with when weights alone exceed the cap, and what to change."""
+    fix = (
+        "a larger --device-capacity"
+        if offload is Offload.GROUP
+        else "--calibrate-offload group (one block on the device at a time), or a larger "
+        "--device-capacity"
+    )
+    return (
+        f"component {exc.component} ({exc.whole} bytes of weights) cannot be calibrated under "
+        f"--calibrate-offload {offload} within --device-capacity {exc.capacity} bytes: {exc}, "
+        f"before any activation, so no request fits; use {fix}"
+    )
 
 
 def release(pipe: object, offload: Offload, modules: Mapping[str, nn.Module]) -> None:

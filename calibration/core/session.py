@@ -17,10 +17,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 from artifact.point import Point
 from calibration.core.calls import DEFAULT_CALL, accepted, reset_scheduler
 from calibration.core.host import clock_for, resolve_device
-from calibration.core.offload import Offload, Placing, chosen, placed, placement_in_force, release
+from calibration.core.offload import (
+    Offload,
+    Placing,
+    allocator_reserve,
+    chosen,
+    placed,
+    placement_in_force,
+    release,
+    unfit_message,
+    weights_over_capacity,
+)
 from calibration.core.weights import module_layers, module_weights
 from calibration.core.wiring import PipelineFacts, call_arguments, check_call, pipeline_facts
 from calibration.errors import CalibrationError
+from calibration.placement.groups import count_groups, offload_every_group
 from calibration.plan.model import PlacementKind
 from calibration.plan.saved import SavedPlan
 from runtime import Pipeline
@@ -101,11 +112,13 @@ class Session:
         self.layer_bytes = module_layers(modules, self.facts.layerwise)
         if offload is None:  # none named: the one in force (``calibrating_under``)
             offload, capacity = placement_in_force()
-        placing = chosen(offload, sum(self.weights.values()), capacity)
+        reserve = allocator_reserve(self.device, capacity)
+        placing = chosen(offload, self.weights, capacity, reserve)
         # a saved plan: ``Offload.PLAN``, the plan kept beside it (the records name both)
         self.saved_plan = placing if isinstance(placing, SavedPlan) else None
         self.offload = Offload.PLAN if isinstance(placing, SavedPlan) else placing
         self.capacity = capacity
+        self.handed_over = False  # a plan took over (``hand_over``): its failures are its own
         backend, applied = placed(pipe, placing, self.device, capacity, backend)
         self.applied: Applied | None = applied  # a saved plan's hooks, undone by ``release``
         try:
@@ -170,12 +183,26 @@ class Session:
     def hand_over(self, plan: PlacedPlan) -> None:
         """Before ``plan`` is applied: the calibration's offloading off the pipeline, and on a
         capped CPU device the residency counts what the plan keeps there (its resident
-        components; the others whole while loaded, as the plan's hooks onload them)."""
+        components; the others whole while loaded, as the plan's hooks onload them, until
+        ``streamed`` counts the streamed blocks of a layerwise one apart)."""
         self.release()
+        self.handed_over = True
         residency = self.recorder.reads.residency
         if residency is not None:  # uncapped: every weight counts, as before any placement
             moved = (p.component for p in plan.placements if p.kind is not PlacementKind.RESIDENT)
             residency.follow(frozenset(moved) if self.counts_placement else frozenset())
+
+    def streamed(self) -> None:
+        """After a plan is applied: on a capped CPU device, the blocks it streams count one at a
+        time, as their group-offloading hooks move them (the rest of their component resident)."""
+        from runtime.measure.backends import LiveTensorBackend
+        from runtime.measure.diffusers_hooks import pipeline_modules
+
+        backend, residency = self.recorder.backend, self.recorder.reads.residency
+        if residency is None or not self.counts_placement:
+            return
+        if isinstance(backend, LiveTensorBackend):
+            residency.stream(count_groups(pipeline_modules(self.pipe), backend))
 
     def kwargs_for(self, params: Point) -> dict[str, Any]:  # Any: the pipeline's own keywords
         """``pipe(...)``'s keyword arguments at ``params``: defaults, constants, the formulas."""
@@ -218,4 +245,15 @@ class Session:
                 self.body(req)
         except Exception as exc:  # noqa: BLE001 - the record keeps the error; estimators decide
             log.debug("request %s failed: %s", params, exc)
+            self._settle(exc)
         return self.recorder.records[-1]
+
+    def _settle(self, exc: Exception) -> None:
+        """After a failed request: the groups its forward left on the device sent home; weights
+        that cannot fit whatever the request stop the calibration (``CalibrationError``)."""
+        from runtime.measure.diffusers_hooks import pipeline_modules
+
+        offload_every_group(pipeline_modules(self.pipe))  # none, but under group or a plan
+        too_big = weights_over_capacity(exc)
+        if too_big is not None and not self.handed_over:  # a plan's failure is the lifecycle's
+            raise CalibrationError(unfit_message(too_big, self.offload)) from None

@@ -321,6 +321,7 @@ def _serve(
             applied = apply(
                 plan, session.pipe, device=session.device, offload_device=settings.offload_device
             )
+            session.streamed()
         except UndoError:
             raise
         except Exception as exc:  # noqa: BLE001 - never serve with no placement

@@ -212,6 +212,7 @@ def _applied(
         applied = apply(
             plan, session.pipe, device=session.device, offload_device=settings.offload_device
         )
+        session.streamed()  # a streamed component counted block by block, as the device holds it
     except UndoError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure while applying is a failed validation

@@ -56,8 +56,8 @@ def _on_plain_cpu(pipe: object, enable: Callable[..., object]) -> Callable[..., 
 def offload_groups(device: str, modules: Mapping[str, nn.Module]) -> frozenset[str]:
     """diffusers' group offloading on every component: one block a group, onloaded for its forward.
 
-    On the CPU its moves are not copies, so each component counts whole while it is loaded (an
-    upper bound of the blocks it holds at once)."""
+    On the CPU its moves are not copies: the live-tensor backend counts each group while its hooks
+    hold it (``calibration.placement.groups``)."""
     import torch
 
     where = Where(torch.device(device), torch.device("cpu"))

@@ -3,7 +3,7 @@ library release that renames one breaks here and nowhere else. Imports nothing o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 #: Where diffusers keeps a module's ``HookRegistry`` (``diffusers.hooks.hooks``).
@@ -51,3 +51,44 @@ def pipeline_hooks(pipe: object) -> Iterable[object]:
 def excluded(pipe: object) -> frozenset[str]:
     """The components ``pipe`` keeps out of diffusers' model CPU offload."""
     return frozenset(getattr(pipe, EXCLUDED, ()) or ())
+
+
+class ModuleGroup(Protocol):
+    """What placement reads of diffusers' ``ModuleGroup``: its modules and loose tensors, the
+    module whose forward onloads it, and the two moves its hook calls (instance attributes)."""
+
+    modules: list[object]
+    parameters: list[object]
+    buffers: list[object]
+    onload_leader: object | None
+
+    def onload_(self) -> None: ...
+
+    def offload_(self) -> None: ...
+
+
+def offload_group(module: object) -> ModuleGroup | None:
+    """The group that diffusers' group-offloading hook on ``module`` moves, None without one."""
+    registry = diffusers_registry(module)
+    hook = getattr(registry, "hooks", {}).get(GROUP_HOOKS[0]) if registry is not None else None
+    group: ModuleGroup | None = getattr(hook, "group", None)
+    return group
+
+
+def intercept_moves(
+    group: ModuleGroup, before_onload: Callable[[], None], after_offload: Callable[[], None]
+) -> None:
+    """``group``'s hook calls ``before_onload`` before each onload and ``after_offload`` after
+    each offload (the group's own methods, shadowed on the instance; gone with the hooks)."""
+    onload, offload = group.onload_, group.offload_
+
+    def onload_() -> None:
+        before_onload()
+        onload()
+
+    def offload_() -> None:
+        offload()
+        after_offload()
+
+    object.__setattr__(group, "onload_", onload_)
+    object.__setattr__(group, "offload_", offload_)

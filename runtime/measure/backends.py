@@ -18,7 +18,13 @@ from attrs import define, field
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from runtime.measure.residency import Residency, WeightMap, WeightReads, device_weight_bytes
+from runtime.measure.residency import (
+    Group,
+    Residency,
+    WeightMap,
+    WeightReads,
+    device_weight_bytes,
+)
 
 if TYPE_CHECKING:
     from torch._ops import OpOverload
@@ -284,6 +290,7 @@ class LiveTensorBackend:
     counter: LiveStorageCounter = field(factory=LiveStorageCounter)
     capacity: int | None = None  # the calibration's cap (``LiveStorageCounter.capacity``)
     swapped: frozenset[str] = frozenset()  # components the placement moves on and off
+    groups: tuple[Group, ...] = ()  # what it moves group by group (its hooks tell each move)
     reads: WeightReads | None = field(default=None, init=False)
     _mode: _LiveStorageMode | None = field(default=None, init=False)
     _depth: int = field(default=0, init=False)
@@ -293,11 +300,13 @@ class LiveTensorBackend:
 
     def watch_weights(self, components: Mapping[str, nn.Module]) -> WeightReads:
         """Count the components' weights as the placement holds them (``Residency``): pinned ones
-        from now on, swapped ones while loaded; every op's weight reads are attributed."""
+        from now on, swapped ones while loaded, grouped ones group by group; every op's weight
+        reads are attributed."""
         weights = WeightMap.of(components)
         residency = Residency(
             weights.sizes, self.swapped & set(weights.sizes), counter=self.counter
         )
+        residency.set_groups(self.groups)
         pinned = residency.pinned_bytes
         self.counter.shift(pinned, pinned)
         self.reads = WeightReads(weights, residency, fused=True)
@@ -306,6 +315,16 @@ class LiveTensorBackend:
     def peak_weights(self) -> int:
         """Resident weights when the peak since the last reset was reached."""
         return self.counter.peak_weights
+
+    def group_onloaded(self, group: Group) -> None:
+        """The placement's hooks are moving ``group`` onto the device (beyond the cap: OOM)."""
+        if self.reads is not None and self.reads.residency is not None:
+            self.reads.residency.onload(group)
+
+    def group_offloaded(self, group: Group) -> None:
+        """The placement's hooks moved ``group`` back to the host."""
+        if self.reads is not None and self.reads.residency is not None:
+            self.reads.residency.offload(group)
 
     def current_allocated(self) -> int:
         return self.counter.current

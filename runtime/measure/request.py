@@ -321,6 +321,9 @@ class Request:
         """A component returned (or raised): close its component phase."""
         depth = self._component_depth.get(name, 0) - 1
         self._component_depth[name] = max(depth, 0)
+        residency = self._recorder.reads.residency
+        if depth == 0 and residency is not None:  # what its reads onloaded goes home with it
+            residency.exited(name)
         if depth == 0:
             for opened in reversed(self._phases):
                 if opened.key[:2] == (PhaseKind.COMPONENT, name):

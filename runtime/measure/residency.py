@@ -10,7 +10,11 @@ seen as copies. ``Residency`` counts instead what the placement holds on the dev
 it keeps there (``pinned``) for the whole request, and each component it moves on and off
 (``swapped``, as diffusers' model CPU offload does) from the first op reading its weights until
 another swapped component is read or the request ends -- one swapped component at a time, as
-accelerate's hook chain keeps them. See docs/measurement.md, "Calibrating under offload".
+accelerate's hook chain keeps them. A component whose hooks move it group by group (diffusers'
+group offloading: ``Group``) counts each group from its onload to its offload, as the hooks tell
+them (``onload``, ``offload``); its weights in no group stay on the device. Weights that cannot
+fit beside those the placement must hold with them raise ``WeightsOverCapacity``: no smaller
+request fits. See docs/measurement.md, "Calibrating under offload".
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from attrs import define, field
+from attrs import define, field, frozen
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -92,37 +96,103 @@ def _tensors(args: Iterable[object]) -> Iterator[torch.Tensor]:
 class Capacity(Protocol):
     """What onloading asks of the device's counter: room for ``nbytes`` more (else OOM)."""
 
+    capacity: int | None
+    weights: int
+
     def shift(self, nbytes: int, weights: int, *, check: bool = True) -> None:
         """Count ``nbytes`` more (negative: fewer) of resident weights; beyond the capacity,
         raise ``torch.OutOfMemoryError`` unless not ``check``."""
 
 
+@frozen(eq=False)
+class Group:
+    """Weights a placement's hooks move on and off the device together (one block of diffusers'
+    group offloading, or a component's weights outside its blocks), by identity."""
+
+    component: str
+    label: str  # what it is, for a message: ``transformer_blocks.0``
+    nbytes: int
+    storages: tuple[torch.UntypedStorage, ...]
+
+
+class WeightsOverCapacity(torch.OutOfMemoryError):
+    """Weights that must be on the device at once exceed its capacity, whatever the request."""
+
+    def __init__(
+        self, component: str, part: str | None, nbytes: int, held: int, capacity: int, whole: int
+    ) -> None:
+        what = f"{component} ({whole} bytes)" if part is None else f"{component}'s {part}"
+        super().__init__(
+            f"{what} needs {nbytes} bytes on the device beside {held} bytes of weights the "
+            f"placement holds there with it, over the device's {capacity} bytes"
+        )
+        self.component, self.part, self.nbytes = component, part, nbytes
+        self.held, self.capacity, self.whole = held, capacity, whole
+
+
 @define(eq=False)
 class Residency:
     """What a placement holds on a CPU "device": pinned components always, swapped ones while
-    loaded (one at a time, from their first read)."""
+    loaded (one at a time, from their first read), grouped ones group by group."""
 
     sizes: Mapping[str, int]
     swapped: frozenset[str] = frozenset()
     loaded: set[str] = field(factory=set)
     counter: Capacity | None = None
+    streamed: dict[str, int] = field(factory=dict)  # grouped component -> bytes in its groups
+    onloaded: dict[Group, None] = field(factory=dict)  # groups on the device now, in order
+    _by_read: set[Group] = field(factory=set)  # onloaded by a read no hook preceded
+    _group_of: dict[int, tuple[Group, _Ref]] = field(factory=dict)  # storage -> its group
+
+    def set_groups(self, groups: Iterable[Group]) -> None:
+        """The placement's hooks move ``groups``: their components count group by group."""
+        for group in groups:
+            if group.component in self.sizes and group.component not in self.swapped:
+                self.streamed[group.component] = self.streamed.get(group.component, 0)
+                self.streamed[group.component] += group.nbytes
+                for storage in group.storages:
+                    self._group_of[id(storage)] = (group, weakref.ref(storage))
+
+    def stream(self, groups: Iterable[Group]) -> None:
+        """A placement now in force moves ``groups`` (a plan's streamed blocks): their components
+        count group by group, their weights in no group stay on the device."""
+        groups = tuple(groups)
+        self.offload_all()
+        before = self.pinned_bytes
+        self.swapped = self.swapped - {g.component for g in groups}
+        self.set_groups(groups)
+        if self.counter is not None:  # beyond the cap, the next allocation raises
+            self.counter.shift(self.pinned_bytes - before, self.pinned_bytes - before, check=False)
 
     @property
     def pinned_bytes(self) -> int:
         """Weights the placement keeps on the device for the whole request."""
-        return sum(b for n, b in self.sizes.items() if n not in self.swapped)
+        return sum(
+            max(0, b - self.streamed.get(n, 0))
+            for n, b in self.sizes.items()
+            if n not in self.swapped
+        )
 
     @property
     def resident_bytes(self) -> int:
         """Weights on the device now."""
-        return self.pinned_bytes + sum(self.sizes[n] for n in self.loaded)
+        groups = sum(g.nbytes for g in self.onloaded)
+        return self.pinned_bytes + sum(self.sizes[n] for n in self.loaded) + groups
 
-    def read(self, name: str) -> None:
-        """An op read ``name``: a swapped component not loaded is loaded, the others offloaded."""
+    def read(self, name: str, tensor: torch.Tensor | None = None) -> None:
+        """An op read ``name``: a swapped component not loaded is loaded, the others offloaded;
+        a group its hooks did not onload (a method other than ``forward`` ran it) is onloaded
+        until they offload it, the component returns or another component's group is onloaded."""
+        if name in self.streamed and tensor is not None:
+            entry = self._group_of.get(id(tensor.untyped_storage()))
+            if entry is not None and entry[0] not in self.onloaded:
+                self.onload(entry[0])
+                self._by_read.add(entry[0])
+            return
         if name not in self.swapped or name in self.loaded:
             return
         self.offload_all()
-        self._move(self.sizes[name])
+        self._move(self.sizes[name], name)
         self.loaded.add(name)
 
     def entered(self, name: str) -> None:
@@ -131,13 +201,41 @@ class Residency:
         for other in sorted(self.loaded - {name}):
             self.loaded.discard(other)
             self._move(-self.sizes[other])
+        for group in [g for g in self._by_read if g.component != name]:
+            self.offload(group)  # onloaded by reads: no hook keeps it past another's start
         self.read(name)
+
+    def exited(self, name: str) -> None:
+        """``name`` returned: the groups of it that reads onloaded go back to the host."""
+        for group in [g for g in self._by_read if g.component == name]:
+            self.offload(group)
+
+    def onload(self, group: Group) -> None:
+        """The hooks move ``group`` onto the device (counted before the move, as an allocator
+        refuses before it copies)."""
+        if group.component not in self.streamed or group in self.onloaded:
+            return
+        for other in [g for g in self._by_read if g.component != group.component]:
+            self.offload(other)  # onloaded by reads: no hook keeps it past another's work
+        self._move(group.nbytes, group.component, group.label)
+        self.onloaded[group] = None
+
+    def offload(self, group: Group) -> None:
+        """The hooks moved ``group`` back to the host."""
+        if group in self.onloaded:
+            del self.onloaded[group]
+            self._by_read.discard(group)
+            self._move(-group.nbytes)
 
     def follow(self, swapped: frozenset[str]) -> None:
         """Another placement took over (a plan applied): ``swapped`` are the ones it moves now."""
         self.offload_all()
+        for group in list(self.onloaded):
+            self.offload(group)
         before = self.pinned_bytes
         self.swapped = swapped & frozenset(self.sizes)
+        self.streamed.clear()
+        self._group_of.clear()
         if self.counter is not None:  # beyond the cap, the next allocation raises
             self.counter.shift(self.pinned_bytes - before, self.pinned_bytes - before, check=False)
 
@@ -147,9 +245,21 @@ class Residency:
             self.loaded.discard(other)
             self._move(-self.sizes[other])
 
-    def _move(self, nbytes: int) -> None:
-        if self.counter is not None and nbytes:
+    def _move(self, nbytes: int, component: str | None = None, part: str | None = None) -> None:
+        """Count ``nbytes`` of weights moved; an onload of ``component`` that cannot fit beside
+        the weights held with it, whatever the request, is ``WeightsOverCapacity``."""
+        if self.counter is None or not nbytes:
+            return
+        try:
             self.counter.shift(nbytes, nbytes)
+        except torch.OutOfMemoryError as exc:
+            cap = self.counter.capacity
+            mine = sum(g.nbytes for g in self.onloaded if g.component == component)
+            held = self.pinned_bytes + mine
+            if component is None or cap is None or held + nbytes <= cap:
+                raise
+            whole = self.sizes[component]
+            raise WeightsOverCapacity(component, part, nbytes, held, cap, whole) from exc
 
 
 @define(eq=False)
@@ -173,7 +283,7 @@ class WeightReads:
             if name is None:
                 continue
             if self.residency is not None:
-                self.residency.read(name)
+                self.residency.read(name, t)
             if name not in self._marked and self.listener is not None:
                 self._marked.add(name)
                 self.listener.component_read(name)
