@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from artifact import checks as runtime_checks
+from artifact import limits as artifact_limits
 from artifact.document import MAX_BYTES
 from dslc import limits
 from dslc.compiler import CompileResult, compile_paths, compile_text
@@ -344,7 +344,7 @@ def test_loader_limit_bytes() -> None:
 def test_loader_limit_expression_depth() -> None:
     doc = real_artifact()
     node: dict = {"k": "int", "v": 1}
-    for _ in range(runtime_checks.MAX_DEPTH + 1):
+    for _ in range(artifact_limits.MAX_DEPTH + 1):
         node = {"k": "neg", "args": [node]}
     first_expr(doc)["expr"] = {"k": "abs", "args": [node]}
     assert "deeper" in load_within_budget(doc).problem
@@ -357,7 +357,7 @@ def test_loader_limit_json_nesting() -> None:
 
 def test_loader_limit_int_digits() -> None:
     doc = real_artifact()
-    first_expr(doc)["expr"] = {"k": "int", "v": 10**runtime_checks.MAX_INT_DIGITS}
+    first_expr(doc)["expr"] = {"k": "int", "v": 10**artifact_limits.MAX_INT_DIGITS}
     assert "digits" in load_within_budget(doc).problem
 
 
@@ -373,19 +373,19 @@ def test_loader_limit_exponent() -> None:
     first_expr(doc)["expr"] = {
         "k": "pow",
         "args": [{"k": "int", "v": 2}],
-        "exp": runtime_checks.MAX_POW_EXPONENT + 1,
+        "exp": artifact_limits.MAX_POW_EXPONENT + 1,
     }
     assert "exponent" in load_within_budget(doc).problem
 
 
 def test_loader_limit_name_length() -> None:
     doc = real_artifact()
-    doc["pipelines"][0]["name"] = "p" * (runtime_checks.MAX_NAME_LENGTH + 1)
+    doc["pipelines"][0]["name"] = "p" * (artifact_limits.MAX_NAME_LENGTH + 1)
     assert "name" in load_within_budget(doc).problem
 
 
 def test_loader_limit_text_length() -> None:
     doc = real_artifact()
     contracts = next(p for p in doc["pipelines"] if p["contracts"])["contracts"]
-    contracts[0]["text"] = "x" * (runtime_checks.MAX_TEXT_LENGTH + 1)
+    contracts[0]["text"] = "x" * (artifact_limits.MAX_TEXT_LENGTH + 1)
     assert "longer" in load_within_budget(doc).problem
