@@ -1,7 +1,8 @@
 """The static cost model: how large a value may grow and how much work evaluating it takes.
 
-Defined once, here, and used by the loader (artifact/checks.py, on every node it validates) and by
-the compiler (which validates what it would emit the same way), so both refuse the same programs.
+Defined once, here, and used by the loader (artifact/tree_checks.py, on every node it validates)
+and by the compiler (which validates what it would emit the same way), so both refuse the same
+programs.
 
 Every numeric node gets a bound on its value over the declared param ranges: `bits` for the
 numerator and `dbits` for the denominator (0 for an integer), in the style of CEL's cost estimator:

@@ -8,23 +8,6 @@ import os
 from collections.abc import Mapping
 
 from artifact.atomic import NotARegularFileError
-from artifact.checks import (
-    CheckedTrees,
-    NodeBudget,
-    Scope,
-    as_int,
-    as_list,
-    as_name,
-    as_object,
-    as_span,
-    as_text,
-    check_formula,
-    describe,
-    fail,
-    into,
-    over_limit,
-    same_tree,
-)
 from artifact.cost import node_bounds, param_bits
 from artifact.errors import ArtifactError
 from artifact.facts import StageFacts, calls, probe_axes, probe_minimums
@@ -39,6 +22,18 @@ from artifact.ir import (
     PipelineDecl,
     SourceDecl,
     StageDecl,
+)
+from artifact.json_checks import (
+    as_int,
+    as_list,
+    as_name,
+    as_object,
+    as_span,
+    as_text,
+    describe,
+    fail,
+    into,
+    over_limit,
 )
 from artifact.limits import (
     MAX_BYTES,
@@ -55,6 +50,7 @@ from artifact.limits import (
 )
 from artifact.spelling import file_value
 from artifact.strict_json import read_regular, strict_loads
+from artifact.tree_checks import CheckedTrees, NodeBudget, Scope, check_formula, same_tree
 
 __all__ = [
     "FORMAT",

@@ -5,22 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from artifact.checks import (
-    MAX_CALLS,
-    MAX_STAGE_USES,
-    Scope,
+from artifact.ir import CallDecl, ComponentUse, ParamDecl
+from artifact.json_checks import (
     as_int,
     as_list,
     as_name,
     as_object,
     as_span,
-    check_formula,
     describe,
     fail,
     into,
     over_limit,
 )
-from artifact.ir import CallDecl, ComponentUse, ParamDecl
+from artifact.limits import MAX_CALLS, MAX_STAGE_USES
+from artifact.tree_checks import Scope, check_formula
 
 __all__ = ["StageFacts", "calls", "probe_axes", "probe_minimums"]
 

@@ -6,13 +6,14 @@ documents and `dslc calibrate` / `dslc plan` option lists, bounded by wall time.
     nice -n 10 .venv/bin/python bench/fuzz.py --kinds infer --seconds 1800
 
 Sources (the real `formulas/*.wf` and `dslc.testing.sources()` examples) are mutated token-wise
-(`dslc.fuzzing.SOURCE_MUTATORS`) and compiled with `dslc.compiler.compile_text`; the artifact of
-`formulas/` is mutated (`dslc.fuzzing.ARTIFACT_MUTATORS`, plus JSON-text mutations) and loaded with
-`runtime.load_formulas`. One case in ten of each is a cost bomb instead (`dslc.bombs`: nested
-powers, squaring chains, let and contract fan-out, extends chains, blank floods, many pipelines or
-params), at a random size. A case fails when anything but a CompileResult / a FormulaError comes
-out, or when it takes over `dslc.fuzzing.CASE_SECONDS` of CPU time (`dslc.fuzzing.CaseClock`: the
-same on a loaded machine; wall time only guards against hangs). The summary gives the case count,
+(`dslc.fuzzing.sources.SOURCE_MUTATORS`) and compiled with `dslc.compiler.compile_text`; the
+artifact of `formulas/` is mutated (`dslc.fuzzing.artifacts.ARTIFACT_MUTATORS`, plus JSON-text
+mutations) and loaded with `runtime.load_formulas`. One case in ten of each is a cost bomb instead
+(`dslc.bombs`: nested powers, squaring chains, let and contract fan-out, extends chains, blank
+floods, many pipelines or params), at a random size. A case fails when anything but a
+CompileResult / a FormulaError comes out, or when it takes over `dslc.fuzzing.harness.CASE_SECONDS`
+of CPU time (`dslc.fuzzing.harness.CaseClock`: the same on a loaded machine; wall time only guards
+against hangs). The summary gives the case count,
 failures and slowest case per kind, and the process's peak RSS (an upper bound on any one case's
 memory) with the case that raised it most. Failures are printed with the seed and case number that
 reproduce them (`--replay KIND CASE`); the exit status is 1 when any case failed.
@@ -62,7 +63,10 @@ sys.path.insert(0, str(ROOT))
 from calibration.fuzzing import infer as fuzzing_infer
 from calibration.fuzzing import mutate as cal_fuzzing
 from calibration.fuzzing import plan as fuzzing_plan
-from dslc import bombs, fuzzing
+from dslc import bombs
+from dslc.fuzzing import artifacts as artifact_fuzz
+from dslc.fuzzing import harness
+from dslc.fuzzing import sources as source_fuzz
 
 BOMB_EVERY = 10  # one case in ten of each kind is a cost bomb (dslc.bombs) instead of a mutation
 
@@ -76,7 +80,7 @@ OPTION_COMMANDS = ("calibrate", "plan-saved", "plan-run")
 
 def corpus(generated: int, seed: int) -> list[str]:
     """The real formula files and `generated` examples of `dslc.testing.sources()`."""
-    texts = fuzzing.real_sources(str(ROOT / "formulas"))
+    texts = source_fuzz.real_sources(str(ROOT / "formulas"))
     if generated:
         from hypothesis import HealthCheck, given, settings
         from hypothesis import strategies as st
@@ -114,11 +118,11 @@ def case(kind: str, seed: int, index: int, texts: list[str], doc: str) -> tuple[
         if bomb:
             family, text = bombs.source_bomb(rng)
             return f"bomb:{family}", text
-        return fuzzing.mutate_source(rng, rng.choice(texts))
+        return source_fuzz.mutate_source(rng, rng.choice(texts))
     if bomb:
         family, document = bombs.artifact_bomb(rng)
         return f"bomb:{family}", document
-    return fuzzing.mutate_artifact(rng, doc)
+    return artifact_fuzz.mutate_artifact(rng, doc)
 
 
 _SANDBOX: list[cal_fuzzing.Sandbox] = []
@@ -160,7 +164,7 @@ def _calibration_case(kind: str, rng: random.Random, index: int) -> tuple[str, o
 
 
 def check_calibration(payload: object, mutation: str) -> float:
-    """`dslc plan --calibration FILE` on a mutated document (fuzzing.Failure on a broken case)."""
+    """`dslc plan --calibration FILE` on a mutated document (harness.Failure on a broken case)."""
     path = _sandbox().root / "doc.json"
     path.write_text(str(payload), encoding="utf-8", errors="surrogatepass")
     args = cal_fuzzing.plan_options(_sandbox(), str(path), SD_FORMULAS)
@@ -168,7 +172,7 @@ def check_calibration(payload: object, mutation: str) -> float:
 
 
 def check_options(payload: object, mutation: str) -> float:
-    """`dslc ARGS` for a mutated option list (fuzzing.Failure on a broken case)."""
+    """`dslc ARGS` for a mutated option list (harness.Failure on a broken case)."""
     assert isinstance(payload, list)
     return _as_dslc_failure(lambda: cal_fuzzing.run_dslc(payload, "options", mutation))
 
@@ -184,19 +188,19 @@ def check_plan(payload: object, mutation: str) -> float:
 
 
 def check_infer(payload: object, mutation: str) -> float:
-    """`dslc infer ARGS` (fuzzing.Failure on a broken case)."""
+    """`dslc infer ARGS` (harness.Failure on a broken case)."""
     assert isinstance(payload, list)
     seconds = fuzzing_infer.case_seconds(payload)
     return _as_dslc_failure(lambda: cal_fuzzing.run_dslc(payload, "infer", mutation, seconds))
 
 
 def _as_dslc_failure(run: Callable[[], float]) -> float:
-    """calibration.fuzzing.mutate.Failure as dslc.fuzzing.Failure: one kind of failure in the
-    tally."""
+    """calibration.fuzzing.mutate.Failure as dslc.fuzzing.harness.Failure: one kind of failure in
+    the tally."""
     try:
         return run()
     except cal_fuzzing.Failure as exc:
-        raise fuzzing.Failure(exc.kind, exc.mutation, exc.problem, exc.payload) from exc
+        raise harness.Failure(exc.kind, exc.mutation, exc.problem, exc.payload) from exc
 
 
 def _warm_up(kinds: tuple[str, ...], check: dict[str, Check]) -> None:
@@ -283,7 +287,7 @@ class Tally:
         begin = time.process_time()
         try:
             elapsed = check(payload, mutation)
-        except fuzzing.Failure as failure:
+        except harness.Failure as failure:
             elapsed = time.process_time() - begin  # CPU time, as the checks measure it
             self.failures[kind].append(
                 f"{failure} (reproduce: bench/fuzz.py --seed {self.seed} --replay {kind} {index})"
@@ -312,7 +316,7 @@ def _replay(args: argparse.Namespace, texts: list[str], doc: str, check: dict[st
     print(f"{kind} case {index} ({mutation}); payload:\n{payload!r}"[:4000])
     try:
         print(f"ok in {check[kind](payload, mutation):.4f} s")
-    except fuzzing.Failure as failure:
+    except harness.Failure as failure:
         raise failure.__cause__ or failure
     return 0
 
@@ -367,10 +371,11 @@ def _report(
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     texts = corpus(args.generated, args.seed)
-    doc = json.dumps(fuzzing.real_artifact(str(ROOT / "formulas")))  # each case parses a fresh copy
+    # each case parses a fresh copy
+    doc = json.dumps(artifact_fuzz.real_artifact(str(ROOT / "formulas")))
     check: dict[str, Check] = {
-        "source": fuzzing.check_source,
-        "artifact": fuzzing.check_artifact,
+        "source": harness.check_source,
+        "artifact": harness.check_artifact,
         "calibration": check_calibration,
         "options": check_options,
         "infer": check_infer,

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from artifact.limits import MAX_NODES, MAX_PIPELINES
-from dslc import fuzzing
+from dslc.fuzzing import artifacts as artifact_fuzz
 from runtime import load_formulas
 
 FRESH = (
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="loads per generated size")
     parser.add_argument("--one-only", action="store_true", help="stop after the one formula")
     args = parser.parse_args(argv)
-    doc = fuzzing.real_artifact(str(ROOT / "formulas"))
+    doc = artifact_fuzz.real_artifact(str(ROOT / "formulas"))
     real = len(doc["pipelines"])
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, CPython "

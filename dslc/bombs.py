@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
+
+from artifact.write import JsonObject, JsonValue
 
 __all__ = ["ARTIFACT_BOMBS", "SOURCE_BOMBS", "artifact_bomb", "source_bomb"]
 
-_SPAN = {"source": 0, "line": 1, "column": 1, "end_line": 1, "end_column": 2}
-_ONE = {"k": "int", "v": 1}
+_SPAN: JsonObject = {"source": 0, "line": 1, "column": 1, "end_line": 1, "end_column": 2}
+_ONE: JsonObject = {"k": "int", "v": 1}
 
 
 # --------------------------------------------------------------------------- sources
@@ -172,11 +173,11 @@ def source_bomb(rng: random.Random) -> tuple[str, str]:
 # --------------------------------------------------------------------------- artifacts
 
 
-def _param(name: str, default: int = 3, hi: int | None = 1000) -> dict[str, Any]:
+def _param(name: str, default: int = 3, hi: int | None = 1000) -> JsonObject:
     return {"name": name, "type": "int", "default": default, "min": 0, "max": hi, "span": _SPAN}
 
 
-def _stage(name: str, memory: dict[str, Any] = _ONE, time: dict[str, Any] = _ONE) -> dict[str, Any]:
+def _stage(name: str, memory: JsonObject = _ONE, time: JsonObject = _ONE) -> JsonObject:
     return {
         "name": name,
         "span": _SPAN,
@@ -186,14 +187,14 @@ def _stage(name: str, memory: dict[str, Any] = _ONE, time: dict[str, Any] = _ONE
     }
 
 
-def _pipeline(name: str, **parts: Any) -> dict[str, Any]:
-    pipeline = {"name": name, "extends": None, "span": _SPAN, "params": [_param("x")]}
+def _pipeline(name: str, **parts: JsonValue) -> JsonObject:
+    pipeline: JsonObject = {"name": name, "extends": None, "span": _SPAN, "params": [_param("x")]}
     pipeline.update({"contracts": [], "lets": [], "stages": [_stage("S")]})
     pipeline.update(parts)
     return pipeline
 
 
-def document(*pipelines: dict[str, Any]) -> dict[str, Any]:
+def document(*pipelines: JsonValue) -> JsonObject:
     """An artifact document around these pipelines."""
     return {
         "format": "workload-formulas",
@@ -204,67 +205,69 @@ def document(*pipelines: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _let(name: str, expr: dict[str, Any]) -> dict[str, Any]:
+def _let(name: str, expr: JsonObject) -> JsonObject:
     return {"name": name, "expr": expr, "span": _SPAN}
 
 
-def nested_powers_artifact(depth: int) -> dict[str, Any]:
-    expr: dict[str, Any] = {"k": "param", "name": "x"}
+def nested_powers_artifact(depth: int) -> JsonObject:
+    expr: JsonObject = {"k": "param", "name": "x"}
     for _ in range(depth):
         expr = {"k": "pow", "args": [expr], "exp": 64}
     return document(_pipeline("p", stages=[_stage("S", memory=expr)]))
 
 
-def squaring_chain_artifact(length: int) -> dict[str, Any]:
-    lets = [_let("a0", {"k": "int", "v": 3})]
+def squaring_chain_artifact(length: int) -> JsonObject:
+    lets: list[JsonValue] = [_let("a0", {"k": "int", "v": 3})]
     for i in range(1, length + 1):
-        prev = {"k": "let", "name": f"a{i - 1}"}
+        prev: JsonObject = {"k": "let", "name": f"a{i - 1}"}
         lets.append(_let(f"a{i}", {"k": "mul", "args": [prev, prev]}))
-    memory = {"k": "let", "name": f"a{length}"}
+    memory: JsonObject = {"k": "let", "name": f"a{length}"}
     return document(_pipeline("p", lets=lets, stages=[_stage("S", memory=memory)]))
 
 
-def let_fan_out_artifact(args: int, stages: int) -> dict[str, Any]:
-    x = {"k": "param", "name": "x"}
-    wide = {
+def let_fan_out_artifact(args: int, stages: int) -> JsonObject:
+    x: JsonObject = {"k": "param", "name": "x"}
+    wide: JsonObject = {
         "k": "max",
         "args": [{"k": "add", "args": [x, {"k": "int", "v": i}]} for i in range(args)],
     }
-    m = {"k": "let", "name": "m"}
-    built = [_stage(f"S{i}", memory=m, time=m) for i in range(stages)]
+    m: JsonObject = {"k": "let", "name": "m"}
+    built: list[JsonValue] = [_stage(f"S{i}", memory=m, time=m) for i in range(stages)]
     return document(_pipeline("p", lets=[_let("m", wide)], stages=built))
 
 
-def contract_fan_out_artifact(params: int) -> dict[str, Any]:
-    decls = [_param(f"x{i}", 2, 100) for i in range(params)]
-    decls[0]["name"] = "x"
-    contracts = [
+def contract_fan_out_artifact(params: int) -> JsonObject:
+    names = [f"x{i}" for i in range(params)]
+    names[0] = "x"
+    decls: list[JsonValue] = [_param(name, 2, 100) for name in names]
+    contracts: list[JsonValue] = [
         {
-            "param": p["name"],
-            "text": f"{p['name']} % 2 == 0",
+            "param": name,
+            "text": f"{name} % 2 == 0",
             "expr": {
                 "k": "eq",
                 "args": [
-                    {"k": "mod", "args": [{"k": "param", "name": p["name"]}, {"k": "int", "v": 2}]},
+                    {"k": "mod", "args": [{"k": "param", "name": name}, {"k": "int", "v": 2}]},
                     {"k": "int", "v": 0},
                 ],
             },
             "span": _SPAN,
         }
-        for p in decls
+        for name in names
     ]
     return document(_pipeline("p", params=decls, contracts=contracts))
 
 
-def many_pipelines_artifact(count: int) -> dict[str, Any]:
+def many_pipelines_artifact(count: int) -> JsonObject:
     return document(*(_pipeline(f"p{i}") for i in range(count)))
 
 
-def many_params_artifact(count: int) -> dict[str, Any]:
-    return document(_pipeline("p", params=[_param("x")] + [_param(f"y{i}") for i in range(count)]))
+def many_params_artifact(count: int) -> JsonObject:
+    params: list[JsonValue] = [_param("x"), *(_param(f"y{i}") for i in range(count))]
+    return document(_pipeline("p", params=params))
 
 
-ARTIFACT_BOMBS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
+ARTIFACT_BOMBS: dict[str, Callable[[random.Random], JsonObject]] = {
     "nested-powers": lambda rng: nested_powers_artifact(rng.randint(1, 8)),
     "squaring-chain": lambda rng: squaring_chain_artifact(rng.randint(4, 40)),
     "let-fan-out": lambda rng: let_fan_out_artifact(
@@ -276,7 +279,7 @@ ARTIFACT_BOMBS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
 }
 
 
-def artifact_bomb(rng: random.Random) -> tuple[str, dict[str, Any]]:
+def artifact_bomb(rng: random.Random) -> tuple[str, JsonObject]:
     """A random family at a random size: (family, artifact document)."""
     name = rng.choice(list(ARTIFACT_BOMBS))
     return name, ARTIFACT_BOMBS[name](rng)

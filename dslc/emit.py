@@ -12,10 +12,10 @@ import attrs
 
 from artifact import write
 from artifact.atomic import write_atomically
-from artifact.checks import CheckedTrees
 from artifact.document import FORMAT, FORMAT_VERSION
 from artifact.ir import ComponentUse, SourceDecl
 from artifact.ir import Span as Where
+from artifact.tree_checks import CheckedTrees
 from artifact.write import JsonObject, add_all, dumps, number
 from dslc import __version__, ast
 from dslc.fmt import format_expr

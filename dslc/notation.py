@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import itertools
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dslc import ast
 from dslc.limits import MAX_EXPONENT, MAX_LITERAL_DIGITS
+
+if TYPE_CHECKING:
+    import sympy  # imported where used: sympy is slow to import
 
 __all__ = ["Untranslatable", "to_ast"]
 
@@ -27,7 +30,7 @@ _CALLS = {"floor": "floor", "ceiling": "ceil", "Min": "min", "Max": "max", "Abs"
 _RELATIONS = {"==", "!=", "<", "<=", ">", ">="}
 
 
-def to_ast(expr: Any) -> ast.Expr:
+def to_ast(expr: sympy.Basic) -> ast.Expr:
     """`expr` (a sympy expression or boolean) as a language expression with the same value."""
     import sympy
 
@@ -58,7 +61,7 @@ def to_ast(expr: Any) -> ast.Expr:
     return _logic(expr)
 
 
-def _logic(expr: Any) -> ast.Expr:
+def _logic(expr: sympy.Basic) -> ast.Expr:
     """`and`, `or`, `not`; `Xor` as `!=` and `Equivalent` as `==` between booleans."""
     import sympy
 
@@ -95,7 +98,7 @@ def _number(value: Fraction) -> ast.Expr:
     return ast.Unary("-", literal) if value < 0 else literal
 
 
-def _sum(expr: Any) -> ast.Expr:
+def _sum(expr: sympy.Basic) -> ast.Expr:
     """Terms in sympy's printing order; a negative term after the first is subtracted."""
     terms = expr.as_ordered_terms()
     result = to_ast(terms[0])
@@ -107,7 +110,7 @@ def _sum(expr: Any) -> ast.Expr:
     return result
 
 
-def _product(expr: Any) -> ast.Expr:
+def _product(expr: sympy.Basic) -> ast.Expr:
     """`-a * b / (c * d)`: the coefficient's sign outside, negative powers in the denominator."""
     import sympy
 
@@ -129,7 +132,7 @@ def _product(expr: Any) -> ast.Expr:
     return ast.Binary("/", numerator, _chain("*", bottom)) if bottom else numerator
 
 
-def _power(base: Any, exponent: Any) -> ast.Expr:
+def _power(base: sympy.Basic, exponent: sympy.Basic) -> ast.Expr:
     """`b ** n` for 0 <= n <= MAX_EXPONENT, `1 / b ** n` for a negative n."""
     if not exponent.is_Integer:
         raise Untranslatable("a power with a non-integer exponent")
@@ -143,7 +146,7 @@ def _power(base: Any, exponent: Any) -> ast.Expr:
     return ast.Binary("**", to_ast(base), ast.Num(Fraction(n)))
 
 
-def _piecewise(pairs: tuple[Any, ...]) -> ast.Expr:
+def _piecewise(pairs: tuple[sympy.Basic, ...]) -> ast.Expr:
     """`if c1 then v1 else if c2 then v2 else v3`; the last condition must be `True`."""
     import sympy
 

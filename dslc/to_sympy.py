@@ -9,7 +9,7 @@ Importing this module imports sympy: keep it out of the runtime and import it la
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TypeAlias
 
 import sympy
 from sympy.core.relational import Relational
@@ -26,6 +26,10 @@ _COMPARE = {
     ">": sympy.Gt,
     ">=": sympy.Ge,
 }
+
+
+#: What an expression lowers to: a sympy value, or a list's items (a memory's terms).
+Lowered: TypeAlias = "sympy.Basic | tuple[Lowered, ...]"
 
 
 class LowerError(Exception):
@@ -48,8 +52,10 @@ def param_symbol(param: ResolvedParam) -> sympy.Symbol:
 class Lowerer:
     """Lowers expressions of one pipeline; each let is lowered once, on first use."""
 
-    def __init__(self, pipeline: ResolvedPipeline, symbols: Mapping[str, Any] | None = None):
-        self.symbols: dict[str, Any] = (
+    def __init__(
+        self, pipeline: ResolvedPipeline, symbols: Mapping[str, sympy.Basic] | None = None
+    ):
+        self.symbols: dict[str, sympy.Basic] = (
             dict(symbols)
             if symbols is not None
             else {p.name: param_symbol(p) for p in pipeline.params}
@@ -61,9 +67,9 @@ class Lowerer:
         }
         self.let_exprs = {let.name: let.value for let in pipeline.lets}
         self.order = [let.name for let in pipeline.lets]  # dependency order
-        self.lets: dict[str, Any] = {}
+        self.lets: dict[str, Lowered] = {}
 
-    def name(self, ident: str) -> Any:
+    def name(self, ident: str) -> Lowered:
         if ident in self.symbols:
             return self.symbols[ident]
         if ident not in self.lets:
@@ -89,7 +95,7 @@ class Lowerer:
                     stack.append(node.id)
         return [name for name in self.order if name in seen]
 
-    def lower(self, expr: ast.Expr) -> Any:
+    def lower(self, expr: ast.Expr) -> Lowered:
         if isinstance(expr, ast.Num):
             return sympy.Rational(expr.value.numerator, expr.value.denominator)
         if isinstance(expr, ast.Bool):
@@ -117,19 +123,19 @@ class Lowerer:
             return self._call(expr)
         raise LowerError("'inf' has no value")
 
-    def boolean(self, value: Any) -> bool:
+    def boolean(self, value: Lowered) -> bool:
         """Whether a lowered value is a boolean (a bool param's symbol is a plain Symbol)."""
         return value in self.bool_symbols or isinstance(
             value, (BooleanAtom, BooleanFunction, Relational)
         )
 
     @staticmethod
-    def number(value: Any) -> Any:
+    def number(value: Lowered) -> sympy.Basic:
         if isinstance(value, tuple):
             raise LowerError("a list where a number is needed")
         return value
 
-    def _binary(self, expr: ast.Binary) -> Any:
+    def _binary(self, expr: ast.Binary) -> sympy.Basic:
         op = expr.op
         left, right = self.lower(expr.left), self.lower(expr.right)
         if op == "and":
@@ -158,7 +164,7 @@ class Lowerer:
             raise LowerError("the exponent must be a constant integer in [0, 64]")
         return a**b
 
-    def _call(self, expr: ast.Call) -> Any:
+    def _call(self, expr: ast.Call) -> sympy.Basic:
         args = [self.lower(arg) for arg in expr.args]
         func = expr.func
         if len(args) == 1 and isinstance(args[0], tuple):

@@ -147,7 +147,8 @@ class _SourceWriter:
             return f"(not {sub[0]})"
         if kind == "if":
             return f"({sub[1]} if {sub[0]} else {sub[2]})"
-        raise AssertionError(f"unvalidated node kind {kind!r}")  # unreachable: checks.py refused it
+        # unreachable: tree_checks.py refused it
+        raise AssertionError(f"unvalidated node kind {kind!r}")
 
     def hoist(self, e: Expr) -> str:
         """Move a subtree into a helper taking the variables it uses, called where evaluated."""

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from types import MappingProxyType
 
-from artifact.checks import CheckedTrees
 from artifact.document import parse_artifact, read_artifact
 from artifact.errors import (
     EvaluationError,
@@ -20,6 +19,7 @@ from artifact.ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceD
 from artifact.point import Point
 from artifact.spelling import file_value
 from artifact.stack import retried_on_fresh_stack
+from artifact.tree_checks import CheckedTrees
 from runtime.defaults import check_defaults
 from runtime.domain import SEARCH_LIMIT, Args, Domain
 from runtime.evaluator import (

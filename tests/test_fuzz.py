@@ -3,7 +3,7 @@ bound.
 
 Contract: a mutated source compiles to a CompileResult with diagnostics, never a traceback; a
 mutated artifact loads or raises a `runtime.FormulaError`; each in work linear in its size
-(tests/budget.py; the seconds per case, `dslc.fuzzing.CASE_SECONDS`, are bench/fuzz.py's).
+(tests/budget.py; the seconds per case, `dslc.fuzzing.harness.CASE_SECONDS`, are bench/fuzz.py's).
 """
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from artifact import checks as runtime_checks
+from artifact import limits as artifact_limits
 from artifact.document import MAX_BYTES
-from dslc import fuzzing, limits
+from dslc import limits
 from dslc.compiler import CompileResult, compile_paths, compile_text
+from dslc.fuzzing import artifacts as artifact_fuzz
+from dslc.fuzzing import harness
+from dslc.fuzzing import sources as source_fuzz
 from dslc.testing import sources
 from runtime import ArtifactError, load_formulas
 from tests.budget import within_linear_budget
@@ -38,14 +41,14 @@ SEEDS = st.integers(0, 2**64 - 1)
 
 @functools.cache
 def real_sources() -> tuple[str, ...]:
-    return tuple(fuzzing.real_sources("formulas"))
+    return tuple(source_fuzz.real_sources("formulas"))
 
 
 @functools.cache
 def real_artifact_text() -> str:
     import json
 
-    return json.dumps(fuzzing.real_artifact("formulas"))
+    return json.dumps(artifact_fuzz.real_artifact("formulas"))
 
 
 def real_artifact() -> dict:
@@ -57,13 +60,13 @@ def real_artifact() -> dict:
 def check_source(text: str, mutation: str) -> None:
     """A clean outcome in work linear in the text (seconds are bench/fuzz.py's measure)."""
     compile_text("pipeline warm { let x = 1 }", "warm.wf")  # the parser is built once, not here
-    within_linear_budget(lambda: fuzzing.check_source(text, mutation, seconds=None), len(text))
+    within_linear_budget(lambda: harness.check_source(text, mutation, seconds=None), len(text))
 
 
 def check_artifact(payload: object, mutation: str) -> None:
     """A clean outcome in work linear in the payload's JSON text."""
     within_linear_budget(
-        lambda: fuzzing.check_artifact(payload, mutation, seconds=None), payload_size(payload)
+        lambda: harness.check_artifact(payload, mutation, seconds=None), payload_size(payload)
     )
 
 
@@ -84,7 +87,7 @@ def payload_size(payload: object) -> int:
 @given(st.integers(0, 100), SEEDS)
 def test_mutated_real_sources_give_diagnostics(which: int, seed: int) -> None:
     texts = real_sources()
-    mutation, text = fuzzing.mutate_source(random.Random(seed), texts[which % len(texts)])
+    mutation, text = source_fuzz.mutate_source(random.Random(seed), texts[which % len(texts)])
     check_source(text, mutation)
 
 
@@ -95,11 +98,11 @@ def test_a_huge_literal_that_sends_proofs_to_the_split_search_stays_bounded() ->
     # Python calls a character, where a file that proves cheaply takes 10-30. Still linear, with the
     # search's constant.
     texts = real_sources()
-    mutation, text = fuzzing.mutate_source(random.Random(121819), texts[30 % len(texts)])
+    mutation, text = source_fuzz.mutate_source(random.Random(121819), texts[30 % len(texts)])
     assert "1_000_000_000_000_000_000" in text
     compile_text("pipeline warm { let x = 1 }", "warm.wf")
     within_linear_budget(
-        lambda: fuzzing.check_source(text, mutation, seconds=None), len(text), per_unit=150
+        lambda: harness.check_source(text, mutation, seconds=None), len(text), per_unit=150
     )
 
 
@@ -107,40 +110,40 @@ def test_a_huge_literal_that_sends_proofs_to_the_split_search_stays_bounded() ->
 @settings(FUZZ, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(sources(), SEEDS)
 def test_mutated_generated_sources_give_diagnostics(source: str, seed: int) -> None:
-    mutation, text = fuzzing.mutate_source(random.Random(seed), source)
+    mutation, text = source_fuzz.mutate_source(random.Random(seed), source)
     check_source(text, mutation)
 
 
 @FUZZ
 @given(SEEDS)
 def test_mutated_artifacts_load_or_raise_formula_error(seed: int) -> None:
-    mutation, payload = fuzzing.mutate_artifact(random.Random(seed), real_artifact())
+    mutation, payload = artifact_fuzz.mutate_artifact(random.Random(seed), real_artifact())
     check_artifact(payload, mutation)
 
 
 # --------------------------------------------------------------------------- every mutator, alone
 
 
-@pytest.mark.parametrize("name", sorted(fuzzing.SOURCE_MUTATORS))
+@pytest.mark.parametrize("name", sorted(source_fuzz.SOURCE_MUTATORS))
 def test_each_source_mutator(name: str) -> None:
     for seed in range(4):
         rng = random.Random(seed)
         text = rng.choice(real_sources())
-        mutated = "".join(fuzzing.SOURCE_MUTATORS[name](rng, fuzzing.tokenize(text)))
+        mutated = "".join(source_fuzz.SOURCE_MUTATORS[name](rng, source_fuzz.tokenize(text)))
         check_source(mutated, name)
 
 
-@pytest.mark.parametrize("name", sorted(fuzzing.ARTIFACT_MUTATORS))
+@pytest.mark.parametrize("name", sorted(artifact_fuzz.ARTIFACT_MUTATORS))
 def test_each_artifact_mutator(name: str) -> None:
     for seed in range(4):
         rng = random.Random(seed)
-        payload = fuzzing.ARTIFACT_MUTATORS[name](rng, real_artifact())
+        payload = artifact_fuzz.ARTIFACT_MUTATORS[name](rng, real_artifact())
         check_artifact(payload, name)
 
 
 def test_tokenize_round_trips() -> None:
     for text in real_sources():
-        assert "".join(fuzzing.tokenize(text)) == text
+        assert "".join(source_fuzz.tokenize(text)) == text
 
 
 def test_code_in_names_is_never_run(tmp_path, monkeypatch) -> None:
@@ -154,7 +157,7 @@ def test_code_in_names_is_never_run(tmp_path, monkeypatch) -> None:
         return 0
 
     monkeypatch.setattr(os, "system", system)
-    for name in fuzzing.CODE_NAMES:
+    for name in artifact_fuzz.CODE_NAMES:
         doc = real_artifact()
         doc["pipelines"][0]["params"][0]["name"] = name
         with pytest.raises(ArtifactError):
@@ -341,7 +344,7 @@ def test_loader_limit_bytes() -> None:
 def test_loader_limit_expression_depth() -> None:
     doc = real_artifact()
     node: dict = {"k": "int", "v": 1}
-    for _ in range(runtime_checks.MAX_DEPTH + 1):
+    for _ in range(artifact_limits.MAX_DEPTH + 1):
         node = {"k": "neg", "args": [node]}
     first_expr(doc)["expr"] = {"k": "abs", "args": [node]}
     assert "deeper" in load_within_budget(doc).problem
@@ -354,7 +357,7 @@ def test_loader_limit_json_nesting() -> None:
 
 def test_loader_limit_int_digits() -> None:
     doc = real_artifact()
-    first_expr(doc)["expr"] = {"k": "int", "v": 10**runtime_checks.MAX_INT_DIGITS}
+    first_expr(doc)["expr"] = {"k": "int", "v": 10**artifact_limits.MAX_INT_DIGITS}
     assert "digits" in load_within_budget(doc).problem
 
 
@@ -370,19 +373,19 @@ def test_loader_limit_exponent() -> None:
     first_expr(doc)["expr"] = {
         "k": "pow",
         "args": [{"k": "int", "v": 2}],
-        "exp": runtime_checks.MAX_POW_EXPONENT + 1,
+        "exp": artifact_limits.MAX_POW_EXPONENT + 1,
     }
     assert "exponent" in load_within_budget(doc).problem
 
 
 def test_loader_limit_name_length() -> None:
     doc = real_artifact()
-    doc["pipelines"][0]["name"] = "p" * (runtime_checks.MAX_NAME_LENGTH + 1)
+    doc["pipelines"][0]["name"] = "p" * (artifact_limits.MAX_NAME_LENGTH + 1)
     assert "name" in load_within_budget(doc).problem
 
 
 def test_loader_limit_text_length() -> None:
     doc = real_artifact()
     contracts = next(p for p in doc["pipelines"] if p["contracts"])["contracts"]
-    contracts[0]["text"] = "x" * (runtime_checks.MAX_TEXT_LENGTH + 1)
+    contracts[0]["text"] = "x" * (artifact_limits.MAX_TEXT_LENGTH + 1)
     assert "longer" in load_within_budget(doc).problem

@@ -25,7 +25,7 @@ PACKAGES = ("artifact", "dslc", "runtime", "calibration", "bench")
 #: `dslc build` uses), the command line's plumbing (loading an artifact for `eval`, `list`...)
 #: and the fuzzing harness. Each must use the runtime (a test), so the list stays exact.
 DSLC_RUNTIME_TOOLS = frozenset(
-    {"dslc.build", "dslc.cli_compile", "dslc.cli_failures", "dslc.fuzzing"}
+    {"dslc.build", "dslc.cli_compile", "dslc.cli_failures", "dslc.fuzzing.harness"}
 )
 
 #: The module of `calibration.plan` that moves torch modules (`calibration.core.weights` sizes

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 from click.core import ParameterSource
@@ -29,12 +28,7 @@ from calibration.cli.options import (
     run_options,
     shape_option,
 )
-from calibration.plan.inputs import (
-    Calibrated,
-    components_from_bytes,
-    from_estimate,
-    load_calibration,
-)
+from calibration.plan.inputs import Calibrated, from_calibration, load_calibration
 from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
     DEFAULT_PAGEABLE_FACTOR,
@@ -55,9 +49,6 @@ from calibration.plan.report import (
 )
 from calibration.plan.solver import solve
 from dslc.cli_support import POINT_METAVAR, Failure, ui
-
-if TYPE_CHECKING:
-    from calibration.calibrate.run import Calibration
 
 _EPILOG_LINES = (
     "\b",
@@ -171,18 +162,8 @@ def calibrated(
         except CalibrationError as exc:
             raise Failure(str(exc)) from None
         warn(cal)
-        out.append(_in_memory(cal))
+        out.append(from_calibration(cal))
     return out
-
-
-def _in_memory(cal: Calibration) -> Calibrated:
-    """The planner's input straight from the calibration (no document built and read back): the
-    same components, bounds, layer calls, compute and target a saved one gives."""
-    components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
-    target = from_estimate(
-        cal.estimate, components, phase_weights=cal.phase_weights, unobserved=cal.unobserved
-    )
-    return Calibrated(components, target)
 
 
 @click.command(

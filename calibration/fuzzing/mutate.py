@@ -3,11 +3,11 @@
 
 One contract: the command, run through the `dslc` group as a person runs it, ends with exit 0, 1, 2,
 4 or 5 -- never 3 (our bug), never an exception escaping it -- within ``CASE_SECONDS`` of CPU time
-(``dslc.fuzzing.CaseClock``). A document is mutated as JSON (a key dropped, a value of another type
-or size, a list grown, names changed) or as text (a key repeated, bytes cut or flipped, nesting); an
-option list by dropping, repeating, swapping options or giving one a hostile value (a huge or
-negative number, a malformed shape, a FIFO, `/dev/zero`, a link to `/dev/null`, a folder, an unknown
-figure format).
+(``dslc.fuzzing.harness.CaseClock``). A document is mutated as JSON (a key dropped, a value of
+another type or size, a list grown, names changed) or as text (a key repeated, bytes cut or flipped,
+nesting); an option list by dropping, repeating, swapping options or giving one a hostile value (a
+huge or negative number, a malformed shape, a FIFO, `/dev/zero`, a link to `/dev/null`, a folder,
+an unknown figure format).
 
 A calibration takes seconds, so option lists name a factory that stops the run where the pipeline
 would be built (``STOP_FACTORY``, ``stop`` below): everything before it -- parsing, the formulas,
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dslc.fuzzing import CaseClock
+from dslc.fuzzing.harness import CaseClock
 
 __all__ = [
     "CASE_SECONDS",

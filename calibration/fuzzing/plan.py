@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from calibration.fuzzing.mutate import CASE_SECONDS, Failure, Sandbox, calibrate_options, run_dslc
-from dslc.fuzzing import CaseClock
+from dslc.fuzzing.harness import CaseClock
 
 #: The capacity the seed plan is made for: the tiny FLUX streams one of its transformer's blocks.
 SEED_CAPACITY = "1MiB"

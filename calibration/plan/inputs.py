@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from attrs import frozen
 
@@ -160,6 +160,32 @@ def from_estimate(
         ),
         unobserved,
     )
+
+
+class CalibrationLike(Protocol):
+    """What ``from_calibration`` reads of a ``calibration.calibrate.run.Calibration``."""
+
+    @property
+    def estimate(self) -> WorkloadEstimate: ...
+    @property
+    def component_weight_bytes(self) -> Mapping[str, int]: ...
+    @property
+    def layer_bytes(self) -> Mapping[str, Mapping[str, int]]: ...
+    @property
+    def phase_weights(self) -> Mapping[str, int]: ...
+    @property
+    def unobserved(self) -> tuple[str, ...]: ...
+
+
+def from_calibration(cal: CalibrationLike) -> Calibrated:
+    """The planner's input straight from a calibration in memory (``dslc plan`` without
+    ``--calibration``): the components, bounds, layer calls, compute and target its saved
+    document gives, without building and reading one."""
+    components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
+    target = from_estimate(
+        cal.estimate, components, phase_weights=cal.phase_weights, unobserved=cal.unobserved
+    )
+    return Calibrated(components, target)
 
 
 def _compute(doc: Mapping[str, Json]) -> tuple[float | None, dict[str, float]]:

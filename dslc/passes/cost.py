@@ -10,9 +10,10 @@ has not bounded.
 
 from __future__ import annotations
 
-from artifact.checks import CheckedTrees, NodeBudget, as_name, into
 from artifact.document import parse_pipeline
 from artifact.errors import ArtifactError, ArtifactLimitError
+from artifact.json_checks import as_name, into
+from artifact.tree_checks import CheckedTrees, NodeBudget
 from artifact.write import JsonObject, JsonValue
 from dslc.codes import Code
 from dslc.diagnostics import Diagnostic, error

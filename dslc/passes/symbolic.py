@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import sympy
@@ -43,7 +44,7 @@ def _budget(seconds: float) -> Iterator[None]:
         yield
         return
 
-    def expire(signum: int, frame: Any) -> None:
+    def expire(signum: int, frame: FrameType | None) -> None:
         raise _OutOfTime
 
     previous = signal.signal(signal.SIGALRM, expire)
@@ -82,7 +83,7 @@ def prove_symbolically(ctx: Context, ob: Any) -> bool:
 
 
 def _prove(ctx: Context, kind: str, target: ast.Expr, domains: dict) -> bool:
-    symbols: dict[str, Any] = {}
+    symbols: dict[str, sympy.Basic] = {}
     bools = []
     for name in ctx.ordered(ctx.deps(target)):
         if ctx.param_types[name] == "bool":
@@ -108,7 +109,7 @@ def _prove(ctx: Context, kind: str, target: ast.Expr, domains: dict) -> bool:
     return True
 
 
-def _holds(kind: str, value: Any) -> bool:
+def _holds(kind: str, value: sympy.Basic) -> bool:
     if kind == "divisor":
         return value.is_zero is False
     if kind == "integer":

@@ -10,7 +10,12 @@ from click.testing import CliRunner
 
 from calibration.cli.plan import plan
 from calibration.plan import Device, GiB, solve
-from calibration.plan.inputs import CalibrationFormatError, from_estimate, load_calibration
+from calibration.plan.inputs import (
+    CalibrationFormatError,
+    from_calibration,
+    from_estimate,
+    load_calibration,
+)
 from calibration.plan.report import parse_size
 from runtime.estimate.results import (
     LayerUseEstimate,
@@ -364,7 +369,6 @@ def test_a_calibration_is_planned_in_memory_as_its_saved_document_reads(flux) ->
     rounding (a microsecond)."""
     from calibration.calibrate.report import document
     from calibration.calibrate.run import calibrate_pipeline
-    from calibration.cli.plan import _in_memory
     from calibration.examples import EXAMPLES
 
     example = EXAMPLES["flux"]
@@ -372,7 +376,7 @@ def test_a_calibration_is_planned_in_memory_as_its_saved_document_reads(flux) ->
         example.build, flux, example.shapes, call_kwargs=example.call_kwargs,
         target={"steps": 2, "height": 64, "width": 64}, repeat=1, time_tolerance=None,
     )  # fmt: skip
-    memory, saved = _in_memory(cal), load_calibration(document(cal))
+    memory, saved = from_calibration(cal), load_calibration(document(cal))
     assert memory.components == saved.components
     got, want = memory.target, saved.target
     assert (got.name, got.phases, got.uses, got.layer_uses) == (

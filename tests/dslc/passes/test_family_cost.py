@@ -2,8 +2,8 @@
 cost of its own members, not once per child for everything the children inherit.
 
 The compiler emits each inherited formula once and shares its JSON object among the children; the
-loader's checks keep what they made of each object (`artifact.checks.CheckedTrees`) and reuse it
-only where the scope holds the same for every name the formula reads. Work is counted in formulas
+loader's checks keep what they made of each object (`artifact.tree_checks.CheckedTrees`) and reuse
+it only where the scope holds the same for every name the formula reads. Work is counted in formulas
 checked afresh (`misses`), never by the clock; the artifact must be byte for byte what emitting
 every pipeline afresh gives.
 """
