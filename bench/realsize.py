@@ -36,6 +36,7 @@ from bench import realsize_archs as archs
 from bench.accuracy import _rows, _timing, machine, markdown, summary, units
 from calibration.calibrate.run import calibrate_pipeline, load_pipeline, work_ratio
 from calibration.core.offload import Offload
+from calibration.core.shapes import Shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 Point = dict[str, int | bool]
@@ -185,7 +186,7 @@ def run_case(
     cal = calibrate_pipeline(
         lambda seed: case.build(seed, case.dtype),
         pipeline,
-        (case.warmup, case.probe, case.target),
+        Shapes(case.warmup, case.probe, case.target),
         call_kwargs=call_kwargs,
         verify=True,
         device=case.device,

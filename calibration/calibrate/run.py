@@ -29,6 +29,7 @@ from calibration.core.costs import relative_cost, work_ratio
 from calibration.core.host import quiet_libraries, torch_threads
 from calibration.core.offload import Placing
 from calibration.core.session import Session
+from calibration.core.shapes import Shapes
 from calibration.core.weights import phase_weights, unobserved
 from calibration.core.wiring import call_arguments
 from calibration.errors import CalibrationError
@@ -265,7 +266,7 @@ def calibrate_session(
     measured_run = median_run(loop.runs) if loop.runs else None
     loop.tick(loop.total, loop.total, "done")
     return _calibration(
-        loop, settled, measured_run, (warmup, probe, target), uncovered, label, formula_path
+        loop, settled, measured_run, Shapes(warmup, probe, target), uncovered, label, formula_path
     )
 
 
@@ -300,14 +301,14 @@ def _calibration(
     loop: Loop,
     settled: Settled,
     measured_run: WarmupRecord | None,
-    shapes: tuple[Point, Point, Point],
+    shapes: Shapes,
     uncovered: tuple[str, ...],
     label: str,
     formula_path: str,
 ) -> Calibration:
     """What the loop measured and settled, as one value; every request failing is an error."""
     session, pipeline = loop.session, loop.session.formulas
-    warmup, probe, target = shapes
+    warmup, probe, target = shapes.warmup, shapes.probe, shapes.target
     errors = _errors(loop, measured_run)
     extras = [(loop.points[role], why) for role, why in loop.sizes[1:]]
     return Calibration(
@@ -395,17 +396,17 @@ def unstaged_components(records: Sequence[WarmupRecord]) -> tuple[str, ...]:
 
 def shapes(
     pipeline: Pipeline,
-    defaults: tuple[Point, Point, Point],
+    defaults: Shapes,
     *,
     target: Point | None = None,
     probe: Point | None = None,
     warmup: Point | None = None,
-) -> tuple[dict[str, int | bool], dict[str, int | bool], dict[str, int | bool]]:
-    """The target, probe and warmup: each given one over the defaults, unset params from the next
-    larger (the probe's from the target, the warmup's from the probe). A default below a declared
-    probe minimum (`probe frames >= 9`) is raised to it (not above the target); a size given
-    below one is kept (``Calibration.below_minimum`` warns)."""
-    d_warmup, d_probe, d_target = defaults
+) -> Shapes:
+    """The warmup, probe and target, complete: each given one over the defaults, unset params from
+    the next larger (the probe's from the target, the warmup's from the probe). A default below a
+    declared probe minimum (`probe frames >= 9`) is raised to it (not above the target); a size
+    given below one is kept (``Calibration.below_minimum`` warns)."""
+    d_warmup, d_probe, d_target = defaults.warmup, defaults.probe, defaults.target
     target_point = full_point(pipeline, {**d_target, **(target or {})}, "target")
     planned_probe = raise_to_minimums(pipeline, {**target_point, **d_probe}, target_point)
     probe_point = full_point(pipeline, {**planned_probe, **(probe or {})}, "probe")
@@ -415,13 +416,13 @@ def shapes(
         from calibration.calibrate.warmup import lighten
 
         warmup_point = lighten(pipeline, probe_point, {}) or warmup_point
-    return target_point, probe_point, warmup_point
+    return Shapes(warmup_point, probe_point, target_point)
 
 
 def calibrate_pipeline(
     pipe_factory: Callable[[int], object],
     pipeline: Pipeline,
-    defaults: tuple[Point, Point, Point],
+    defaults: Shapes,
     *,
     target: Point | None = None,
     probe: Point | None = None,
@@ -445,10 +446,8 @@ def calibrate_pipeline(
     (placed under ``offload`` on a device capped at ``capacity``: ``calibration.core.offload``)."""
     from calibration.core.host import resolve_device
 
-    target_point, probe_point, warmup_point = shapes(
-        pipeline, defaults, target=target, probe=probe, warmup=warmup
-    )
-    for point in (target_point, probe_point, warmup_point):  # before the pipeline is built
+    full = shapes(pipeline, defaults, target=target, probe=probe, warmup=warmup)
+    for point in (full.target, full.probe, full.warmup):  # before the pipeline is built
         call_arguments(pipeline, point)
     with quiet_libraries(), torch_threads(device := resolve_device(device), threads):
         (progress or (lambda step, total, what: None))(0, 1, "building the pipeline")
@@ -466,9 +465,9 @@ def calibrate_pipeline(
             session,
             lambda: calibrate_session(
                 session,
-                target=target_point,
-                probe=probe_point,
-                warmup=warmup_point,
+                target=full.target,
+                probe=full.probe,
+                warmup=full.warmup,
                 margin=margin,
                 verify=verify,
                 repeat=repeat,

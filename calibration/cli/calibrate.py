@@ -18,7 +18,6 @@ from artifact.spelling import point_text
 from calibration.cli.options import (
     Choice,
     RunSettings,
-    Shapes,
     check_choice,
     device_option,
     packed,
@@ -27,6 +26,7 @@ from calibration.cli.options import (
     run_options,
     shape_option,
 )
+from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
 from dslc.cli_support import POINT_METAVAR, Failure, ui
 

@@ -24,9 +24,9 @@ from artifact.limits import (
     MAX_TIME_TOLERANCE,
     MIN_SEED,
 )
-from artifact.point import Point
 from calibration.cli.offload_option import offload_options
 from calibration.core.offload import placing
+from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
 from calibration.probes.time_probe import TIME_TOLERANCE
 from dslc.cli_support import POINT_METAVAR, REPO_FORMULAS, assignments
@@ -35,6 +35,7 @@ from runtime.estimate.results import DEFAULT_MARGIN
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration, Progress
+    from calibration.core.factory import Factory
     from runtime import Pipeline
 
 Command = TypeVar("Command", bound=Callable[..., object])
@@ -243,15 +244,6 @@ class Choice:
 
 
 @frozen
-class Shapes:
-    """The warmup, probe and target given on the command line (unset params: the defaults)."""
-
-    warmup: Point
-    probe: Point
-    target: Point
-
-
-@frozen
 class RunSettings:
     """How the calibration runs (``run_options``)."""
 
@@ -315,9 +307,9 @@ def run_calibration(
             raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
         loaded = load_factory(choice.factory)
         pipeline = load_pipeline(formulas_path, choice.name)
-        _module_shapes_fit(pipeline, loaded.shapes, choice.factory)
+        _module_shapes_fit(pipeline, loaded, choice.factory)
         build, call_kwargs, label = loaded.build, loaded.call_kwargs, choice.factory
-        defaults = _defaults(loaded.shapes, shapes.probe, shapes.target)
+        defaults = loaded.shapes(shapes)
     else:
         chosen = EXAMPLES[choice.example]
         if formulas_path.is_dir():
@@ -355,13 +347,13 @@ def run_calibration(
         ) from None
 
 
-def _module_shapes_fit(pipeline: Pipeline, shapes: Sequence[Point | None], factory: str) -> None:
+def _module_shapes_fit(pipeline: Pipeline, loaded: Factory, factory: str) -> None:
     """The factory module's WARMUP, PROBE and TARGET name the pipeline's params with values of
     their types (``CalibrationError`` naming the module's shape, not the run's phase)."""
     from calibration.errors import CalibrationError
 
     module = factory.rpartition(":")[0]
-    for attr, shape in zip(("WARMUP", "PROBE", "TARGET"), shapes):
+    for attr, shape in loaded.given().items():
         for name, value in (shape or {}).items():
             param = pipeline.params.get(name)
             if param is None:
@@ -374,23 +366,3 @@ def _module_shapes_fit(pipeline: Pipeline, shapes: Sequence[Point | None], facto
                     f"--pipeline: {attr} of {module}: {name} takes "
                     f"{'a bool' if param.type == 'bool' else 'an int'}; got {value!r}"
                 )
-
-
-def _defaults(
-    shapes: tuple[object, object, object],
-    probe: Point,
-    target: Point,
-) -> tuple[Point, Point, Point]:
-    """--pipeline's demo shapes: its module's WARMUP/PROBE/TARGET, else --probe and --target."""
-    from calibration.errors import CalibrationError
-
-    warmup_d, probe_d, target_d = (dict(s) if isinstance(s, dict) else None for s in shapes)
-    if target_d is None and not target:
-        raise CalibrationError(
-            "--pipeline: give --target (the formulas' default workload is rarely a CPU-sized run), "
-            "or define TARGET in the factory's module"
-        )
-    if probe_d is None and not probe:
-        raise CalibrationError("--pipeline: give --probe, or define PROBE in the factory's module")
-    probe_full = probe_d or {}
-    return (warmup_d or probe_full, probe_full, target_d or {})

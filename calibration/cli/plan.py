@@ -20,7 +20,6 @@ from calibration.cli.options import (
     Choice,
     FiniteRange,
     RunSettings,
-    Shapes,
     check_choice,
     device_option,
     packed,
@@ -29,6 +28,7 @@ from calibration.cli.options import (
     run_options,
     shape_option,
 )
+from calibration.core.shapes import Shapes
 from calibration.plan.inputs import (
     Calibrated,
     components_from_bytes,

@@ -11,13 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 from attrs import frozen
 
-from artifact.point import Point
-from calibration.cli.options import Choice, RunSettings, Shapes
+from calibration.cli.options import Choice, RunSettings
+from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
 from calibration.lifecycle.model import Mode
 from calibration.lifecycle.render import document, lines
 from calibration.lifecycle.run import Outcome, run_lifecycle
-from calibration.lifecycle.steps import Points, Settings
+from calibration.lifecycle.steps import Settings
 from calibration.plan.model import Device
 from calibration.plan.report import show_bytes
 from runtime import Pipeline
@@ -32,13 +32,12 @@ class Built:
     build: Callable[[int], object]
     call_kwargs: Callable[[int], Mapping[str, object]] | None
     formulas: Pipeline
-    defaults: tuple[Point, Point, Point]
+    defaults: Shapes
 
 
 def _built(choice: Choice, shapes: Shapes) -> Built:
     """The chosen example or factory with its formulas (`dslc calibrate`'s choice)."""
     from calibration.calibrate.run import load_pipeline
-    from calibration.cli.options import _defaults
     from calibration.examples import EXAMPLES
 
     if choice.factory is not None:
@@ -48,12 +47,7 @@ def _built(choice: Choice, shapes: Shapes) -> Built:
             raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
         loaded = load_factory(choice.factory)
         formulas = load_pipeline(choice.formulas_path, choice.name)
-        return Built(
-            loaded.build,
-            loaded.call_kwargs,
-            formulas,
-            _defaults(loaded.shapes, shapes.probe, shapes.target),
-        )
+        return Built(loaded.build, loaded.call_kwargs, formulas, loaded.shapes(shapes))
     chosen = EXAMPLES[choice.example]
     path = choice.formulas_path
     formulas = load_pipeline(path / chosen.formula_file if path.is_dir() else path, chosen.pipeline)
@@ -78,7 +72,7 @@ def lifecycle(
 
     offload = placing(settings.offload)  # a plan file read before anything is built
     built = _built(choice, shapes)
-    target, probe, warmup = full_shapes(
+    full = full_shapes(
         built.formulas,
         built.defaults,
         target=shapes.target,
@@ -99,7 +93,7 @@ def lifecycle(
         )
         return run_lifecycle(
             session,
-            Points(warmup, probe, target),
+            full,
             Settings(
                 device,
                 mode,

@@ -24,6 +24,7 @@ from calibration.calibrate.run import Calibration, calibrate_pipeline, load_pipe
 from calibration.calibrate.verdict import STRICT_FAILED, TimeCheck, time_check, verdict
 from calibration.cli.calibrate import calibrate
 from calibration.core.calls import UnprovenCall, footprint, unnamed_calls, unproven_calls
+from calibration.core.shapes import Shapes
 from runtime import Pipeline
 from runtime.record import Phase, StageIterations, WarmupRecord
 
@@ -171,7 +172,7 @@ def forwarded() -> Calibration:
     pipeline = load_pipeline(CUSTOM_SD, "custom_sd")
     start = {"steps": 2, "height": 32, "width": 32}
     return calibrate_pipeline(
-        build, pipeline, (start, start, {"steps": 6, "height": 64, "width": 64}),
+        build, pipeline, Shapes(start, start, {"steps": 6, "height": 64, "width": 64}),
         call_kwargs=call_kwargs, repeat=1, verify=True, time_tolerance=None,
         formula_path=str(CUSTOM_SD),
     )  # fmt: skip

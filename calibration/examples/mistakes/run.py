@@ -64,6 +64,7 @@ def calibrate_mistake(
     """The real calibration of the edited formulas with ``verify``; a refusal's message instead of
     a Calibration when it raises ``CalibrationError``."""
     from calibration.calibrate.run import calibrate_pipeline
+    from calibration.core.shapes import Shapes
     from calibration.errors import CalibrationError
     from calibration.probes.time_probe import TIME_TOLERANCE
 
@@ -73,7 +74,7 @@ def calibrate_mistake(
         return calibrate_pipeline(
             build,
             pipeline,
-            (mistake.warmup, mistake.probe, mistake.target),
+            Shapes(mistake.warmup, mistake.probe, mistake.target),
             call_kwargs=call_kwargs,
             verify=True,
             repeat=repeat or mistake.repeat,

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from calibration.cli.options import Choice, RunSettings, Shapes
+from calibration.cli.options import Choice, RunSettings
 from calibration.cli.validate import MODES, lifecycle, validate_command
+from calibration.core.shapes import Shapes
 from calibration.lifecycle.model import Mode
 from tests.calibration.lifecycle_setup import PROBE, STREAMING, TARGET
 
