@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifact.units import parse_size
 from bench import realsize_archs as archs
 from bench.accuracy import _rows, _timing, machine, markdown, summary, units
-from calibration.calibrate.run import calibrate_pipeline, load_pipeline, work_ratio
+from calibration.calibrate.pipeline import calibrate_pipeline
+from calibration.calibrate.run import load_pipeline, work_ratio
 from calibration.core.offload import Offload
 from calibration.core.shapes import Shapes
 

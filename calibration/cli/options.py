@@ -25,7 +25,7 @@ from artifact.limits import (
     MIN_SEED,
 )
 from calibration.cli.offload_option import offload_options
-from calibration.core.offload import placing
+from calibration.core.config import RunConfig
 from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
 from calibration.probes.time_probe import TIME_TOLERANCE
@@ -243,31 +243,16 @@ class Choice:
     name: str | None
 
 
-@frozen
-class RunSettings:
-    """How the calibration runs (``run_options``)."""
-
-    margin: float = DEFAULT_MARGIN
-    repeat: int = 3
-    clock: str = "auto"
-    seed: int = 0
-    threads: int = 1
-    time_tolerance: float = TIME_TOLERANCE
-    no_time_probe: bool = False
-    offload: str = "auto"  # --calibrate-offload, as given (``calibration.core.offload.placing``)
-    capacity: int | None = None  # --device-capacity
-
-
 #: The keyword arguments ``pipeline_options`` and ``run_options`` give a command, by field.
 _CHOICE = ("example", "factory", "formulas_path", "name")
 _RUN = (
+    "device",
     "margin",
     "repeat",
     "clock",
     "seed",
     "threads",
     "time_tolerance",
-    "no_time_probe",
     "offload",
     "capacity",
 )
@@ -275,12 +260,16 @@ _RUN = (
 
 def packed(command: Callable[..., None]) -> Callable[..., None]:
     """``command`` taking its pipeline options as one ``choice: Choice`` and its run options as
-    one ``settings: RunSettings``, as click passes them by name (the commands stay short)."""
+    one ``config: RunConfig`` (``--device`` too), as click passes them by name (the commands stay
+    short)."""
 
     @functools.wraps(command)
     def with_values(**given: Any) -> None:  # Any: click's keyword arguments, one per option
         given["choice"] = Choice(**{key: given.pop(key) for key in _CHOICE})
-        given["settings"] = RunSettings(**{key: given.pop(key) for key in _RUN})
+        run = {key: given.pop(key) for key in _RUN}
+        if given.pop("no_time_probe"):
+            run["time_tolerance"] = None
+        given["config"] = RunConfig(**run)
         command(**given)
 
     return with_values
@@ -289,18 +278,18 @@ def packed(command: Callable[..., None]) -> Callable[..., None]:
 def run_calibration(
     choice: Choice,
     shapes: Shapes,
-    settings: RunSettings,
+    config: RunConfig,
     *,
-    device: str,
     verify: bool = False,
     progress: Progress | None = None,
 ) -> Calibration:
     """Build the chosen pipeline and calibrate it (raises ``CalibrationError``)."""
-    from calibration.calibrate.run import calibrate_pipeline, load_pipeline
+    from calibration.calibrate.pipeline import Built, calibrate_configured
+    from calibration.calibrate.run import load_pipeline
     from calibration.core.factory import load_factory
     from calibration.errors import CalibrationError
 
-    offload = placing(settings.offload)  # a plan file read before anything is built
+    config = config.placed()  # a plan file read before anything is built
     formulas_path = choice.formulas_path
     if choice.factory is not None:
         if choice.name is None:
@@ -317,29 +306,9 @@ def run_calibration(
         pipeline = load_pipeline(formulas_path, choice.name or chosen.pipeline)
         build, call_kwargs, label = chosen.build, chosen.call_kwargs, chosen.name
         defaults = chosen.shapes
+    built = Built(build, pipeline, defaults, call_kwargs, label, str(formulas_path))
     try:
-        return calibrate_pipeline(
-            build,
-            pipeline,
-            defaults,
-            warmup=shapes.warmup,
-            probe=shapes.probe,
-            target=shapes.target,
-            call_kwargs=call_kwargs,
-            margin=settings.margin,
-            verify=verify,
-            device=device,
-            seed=settings.seed,
-            threads=settings.threads,
-            repeat=settings.repeat,
-            clock=settings.clock,
-            progress=progress,
-            label=label,
-            formula_path=str(formulas_path),
-            time_tolerance=None if settings.no_time_probe else settings.time_tolerance,
-            offload=offload,
-            capacity=settings.capacity,
-        )
+        return calibrate_configured(built, shapes, config, verify=verify, progress=progress)
     except SystemExit as exc:  # the pipeline's call ran sys.exit: its failure, never exit 0
         raise CalibrationError(
             f"{label}: the pipeline's call ran sys.exit({exc.code!r}); a call that exits the "

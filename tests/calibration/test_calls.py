@@ -19,8 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from artifact.point import Point
+from calibration.calibrate.pipeline import calibrate_pipeline
 from calibration.calibrate.report import document
-from calibration.calibrate.run import Calibration, calibrate_pipeline, load_pipeline
+from calibration.calibrate.run import Calibration, load_pipeline
 from calibration.calibrate.verdict import STRICT_FAILED, TimeCheck, time_check, verdict
 from calibration.cli.calibrate import calibrate
 from calibration.core.calls import UnprovenCall, footprint, unnamed_calls, unproven_calls

@@ -63,7 +63,7 @@ def calibrate_mistake(
 ) -> Calibration | str:
     """The real calibration of the edited formulas with ``verify``; a refusal's message instead of
     a Calibration when it raises ``CalibrationError``."""
-    from calibration.calibrate.run import calibrate_pipeline
+    from calibration.calibrate.pipeline import calibrate_pipeline
     from calibration.core.shapes import Shapes
     from calibration.errors import CalibrationError
     from calibration.probes.time_probe import TIME_TOLERANCE

@@ -28,7 +28,8 @@ from click.testing import CliRunner
 
 pytest.importorskip("diffusers")
 
-from calibration.calibrate.run import calibrate_pipeline, load_pipeline
+from calibration.calibrate.pipeline import calibrate_pipeline
+from calibration.calibrate.run import load_pipeline
 from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
 from calibration.infer import infer
