@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from calibration.examples.mistakes.model import Mistake, Outcome
 from calibration.examples.mistakes.score import evaluate
@@ -44,7 +44,7 @@ def compile_mistake(mistake: Mistake, root: Path = ROOT) -> Pipeline:
     return book[mistake.pipeline]
 
 
-def factory(family: str) -> tuple[Callable[[int], Any], Callable[[int], Mapping[str, object]]]:
+def factory(family: str) -> tuple[Callable[[int], object], Callable[[int], Mapping[str, object]]]:
     """The family's pipeline factory and its constant call arguments."""
     if family == "custom_sd":
         from calibration.core.factory import load_factory
