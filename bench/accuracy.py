@@ -238,9 +238,8 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
     example = EXAMPLES[example_name]
     pipeline = load_pipeline(FORMULAS / example.formula_file, formula_pipeline or example.pipeline)
     probe = probes[0] if isinstance(probes, tuple) else probes
-    target_point, probe_point, warmup_point = shapes(
-        pipeline, example.shapes, target=target, probe=probe, warmup=warmup
-    )
+    full = shapes(pipeline, example.shapes, target=target, probe=probe, warmup=warmup)
+    target_point, probe_point, warmup_point = full.target, full.probe, full.warmup
     with quiet_libraries(), torch_threads("cpu", threads), context():
         session = Session(example.build(0), pipeline, "cpu", call_kwargs=example.call_kwargs)
         if warmup is None:  # the probe alone: no warmup size of its own

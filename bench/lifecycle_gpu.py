@@ -40,7 +40,7 @@ def main() -> int:
     from calibration.lifecycle.faults import Fault, FaultyBackend
     from calibration.lifecycle.render import lines
     from calibration.lifecycle.run import run_lifecycle
-    from calibration.lifecycle.steps import Points, Settings, plan_inputs
+    from calibration.lifecycle.steps import Settings, plan_inputs
     from calibration.plan import Device, PlacementKind, solve
     from calibration.plan.apply import apply
     from runtime.measure.backends import backend_for
@@ -51,8 +51,7 @@ def main() -> int:
     root = Path(__file__).resolve().parents[1]
     formulas = load_pipeline(root / "formulas" / example.formula_file, example.pipeline)
     small = {"steps": 2, "height": 64, "width": 64}, {"steps": 1, "height": 32, "width": 32}
-    target, probe, warmup = shapes(formulas, example.shapes, target=small[0], probe=small[1])
-    points = Points(warmup, probe, target)
+    points = shapes(formulas, example.shapes, target=small[0], probe=small[1])
 
     def session(faults: list[Fault]) -> Session:
         backend = FaultyBackend(backend_for(args.device), faults)
@@ -78,7 +77,12 @@ def main() -> int:
 
     first = session([])
     cal = calibrate_session(
-        first, target=target, probe=probe, warmup=warmup, repeat=1, time_tolerance=None
+        first,
+        target=points.target,
+        probe=points.probe,
+        warmup=points.warmup,
+        repeat=1,
+        time_tolerance=None,
     )
     release(first.pipe)
     components, targets = plan_inputs(cal)

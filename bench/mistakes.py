@@ -6,8 +6,8 @@ For each mistake of ``calibration.examples.mistakes.catalogue.MISTAKES`` (one ex
 formula file: a wrong VAE compression factor, a missing CFG doubling, a missing term, a constant
 where the stage grows, a wrong iteration count, a wrong `call` argument, a stage on the wrong
 component, a wrong probe minimum): compile the edited formulas in memory, run the real calibration
-with ``verify`` (``calibration.calibrate.run.calibrate_pipeline``, random-weight tiny pipelines on
-the CPU), and print the stages that miss at the target (memory: raw error beyond +-5 % or a bound
+with ``verify`` (``calibration.calibrate.pipeline.calibrate_pipeline``, random-weight tiny pipelines
+on the CPU), and print the stages that miss at the target (memory: raw error beyond +-5 % or a bound
 under the measured peak; time, for mistakes about time: beyond +-5 % and the estimate's two sigma),
 the findings (actionable ones marked ``!``) and whether every missing stage is named by an
 actionable finding, or the calibration refused to run naming the bad fact. Closes with ``N caught of

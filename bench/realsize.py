@@ -34,8 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifact.units import parse_size
 from bench import realsize_archs as archs
 from bench.accuracy import _rows, _timing, machine, markdown, summary, units
-from calibration.calibrate.run import calibrate_pipeline, load_pipeline, work_ratio
+from calibration.calibrate.pipeline import calibrate_pipeline
+from calibration.calibrate.run import load_pipeline, work_ratio
 from calibration.core.offload import Offload
+from calibration.core.shapes import Shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 Point = dict[str, int | bool]
@@ -185,7 +187,7 @@ def run_case(
     cal = calibrate_pipeline(
         lambda seed: case.build(seed, case.dtype),
         pipeline,
-        (case.warmup, case.probe, case.target),
+        Shapes(case.warmup, case.probe, case.target),
         call_kwargs=call_kwargs,
         verify=True,
         device=case.device,

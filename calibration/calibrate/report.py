@@ -7,9 +7,9 @@ removed or changes meaning (new keys may appear at any time).
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
 
 from artifact.units import show_bytes, show_seconds
+from artifact.write import JsonObject
 from calibration.calibrate.run import Calibration, Comparison
 from calibration.calibrate.verdict import verdict
 from runtime.kinds import Method
@@ -38,7 +38,7 @@ def _error(c: Comparison) -> float | None:
     return None if c.error is None else round(c.error, 5)
 
 
-def document(cal: Calibration, *, strict: bool = False) -> dict[str, Any]:
+def document(cal: Calibration, *, strict: bool = False) -> JsonObject:
     """The --json document (its verdict as ``dslc calibrate`` with or without --strict)."""
     return {
         **_verdict_part(cal, strict),
@@ -50,7 +50,7 @@ def document(cal: Calibration, *, strict: bool = False) -> dict[str, Any]:
     }
 
 
-def _verdict_part(cal: Calibration, strict: bool) -> dict[str, Any]:
+def _verdict_part(cal: Calibration, strict: bool) -> JsonObject:
     """Whether it holds, as the CLI's verdict line and exit status say."""
     judged = verdict(cal, strict=strict)
     return {
@@ -66,7 +66,7 @@ def _verdict_part(cal: Calibration, strict: bool) -> dict[str, Any]:
     }
 
 
-def _request_part(cal: Calibration) -> dict[str, Any]:
+def _request_part(cal: Calibration) -> JsonObject:
     """What was calibrated, at which shapes, and every recorded request."""
     return {
         "version": DOCUMENT_VERSION,
@@ -97,7 +97,7 @@ def _request_part(cal: Calibration) -> dict[str, Any]:
     }
 
 
-def _memory_part(cal: Calibration) -> dict[str, Any]:
+def _memory_part(cal: Calibration) -> JsonObject:
     """Each phase's peak and the request's: predicted, bound, measured; the request's time."""
     est = cal.estimate
     peak, time = cal.request_peak(), cal.request_time()
@@ -141,7 +141,7 @@ def _memory_part(cal: Calibration) -> dict[str, Any]:
     }
 
 
-def _time_part(cal: Calibration) -> dict[str, Any]:
+def _time_part(cal: Calibration) -> JsonObject:
     """Time per stage, layer uses, growth and failed requests."""
     est = cal.estimate
     return {
@@ -181,7 +181,7 @@ def _time_part(cal: Calibration) -> dict[str, Any]:
     }
 
 
-def _sizes_part(cal: Calibration) -> dict[str, Any]:
+def _sizes_part(cal: Calibration) -> JsonObject:
     """The extra sizes with why and their cost, each stage's margin, what no size moved."""
     return {
         "extra_probes": [dict(p) for p in cal.extra_probes],
@@ -199,15 +199,15 @@ def _sizes_part(cal: Calibration) -> dict[str, Any]:
     }
 
 
-def _calibrated_under(cal: Calibration) -> dict[str, Any]:
+def _calibrated_under(cal: Calibration) -> JsonObject:
     """The placement measured under and the cap; under a saved plan, its file and placement."""
-    under: dict[str, Any] = {"offload": cal.offload, "capacity_bytes": cal.capacity}
+    under: JsonObject = {"offload": cal.offload, "capacity_bytes": cal.capacity}
     if cal.plan_file is not None:
         under.update(plan_file=cal.plan_file, placement=dict(cal.plan_placement))
     return under
 
 
-def _findings_part(cal: Calibration) -> dict[str, Any]:
+def _findings_part(cal: Calibration) -> JsonObject:
     """The findings and the planner's inputs (weights, layers)."""
     return {
         "findings": [

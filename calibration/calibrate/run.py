@@ -14,11 +14,10 @@ Progress is reported through a callback ``progress(step, total, what)``; the CLI
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
-import attrs
 from attrs import field, frozen
 
 from artifact.point import Point
@@ -26,13 +25,10 @@ from calibration.calibrate.loop import Loop, Progress, more_sizes
 from calibration.calibrate.settle import Settled, fixed_margin_bounds, median_run
 from calibration.core.calls import UnprovenCall, unproven_calls
 from calibration.core.costs import relative_cost, work_ratio
-from calibration.core.host import quiet_libraries, torch_threads
-from calibration.core.offload import Placing
 from calibration.core.session import Session
+from calibration.core.shapes import Shapes
 from calibration.core.weights import phase_weights, unobserved
-from calibration.core.wiring import call_arguments
 from calibration.errors import CalibrationError
-from calibration.plan.apply import UndoError
 from calibration.probes.evidence import StageMargin
 from calibration.probes.findings import Finding
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
@@ -265,7 +261,7 @@ def calibrate_session(
     measured_run = median_run(loop.runs) if loop.runs else None
     loop.tick(loop.total, loop.total, "done")
     return _calibration(
-        loop, settled, measured_run, (warmup, probe, target), uncovered, label, formula_path
+        loop, settled, measured_run, Shapes(warmup, probe, target), uncovered, label, formula_path
     )
 
 
@@ -300,14 +296,14 @@ def _calibration(
     loop: Loop,
     settled: Settled,
     measured_run: WarmupRecord | None,
-    shapes: tuple[Point, Point, Point],
+    shapes: Shapes,
     uncovered: tuple[str, ...],
     label: str,
     formula_path: str,
 ) -> Calibration:
     """What the loop measured and settled, as one value; every request failing is an error."""
     session, pipeline = loop.session, loop.session.formulas
-    warmup, probe, target = shapes
+    warmup, probe, target = shapes.warmup, shapes.probe, shapes.target
     errors = _errors(loop, measured_run)
     extras = [(loop.points[role], why) for role, why in loop.sizes[1:]]
     return Calibration(
@@ -395,17 +391,17 @@ def unstaged_components(records: Sequence[WarmupRecord]) -> tuple[str, ...]:
 
 def shapes(
     pipeline: Pipeline,
-    defaults: tuple[Point, Point, Point],
+    defaults: Shapes,
     *,
     target: Point | None = None,
     probe: Point | None = None,
     warmup: Point | None = None,
-) -> tuple[dict[str, int | bool], dict[str, int | bool], dict[str, int | bool]]:
-    """The target, probe and warmup: each given one over the defaults, unset params from the next
-    larger (the probe's from the target, the warmup's from the probe). A default below a declared
-    probe minimum (`probe frames >= 9`) is raised to it (not above the target); a size given
-    below one is kept (``Calibration.below_minimum`` warns)."""
-    d_warmup, d_probe, d_target = defaults
+) -> Shapes:
+    """The warmup, probe and target, complete: each given one over the defaults, unset params from
+    the next larger (the probe's from the target, the warmup's from the probe). A default below a
+    declared probe minimum (`probe frames >= 9`) is raised to it (not above the target); a size
+    given below one is kept (``Calibration.below_minimum`` warns)."""
+    d_warmup, d_probe, d_target = defaults.warmup, defaults.probe, defaults.target
     target_point = full_point(pipeline, {**d_target, **(target or {})}, "target")
     planned_probe = raise_to_minimums(pipeline, {**target_point, **d_probe}, target_point)
     probe_point = full_point(pipeline, {**planned_probe, **(probe or {})}, "probe")
@@ -415,84 +411,7 @@ def shapes(
         from calibration.calibrate.warmup import lighten
 
         warmup_point = lighten(pipeline, probe_point, {}) or warmup_point
-    return target_point, probe_point, warmup_point
-
-
-def calibrate_pipeline(
-    pipe_factory: Callable[[int], object],
-    pipeline: Pipeline,
-    defaults: tuple[Point, Point, Point],
-    *,
-    target: Point | None = None,
-    probe: Point | None = None,
-    warmup: Point | None = None,
-    call_kwargs: Callable[[int], Mapping[str, object]] | None = None,
-    margin: float = DEFAULT_MARGIN,
-    verify: bool = False,
-    device: str = "cpu",
-    seed: int = 0,
-    threads: int | None = 1,
-    repeat: int = 3,
-    clock: str = "auto",
-    progress: Progress | None = None,
-    label: str = "",
-    formula_path: str = "",
-    time_tolerance: float | None = TIME_TOLERANCE,
-    offload: Placing | None = None,
-    capacity: int | None = None,
-) -> Calibration:
-    """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate
-    (placed under ``offload`` on a device capped at ``capacity``: ``calibration.core.offload``)."""
-    from calibration.core.host import resolve_device
-
-    target_point, probe_point, warmup_point = shapes(
-        pipeline, defaults, target=target, probe=probe, warmup=warmup
-    )
-    for point in (target_point, probe_point, warmup_point):  # before the pipeline is built
-        call_arguments(pipeline, point)
-    with quiet_libraries(), torch_threads(device := resolve_device(device), threads):
-        (progress or (lambda step, total, what: None))(0, 1, "building the pipeline")
-        session = Session(
-            pipe_factory(seed),  # type: ignore[arg-type]  # any diffusers pipeline; pipeline_facts
-            pipeline,
-            device,
-            seed=seed,
-            clock=clock,
-            call_kwargs=call_kwargs,
-            offload=offload,
-            capacity=capacity,
-        )
-        return _released(  # taken off the pipeline afterwards (a saved plan undone)
-            session,
-            lambda: calibrate_session(
-                session,
-                target=target_point,
-                probe=probe_point,
-                warmup=warmup_point,
-                margin=margin,
-                verify=verify,
-                repeat=repeat,
-                progress=progress,
-                label=label,
-                formula_path=formula_path,
-                time_tolerance=time_tolerance,
-            ),
-        )
-
-
-def _released(session: Session, measure: Callable[[], Calibration]) -> Calibration:
-    """``measure()``, then the session's placement taken off; a final undo that fails keeps the
-    measurement (``undo_failed``, and what each component was left with)."""
-    measured: list[Calibration] = []
-    try:
-        with session.placement():
-            measured.append(measure())
-    except UndoError as exc:
-        if not measured:
-            raise
-        left = tuple(sorted(exc.left.items()))
-        return attrs.evolve(measured[0], undo_failed=str(exc), left_in_place=left)
-    return measured[0]
+    return Shapes(warmup_point, probe_point, target_point)
 
 
 def _first_line(message: str, limit: int = 300) -> str:

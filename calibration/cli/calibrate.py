@@ -17,8 +17,6 @@ import click
 from artifact.spelling import point_text
 from calibration.cli.options import (
     Choice,
-    RunSettings,
-    Shapes,
     check_choice,
     device_option,
     packed,
@@ -27,6 +25,8 @@ from calibration.cli.options import (
     run_options,
     shape_option,
 )
+from calibration.core.config import RunConfig
+from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
 from dslc.cli_support import POINT_METAVAR, Failure, ui
 
@@ -123,14 +123,13 @@ def calibrate(
     warmup: dict[str, int | bool],
     probe: dict[str, int | bool],
     target: dict[str, int | bool],
-    device: str,
     verify: bool,
     strict: bool,
     as_json: bool,
     plot: Path | None,
     save: Path | None,
     records_path: Path | None,
-    settings: RunSettings,
+    config: RunConfig,
 ) -> None:
     """Calibrate a diffusers pipeline on a cheap probe and estimate a target.
 
@@ -156,8 +155,7 @@ def calibrate(
             cal = run_calibration(
                 choice,
                 Shapes(warmup, probe, target),
-                settings,
-                device=device,
+                config,
                 verify=verify,
                 progress=tick,
             )

@@ -102,7 +102,7 @@ def pipeline_source(example: str | None, factory: str | None) -> Source:
     if factory is not None:
         loaded = load_factory(factory)
         origin = f"WARMUP of {factory.rpartition(':')[0]}"
-        return Source(loaded.build, loaded.call_kwargs, (origin, loaded.shapes[0] or {}), factory)
+        return Source(loaded.build, loaded.call_kwargs, (origin, loaded.warmup or {}), factory)
     chosen = EXAMPLES[example or ""]
     origin = f"the example {chosen.name}'s warmup"
     return Source(

@@ -24,9 +24,9 @@ from artifact.limits import (
     MAX_TIME_TOLERANCE,
     MIN_SEED,
 )
-from artifact.point import Point
 from calibration.cli.offload_option import offload_options
-from calibration.core.offload import placing
+from calibration.core.config import RunConfig
+from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
 from calibration.probes.time_probe import TIME_TOLERANCE
 from dslc.cli_support import POINT_METAVAR, REPO_FORMULAS, assignments
@@ -35,6 +35,7 @@ from runtime.estimate.results import DEFAULT_MARGIN
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration, Progress
+    from calibration.core.factory import Factory
     from runtime import Pipeline
 
 Command = TypeVar("Command", bound=Callable[..., object])
@@ -242,40 +243,16 @@ class Choice:
     name: str | None
 
 
-@frozen
-class Shapes:
-    """The warmup, probe and target given on the command line (unset params: the defaults)."""
-
-    warmup: Point
-    probe: Point
-    target: Point
-
-
-@frozen
-class RunSettings:
-    """How the calibration runs (``run_options``)."""
-
-    margin: float = DEFAULT_MARGIN
-    repeat: int = 3
-    clock: str = "auto"
-    seed: int = 0
-    threads: int = 1
-    time_tolerance: float = TIME_TOLERANCE
-    no_time_probe: bool = False
-    offload: str = "auto"  # --calibrate-offload, as given (``calibration.core.offload.placing``)
-    capacity: int | None = None  # --device-capacity
-
-
 #: The keyword arguments ``pipeline_options`` and ``run_options`` give a command, by field.
 _CHOICE = ("example", "factory", "formulas_path", "name")
 _RUN = (
+    "device",
     "margin",
     "repeat",
     "clock",
     "seed",
     "threads",
     "time_tolerance",
-    "no_time_probe",
     "offload",
     "capacity",
 )
@@ -283,12 +260,16 @@ _RUN = (
 
 def packed(command: Callable[..., None]) -> Callable[..., None]:
     """``command`` taking its pipeline options as one ``choice: Choice`` and its run options as
-    one ``settings: RunSettings``, as click passes them by name (the commands stay short)."""
+    one ``config: RunConfig`` (``--device`` too), as click passes them by name (the commands stay
+    short)."""
 
     @functools.wraps(command)
     def with_values(**given: Any) -> None:  # Any: click's keyword arguments, one per option
         given["choice"] = Choice(**{key: given.pop(key) for key in _CHOICE})
-        given["settings"] = RunSettings(**{key: given.pop(key) for key in _RUN})
+        run = {key: given.pop(key) for key in _RUN}
+        if given.pop("no_time_probe"):
+            run["time_tolerance"] = None
+        given["config"] = RunConfig(**run)
         command(**given)
 
     return with_values
@@ -297,27 +278,27 @@ def packed(command: Callable[..., None]) -> Callable[..., None]:
 def run_calibration(
     choice: Choice,
     shapes: Shapes,
-    settings: RunSettings,
+    config: RunConfig,
     *,
-    device: str,
     verify: bool = False,
     progress: Progress | None = None,
 ) -> Calibration:
     """Build the chosen pipeline and calibrate it (raises ``CalibrationError``)."""
-    from calibration.calibrate.run import calibrate_pipeline, load_pipeline
+    from calibration.calibrate.pipeline import Built, calibrate_configured
+    from calibration.calibrate.run import load_pipeline
     from calibration.core.factory import load_factory
     from calibration.errors import CalibrationError
 
-    offload = placing(settings.offload)  # a plan file read before anything is built
+    config = config.placed()  # a plan file read before anything is built
     formulas_path = choice.formulas_path
     if choice.factory is not None:
         if choice.name is None:
             raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
         loaded = load_factory(choice.factory)
         pipeline = load_pipeline(formulas_path, choice.name)
-        _module_shapes_fit(pipeline, loaded.shapes, choice.factory)
+        _module_shapes_fit(pipeline, loaded, choice.factory)
         build, call_kwargs, label = loaded.build, loaded.call_kwargs, choice.factory
-        defaults = _defaults(loaded.shapes, shapes.probe, shapes.target)
+        defaults = loaded.shapes(shapes)
     else:
         chosen = EXAMPLES[choice.example]
         if formulas_path.is_dir():
@@ -325,29 +306,9 @@ def run_calibration(
         pipeline = load_pipeline(formulas_path, choice.name or chosen.pipeline)
         build, call_kwargs, label = chosen.build, chosen.call_kwargs, chosen.name
         defaults = chosen.shapes
+    built = Built(build, pipeline, defaults, call_kwargs, label, str(formulas_path))
     try:
-        return calibrate_pipeline(
-            build,
-            pipeline,
-            defaults,
-            warmup=shapes.warmup,
-            probe=shapes.probe,
-            target=shapes.target,
-            call_kwargs=call_kwargs,
-            margin=settings.margin,
-            verify=verify,
-            device=device,
-            seed=settings.seed,
-            threads=settings.threads,
-            repeat=settings.repeat,
-            clock=settings.clock,
-            progress=progress,
-            label=label,
-            formula_path=str(formulas_path),
-            time_tolerance=None if settings.no_time_probe else settings.time_tolerance,
-            offload=offload,
-            capacity=settings.capacity,
-        )
+        return calibrate_configured(built, shapes, config, verify=verify, progress=progress)
     except SystemExit as exc:  # the pipeline's call ran sys.exit: its failure, never exit 0
         raise CalibrationError(
             f"{label}: the pipeline's call ran sys.exit({exc.code!r}); a call that exits the "
@@ -355,13 +316,13 @@ def run_calibration(
         ) from None
 
 
-def _module_shapes_fit(pipeline: Pipeline, shapes: Sequence[Point | None], factory: str) -> None:
+def _module_shapes_fit(pipeline: Pipeline, loaded: Factory, factory: str) -> None:
     """The factory module's WARMUP, PROBE and TARGET name the pipeline's params with values of
     their types (``CalibrationError`` naming the module's shape, not the run's phase)."""
     from calibration.errors import CalibrationError
 
     module = factory.rpartition(":")[0]
-    for attr, shape in zip(("WARMUP", "PROBE", "TARGET"), shapes):
+    for attr, shape in loaded.given().items():
         for name, value in (shape or {}).items():
             param = pipeline.params.get(name)
             if param is None:
@@ -374,23 +335,3 @@ def _module_shapes_fit(pipeline: Pipeline, shapes: Sequence[Point | None], facto
                     f"--pipeline: {attr} of {module}: {name} takes "
                     f"{'a bool' if param.type == 'bool' else 'an int'}; got {value!r}"
                 )
-
-
-def _defaults(
-    shapes: tuple[object, object, object],
-    probe: Point,
-    target: Point,
-) -> tuple[Point, Point, Point]:
-    """--pipeline's demo shapes: its module's WARMUP/PROBE/TARGET, else --probe and --target."""
-    from calibration.errors import CalibrationError
-
-    warmup_d, probe_d, target_d = (dict(s) if isinstance(s, dict) else None for s in shapes)
-    if target_d is None and not target:
-        raise CalibrationError(
-            "--pipeline: give --target (the formulas' default workload is rarely a CPU-sized run), "
-            "or define TARGET in the factory's module"
-        )
-    if probe_d is None and not probe:
-        raise CalibrationError("--pipeline: give --probe, or define PROBE in the factory's module")
-    probe_full = probe_d or {}
-    return (warmup_d or probe_full, probe_full, target_d or {})

@@ -18,8 +18,6 @@ from artifact.units import show_seconds
 from calibration.cli.options import (
     Choice,
     FiniteRange,
-    RunSettings,
-    Shapes,
     check_choice,
     device_option,
     packed,
@@ -28,6 +26,8 @@ from calibration.cli.options import (
     run_options,
     shape_option,
 )
+from calibration.core.config import RunConfig
+from calibration.core.shapes import Shapes
 from calibration.plan.inputs import Calibrated, from_calibration, load_calibration
 from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
@@ -147,8 +147,7 @@ _RUN_PARAMS = {  # parameter -> option: the ones that choose or shape a calibrat
 def calibrated(
     choice: Choice,
     shapes: Sequence[Shapes],
-    settings: RunSettings,
-    device: str,
+    config: RunConfig,
 ) -> list[Calibrated]:
     """Run one calibration per target shape (progress on stderr, as `dslc calibrate` shows)."""
     from calibration.cli.show import progress, warn
@@ -158,7 +157,7 @@ def calibrated(
     for shape in shapes:
         try:
             with progress() as tick:
-                cal = run_calibration(choice, shape, settings, device=device, progress=tick)
+                cal = run_calibration(choice, shape, config, progress=tick)
         except CalibrationError as exc:
             raise Failure(str(exc)) from None
         warn(cal)
@@ -253,8 +252,7 @@ def plan(
     warmup: dict[str, int | bool],
     probe: dict[str, int | bool],
     targets: list[dict[str, int | bool]],
-    settings: RunSettings,
-    device: str,
+    config: RunConfig,
     device_memory: list[int],
     reserve: int | None,
     bandwidth: int | None,
@@ -279,16 +277,14 @@ def plan(
     choice = check_choice(choice)
     shapes = [Shapes(warmup, probe, t) for t in targets or [{}]]
     if validate_mode is not None:
-        _validate(
-            choice, shapes, settings, planned_device, device, validate_mode, as_json, rank_timeout
-        )
+        _validate(choice, shapes, config, planned_device, validate_mode, as_json, rank_timeout)
     if len(devices) > 1:
         raise click.exceptions.Exit(_ranks(calibrations, devices, as_json))
     try:
         if calibrations:
             loaded = [load_calibration(path) for path in calibrations]
         else:
-            loaded = calibrated(choice, shapes, settings, device=device)
+            loaded = calibrated(choice, shapes, config)
         components, planned = inputs(loaded)
         result = solve(components, planned, planned_device)
     except PlanInputError as exc:
@@ -364,9 +360,8 @@ def _validate_usage(calibrations: Sequence[Path], targets: Sequence[object]) -> 
 def _validate(
     choice: Choice,
     shapes: list[Shapes],
-    settings: RunSettings,
+    config: RunConfig,
     planned: Device,
-    device: str,
     mode: str,
     as_json: bool,
     rank_timeout: float | None = None,
@@ -377,11 +372,11 @@ def _validate(
 
     if as_json:
         ui().note(
-            f"validate: calibrate, plan, apply and validate (mode {mode}) on {device}; this runs "
-            "the pipeline several times"
+            f"validate: calibrate, plan, apply and validate (mode {mode}) on {config.device}; "
+            "this runs the pipeline several times"
         )
     status = validate_command(
-        choice, shapes, settings, planned, device, mode, as_json, rank_timeout_s=rank_timeout
+        choice, shapes, config, planned, mode, as_json, rank_timeout_s=rank_timeout
     )
     if as_json:
         ui().note(f"validate: done (exit {status})")

@@ -11,12 +11,16 @@ import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from artifact.atomic import write_bytes_atomically
 from artifact.spelling import point_text
 from calibration.calibrate.run import Calibration, Comparison
 from runtime.kinds import PhaseKind
+from runtime.record import WarmupRecord
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
 _STEPS = (1, 2, 2.5, 5, 10)
@@ -38,7 +42,7 @@ def bytes_unit(top: float) -> tuple[str, int]:
     return next(((n, s) for n, s in _UNITS if top >= s), _UNITS[-1])
 
 
-def _bytes_axis(axis: Any, values: Sequence[float | None]) -> None:
+def _bytes_axis(axis: Axes, values: Sequence[float | None]) -> None:
     """From 0, with round ticks in one binary unit."""
     from matplotlib.ticker import FuncFormatter, MultipleLocator
 
@@ -50,7 +54,7 @@ def _bytes_axis(axis: Any, values: Sequence[float | None]) -> None:
     axis.set_ylim(0, math.ceil(top * 1.05 / step) * step)
 
 
-def _time_axis(axis: Any, values_ms: Sequence[float | None]) -> None:
+def _time_axis(axis: Axes, values_ms: Sequence[float | None]) -> None:
     from matplotlib.ticker import FuncFormatter, MultipleLocator
 
     top = max((v for v in values_ms if v is not None), default=1.0) or 1.0
@@ -60,9 +64,9 @@ def _time_axis(axis: Any, values_ms: Sequence[float | None]) -> None:
     axis.set_ylim(0, math.ceil(top * 1.05 / step) * step)
 
 
-def _runs(cal: Calibration) -> list[tuple[str, Any]]:
+def _runs(cal: Calibration) -> list[tuple[str, WarmupRecord]]:
     """One run per role (repeats draw the same line), the measured target last."""
-    seen: dict[str, Any] = {}
+    seen: dict[str, WarmupRecord] = {}
     for role, record in zip(cal.roles, cal.records):
         seen.setdefault(role, record)
     if cal.measured is not None:
@@ -70,7 +74,17 @@ def _runs(cal: Calibration) -> list[tuple[str, Any]]:
     return list(seen.items())
 
 
-def _style(role: str) -> dict[str, Any]:
+class _Style(TypedDict, total=False):
+    """How a run's line is drawn (``Axes.plot``'s keywords)."""
+
+    linewidth: float
+    alpha: float
+    linestyle: str
+    marker: str
+    zorder: int
+
+
+def _style(role: str) -> _Style:
     """The warmup drawn wide underneath, the re-warm (the same size) thin and dashed on top."""
     if role == "warmup":
         return {"linewidth": 4, "alpha": 0.45, "marker": "o", "zorder": 1}
@@ -79,7 +93,7 @@ def _style(role: str) -> dict[str, Any]:
     return {"linewidth": 1.5, "marker": "o", "zorder": 2}
 
 
-def _iterations(axis: Any, cal: Calibration) -> list[float]:
+def _iterations(axis: Axes, cal: Calibration) -> list[float]:
     """Each run's per-iteration peaks, per repeated stage."""
     values: list[float] = []
     for role, record in _runs(cal):
@@ -96,7 +110,7 @@ def _iterations(axis: Any, cal: Calibration) -> list[float]:
     return values
 
 
-def _stages(axis: Any, cal: Calibration) -> list[float]:
+def _stages(axis: Axes, cal: Calibration) -> list[float]:
     """Every stage's peak in each run, beside its predicted peak and bound."""
     order: list[str] = []
     for _, record in _runs(cal):
@@ -138,7 +152,7 @@ def _stages(axis: Any, cal: Calibration) -> list[float]:
     return values
 
 
-def _bars(axis: Any, comparisons: Sequence[Comparison], series: Sequence[tuple[str, str]]) -> list:
+def _bars(axis: Axes, comparisons: Sequence[Comparison], series: Sequence[tuple[str, str]]) -> list:
     """Grouped bars: one group per comparison, one bar per (attribute, label) series."""
     width = 0.8 / max(len(series), 1)
     values: list[float] = []

@@ -7,38 +7,32 @@ prints each step and the verdict (or the --json document). Returns the exit stat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from attrs import frozen
+import attrs
 
-from artifact.point import Point
-from calibration.cli.options import Choice, RunSettings, Shapes
+from calibration.cli.options import Choice
+from calibration.core.config import RunConfig
+from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
 from calibration.lifecycle.model import Mode
 from calibration.lifecycle.render import document, lines
 from calibration.lifecycle.run import Outcome, run_lifecycle
-from calibration.lifecycle.steps import Points, Settings
+from calibration.lifecycle.steps import Settings
 from calibration.plan.model import Device
 from calibration.plan.report import show_bytes
-from runtime import Pipeline
+
+if TYPE_CHECKING:
+    from calibration.calibrate.pipeline import Built
 
 MODES = tuple(m.value for m in Mode)
 
 
-@frozen
-class Built:
-    """What the lifecycle needs of the chosen pipeline: the factory, the formulas, the shapes."""
-
-    build: Callable[[int], object]
-    call_kwargs: Callable[[int], Mapping[str, object]] | None
-    formulas: Pipeline
-    defaults: tuple[Point, Point, Point]
-
-
 def _built(choice: Choice, shapes: Shapes) -> Built:
     """The chosen example or factory with its formulas (`dslc calibrate`'s choice)."""
+    from calibration.calibrate.pipeline import Built
     from calibration.calibrate.run import load_pipeline
-    from calibration.cli.options import _defaults
     from calibration.examples import EXAMPLES
 
     if choice.factory is not None:
@@ -48,63 +42,53 @@ def _built(choice: Choice, shapes: Shapes) -> Built:
             raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
         loaded = load_factory(choice.factory)
         formulas = load_pipeline(choice.formulas_path, choice.name)
-        return Built(
-            loaded.build,
-            loaded.call_kwargs,
-            formulas,
-            _defaults(loaded.shapes, shapes.probe, shapes.target),
-        )
+        return Built(loaded.build, formulas, loaded.shapes(shapes), loaded.call_kwargs)
     chosen = EXAMPLES[choice.example]
     path = choice.formulas_path
     formulas = load_pipeline(path / chosen.formula_file if path.is_dir() else path, chosen.pipeline)
-    return Built(chosen.build, chosen.call_kwargs, formulas, chosen.shapes)
+    return Built(chosen.build, formulas, chosen.shapes, chosen.call_kwargs)
 
 
 def lifecycle(
     choice: Choice,
     shapes: Shapes,
-    settings: RunSettings,
+    config: RunConfig,
     device: Device,
-    where: str,
     mode: str,
     rank_timeout_s: float | None = None,
 ) -> Outcome:
-    """Build the pipeline on ``where`` (auto, cpu, cuda:N) and run the lifecycle in ``mode``."""
+    """Build the pipeline on ``config.device`` (auto, cpu, cuda:N) and run the lifecycle in
+    ``mode``, planning for ``device``."""
     from calibration.calibrate.run import shapes as full_shapes
     from calibration.core.host import quiet_libraries, resolve_device, torch_threads
-    from calibration.core.offload import placing
     from calibration.core.session import Session
     from runtime.measure.distributed import agreement
 
-    offload = placing(settings.offload)  # a plan file read before anything is built
+    config = config.placed()  # a plan file read before anything is built
     built = _built(choice, shapes)
-    target, probe, warmup = full_shapes(
+    full = full_shapes(
         built.formulas,
         built.defaults,
         target=shapes.target,
         probe=shapes.probe,
         warmup=shapes.warmup,
     )
-    where = resolve_device(where)
-    with quiet_libraries(), torch_threads(where, settings.threads):
-        session = Session(
-            built.build(settings.seed),  # type: ignore[arg-type]  # checked by pipeline_facts
+    config = attrs.evolve(config, device=resolve_device(config.device))
+    with quiet_libraries(), torch_threads(config.device, config.threads):
+        session = Session.open(
+            built.build(config.seed),  # type: ignore[arg-type]  # checked by pipeline_facts
             built.formulas,
-            where,
-            seed=settings.seed,
-            clock=settings.clock,
+            config,
             call_kwargs=built.call_kwargs,
-            offload=offload,
-            capacity=settings.capacity,
         )
         return run_lifecycle(
             session,
-            Points(warmup, probe, target),
+            full,
             Settings(
                 device,
                 mode,
-                margin=settings.margin,
-                repeat=settings.repeat,
+                margin=config.margin,
+                repeat=config.repeat,
                 agreement=agreement(),  # the process group's when torch.distributed runs
                 rank_timeout_s=rank_timeout_s,
             ),
@@ -114,9 +98,8 @@ def lifecycle(
 def validate_command(
     choice: Choice,
     shapes: Sequence[Shapes],
-    settings: RunSettings,
+    config: RunConfig,
     device: Device,
-    where: str,
     mode: str,
     as_json: bool,
     *,
@@ -128,7 +111,7 @@ def validate_command(
     if len(shapes) != 1:
         raise Failure("--validate plans for one --target: give the largest serving shape")
     try:
-        outcome = lifecycle(choice, shapes[0], settings, device, where, mode, rank_timeout_s)
+        outcome = lifecycle(choice, shapes[0], config, device, mode, rank_timeout_s)
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
     report = outcome.report

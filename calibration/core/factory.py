@@ -18,11 +18,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
 
-from attrs import frozen
+from attrs import field, frozen
 
 from artifact.limits import MAX_MEMBERS
 from artifact.point import Point
 from artifact.spelling import passed_value, path_text
+from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
 from dslc.limits import MAX_LITERAL_DIGITS
 
@@ -36,7 +37,29 @@ class Factory:
     spec: str
     build: Callable[[int], object]  # the user's pipeline: checked against its formulas later
     call_kwargs: Callable[[int], Mapping[str, object]] | None
-    shapes: tuple[Point | None, Point | None, Point | None]  # warmup, probe, target
+    warmup: Point | None = field(default=None, hash=False)  # the module's WARMUP, if any
+    probe: Point | None = field(default=None, hash=False)  # ... PROBE
+    target: Point | None = field(default=None, hash=False)  # ... TARGET
+
+    def given(self) -> dict[str, Point | None]:
+        """The module's demo shapes by attribute (``WARMUP``, ``PROBE``, ``TARGET``)."""
+        return {"WARMUP": self.warmup, "PROBE": self.probe, "TARGET": self.target}
+
+    def shapes(self, given: Shapes) -> Shapes:
+        """The demo shapes: the module's WARMUP/PROBE/TARGET, else ``given``'s probe and target
+        (``CalibrationError`` when neither gives a target or a probe)."""
+        if self.target is None and not given.target:
+            raise CalibrationError(
+                "--pipeline: give --target (the formulas' default workload is rarely a CPU-sized "
+                "run), or define TARGET in the factory's module"
+            )
+        if self.probe is None and not given.probe:
+            raise CalibrationError(
+                "--pipeline: give --probe, or define PROBE in the factory's module"
+            )
+        probe = dict(self.probe or {})
+        warmup = dict(self.warmup) if self.warmup else probe
+        return Shapes(warmup, probe, dict(self.target or {}))
 
 
 def _module(where: str) -> ModuleType:
@@ -134,12 +157,14 @@ def load_factory(spec: str) -> Factory:
     if not callable(build):
         raise CalibrationError(f"--pipeline: {where} has no callable {name!r}")
     kwargs = getattr(module, "call_kwargs", None)
-    shapes = tuple(_shape(where, attr, getattr(module, attr, None)) for attr in SHAPES)
+    warmup, probe, target = (_shape(where, attr, getattr(module, attr, None)) for attr in SHAPES)
     return Factory(
         spec,
         _checked_build(spec, _seeded(build)),
         _checked_kwargs(spec, _seeded(kwargs)) if callable(kwargs) else None,
-        (shapes[0], shapes[1], shapes[2]),
+        warmup,
+        probe,
+        target,
     )
 
 

@@ -38,6 +38,7 @@ from runtime import Pipeline
 from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:
+    from calibration.core.config import RunConfig
     from calibration.plan.apply import Applied
     from runtime.measure import MemoryBackend, Request, WarmupRecorder
     from runtime.measure.diffusers_hooks import DiffusersPipeline
@@ -127,6 +128,29 @@ class Session:
         except BaseException:
             self._undo_quietly()  # the pipeline as it was: no plan left half in force
             raise
+
+    @classmethod
+    def open(
+        cls,
+        pipe: DiffusersPipeline,
+        formulas: Pipeline,
+        config: RunConfig,
+        *,
+        call_kwargs: CallKwargs | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> Session:
+        """The session a command runs: ``config``'s device, seed, clock (unless ``clock`` counts
+        otherwise), placement and cap -- every command builds its session here."""
+        return cls(
+            pipe,
+            formulas,
+            config.device,
+            seed=config.seed,
+            clock=config.clock if clock is None else clock,
+            call_kwargs=call_kwargs,
+            offload=config.placing(),
+            capacity=config.capacity,
+        )
 
     def _recorder(self, backend: MemoryBackend, clock: str | Callable[[], float]) -> WarmupRecorder:
         """The recorder wired from the formulas' facts (it counts the weights placed now)."""

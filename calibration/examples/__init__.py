@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from artifact.point import Point
+from calibration.core.shapes import Shapes
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -52,22 +53,22 @@ class Example:
         return kwargs
 
     @property
-    def shapes(self) -> tuple[Point, Point, Point]:
-        """The demo (warmup, probe, target)."""
+    def shapes(self) -> Shapes:
+        """The demo warmup, probe and target."""
         module = self._load()
-        return (_params(module.WARMUP), _params(module.PROBE), _params(module.TARGET))
+        return Shapes(_params(module.WARMUP), _params(module.PROBE), _params(module.TARGET))
 
     @property
     def warmup(self) -> Point:
-        return self.shapes[0]
+        return self.shapes.warmup
 
     @property
     def probe(self) -> Point:
-        return self.shapes[1]
+        return self.shapes.probe
 
     @property
     def target(self) -> Point:
-        return self.shapes[2]
+        return self.shapes.target
 
 
 _ALL = (

@@ -11,17 +11,21 @@ without the PNDM history term).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from calibration.examples.tiny import tiny_vae
+from calibration.examples.tiny import quiet_pipeline, tiny_vae
+
+if TYPE_CHECKING:
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
+    from transformers import PreTrainedTokenizerFast
 
 _WORDS = ("<pad>", "</s>", "<unk>", "a", "photo", "of", "an", "astronaut", "riding", "horse")
 _TEXT_TOKENS = 16  # the tokenizer pads to this; the CLIP position table has as many entries
 
 
-def _tokenizer() -> Any:
+def _tokenizer() -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -36,7 +40,7 @@ def _tokenizer() -> Any:
     )
 
 
-def build(seed: int = 0) -> Any:
+def build(seed: int = 0) -> DiffusionPipeline:
     """A ``diffusers.StableDiffusionPipeline`` on the CPU, random weights, progress bar off."""
     from diffusers import PNDMScheduler, StableDiffusionPipeline
     from transformers import CLIPTextConfig, CLIPTextModel
@@ -65,7 +69,7 @@ def build(seed: int = 0) -> Any:
         set_alpha_to_one=False,
         steps_offset=1,
     )
-    pipe: Any = StableDiffusionPipeline(
+    pipe = StableDiffusionPipeline(
         vae=vae,
         text_encoder=text_encoder,
         tokenizer=_tokenizer(),
@@ -75,16 +79,15 @@ def build(seed: int = 0) -> Any:
         feature_extractor=None,
         requires_safety_checker=False,
     )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
+    return quiet_pipeline(pipe)
 
 
-def _unet(seed: int) -> Any:
+def _unet(seed: int) -> object:
     """SD 1.5's UNet shape, tiny: 4 levels, cross-attention on the first three."""
     from diffusers import UNet2DConditionModel
 
     torch.manual_seed(seed)
-    unet: Any = UNet2DConditionModel(
+    unet = UNet2DConditionModel(
         sample_size=64,  # SD 1.5: 64 latents = 512 pixels
         in_channels=4,
         out_channels=4,

@@ -20,8 +20,8 @@ import json
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from artifact.write import JsonObject
 from calibration.fuzzing.mutate import CASE_SECONDS, Failure, Sandbox, calibrate_options, run_dslc
 from dslc.fuzzing.harness import CaseClock
 
@@ -29,7 +29,7 @@ from dslc.fuzzing.harness import CaseClock
 SEED_CAPACITY = "1MiB"
 
 
-def real_plan(calibration: str | Path) -> dict[str, Any]:
+def real_plan(calibration: str | Path) -> JsonObject:
     """The seed: what `dslc plan --json` writes for the saved ``calibration`` at 1 MiB."""
     from click.testing import CliRunner
 
@@ -39,13 +39,18 @@ def real_plan(calibration: str | Path) -> dict[str, Any]:
     result = CliRunner().invoke(cli, [*args, "--reserve", "0", "--json"])
     if result.exit_code != 0:
         raise RuntimeError(f"dslc plan exited {result.exit_code}: {result.output[-300:]}")
-    doc: dict[str, Any] = json.loads(result.stdout)
+    doc: JsonObject = json.loads(result.stdout)
     return doc
 
 
-def layers_of(doc: Mapping[str, Any]) -> dict[str, int]:
+def layers_of(doc: JsonObject) -> dict[str, int]:
     """The pipeline a plan was made for, as ``check_pipeline`` takes it: each component's layers."""
-    return {c["name"]: c["layers"] for c in doc["components"]}
+    components = doc["components"]
+    return {
+        c["name"]: c["layers"]
+        for c in (components if isinstance(components, list) else [])
+        if isinstance(c, dict) and isinstance(c["name"], str) and isinstance(c["layers"], int)
+    }
 
 
 def check_plan_file(

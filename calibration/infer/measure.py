@@ -21,6 +21,7 @@ from attrs import frozen
 from artifact.limits import MAX_STAGES
 from artifact.point import Point
 from artifact.spelling import point_text
+from calibration.core.config import RunConfig
 from calibration.core.session import Session
 from calibration.errors import CalibrationError
 from calibration.infer.deadline import RequestTimeout, deadline
@@ -42,6 +43,12 @@ Factory = Callable[[int], object]
 
 #: How far from the base's steps discovery looks for a second admissible value.
 STEPS_REACH = 64
+
+
+def _config(seed: int) -> RunConfig:
+    """How infer's sessions run: on the CPU, placed as ``calibrating_under`` says (`dslc infer
+    --calibrate-offload`)."""
+    return RunConfig(device="cpu", seed=seed, offload=None)
 
 
 def run_request(session: Session, point: Point) -> WarmupRecord:
@@ -126,7 +133,7 @@ def discover(
         name,
         "the skeleton with a discovery stage per component",
     )
-    session = Session(pipe, formulas, "cpu", seed=seed, call_kwargs=call_kwargs)  # type: ignore[arg-type]
+    session = Session.open(pipe, formulas, _config(seed), call_kwargs=call_kwargs)  # type: ignore[arg-type]
     run_request(session, base)
     first = run_request(session, base)
     more = run_request(session, other) if other != base else first
@@ -224,13 +231,12 @@ class Runner:
 
         pipe = factory(seed)
         self.meter = WorkMeter() if counting else None
-        self.session = Session(
+        self.session = Session.open(
             pipe,  # type: ignore[arg-type]
             formulas,
-            "cpu",
-            seed=seed,
+            _config(seed),
             call_kwargs=call_kwargs,  # type: ignore[arg-type]
-            clock=self.meter.clock if self.meter is not None else "auto",
+            clock=self.meter.clock if self.meter is not None else None,
         )
         self.tick = progress or (lambda step, total, what: None)
         self.step, self.total = 0, total

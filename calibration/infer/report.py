@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from artifact.write import JsonObject, JsonValue
 from calibration.infer.analyse import StageProposal, Switched
 from calibration.infer.run import Inference
 from calibration.infer.time_terms import BYTES_WEIGHT, TOLERANCE_TEXT, TimeCheck, TimeSource
@@ -42,10 +42,11 @@ def unchanged_switches(proposals: Sequence[StageProposal]) -> list[Switched]:
     ]
 
 
-def report(inference: Inference) -> dict[str, Any]:
+def report(inference: Inference) -> JsonObject:
     """The JSON document: every size measured, every size whose work was counted (FLOPs +
     ``BYTES_WEIGHT`` x bytes per stage, in place of seconds), every size with a bool param
     flipped and every candidate tried."""
+    opened: list[JsonValue] = list(open_proposals(inference.proposals))
     return {
         "pipeline": inference.pipeline,
         "base": dict(inference.base),
@@ -96,12 +97,12 @@ def report(inference: Inference) -> dict[str, Any]:
             for r in (m.record for m in inference.switched)
         ],
         "stages": [_stage(p) for p in inference.proposals],
-        "open": open_proposals(inference.proposals),
+        "open": opened,
         "draft": inference.draft,
     }
 
 
-def _stage(p: StageProposal) -> dict[str, Any]:
+def _stage(p: StageProposal) -> JsonObject:
     return {
         "name": p.plan.name,
         "uses": [u.text for u in p.plan.uses],
@@ -144,7 +145,7 @@ def _stage(p: StageProposal) -> dict[str, Any]:
     }
 
 
-def _memory(p: StageProposal) -> dict[str, Any]:
+def _memory(p: StageProposal) -> JsonObject:
     """The memory's proposal: its terms, fit, leave-one-out error and what it was chosen over."""
     return {
         "terms": None if p.memory.terms is None else [m.text for m in p.memory.terms],
@@ -168,7 +169,7 @@ def _memory(p: StageProposal) -> dict[str, Any]:
     }
 
 
-def _measured(check: TimeCheck) -> dict[str, Any]:
+def _measured(check: TimeCheck) -> JsonObject:
     return {
         "checked": check.checked,
         "sizes": check.sizes,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 from attrs import define
 
+from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
 from calibration.lifecycle.agree import cautious_bounds, placement_key, plan_ranks
 from calibration.lifecycle.bounded import RankError, RanksStopped, bounded, default_timeout
@@ -33,7 +34,6 @@ from calibration.lifecycle.model import (
 from calibration.lifecycle.speed import drifted, still_slower
 from calibration.lifecycle.steps import (
     Log,
-    Points,
     Settings,
     Tried,
     apply_and_validate,
@@ -78,7 +78,7 @@ class Outcome:
 
 def run_lifecycle(
     session: Session,
-    points: Points,
+    points: Shapes,
     settings: Settings,
     *,
     calibration: Calibration | None = None,
@@ -120,7 +120,7 @@ def _plan(
     book: Log,
     mode: Mode,
     session: Session,
-    points: Points,
+    points: Shapes,
     settings: Settings,
     components: tuple[Component, ...],
     targets: tuple[Target, ...],
@@ -139,7 +139,7 @@ def _alone(
     book: Log,
     mode: Mode,
     session: Session,
-    points: Points,
+    points: Shapes,
     settings: Settings,
     components: tuple[Component, ...],
     targets: tuple[Target, ...],
@@ -180,7 +180,7 @@ def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:
     return outcome
 
 
-def _calibrate(session: Session, points: Points, settings: Settings) -> Calibration:
+def _calibrate(session: Session, points: Shapes, settings: Settings) -> Calibration:
     from calibration.calibrate.run import calibrate_session
 
     return calibrate_session(
@@ -198,7 +198,7 @@ def _apply(
     book: Log,
     mode: Mode,
     session: Session,
-    points: Points,
+    points: Shapes,
     settings: Settings,
     components: tuple[Component, ...],
     targets: tuple[Target, ...],
@@ -303,7 +303,7 @@ def _serve(
     book: Log,
     mode: Mode,
     session: Session,
-    points: Points,
+    points: Shapes,
     settings: Settings,
     plan: Plan,
     result: Tried,

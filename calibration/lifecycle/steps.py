@@ -53,15 +53,6 @@ class Settings:
     rank_timeout_s: float | None = None  # a collective's longest wait; None: ``default_timeout``
 
 
-@frozen
-class Points:
-    """The worker's shapes: the bounded warmup, the probe, the serving target plans are made for."""
-
-    warmup: Point = field(hash=False)
-    probe: Point = field(hash=False)
-    target: Point = field(hash=False)
-
-
 @define
 class Log:
     """The steps so far and every record measured, in order."""

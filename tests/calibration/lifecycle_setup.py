@@ -14,10 +14,11 @@ from pathlib import Path
 
 from calibration.calibrate.run import Calibration, calibrate_session, load_pipeline, shapes
 from calibration.core.session import Session
+from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
 from calibration.lifecycle.faults import Fault, FaultyBackend
 from calibration.lifecycle.run import Outcome, run_lifecycle
-from calibration.lifecycle.steps import Points, Settings
+from calibration.lifecycle.steps import Settings
 from calibration.plan.model import Device
 from runtime import Pipeline
 from runtime.measure.backends import LiveTensorBackend
@@ -38,10 +39,9 @@ def formulas() -> Pipeline:
     return load_pipeline(FORMULAS / FLUX.formula_file, FLUX.pipeline)
 
 
-def points() -> Points:
+def points() -> Shapes:
     """The warmup, probe and target as complete points."""
-    target, probe, warmup = shapes(formulas(), FLUX.shapes, target=TARGET, probe=PROBE)
-    return Points(warmup, probe, target)
+    return shapes(formulas(), FLUX.shapes, target=TARGET, probe=PROBE)
 
 
 class Steady:

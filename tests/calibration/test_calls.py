@@ -19,11 +19,13 @@ import pytest
 from click.testing import CliRunner
 
 from artifact.point import Point
+from calibration.calibrate.pipeline import calibrate_pipeline
 from calibration.calibrate.report import document
-from calibration.calibrate.run import Calibration, calibrate_pipeline, load_pipeline
+from calibration.calibrate.run import Calibration, load_pipeline
 from calibration.calibrate.verdict import STRICT_FAILED, TimeCheck, time_check, verdict
 from calibration.cli.calibrate import calibrate
 from calibration.core.calls import UnprovenCall, footprint, unnamed_calls, unproven_calls
+from calibration.core.shapes import Shapes
 from runtime import Pipeline
 from runtime.record import Phase, StageIterations, WarmupRecord
 
@@ -171,7 +173,7 @@ def forwarded() -> Calibration:
     pipeline = load_pipeline(CUSTOM_SD, "custom_sd")
     start = {"steps": 2, "height": 32, "width": 32}
     return calibrate_pipeline(
-        build, pipeline, (start, start, {"steps": 6, "height": 64, "width": 64}),
+        build, pipeline, Shapes(start, start, {"steps": 6, "height": 64, "width": 64}),
         call_kwargs=call_kwargs, repeat=1, verify=True, time_tolerance=None,
         formula_path=str(CUSTOM_SD),
     )  # fmt: skip
@@ -210,4 +212,5 @@ def test_the_verdict_line_and_the_json_say_time_unknown(forwarded: Calibration) 
     assert judged.time_check is TimeCheck.UNKNOWN
     assert "time unknown: band ±1455% wider than the prediction" in judged.line
     doc = document(wide)["verdict"]
-    assert doc["time_check"] == "unknown" and doc["time"].startswith("time unknown: band ±1455%")
+    assert isinstance(doc, dict) and doc["time_check"] == "unknown"
+    assert str(doc["time"]).startswith("time unknown: band ±1455%")

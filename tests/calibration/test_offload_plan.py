@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from calibration.calibrate.run import calibrate_pipeline, load_pipeline
+from calibration.calibrate.pipeline import calibrate_pipeline
+from calibration.calibrate.run import load_pipeline
 from calibration.core.offload import Offload
 from calibration.core.session import Session
 from calibration.errors import CalibrationError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from calibration.examples.mistakes.model import Mistake, Outcome
 from calibration.examples.mistakes.score import evaluate
@@ -44,7 +44,7 @@ def compile_mistake(mistake: Mistake, root: Path = ROOT) -> Pipeline:
     return book[mistake.pipeline]
 
 
-def factory(family: str) -> tuple[Callable[[int], Any], Callable[[int], Mapping[str, object]]]:
+def factory(family: str) -> tuple[Callable[[int], object], Callable[[int], Mapping[str, object]]]:
     """The family's pipeline factory and its constant call arguments."""
     if family == "custom_sd":
         from calibration.core.factory import load_factory
@@ -63,7 +63,8 @@ def calibrate_mistake(
 ) -> Calibration | str:
     """The real calibration of the edited formulas with ``verify``; a refusal's message instead of
     a Calibration when it raises ``CalibrationError``."""
-    from calibration.calibrate.run import calibrate_pipeline
+    from calibration.calibrate.pipeline import calibrate_pipeline
+    from calibration.core.shapes import Shapes
     from calibration.errors import CalibrationError
     from calibration.probes.time_probe import TIME_TOLERANCE
 
@@ -73,7 +74,7 @@ def calibrate_mistake(
         return calibrate_pipeline(
             build,
             pipeline,
-            (mistake.warmup, mistake.probe, mistake.target),
+            Shapes(mistake.warmup, mistake.probe, mistake.target),
             call_kwargs=call_kwargs,
             verify=True,
             repeat=repeat or mistake.repeat,

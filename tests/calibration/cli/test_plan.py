@@ -367,8 +367,8 @@ def test_a_calibration_is_planned_in_memory_as_its_saved_document_reads(flux) ->
     """`dslc plan` without --calibration hands the planner the calibration itself: the same
     components, bounds, layer calls and target as its saved document, compute to the document's
     rounding (a microsecond)."""
+    from calibration.calibrate.pipeline import calibrate_pipeline
     from calibration.calibrate.report import document
-    from calibration.calibrate.run import calibrate_pipeline
     from calibration.examples import EXAMPLES
 
     example = EXAMPLES["flux"]

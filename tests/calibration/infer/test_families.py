@@ -28,14 +28,16 @@ from click.testing import CliRunner
 
 pytest.importorskip("diffusers")
 
-from calibration.calibrate.run import calibrate_pipeline, load_pipeline
+from calibration.calibrate.pipeline import calibrate_pipeline
+from calibration.calibrate.run import load_pipeline
+from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
 from calibration.infer import infer
 
 ROOT = Path(__file__).resolve().parents[3]
 SKELETONS = ROOT / "tests/calibration/data/skeletons"
 SD_BASE = {"steps": 2, "height": 32, "width": 32}
-SD_SHAPES = (
+SD_SHAPES = Shapes(
     SD_BASE,
     {"steps": 2, "height": 32, "width": 32},
     {"steps": 8, "height": 64, "width": 64},
@@ -147,7 +149,6 @@ def _peaks_hold(cal) -> list[str]:
 def test_calibrate_verify_with_the_draft_meets_the_memory_goals(family, tmp_path):
     factory, call_kwargs, _, shapes = _source(family)
     _, draft = _drafted(family, tmp_path)
-    _warmup, _probe, _target = shapes
     cal = calibrate_pipeline(
         factory,
         draft,
@@ -172,7 +173,7 @@ def test_a_draft_calibrated_at_cfg_true_predicts_cfg_false(tmp_path):
     memory = draft.memory_terms
     at = {"steps": 2, "height": 128, "width": 128}
     assert memory("DenoisingStage", **at, cfg=True) != memory("DenoisingStage", **at, cfg=False)
-    shapes = (
+    shapes = Shapes(
         {"steps": 2, "height": 64, "width": 64, "cfg": True},
         {**at, "cfg": True},
         {"steps": 8, "height": 256, "width": 256, "cfg": False},

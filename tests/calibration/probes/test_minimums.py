@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from calibration.calibrate.run import load_pipeline, shapes
 from calibration.cli.calibrate import calibrate
+from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
 from calibration.probes.minimums import below_minimums, raise_to_minimums
 from tests.examples import ROOT
@@ -34,12 +35,14 @@ def test_planned_sizes_respect_the_minimum_and_asked_ones_are_reported(wan_1_3b)
     low = {"steps": 2, "frames": 5, "height": 32, "width": 32}
     target = {"steps": 8, "frames": 33, "height": 64, "width": 64}
     # the demo defaults say 5 frames: calibrate plans 9 instead, for the probe and the warmup
-    _, probe, warmup = shapes(wan_1_3b, (low, low, target))
+    planned = shapes(wan_1_3b, Shapes(low, low, target))
+    probe, warmup = planned.probe, planned.warmup
     assert (probe["frames"], warmup["frames"]) == (9, 9)
     assert below_minimums(wan_1_3b, {"probe": probe, "warmup": warmup}) == ()
     # asked for on the command line (`--probe frames=5`): kept, and reported; the warmup's default
     # is capped by the probe (never larger than it), so it stays at 5 frames too
-    _, probe, warmup = shapes(wan_1_3b, (low, low, target), probe={"frames": 5})
+    asked = shapes(wan_1_3b, Shapes(low, low, target), probe={"frames": 5})
+    probe, warmup = asked.probe, asked.warmup
     assert (probe["frames"], warmup["frames"]) == (5, 5)
     found = below_minimums(wan_1_3b, {"probe": probe, "warmup": warmup})
     assert [(b.role, b.axis, b.value, b.minimum) for b in found] == [
@@ -53,7 +56,8 @@ def test_the_built_in_video_examples_already_probe_in_the_steady_regime() -> Non
     for name in ("wan", "cogvideox"):
         example = EXAMPLES[name]
         pipeline = load_pipeline(ROOT / "formulas" / example.formula_file, example.pipeline)
-        points = dict(zip(("warmup", "probe", "target"), example.shapes))
+        demo = example.shapes
+        points = {"warmup": demo.warmup, "probe": demo.probe, "target": demo.target}
         assert below_minimums(pipeline, points) == (), name
 
 
