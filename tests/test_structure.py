@@ -38,7 +38,6 @@ CEILINGS: dict[str, dict[str, int]] = {
 LONG_MODULES = frozenset(
     {
         "dslc/passes/prove.py",
-        "calibration/calibrate/run.py",
         "calibration/plan/search.py",
         "calibration/probes/findings.py",
     }
