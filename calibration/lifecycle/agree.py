@@ -1,9 +1,13 @@
 """Ranks agree on what decides a placement: each rank plans against its own device, from phase
-bounds that are the most cautious over the ranks.
+bounds that are the most cautious over the ranks of the same kind of device.
 
 Built on ``runtime.measure.distributed``'s agreement (gloo or NCCL; a single process agrees with
-itself): each rank's phase bounds are exchanged as text (``gather_text``) and every phase takes the
-largest bound any rank measured for it (``cautious_bounds``). Then every rank sends its planning
+itself): each rank's phase bounds and its device's kind are exchanged as text (``gather_text``) and
+every phase takes the largest bound measured for the same work (target and label) by a rank of the
+same kind (``cautious_bounds``, the rule in ``agreed_bounds``): the same device type and model and
+the same capacity (``device_kind``). A rank of another kind keeps its own measurements: a larger
+device's activations (another kernel, another workspace) are not the smaller one's. Then every
+rank sends its
 inputs (``exchange``: components, targets, device) and every rank calls the planner's
 ``solve_ranks`` on the same list (``plan_ranks``): one placement that fits every rank on its own
 device, else each rank its own; a component only some ranks have is planned, never refused. A
@@ -90,46 +94,80 @@ def gather_text(agreement: Agreement, text: str) -> list[str]:
     return [bytes(t.cpu().tolist()).rstrip(b"\0").decode("ascii") for t in every]
 
 
-def _bounds(targets: Sequence[Target]) -> dict[str, dict[str, int]]:
+#: One rank's phase bounds as exchanged: target -> phase label -> bytes.
+Bounds = dict[str, dict[str, int]]
+
+
+def device_kind(where: str, device: Device) -> str:
+    """What makes two ranks' measurements the same work's: the torch device type, the device's
+    model (CUDA: its name) and the capacity planned for (``Device.capacity_bytes``, exact)."""
+    kind = where.split(":", 1)[0]
+    model = kind
+    if kind == "cuda":
+        import torch
+
+        model = torch.cuda.get_device_name(torch.device(where))
+    return f"{kind}/{model}/{device.capacity_bytes}"
+
+
+def _bounds(targets: Sequence[Target]) -> Bounds:
     return {t.name: {p.label: p.bound_bytes for p in t.phases} for t in targets}
 
 
-def read_bounds(text: str) -> dict[str, dict[str, int]]:
-    """A rank's bounds, checked: target -> label -> non-negative int."""
+def read_bounds(text: str) -> tuple[str, Bounds]:
+    """A rank's device kind and bounds, checked: target -> label -> non-negative int."""
     try:
         value = json.loads(text)
     except ValueError:
         value = None
-    ok = isinstance(value, dict) and all(
-        isinstance(phases, dict)
-        and all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in phases.values())
-        for phases in value.values()
+    kind = value.get("kind") if isinstance(value, dict) else None
+    bounds = value.get("bounds") if isinstance(value, dict) else None
+    ok = (
+        isinstance(kind, str)
+        and isinstance(bounds, dict)
+        and all(
+            isinstance(phases, dict)
+            and all(
+                isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in phases.values()
+            )
+            for phases in bounds.values()
+        )
     )
     if not ok:
         raise RankMismatchError("a rank sent phase bounds that cannot be read")
-    return value  # type: ignore[no-any-return]  # checked above
+    return kind, bounds  # type: ignore[return-value]  # checked above
 
 
-def cautious_bounds(agreement: Agreement, targets: Sequence[Target]) -> tuple[Target, ...]:
-    """``targets`` with every phase's bound the largest over the ranks that have that phase (by
-    target and label); the phases only this rank has keep its own."""
-    text = json.dumps(_bounds(targets), sort_keys=True)
-    ranks = [read_bounds(t) for t in gather_text(agreement, text)]
+def agreed_bounds(
+    kind: str, targets: Sequence[Target], ranks: Sequence[tuple[str, Bounds]]
+) -> tuple[Target, ...]:
+    """``targets`` with every phase's bound the largest over the ranks of device ``kind`` that
+    have that phase (the same target and label); a rank of another kind is not consulted, and a
+    phase only this rank has keeps its own bound. Pure: the rule ``cautious_bounds`` applies."""
+    same = [bounds for other, bounds in ranks if other == kind]
+
+    def bound(target: str, label: str, mine: int) -> int:
+        return max([mine, *(b.get(target, {}).get(label, 0) for b in same)])
+
     return tuple(
         attrs.evolve(
             t,
             phases=tuple(
-                attrs.evolve(
-                    p,
-                    bound_bytes=max(
-                        [p.bound_bytes, *(r.get(t.name, {}).get(p.label, 0) for r in ranks)]
-                    ),
-                )
-                for p in t.phases
+                attrs.evolve(p, bound_bytes=bound(t.name, p.label, p.bound_bytes)) for p in t.phases
             ),
         )
         for t in targets
     )
+
+
+def cautious_bounds(
+    agreement: Agreement, targets: Sequence[Target], kind: str
+) -> tuple[Target, ...]:
+    """``targets`` with every phase's bound the largest any rank of the same device ``kind``
+    (``device_kind``) measured for it (``agreed_bounds``); every rank calls it."""
+    text = json.dumps({"kind": kind, "bounds": _bounds(targets)}, sort_keys=True)
+    ranks = [read_bounds(t) for t in gather_text(agreement, text)]
+    return agreed_bounds(kind, targets, ranks)
 
 
 def worst_failure(agreement: Agreement, failure: Failure) -> Failure:

@@ -16,7 +16,7 @@ from attrs import define
 
 from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
-from calibration.lifecycle.agree import cautious_bounds, placement_key, plan_ranks
+from calibration.lifecycle.agree import cautious_bounds, device_kind, placement_key, plan_ranks
 from calibration.lifecycle.bounded import RankError, RanksStopped, bounded, default_timeout
 from calibration.lifecycle.model import (
     NO_PLAN_VALIDATES,
@@ -127,7 +127,8 @@ def _plan(
     cal: Calibration,
 ) -> Outcome:
     """Plan over the ranks, then (mode apply or strict) apply, validate, re-plan, fall back."""
-    targets = cautious_bounds(settings.agreement, targets)  # each rank plans on its own device
+    kind = device_kind(str(session.device), settings.device)  # each rank on its own device
+    targets = cautious_bounds(settings.agreement, targets, kind)
     plan, ranks = plan_ranks(settings.agreement, components, targets, settings.device)
     plan_step(book, StepName.PLAN, plan, "the estimates" + (f" ({ranks})" if ranks else ""))
     if mode is Mode.PLAN:
@@ -285,7 +286,8 @@ def _revised(
         bounds = moved_bounds(plan, targets, failed.failed_component)
     else:
         bounds = planned_bounds(targets)
-    targets = cautious_bounds(settings.agreement, with_bounds(targets, bounds))
+    kind = device_kind(str(session.device), settings.device)
+    targets = cautious_bounds(settings.agreement, with_bounds(targets, bounds), kind)
     speed = result.validation.speed
     link = plan.device.bandwidth_bytes_per_s
     if result.validation.failure is Failure.TOO_SLOW and speed is not None:

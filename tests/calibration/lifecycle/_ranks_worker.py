@@ -93,7 +93,7 @@ def bounds_worker(rank: int, world: int, port: int, out_dir: str) -> None:
 
         agreement = TorchDistributedAgreement()
         mine = Target("t", tuple(Phase(label, b) for label, b in BOUNDS[rank].items()))
-        (agreed,) = cautious_bounds(agreement, [mine])
+        (agreed,) = cautious_bounds(agreement, [mine], "cpu/cpu/1")  # one kind: they agree
         failure = (Failure.NONE, Failure.TOO_SLOW)[rank]
         result = {
             "bounds": {p.label: p.bound_bytes for p in agreed.phases},
@@ -103,3 +103,45 @@ def bounds_worker(rank: int, world: int, port: int, out_dir: str) -> None:
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         dist.destroy_process_group()
+
+
+#: The peer's 20 GiB and 100 GiB ranks, in KiB: each rank's capacity and its denoising phase's
+#: activations (the larger device's kernels take far more workspace than the smaller one has).
+OWN = ((20 << 10, 2 << 10), (100 << 10, 40 << 10))
+
+
+def own_inputs(rank: int) -> tuple[tuple[object, ...], tuple[object, ...], object]:
+    """Rank ``rank``'s components, target and device of the 20 vs 100 case (same components)."""
+    from calibration.plan.model import Component, Device, Phase, Target
+
+    capacity, activations = OWN[rank]
+    transformer = Component.uniform("transformer", 16 << 10, 12, 1 << 10)  # 4 KiB rest
+    components = (transformer, Component("text_encoder", 6 << 10), Component("vae", 1 << 10))
+    phases = (
+        Phase("encode", 1 << 10, ("text_encoder",)),
+        Phase("denoise", activations, ("transformer",)),
+        Phase("decode", 2 << 10, ("vae",)),
+    )
+    target = Target("steps=4", phases, layer_uses={"transformer": (4,) * 12})
+    return components, (target,), Device(capacity, reserve_bytes=0)
+
+
+def own_bounds_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    """Agree on bounds by device kind and plan over gloo, as the lifecycle does (``_plan``)."""
+    with gloo_rank(rank, world, port, 120):
+        from calibration.lifecycle.agree import cautious_bounds, device_kind, plan_ranks
+        from runtime.measure.distributed import TorchDistributedAgreement
+
+        agreement = TorchDistributedAgreement()
+        components, targets, device = own_inputs(rank)
+        agreed = cautious_bounds(agreement, targets, device_kind("cpu", device))  # type: ignore[arg-type]
+        plan, how = plan_ranks(agreement, components, agreed, device)  # type: ignore[arg-type]
+        result = {
+            "bounds": {p.label: p.bound_bytes for p in agreed[0].phases},
+            "feasible": plan.feasible,
+            "reason": plan.reason,
+            "agreed": how,
+            "headroom": [u.headroom_bytes for u in plan.phases],
+            "usable": plan.device.usable_bytes,
+        }
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))

@@ -40,11 +40,21 @@ def test_two_ranks_take_the_largest_bound_of_each_phase_they_share(tmp_path):
 
 def test_one_process_agrees_with_itself():
     target = Target("t", (Phase("a", 4, ("vae",)),))
-    assert cautious_bounds(LOCAL, [target]) == (target,)
+    assert cautious_bounds(LOCAL, [target], "cpu/cpu/1") == (target,)
     assert gather_text(LOCAL, "{}") == ["{}"]
 
 
-@pytest.mark.parametrize("text", ["not json", "[]", '{"t": {"a": -1}}', '{"t": {"a": true}}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "[]",
+        '{"t": {"a": 1}}',  # no device kind
+        '{"kind": 1, "bounds": {"t": {"a": 1}}}',
+        '{"kind": "cpu", "bounds": {"t": {"a": -1}}}',
+        '{"kind": "cpu", "bounds": {"t": {"a": true}}}',
+    ],
+)
 def test_unreadable_bounds_from_a_rank_are_refused(text):
     with pytest.raises(RankMismatchError, match="cannot be read"):
         read_bounds(text)

@@ -1,8 +1,8 @@
 """Two gloo ranks in separate processes with different device caps (1 MiB and 64 MiB, no reserve):
-from the most cautious bounds (the largest any rank measured for a phase) and every rank's inputs,
-each gets a placement checked against its own device (here one placement fits both); rank 1's
-pipeline has a component rank 0 lacks (an image encoder), and it is planned there rather than
-refused (``_ranks_worker`` runs each rank)."""
+each plans from its own bounds (devices of different capacities are different kinds: no bound is
+taken from the other rank) and every rank's inputs, each gets a placement checked against its own
+device (here one placement fits both); rank 1's pipeline has a component rank 0 lacks (an image
+encoder), and it is planned there rather than refused (``_ranks_worker`` runs each rank)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def test_ranks_with_different_caps_each_get_a_plan_that_fits(tmp_path):
     shared = {n: p for n, p in large["placement"].items() if n != "image_encoder"}
     assert shared == small["placement"]
     assert "image_encoder" in large["placement"] and "image_encoder" not in small["placement"]
+    # the same FLUX measured alike on both: its own bounds are the same on each rank
     bounds = [{label: bound for label, bound, _, _ in r["phases"]} for r in (small, large)]
     shared = set(bounds[0]) & set(bounds[1])
     assert shared and all(bounds[0][label] == bounds[1][label] for label in shared)
