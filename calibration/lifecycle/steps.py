@@ -211,7 +211,15 @@ def _applied(
         log.add(StepName.APPLY, "failed", str(exc), component=failure.failed_component)
         return None, failure
     kinds = dict(placement(plan))
-    log.add(StepName.APPLY, "done", f"{len(kinds)} components placed", placement=kinds)
+    pins = f"; {show_bytes(applied.pinned_bytes)} pinned" if plan.pinned_bytes else ""
+    pins += f" ({applied.pin_note})" if applied.pin_note else ""
+    log.add(
+        StepName.APPLY,
+        "done",
+        f"{len(kinds)} components placed{pins}",
+        placement=kinds,
+        pinned_bytes=applied.pinned_bytes,
+    )
     return applied, Validation(Failure.NONE, "applied")
 
 

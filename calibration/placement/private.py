@@ -92,3 +92,27 @@ def intercept_moves(
 
     object.__setattr__(group, "onload_", onload_)
     object.__setattr__(group, "offload_", offload_)
+
+
+def before_model_offload(hook: object, call: Callable[[], None]) -> None:
+    """accelerate's ``UserCpuOffloadHook`` calls ``call`` before it sends its module home (its
+    ``CpuOffload.init_hook``, shadowed on the instance; gone with the hook)."""
+    inner = getattr(hook, "hook")  # noqa: B009 - a private attribute, named here only
+    init_hook = inner.init_hook
+
+    def before(module: object) -> object:
+        call()
+        return init_hook(module)
+
+    object.__setattr__(inner, "init_hook", before)
+
+
+def before_group_offload(group: ModuleGroup, call: Callable[[], None]) -> None:
+    """``group``'s hook calls ``call`` before each offload (shadowed on the instance)."""
+    offload = group.offload_
+
+    def offload_() -> None:
+        call()
+        offload()
+
+    object.__setattr__(group, "offload_", offload_)

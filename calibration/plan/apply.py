@@ -22,6 +22,10 @@ component that fails to come back does not stop the others: ``undo`` raises ``Un
 every failure and what each left in place. ``apply`` itself undoes what it did when it fails
 half-way (a pipeline is never left half-applied).
 
+On a CUDA device the components the plan chose pinned keep their host copies in pinned memory
+(``calibration.placement.pins``: made here, parked before each offload, released on undo);
+``Applied.pinned_bytes`` is what is measured pinned, ``Applied.pin_note`` says why none is.
+
 The mechanisms (accelerate's model offload, diffusers' group offloading per streamed block, the
 hook before each component) are ``calibration.placement``'s registry, ``MECHANISM_OF`` a kind's.
 Imports torch, diffusers and accelerate when called.
@@ -45,6 +49,8 @@ from calibration.placement.mechanisms import (
     Where,
     has_offload_hooks,
 )
+from calibration.placement.pins import CUDA_ONLY, HostCopies, pin, pinnable
+from calibration.placement.private import before_group_offload, before_model_offload
 from calibration.plan.model import Placement, PlacementKind, Plan
 from calibration.plan.moves import REST, Move, MoveKind, move_order
 
@@ -105,7 +111,15 @@ class Applied:
     own_forward: set[int] = field(factory=set)  # ids of submodules with their own ``forward``
     moves: list[Move] = field(factory=list)  # the moves ``apply`` made, in the order it made them
     onload: str = "cpu"  # the device the plan places on (undo restores onto it last)
+    pinning: frozenset[str] = frozenset()  # components whose host copies are pinned
+    pins: dict[str, HostCopies] = field(factory=dict)  # component -> its pinned host copies
+    pin_note: str = ""  # why nothing planned pinned is pinned ("": pinned as planned)
     undone: bool = False
+
+    @property
+    def pinned_bytes(self) -> int:
+        """The host bytes measured pinned (``is_pinned()``), over every component."""
+        return sum(copies.pinned_bytes for copies in self.pins.values())
 
     def offload_others(self, name: str) -> None:
         """Before ``name`` runs: every other onloaded component goes back to the host."""
@@ -165,6 +179,9 @@ class Applied:
             if id(sub) not in self.own_forward:
                 sub.__dict__.pop("forward", None)
         _restore(module, self.devices[name])
+        copies = self.pins.pop(name, None)
+        if copies is not None:
+            copies.release()
 
     def left_in_place(self, name: str) -> str:
         """What a component still has of the plan: its hooks, tensors off their devices."""
@@ -233,6 +250,8 @@ def apply(
         )
     onload = _exact(torch.device(device))
     parts = {p.component: _parts(modules[p.component], p) for p in plan.placements}
+    planned = {p.component for p in plan.placements if p.pinned_bytes and p.kind != "resident"}
+    can_pin = pinnable(onload, torch.device(offload_device))
     applied = Applied(
         modules=dict(modules),
         devices={n: _devices(m) for n, m in modules.items()},
@@ -240,6 +259,8 @@ def apply(
             id(s) for m in modules.values() for s in m.modules() if "forward" in s.__dict__
         },
         onload=str(onload),
+        pinning=frozenset(planned if can_pin else ()),
+        pin_note="" if can_pin or not planned else CUDA_ONLY,
     )
     try:
         _install(applied, plan, parts, onload, torch.device(offload_device))
@@ -341,6 +362,8 @@ def _make(
             applied.offload_hooks[name] = hook
         if kind == PlacementKind.LAYERWISE:
             applied.streamed[name] = tuple(n for n, _ in parts.streamed)
+        if name in applied.pinning:
+            _pin(applied, name, parts, hook)
     elif kind == PlacementKind.RESIDENT:
         module.to(onload)
     else:  # layerwise: what is not streamed onto the device, tensor by tensor
@@ -348,6 +371,21 @@ def _make(
         for tensor_name, tensor in _tensors(module):
             if _part_of(tensor_name, parts.sizes) not in streamed and tensor.device != onload:
                 tensor.data = tensor.data.to(onload)
+
+
+def _pin(applied: Applied, name: str, parts: Parts, hook: OffloadHook | None) -> None:
+    """The host copies ``name``'s hooks move from, pinned, and parked before each offload."""
+    from calibration.placement.groups import hooked_groups
+
+    module = applied.modules[name]
+    blocks = [block for _, block in parts.streamed]
+    held = _tensors(module) if hook is not None else (t for b in blocks for t in _tensors(b))
+    copies = applied.pins[name] = pin(tensor for _, tensor in held)
+    if hook is not None:
+        before_model_offload(hook, copies.park)
+    for block in blocks:
+        for _, group in hooked_groups(block):
+            before_group_offload(group, copies.park)
 
 
 def placements_by_kind(plan: Plan) -> dict[str, Sequence[str]]:
