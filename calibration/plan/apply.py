@@ -250,7 +250,9 @@ def apply(
         )
     onload = _exact(torch.device(device))
     parts = {p.component: _parts(modules[p.component], p) for p in plan.placements}
-    planned = {p.component for p in plan.placements if p.pinned_bytes and p.kind != "resident"}
+    planned = {
+        p.component for p in plan.placements if p.pinned_bytes and p.kind != PlacementKind.RESIDENT
+    }
     can_pin = pinnable(onload, torch.device(offload_device))
     applied = Applied(
         modules=dict(modules),
