@@ -9,9 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import attrs
 import pytest
 from click.testing import CliRunner
 
+from calibration.calibrate.report import document
+from calibration.calibrate.run import Calibration, calibrate_pipeline, load_pipeline
+from calibration.calibrate.verdict import OVER_PREDICTION, over_prediction, verdict
+from calibration.cli.show import warn
 from dslc.cli import cli
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "messages"
@@ -55,3 +60,55 @@ def test_a_compile_error_is_shown_not_a_hint_about_name(tmp_path, monkeypatch, c
     assert status == check_status == 1, err
     assert "--name" not in err
     golden("compile-error-behind-name.txt", err)
+
+
+CUSTOM_SD = Path(__file__).resolve().parents[1] / "data" / "custom_sd.wf"
+
+
+@pytest.fixture(scope="module")
+def exact() -> Calibration:
+    """The tiny SD 1.5 calibrated and verified: every row, the request's too, within a few %."""
+    pytest.importorskip("diffusers")
+    from calibration.examples import tiny_sd
+
+    start = {"steps": 1, "height": 32, "width": 32}
+    return calibrate_pipeline(
+        tiny_sd.build, load_pipeline(CUSTOM_SD, "custom_sd"),
+        (start, start, {"steps": 2, "height": 64, "width": 64}),
+        call_kwargs=tiny_sd.call_kwargs, repeat=1, verify=True, time_tolerance=None,
+        formula_path="custom_sd.wf",
+    )  # fmt: skip
+
+
+def request_times(cal: Calibration, factor: float) -> Calibration:
+    """``cal`` with the request row's predicted peak and bound ``factor`` times as large (the
+    issue's pipeline: every phase exact, the request scaled from a peak that held other things)."""
+    peak = cal.estimate.request_peak
+    assert peak.raw_bytes is not None and peak.bound_bytes is not None
+    scaled = attrs.evolve(
+        peak, raw_bytes=int(peak.raw_bytes * factor), bound_bytes=int(peak.bound_bytes * factor)
+    )
+    return attrs.evolve(cal, estimate=attrs.evolve(cal.estimate, request_peak=scaled))
+
+
+def test_an_exact_request_row_is_no_note(exact: Calibration) -> None:
+    error = exact.request_peak().error
+    assert error is not None and abs(error) < OVER_PREDICTION
+    assert over_prediction(exact) is None
+    assert "note[request-over-predicted]" not in verdict(exact).findings
+
+
+def test_a_request_row_twice_its_measured_peak_is_a_note_not_no_finding(
+    exact: Calibration, capsys: pytest.CaptureFixture[str]
+) -> None:
+    over = request_times(exact, 2.17)
+    judged = verdict(over)
+    assert judged.holds and judged.status == verdict(exact).status  # safe: a note, no failure
+    assert "no finding to act on" not in judged.line
+    assert "1 note: the request's peak is predicted +11" in judged.findings, judged.findings
+    assert document(over)["verdict"]["findings"] == judged.findings
+    warn(over)
+    notes = [line for line in capsys.readouterr().err.splitlines() if "over-predicted" in line]
+    assert len(notes) == 1 and "the request row predicts" in notes[0]
+    golden("request-over-predicted.txt", f"{judged.findings}\n{notes[0]}\n")
+    assert over_prediction(request_times(exact, 1.2)) is None  # within the tolerance
