@@ -315,8 +315,8 @@ def run_calibration(
     if choice.factory is not None:
         if choice.name is None:
             raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
-        pipeline = load_pipeline(formulas_path, choice.name)  # its diagnostics before an import
         loaded = load_factory(choice.factory)
+        pipeline = load_pipeline(formulas_path, choice.name)
         _module_shapes_fit(pipeline, loaded.shapes, choice.factory)
         build, call_kwargs, label = loaded.build, loaded.call_kwargs, choice.factory
         defaults = _defaults(loaded.shapes, shapes.probe, shapes.target)

@@ -46,8 +46,8 @@ def _built(choice: Choice, shapes: Shapes) -> Built:
 
         if choice.name is None:
             raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
-        formulas = load_pipeline(choice.formulas_path, choice.name)  # diagnostics before an import
         loaded = load_factory(choice.factory)
+        formulas = load_pipeline(choice.formulas_path, choice.name)
         return Built(
             loaded.build,
             loaded.call_kwargs,

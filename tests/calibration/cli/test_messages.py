@@ -53,9 +53,11 @@ def golden(name: str, text: str) -> None:
 def test_a_compile_error_is_shown_not_a_hint_about_name(tmp_path, monkeypatch, command, named):
     monkeypatch.chdir(tmp_path)
     Path("draft.wf").write_text(TYPO)
+    Path("factory.py").write_text("def build(seed):\n    return None\n")  # never called
     name = ["--name", "draft"] if named else []
     memory = ["--device-memory", "8GiB"] if command == "plan" else []
-    status, err = invoke(command, "--formulas", "draft.wf", "--pipeline", "mod:fn", *name, *memory)
+    pipeline = ["--pipeline", "factory.py:build"]
+    status, err = invoke(command, "--formulas", "draft.wf", *pipeline, *name, *memory)
     check_status, _ = invoke("check", "draft.wf")
     assert status == check_status == 1, err
     assert "--name" not in err
