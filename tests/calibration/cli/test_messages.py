@@ -7,6 +7,7 @@ Regenerate (then review every change by eye) with
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import attrs
@@ -114,3 +115,26 @@ def test_a_request_row_twice_its_measured_peak_is_a_note_not_no_finding(
     assert len(notes) == 1 and "the request row predicts" in notes[0]
     golden("request-over-predicted.txt", f"{judged.findings}\n{notes[0]}\n")
     assert over_prediction(request_times(exact, 1.2)) is None  # within the tolerance
+
+
+def test_a_factory_module_in_the_current_folder_imports(tmp_path, monkeypatch) -> None:
+    from calibration.core.factory import load_factory
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "cwd_factory_43", raising=False)
+    Path("cwd_factory_43.py").write_text("def build(seed):\n    return seed\n")
+    path = list(sys.path)
+    factory = load_factory("cwd_factory_43:build")
+    assert factory.spec == "cwd_factory_43:build"
+    assert sys.path == path  # the folder was first for the import only
+
+
+def test_a_misspelt_factory_says_did_you_mean(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "cwd_factory_43b", raising=False)
+    Path("draft.wf").write_text(TYPO.replace("= step\n", "= steps\n"))
+    Path("cwd_factory_43b.py").write_text("def build(seed):\n    return seed\n")
+    pipeline = ["--pipeline", "cwd_factory_43b:biuld"]
+    status, err = invoke("calibrate", "--formulas", "draft.wf", *pipeline)
+    assert status == 1
+    golden("factory-did-you-mean.txt", err)
