@@ -101,15 +101,17 @@ def device_option(command: Command) -> Command:
 
 def check_choice(choice: Choice) -> Choice:
     """Usage checks before any work (exit 2): --pipeline names its pipeline with --name, or the
-    formulas hold exactly one, which is then the name."""
+    formulas hold exactly one, which is then the name. Formulas that do not compile are the
+    compiler's diagnostics (exit 1), never a hint about --name they would hide."""
     if choice.factory is None or choice.name is not None:
         return choice
     from dslc.build import NotCompiled, load_sources
+    from dslc.cli_support import Failure
 
     try:
         names = list(load_sources([choice.formulas_path])) if choice.formulas_path.exists() else []
-    except NotCompiled:
-        names = []  # the calibration itself reports the diagnostics (exit 1)
+    except NotCompiled as exc:
+        raise Failure(str(exc)) from None  # what `--name` would show: the calibration's error
     except OSError as exc:  # a name too long, a folder it may not read: the user's path
         raise click.BadParameter(
             f"cannot read {str(choice.formulas_path)[:200]!r}: {exc.strerror or exc}",

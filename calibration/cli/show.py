@@ -9,7 +9,7 @@ from pathlib import Path
 
 from artifact.spelling import path_text, point_text
 from calibration.calibrate.run import Calibration, Progress
-from calibration.calibrate.verdict import verdict
+from calibration.calibrate.verdict import OVER_PREDICTED, over_prediction, verdict
 from dslc.cli_support import Failure, ui
 from runtime.kinds import FindingKind
 from runtime.record import WarmupRecord
@@ -160,6 +160,9 @@ def warn(cal: Calibration) -> None:
             f"{level}[{finding.kind}]: {finding.message}; next: {finding.next_step}",
             style="yellow",
         )
+    over = over_prediction(cal)
+    if over is not None:
+        err.line(f"note[{OVER_PREDICTED}]: {over.message}", style="yellow")
     for name in cal.uncovered:
         err.line(
             f"warning[uncovered]: the target departs from the probe in {name}, but no size cheaper "

@@ -3,23 +3,27 @@
 The factory is a callable taking the seed (or nothing) and returning a diffusers pipeline. Its
 module may also define ``call_kwargs(seed)`` (the constant ``pipe(...)`` arguments) and demo shapes
 ``WARMUP``, ``PROBE`` and ``TARGET`` (dicts of formula params), used when the command line gives
-none.
+none. A module name is found as `python -m` finds one (the current folder first), and a name
+the module lacks gets a did-you-mean.
 Importing the module runs its code: it is the user's own code, as with any plugin.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
 
 from attrs import field, frozen
 
+from artifact.errors import did_you_mean
 from artifact.limits import MAX_MEMBERS
 from artifact.point import Point
 from artifact.spelling import passed_value, path_text
@@ -86,9 +90,35 @@ def _module(where: str) -> ModuleType:
             "or a path to a .py file)"
         )
     try:
-        return importlib.import_module(where)
+        with _cwd_first():
+            return importlib.import_module(where)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
         raise _user_error(f"cannot import module {where!r}", exc) from None
+
+
+@contextlib.contextmanager
+def _cwd_first() -> Iterator[None]:
+    """The current folder first on the search path for the factory's import only, as `python -m`
+    has it: a module beside the user imports though the `dslc` script's folder is no such place."""
+    entry = os.getcwd()
+    sys.path.insert(0, entry)
+    importlib.invalidate_caches()  # a module written since the last import is found
+    try:
+        yield
+    finally:
+        if sys.path and sys.path[0] == entry:
+            del sys.path[0]
+        elif entry in sys.path:  # the module's import moved it: remove the entry we added
+            sys.path.remove(entry)
+
+
+def _hint(module: ModuleType, name: str) -> str:
+    """`; did you mean 'build'?` for the module's public callable closest to ``name``, if any."""
+    known = [
+        attr for attr, value in vars(module).items() if callable(value) and not attr.startswith("_")
+    ]
+    best = did_you_mean(name, known)
+    return f"; did you mean {best!r}?" if best is not None else ""
 
 
 def _user_error(what: str, exc: BaseException) -> CalibrationError:
@@ -155,7 +185,7 @@ def load_factory(spec: str) -> Factory:
     module = _module(where)
     build = getattr(module, name, None)
     if not callable(build):
-        raise CalibrationError(f"--pipeline: {where} has no callable {name!r}")
+        raise CalibrationError(f"--pipeline: {where} has no callable {name!r}{_hint(module, name)}")
     kwargs = getattr(module, "call_kwargs", None)
     warmup, probe, target = (_shape(where, attr, getattr(module, attr, None)) for attr in SHAPES)
     return Factory(

@@ -1,0 +1,140 @@
+"""Messages a newcomer met that misled (issue 43), each as a golden CLI output.
+
+Regenerate (then review every change by eye) with
+`UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/calibration/cli/test_messages.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import attrs
+import pytest
+from click.testing import CliRunner
+
+from calibration.calibrate.report import document
+from calibration.calibrate.run import Calibration, calibrate_pipeline, load_pipeline
+from calibration.calibrate.verdict import OVER_PREDICTION, over_prediction, verdict
+from calibration.cli.show import warn
+from dslc.cli import cli
+
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "messages"
+
+TYPO = """\
+pipeline draft {
+    param steps: int = 4 in [1, 100]
+    param height: int = 64 in [16, 512]
+    stage DenoisingStage {
+        iterations = step
+        memory ~ [height]
+    }
+}
+"""
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    """`dslc ARGS` at 100 columns: its exit status and what it wrote to stderr."""
+    result = CliRunner().invoke(cli, list(args), terminal_width=100)
+    return result.exit_code, result.stderr
+
+
+def golden(name: str, text: str) -> None:
+    """``text`` is exactly the golden file ``name`` (written anew under UPDATE_GOLDEN)."""
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"missing {path}; run with UPDATE_GOLDEN=1 and review it"
+    assert text == path.read_text()
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["without --name", "with --name"])
+@pytest.mark.parametrize("command", ["calibrate", "plan"])
+def test_a_compile_error_is_shown_not_a_hint_about_name(tmp_path, monkeypatch, command, named):
+    monkeypatch.chdir(tmp_path)
+    Path("draft.wf").write_text(TYPO)
+    Path("factory.py").write_text("def build(seed):\n    return None\n")  # never called
+    name = ["--name", "draft"] if named else []
+    memory = ["--device-memory", "8GiB"] if command == "plan" else []
+    pipeline = ["--pipeline", "factory.py:build"]
+    status, err = invoke(command, "--formulas", "draft.wf", *pipeline, *name, *memory)
+    check_status, _ = invoke("check", "draft.wf")
+    assert status == check_status == 1, err
+    assert "--name" not in err
+    golden("compile-error-behind-name.txt", err)
+
+
+CUSTOM_SD = Path(__file__).resolve().parents[1] / "data" / "custom_sd.wf"
+
+
+@pytest.fixture(scope="module")
+def exact() -> Calibration:
+    """The tiny SD 1.5 calibrated and verified: every row, the request's too, within a few %."""
+    pytest.importorskip("diffusers")
+    from calibration.examples import tiny_sd
+
+    start = {"steps": 1, "height": 32, "width": 32}
+    return calibrate_pipeline(
+        tiny_sd.build, load_pipeline(CUSTOM_SD, "custom_sd"),
+        (start, start, {"steps": 2, "height": 64, "width": 64}),
+        call_kwargs=tiny_sd.call_kwargs, repeat=1, verify=True, time_tolerance=None,
+        formula_path="custom_sd.wf",
+    )  # fmt: skip
+
+
+def request_times(cal: Calibration, factor: float) -> Calibration:
+    """``cal`` with the request row's predicted peak and bound ``factor`` times as large (the
+    issue's pipeline: every phase exact, the request scaled from a peak that held other things)."""
+    peak = cal.estimate.request_peak
+    assert peak.raw_bytes is not None and peak.bound_bytes is not None
+    scaled = attrs.evolve(
+        peak, raw_bytes=int(peak.raw_bytes * factor), bound_bytes=int(peak.bound_bytes * factor)
+    )
+    return attrs.evolve(cal, estimate=attrs.evolve(cal.estimate, request_peak=scaled))
+
+
+def test_an_exact_request_row_is_no_note(exact: Calibration) -> None:
+    error = exact.request_peak().error
+    assert error is not None and abs(error) < OVER_PREDICTION
+    assert over_prediction(exact) is None
+    assert "note[request-over-predicted]" not in verdict(exact).findings
+
+
+def test_a_request_row_twice_its_measured_peak_is_a_note_not_no_finding(
+    exact: Calibration, capsys: pytest.CaptureFixture[str]
+) -> None:
+    over = request_times(exact, 2.17)
+    judged = verdict(over)
+    assert judged.holds and judged.status == verdict(exact).status  # safe: a note, no failure
+    assert "no finding to act on" not in judged.line
+    assert "1 note: the request's peak is predicted +11" in judged.findings, judged.findings
+    assert document(over)["verdict"]["findings"] == judged.findings
+    warn(over)
+    notes = [line for line in capsys.readouterr().err.splitlines() if "over-predicted" in line]
+    assert len(notes) == 1 and "the request row predicts" in notes[0]
+    golden("request-over-predicted.txt", f"{judged.findings}\n{notes[0]}\n")
+    assert over_prediction(request_times(exact, 1.2)) is None  # within the tolerance
+
+
+def test_a_factory_module_in_the_current_folder_imports(tmp_path, monkeypatch) -> None:
+    from calibration.core.factory import load_factory
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "cwd_factory_43", raising=False)
+    Path("cwd_factory_43.py").write_text("def build(seed):\n    return seed\n")
+    path = list(sys.path)
+    factory = load_factory("cwd_factory_43:build")
+    assert factory.spec == "cwd_factory_43:build"
+    assert sys.path == path  # the folder was first for the import only
+
+
+def test_a_misspelt_factory_says_did_you_mean(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "cwd_factory_43b", raising=False)
+    Path("draft.wf").write_text(TYPO.replace("= step\n", "= steps\n"))
+    Path("cwd_factory_43b.py").write_text("def build(seed):\n    return seed\n")
+    pipeline = ["--pipeline", "cwd_factory_43b:biuld"]
+    status, err = invoke("calibrate", "--formulas", "draft.wf", *pipeline)
+    assert status == 1
+    golden("factory-did-you-mean.txt", err)
