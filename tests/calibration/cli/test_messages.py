@@ -14,10 +14,12 @@ import attrs
 import pytest
 from click.testing import CliRunner
 
+from calibration.calibrate.pipeline import calibrate_pipeline
 from calibration.calibrate.report import document
-from calibration.calibrate.run import Calibration, calibrate_pipeline, load_pipeline
+from calibration.calibrate.run import Calibration, load_pipeline
 from calibration.calibrate.verdict import OVER_PREDICTION, over_prediction, verdict
 from calibration.cli.show import warn
+from calibration.core.shapes import Shapes
 from dslc.cli import cli
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "messages"
@@ -77,7 +79,7 @@ def exact() -> Calibration:
     start = {"steps": 1, "height": 32, "width": 32}
     return calibrate_pipeline(
         tiny_sd.build, load_pipeline(CUSTOM_SD, "custom_sd"),
-        (start, start, {"steps": 2, "height": 64, "width": 64}),
+        Shapes(start, start, {"steps": 2, "height": 64, "width": 64}),
         call_kwargs=tiny_sd.call_kwargs, repeat=1, verify=True, time_tolerance=None,
         formula_path="custom_sd.wf",
     )  # fmt: skip
@@ -109,7 +111,8 @@ def test_a_request_row_twice_its_measured_peak_is_a_note_not_no_finding(
     assert judged.holds and judged.status == verdict(exact).status  # safe: a note, no failure
     assert "no finding to act on" not in judged.line
     assert "1 note: the request's peak is predicted +11" in judged.findings, judged.findings
-    assert document(over)["verdict"]["findings"] == judged.findings
+    verdict_part = document(over)["verdict"]
+    assert isinstance(verdict_part, dict) and verdict_part["findings"] == judged.findings
     warn(over)
     notes = [line for line in capsys.readouterr().err.splitlines() if "over-predicted" in line]
     assert len(notes) == 1 and "the request row predicts" in notes[0]
