@@ -121,16 +121,28 @@ class ParamTypeError(ParamError, TypeError):
 
 
 class InadmissibleError(ParamError, ValueError):
-    """A point outside a param's range or violating a contract; `violations` lists each readably."""
+    """A point outside a param's range or violating a contract; `violations` lists each readably,
+    and `suggestions` the nearest admissible values along each param at fault (`height = 48 or 64`)
+    so that every command says how to fix the point, not only what is wrong."""
 
-    def __init__(self, pipeline: str, violations: tuple[str, ...], params: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        pipeline: str,
+        violations: tuple[str, ...],
+        params: tuple[str, ...],
+        suggestions: tuple[str, ...] = (),
+    ) -> None:
+        nearest = f" (nearest admissible: {'; '.join(suggestions)})" if suggestions else ""
         super().__init__(
-            f"point is not admissible for pipeline {pipeline!r}: " + "; ".join(violations),
+            f"point is not admissible for pipeline {pipeline!r}: "
+            + "; ".join(violations)
+            + nearest,
             pipeline,
             params[0] if params else None,
         )
         self.violations = violations
         self.params = params
+        self.suggestions = suggestions
 
 
 class ParamLimitError(ParamError, ValueError):

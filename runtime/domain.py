@@ -24,6 +24,8 @@ from artifact.spelling import bounded_param_value
 __all__ = ["SEARCH_LIMIT", "Args", "Domain", "int_like"]
 
 SEARCH_LIMIT = 10_000  # largest_admissible walks down at most this many candidate values
+NEAREST_LIMIT = 256  # an inadmissible point's message looks this far down and up each param ...
+NEAREST_BUDGET = 1_024  # ... and tries at most this many points in all (each runs every contract)
 Args = list[int | bool] | tuple[int | bool, ...]  # param values in declaration order
 
 
@@ -109,7 +111,7 @@ class Domain:
         args, in_range = self.assign(params)
         if not in_range or not self.holds(args):
             messages, names = self.violations(args)
-            raise InadmissibleError(self.pipeline, messages, names)
+            raise InadmissibleError(self.pipeline, messages, names, self.nearest(args, names))
         return args
 
     def first_problem(self, params: Mapping[str, object]) -> ParamError:
@@ -203,6 +205,55 @@ class Domain:
         for value in range(top, max(low, top - SEARCH_LIMIT + 1) - 1, -1):
             args[index] = value
             if self.holds(args):
+                return value
+        return None
+
+    def nearest(self, args: Args, names: tuple[str, ...]) -> tuple[str, ...]:
+        """For each int param at fault, its nearest values below and above (within NEAREST_LIMIT
+        and its range) that fix its own violations without breaking a contract that held: `height
+        = 48 or 64`. The error path only, within NEAREST_BUDGET tries of every contract."""
+        out = []
+        budget = [NEAREST_BUDGET]
+        for name in names:
+            index, low, high, limit = self.specs[name]
+            allowed = self._others_failing(args, index)
+            if low is None or allowed is None:
+                continue
+            value = int(args[index])
+            top, bottom = int(min(value - 1, high, limit - 1)), max(value + 1, low)
+            below = range(top, max(low, top - NEAREST_LIMIT + 1) - 1, -1)
+            above = range(bottom, int(min(high, limit - 1, bottom + NEAREST_LIMIT - 1)) + 1)
+            found = [self._first_fixing(args, index, c, allowed, budget) for c in (below, above)]
+            values = [str(v) for v in found if v is not None]
+            if values:
+                out.append(f"{name} = {' or '.join(values)}")
+        return tuple(out)
+
+    def _others_failing(self, args: Args, index: int) -> set[int] | None:
+        """The failing contracts param ``index`` does not own, which a value of it may leave
+        failing (none when its own value is past the cost model: no contract may see it); None
+        when another value is past it."""
+        within = [
+            low is None or -limit < args[i] < limit for i, low, _, limit in self.specs.values()
+        ]
+        if not all(w for i, w in enumerate(within) if i != index):
+            return None
+        if not within[index]:
+            return set()
+        return {k for k in self.failing_contracts(args) if self._owners[k] != index}
+
+    def _first_fixing(
+        self, args: Args, index: int, candidates: range, allowed: set[int], budget: list[int]
+    ) -> int | None:
+        """The first candidate value of param ``index`` at which only ``allowed`` contracts fail;
+        each try spends one of ``budget``."""
+        trial = list(args)
+        for value in candidates:
+            if budget[0] <= 0:
+                return None
+            budget[0] -= 1
+            trial[index] = value
+            if set(self.failing_contracts(trial)) <= allowed:
                 return value
         return None
 

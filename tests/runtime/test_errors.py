@@ -132,26 +132,38 @@ def test_int_likes_are_accepted(wan: Pipeline) -> None:
 
 @pytest.mark.parametrize("call", CALLS.values(), ids=CALLS.keys())
 @pytest.mark.parametrize(
-    ("params", "message"),
+    ("params", "message", "nearest"),
     [
-        ({"steps": 0}, "steps = 0 is outside [1, 1000]"),
-        ({"steps": 1001}, "steps = 1001 is outside [1, 1000]"),
-        ({"frames": 80}, "frames = 80 violates `frames % 4 == 1`"),
+        ({"steps": 0}, "steps = 0 is outside [1, 1000]", "steps = 1"),
+        ({"steps": 1001}, "steps = 1001 is outside [1, 1000]", "steps = 1000"),
+        ({"frames": 80}, "frames = 80 violates `frames % 4 == 1`", "frames = 77 or 81"),
         (
             {"height": 724, "frames": 2},
             "frames = 2 violates `frames % 4 == 1`; height = 724 violates `height % 16 == 0`",
+            "frames = 1 or 5; height = 720 or 736",
         ),
     ],
 )
 def test_inadmissible_points_name_param_and_constraint(
-    wan: Pipeline, call: Callable[..., Any], params: dict[str, Any], message: str
+    wan: Pipeline, call: Callable[..., Any], params: dict[str, Any], message: str, nearest: str
 ) -> None:
     with pytest.raises(InadmissibleError) as info:
         call(wan, **params)
     assert isinstance(info.value, ValueError)
-    assert str(info.value) == f"point is not admissible for pipeline 'wan2_2_t2v_a14b': {message}"
+    assert str(info.value) == (
+        f"point is not admissible for pipeline 'wan2_2_t2v_a14b': {message}"
+        f" (nearest admissible: {nearest})"
+    )
     assert info.value.violations == tuple(message.split("; "))
+    assert info.value.suggestions == tuple(nearest.split("; "))
     assert info.value.param == info.value.params[0]
+    for side in (0, -1):  # every value below (above) together: an admissible point
+        fixed = {n: int(v.split(" or ")[side]) for n, _, v in map(_split, info.value.suggestions)}
+        assert wan.is_admissible(**{**params, **fixed})
+
+
+def _split(suggestion: str) -> tuple[str, str, str]:
+    return suggestion.partition(" = ")
 
 
 @pytest.mark.parametrize(

@@ -141,3 +141,20 @@ def test_a_misspelt_factory_says_did_you_mean(tmp_path, monkeypatch) -> None:
     status, err = invoke("calibrate", "--formulas", "draft.wf", *pipeline)
     assert status == 1
     golden("factory-did-you-mean.txt", err)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["eval", "formulas/", "flux1_dev", "--set", "height=60"],
+        ["calibrate", "--example", "flux", "--target", "height=60"],
+        ["plan", "--example", "flux", "--target", "height=60", "--device-memory", "8GiB"],
+    ],
+    ids=["eval", "calibrate", "plan"],
+)
+def test_an_inadmissible_target_names_the_nearest_admissible_values(command, monkeypatch):
+    monkeypatch.chdir(GOLDEN.parents[1].parent)  # the repository: formulas/
+    status, err = invoke(*command)
+    assert status == 1, err
+    assert "(nearest admissible: height = 48 or 64)" in err
+    golden(f"inadmissible-{command[0]}.txt", err)
