@@ -320,17 +320,17 @@ def _show(result: Inference, output: Path | None, as_json: bool, strict: bool) -
             raise Failure(f"cannot write {output}: {exc.strerror or exc}") from None
     for line in [*switch_notes(result.proposals), *time_notes(result.proposals)]:
         ui().err.line(line, style="yellow")
-    if as_json:
-        ui().out.json(report(result))
-    elif output is None:
-        click.echo(result.draft, nl=False)
-    else:
+    if output is not None:  # the note on stderr, with --json too (stdout carries the report)
         failed = sum(not m.record.ok for m in result.measured)
         wrote(
             output,
             f"{len(result.proposals)} stages from {len(result.measured)} sizes"
             + (f", {failed} of them failed" if failed else ""),
         )
+    if as_json:
+        ui().out.json(report(result))
+    elif output is None:
+        click.echo(result.draft, nl=False)
     still = [*open_proposals(result.proposals), *failed_runs(result)]
     if still:
         ui().err.line(

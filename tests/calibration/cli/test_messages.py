@@ -6,6 +6,7 @@ Regenerate (then review every change by eye) with
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -158,3 +159,21 @@ def test_an_inadmissible_target_names_the_nearest_admissible_values(command, mon
     assert status == 1, err
     assert "(nearest admissible: height = 48 or 64)" in err
     golden(f"inadmissible-{command[0]}.txt", err)
+
+
+def test_infer_with_json_and_output_says_what_it_wrote(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("diffusers")
+    root = GOLDEN.parents[1].parent
+    monkeypatch.chdir(tmp_path)
+    pipeline = str(root / "tests" / "calibration" / "custom_pipeline.py") + ":build"
+    skeleton = str(root / "tests" / "calibration" / "infer" / "data" / "tiny.wf")
+    result = CliRunner().invoke(
+        cli,
+        ["infer", "--pipeline", pipeline, "--params", skeleton, "--base", "steps=1,height=16"]
+        + ["-o", "draft.wf", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["pipeline"] == "tiny"  # stdout: the report alone
+    wrote = [line for line in result.stderr.splitlines() if line.startswith("wrote ")]
+    assert Path("draft.wf").read_text().startswith("# ")
+    golden("infer-json-wrote.txt", "\n".join(wrote) + "\n")
