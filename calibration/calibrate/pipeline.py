@@ -29,7 +29,7 @@ from runtime.estimate import DEFAULT_MARGIN
 def calibrate_pipeline(
     pipe_factory: Callable[[int], object],
     pipeline: Pipeline,
-    defaults: Shapes,
+    defaults: Shapes | tuple[Point, Point, Point],
     *,
     target: Point | None = None,
     probe: Point | None = None,
@@ -50,7 +50,10 @@ def calibrate_pipeline(
     capacity: int | None = None,
 ) -> Calibration:
     """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate
-    (placed under ``offload`` on a device capped at ``capacity``: ``calibration.core.offload``)."""
+    (placed under ``offload`` on a device capped at ``capacity``: ``calibration.core.offload``);
+    ``defaults`` a ``Shapes`` or its (warmup, probe, target) as a tuple."""
+    if not isinstance(defaults, Shapes):
+        defaults = Shapes(*defaults)
     config = RunConfig(
         device=device,
         margin=margin,

@@ -13,6 +13,7 @@ from calibration.calibrate.pipeline import calibrate_pipeline
 from calibration.calibrate.run import load_pipeline
 from calibration.core.offload import Offload
 from calibration.core.session import Session
+from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
 from calibration.placement.mechanisms import has_offload_hooks
 from calibration.plan.saved import PlanFileError, read_plan
@@ -92,7 +93,7 @@ def test_calibrate_pipeline_takes_the_plan_off_afterwards(tmp_path):
     cal = calibrate_pipeline(
         build,
         FORMULAS,
-        ({"steps": 1, "size": 8}, {"steps": 1, "size": 16}, {"steps": 2, "size": 16}),
+        Shapes({"steps": 1, "size": 8}, {"steps": 1, "size": 16}, {"steps": 2, "size": 16}),
         repeat=1,
         time_tolerance=None,
         offload=read_plan(_towers_offloaded(tmp_path)),
