@@ -1,7 +1,8 @@
 """Speed judged against the time before, across re-plans, and against the machine's own drift.
 
 A placement rolled back as ``slower`` may be the machine, not the placement: ``drifted`` runs one
-request with the plan undone, and when that one is as slow (the placement within 5 % of it) the
+request with the plan undone, and when that one is as slow (the placement within 5 % of it, or
+within the validation's own allowance for noise, as ``SpeedCheck.too_slow`` judges) the
 machine slowed down: the plan is tried again against the new time before. A placement that was
 slower is never applied again unless its prediction says it is no longer slower than before
 (``still_slower``).
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from artifact.point import Point
-from calibration.lifecycle.model import SLOWER_THAN_BEFORE, Baseline, StepName
+from calibration.lifecycle.model import SLOWER_THAN_BEFORE, Baseline, StepName, time_allowance
 from calibration.plan.model import Plan
 
 if TYPE_CHECKING:
@@ -31,10 +32,14 @@ def drifted(
     record = session.run(target)  # never raises for a failed request: the record says
     log.records.append(record)
     speed = slow.validation.speed
-    as_slow = (
+    as_slow = (  # the placement is slower only as ``too_slow`` judges it: beyond 5 % and the noise
         record.ok
         and speed is not None
-        and speed.measured_s <= record.duration_s * (1 + SLOWER_THAN_BEFORE)
+        and (
+            speed.measured_s <= record.duration_s * (1 + SLOWER_THAN_BEFORE)
+            or speed.measured_s
+            <= record.duration_s + time_allowance(record.duration_s, speed.spread_s)
+        )
     )
     log.add(
         StepName.UNPLANNED,
