@@ -2,22 +2,31 @@
 slower than predicted beyond the calibration's spread, and slower than before the plan by more
 than 5 %, and than one request with the plan undone, is rolled back and never applied again.
 
-The delay is real: a ``slow`` fault (``calibration.lifecycle.faults``) spends its seconds of this
-thread's CPU time in a loop at the first counter read of the denoising stage, where the plan
-streams a transformer block; the recorder's clock on the CPU is this thread's CPU time, so the
-request really measures that much slower (no clock reading is faked: these tests run on the real
-clock, the other lifecycle tests on a steady one).
+The verdicts are judged on a steady clock (``lifecycle_setup.Steady``) that a ``call`` fault moves
+on by the delay in the chosen requests' denoising: on the real clock a loaded machine made the
+fallback's own validation ``slower`` once in CI (the verdict is the lifecycle's, not the clock's).
+The delay itself is real where it is measured: a ``slow`` fault spends its seconds of this thread's
+CPU time, and the recorder's clock on the CPU (this thread's CPU time) reads at least that much.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from calibration.lifecycle.faults import SLOW, Fault
+from calibration.lifecycle.faults import CALL, SLOW, Fault
 from calibration.lifecycle.model import OK, Failure
 from calibration.lifecycle.render import document, lines
-from calibration.lifecycle.steps import baseline
-from tests.calibration.lifecycle_setup import REAL, calibration, lifecycle
+from calibration.lifecycle.run import Outcome, run_lifecycle
+from calibration.lifecycle.steps import Settings, baseline
+from tests.calibration.lifecycle_setup import (
+    REAL,
+    STREAMING,
+    Steady,
+    calibration,
+    lifecycle,
+    points,
+    session,
+)
 
 pytest.importorskip("accelerate")
 
@@ -26,12 +35,25 @@ def _validations(outcome):
     return [s.outcome for s in outcome.report.step("validate")]
 
 
-def test_a_slower_placement_is_rolled_back_and_replanned():
-    before = baseline(calibration(REAL))
+def _delay() -> float:
+    before = baseline(calibration())
     assert before.previous_s is not None
-    delay = 2 * (before.previous_s + before.spread_s)  # well past both thresholds
+    return 2 * (before.previous_s + before.spread_s)  # well past both thresholds
+
+
+def _slow_lifecycle(delay: float, times: int) -> Outcome:
+    """The lifecycle on a steady clock moved on by ``delay`` in the denoising of the first
+    ``times`` requests after the calibration."""
+    clock = Steady()
+    fresh, backend = session(clock=clock)
+    backend.faults = (Fault("DenoisingStage", CALL, action=lambda: clock.jump(delay), times=times),)
+    return run_lifecycle(fresh, points(), Settings(STREAMING, "apply"), calibration=calibration())
+
+
+def test_a_slower_placement_is_rolled_back_and_replanned():
+    delay = _delay()
     # slow on the validation request and on the request that confirms it, not after
-    outcome, _ = lifecycle([Fault("DenoisingStage", SLOW, delay_s=delay, times=2)], clock=REAL)
+    outcome = _slow_lifecycle(delay, times=2)
     report = outcome.report
     assert _validations(outcome) == [Failure.TOO_SLOW.value, "holds"]
     names = [s.name for s in report.steps]
@@ -57,17 +79,22 @@ def test_a_slower_placement_is_rolled_back_and_replanned():
 
 
 def test_one_slow_request_is_confirmed_before_anything_is_rolled_back():
-    before = baseline(calibration(REAL))
-    assert before.previous_s is not None
-    delay = 2 * (before.previous_s + before.spread_s)
-    outcome, _ = lifecycle([Fault("DenoisingStage", SLOW, delay_s=delay, times=1)], clock=REAL)
+    delay = _delay()
+    outcome = _slow_lifecycle(delay, times=1)
     assert _validations(outcome) == ["holds"]  # the second request was not slower
     assert not outcome.report.step("rollback") and outcome.report.status == OK
     held = outcome.report.step("validate")[0].data["time"]
     assert held["measured_s"] < delay  # judged on the faster request, the one without the delay
     assert max(r.duration_s for r in outcome.records) >= delay  # the slow one is kept
     # the calibration's requests, the validation, the one confirming it, the re-warm
-    assert len(outcome.records) == len(calibration(REAL).records) + 3
+    assert len(outcome.records) == len(calibration().records) + 3
+
+
+def test_a_slow_fault_spends_real_cpu_time_the_recorder_reads():
+    delay = 0.05
+    outcome, _ = lifecycle([Fault("DenoisingStage", SLOW, delay_s=delay, times=1)], clock=REAL)
+    first = outcome.records[len(calibration(REAL).records)]  # the validation request
+    assert first.duration_s >= delay  # a lower bound only: a loaded machine is slower, never faster
 
 
 def test_predicted_and_measured_time_are_shown_side_by_side():
