@@ -346,7 +346,7 @@ def _show(result: Inference, output: Path | None, as_json: bool, strict: bool) -
         except OSError as exc:
             raise Failure(f"cannot write {output}: {exc.strerror or exc}") from None
     for line in [*switch_notes(result.proposals), *time_notes(result.proposals)]:
-        ui().err.line(line, style="yellow")
+        ui().note(line, style="yellow")  # notes: --quiet drops them
     if output is not None:  # the note on stderr, with --json too (stdout carries the report)
         failed = sum(not m.record.ok for m in result.measured)
         wrote(

@@ -182,3 +182,19 @@ def test_infer_with_json_and_output_says_what_it_wrote(tmp_path, monkeypatch) ->
     golden(
         "infer-json-wrote.txt", re.sub(r"from \d+ sizes", "from N sizes", "\n".join(wrote)) + "\n"
     )
+
+
+def test_quiet_drops_the_notes_and_keeps_the_warnings(
+    exact: Calibration, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import click
+
+    from dslc.cli_ui import Ui
+
+    over = request_times(exact, 2.17)  # a note[request-over-predicted]
+    for quiet in (False, True):
+        with click.Context(click.Command("calibrate"), obj=Ui(quiet=quiet)):
+            warn(attrs.evolve(over, unobserved=("text_encoder",)))  # and a warning
+        err = capsys.readouterr().err
+        assert ("note[request-over-predicted]" in err) is not quiet, err
+        assert "warning[unobserved-component]" in err
