@@ -43,12 +43,15 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
             "pin_budget_bytes": d.pin_budget_bytes,
             "bandwidth_bytes_per_s": d.bandwidth_bytes_per_s,
             "pageable_factor": d.pageable_factor,
+            "host_memory_bytes": d.host_memory_bytes,
         },
         "predicted_s": plan.predicted_seconds,
         "times": _times(plan),
         "transfer_bytes": plan.transfer_bytes,
         "transfer_s": plan.transfer_s,
         "pinned_bytes": plan.pinned_bytes,
+        "host_bytes": plan.host_bytes,
+        "shortfall": None if plan.shortfall is None else plan.shortfall.value,
         "components": [
             {
                 "name": p.component,
@@ -76,6 +79,7 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
                 "bound_bytes": u.bound_bytes,
                 "weights_bytes": u.weights_bytes,
                 "headroom_bytes": u.headroom_bytes,
+                "transition_headroom_bytes": u.transition_headroom_bytes,
             }
             for u in plan.phases
         ],
@@ -137,14 +141,20 @@ def component_rows(plan: Plan) -> list[list[str]]:
 
 
 def phase_rows(plan: Plan) -> list[list[str]]:
-    """target, phase, activation bound (weights excluded), weights on the device, headroom."""
+    """target, phase, activation bound (weights excluded), weights on the device, headroom (and
+    at a streamed layer's arrival, when the phase has a transition figure)."""
     return [
         [
             u.target,
             u.label,
             show_bytes(u.bound_bytes),
             show_bytes(u.weights_bytes),
-            show_bytes(u.headroom_bytes),
+            show_bytes(u.headroom_bytes)
+            + (
+                ""
+                if u.transition_headroom_bytes is None
+                else f" ({show_bytes(u.transition_headroom_bytes)} as a layer arrives)"
+            ),
         ]
         for u in plan.phases
     ]

@@ -152,6 +152,7 @@ def _plan(doc: Mapping[str, Any]) -> Plan:
         capacity_bytes=d["capacity_bytes"],
         reserve_bytes=d.get("reserve_bytes"),
         pin_budget_bytes=d.get("pin_budget_bytes"),
+        host_memory_bytes=d.get("host_memory_bytes"),
         **{k: float(d[k]) for k in ("bandwidth_bytes_per_s", "pageable_factor") if k in d},
     )
     placements = tuple(_placement(c) for c in doc["components"])
