@@ -17,7 +17,7 @@ from artifact.units import show_bytes
 from calibration.calibrate.warmup import OOM_MARKERS as WARMUP_OOM_MARKERS
 from calibration.lifecycle.model import Baseline, Failure, PhaseCheck, SpeedCheck, Validation
 from calibration.plan.inputs import target_name
-from calibration.plan.model import Phase, PlacementKind, Plan, Target
+from calibration.plan.model import PlacementKind, Plan, Target
 from runtime.record import ErrorInfo, WarmupRecord
 
 #: The warmup's allocation-failure markers, plus the exception type names a record's error keeps
@@ -204,7 +204,7 @@ def moved_bounds(plan: Plan, targets: Sequence[Target], component: str) -> list[
     phases = [p for t in targets for p in t.phases]
     return [
         u.bound_bytes + max(u.headroom_bytes, 0) + 1
-        if everywhere or component in p.active_components
+        if everywhere or component in p.present
         else u.bound_bytes
         for u, p in zip(plan.phases, phases, strict=True)
     ]
@@ -219,8 +219,6 @@ def with_bounds(targets: Sequence[Target], bounds: Sequence[int]) -> tuple[Targe
     """The targets with their phases' bounds replaced, in the order ``planned_bounds`` gives."""
     given = iter(bounds)
     return tuple(
-        attrs.evolve(
-            t, phases=tuple(Phase(p.label, next(given), p.active_components) for p in t.phases)
-        )
+        attrs.evolve(t, phases=tuple(attrs.evolve(p, bound_bytes=next(given)) for p in t.phases))
         for t in targets
     )

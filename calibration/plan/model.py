@@ -104,12 +104,20 @@ class Phase:
     """A part of a request that must fit: its peak beyond the weights, and who is on the device.
 
     ``bound_bytes`` is the phase's peak *excluding* every component's weights (activations,
-    workspaces); ``active_components`` must be on the device while it runs.
+    workspaces); ``active_components`` must be on the device while it runs. ``prefetched`` are
+    being onloaded meanwhile for a later phase (present, not running): each component present is
+    charged once, active, prefetched or both (docs/planning.md "Prefetch").
     """
 
     label: str
     bound_bytes: int = field(validator=_non_negative)
     active_components: tuple[str, ...] = field(default=(), converter=_name_tuple)
+    prefetched: tuple[str, ...] = field(default=(), converter=_name_tuple)
+
+    @property
+    def present(self) -> tuple[str, ...]:
+        """The components on the device in this phase, each once: the active, then the incoming."""
+        return tuple(dict.fromkeys(self.active_components + self.prefetched))
 
 
 def _phase_tuple(value: Iterable[Phase]) -> tuple[Phase, ...]:
@@ -227,7 +235,8 @@ def _merge_targets(a: Target, b: Target) -> Target:
         if p.label in phases:
             q = phases[p.label]
             active = tuple(dict.fromkeys(q.active_components + p.active_components))
-            phases[p.label] = Phase(p.label, max(p.bound_bytes, q.bound_bytes), active)
+            incoming = tuple(dict.fromkeys(q.prefetched + p.prefetched))
+            phases[p.label] = Phase(p.label, max(p.bound_bytes, q.bound_bytes), active, incoming)
         else:
             phases[p.label] = p
     uses = dict(a.uses)
@@ -275,6 +284,8 @@ class Placement:
     missing_bytes: int  # ... by how much (0 when resident)
     pageable_bytes: int = 0  # host copy kept in pageable memory (over the pin budget)
     pageable: bool = False  # its copies come from pageable memory (``Device.pageable_factor``)
+    # pageable, yet these streamed layers pinned (the pin budget's frontier: ``plan.frontier``)
+    pinned_layers: tuple[int, ...] = field(default=(), converter=_int_tuple)
 
 
 @frozen
