@@ -150,8 +150,10 @@ def _predicted_at(plan: Plan, target: str, link: float | None) -> float | None:
     a re-plan on the slower link a slow request implied is judged on the link before it, so the
     prediction never absorbs the slowdown it was re-planned for."""
     time = plan.predicted(target)
-    if time.compute_s is None or link is None or link <= 0:
-        return time.seconds
+    if time.compute_s is None:
+        return None
+    if link is None or link <= 0:  # a placement's kept measured cost never absorbs a slowdown
+        return time.compute_s + time.exposed_s
     transfer = time.transfer_s * plan.device.bandwidth_bytes_per_s / link
     return time.compute_s + max(transfer - time.hidden_s, 0.0)
 

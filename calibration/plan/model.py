@@ -312,6 +312,8 @@ class TimePrediction:
     pageable_s: float = 0.0  # the part of ``transfer_s`` copied from pageable host memory
     # the compute's parts: each stage's, as the calibration predicts it
     stage_seconds: Mapping[str, float] = field(factory=dict, converter=_frozen_seconds, hash=False)
+    # what this placement was measured slower than predicted (``calibration.plan.costs``)
+    measured_extra_s: float = field(default=0.0, validator=_seconds_or_none)
 
     @property
     def exposed_s(self) -> float:
@@ -320,8 +322,11 @@ class TimePrediction:
 
     @property
     def seconds(self) -> float | None:
-        """The predicted request time (None when the calibration has no compute time)."""
-        return None if self.compute_s is None else self.compute_s + self.exposed_s
+        """The predicted request time (None when the calibration has no compute time): the
+        compute, the exposed transfer, and the placement's measured extra cost."""
+        if self.compute_s is None:
+            return None
+        return self.compute_s + self.exposed_s + self.measured_extra_s
 
 
 @frozen

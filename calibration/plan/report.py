@@ -96,6 +96,7 @@ def _times(plan: Plan) -> list[dict[str, object]]:
             "hidden_s": t.hidden_s,
             "exposed_s": t.exposed_s,
             "pageable_s": t.pageable_s,
+            "measured_extra_s": t.measured_extra_s,
             "stages_s": dict(t.stage_seconds),
         }
         for t in plan.times
