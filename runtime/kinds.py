@@ -15,6 +15,7 @@ class PhaseKind(StrEnum):
     STAGE = "stage"
     SETUP = "setup"
     COMPONENT = "component"
+    PREFETCH = "prefetch"  # a caller's window of onloading ahead: its components present, not run
 
 
 class Quantity(StrEnum):

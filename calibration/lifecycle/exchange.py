@@ -40,7 +40,10 @@ def dumps(components: Sequence[Component], targets: Sequence[Target], device: De
 def _target(t: Target) -> dict[str, object]:
     return {
         "name": t.name,
-        "phases": [[p.label, p.bound_bytes, list(p.active_components)] for p in t.phases],
+        "phases": [
+            [p.label, p.bound_bytes, list(p.active_components), list(p.prefetched)]
+            for p in t.phases
+        ],
         "uses": dict(t.uses),
         "layer_uses": {k: list(v) for k, v in t.layer_uses.items()},
         "weight": t.weight,
@@ -112,8 +115,15 @@ def loads(text: str) -> Inputs:
 def _read_target(t: dict[str, object]) -> Target:
     phases = []
     for item in _list(t["phases"], "phases"):
-        label, bound, active = _list(item, "a phase")
-        phases.append(Phase(str(label), _int(bound, "a bound"), _strs(active, "active components")))
+        label, bound, active, incoming = _list(item, "a phase")
+        phases.append(
+            Phase(
+                str(label),
+                _int(bound, "a bound"),
+                _strs(active, "active components"),
+                prefetched=_strs(incoming, "prefetched components"),
+            )
+        )
     compute = t["compute_s"]
     return Target(
         str(t["name"]),

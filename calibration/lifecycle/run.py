@@ -16,7 +16,7 @@ from attrs import define
 
 from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
-from calibration.lifecycle.agree import cautious_bounds, device_kind, placement_key, plan_ranks
+from calibration.lifecycle.agree import cautious_bounds, device_kind, plan_ranks
 from calibration.lifecycle.bounded import RankError, RanksStopped, bounded, default_timeout
 from calibration.lifecycle.model import (
     NO_PLAN_VALIDATES,
@@ -53,6 +53,7 @@ from calibration.lifecycle.validate import (
     with_bounds,
 )
 from calibration.plan.apply import Applied, UndoError
+from calibration.plan.costs import MeasuredCosts, placement_key
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.solver import most_conservative
 from runtime.record import WarmupRecord
@@ -208,6 +209,7 @@ def _apply(run: _Run, plan: Plan) -> Outcome:
     request = run.points.target
     tried: set[str] = set()
     slow: set[str] = set()  # placements rolled back as slower (the machine was not)
+    costs = MeasuredCosts()  # and what each was measured above its prediction
     why = f"no plan held in {settings.max_replans + 1} tries"
     device = settings.device
     before = attrs.evolve(baseline(run.cal), link_bytes_per_s=device.bandwidth_bytes_per_s)
@@ -222,16 +224,19 @@ def _apply(run: _Run, plan: Plan) -> Outcome:
             if now is not None:  # the machine slowed, not the placement: judged again on it
                 before = now
                 result = apply_and_validate(book, session, plan, request, settings, before)
-            if result.validation.failure is Failure.TOO_SLOW:
+            speed = result.validation.speed
+            if result.validation.failure is Failure.TOO_SLOW and speed is not None:
                 slow.add(placement_key(plan))
+                costs = costs.learn(plan, speed.measured_s, speed.predicted_s)
         if result.validation.holds:
             return _serve(run, plan, result)
         targets, device = _revised(session, settings, targets, plan, result)
         if attempt < settings.max_replans:
             plan, ranks = plan_ranks(settings.agreement, run.components, targets, device)
+            plan = costs.charge(plan)  # the same placement keeps what it was measured to cost
             learnt = f"the measured {_what(result)} (try {attempt + 2})"
             plan_step(book, StepName.REPLAN, plan, learnt + (f"; {ranks}" if ranks else ""))
-    fallback = most_conservative(run.components, targets, device)
+    fallback = costs.charge(most_conservative(run.components, targets, device))
     plan_step(book, StepName.FALLBACK, fallback, f"{why}; the most conservative placement")
     result = apply_and_validate(book, session, fallback, request, settings, before)
     if result.validation.holds:

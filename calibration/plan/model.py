@@ -120,7 +120,9 @@ class Phase:
     """A part of a request that must fit: its peak beyond the weights, and who is on the device.
 
     ``bound_bytes`` is the phase's peak *excluding* every component's weights (activations,
-    workspaces); ``active_components`` must be on the device while it runs.
+    workspaces); ``active_components`` must be on the device while it runs. ``prefetched`` are
+    being onloaded meanwhile for a later phase (present, not running): each component present is
+    charged once, active, prefetched or both (docs/planning.md "Prefetch").
     """
 
     label: str
@@ -132,11 +134,18 @@ class Phase:
     # beyond the weights, what is live at the moment a streamed layer arrives here when that is
     # more than the bound (None: the bound covers it); docs/planning.md "Transitions"
     transition_bytes: int | None = field(default=None, validator=_optional_non_negative)
+    # components onloading during the phase for a later one (present, not running)
+    prefetched: tuple[str, ...] = field(default=(), converter=_name_tuple)
 
     def __attrs_post_init__(self) -> None:
         missing = tuple(n for n in self.whole_components if n not in self.active_components)
         if missing:  # frozen: the one place a phase's active set is completed
             object.__setattr__(self, "active_components", self.active_components + missing)
+
+    @property
+    def present(self) -> tuple[str, ...]:
+        """The components on the device in this phase, each once: the active, then the incoming."""
+        return tuple(dict.fromkeys(self.active_components + self.prefetched))
 
 
 def _phase_tuple(value: Iterable[Phase]) -> tuple[Phase, ...]:
@@ -268,7 +277,10 @@ def _merge_targets(a: Target, b: Target) -> Target:
             whole = tuple(dict.fromkeys(q.whole_components + p.whole_components))
             moves = [b for b in (p.transition_bytes, q.transition_bytes) if b is not None]
             bound = max(p.bound_bytes, q.bound_bytes)
-            phases[p.label] = Phase(p.label, bound, active, whole, max(moves) if moves else None)
+            incoming = tuple(dict.fromkeys(q.prefetched + p.prefetched))
+            phases[p.label] = Phase(
+                p.label, bound, active, whole, max(moves) if moves else None, incoming
+            )
         else:
             phases[p.label] = p
     uses = dict(a.uses)
@@ -316,6 +328,8 @@ class Placement:
     missing_bytes: int  # ... by how much (0 when resident)
     pageable_bytes: int = 0  # host copy kept in pageable memory (over the pin budget)
     pageable: bool = False  # its copies come from pageable memory (``Device.pageable_factor``)
+    # pageable, yet these streamed layers pinned (the pin budget's frontier: ``plan.frontier``)
+    pinned_layers: tuple[int, ...] = field(default=(), converter=_int_tuple)
 
 
 @frozen
@@ -345,6 +359,8 @@ class TimePrediction:
     pageable_s: float = 0.0  # the part of ``transfer_s`` copied from pageable host memory
     # the compute's parts: each stage's, as the calibration predicts it
     stage_seconds: Mapping[str, float] = field(factory=dict, converter=_frozen_seconds, hash=False)
+    # what this placement was measured slower than predicted (``calibration.plan.costs``)
+    measured_extra_s: float = field(default=0.0, validator=_seconds_or_none)
 
     @property
     def exposed_s(self) -> float:
@@ -353,8 +369,11 @@ class TimePrediction:
 
     @property
     def seconds(self) -> float | None:
-        """The predicted request time (None when the calibration has no compute time)."""
-        return None if self.compute_s is None else self.compute_s + self.exposed_s
+        """The predicted request time (None when the calibration has no compute time): the
+        compute, the exposed transfer, and the placement's measured extra cost."""
+        if self.compute_s is None:
+            return None
+        return self.compute_s + self.exposed_s + self.measured_extra_s
 
 
 @frozen

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from artifact.units import parse_size, show_bytes, show_seconds
+from calibration.plan.frontier import ranges
 from calibration.plan.model import Component, PlacementKind, Plan
 
 VERSION = 1
@@ -65,6 +66,7 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
                 "onload_bytes": p.onload_bytes,
                 "pinned_bytes": p.pinned_bytes,
                 "pageable_bytes": p.pageable_bytes,
+                "pinned_layers": list(p.pinned_layers),
                 "transfer_bytes": p.transfer_bytes,
                 "transfer_s": p.transfer_s,
                 "binding_phase": p.binding_phase,
@@ -98,6 +100,7 @@ def _times(plan: Plan) -> list[dict[str, object]]:
             "hidden_s": t.hidden_s,
             "exposed_s": t.exposed_s,
             "pageable_s": t.pageable_s,
+            "measured_extra_s": t.measured_extra_s,
             "stages_s": dict(t.stage_seconds),
         }
         for t in plan.times
@@ -128,7 +131,8 @@ def component_rows(plan: Plan) -> list[list[str]]:
         [
             p.component,
             placement_text(p.kind, len(p.resident_layers), p.layers)
-            + (" pageable" if p.pageable else ""),
+            + (" pageable" if p.pageable else "")
+            + (f" (layers {ranges(p.pinned_layers)} pinned)" if p.pinned_layers else ""),
             show_bytes(p.device_bytes),
             show_bytes(p.onload_bytes),
             show_seconds(p.transfer_s),

@@ -27,6 +27,7 @@ from artifact.limits import (
 from artifact.units import show_bytes
 from calibration.plan.candidates import Candidate, Group, candidates, with_pageable
 from calibration.plan.extras import Extra, broken, extras, reorder
+from calibration.plan.frontier import pin_frontier, pinned_moved
 from calibration.plan.greedy import greedy
 from calibration.plan.model import (
     Component,
@@ -43,7 +44,7 @@ from calibration.plan.model import (
 )
 from calibration.plan.search import search
 from calibration.plan.shortfall import TOGETHER, diagnose
-from calibration.plan.timing import copy_seconds, predict
+from calibration.plan.timing import predict, split_seconds
 
 
 def _over(limit: str, value: int, most: int, what: str, advice: str) -> None:
@@ -73,7 +74,7 @@ def check_limits(components: Sequence[Component], targets: Sequence[Target]) -> 
     pairs = max(
         phases * len(components),
         len(targets) * candidates_,
-        sum(len(p.active_components) for t in targets for p in t.phases),
+        sum(len(p.present) for t in targets for p in t.phases),
     )
     _over(
         "MAX_PLAN_PAIRS",
@@ -115,7 +116,7 @@ def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[s
             raise PlanInputError(f"target {t.name!r} is listed twice")
         names.add(t.name)
         for p in t.phases:
-            for name in p.active_components:
+            for name in p.present:
                 if name not in index:
                     raise PlanInputError(
                         f"target {t.name!r}, phase {p.label!r}: unknown component {name!r}; "
@@ -136,7 +137,7 @@ def _groups(
     for t in targets:
         room = usable(t)
         for p in t.phases:
-            members = frozenset(position[index[n]] for n in p.active_components)
+            members = frozenset(position[index[n]] for n in p.present)
             limit = room - p.bound_bytes
             if members not in tightest or limit < tightest[members][0]:
                 tightest[members] = (limit, p.label, t.name)
@@ -313,7 +314,7 @@ def _phase_weights(
 ) -> int:
     """Resident bytes + what the phase onloads: a component it needs whole, all its weights."""
     whole = set(phase.whole_components)
-    onloads = sum(picked[index[n]].onload for n in set(phase.active_components) - whole)
+    onloads = sum(picked[index[n]].onload for n in set(phase.present) - whole)
     return (
         always
         + onloads
@@ -375,8 +376,9 @@ def _explain(
         for key, t, p in keyed
     ]
     wholes = {key: frozenset(p.whole_components) for key, _, p in keyed}
-    actives = {key: frozenset(p.active_components) for key, _, p in keyed}
+    actives = {key: frozenset(p.present) for key, _, p in keyed}
     placements = []
+    pins = pin_frontier(components, picked, targets, device.pin_budget_bytes)
     for component, cand in zip(components, picked):
         binding, missing = None, 0
         if cand.kind != PlacementKind.RESIDENT:
@@ -389,7 +391,8 @@ def _explain(
                 short = weights + p.bound_bytes - usable
                 if short > missing:
                     binding, missing = f"{t.name}/{p.label}", short
-        placements.append(_placement(component, cand, device, binding, missing))
+        pinned = pins.get(component.name, ())
+        placements.append(_placement(component, cand, device, (binding, missing), pinned, targets))
     return Plan(
         True,
         "fits",
@@ -398,19 +401,27 @@ def _explain(
         sum(p.transfer_bytes for p in placements),
         sum(p.transfer_s for p in placements),
         device,
-        sum(c.pinned for c in picked),
+        sum(p.pinned_bytes for p in placements),
         nodes,
-        times=predict(components, picked, targets, device),
+        times=predict(components, picked, targets, device, pins),
         host_bytes=sum(p.pinned_bytes + p.pageable_bytes for p in placements),
     )
 
 
 def _placement(
-    component: Component, cand: Candidate, device: Device, binding: str | None, missing: int
+    component: Component,
+    cand: Candidate,
+    device: Device,
+    binds: tuple[str | None, int],
+    pinned_layers: Sequence[int],
+    targets: Sequence[Target],
 ) -> Placement:
-    """One component's placement: where it lives, its host copy, what it moves and how long."""
+    """One component's placement: where it lives, its host copy (a pageable one's frontier of
+    pinned layers), what it moves and how long."""
     moved = cand.moved_bytes  # bytes per request, weighted over targets
     host = component.weight_bytes - cand.always if cand.kind != PlacementKind.RESIDENT else 0
+    pinned = sum(component.layer_bytes[i] for i in pinned_layers)
+    fast = pinned_moved(component, pinned_layers, targets)
     return Placement(
         component=component.name,
         kind=cand.kind,
@@ -418,13 +429,14 @@ def _placement(
         layers=len(component.layer_bytes),
         device_bytes=cand.always,
         onload_bytes=cand.onload,
-        pinned_bytes=0 if cand.pageable else host,
+        pinned_bytes=pinned if cand.pageable else host,
         transfer_bytes=moved,
-        transfer_s=copy_seconds(moved, cand.pageable, device),
-        binding_phase=binding,
-        missing_bytes=missing,
-        pageable_bytes=host if cand.pageable else 0,
+        transfer_s=split_seconds(moved, fast, cand.pageable, device)[0],
+        binding_phase=binds[0],
+        missing_bytes=binds[1],
+        pageable_bytes=host - pinned if cand.pageable else 0,
         pageable=cand.pageable,
+        pinned_layers=tuple(pinned_layers),
     )
 
 
@@ -441,7 +453,7 @@ def _infeasible_reason(
     worst: tuple[int, str, bool] | None = None
     for t in targets:
         for p in t.phases:
-            active, whole = set(p.active_components), set(p.whole_components)
+            active, whole = set(p.present), set(p.whole_components)
             least = p.bound_bytes + sum(
                 comp.weight_bytes
                 if comp.name in whole
