@@ -50,6 +50,7 @@ from calibration.probes.stage_checks import (
     unmeasured_findings,
 )
 from runtime import Pipeline
+from runtime.estimate.fit.model import Modeler, Refit
 from runtime.estimate.fit.noise import memory_slack
 from runtime.kinds import FindingKind, PhaseKind, Quantity
 from runtime.record import WarmupRecord
@@ -76,6 +77,7 @@ def _fits(
     target: Point,
     backend: str,
     quantities: Collection[Quantity],
+    modeler: Modeler,
 ) -> list[StageFit]:
     """Every stage's fits: memory one per phase and layout (records whose active components differ
     are never fitted together), time one per stage."""
@@ -92,13 +94,14 @@ def _fits(
         for kind, name, layout in sorted(phases, key=lambda k: (k[0] != PhaseKind.STAGE, k)):
             if Quantity.MEMORY not in quantities:
                 break
+            phase = (kind, name)
             fit = stage_fit(
-                pipeline, records, stage, Quantity.MEMORY, target, slack, (kind, name), layout
+                pipeline, records, stage, Quantity.MEMORY, target, slack, phase, layout, modeler
             )
             if fit is not None:
                 fits.append(fit)
         if Quantity.TIME in quantities:
-            fit = stage_fit(pipeline, records, stage, Quantity.TIME, target, slack)
+            fit = stage_fit(pipeline, records, stage, Quantity.TIME, target, slack, modeler=modeler)
             if fit is not None:
                 fits.append(fit)
     return fits
@@ -110,10 +113,12 @@ def check(
     target: Point,
     backend: str,
     quantities: Collection[Quantity] = (Quantity.MEMORY, Quantity.TIME),
+    modeler: Modeler | None = None,
 ) -> Checked:
     """Every stage's memory and time (those in ``quantities``), and the counted iterations (with
-    memory), checked; findings ranked by their share at the target (actionable first)."""
-    fits = _fits(pipeline, records, target, backend, quantities)
+    memory), checked; findings ranked by their share at the target (actionable first). Each
+    stage is fitted through ``modeler`` (a calibration's cache reads a fit made before)."""
+    fits = _fits(pipeline, records, target, backend, quantities, modeler or Refit())
     at_target = pipeline.evaluate(**target)
     request = sum(
         max(f.at_target, 0.0)
