@@ -53,3 +53,10 @@ class MarginSource(StrEnum):
 
     EVIDENCE = "evidence"
     FIXED = "fixed"
+
+
+class FitRule(StrEnum):
+    """How a modeler's policy selects and weighs the sizes (``runtime.estimate.fit.model``)."""
+
+    EXACT = "exact"  # through the independent sizes nearest the target; the others checked
+    PLANE = "plane"  # weighted least squares over every size, read at the target with a spread

@@ -39,7 +39,6 @@ LONG_MODULES = frozenset(
     {
         "dslc/passes/prove.py",
         "calibration/plan/search.py",
-        "calibration/probes/findings.py",
     }
 )
 

@@ -19,6 +19,7 @@ from calibration.probes.residuals import StageFit
 from calibration.probes.sizes import departures, ladder, shape_probe, towards
 from calibration.probes.time_probe import covers_memory, time_probe
 from runtime import Pipeline
+from runtime.estimate.fit.model import FitCache
 from runtime.kinds import FindingKind, Quantity
 from runtime.record import WarmupRecord
 
@@ -51,6 +52,7 @@ class Loop:
         self.tick = progress or (lambda step, total, what: None)
         self.total = 2 + repeat * (len(sizes) + 1 + (1 if verify else 0))
         self.step = 0
+        self.modeler = FitCache()  # each stage and policy fitted once over the whole calibration
         self.roles: list[str] = []
         self.records: list[WarmupRecord] = []
         self.for_time: set[str] = set()  # roles of sizes chosen from measured times
@@ -95,7 +97,7 @@ class Loop:
     def settle(self, margin: float, uncovered: Sequence[str]) -> Settled:
         """What the records say so far (``settle``), time sizes kept to time."""
         memory, timed = self.split()
-        return settle(self.session, memory, self.target, margin, uncovered, timed)
+        return settle(self.session, memory, self.target, margin, uncovered, timed, self.modeler)
 
     def verify_target(self, k: int) -> None:
         self.step += 1

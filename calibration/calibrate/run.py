@@ -328,7 +328,9 @@ def _calibration(
         extra_costs=tuple(float(relative_cost(pipeline, p, target)) for p, _ in extras),
         findings=settled.findings,
         margins=settled.margins,
-        fixed_bounds=fixed_margin_bounds(session, settled, target, settled.estimate.margin),
+        fixed_bounds=fixed_margin_bounds(
+            session, settled, target, settled.estimate.margin, loop.modeler
+        ),
         uncovered=uncovered,
         undeclared=unstaged_components(loop.records),
         layer_bytes=session.layer_bytes,
