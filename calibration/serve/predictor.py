@@ -19,9 +19,10 @@ from attrs import field, frozen
 from artifact.point import Point
 from calibration.errors import CalibrationError
 from calibration.plan.inputs import components_from_bytes, from_estimate
-from calibration.plan.model import Component, Phase, Plan
+from calibration.plan.model import Component, Phase, Plan, Target
 from calibration.serve.basis import Basis, CalibrationSource
 from calibration.serve.phase_model import PhaseModel, phase_model
+from calibration.serve.shape import ShapeTargets
 from calibration.serve.timing import StageClock, stage_clock
 from runtime import Pipeline
 from runtime.estimate.points import margin_fraction
@@ -84,7 +85,7 @@ class _Phase:
 
     model: PhaseModel
     calibrated_weights: int
-    members: frozenset[str]
+    members: tuple[str, ...]  # in the planner's order
 
 
 def _frozen(value: Mapping[str, int]) -> Mapping[str, int]:
@@ -103,6 +104,7 @@ class RequestPredictor:
     untracked_s: float | None  # time outside stages; None: the calibration has no time
     multi_term: frozenset[str] = field(repr=False)  # stages whose memory has several terms
     weights: Mapping[str, int] = field(converter=_frozen, hash=False, repr=False)
+    shapes: ShapeTargets = field(repr=False)
     # placement -> each phase's weights (``_held``): a cache, outside equality
     held_cache: dict[int, tuple[Plan | None, tuple[int, ...]]] = field(
         factory=dict, eq=False, hash=False, repr=False
@@ -137,6 +139,7 @@ class RequestPredictor:
             None if timing.seconds is None else timing.untracked_s,
             frozenset(s for s in pipeline.stages if len(_terms(pipeline, s)) > 1),
             {c.name: c.weight_bytes for c in components},
+            ShapeTargets.of(target, components, basis.estimate.layer_uses),
         )
 
     def predict(self, params: Point, placement: Plan | None = None) -> RequestPrediction:
@@ -172,6 +175,17 @@ class RequestPredictor:
             compute = sum(c.seconds(values[c.stage]) for c in self.clocks)
             seconds = compute + self.untracked_s + transfer
         return RequestPrediction(MappingProxyType(dict(params)), tuple(out), seconds, transfer)
+
+    def target(self, params: Point) -> Target:
+        """The request as the planner's ``Target``: each phase's activation bound at ``params``,
+        its members, onloads and layer calls (for a plan of this request alone)."""
+        prediction = self.predict(params)
+        phases = [
+            Phase(p.label, p.activation_bytes, q.members)
+            for p, q in zip(prediction.phases, self.phases)
+        ]
+        values = self.pipeline.evaluate(**params)
+        return self.shapes.target(params, phases, values, prediction.seconds)
 
     def _held(self, placement: Plan | None) -> tuple[int, ...]:
         """Each phase's weights on the device under ``placement``, remembered for the last few
@@ -209,7 +223,7 @@ def _phases(basis: Basis, planned: Sequence[Phase]) -> list[_Phase]:
         margin: Fraction = margins.get(estimate.stage or "", default)
         model = phase_model(estimate.label, estimate.peak, margin, floor)
         weights = basis.phase_weights.get(estimate.label, everything)
-        out.append(_Phase(model, weights, frozenset(phase.active_components)))
+        out.append(_Phase(model, weights, tuple(phase.active_components)))
     return out
 
 
