@@ -16,6 +16,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import NamedTuple
 
 from attrs import frozen
 
@@ -34,9 +35,9 @@ def ceil_div(numerator: Measure, denominator: int) -> int:
     return math.ceil(Fraction(numerator) / denominator)
 
 
-@frozen
-class Peak:
-    """One phase's peak at a request: the rule that gave it, the raw figure and the bound."""
+class Peak(NamedTuple):
+    """One phase's peak at a request: the rule that gave it, the raw figure and the bound (a
+    named tuple: one is made per phase and request)."""
 
     method: Method
     raw_bytes: int
@@ -106,6 +107,11 @@ class PhaseModel:
     plane: Plane | None
     scalable: tuple[Scalable, ...]
     margin: Fraction
+
+    @property
+    def rules(self) -> tuple[object, ...]:
+        """Everything but the label: phases with equal rules have equal peaks at every request."""
+        return (self.stage, self.measures, self.covering, self.plane, self.scalable, self.margin)
 
     def at(self, terms: Terms) -> Peak:
         """The peak at a request whose stage has ``terms`` (the estimator's rules, in order)."""
