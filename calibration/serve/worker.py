@@ -77,6 +77,16 @@ class Served:
         return max((p.measured_bytes or 0 for p in self.phases), default=0)
 
 
+@frozen
+class _Unplanned:
+    """No placement (``Session.hand_over`` reads ``placements``)."""
+
+    placements: tuple[()] = ()
+
+
+_UNPLANNED = _Unplanned()
+
+
 class Worker:
     """One pipeline serving requests under a placement, re-placed per request when admission
     says so."""
@@ -100,8 +110,11 @@ class Worker:
     @classmethod
     def after(cls, outcome: Outcome, session: Session, device: Device) -> Worker:
         """The worker of a lifecycle that ended serving (its calibration, plan and hooks)."""
-        if not outcome.report.serving or outcome.calibration is None:
-            raise NotServing(f"the lifecycle is not serving: {outcome.report.verdict}")
+        if not outcome.report.serving or outcome.calibration is None or outcome.monitor is None:
+            raise NotServing(
+                f"the lifecycle did not enter serving (mode {outcome.report.mode}): "
+                f"{outcome.report.verdict}"
+            )
         predictor = from_calibration(outcome.calibration, session.formulas)
         return cls(session, predictor, device, outcome.plan, outcome.applied)
 
@@ -151,6 +164,9 @@ class Worker:
         finally:
             applied.undo()
             self.applied = self._put_on(self.plan) if self.plan is not None else None
+            if self.plan is None:  # unplanned: the tracker counts every weight again
+                self.session.hand_over(_UNPLANNED)
+                self.session.streamed()
 
     def _take_off(self) -> None:
         if self.applied is not None:

@@ -12,7 +12,7 @@ from calibration.lifecycle.model import OK
 from calibration.placement.mechanisms import has_offload_hooks
 from calibration.plan.model import Device
 from calibration.serve.admission import DecisionKind, RefusalReason, RequestRefused
-from calibration.serve.worker import RequestFailed, Worker
+from calibration.serve.worker import NotServing, RequestFailed, Worker
 from runtime.measure.diffusers_hooks import pipeline_modules
 from tests.calibration.lifecycle_setup import lifecycle
 
@@ -96,3 +96,9 @@ def test_a_request_failing_mid_denoise_leaves_the_pipeline_as_before(
     assert failed.value.out_of_memory is (kind == OUT_OF_MEMORY)
     assert _state(worker) == before
     assert worker.serve(params).record.ok  # and it serves on
+
+
+def test_a_lifecycle_that_did_not_enter_serving_gives_no_worker() -> None:
+    outcome, session = lifecycle(mode="off")
+    with pytest.raises(NotServing, match="mode off"):
+        Worker.after(outcome, session, DEVICE)
