@@ -1,0 +1,7 @@
+"""Serving traffic with the formulas: each request predicted under a placement, admitted, run
+(docs/admission.md).
+
+``predictor`` gives every phase's peak and bound and the request's time for any admissible
+request (no torch); ``admission`` decides run, re-place or refuse before any work; ``worker``
+serves one request at a time on a session the lifecycle validated.
+"""
