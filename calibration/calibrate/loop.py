@@ -46,11 +46,15 @@ class Loop:
         repeat: int,
         verify: bool,
         progress: Progress | None,
+        most_added: int = 0,
     ) -> None:
         self.session, self.points, self.sizes, self.target = session, points, sizes, target
         self.repeat, self.verify = repeat, verify
         self.tick = progress or (lambda step, total, what: None)
-        self.total = 2 + repeat * (len(sizes) + 1 + (1 if verify else 0))
+        # known up front, never grown: every size ``more_sizes`` may add counted in (an upper
+        # bound the run then finishes under); the warmup and the estimate are the 2
+        runs = len(sizes) + most_added + 1 + (1 if verify else 0)
+        self.total = 2 + repeat * runs
         self.step = 0
         self.modeler = FitCache()  # each stage and policy fitted once over the whole calibration
         self.roles: list[str] = []
@@ -84,7 +88,6 @@ class Loop:
         self.cost += relative_cost(self.session.formulas, point, self.target)
         self.points[role] = point
         self.sizes.append((role, why))
-        self.total += self.repeat
         self.measure(role, why)
         return True
 
@@ -122,6 +125,12 @@ def more_sizes(
     settled = _memory_sizes(loop, probe, target, margin, uncovered)
     if time_tolerance is not None:
         _time_size(loop, settled, probe, target, time_tolerance)
+
+
+def most_added(probe: Point, target: Point, time_tolerance: float | None) -> int:
+    """The most sizes ``more_sizes`` can add: ``CONFIRM_TRIES``, one a departing param, one
+    nearer the target, one for time: the progress's total is known before the first run."""
+    return CONFIRM_TRIES + len(departures(probe, target)) + 1 + (time_tolerance is not None)
 
 
 def _memory_sizes(

@@ -157,7 +157,7 @@ def calibrated(
     out = []
     for shape in shapes:
         try:
-            with progress() as tick:
+            with progress("plan") as tick:
                 cal = run_calibration(choice, shape, config, progress=tick)
         except CalibrationError as exc:
             raise Failure(str(exc)) from None
