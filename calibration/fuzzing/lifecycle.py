@@ -1,0 +1,417 @@
+"""Fuzzing of the lifecycle (`dslc plan --validate`'s ``run_lifecycle``, shared by
+bench/lifecycle_fuzz.py and tests/calibration/lifecycle/test_lifecycle_fuzz.py).
+
+A case is drawn from a seed: a tiny example (FLUX or SDXL), a device capacity, a mode, a clock
+(``Steady``, ``Slowing``: every reading a little longer than the last, so every request is slower
+than the one before, or the real CPU clock), and a fault on one rank at one lifecycle step (a
+component's move failing while a plan is applied, a request failing or reading high or slow in a
+stage, a hook that fails to come off at undo or at a rollback, an interrupt, a rank stalled past
+the others' timeout). ``run_rank`` runs this rank's lifecycle on a fresh pipeline and says where
+it ended: the report's status, whether it serves and with what, what escaped (an interrupt is
+expected, anything else is a traceback from the internals), and which components are not as they
+were (hooks, forward overrides, tensors' devices and dtypes) after a failed run, or after the
+served plan is undone.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import socket
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from attrs import asdict, frozen
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from calibration.calibrate.run import Calibration
+    from calibration.core.session import Session
+    from calibration.core.shapes import Shapes
+    from calibration.lifecycle.faults import Fault
+    from calibration.lifecycle.run import Outcome
+    from runtime import Pipeline
+
+#: Where a fault strikes: a move while a plan is applied (the first, or any of the next few), a
+#: request, a hook failing to come off (at the final undo, or at a rollback forced by an
+#: out-of-memory error), an interrupt in a request, a rank stalled past the others' timeout.
+STEPS = ("apply", "to", "request", "undo", "rollback", "interrupt", "late")
+REQUEST_KINDS = ("out-of-memory", "error", "peak", "slow")
+STAGES = ("TextEncodingStage", "DenoisingStage", "DecodingStage")
+CLOCKS = ("steady", "slowing", "real")
+EXAMPLES = ("flux", "sdxl")
+MODES = ("apply", "strict", "plan")
+CAPACITIES = (1 << 20, 3 << 20, 64 << 20)
+#: The components a fault may pick (each example names its own; a name it lacks is skipped).
+COMPONENTS = ("transformer", "unet", "vae", "text_encoder", "text_encoder_2")
+#: The rank timeout a 2-rank case sets (seconds); a late rank stalls 1.5 times as long.
+RANK_TIMEOUT_S = 20.0
+#: Small shapes for each example: a probe, the target (the warmup too).
+SIZES = {
+    "flux": ({"steps": 1, "height": 32, "width": 32}, {"steps": 2, "height": 64, "width": 64}),
+    "sdxl": ({"steps": 1, "height": 32, "width": 32}, {"steps": 2, "height": 64, "width": 64}),
+}
+
+
+@frozen
+class Case:
+    """One drawn case: where the fault strikes (``step`` on ``rank`` of ``ranks``) and how."""
+
+    index: int
+    example: str
+    ranks: int
+    rank: int
+    step: str
+    kind: str
+    stage: str
+    times: int | None
+    component: str
+    clock: str
+    mode: str
+    capacity: int
+
+    @property
+    def label(self) -> str:
+        """The fault's kind in the summary table."""
+        return f"{self.step}:{self.kind}" if self.step in ("request", "apply", "to") else self.step
+
+
+def draw(seed: int, index: int, *, ranks: int | None = None) -> Case:
+    """Case ``index`` of ``seed`` (the same every time); ``ranks`` forces 1 or 2 ranks."""
+    rng = random.Random(f"{seed}:{index}")
+    world = ranks if ranks is not None else rng.choice((1, 1, 1, 2))
+    steps = STEPS if world == 2 else STEPS[:-1]
+    step = rng.choice(steps)
+    kind = rng.choice(REQUEST_KINDS) if step == "request" else ""
+    if step in ("apply", "to"):
+        kind = rng.choice(("out-of-memory", "error"))
+    times = rng.choice((1, 1, 2, 3, None)) if step == "request" else rng.choice((1, 2, 4, 12))
+    return Case(
+        index=index,
+        example=rng.choice(EXAMPLES),
+        ranks=world,
+        rank=rng.randrange(world),
+        step=step,
+        kind=kind,
+        stage=rng.choice(STAGES),
+        times=times,
+        component=rng.choice(COMPONENTS),
+        clock="steady" if world == 2 and rng.random() < 0.5 else rng.choice(CLOCKS),
+        mode=rng.choice(MODES),
+        capacity=rng.choice(CAPACITIES),
+    )
+
+
+def as_dict(case: Case) -> dict[str, object]:
+    """The case as JSON (a replay's input)."""
+    return asdict(case)
+
+
+class Steady:
+    """A clock that advances ``step_s`` a reading, whatever runs in between: the same times
+    under any load."""
+
+    def __init__(self, step_s: float = 1e-3) -> None:
+        self.now, self.step_s = 0.0, step_s
+
+    def __call__(self) -> float:
+        self.now += self.step_s
+        return self.now
+
+
+class Slowing(Steady):
+    """A steady clock whose step grows by ``growth`` a reading: every request reads slower than
+    the one before (a machine slowing down)."""
+
+    def __init__(self, growth: float = 1e-3) -> None:
+        super().__init__()
+        self.growth = growth
+
+    def __call__(self) -> float:
+        self.step_s *= 1.0 + self.growth
+        return super().__call__()
+
+
+def clock(name: str) -> Callable[[], float] | str:
+    """The clock called ``name`` (``real``: the recorder's own CPU clock)."""
+    return {"steady": Steady, "slowing": Slowing}.get(name, lambda: "auto")()
+
+
+@functools.cache
+def formulas(root: str, example: str) -> Pipeline:
+    """``example``'s formulas from ``root`` (the repository's formulas/), compiled once."""
+    from calibration.calibrate.run import load_pipeline
+    from calibration.examples import EXAMPLES as KNOWN
+
+    chosen = KNOWN[example]
+    return load_pipeline(Path(root) / chosen.formula_file, chosen.pipeline)
+
+
+def points(root: str, example: str) -> Shapes:
+    """``example``'s warmup, probe and target at ``SIZES``."""
+    from calibration.calibrate.run import shapes
+    from calibration.examples import EXAMPLES as KNOWN
+
+    probe, target = SIZES[example]
+    return shapes(formulas(root, example), KNOWN[example].shapes, target=target, probe=probe)
+
+
+def session(
+    root: str, example: str, faults: tuple[Fault, ...], clock_name: str
+) -> tuple[Session, object]:
+    """A fresh tiny ``example`` on the CPU, recorded through the exact CPU backend with
+    ``faults``, on the clock named ``clock_name``; the session and its faulty backend."""
+    from calibration.core.session import Session
+    from calibration.examples import EXAMPLES as KNOWN
+    from calibration.lifecycle.faults import FaultyBackend
+    from runtime.measure.backends import LiveTensorBackend
+
+    chosen = KNOWN[example]
+    backend = FaultyBackend(LiveTensorBackend(), faults)
+    built = Session(
+        chosen.build(0),  # type: ignore[arg-type]
+        formulas(root, example),
+        "cpu",
+        call_kwargs=chosen.call_kwargs,
+        backend=backend,
+        clock=clock(clock_name),
+    )
+    backend.watch(built.recorder)
+    return built, backend
+
+
+@functools.cache
+def calibration(root: str, example: str, real: bool) -> Calibration:
+    """One calibration of ``example`` (a round, no time probe) on a steady or the real clock,
+    shared by the cases of a process."""
+    from calibration.calibrate.run import calibrate_session
+
+    measured, _ = session(root, example, (), "real" if real else "steady")
+    p = points(root, example)
+    return calibrate_session(
+        measured, target=p.target, probe=p.probe, warmup=p.warmup, repeat=1, time_tolerance=None
+    )
+
+
+def _interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def _stick(module: nn.Module, times: int) -> None:
+    """A hook that fails to come off ``times`` times, on ``module`` when the plan in force hooked
+    it (one the plan left alone is no part of any undo)."""
+    from calibration.lifecycle.faults import failing_detach
+    from calibration.placement.mechanisms import has_offload_hooks
+
+    if has_offload_hooks(module):
+        failing_detach(module, times)
+
+
+def faults(case: Case, pipe: object) -> tuple[Fault, ...]:
+    """The case's fault on this rank's ``pipe`` (a ``failing_to`` is installed here)."""
+    import torch
+
+    from calibration.lifecycle.faults import CALL, OUT_OF_MEMORY, Fault, failing_to
+    from runtime.measure.diffusers_hooks import pipeline_modules
+
+    modules = pipeline_modules(pipe)  # type: ignore[arg-type]
+    module = modules.get(case.component) or modules[min(modules)]
+    times = case.times or 1
+    if case.step in ("apply", "to"):
+        error = torch.OutOfMemoryError if case.kind == OUT_OF_MEMORY else RuntimeError
+        failing_to(module, lambda: error(f"{case.kind} moving (injected)"), times)
+        return ()
+    if case.step == "request":
+        extra = 8 << 20 if case.kind == "peak" else 0
+        delay = 0.05 if case.kind == "slow" else 0.0
+        return (Fault(case.stage, case.kind, extra_bytes=extra, times=case.times, delay_s=delay),)
+    if case.step == "interrupt":
+        return (Fault(case.stage, CALL, times=1, action=_interrupt),)
+    if case.step == "late":
+        late = functools.partial(time.sleep, RANK_TIMEOUT_S * 1.5)
+        return (Fault(case.stage, CALL, times=1, action=late),)
+    stick = Fault(case.stage, CALL, times=1, action=functools.partial(_stick, module, times))
+    if case.step == "undo":
+        return (stick,)
+    return (stick, Fault(case.stage, OUT_OF_MEMORY, times=1))  # rollback
+
+
+def _ours(hooks: Iterable[object]) -> int:
+    """How many of ``hooks`` are not transformers' own (which it adds at a first forward, to
+    record hidden states, and keeps)."""
+    return sum(not getattr(h, "__module__", "").startswith("transformers") for h in hooks)
+
+
+def _state(module: nn.Module) -> tuple[object, ...]:
+    """What a plan may change on ``module``: every submodule's hooks (diffusers' by name: a FLUX
+    request leaves an empty registry on its transformer) and forward override, every tensor's
+    device and dtype."""
+    from calibration.placement.mechanisms import has_offload_hooks
+    from calibration.placement.private import diffusers_registry
+
+    subs = tuple(
+        (
+            name,
+            type(getattr(sub, "_hf_hook", None)).__name__,
+            tuple(sorted(getattr(diffusers_registry(sub), "hooks", None) or ())),
+            _ours(sub._forward_hooks.values()),
+            _ours(sub._forward_pre_hooks.values()),
+            "forward" in sub.__dict__,
+        )
+        for name, sub in module.named_modules()
+    )
+    tensors = tuple(
+        (name, str(t.device), str(t.dtype))
+        for name, t in [*module.named_parameters(), *module.named_buffers()]
+    )
+    return (has_offload_hooks(module), subs, tensors)
+
+
+def snapshot(pipe: object) -> dict[str, tuple[object, ...]]:
+    """Each component's ``_state``."""
+    from runtime.measure.diffusers_hooks import pipeline_modules
+
+    return {name: _state(m) for name, m in pipeline_modules(pipe).items()}  # type: ignore[arg-type]
+
+
+def changed(before: dict[str, tuple[object, ...]], pipe: object) -> list[str]:
+    """The components of ``pipe`` not as they were in ``before``."""
+    after = snapshot(pipe)
+    return sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n))
+
+
+def _ended(outcome: Outcome) -> dict[str, object]:
+    report = outcome.report
+    return {
+        "status": report.status,
+        "serving": report.serving,
+        "placement": dict(report.placement),
+        "steps": [str(s.name) for s in report.steps],
+        "left": sorted(dict(report.left_in_place)),
+        "verdict": report.verdict,
+    }
+
+
+def _undo(outcome: Outcome, tries: int = 32) -> str:
+    """Take the served plan off (retrying a hook that fails to come off); "" or why not."""
+    from calibration.plan.apply import UndoError
+
+    if outcome.applied is None:
+        return ""
+    for _ in range(tries):
+        try:
+            outcome.applied.undo()
+            return ""
+        except UndoError as exc:
+            why = str(exc)
+    return why
+
+
+def run_rank(case: Case, root: str, rank: int = 0, agreement: object = None) -> dict[str, object]:
+    """This rank's lifecycle of ``case`` on a fresh pipeline; where it ended, what escaped, and
+    the components not as they were (after a failed run, or once the served plan is undone)."""
+    from calibration.lifecycle.run import run_lifecycle
+    from calibration.lifecycle.steps import Settings
+    from calibration.plan.model import Device
+    from runtime.measure.distributed import LOCAL
+
+    fresh, backend = session(root, case.example, (), case.clock)
+    mine = faults(case, fresh.pipe) if rank == case.rank else ()
+    backend.faults = mine  # type: ignore[attr-defined]
+    before = snapshot(fresh.pipe)
+    settings = Settings(
+        Device(case.capacity, reserve_bytes=0),
+        case.mode,
+        agreement=LOCAL if agreement is None else agreement,  # type: ignore[arg-type]
+        rank_timeout_s=RANK_TIMEOUT_S if case.ranks > 1 else None,
+    )
+    cal = calibration(root, case.example, case.clock == "real")
+    result: dict[str, object] = {"rank": rank}
+    outcome = None
+    try:
+        outcome = run_lifecycle(fresh, points(root, case.example), settings, calibration=cal)
+        result.update(_ended(outcome))
+    except KeyboardInterrupt:
+        result["interrupted"] = True
+    except BaseException:  # noqa: BLE001 - what escaped is the finding
+        result["escaped"] = traceback.format_exc(limit=-8)
+    if outcome is not None and outcome.applied is not None:
+        result["undo"] = _undo(outcome)
+    result["changed"] = changed(before, fresh.pipe)
+    return result
+
+
+def failed(result: dict[str, object]) -> bool:
+    """Whether this rank's run failed: it does not serve, was interrupted, or raised."""
+    return not result.get("serving", False)
+
+
+def not_restored(result: dict[str, object]) -> list[str]:
+    """The components not as they were, other than those a failed rollback reports left in
+    place; a served plan whose undo kept failing counts as every component it touched."""
+    left = set(result.get("left", ()))  # type: ignore[call-overload]
+    changed = [n for n in result.get("changed", ()) if n not in left]  # type: ignore[attr-defined]
+    return changed + (["(undo failed)"] if result.get("undo") else [])
+
+
+def differing(ranks: list[dict[str, object]]) -> bool:
+    """Whether the ranks ended in different states: status, serving and placement differ among
+    the ranks that ended, or an interrupted rank's others serve."""
+    ended = [r for r in ranks if "status" in r]
+    seen = {(r["status"], r["serving"], json.dumps(r.get("placement"))) for r in ended}
+    interrupted = any(r.get("interrupted") for r in ranks)
+    return len(seen) > 1 or (interrupted and any(r["serving"] for r in ended))
+
+
+def summary(ranks: list[dict[str, object]] | None) -> str:
+    """One line: each rank's end."""
+    if ranks is None:
+        return "HANG"
+    shown = []
+    for r in ranks:
+        if "status" in r:
+            end = f"status {r['status']}" + (" serving" if r.get("serving") else "")
+        elif "exit" in r:
+            end = f"exit {r['exit']}"
+        else:
+            end = "interrupted" if r.get("interrupted") else "raised"
+        shown.append(end + (f" changed {not_restored(r)}" if not_restored(r) else ""))
+    return "; ".join(shown)
+
+
+def free_port() -> int:
+    """A free TCP port on this host for a gloo group."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rank_process(
+    rank: int, world: int, port: int, case: dict[str, object], root: str, folder: str
+) -> None:
+    """One gloo rank of ``case`` (a spawned process): writes ``folder/rankN.json``."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    from runtime.measure.distributed import TorchDistributedAgreement
+
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=600),
+    )
+    try:
+        result = run_rank(Case(**case), root, rank, TorchDistributedAgreement())  # type: ignore[arg-type]
+    finally:
+        dist.destroy_process_group()
+    Path(folder, f"rank{rank}.json").write_text(json.dumps(result))
