@@ -15,6 +15,7 @@ served plan is undone.
 
 from __future__ import annotations
 
+import enum
 import functools
 import json
 import random
@@ -37,13 +38,26 @@ if TYPE_CHECKING:
     from calibration.lifecycle.run import Outcome
     from runtime import Pipeline
 
+
 #: Where a fault strikes: a move while a plan is applied (the first, or any of the next few), a
 #: request, a hook failing to come off (at the final undo, or at a rollback forced by an
 #: out-of-memory error), an interrupt in a request, a rank stalled past the others' timeout.
-STEPS = ("apply", "to", "request", "undo", "rollback", "interrupt", "late")
+class Step(enum.Enum):
+    """The lifecycle step a case's fault strikes."""
+
+    APPLY, TO, REQUEST, UNDO = "apply", "to", "request", "undo"
+    ROLLBACK, INTERRUPT, LATE = "rollback", "interrupt", "late"
+
+
+STEPS = tuple(s.value for s in Step)
+#: The steps whose fault is a component's failing move (its kind: out of memory or an error).
+MOVES = frozenset({Step.APPLY, Step.TO})
+#: The steps whose fault kind the summary names.
+KINDED = MOVES | {Step.REQUEST}
 REQUEST_KINDS = ("out-of-memory", "error", "peak", "slow")
 STAGES = ("TextEncodingStage", "DenoisingStage", "DecodingStage")
-CLOCKS = ("steady", "slowing", "real")
+REAL = "real"  # the recorder's own clock (this thread's CPU time)
+CLOCKS = ("steady", "slowing", REAL)
 EXAMPLES = ("flux", "sdxl")
 MODES = ("apply", "strict", "plan")
 CAPACITIES = (1 << 20, 3 << 20, 64 << 20)
@@ -78,25 +92,24 @@ class Case:
     @property
     def label(self) -> str:
         """The fault's kind in the summary table."""
-        return f"{self.step}:{self.kind}" if self.step in ("request", "apply", "to") else self.step
+        return f"{self.step}:{self.kind}" if Step(self.step) in KINDED else self.step
 
 
 def draw(seed: int, index: int, *, ranks: int | None = None) -> Case:
     """Case ``index`` of ``seed`` (the same every time); ``ranks`` forces 1 or 2 ranks."""
     rng = random.Random(f"{seed}:{index}")
     world = ranks if ranks is not None else rng.choice((1, 1, 1, 2))
-    steps = STEPS if world == 2 else STEPS[:-1]
-    step = rng.choice(steps)
-    kind = rng.choice(REQUEST_KINDS) if step == "request" else ""
-    if step in ("apply", "to"):
-        kind = rng.choice(("out-of-memory", "error"))
-    times = rng.choice((1, 1, 2, 3, None)) if step == "request" else rng.choice((1, 2, 4, 12))
+    step = rng.choice([s for s in Step if world == 2 or s is not Step.LATE])
+    kind = rng.choice(REQUEST_KINDS) if step is Step.REQUEST else ""
+    if step in MOVES:
+        kind = rng.choice(REQUEST_KINDS[:2])
+    times = rng.choice((1, 1, 2, 3, None)) if step is Step.REQUEST else rng.choice((1, 2, 4, 12))
     return Case(
         index=index,
         example=rng.choice(EXAMPLES),
         ranks=world,
         rank=rng.randrange(world),
-        step=step,
+        step=step.value,
         kind=kind,
         stage=rng.choice(STAGES),
         times=times,
@@ -216,27 +229,27 @@ def faults(case: Case, pipe: object) -> tuple[Fault, ...]:
     """The case's fault on this rank's ``pipe`` (a ``failing_to`` is installed here)."""
     import torch
 
-    from calibration.lifecycle.faults import CALL, OUT_OF_MEMORY, Fault, failing_to
+    from calibration.lifecycle.faults import CALL, OUT_OF_MEMORY, PEAK, SLOW, Fault, failing_to
     from runtime.measure.diffusers_hooks import pipeline_modules
 
     modules = pipeline_modules(pipe)  # type: ignore[arg-type]
     module = modules.get(case.component) or modules[min(modules)]
-    times = case.times or 1
-    if case.step in ("apply", "to"):
+    times, step = case.times or 1, Step(case.step)
+    if step in MOVES:
         error = torch.OutOfMemoryError if case.kind == OUT_OF_MEMORY else RuntimeError
         failing_to(module, lambda: error(f"{case.kind} moving (injected)"), times)
         return ()
-    if case.step == "request":
-        extra = 8 << 20 if case.kind == "peak" else 0
-        delay = 0.05 if case.kind == "slow" else 0.0
+    if step is Step.REQUEST:
+        extra = 8 << 20 if case.kind == PEAK else 0
+        delay = 0.05 if case.kind == SLOW else 0.0
         return (Fault(case.stage, case.kind, extra_bytes=extra, times=case.times, delay_s=delay),)
-    if case.step == "interrupt":
+    if step is Step.INTERRUPT:
         return (Fault(case.stage, CALL, times=1, action=_interrupt),)
-    if case.step == "late":
+    if step is Step.LATE:
         late = functools.partial(time.sleep, RANK_TIMEOUT_S * 1.5)
         return (Fault(case.stage, CALL, times=1, action=late),)
     stick = Fault(case.stage, CALL, times=1, action=functools.partial(_stick, module, times))
-    if case.step == "undo":
+    if step is Step.UNDO:
         return (stick,)
     return (stick, Fault(case.stage, OUT_OF_MEMORY, times=1))  # rollback
 
@@ -330,7 +343,7 @@ def run_rank(case: Case, root: str, rank: int = 0, agreement: object = None) -> 
         agreement=LOCAL if agreement is None else agreement,  # type: ignore[arg-type]
         rank_timeout_s=RANK_TIMEOUT_S if case.ranks > 1 else None,
     )
-    cal = calibration(root, case.example, case.clock == "real")
+    cal = calibration(root, case.example, case.clock == REAL)
     result: dict[str, object] = {"rank": rank}
     outcome = None
     try:
@@ -415,3 +428,10 @@ def rank_process(
     finally:
         dist.destroy_process_group()
     Path(folder, f"rank{rank}.json").write_text(json.dumps(result))
+
+
+def rank_in(rank: int, world: int, port: int, folder: str) -> None:
+    """``rank_process`` of the case in ``folder/case.json`` (``{"case": ..., "root": ...}``):
+    the worker signature of the tests' ``run_ranks``."""
+    given = json.loads(Path(folder, "case.json").read_text())
+    rank_process(rank, world, port, given["case"], given["root"], folder)
