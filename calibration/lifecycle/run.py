@@ -312,7 +312,8 @@ def _serve(
     cal: Calibration,
 ) -> Outcome:
     """Keep the placement (the fallback re-applied, unvalidated, when it failed too), re-warm,
-    serve; a fallback that cannot be applied leaves the pipeline as it was, serving unplanned."""
+    serve; a fallback that cannot be applied leaves the pipeline as it was, and the worker does
+    not serve (never with no placement)."""
     validated = result.validation.holds
     applied = result.applied
     if applied is None:
