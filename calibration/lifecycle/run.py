@@ -169,7 +169,7 @@ def _alone(run: _Run, exc: RankError) -> Outcome:
         book, StepName.FALLBACK, fallback, "the ranks failed; alone, the most conservative one"
     )
     failed = Tried(None, Validation(Failure.REQUEST_ERROR, str(exc)), None)
-    return _serve(run, fallback, failed)
+    return _serve(run, fallback, failed, together=False)
 
 
 def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:
@@ -305,36 +305,24 @@ def _shared(session: Session) -> bool:
     return str(session.device).startswith("cpu") and not session.counts_placement
 
 
-def _serve(run: _Run, plan: Plan, result: Tried) -> Outcome:
+def _serve(run: _Run, plan: Plan, result: Tried, *, together: bool = True) -> Outcome:
     """Keep the placement (the fallback re-applied, unvalidated, when it failed too), re-warm,
-    serve; a fallback that cannot be applied leaves the pipeline as it was, serving unplanned."""
-    book, session = run.book, run.session
+    serve; a fallback that cannot be applied leaves the pipeline as it was, and the worker does
+    not serve (never with no placement). ``together``: the ranks agree on that (every rank
+    refuses when one cannot apply it); False for a rank that went on alone."""
+    book, session, settings = run.book, run.session, run.settings
     validated = result.validation.holds
     applied = result.applied
     if applied is None:
-        from calibration.plan.apply import apply
-
-        session.hand_over(plan)
-        try:
-            applied = apply(
-                plan,
-                session.pipe,
-                device=session.device,
-                offload_device=run.settings.offload_device,
-            )
-            session.streamed()
-        except UndoError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - never serve with no placement
-            book.add(StepName.APPLY, "failed", f"the fallback, kept unvalidated: {exc}")
-            verdict = f"NO PLAN VALIDATES: the fallback cannot be applied, not serving: {exc}"
+        applied = _reapply(book, session, settings, plan)
+        if together and _any_rank(settings, applied, applied is None) and applied is not None:
+            applied.undo()
+            applied = None
+            book.add(StepName.APPLY, "failed", "another rank's fallback cannot be applied")
+        if applied is None:
+            why = book.steps[-1].detail
+            verdict = f"NO PLAN VALIDATES: the fallback cannot be applied, not serving: {why}"
             return run.finish(None, None, False, verdict, REFUSED)
-        book.add(
-            StepName.APPLY,
-            "done",
-            "the fallback, kept unvalidated",
-            placement=dict(placement(plan)),
-        )
     try:
         rewarm(book, session, applied, run.points.warmup)
         monitor = enter_serving(book, session)
@@ -352,6 +340,38 @@ def _serve(run: _Run, plan: Plan, result: Tried) -> Outcome:
     outcome = run.finish(plan, applied, True, verdict, status)
     outcome.monitor = monitor
     return outcome
+
+
+def _reapply(book: Log, session: Session, settings: Settings, plan: Plan) -> Applied | None:
+    """The fallback applied again, kept unvalidated; None when it cannot be (the log says why)."""
+    from calibration.plan.apply import apply
+
+    session.hand_over(plan)
+    try:
+        applied = apply(
+            plan, session.pipe, device=session.device, offload_device=settings.offload_device
+        )
+        session.streamed()
+    except UndoError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never serve with no placement
+        book.add(StepName.APPLY, "failed", f"the fallback, kept unvalidated: {exc}")
+        return None
+    book.add(
+        StepName.APPLY, "done", "the fallback, kept unvalidated", placement=dict(placement(plan))
+    )
+    return applied
+
+
+def _any_rank(settings: Settings, applied: Applied | None, failed: bool) -> bool:
+    """Whether any rank ``failed`` (every rank calls it at the same point); a collective that
+    fails takes this rank's placement off before the ``RankError`` leaves."""
+    try:
+        return bool(settings.agreement.max_int(int(failed)))
+    except RankError:
+        if applied is not None:
+            applied.undo()
+        raise
 
 
 def _is_fallback(book: Log) -> bool:

@@ -216,7 +216,10 @@ def _devices(module: nn.Module) -> dict[str, torch.device]:
 
 
 def _restore(module: nn.Module, devices: dict[str, torch.device]) -> None:
-    """Each parameter and buffer back on the device it was on (one ``to`` when they shared one)."""
+    """Each parameter and buffer back on the device it was on (one ``to`` when they shared one;
+    none when every one is home already: a move that is not needed cannot fail an undo)."""
+    if all(devices.get(name, t.device) == t.device for name, t in _tensors(module)):
+        return
     if len(set(devices.values())) == 1:
         module.to(next(iter(devices.values())))
         return
