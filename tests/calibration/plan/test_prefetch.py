@@ -86,7 +86,7 @@ def test_present_components_are_charged_once_whether_active_prefetched_or_both(
 ):
     """Listed active and prefetched, a component needs the same room as listed once."""
     a = Component("a", weights)
-    both = Phase("p", bound, ("a",) if active else (), ("a",))
+    both = Phase("p", bound, ("a",) if active else (), prefetched=("a",))
     once = Phase("p", bound, ("a",))
     device = Device(capacity_bytes=capacity, reserve_bytes=0)
     plans = [solve([a], [Target("t", (phase,))], device) for phase in (both, once)]
@@ -102,7 +102,7 @@ def test_a_prefetched_component_counts_in_the_window_it_is_onloaded_in():
     a, b = Component("a", 100), Component("b", 100)
     target = Target(
         "t",
-        (Phase("encode", 50, ("a",), ("b",)), Phase("denoise", 0, ("b",))),
+        (Phase("encode", 50, ("a",), prefetched=("b",)), Phase("denoise", 0, ("b",))),
     )
     plan = solve([a, b], [target], Device(capacity_bytes=249, reserve_bytes=0))
     assert not plan.feasible  # 100 + 100 + 50 > 249: both are in the encode window
@@ -111,7 +111,15 @@ def test_a_prefetched_component_counts_in_the_window_it_is_onloaded_in():
 
 
 def test_ranks_exchange_the_prefetched_components():
-    target = Target("t", (Phase("encode", 5, ("a",), ("b",)),))
+    target = Target("t", (Phase("encode", 5, ("a",), prefetched=("b",)),))
     components = (Component("a", 10), Component("b", 10))
     device = Device(capacity_bytes=100, reserve_bytes=0)
     assert loads(dumps(components, (target,), device))[1] == (target,)
+
+
+def test_ranks_exchange_whole_components_transitions_and_host_memory():
+    phase = Phase("fuse", 5, ("a",), whole_components=("b",), transition_bytes=7, prefetched=("a",))
+    target = Target("t", (phase,))
+    components = (Component("a", 10), Component("b", 10))
+    device = Device(capacity_bytes=100, reserve_bytes=0, host_memory_bytes=1 << 30)
+    assert loads(dumps(components, (target,), device)) == (components, (target,), device)
