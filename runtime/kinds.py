@@ -60,3 +60,4 @@ class FitRule(StrEnum):
 
     EXACT = "exact"  # through the independent sizes nearest the target; the others checked
     PLANE = "plane"  # weighted least squares over every size, read at the target with a spread
+    PEAK = "peak"  # largest peak a size, nearest sizes; a negligible negative slope left out

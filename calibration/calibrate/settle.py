@@ -115,8 +115,8 @@ def fixed_margin_bounds(
     modeler: Modeler | None = None,
 ) -> dict[str, int | None]:
     """Each phase's bound (and the request's, as "request") with the fixed margin alone, on the
-    same records: what the margins from evidence are compared with (the settled fits read from
-    ``modeler``)."""
+    same records: what the margins from evidence are compared with (the settled peak fits and time
+    planes read from ``modeler``: the fixed margin applied to the same fits, not to new ones)."""
     fixed = estimate(
         settled.kept,
         session.formulas,

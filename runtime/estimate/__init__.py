@@ -95,22 +95,22 @@ def estimate(
     inadmissible point raises the loader's error); ``margin`` (>= 1) pads what is extrapolated,
     ``stage_margins`` overrides it for the phases of some stages (a calibration whose sizes confirm
     a stage's terms pads it less); ``component_weight_bytes`` floors each phase's constant part at
-    its active components' weights; ``modeler`` fits the time planes (a calibration's cache reads
-    a fit made before). Records of another pipeline raise ``RecordMismatchError`` (a
-    ``ValueError``).
+    its active components' weights; ``modeler`` fits the peaks (margin aside) and the time planes (a
+    calibration's cache reads a fit made before, whatever the margin). Records of another pipeline
+    raise ``RecordMismatchError`` (a ``ValueError``).
     """
     work = Workload(records, pipeline, target)
     exact = margin_fraction(margin)
     margins = {s: margin_fraction(m) for s, m in (stage_margins or {}).items()}
     weights = dict(component_weight_bytes or {})
     growth = iteration_growth(work)
-    phases = phase_peaks(work, exact, weights, growth, margins)
+    phases = phase_peaks(work, exact, weights, growth, margins, modeler)
     return WorkloadEstimate(
         pipeline=pipeline.name,
         target=work.target,
         margin=float(exact),
         phases=phases,
-        request_peak=request_peak(work, exact, weights, growth, phases, margins),
+        request_peak=request_peak(work, exact, weights, growth, phases, margins, modeler),
         timing=request_time(work, modeler),
         layer_uses=layer_uses(work),
         growth=growth,

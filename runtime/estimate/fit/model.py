@@ -30,13 +30,16 @@ M = TypeVar("M")
 class Policy:
     """How one stage is fitted: its quantity, the memory phase ``(kind, name)`` and the layout of
     its records (None: the stage's own, any), the rule that selects and weighs the sizes, and the
-    residual the measurement alone can produce (memory: the backend's slack)."""
+    residual the measurement alone can produce (memory: the backend's slack); a peak fit
+    (``FitRule.PEAK``) floors its constant at ``floor`` bytes (the active components' weights),
+    its phase None for the request's own peaks."""
 
     quantity: Quantity
     phase: tuple[str, str] | None = None
     layout: Layout | None = None
     slack: float = 0.0
     rule: FitRule = FitRule.EXACT
+    floor: int = 0
 
 
 @frozen

@@ -1,8 +1,8 @@
 """One calibration fits each stage once (issue 42, "one modeler"): the tiny FLUX calibrated as
 `dslc calibrate --example flux` does, every fit counted where it is made and where the one modeler
 (the calibration's ``FitCache``) makes it, keyed by the stage, its policy and its samples: the
-findings, the evidence margins, the loop, the time estimate and the fixed-margin bounds read those
-fits instead of fitting the same samples again."""
+findings, the evidence margins, the loop, the time estimate, the memory peaks and the fixed-margin
+bounds read those fits instead of fitting the same samples again."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from calibration.calibrate.pipeline import calibrate_pipeline
 from calibration.examples import EXAMPLES
 from calibration.probes import residuals
 from runtime import Pipeline
-from runtime.estimate import timing
+from runtime.estimate import peak_fit, timing
 from runtime.estimate.fit.model import FitCache, FitKey
 from runtime.kinds import FitRule, Quantity
 
@@ -51,6 +51,7 @@ def test_a_calibration_fits_each_stage_and_policy_once(flux: Pipeline, monkeypat
 
     monkeypatch.setattr(residuals, "fit_samples", counting("check", residuals.fit_samples))
     monkeypatch.setattr(timing, "fit_time", counting("estimate", timing.fit_time))
+    monkeypatch.setattr(peak_fit, "fit_peak", counting("peak", peak_fit.fit_peak))
     monkeypatch.setattr("calibration.calibrate.loop.FitCache", Counted)
     cal = calibrate_pipeline(FLUX.build, flux, FLUX.shapes, call_kwargs=FLUX.call_kwargs, repeat=2)
     assert cal.estimate.request_peak.ok and cal.estimate.timing.seconds is not None
@@ -65,4 +66,8 @@ def test_a_calibration_fits_each_stage_and_policy_once(flux: Pipeline, monkeypat
         (Quantity.MEMORY, FitRule.EXACT),
         (Quantity.TIME, FitRule.EXACT),
         (Quantity.TIME, FitRule.PLANE),
+        (Quantity.MEMORY, FitRule.PEAK),
     }
+    peaks = [k for k in made if k.policy.rule == FitRule.PEAK]
+    # every peak fit (the estimate's and the fixed-margin bounds') the modeler's, each made once
+    assert fits["peak"] == len(peaks) > 0
