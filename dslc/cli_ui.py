@@ -22,10 +22,11 @@ class Ui:
         self.out = Output(sys.stdout, use_color(sys.stdout, color), width)
         self.err = Output(sys.stderr, use_color(sys.stderr, color), width)
 
-    def note(self, text: str) -> None:
-        """A line about the run, not its result (`wrote FILE`, a step), on stderr; not --quiet."""
+    def note(self, text: str, style: str | None = None) -> None:
+        """A line about the run, not its result (`wrote FILE`, a step, a `note[...]`), on stderr;
+        not --quiet."""
         if not self.quiet:
-            self.err.line(text)
+            self.err.line(text, style)
 
 
 def ui() -> Ui:

@@ -44,6 +44,7 @@ class FindingKind(StrEnum):
     ITERATION_MISMATCH = "iteration-mismatch"
     STAGE_NOT_MEASURED = "stage-not-measured"
     NOT_ESTIMABLE = "not-estimable"
+    TIME_UNKNOWN = "time-unknown"  # a time residual too noisy to judge: a note, never an alarm
 
 
 class MarginSource(StrEnum):

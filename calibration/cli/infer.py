@@ -15,7 +15,7 @@ import click
 from artifact.limits import MAX_REQUEST_SECONDS
 from artifact.spelling import point_text
 from calibration.cli.offload_option import offload_options
-from calibration.cli.options import seed_option, shape_option
+from calibration.cli.options import model_options, seed_option, shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
 from calibration.infer.deadline import REQUEST_SECONDS
@@ -24,6 +24,7 @@ from dslc.cli_values import FiniteRange
 
 if TYPE_CHECKING:
     from calibration.cli.infer_inputs import Skeleton
+    from calibration.core.factory import Factory
     from calibration.infer.analyse import StageProposal
     from calibration.infer.run import Inference
 
@@ -157,6 +158,7 @@ within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials
     help="Your own pipeline: a callable (seed) -> diffusers pipeline, as module:function or "
     "path/to/file.py:function.",
 )
+@model_options
 @click.option(
     "--params",
     "skeleton",
@@ -214,6 +216,9 @@ within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials
 def infer(
     example: str | None,
     factory: str | None,
+    model: Path | None,
+    dtype: str | None,
+    variant: str | None,
     skeleton: Path | None,
     axes: tuple[Axis, ...],
     name: str | None,
@@ -244,16 +249,13 @@ def infer(
     from calibration.infer.deadline import request_seconds
     from calibration.infer.run import infer as run_infer
 
-    _usage(example, factory, skeleton, axes, name)
+    _usage(example, factory, model, skeleton, axes, name, weights=(dtype, variant))
     check_writable([("-o", output)])  # before minutes of measuring
     try:
-        checked = _skeleton(skeleton, axes, name, example, factory)
-        chosen = pipeline_source(example, factory)
+        checked = _skeleton(skeleton, axes, name or _default_name(example, factory, model))
+        chosen = pipeline_source(example, factory, _folder(model, dtype, variant))
         point = checked_base(checked.pipeline, [chosen.start, ("--base", base)])
-        source = Path(checked.source).name if skeleton is not None else "--axis"
-        header = (
-            f"# Drafted by `dslc infer` from {chosen.label} and {source}: review each proposal.\n"
-        )
+        header = _header(chosen.label, Path(checked.source).name if skeleton else "--axis")
         with (
             progress() as tick,
             request_seconds(timeout),
@@ -273,37 +275,62 @@ def infer(
     _show(result, output, as_json, strict)
 
 
+def _header(label: str, source: str) -> str:
+    """The draft's first line: where its pipeline and its skeleton came from."""
+    return f"# Drafted by `dslc infer` from {label} and {source}: review each proposal.\n"
+
+
+def _folder(model: Path | None, dtype: str | None, variant: str | None) -> Factory | None:
+    """``--model DIR`` as a factory (checked before anything is measured), or None."""
+    if model is None:
+        return None
+    from calibration.core.folder import folder_factory
+
+    return folder_factory(model, dtype, variant)
+
+
+def _default_name(example: str | None, factory: str | None, model: Path | None) -> str:
+    """A draft's pipeline name when --name gives none: the example's, the factory's function's
+    or the --model folder's name, else ``drafted``."""
+    if example:
+        default = EXAMPLES[example].pipeline
+    elif model is not None:
+        default = "".join(c if c.isalnum() else "_" for c in model.resolve().name.lower())
+    else:
+        default = (factory or "").rsplit(":", 1)[-1]
+    return default if default.isidentifier() else "drafted"
+
+
 def _usage(
     example: str | None,
     factory: str | None,
+    model: Path | None,
     skeleton: Path | None,
     axes: tuple[Axis, ...],
     name: str | None,
+    weights: tuple[str | None, str | None] = (None, None),
 ) -> None:
-    """Exactly one pipeline and one skeleton source, and --name only with --axis (exit 2)."""
-    if (example is None) == (factory is None):
-        raise click.UsageError("give one of --example NAME or --pipeline MODULE:FACTORY")
+    """Exactly one pipeline and one skeleton source, --name only with --axis, and ``weights``
+    (--dtype, --variant) only with --model (exit 2)."""
+    if sum(given is not None for given in (example, factory, model)) != 1:
+        raise click.UsageError(
+            "give one of --example NAME, --pipeline MODULE:FACTORY or --model DIR"
+        )
+    if model is None and weights != (None, None):
+        raise click.UsageError("--dtype and --variant load the weights of --model DIR")
     if (skeleton is None) == (not axes):
         raise click.UsageError("give one of --params SKELETON.wf or --axis ... (repeated)")
     if name is not None and not axes:
         raise click.UsageError("--name names the pipeline of a draft from --axis")
 
 
-def _skeleton(
-    skeleton: Path | None,
-    axes: tuple[Axis, ...],
-    name: str | None,
-    example: str | None,
-    factory: str | None,
-) -> Skeleton:
-    """The --params file or the --axis texts, compiled under their own name."""
+def _skeleton(skeleton: Path | None, axes: tuple[Axis, ...], name: str) -> Skeleton:
+    """The --params file or the --axis texts (the draft named ``name``), compiled."""
     from calibration.cli.infer_inputs import checked_skeleton, read_skeleton
 
     if skeleton is not None:
         return checked_skeleton(read_skeleton(skeleton), str(skeleton))
-    default = EXAMPLES[example].pipeline if example else (factory or "").rsplit(":", 1)[-1]
-    default = default if default.isidentifier() else "drafted"
-    return checked_skeleton(axes_skeleton(name or default, axes), "--axis")
+    return checked_skeleton(axes_skeleton(name, axes), "--axis")
 
 
 def _show(result: Inference, output: Path | None, as_json: bool, strict: bool) -> None:
@@ -319,7 +346,7 @@ def _show(result: Inference, output: Path | None, as_json: bool, strict: bool) -
         except OSError as exc:
             raise Failure(f"cannot write {output}: {exc.strerror or exc}") from None
     for line in [*switch_notes(result.proposals), *time_notes(result.proposals)]:
-        ui().err.line(line, style="yellow")
+        ui().note(line, style="yellow")  # notes: --quiet drops them
     if output is not None:  # the note on stderr, with --json too (stdout carries the report)
         failed = sum(not m.record.ok for m in result.measured)
         wrote(

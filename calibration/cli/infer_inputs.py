@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attrs import frozen
 
@@ -22,6 +23,9 @@ from artifact.spelling import passed_value, path_text
 from artifact.strict_json import read_regular
 from calibration.errors import CalibrationError
 from runtime import Pipeline
+
+if TYPE_CHECKING:
+    from calibration.core.factory import Factory
 
 #: Where each part of a base came from, in the order they apply (later ones win).
 Origins = Sequence[tuple[str, Mapping[str, object]]]
@@ -94,11 +98,16 @@ class Source:
     label: str
 
 
-def pipeline_source(example: str | None, factory: str | None) -> Source:
-    """--pipeline's factory (its module's WARMUP the base) or --example's (its warmup)."""
+def pipeline_source(
+    example: str | None, factory: str | None, folder: Factory | None = None
+) -> Source:
+    """--model's folder (no base of its own), --pipeline's factory (its module's WARMUP the base)
+    or --example's (its warmup)."""
     from calibration.core.factory import load_factory
     from calibration.examples import EXAMPLES
 
+    if folder is not None:
+        return Source(folder.build, None, (folder.spec, {}), folder.spec)
     if factory is not None:
         loaded = load_factory(factory)
         origin = f"WARMUP of {factory.rpartition(':')[0]}"

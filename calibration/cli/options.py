@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import attrs
 import click
 from attrs import frozen
 
@@ -99,11 +100,68 @@ def device_option(command: Command) -> Command:
     )(command)
 
 
+def model_options(command: Command) -> Command:
+    """``--model DIR`` (a diffusers folder, local files only), ``--dtype`` and ``--variant``."""
+    from calibration.core.folder import DTYPES
+
+    for option in reversed(
+        [
+            click.option(
+                "--model",
+                type=click.Path(path_type=Path, file_okay=False),
+                metavar="DIR",
+                help="Your own pipeline from a diffusers folder (save_pretrained), read with "
+                "local files only; needs --target and --probe.",
+            ),
+            click.option(
+                "--dtype",
+                type=click.Choice(DTYPES),
+                help="With --model: the weights' dtype (from_pretrained's torch_dtype) "
+                "[default: the folder's].",
+            ),
+            click.option(
+                "--variant",
+                metavar="NAME",
+                help="With --model: the weights' variant (e.g. fp16: diffusion_pytorch_model."
+                "fp16.safetensors).",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def user_option(choice: Choice) -> str | None:
+    """The option that names the user's own pipeline (``--model`` or ``--pipeline``), if any;
+    both at once, or --dtype/--variant without --model, are usage errors (exit 2)."""
+    if choice.model is not None and choice.factory is not None:
+        raise click.UsageError("give one of --model DIR or --pipeline MODULE:FACTORY, not both")
+    if choice.model is None and (choice.dtype is not None or choice.variant is not None):
+        raise click.UsageError("--dtype and --variant load the weights of --model DIR")
+    if choice.model is not None:
+        return "--model"
+    return "--pipeline" if choice.factory is not None else None
+
+
+def user_factory(choice: Choice) -> Factory | None:
+    """The user's own pipeline (``--model`` or ``--pipeline``) as a factory; None: an example."""
+    if choice.model is not None:
+        from calibration.core.folder import folder_factory
+
+        return folder_factory(choice.model, choice.dtype, choice.variant)
+    if choice.factory is not None:
+        from calibration.core.factory import load_factory
+
+        return load_factory(choice.factory)
+    return None
+
+
 def check_choice(choice: Choice) -> Choice:
-    """Usage checks before any work (exit 2): --pipeline names its pipeline with --name, or the
-    formulas hold exactly one, which is then the name. Formulas that do not compile are the
-    compiler's diagnostics (exit 1), never a hint about --name they would hide."""
-    if choice.factory is None or choice.name is not None:
+    """Usage checks before any work (exit 2): --pipeline or --model names its pipeline with
+    --name, or the formulas hold exactly one, which is then the name. Formulas that do not compile
+    are the compiler's diagnostics (exit 1), never a hint about --name they would hide."""
+    option = user_option(choice)
+    if option is None or choice.name is not None:
         return choice
     from dslc.build import NotCompiled, load_sources
     from dslc.cli_support import Failure
@@ -120,9 +178,9 @@ def check_choice(choice: Choice) -> Choice:
     if len(names) != 1:
         held = f"it holds {', '.join(sorted(names))}" if names else "name the pipeline"
         raise click.UsageError(
-            f"--pipeline needs --name (the pipeline in {choice.formulas_path}; {held})"
+            f"{option} needs --name (the pipeline in {choice.formulas_path}; {held})"
         )
-    return Choice(choice.example, choice.factory, choice.formulas_path, names[0])
+    return attrs.evolve(choice, name=names[0])
 
 
 def pipeline_options(command: Command) -> Command:
@@ -144,6 +202,7 @@ def pipeline_options(command: Command) -> Command:
                 help="Your own pipeline instead of an example: a callable (seed) -> diffusers "
                 "pipeline, as module:function or path/to/file.py:function.",
             ),
+            model_options,
             click.option(
                 "--formulas",
                 "formulas_path",
@@ -237,16 +296,20 @@ def run_options(command: Command) -> Command:
 
 @frozen
 class Choice:
-    """Which pipeline: a built-in example, or a factory (``--pipeline``) with its formulas."""
+    """Which pipeline: a built-in example, or the user's own (a factory, ``--pipeline``, or a
+    diffusers folder, ``--model``) with its formulas."""
 
     example: str
     factory: str | None
     formulas_path: Path
     name: str | None
+    model: Path | None = None
+    dtype: str | None = None
+    variant: str | None = None
 
 
 #: The keyword arguments ``pipeline_options`` and ``run_options`` give a command, by field.
-_CHOICE = ("example", "factory", "formulas_path", "name")
+_CHOICE = ("example", "factory", "formulas_path", "name", "model", "dtype", "variant")
 _RUN = (
     "device",
     "margin",
@@ -288,18 +351,19 @@ def run_calibration(
     """Build the chosen pipeline and calibrate it (raises ``CalibrationError``)."""
     from calibration.calibrate.pipeline import Built, calibrate_configured
     from calibration.calibrate.run import load_pipeline
-    from calibration.core.factory import load_factory
     from calibration.errors import CalibrationError
 
     config = config.placed()  # a plan file read before anything is built
     formulas_path = choice.formulas_path
-    if choice.factory is not None:
+    loaded = user_factory(choice)
+    if loaded is not None:
         if choice.name is None:
-            raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
-        loaded = load_factory(choice.factory)
+            raise CalibrationError(
+                f"{user_option(choice)} needs --name: the pipeline in the formulas"
+            )
         pipeline = load_pipeline(formulas_path, choice.name)
-        _module_shapes_fit(pipeline, loaded, choice.factory)
-        build, call_kwargs, label = loaded.build, loaded.call_kwargs, choice.factory
+        _module_shapes_fit(pipeline, loaded, loaded.spec)
+        build, call_kwargs, label = loaded.build, loaded.call_kwargs, loaded.spec
         defaults = loaded.shapes(shapes)
     else:
         chosen = EXAMPLES[choice.example]

@@ -10,8 +10,8 @@ from pathlib import Path
 from artifact.spelling import path_text, point_text
 from calibration.calibrate.run import Calibration, Progress
 from calibration.calibrate.verdict import OVER_PREDICTED, over_prediction, verdict
+from calibration.probes.findings import NOTES
 from dslc.cli_support import Failure, ui
-from runtime.kinds import FindingKind
 from runtime.record import WarmupRecord
 
 
@@ -155,14 +155,16 @@ def warn(cal: Calibration) -> None:
     for warning in cal.call_warnings:
         err.line(f"warning[call-argument]: {warning}", style="yellow")
     for finding in cal.findings:
-        level = "note" if finding.kind == FindingKind.RESIDUAL else "warning"
+        if finding.kind in NOTES:  # not to act on: what it means, no `next:`; --quiet drops it
+            ui().note(f"note[{finding.kind}]: {finding.message}; {finding.next_step}", "yellow")
+            continue
         err.line(
-            f"{level}[{finding.kind}]: {finding.message}; next: {finding.next_step}",
+            f"warning[{finding.kind}]: {finding.message}; next: {finding.next_step}",
             style="yellow",
         )
     over = over_prediction(cal)
     if over is not None:
-        err.line(f"note[{OVER_PREDICTED}]: {over.message}", style="yellow")
+        ui().note(f"note[{OVER_PREDICTED}]: {over.message}", style="yellow")
     for name in cal.uncovered:
         err.line(
             f"warning[uncovered]: the target departs from the probe in {name}, but no size cheaper "

@@ -33,14 +33,14 @@ def built_choice(choice: Choice, shapes: Shapes) -> Built:
     """The chosen example or factory with its formulas (`dslc calibrate`'s choice)."""
     from calibration.calibrate.pipeline import Built
     from calibration.calibrate.run import load_pipeline
+    from calibration.cli.options import user_factory, user_option
     from calibration.examples import EXAMPLES
 
-    if choice.factory is not None:
-        from calibration.core.factory import load_factory
-
+    loaded = user_factory(choice)
+    if loaded is not None:
         if choice.name is None:
-            raise CalibrationError("--pipeline needs --name: the pipeline in the formulas")
-        loaded = load_factory(choice.factory)
+            option = user_option(choice)
+            raise CalibrationError(f"{option} needs --name: the pipeline in the formulas")
         formulas = load_pipeline(choice.formulas_path, choice.name)
         return Built(loaded.build, formulas, loaded.shapes(shapes), loaded.call_kwargs)
     chosen = EXAMPLES[choice.example]

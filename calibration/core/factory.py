@@ -44,6 +44,7 @@ class Factory:
     warmup: Point | None = field(default=None, hash=False)  # the module's WARMUP, if any
     probe: Point | None = field(default=None, hash=False)  # ... PROBE
     target: Point | None = field(default=None, hash=False)  # ... TARGET
+    option: str = "--pipeline"  # the option that named it (``--model``: a folder, no module)
 
     def given(self) -> dict[str, Point | None]:
         """The module's demo shapes by attribute (``WARMUP``, ``PROBE``, ``TARGET``)."""
@@ -52,14 +53,16 @@ class Factory:
     def shapes(self, given: Shapes) -> Shapes:
         """The demo shapes: the module's WARMUP/PROBE/TARGET, else ``given``'s probe and target
         (``CalibrationError`` when neither gives a target or a probe)."""
+        module = self.option == "--pipeline"
         if self.target is None and not given.target:
             raise CalibrationError(
-                "--pipeline: give --target (the formulas' default workload is rarely a CPU-sized "
-                "run), or define TARGET in the factory's module"
+                f"{self.option}: give --target (the formulas' default workload is rarely a "
+                "CPU-sized run)" + (", or define TARGET in the factory's module" if module else "")
             )
         if self.probe is None and not given.probe:
             raise CalibrationError(
-                "--pipeline: give --probe, or define PROBE in the factory's module"
+                f"{self.option}: give --probe"
+                + (", or define PROBE in the factory's module" if module else "")
             )
         probe = dict(self.probe or {})
         warmup = dict(self.warmup) if self.warmup else probe
@@ -121,7 +124,7 @@ def _hint(module: ModuleType, name: str) -> str:
     return f"; did you mean {best!r}?" if best is not None else ""
 
 
-def _user_error(what: str, exc: BaseException) -> CalibrationError:
+def _user_error(what: str, exc: BaseException, option: str = "--pipeline") -> CalibrationError:
     """The user's code failed (a syntax error, an import, an exception, ``sys.exit``): exit 1."""
     if isinstance(exc, SyntaxError):
         detail = f"SyntaxError: {exc.msg} (line {exc.lineno})"
@@ -129,7 +132,7 @@ def _user_error(what: str, exc: BaseException) -> CalibrationError:
         detail = f"it called sys.exit({exc.code!r})"
     else:
         detail = f"{type(exc).__name__}: {_first_line(str(exc))}"
-    return CalibrationError(f"--pipeline: {what}: {detail}")
+    return CalibrationError(f"{option}: {what}: {detail}")
 
 
 def _first_line(text: str, limit: int = 300) -> str:
@@ -190,7 +193,7 @@ def load_factory(spec: str) -> Factory:
     warmup, probe, target = (_shape(where, attr, getattr(module, attr, None)) for attr in SHAPES)
     return Factory(
         spec,
-        _checked_build(spec, _seeded(build)),
+        checked_build(spec, _seeded(build)),
         _checked_kwargs(spec, _seeded(kwargs)) if callable(kwargs) else None,
         warmup,
         probe,
@@ -198,17 +201,20 @@ def load_factory(spec: str) -> Factory:
     )
 
 
-def _checked_build(spec: str, build: Callable[[int], object]) -> Callable[[int], object]:
-    """The factory, its failures and a result that is no pipeline a ``CalibrationError``."""
+def checked_build(
+    spec: str, build: Callable[[int], object], what: str = "the factory", option: str = "--pipeline"
+) -> Callable[[int], object]:
+    """The factory, its failures and a result that is no pipeline a ``CalibrationError``
+    (``option``: the command-line option that named it, first in the message)."""
 
     def checked(seed: int) -> object:
         try:
             pipe = build(seed)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, any failure
-            raise _user_error(f"the factory {spec} failed", exc) from None
+            raise _user_error(f"{what} {spec} failed", exc, option) from None
         if not isinstance(getattr(pipe, "components", None), Mapping) or not callable(pipe):
             raise CalibrationError(
-                f"--pipeline: the factory {spec} returned {type(pipe).__name__}, not a diffusers "
+                f"{option}: {what} {spec} returned {type(pipe).__name__}, not a diffusers "
                 "pipeline (a callable with a `components` mapping)"
             )
         return pipe

@@ -96,6 +96,12 @@ def explanations(pipeline: Pipeline, fit: StageFit, target: Point) -> list[Expla
     return sorted(found, key=lambda e: (e.left_over, -abs(e.change_at_target)))
 
 
+def declared_along(pipeline: Pipeline, fit: StageFit, name: str, target: Point) -> bool:
+    """Whether the stage's declared terms already vary along the direction ``name`` (a probe axis
+    group such as ``height*width``, or a param): a hint must then revise them, not add one."""
+    return _varies(pipeline, fit, directions(pipeline).get(name, (name,)), target)
+
+
 def _varies(pipeline: Pipeline, fit: StageFit, group: Sequence[str], target: Point) -> bool:
     """Whether the stage's declared terms change when only ``group`` moves (from the target)."""
     terms_of = QUANTITIES[fit.quantity]

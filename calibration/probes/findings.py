@@ -30,7 +30,9 @@ peak (memory) or of the request's time:
   component or method that did not run), so its memory and time went to other phases unseen.
 
 A time residual must exceed the noise in every run (``residuals.Z``) and be material: a time finding
-that could flip between runs is noise, never a mismatch.
+that could flip between runs is noise, never a mismatch. A material one counts only on clean
+evidence (``calibration.probes.time_evidence``: at least three runs of every size it rests on, its
+residual beyond their spread); otherwise it is a *time-unknown* note, never an alarm.
 """
 
 from __future__ import annotations
@@ -38,14 +40,20 @@ from __future__ import annotations
 import statistics
 from collections.abc import Collection, Mapping, Sequence
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from artifact.point import Point
 from artifact.spelling import point_text
 from artifact.units import show_bytes, show_seconds
-from calibration.probes.directions import Explanation, directions, explanations
+from calibration.probes.directions import (
+    Explanation,
+    declared_along,
+    directions,
+    explanations,
+)
 from calibration.probes.policy import memory_terms, work
 from calibration.probes.residuals import SizePoint, StageFit, stage_fit, within_float
+from calibration.probes.time_evidence import unclean
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, row
 from runtime.estimate.fit.noise import memory_slack
@@ -68,6 +76,10 @@ ACTIONABLE = frozenset(
         FindingKind.NOT_ESTIMABLE,
     }
 )
+
+#: Finding kinds that are notes: nothing to act on (a residual's risk is in the bound, a time too
+#: noisy to judge), so they say what they mean rather than a next step, and --quiet drops them.
+NOTES = frozenset({FindingKind.RESIDUAL, FindingKind.TIME_UNKNOWN})
 
 
 @frozen
@@ -149,6 +161,13 @@ class _Case:
     risk: float
     share: float
     moved: str | None = None  # the param whose alone-moving pair of sizes disagrees most
+    declared: tuple[str, ...] = ()  # the named directions the declared terms already vary along
+
+    @property
+    def undeclared(self) -> list[str]:
+        """The named directions no declared term varies along: the only ones a hint may add."""
+        named = [n.strip() for n in (self.name or "").split(",") if n.strip()]
+        return [n for n in named if n not in self.declared]
 
     @property
     def name(self) -> str | None:
@@ -206,9 +225,14 @@ def classify(
         risk / scale if scale > 0 else 1.0,  # nothing to compare with: count it whole
         _moved_alone(pipeline, fit),
     )
+    named = [n.strip() for n in (case.name or "").split(",") if n.strip()]
+    declared = tuple(n for n in named if declared_along(pipeline, fit, n, target))
+    case = evolve(case, declared=declared)
     if case.share < MATERIAL[fit.quantity]:
         # time within the goal at the target is noise or a detail, not a finding
         return _residual(case) if fit.quantity == Quantity.MEMORY else None
+    if fit.quantity == Quantity.TIME and (noisy := unclean(fit)) is not None:
+        return _time_unknown(case, noisy)
     regime, unconfirmed = _below(pipeline, fit, off)
     if regime:
         return _regime(pipeline, case, target)
@@ -288,11 +312,22 @@ def _residual(case: _Case) -> Finding:
         f"{case.what}: the declared terms leave {_left_over(case.fit.points, case.off, case.unit)} "
         f"at the measured sizes, following {name or 'an undeclared term'}; {case.at_risk} at the "
         "target, added to the bound",
-        (
-            f"to predict it exactly, give {case.fit.stage}'s memory a term in {name}"
-            if name
-            else "none needed; the sizes do not say what it follows"
+        "none needed: its risk at the target is in the stage's bound"
+        + (
+            f" (a term in {', '.join(case.undeclared)} would predict it exactly)"
+            if case.undeclared
+            else ""
         ),
+    )
+
+
+def _time_unknown(case: _Case, why: str) -> Finding:
+    return case.finding(
+        FindingKind.TIME_UNKNOWN,
+        f"{case.what}: time unknown at the target: sizes are off the fit ({case.at_risk} were "
+        f"it real), but {why}, so they cannot tell a wrong formula from a loaded machine. "
+        f"Sizes: {_shown(case.fit.points, case.unit)}",
+        "none needed: a note, not an alarm (more --repeat on a quieter machine would decide)",
     )
 
 
@@ -343,6 +378,13 @@ def _mismatch_step(case: _Case, follows: str) -> str:
             f"revise the terms in {found.direction} of {fit.stage}'s `{fit.quantity} ~` in the "
             "formula file: it has some, and the measured sizes do not follow them"
         )
+    if not case.undeclared:  # every named direction has declared terms: never ask for one more
+        return (
+            f"revise the terms in {', '.join(named)} of {fit.stage}'s `{fit.quantity} ~` in the "
+            "formula file: it has some, and the measured sizes do not follow them"
+        )
+    if case.declared:
+        follows = ", ".join(case.undeclared)
     return (
         f"add a term in {follows} to {fit.stage}'s `{fit.quantity} ~` (or fix the ones there) "
         "in the formula file"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -176,4 +177,24 @@ def test_infer_with_json_and_output_says_what_it_wrote(tmp_path, monkeypatch) ->
     assert json.loads(result.stdout)["pipeline"] == "tiny"  # stdout: the report alone
     wrote = [line for line in result.stderr.splitlines() if line.startswith("wrote ")]
     assert Path("draft.wf").read_text().startswith("# ")
-    golden("infer-json-wrote.txt", "\n".join(wrote) + "\n")
+    sizes = len(json.loads(result.stdout)["sizes"])  # a loaded clock may add a size for time
+    assert f"from {sizes} sizes" in "\n".join(wrote)
+    golden(
+        "infer-json-wrote.txt", re.sub(r"from \d+ sizes", "from N sizes", "\n".join(wrote)) + "\n"
+    )
+
+
+def test_quiet_drops_the_notes_and_keeps_the_warnings(
+    exact: Calibration, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import click
+
+    from dslc.cli_ui import Ui
+
+    over = request_times(exact, 2.17)  # a note[request-over-predicted]
+    for quiet in (False, True):
+        with click.Context(click.Command("calibrate"), obj=Ui(quiet=quiet)):
+            warn(attrs.evolve(over, unobserved=("text_encoder",)))  # and a warning
+        err = capsys.readouterr().err
+        assert ("note[request-over-predicted]" in err) is not quiet, err
+        assert "warning[unobserved-component]" in err
