@@ -1,0 +1,153 @@
+"""What a predictor is built from: a calibration's estimate at its target and what it measured
+with (weights, each phase's weights at its peak, margins), from memory or from a saved document.
+
+A ``--save``d document (``dslc calibrate --save``) holds each phase's figures at the target but
+not the sizes behind them; its ``--records`` file does. ``from_document`` reads both strictly,
+estimates again from the records and insists that every phase's bound is the document's (records
+of another calibration are a ``CalibrationFormatError``, never a silently different predictor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Protocol
+
+from attrs import field, frozen
+
+from artifact.spelling import path_text
+from calibration.plan.document_check import DocumentError, check_document, read_document
+from calibration.plan.inputs import MAX_ITEMS, CalibrationFormatError, Json
+from runtime import FormulaError, Pipeline
+from runtime.estimate import WorkloadEstimate, estimate
+from runtime.kinds import MarginSource
+from runtime.record import WarmupRecord
+
+
+class StageMargined(Protocol):
+    """A stage's margin (``calibration.probes.evidence.StageMargin``)."""
+
+    @property
+    def stage(self) -> str: ...
+    @property
+    def margin(self) -> float: ...
+    @property
+    def source(self) -> MarginSource: ...
+
+
+class CalibrationSource(Protocol):
+    """What a predictor reads of a ``calibration.calibrate.run.Calibration``."""
+
+    @property
+    def estimate(self) -> WorkloadEstimate: ...
+    @property
+    def component_weight_bytes(self) -> Mapping[str, int]: ...
+    @property
+    def layer_bytes(self) -> Mapping[str, Mapping[str, int]]: ...
+    @property
+    def phase_weights(self) -> Mapping[str, int]: ...
+    @property
+    def unobserved(self) -> tuple[str, ...]: ...
+    @property
+    def margins(self) -> Sequence[StageMargined]: ...
+
+
+def _ints(value: Mapping[str, int]) -> Mapping[str, int]:
+    return MappingProxyType(dict(value))
+
+
+def _layers(value: Mapping[str, Mapping[str, int]]) -> Mapping[str, Mapping[str, int]]:
+    return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in value.items()})
+
+
+def _floats(value: Mapping[str, float]) -> Mapping[str, float]:
+    return MappingProxyType(dict(value))
+
+
+@frozen
+class Basis:
+    """A calibration as a predictor reads it."""
+
+    estimate: WorkloadEstimate
+    component_weight_bytes: Mapping[str, int] = field(converter=_ints, hash=False)
+    layer_bytes: Mapping[str, Mapping[str, int]] = field(converter=_layers, hash=False)
+    phase_weights: Mapping[str, int] = field(converter=_ints, hash=False)
+    unobserved: tuple[str, ...]
+    stage_margins: Mapping[str, float] = field(converter=_floats, hash=False)  # by evidence
+
+    @classmethod
+    def of(cls, cal: CalibrationSource) -> Basis:
+        """A calibration in memory."""
+        return cls(
+            cal.estimate,
+            cal.component_weight_bytes,
+            cal.layer_bytes,
+            cal.phase_weights,
+            tuple(cal.unobserved),
+            {m.stage: m.margin for m in cal.margins if m.source == MarginSource.EVIDENCE},
+        )
+
+
+def from_document(
+    source: str | Path | Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: Pipeline
+) -> Basis:
+    """A saved calibration document (checked against its schema) and the records its estimate
+    was made from, in order: its ``--records`` file (``runtime.record.load_records``) less the
+    target's verification runs and the sizes a finding put outside the formulas' regime."""
+    where = "" if isinstance(source, Mapping) else f" {path_text(source)}"
+    try:
+        doc = source if isinstance(source, Mapping) else read_document(source)
+        check_document(doc)
+        return _basis(doc, records, pipeline)
+    except DocumentError as exc:
+        raise CalibrationFormatError(f"calibration document{where}: {exc}") from None
+    except FormulaError as exc:
+        raise CalibrationFormatError(f"calibration document{where}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CalibrationFormatError(
+            f"calibration document{where}: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: Pipeline) -> Basis:
+    if len(records) > MAX_ITEMS:
+        raise ValueError(f"{len(records)} records; at most {MAX_ITEMS}")
+    if doc["pipeline"] != pipeline.name:
+        raise ValueError(f"it is of pipeline {doc['pipeline']!r}, not {pipeline.name!r}")
+    weights = {str(k): int(v) for k, v in doc["component_weight_bytes"].items()}
+    margins = {
+        str(m["stage"]): float(m["margin"])
+        for m in doc.get("margins", ())
+        if m.get("source") == MarginSource.EVIDENCE
+    }
+    estimated = estimate(
+        list(records),
+        pipeline,
+        target=dict(doc["target"]),
+        margin=float(doc["margin"]),
+        component_weight_bytes=weights,
+        stage_margins=margins,
+    )
+    _agrees(doc, estimated)
+    phases = doc["phases"]
+    return Basis(
+        estimated,
+        weights,
+        {str(c): {str(n): int(b) for n, b in per.items()} for c, per in doc["layer_bytes"].items()},
+        {str(p["label"]): int(p["weights_bytes"]) for p in phases if p.get("weights_bytes")},
+        tuple(str(n) for n in doc.get("unobserved_components", ())),
+        margins,
+    )
+
+
+def _agrees(doc: Mapping[str, Json], estimated: WorkloadEstimate) -> None:
+    """The records' estimate must be the document's, phase by phase."""
+    saved = {str(p["label"]): p.get("bound_peak_bytes") for p in doc["phases"]}
+    mine = {p.label: p.peak.bound_bytes for p in estimated.phases}
+    if saved != mine:
+        differ = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+        raise ValueError(
+            f"the records do not give the document's estimate (phases {', '.join(differ)} "
+            "differ): give the --records file saved with this calibration"
+        )

@@ -1,0 +1,211 @@
+"""One phase's peak at any request, precomputed from a calibration: the estimator's rules, fast.
+
+``runtime.estimate.peaks`` decides a phase's peak at one target from its measured sizes: a size
+that covers the target bounds it (rule 1), else the plane fitted through the sizes (rule 2), else
+one size scaled by the largest term ratio (rule 3). A serving worker asks at every request, so
+everything that does not depend on the request is done here once: the covering sizes sorted (a
+bisection for a one-term measure), the plane as integers over one denominator, the sizes to scale.
+The plane is the one the calibration fitted at its own target (a target its sizes cover: the plane
+the estimator fits for a target beyond every size); the per-iteration growth of a stage is carried
+to the calibration's target, as its estimate carried it.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Sequence
+from fractions import Fraction
+
+from attrs import frozen
+
+from runtime.estimate import LinearFit, MeasuredPoint, PeakEstimate, PlaneFit
+from runtime.estimate.peaks import peak_from_points
+from runtime.estimate.results import Measure
+from runtime.kinds import Method
+
+Terms = tuple[Measure, ...]
+
+
+def ceil_div(numerator: Measure, denominator: int) -> int:
+    """``ceil(numerator / denominator)`` exactly (integers stay integers: no Fraction made)."""
+    if type(numerator) is int:
+        return -(-numerator // denominator)
+    return math.ceil(Fraction(numerator) / denominator)
+
+
+@frozen
+class Peak:
+    """One phase's peak at a request: the rule that gave it, the raw figure and the bound."""
+
+    method: Method
+    raw_bytes: int
+    bound_bytes: int
+
+
+@frozen
+class Covering:
+    """A measured size that bounds every request it covers (rule 1): its terms and figures."""
+
+    terms: Terms
+    total: Measure  # the sum of its terms (the estimator's tie-break)
+    peak: Peak
+
+
+@frozen
+class Plane:
+    """``constant + Σ slope_i × term_i`` over one denominator; the bound pads the linear part by
+    ``margin`` (as ``LinearFit.at`` / ``PlaneFit.at`` with the margin, rounded up)."""
+
+    constant: int  # × ``denominator``
+    slopes: tuple[int, ...]  # × ``denominator``
+    denominator: int
+    margin_num: int
+    margin_den: int
+
+    @classmethod
+    def of(cls, fit: LinearFit | PlaneFit, margin: Fraction) -> Plane:
+        """The plane of a fit, exact."""
+        slopes = (fit.slope,) if isinstance(fit, LinearFit) else fit.slopes
+        den = math.lcm(fit.constant.denominator, *(s.denominator for s in slopes))
+        return cls(
+            int(fit.constant * den),
+            tuple(int(s * den) for s in slopes),
+            den,
+            margin.numerator,
+            margin.denominator,
+        )
+
+    def at(self, terms: Terms) -> Peak:
+        linear: Measure = 0
+        for slope, term in zip(self.slopes, terms):
+            linear += slope * term
+        raw = ceil_div(self.constant + linear, self.denominator)
+        padded = self.constant * self.margin_den + self.margin_num * linear
+        return Peak(Method.FIT, raw, ceil_div(padded, self.denominator * self.margin_den))
+
+
+@frozen
+class Scalable:
+    """A measured size to scale (rule 3): its terms, its floor, and what lies above it."""
+
+    terms: Terms
+    floor: int
+    above: int
+
+
+@frozen
+class PhaseModel:
+    """A phase's peak as a function of its stage's memory terms at the request."""
+
+    label: str
+    stage: str
+    single: bool  # a one-term measure: the covering sizes are found by bisection
+    measures: tuple[Measure, ...]  # one-term: the distinct measured measures, ascending
+    covering: tuple[Covering, ...]  # in ``measures``' order when one-term
+    plane: Plane | None
+    scalable: tuple[Scalable, ...]
+    margin: Fraction
+
+    def at(self, terms: Terms) -> Peak:
+        """The peak at a request whose stage has ``terms`` (the estimator's rules, in order)."""
+        if self.single:
+            k = bisect_left(self.measures, terms[0])
+            if k < len(self.measures):
+                return self.covering[k].peak
+        else:
+            found = self._covered(terms)
+            if found is not None:
+                return found
+        if self.plane is not None:
+            return self.plane.at(terms)
+        return self._scaled(terms)
+
+    def _covered(self, terms: Terms) -> Peak | None:
+        best: tuple[Fraction, Measure, int] | None = None
+        chosen: Peak | None = None
+        for c in self.covering:
+            if all(t >= g for t, g in zip(c.terms, terms)):
+                size = sum((Fraction(t) / g for t, g in zip(c.terms, terms) if g), Fraction(0))
+                key = (size, c.total, -c.peak.raw_bytes)
+                if best is None or key < best:
+                    best, chosen = key, c.peak
+        return chosen
+
+    def _scaled(self, terms: Terms) -> Peak:
+        best: Peak | None = None
+        for s in self.scalable:
+            if any(g and not t for t, g in zip(s.terms, terms)):
+                continue
+            ratio = max((Fraction(g) / t for t, g in zip(s.terms, terms) if t), default=Fraction(0))
+            above = s.above * ratio
+            raw = s.floor + math.ceil(above)
+            bound = s.floor + math.ceil(above * self.margin)
+            if best is None or bound > best.bound_bytes:
+                best = Peak(Method.SCALED, raw, bound)
+        if best is None:  # measured only where this request's measure is 0: nothing to scale
+            raise ValueError(f"phase {self.label}: measured only where the measure is 0")
+        return best
+
+
+def _covering(points: Sequence[MeasuredPoint], margin: Fraction) -> list[Covering]:
+    """Each distinct measured size once, with its largest peak (the estimator keeps the largest)."""
+    best: dict[Terms, MeasuredPoint] = {}
+    for p in points:
+        if p.terms not in best or p.adjusted_peak_bytes > best[p.terms].adjusted_peak_bytes:
+            best[p.terms] = p
+    out = []
+    for terms, p in best.items():
+        bound = p.peak_bytes + math.ceil(p.growth_bytes * margin)
+        method = Method.MEASUREMENT
+        out.append(Covering(terms, sum(terms), Peak(method, p.adjusted_peak_bytes, bound)))
+    return out
+
+
+def _one_term(covering: list[Covering]) -> tuple[tuple[Measure, ...], tuple[Covering, ...]]:
+    """For a one-term measure: for each measured measure the size the estimator picks at a
+    request just at or below it -- the smallest covering one, its largest peak."""
+    ordered = sorted(covering, key=lambda c: c.terms[0])
+    return tuple(c.terms[0] for c in ordered), tuple(ordered)
+
+
+def _plane(
+    estimate: PeakEstimate, points: Sequence[MeasuredPoint], margin: Fraction, floor: int
+) -> Plane | None:
+    """The calibration's own plane; for a target its sizes covered, the one fitted beyond them."""
+    if estimate.method == Method.FIT and estimate.fit is not None:
+        return Plane.of(estimate.fit, margin)
+    if estimate.method == Method.SCALED:  # no plane held at the calibration's target
+        return None
+    width = len(points[0].terms)
+    far = tuple(2 * max(p.terms[i] for p in points) + 1 for i in range(width))
+    beyond = peak_from_points(points, far if width > 1 else far[0], margin, floor, estimate.stage)
+    if beyond.method == Method.FIT and beyond.fit is not None:
+        return Plane.of(beyond.fit, margin)
+    return None
+
+
+def phase_model(label: str, estimate: PeakEstimate, margin: Fraction, floor: int) -> PhaseModel:
+    """The model of one phase from its estimate at the calibration's target: its measured sizes,
+    its margin, and ``floor`` (its active components' weights, the estimator's)."""
+    points = estimate.points
+    if not estimate.ok or not points or estimate.stage is None:
+        raise ValueError(f"phase {label} has no estimate: {estimate.reason}")
+    covering = _covering(points, margin)
+    single = len(points[0].terms) == 1
+    measures, ordered = _one_term(covering) if single else ((), tuple(covering))
+    scalable = tuple(
+        Scalable(p.terms, f, p.adjusted_peak_bytes - f)
+        for p in points
+        for f in (min(max(p.baseline_bytes, floor), p.adjusted_peak_bytes),)
+    )
+    return PhaseModel(
+        label,
+        estimate.stage,
+        single,
+        measures,
+        ordered,
+        _plane(estimate, points, margin, floor),
+        scalable,
+        margin,
+    )
