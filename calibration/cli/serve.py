@@ -4,6 +4,10 @@ from ``--state`` when nothing changed), then serves with uvicorn until SIGTERM o
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -101,9 +105,37 @@ def serve(
 
     choice = check_choice(choice)
     device = _device(config, reserve)
+    _log_to_stderr()
     given = Boot(choice, Shapes(warmup, probe, target), config, device, state)
     app = create_app(lambda: boot(given), AppSettings(queue, request_timeout))
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
+    with _stopped_by_signal():
+        server.run()
+
+
+def _log_to_stderr() -> None:
+    """The worker's own log (requests, drift, shutdown) beside uvicorn's, on stderr."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    for name in ("calibration.serve", "calibration.cli.serve"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+
+
+@contextlib.contextmanager
+def _stopped_by_signal() -> Iterator[None]:
+    """SIGTERM and Ctrl-C end a graceful shutdown with exit 0: uvicorn drains, then raises the
+    signal it caught again once its own handlers are off; here that signal finds a handler that
+    only notes it, so the process exits 0 instead of dying by the signal."""
+    caught: list[int] = []
+    handled = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.signal(sig, lambda sig, _frame: caught.append(sig)) for sig in handled}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _device(config: RunConfig, reserve: int | None) -> Device:

@@ -21,6 +21,8 @@ from attrs import define, frozen
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from artifact.point import Point
+from artifact.spelling import point_text
 from calibration.errors import CalibrationError
 from calibration.serve.answer import Answer, Worker
 from calibration.serve.body import MAX_BODY_BYTES, Asked, BadBody, Format, parse
@@ -141,7 +143,7 @@ async def _generate(request: Request) -> JSONResponse:
         return _error(503, "shutting down" if holder.closing else holder.failed or "starting")
     try:
         asked = parse(await _body(request), worker.pipeline, worker.defaults)
-        future = holder.jobs.submit(lambda: worker.serve(asked.point))
+        future = holder.jobs.submit(lambda: _serve(worker, asked.point))
     except BadBody as exc:
         holder.metrics.refused("params" if exc.status == 422 else "body")
         return _error(exc.status, str(exc))
@@ -152,6 +154,12 @@ async def _generate(request: Request) -> JSONResponse:
         return _error(503, str(exc))
     holder.metrics.queue.set(holder.jobs.depth)
     return await _answer(holder, asked, future)
+
+
+def _serve(worker: Worker, point: Point) -> Answer:
+    """On the worker's thread: say which request runs now (a log that shows what a signal cut)."""
+    log.info("request started: %s", point_text(point))
+    return worker.serve(point)
 
 
 async def _answer(holder: Holder, asked: Asked, future: Future[Answer]) -> JSONResponse:

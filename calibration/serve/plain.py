@@ -5,6 +5,7 @@ one behind the same ``Worker`` protocol."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -15,6 +16,8 @@ from calibration.serve.answer import Answer, PhasePeak
 from calibration.serve.state import StateFolder
 from calibration.serve.warm import Started
 from runtime import Pipeline
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from calibration.core.session import Session
@@ -69,6 +72,9 @@ class PlainWorker:
         applied = self.started.outcome.applied
         if applied is not None:
             applied.undo()
+        log.info("closed: every hook removed, every module back on its device")
         if self.state is not None:
-            self.state.flush_served(self.started.outcome.records)
+            records = self.started.outcome.records
+            self.state.flush_served(records)
+            log.info("closed: %d records written to %s", len(records), self.state.root)
         self.on_close()
