@@ -1,5 +1,6 @@
 """`dslc serve`'s worker factory: build the chosen pipeline as `dslc plan --validate` does, start it
-warm or cold (``warm.start``), and hand back the worker that serves on the validated placement."""
+warm or cold (``warm.start``), and hand back the worker that admits every request on the validated
+placement."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from calibration.cli.options import Choice
 from calibration.core.config import RunConfig
 from calibration.core.shapes import Shapes
 from calibration.plan.model import Device
-from calibration.serve.plain import PlainWorker
+from calibration.serve.admitted import AdmittedWorker
 from calibration.serve.state import StateFolder, formulas_digest
 
 
@@ -33,7 +34,7 @@ def formula_files(path: Path) -> list[Path]:
     return sorted(path.rglob("*.wf")) if path.is_dir() else [path]
 
 
-def boot(given: Boot) -> PlainWorker:
+def boot(given: Boot) -> AdmittedWorker:
     """The lifecycle on a fresh pipeline (warm when the state folder matches), then the worker."""
     from calibration.calibrate.run import shapes as full_shapes
     from calibration.cli.validate import built_choice
@@ -67,6 +68,6 @@ def boot(given: Boot) -> PlainWorker:
         fingerprint = fingerprint_of(session, digest, given.device.capacity_bytes)
         settings = Settings(given.device, "apply", margin=config.margin, repeat=config.repeat)
         started = start(session, points, settings, state, fingerprint)
-        worker = PlainWorker(session, started, points.target, state)
+        worker = AdmittedWorker(session, started, points.target, state, given.device)
         worker.on_close = stack.pop_all().close  # the libraries' settings kept while it serves
     return worker

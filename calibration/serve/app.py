@@ -24,6 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from artifact.point import Point
 from artifact.spelling import point_text
 from calibration.errors import CalibrationError
+from calibration.serve.admission import RequestRefused
 from calibration.serve.answer import Answer, Worker
 from calibration.serve.body import MAX_BODY_BYTES, Asked, BadBody, Format, parse
 from calibration.serve.jobs import Closed, Jobs, QueueFull
@@ -107,6 +108,14 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"status": status, "message": message}}, status_code=status)
 
 
+def _refusal(exc: RequestRefused) -> JSONResponse:
+    """422 with admission's message and, per axis the request set, the largest admissible value
+    and the largest that fits the device (null: none)."""
+    error = {"status": 422, "message": str(exc), "reason": exc.reason.value}
+    error |= {"largest_admissible": dict(exc.largest), "largest_fitting": dict(exc.fitting)}
+    return JSONResponse({"error": error}, status_code=422)
+
+
 async def _health(request: Request) -> JSONResponse:
     holder = _holder(request)
     if holder.closing:
@@ -169,8 +178,11 @@ async def _answer(holder: Holder, asked: Asked, future: Future[Answer]) -> JSONR
     except TimeoutError:
         holder.metrics.refused("timeout")
         return _error(504, f"the request did not finish in {timeout:g} s")
-    except (FormulaError, CalibrationError) as exc:  # refused before any work: the limit named
-        holder.metrics.refused(getattr(exc, "reason", None) or type(exc).__name__)
+    except RequestRefused as exc:  # admission refused it before any work: the limits named
+        holder.metrics.refused(exc.reason.value)
+        return _refusal(exc)
+    except (FormulaError, CalibrationError) as exc:
+        holder.metrics.refused(type(exc).__name__)
         return _error(422, str(exc))
     except Exception as exc:  # noqa: BLE001 - a failed request: the server's fault, said so
         log.warning("request %s failed: %s", asked.point, exc)

@@ -11,8 +11,8 @@ from calibration.cli.options import Choice
 from calibration.cli.serve_boot import Boot, boot
 from calibration.core.config import RunConfig
 from calibration.core.shapes import Shapes
+from calibration.serve.admitted import AdmittedWorker
 from calibration.serve.answer import Answer
-from calibration.serve.plain import PlainWorker
 from runtime import Pipeline
 from tests.calibration.lifecycle_setup import PROBE, STREAMING, TARGET
 
@@ -26,7 +26,7 @@ BOOT = Boot(
 
 
 @functools.cache
-def worker() -> PlainWorker:
+def worker() -> AdmittedWorker:
     """The tiny FLUX, validated on the 1 MiB streaming plan, shared by the tests (never closed)."""
     return boot(BOOT)
 
