@@ -2,7 +2,9 @@
 
 Under it: ``calibration.plan.PlanInputError`` (also a ``ValueError``), its subclasses
 ``PlanLimitError`` and ``calibration.plan.inputs.CalibrationFormatError``,
-``calibration.plan.apply.PlanApplyError`` (also a ``ValueError``), and ``CalibrationLimitError``.
+``calibration.plan.apply.PlanApplyError`` (also a ``ValueError``), ``CalibrationLimitError``, and
+serving's ``calibration.serve.admission.RequestRefused`` (a request refused before any work) and
+``calibration.serve.worker.RequestFailed`` (one that failed while it ran).
 Errors of the formulas themselves (an unknown param, an inadmissible point) are the runtime's
 ``runtime.FormulaError``.
 """

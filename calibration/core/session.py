@@ -257,20 +257,22 @@ class Session:
             if self.fresh_scheduler:
                 reset_scheduler(self.pipe)
 
-    def run(self, params: Point) -> WarmupRecord:
+    def run(self, params: Point, *, served: bool = False) -> WarmupRecord:
         """One recorded request; a failure is recorded (``record.error``), not raised.
 
+        ``served``: a request served after warmup ended (``WarmupRecorder.served_request``).
         Arguments the formulas cannot give (a `call` value no float holds) raise
         ``CalibrationError`` first: that is the formula file's fault, not the request's."""
         call_arguments(self.formulas, params)
-        request = self.recorder.request(**params)
+        recorder = self.recorder
+        request = (recorder.served_request if served else recorder.request)(**params)
         try:
             with request as req:
                 self.body(req)
         except Exception as exc:  # noqa: BLE001 - the record keeps the error; estimators decide
             log.debug("request %s failed: %s", params, exc)
             self._settle(exc)
-        return self.recorder.records[-1]
+        return recorder.served[-1] if served else recorder.records[-1]
 
     def _settle(self, exc: Exception) -> None:
         """After a failed request: the groups its forward left on the device sent home; weights

@@ -5,9 +5,12 @@ that covers the target bounds it (rule 1), else the plane fitted through the siz
 one size scaled by the largest term ratio (rule 3). A serving worker asks at every request, so
 everything that does not depend on the request is done here once: the covering sizes sorted (a
 bisection for a one-term measure), the plane as integers over one denominator, the sizes to scale.
-The plane is the one the calibration fitted at its own target (a target its sizes cover: the plane
-the estimator fits for a target beyond every size); the per-iteration growth of a stage is carried
-to the calibration's target, as its estimate carried it.
+With one term the plane is the one the calibration fitted at its own target (a target its sizes
+cover: the plane the estimator fits beyond every size), the same line through the two largest
+sizes for any request beyond them; with several terms the sizes a plane passes through depend on
+the request, so beyond the covering sizes the estimator's own rules run, once per request terms
+(remembered, bounded). The per-iteration growth of a stage is carried to the calibration's target,
+as its estimate carried it.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import math
 from bisect import bisect_left
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import NamedTuple
 
-from attrs import frozen
+from attrs import field, frozen
 
 from runtime.estimate import LinearFit, MeasuredPoint, PeakEstimate, PlaneFit
 from runtime.estimate.peaks import peak_from_points
@@ -25,6 +29,9 @@ from runtime.estimate.results import Measure
 from runtime.kinds import Method
 
 Terms = tuple[Measure, ...]
+
+#: Request terms whose peak a several-term phase remembers beyond its covering sizes.
+BEYOND_KEPT = 256
 
 
 def ceil_div(numerator: Measure, denominator: int) -> int:
@@ -34,9 +41,9 @@ def ceil_div(numerator: Measure, denominator: int) -> int:
     return math.ceil(Fraction(numerator) / denominator)
 
 
-@frozen
-class Peak:
-    """One phase's peak at a request: the rule that gave it, the raw figure and the bound."""
+class Peak(NamedTuple):
+    """One phase's peak at a request: the rule that gave it, the raw figure and the bound (a
+    named tuple: one is made per phase and request)."""
 
     method: Method
     raw_bytes: int
@@ -106,6 +113,25 @@ class PhaseModel:
     plane: Plane | None
     scalable: tuple[Scalable, ...]
     margin: Fraction
+    # several terms: the measured sizes and floor for the estimator's own rules beyond them, and
+    # its answers by request terms (the nearest sizes' plane depends on the request: no one plane)
+    points: tuple[MeasuredPoint, ...] = field(default=(), eq=False, repr=False)
+    floor: int = 0
+    beyond: dict[Terms, Peak] = field(factory=dict, eq=False, repr=False)
+
+    @property
+    def rules(self) -> tuple[object, ...]:
+        """Everything but the label: phases with equal rules have equal peaks at every request."""
+        return (
+            self.stage,
+            self.measures,
+            self.covering,
+            self.plane,
+            self.scalable,
+            self.margin,
+            self.points,
+            self.floor,
+        )
 
     def at(self, terms: Terms) -> Peak:
         """The peak at a request whose stage has ``terms`` (the estimator's rules, in order)."""
@@ -117,20 +143,43 @@ class PhaseModel:
             found = self._covered(terms)
             if found is not None:
                 return found
+            return self._beyond(terms)
         if self.plane is not None:
             return self.plane.at(terms)
         return self._scaled(terms)
 
     def _covered(self, terms: Terms) -> Peak | None:
-        best: tuple[Fraction, Measure, int] | None = None
-        chosen: Peak | None = None
+        """The smallest covering size (the estimator's ``_size``: the sum of its term ratios to
+        the request's, then its measure, then the largest peak): ratios in floats, and exactly
+        among the sizes whose floats come within rounding of the smallest."""
+        found: list[tuple[float, Covering]] = []
         for c in self.covering:
             if all(t >= g for t, g in zip(c.terms, terms)):
-                size = sum((Fraction(t) / g for t, g in zip(c.terms, terms) if g), Fraction(0))
-                key = (size, c.total, -c.peak.raw_bytes)
-                if best is None or key < best:
-                    best, chosen = key, c.peak
-        return chosen
+                found.append((sum(float(t) / float(g) for t, g in zip(c.terms, terms) if g), c))
+        if not found:
+            return None
+        least = min(size for size, _ in found)
+        near = [c for size, c in found if size <= least * (1 + 1e-9) + 1e-12]
+        if len(near) == 1:
+            return near[0].peak
+        return min(
+            near, key=lambda c: (_exact_size(c.terms, terms), c.total, -c.peak.raw_bytes)
+        ).peak
+
+    def _beyond(self, terms: Terms) -> Peak:
+        """Several terms beyond every covering size: the estimator's rules at these terms,
+        remembered (``BEYOND_KEPT`` requests' terms, the oldest forgotten first)."""
+        found = self.beyond.get(terms)
+        if found is not None:
+            return found
+        peak = peak_from_points(self.points, terms, self.margin, self.floor, self.stage)
+        if peak.raw_bytes is None or peak.bound_bytes is None:
+            raise ValueError(f"phase {self.label}: {peak.reason}")
+        found = Peak(peak.method, peak.raw_bytes, peak.bound_bytes)
+        if len(self.beyond) >= BEYOND_KEPT:
+            self.beyond.pop(next(iter(self.beyond)))
+        self.beyond[terms] = found
+        return found
 
     def _scaled(self, terms: Terms) -> Peak:
         best: Peak | None = None
@@ -146,6 +195,10 @@ class PhaseModel:
         if best is None:  # measured only where this request's measure is 0: nothing to scale
             raise ValueError(f"phase {self.label}: measured only where the measure is 0")
         return best
+
+
+def _exact_size(size: Terms, request: Terms) -> Fraction:
+    return sum((Fraction(t) / g for t, g in zip(size, request) if g), Fraction(0))
 
 
 def _covering(points: Sequence[MeasuredPoint], margin: Fraction) -> list[Covering]:
@@ -205,7 +258,9 @@ def phase_model(label: str, estimate: PeakEstimate, margin: Fraction, floor: int
         single,
         measures,
         ordered,
-        _plane(estimate, points, margin, floor),
+        _plane(estimate, points, margin, floor) if single else None,
         scalable,
         margin,
+        () if single else tuple(points),
+        floor,
     )

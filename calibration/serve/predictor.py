@@ -84,6 +84,7 @@ class _Phase:
     """A phase's precomputed parts: its model, the weights calibrated with, its members."""
 
     model: PhaseModel
+    model_index: int  # in ``RequestPredictor.models``: phases with equal rules share one
     calibrated_weights: int
     members: tuple[str, ...]  # in the planner's order
 
@@ -100,6 +101,7 @@ class RequestPredictor:
     pipeline: Pipeline = field(eq=False, repr=False)
     components: tuple[Component, ...]
     phases: tuple[_Phase, ...] = field(repr=False)
+    models: tuple[PhaseModel, ...] = field(repr=False)  # each distinct phase model once
     clocks: tuple[StageClock, ...] = field(repr=False)
     untracked_s: float | None  # time outside stages; None: the calibration has no time
     multi_term: frozenset[str] = field(repr=False)  # stages whose memory has several terms
@@ -135,6 +137,7 @@ class RequestPredictor:
             pipeline,
             components,
             phases,
+            _distinct(phases),
             tuple(stage_clock(s) for s in timing.stages),
             None if timing.seconds is None else timing.untracked_s,
             frozenset(s for s in pipeline.stages if len(_terms(pipeline, s)) > 1),
@@ -151,18 +154,17 @@ class RequestPredictor:
         for stage in self.multi_term:
             terms[stage] = self.pipeline.memory_terms(stage, **params)
         held = self._held(placement)
+        peaks = [m.at(terms[m.stage]) for m in self.models]
         out = []
         for p, weights in zip(self.phases, held):
-            model, calibrated = p.model, p.calibrated_weights
-            peak = model.at(terms[model.stage])
-            raw = peak.raw_bytes - calibrated
-            bound = peak.bound_bytes - calibrated
-            raw, bound = (max(0, raw)), (max(0, bound))
+            method, raw, bound = peaks[p.model_index]
+            raw = max(0, raw - p.calibrated_weights)
+            bound = max(0, bound - p.calibrated_weights)
             out.append(
                 PhasePrediction(
-                    model.label,
-                    model.stage,
-                    peak.method,
+                    p.model.label,
+                    p.model.stage,
+                    method,
                     raw + weights,
                     bound + weights,
                     bound,
@@ -217,14 +219,24 @@ def _phases(basis: Basis, planned: Sequence[Phase]) -> list[_Phase]:
     everything = sum(basis.component_weight_bytes.values())
     margins = {s: margin_fraction(m) for s, m in basis.stage_margins.items()}
     default = margin_fraction(basis.estimate.margin)
+    seen: dict[tuple[object, ...], int] = {}
     out = []
     for estimate, phase in zip(basis.estimate.phases, planned):
         floor = sum(basis.component_weight_bytes.get(c, 0) for c in estimate.active_components)
         margin: Fraction = margins.get(estimate.stage or "", default)
         model = phase_model(estimate.label, estimate.peak, margin, floor)
+        index = seen.setdefault(model.rules, len(seen))
         weights = basis.phase_weights.get(estimate.label, everything)
-        out.append(_Phase(model, weights, tuple(phase.active_components)))
+        out.append(_Phase(model, index, weights, tuple(phase.active_components)))
     return out
+
+
+def _distinct(phases: Sequence[_Phase]) -> tuple[PhaseModel, ...]:
+    """The first phase's model of each ``model_index``, in index order."""
+    first: dict[int, PhaseModel] = {}
+    for p in phases:
+        first.setdefault(p.model_index, p.model)
+    return tuple(first[k] for k in range(len(first)))
 
 
 def _residency(plan: Plan | None, weights: Mapping[str, int]) -> tuple[int, dict[str, int]]:

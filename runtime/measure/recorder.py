@@ -18,6 +18,7 @@ recorder decides whether to retry lighter.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import torch
@@ -31,6 +32,9 @@ from runtime.measure.request import AutoStages, FormulaPipeline, Request
 from runtime.measure.residency import WeightMap, WeightReads
 from runtime.measure.serving import ServingMonitor, enter_serving
 from runtime.record import WarmupRecord, save_records
+
+#: Served requests' records a recorder keeps (the oldest dropped first): serving never ends.
+SERVED_KEPT = 1024
 
 __all__ = ["AutoStages", "FormulaPipeline", "Request", "WarmupRecorder"]
 
@@ -68,6 +72,7 @@ class WarmupRecorder:
     _records: list[WarmupRecord] = field(factory=list, init=False)
     _staging_caches: list[Callable[[], object]] = field(factory=list, init=False)
     _serving: ServingMonitor | None = field(default=None, init=False)
+    _served: deque[WarmupRecord] = field(factory=lambda: deque(maxlen=SERVED_KEPT), init=False)
     _active: Request | None = field(default=None, init=False)
     reads: WeightReads = field(default=None, init=False)  # which component each op reads
 
@@ -97,7 +102,25 @@ class WarmupRecorder:
     def request(self, **params: int | bool) -> Request:
         """Record one warmup request; params left out take the pipeline's default workload."""
         if self._serving is not None:
-            raise RuntimeError("warmup has ended; the recorder takes no more requests")
+            raise RuntimeError(
+                "warmup has ended; the recorder takes no more warmup requests (a served one: "
+                "served_request)"
+            )
+        return self._request(params)
+
+    def served_request(self, **params: int | bool) -> Request:
+        """Record one served request, after warmup ended: a serving worker compares it with its
+        prediction. Its record is kept apart, the last ``SERVED_KEPT`` (``served``)."""
+        if self._serving is None:
+            raise RuntimeError("warmup has not ended; record a warmup request with request()")
+        return self._request(params)
+
+    @property
+    def served(self) -> tuple[WarmupRecord, ...]:
+        """The last ``SERVED_KEPT`` served requests' records, oldest first."""
+        return tuple(self._served)
+
+    def _request(self, params: Mapping[str, int | bool]) -> Request:
         defaults = dict(self.pipeline.default_workload)
         unknown = set(params) - set(defaults)
         if unknown:
@@ -125,8 +148,8 @@ class WarmupRecorder:
             self._active = None
 
     def keep_record(self, record: WarmupRecord) -> None:
-        """Keep a finished request's record (``RequestOwner``)."""
-        self._records.append(record)
+        """Keep a finished request's record (``RequestOwner``): a served one apart, bounded."""
+        (self._records if self._serving is None else self._served).append(record)
 
     def save(self, path: str) -> None:
         """Write every record atomically."""

@@ -297,3 +297,20 @@ def test_records_saved_and_warmup_ends(wan, tmp_path):
     recorder.end_warmup()
     with pytest.raises(RuntimeError, match="warmup has ended"):
         recorder.request()
+
+
+def test_served_requests_are_recorded_apart_and_bounded(wan, monkeypatch):
+    import runtime.measure.recorder as module
+
+    monkeypatch.setattr(module, "SERVED_KEPT", 2)
+    recorder = WarmupRecorder(wan, device="cpu")
+    with pytest.raises(RuntimeError, match="warmup has not ended"):
+        recorder.served_request()
+    with recorder.request(steps=1) as req, req.stage("DenoisingStage"):
+        pass
+    recorder.end_warmup()
+    for steps in (1, 2, 3):
+        with recorder.served_request(steps=steps) as req, req.stage("DenoisingStage"):
+            pass
+    assert len(recorder.records) == 1  # the warmup's, untouched
+    assert [r.params["steps"] for r in recorder.served] == [2, 3]  # the last SERVED_KEPT
