@@ -30,6 +30,7 @@ from calibration.serve.body import MAX_BODY_BYTES, Asked, BadBody, Format, parse
 from calibration.serve.jobs import Closed, Jobs, QueueFull
 from calibration.serve.metrics import Metrics
 from calibration.serve.png import first_png, images_of, shape_of
+from calibration.serve.worker import RequestFailed
 from runtime import FormulaError
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,10 @@ async def _answer(holder: Holder, asked: Asked, future: Future[Answer]) -> JSONR
     except RequestRefused as exc:  # admission refused it before any work: the limits named
         holder.metrics.refused(exc.reason.value)
         return _refusal(exc)
+    except RequestFailed as exc:  # it ran and failed: the placement is as before it
+        log.warning("request %s failed: %s", point_text(asked.point), exc)
+        holder.metrics.failures.inc()
+        return _error(500, str(exc))
     except (FormulaError, CalibrationError) as exc:
         holder.metrics.refused(type(exc).__name__)
         return _error(422, str(exc))

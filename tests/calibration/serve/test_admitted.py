@@ -1,6 +1,7 @@
 """Admission in the HTTP worker on the tiny FLUX validated resident on a 1.3 MB device (no
 reserve): the target RUNs under the placement in force, a wider request REPLACEs (its own plan
-applied, then the resident placement back), a larger one is refused before any work."""
+applied, then the resident placement back), a larger one is refused before any work; a phase
+measured above its bound (a PEAK fault) is a drift event."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from calibration.cli.serve_boot import boot
+from calibration.lifecycle.faults import PEAK, Fault, FaultyBackend
 from calibration.placement.mechanisms import has_offload_hooks
 from calibration.plan.model import Device, PlacementKind
 from calibration.serve.admitted import AdmittedWorker
 from calibration.serve.app import ROUTE, AppSettings, create_app
+from calibration.serve.warm import Started
 from runtime.measure.diffusers_hooks import pipeline_modules
+from tests.calibration.lifecycle_setup import lifecycle
 from tests.calibration.serve.serving_setup import BOOT
 
 WAIT_S = 600  # a hang guard for the lifecycle, never a bound on speed
@@ -30,10 +34,10 @@ def resident() -> AdmittedWorker:
 
 @pytest.fixture(scope="module")
 def client():
-    worker = resident()
+    worker = resident().inner
     assert worker.plan is not None
     assert all(p.kind is PlacementKind.RESIDENT for p in worker.plan.placements)
-    with TestClient(create_app(lambda: worker, AppSettings())) as c:
+    with TestClient(create_app(resident, AppSettings())) as c:
         assert c.app.state.holder.started.wait(WAIT_S)  # type: ignore[attr-defined]
         yield c
 
@@ -43,7 +47,7 @@ def _hooked() -> list[str]:
 
 
 def test_the_target_runs_and_a_wider_request_replaces_then_the_placement_comes_back(client):
-    worker = resident()
+    worker = resident().inner
     assert worker.applied is not None
     hooked, streamed = _hooked(), dict(worker.applied.streamed)
     target = client.post(ROUTE, json={"steps": 2, "height": 64, "width": 64}).json()
@@ -68,3 +72,21 @@ def test_a_larger_request_is_refused_with_the_limits(client):
     assert error["reason"] == "too large"
     assert error["largest_admissible"] == {"steps": 2, "height": 96, "width": 96}
     assert error["largest_fitting"]["steps"] is None
+
+
+def test_a_phase_measured_above_its_bound_is_a_drift_event(caplog):
+    outcome, session = lifecycle(device=RESIDENT)
+    backend = session.recorder.backend
+    assert isinstance(backend, FaultyBackend)
+    worker = AdmittedWorker(session, Started(outcome, False, ""), {}, None, RESIDENT)
+    backend.faults = (Fault("DecodingStage", PEAK, extra_bytes=1 << 20, times=1),)
+    with TestClient(create_app(lambda: worker, AppSettings())) as c:
+        assert c.app.state.holder.started.wait(WAIT_S)  # type: ignore[attr-defined]
+        struck = c.post(ROUTE, json={"steps": 1, "height": 32, "width": 32}).json()
+        calm = c.post(ROUTE, json={"steps": 1, "height": 32, "width": 32}).json()
+        text = c.get("/metrics").text
+    assert struck["drift"] is True and calm["drift"] is False
+    over = [p for p in struck["phases"] if p["measured_bytes"] > p["predicted_bytes"]]
+    assert over and all("DecodingStage" in p["phase"] for p in over)  # where the fault struck
+    assert "wf_drift_events_total 1.0" in text
+    assert "drift: steps=1,height=32,width=32" in caplog.text

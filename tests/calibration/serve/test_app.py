@@ -133,26 +133,29 @@ def test_metrics_count_what_was_served_and_refused(client):
     text = client.get("/metrics").text
     assert 'wf_admissions_total{decision="run"}' in text
     assert 'wf_refusals_total{reason="params"}' in text
-    assert 'wf_phase_peak_bytes{kind="measured",phase="request"}' in text
+    assert 'wf_phase_peak_bytes{kind="measured",phase="component:vae@DecodingStage"}' in text
     assert 'wf_phase_peak_bytes{kind="predicted",phase="component:vae@DecodingStage"}' in text
     assert "wf_request_seconds_count" in text and "wf_queue_depth 0.0" in text
     assert json.loads(client.get("/healthz").text) == {"status": "ready"}
 
 
 def test_a_request_no_placement_fits_is_refused_before_any_work_naming_the_limits(client):
-    before = worker().monitor.peak().allocated
+    served = worker().session.recorder.served
+    before = served[-1] if served else None
     got = client.post(ROUTE, json={"steps": 2, "height": 128, "width": 128})
     assert got.status_code == 422, got.text
     error = got.json()["error"]
     assert error["reason"] == "too large" and "fits no placement" in error["message"]
     assert error["largest_fitting"]["height"] == 32 and error["largest_admissible"]["width"] == 128
-    assert worker().monitor.peak().allocated == before  # nothing ran
+    served = worker().session.recorder.served
+    assert (served[-1] if served else None) is before  # nothing ran
     assert 'wf_refusals_total{reason="too large"} 1.0' in client.get("/metrics").text
 
 
 def test_a_served_answer_sets_each_phase_bound_beside_the_measured_peak(client):
     doc = client.post(ROUTE, json={"steps": 1, "height": 32, "width": 32}).json()
-    request, *phases = doc["phases"]
-    assert request["phase"] == "request" and 0 < request["measured_bytes"]
-    assert request["measured_bytes"] <= request["predicted_bytes"]  # well under the target
-    assert phases and all(p["predicted_bytes"] > 0 for p in phases)
+    phases = doc["phases"]
+    predicted = worker().inner.predictor.predict(doc["params"]).phases
+    assert [p["phase"] for p in phases] == [p.label for p in predicted]
+    assert all(0 < p["measured_bytes"] <= p["predicted_bytes"] for p in phases)
+    assert doc["drift"] is False
