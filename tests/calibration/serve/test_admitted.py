@@ -6,6 +6,7 @@ measured above its bound (a PEAK fault) is a drift event."""
 from __future__ import annotations
 
 import functools
+import logging
 
 import attrs
 import pytest
@@ -25,6 +26,7 @@ from tests.calibration.serve.serving_setup import BOOT
 WAIT_S = 600  # a hang guard for the lifecycle, never a bound on speed
 RESIDENT = Device(1_300_000, reserve_bytes=0)
 WIDER = {"steps": 2, "height": 64, "width": 80}
+EXTRA = 200_000  # a PEAK fault's bytes: the decoder measured above its bound
 
 
 @functools.cache
@@ -74,19 +76,28 @@ def test_a_larger_request_is_refused_with_the_limits(client):
     assert error["largest_fitting"]["steps"] is None
 
 
-def test_a_phase_measured_above_its_bound_is_a_drift_event(caplog):
+def test_a_drift_event_is_told_and_its_shape_and_larger_ones_are_served_conservatively(caplog):
+    caplog.set_level(logging.INFO, logger="calibration.serve.admitted")
     outcome, session = lifecycle(device=RESIDENT)
     backend = session.recorder.backend
     assert isinstance(backend, FaultyBackend)
     worker = AdmittedWorker(session, Started(outcome, False, ""), {}, None, RESIDENT)
-    backend.faults = (Fault("DecodingStage", PEAK, extra_bytes=1 << 20, times=1),)
+    backend.faults = (Fault("DecodingStage", PEAK, extra_bytes=EXTRA, times=1),)
+    target = {"steps": 2, "height": 64, "width": 64}
     with TestClient(create_app(lambda: worker, AppSettings())) as c:
         assert c.app.state.holder.started.wait(WAIT_S)  # type: ignore[attr-defined]
-        struck = c.post(ROUTE, json={"steps": 1, "height": 32, "width": 32}).json()
-        calm = c.post(ROUTE, json={"steps": 1, "height": 32, "width": 32}).json()
+        struck = c.post(ROUTE, json=target).json()
+        smaller = c.post(ROUTE, json={"steps": 1, "height": 32, "width": 32}).json()
+        again = c.post(ROUTE, json=target)
         text = c.get("/metrics").text
-    assert struck["drift"] is True and calm["drift"] is False
+    assert struck["decision"] == "run" and struck["drift"] is True
     over = [p for p in struck["phases"] if p["measured_bytes"] > p["predicted_bytes"]]
     assert over and all("DecodingStage" in p["phase"] for p in over)  # where the fault struck
     assert "wf_drift_events_total 1.0" in text
-    assert "drift: steps=1,height=32,width=32" in caplog.text
+    assert "drift: steps=2,height=64,width=64" in caplog.text
+    [drift] = worker.drifts
+    assert EXTRA - 64 * 1024 < drift.excess_bytes <= EXTRA
+    assert smaller["decision"] == "run" and smaller["drift"] is False  # not covered
+    # covered: admitted with the excess reserved, no longer run under the placement in force
+    assert again.status_code == 422 or again.json()["decision"] == "replace", again.text
+    assert "serving steps=2,height=64,width=64 conservatively" in caplog.text
