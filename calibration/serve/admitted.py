@@ -6,8 +6,11 @@ Each answer sets every phase's predicted bound beside its measured peak; a phase
 its bound is a drift event (a warning in the log, ``wf_drift_events_total``): its shape and excess
 join a bounded history, and from then on that shape and every larger one (each int param at least
 as large, the flags equal) is admitted conservatively, with the excess added to the device's
-reserve (a RUN may become a REPLACE that streams more, or a refusal). ``close`` undoes the hooks
-and writes the served records to the state folder.
+reserve (a RUN may become a REPLACE that streams more, or a refusal). At the next idle moment
+(``idle``: no request waits) the validated target is planned again on that cautious device,
+applied, and validated on one served target request (admitted RUN, every phase within its bound);
+a plan that fails the validation is taken off and the one before it put back. ``close`` undoes the
+hooks and writes the served records to the state folder.
 """
 
 from __future__ import annotations
@@ -25,13 +28,14 @@ from attrs import define, frozen
 from artifact.point import Point
 from artifact.spelling import point_text
 from artifact.units import show_bytes
-from calibration.plan.model import Device
+from calibration.errors import CalibrationError
+from calibration.plan.model import Device, Plan, PlanInputError
 from calibration.serve.admission import DecisionKind
 from calibration.serve.answer import Answer, PhasePeak
 from calibration.serve.state import StateFolder
 from calibration.serve.warm import Started
 from calibration.serve.worker import Served, Worker
-from runtime import Pipeline
+from runtime import FormulaError, Pipeline
 
 if TYPE_CHECKING:
     from calibration.core.session import Session
@@ -85,6 +89,7 @@ class AdmittedWorker:
         self.session, self.started, self.state = session, started, state
         self._defaults = dict(defaults)
         self.drifts: deque[Drift] = deque(maxlen=DRIFTS_KEPT)
+        self.replan = False  # a drift asks for a re-plan at the next idle moment
         self.closed, self.on_close = False, on_close
 
     @property
@@ -104,10 +109,67 @@ class AdmittedWorker:
             _log_drift(served)
             excess = max((p.measured_bytes or 0) - p.predicted_bytes for p in served.phases)
             self.drifts.append(Drift(MappingProxyType(dict(params)), excess))
+            self.replan = True
         rows = tuple(PhasePeak(p.label, p.predicted_bytes, p.measured_bytes) for p in served.phases)
         kind = served.decision.kind
         replaced = kind is DecisionKind.REPLACE
         return Answer(kind.value, rows, served.seconds, output.value, drift, replaced)
+
+    def idle(self) -> bool:
+        """After a drift, with no request waiting: re-plan, apply and validate the target on the
+        device with the drifts' excess reserved (see the module docstring); whether it did."""
+        if not self.replan:
+            return False
+        self.replan = False
+        inner, target = self.inner, self._defaults
+        excess = max((d.excess_bytes for d in self.drifts if d.covers(target)), default=0)
+        if not excess:
+            return False
+        device = attrs.evolve(inner.device, reserve_bytes=inner.device.reserve + excess)
+        try:
+            plan = inner.planner.plan_for(inner.predictor, target, device)
+        except (PlanInputError, FormulaError) as exc:
+            log.warning("re-plan after drift: no plan (%s); serving on as before", exc)
+            return False
+        if not plan.feasible or plan == inner.plan:
+            log.warning("re-plan after drift: nothing better (%s)", plan.reason or "the same plan")
+            return False
+        return self._tried(plan)
+
+    def _tried(self, plan: Plan) -> bool:
+        """``plan`` in force if one served target request validates it; else the one before."""
+        inner, before = self.inner, self.inner.plan
+        self._place(plan)
+        try:
+            with self._kept_output(), self._cautious(self._defaults):
+                served = inner.serve(self._defaults)
+            over = [p.label for p in served.phases if not p.within]
+            why = f"admitted {served.decision.kind.value}" + (f", over: {over}" if over else "")
+            valid = served.decision.kind is DecisionKind.RUN and not over
+        except CalibrationError as exc:
+            why, valid = str(exc), False
+        if not valid:
+            log.warning(
+                "re-plan after drift: not validated (%s); the placement before is back", why
+            )
+            self._place(before)
+            return False
+        log.info("re-plan after drift: the target validated under the new placement")
+        return True
+
+    def _place(self, plan: Plan | None) -> None:
+        """``plan`` as the placement in force (the one before taken off)."""
+        from calibration.plan.apply import apply
+
+        inner, session = self.inner, self.session
+        if inner.applied is not None:
+            inner.applied.undo()
+            inner.applied = None
+        inner.plan = plan
+        if plan is not None:
+            session.hand_over(plan)
+            inner.applied = apply(plan, session.pipe, device=session.device, offload_device="cpu")
+            session.streamed()
 
     @contextlib.contextmanager
     def _cautious(self, params: Point) -> Iterator[None]:

@@ -48,5 +48,8 @@ class Worker(Protocol):
 
     def serve(self, params: Point) -> Answer: ...
 
+    def idle(self) -> bool:
+        """No request waits: work that can wait for that (a re-plan); whether it re-placed."""
+
     def close(self) -> None:
         """Undo every hook and flush the records (at shutdown)."""

@@ -17,11 +17,11 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 
+import attrs
 from attrs import define, frozen
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from artifact.point import Point
 from artifact.spelling import point_text
 from calibration.errors import CalibrationError
 from calibration.serve.admission import RequestRefused
@@ -52,7 +52,7 @@ class Holder:
 
     settings: AppSettings
     metrics: Metrics
-    jobs: Jobs[Answer]
+    jobs: Jobs[Done]
     worker: Worker | None = None
     failed: str = ""
     started: threading.Event = threading.Event()
@@ -65,6 +65,7 @@ def create_app(worker_factory: Callable[[], Worker], settings: AppSettings) -> F
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         holder = Holder(settings, Metrics(), Jobs(settings.queue), started=threading.Event())
+        holder.jobs.on_idle = lambda: _idle(holder)
         app.state.holder = holder
         starter = threading.Thread(target=_start, args=(holder, worker_factory), daemon=True)
         starter.start()
@@ -88,6 +89,12 @@ def _start(holder: Holder, factory: Callable[[], Worker]) -> None:
         holder.failed = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
     finally:
         holder.started.set()
+
+
+def _idle(holder: Holder) -> None:
+    """The queue is empty: the worker may re-place (a re-plan after a drift), counted."""
+    if holder.worker is not None and not holder.closing and holder.worker.idle():
+        holder.metrics.replans.inc()
 
 
 def _stop(holder: Holder, starter: threading.Thread) -> None:
@@ -153,7 +160,7 @@ async def _generate(request: Request) -> JSONResponse:
         return _error(503, "shutting down" if holder.closing else holder.failed or "starting")
     try:
         asked = parse(await _body(request), worker.pipeline, worker.defaults)
-        future = holder.jobs.submit(lambda: _serve(worker, asked.point))
+        future = holder.jobs.submit(lambda: _serve(worker, asked))
     except BadBody as exc:
         holder.metrics.refused("params" if exc.status == 422 else "body")
         return _error(exc.status, str(exc))
@@ -166,16 +173,30 @@ async def _generate(request: Request) -> JSONResponse:
     return await _answer(holder, asked, future)
 
 
-def _serve(worker: Worker, point: Point) -> Answer:
-    """On the worker's thread: say which request runs now (a log that shows what a signal cut)."""
-    log.info("request started: %s", point_text(point))
-    return worker.serve(point)
+@frozen
+class Done:
+    """A served request as the answer needs it: the output already rendered (its shape, the PNG
+    when asked), so no tensor of it outlives the worker's turn (an idle re-plan measures next)."""
+
+    answer: Answer
+    shape: list[int]
+    png: bytes | None
 
 
-async def _answer(holder: Holder, asked: Asked, future: Future[Answer]) -> JSONResponse:
+def _serve(worker: Worker, asked: Asked) -> Done:
+    """On the worker's thread: say which request runs now (a log that shows what a signal cut),
+    serve it, render its output."""
+    log.info("request started: %s", point_text(asked.point))
+    answer = worker.serve(asked.point)
+    images = images_of(answer.output)
+    png = first_png(images) if asked.format is Format.PNG else None
+    return Done(attrs.evolve(answer, output=None), shape_of(images), png)
+
+
+async def _answer(holder: Holder, asked: Asked, future: Future[Done]) -> JSONResponse:
     timeout = holder.settings.request_timeout_s
     try:
-        answer = await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+        done = await asyncio.wait_for(asyncio.wrap_future(future), timeout)
     except TimeoutError:
         holder.metrics.refused("timeout")
         return _error(504, f"the request did not finish in {timeout:g} s")
@@ -195,15 +216,15 @@ async def _answer(holder: Holder, asked: Asked, future: Future[Answer]) -> JSONR
         return _error(500, f"the request failed: {type(exc).__name__}: {str(exc)[:300]}")
     finally:
         holder.metrics.queue.set(holder.jobs.depth)
-    holder.metrics.served(answer)
-    return JSONResponse(_document(answer, asked))
+    holder.metrics.served(done.answer)
+    return JSONResponse(_document(done, asked))
 
 
-def _document(answer: Answer, asked: Asked) -> dict[str, object]:
-    images = images_of(answer.output)
+def _document(done: Done, asked: Asked) -> dict[str, object]:
+    answer = done.answer
     doc: dict[str, object] = {
         "params": dict(asked.point),
-        "shape": shape_of(images),
+        "shape": done.shape,
         "decision": answer.decision,
         "seconds": answer.seconds,
         "phases": [
@@ -213,6 +234,6 @@ def _document(answer: Answer, asked: Asked) -> dict[str, object]:
         "drift": answer.drift,
         "replanned": answer.replanned,
     }
-    if asked.format is Format.PNG:
-        doc["image"] = {"format": "png", "b64": base64.b64encode(first_png(images)).decode()}
+    if done.png is not None:
+        doc["image"] = {"format": "png", "b64": base64.b64encode(done.png).decode()}
     return doc

@@ -2,11 +2,13 @@
 
 A full queue refuses at once (``QueueFull``, a 429); a request whose client stopped waiting (the
 per-request timeout, a disconnect) is cancelled and skipped if it has not started; ``drain`` lets
-every queued request finish, then stops the thread (graceful shutdown).
+every queued request finish, then stops the thread (graceful shutdown). ``on_idle`` runs on the
+thread whenever a request ends with none waiting (the worker's re-plan after a drift).
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -14,6 +16,7 @@ from concurrent.futures import Future
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class QueueFull(Exception):
@@ -27,7 +30,8 @@ class Closed(Exception):
 class Jobs(Generic[T]):
     """``submit`` a call; the one thread runs them in order and fills each future."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, on_idle: Callable[[], object] = lambda: None) -> None:
+        self.on_idle = on_idle  # on the thread, whenever a request ends with none waiting
         self._queue: queue.Queue[tuple[Callable[[], T], Future[T]] | None] = queue.Queue(size)
         self._closed = False
         self._lock = threading.Lock()
@@ -67,3 +71,11 @@ class Jobs(Generic[T]):
                 future.set_result(call())
             except BaseException as exc:  # noqa: BLE001 - the request's failure, told its client
                 future.set_exception(exc)
+            if self._queue.empty():
+                self._idle()
+
+    def _idle(self) -> None:
+        try:
+            self.on_idle()
+        except Exception:
+            log.exception("the idle task failed")

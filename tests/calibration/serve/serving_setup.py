@@ -55,5 +55,8 @@ class Gated:
         self.gate.wait()
         return self.inner.serve(params)
 
+    def idle(self) -> bool:
+        return self.inner.idle()
+
     def close(self) -> None:
         self.closed = True

@@ -20,7 +20,7 @@ from calibration.serve.admitted import AdmittedWorker
 from calibration.serve.app import ROUTE, AppSettings, create_app
 from calibration.serve.warm import Started
 from runtime.measure.diffusers_hooks import pipeline_modules
-from tests.calibration.lifecycle_setup import lifecycle
+from tests.calibration.lifecycle_setup import TARGET, lifecycle
 from tests.calibration.serve.serving_setup import BOOT
 
 WAIT_S = 600  # a hang guard for the lifecycle, never a bound on speed
@@ -81,9 +81,9 @@ def test_a_drift_event_is_told_and_its_shape_and_larger_ones_are_served_conserva
     outcome, session = lifecycle(device=RESIDENT)
     backend = session.recorder.backend
     assert isinstance(backend, FaultyBackend)
-    worker = AdmittedWorker(session, Started(outcome, False, ""), {}, None, RESIDENT)
+    target = dict(TARGET)  # the validated target: the values a request leaves out
+    worker = AdmittedWorker(session, Started(outcome, False, ""), target, None, RESIDENT)
     backend.faults = (Fault("DecodingStage", PEAK, extra_bytes=EXTRA, times=1),)
-    target = {"steps": 2, "height": 64, "width": 64}
     with TestClient(create_app(lambda: worker, AppSettings())) as c:
         assert c.app.state.holder.started.wait(WAIT_S)  # type: ignore[attr-defined]
         struck = c.post(ROUTE, json=target).json()
@@ -98,6 +98,10 @@ def test_a_drift_event_is_told_and_its_shape_and_larger_ones_are_served_conserva
     [drift] = worker.drifts
     assert EXTRA - 64 * 1024 < drift.excess_bytes <= EXTRA
     assert smaller["decision"] == "run" and smaller["drift"] is False  # not covered
-    # covered: admitted with the excess reserved, no longer run under the placement in force
-    assert again.status_code == 422 or again.json()["decision"] == "replace", again.text
+    # covered: admitted with the excess reserved; the idle moment after the drift re-planned the
+    # target on that cautious device and validated it, so the target runs again, under that plan
     assert "serving steps=2,height=64,width=64 conservatively" in caplog.text
+    assert "re-plan after drift: the target validated" in caplog.text, caplog.text
+    assert worker.inner.plan is not None and worker.inner.plan != outcome.plan
+    assert again.status_code == 200 and again.json()["decision"] == "run", again.text
+    assert "wf_replans_total 1.0" in text
