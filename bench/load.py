@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one-only", action="store_true", help="stop after the one formula")
     args = parser.parse_args(argv)
     doc = artifact_fuzz.real_artifact(str(ROOT / "formulas"))
-    real = len(doc["pipelines"])
+    pipelines = doc["pipelines"]
+    real = len(pipelines) if isinstance(pipelines, list) else 0
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, CPython "
         f"{platform.python_version()}; real artifact: {real} pipelines, {nodes(doc):,} nodes"

@@ -4,12 +4,13 @@ expression depth and literal-size `limit` diagnostics on the way.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from fractions import Fraction
-from typing import Any
+from typing import Protocol, TypeVar
 
 import attrs
-from lark import Token, Transformer
+from lark import Token, Transformer, v_args
 
 from dslc import ast
 from dslc.codes import Code
@@ -32,20 +33,41 @@ class ParseState:
 
 PARSE_STATE: ContextVar[ParseState] = ContextVar("dslc_parse_state")
 
+#: A node built below, bound to the kind it is (what `_expr` hands back).
+E = TypeVar("E", bound=ast.Expr)
+#: What a rule's children hold besides tokens.
+N = TypeVar("N")
 
-def _start(item: Any) -> tuple[int, int]:
+
+class Spanned(Protocol):
+    """A node built here: it always carries its span (the AST's optional span is for nodes made
+    in code)."""
+
+    @property
+    def span(self) -> Span | None: ...
+
+
+def _span(item: Spanned) -> Span:
+    span = item.span
+    assert span is not None, "the builder gives every node a span"
+    return span
+
+
+def _start(item: Token | Spanned) -> tuple[int, int]:
     if isinstance(item, Token):
         return item.line or 1, item.column or 1
-    return item.span.line, item.span.column
+    span = _span(item)
+    return span.line, span.column
 
 
-def _end(item: Any) -> tuple[int, int]:
+def _end(item: Token | Spanned) -> tuple[int, int]:
     if isinstance(item, Token):
         return item.end_line or item.line or 1, item.end_column or (item.column or 1) + len(item)
-    return item.span.end_line, item.span.end_column
+    span = _span(item)
+    return span.end_line, span.end_column
 
 
-def _cover(first: Any, last: Any) -> Span:
+def _cover(first: Token | Spanned, last: Token | Spanned) -> Span:
     """The span from the start of `first` to the end of `last` (tokens or spanned nodes)."""
     line, column = _start(first)
     end_line, end_column = _end(last)
@@ -56,11 +78,16 @@ def _tok(token: Token) -> Span:
     return token_span(PARSE_STATE.get().source, token)
 
 
-def _nodes(children: list[Any]) -> list[Any]:
+def _nodes(children: Iterable[Token | N]) -> list[N]:
     return [c for c in children if not isinstance(c, Token)]
 
 
-def _expr(node: Any, *kids: Any) -> Any:
+def _last_token(children: Sequence[Token | N]) -> Token:
+    """The closing token of a rule whose children end with one (a bracket or a keyword)."""
+    return next(c for c in reversed(children) if isinstance(c, Token))
+
+
+def _expr(node: E, *kids: ast.Expr) -> E:
     """Record the node's depth; the first node past MAX_DEPTH is a `limit` diagnostic."""
     state = PARSE_STATE.get()
     depth = 1 + max((state.depth.get(id(k), 1) for k in kids), default=0)
@@ -108,90 +135,117 @@ class _PerStep:
     span: Span
 
 
-class AstBuilder(Transformer):
+@attrs.frozen
+class _Range:
+    """A parameter's `in [lo, hi]` on its way to the parameter node (`end`: its `]`)."""
+
+    lo: ast.Expr
+    hi: ast.Expr
+    end: Token
+
+
+@attrs.frozen
+class _Where:
+    """A parameter's `where` condition on its way to the parameter node."""
+
+    expr: ast.Expr
+
+
+@attrs.frozen
+class _Axis:
+    """One probe axis on its way to the probe node: `NAME` or `NAME >= INT`."""
+
+    name: Token
+    minimum: int | None
+    minimum_span: Span | None
+    last: Token
+
+
+@v_args(inline=True)
+class AstBuilder(Transformer[Token, ast.Module]):
     """Builds frozen AST nodes as the LALR parser reduces (embedded: no parse tree, no
-    recursion).
+    recursion); each rule's children arrive as typed arguments (`v_args(inline=True)`).
     """
 
-    def int_lit(self, children: list[Token]) -> ast.Num:
-        return _number(children[0], "integer")
+    def int_lit(self, token: Token) -> ast.Num:
+        return _number(token, "integer")
 
-    def decimal_lit(self, children: list[Token]) -> ast.Num:
-        return _number(children[0], "decimal")
+    def decimal_lit(self, token: Token) -> ast.Num:
+        return _number(token, "decimal")
 
-    def true_lit(self, children: list[Token]) -> ast.Bool:
-        return _expr(ast.Bool(True, span=_tok(children[0])))
+    def true_lit(self, token: Token) -> ast.Bool:
+        return _expr(ast.Bool(True, span=_tok(token)))
 
-    def false_lit(self, children: list[Token]) -> ast.Bool:
-        return _expr(ast.Bool(False, span=_tok(children[0])))
+    def false_lit(self, token: Token) -> ast.Bool:
+        return _expr(ast.Bool(False, span=_tok(token)))
 
-    def inf_lit(self, children: list[Token]) -> ast.Inf:
-        return _expr(ast.Inf(span=_tok(children[0])))
+    def inf_lit(self, token: Token) -> ast.Inf:
+        return _expr(ast.Inf(span=_tok(token)))
 
-    def name(self, children: list[Token]) -> ast.Name:
-        return _expr(ast.Name(str(children[0]), span=_tok(children[0])))
+    def name(self, token: Token) -> ast.Name:
+        return _expr(ast.Name(str(token), span=_tok(token)))
 
-    def group(self, children: list[Any]) -> Any:
-        _, inner, _ = children
+    def group(self, _open: Token, inner: ast.Expr, _close: Token) -> ast.Expr:
         return _expr(inner, inner)  # parentheses count towards depth
 
-    def list_lit(self, children: list[Any]) -> ast.ListLit:
-        items = tuple(_nodes(children))
-        return _expr(ast.ListLit(items, span=_cover(children[0], children[-1])), *items)
+    def list_lit(self, bracket: Token, *rest: Token | ast.Expr) -> ast.ListLit:
+        items: tuple[ast.Expr, ...] = tuple(_nodes(rest))
+        return _expr(ast.ListLit(items, span=_cover(bracket, _last_token(rest))), *items)
 
-    def call(self, children: list[Any]) -> ast.Call:
-        func, args = children[0], tuple(_nodes(children))
-        node = ast.Call(str(func), args, span=_cover(func, children[-1]), func_span=_tok(func))
+    def call(self, func: Token, *rest: Token | ast.Expr) -> ast.Call:
+        args: tuple[ast.Expr, ...] = tuple(_nodes(rest))
+        node = ast.Call(str(func), args, span=_cover(func, _last_token(rest)), func_span=_tok(func))
         return _expr(node, *args)
 
-    def _binary(self, children: list[Any], op: str) -> ast.Binary:
-        left, token, right = children
+    def _binary(self, left: ast.Expr, token: Token, right: ast.Expr, op: str) -> ast.Binary:
         return _expr(
             ast.Binary(op, left, right, span=_cover(left, right), op_span=_tok(token)), left, right
         )
 
-    def binop(self, children: list[Any]) -> ast.Binary:
-        return self._binary(children, _BINOPS[children[1].type])
+    def binop(self, left: ast.Expr, token: Token, right: ast.Expr) -> ast.Binary:
+        return self._binary(left, token, right, _BINOPS[token.type])
 
-    def pow(self, children: list[Any]) -> ast.Binary:
-        return self._binary(children, "**")
+    def pow(self, left: ast.Expr, token: Token, right: ast.Expr) -> ast.Binary:
+        return self._binary(left, token, right, "**")
 
-    def compare(self, children: list[Any]) -> ast.Binary:
-        return self._binary(children, str(children[1]))
+    def compare(self, left: ast.Expr, token: Token, right: ast.Expr) -> ast.Binary:
+        return self._binary(left, token, right, str(token))
 
-    def logic(self, children: list[Any]) -> ast.Binary:
-        return self._binary(children, str(children[1]))
+    def logic(self, left: ast.Expr, token: Token, right: ast.Expr) -> ast.Binary:
+        return self._binary(left, token, right, str(token))
 
-    def neg(self, children: list[Any]) -> ast.Unary:
-        token, operand = children
+    def neg(self, token: Token, operand: ast.Expr) -> ast.Unary:
         return _expr(ast.Unary("-", operand, span=_cover(token, operand)), operand)
 
-    def not_op(self, children: list[Any]) -> ast.Unary:
-        token, operand = children
+    def not_op(self, token: Token, operand: ast.Expr) -> ast.Unary:
         return _expr(ast.Unary("not", operand, span=_cover(token, operand)), operand)
 
-    def if_expr(self, children: list[Any]) -> ast.IfElse:
-        token, cond, then, orelse = children
+    def if_expr(self, token: Token, cond: ast.Expr, then: ast.Expr, orelse: ast.Expr) -> ast.IfElse:
         return _expr(ast.IfElse(cond, then, orelse, span=_cover(token, orelse)), cond, then, orelse)
 
     # --- declarations --------------------------------------------------------------------
-    def range(self, children: list[Any]) -> tuple[str, Any, Any, Any]:
-        lo, hi = _nodes(children)
-        return ("range", lo, hi, children[-1])
+    def range(self, _open: Token, lo: ast.Expr, hi: ast.Expr, close: Token) -> _Range:
+        return _Range(lo, hi, close)
 
-    def where(self, children: list[Any]) -> tuple[str, Any, Any]:
-        return ("where", children[0], children[0])
+    def where(self, expr: ast.Expr) -> _Where:
+        return _Where(expr)
 
-    def param_decl(self, children: list[Any]) -> ast.Param:
-        keyword, name, type_name, _eq, default, *rest = children
+    def param_decl(
+        self,
+        keyword: Token,
+        name: Token,
+        type_name: Token,
+        _eq: Token,
+        default: ast.Expr,
+        *rest: _Range | _Where,
+    ) -> ast.Param:
         lo = hi = where = None
-        last: Any = default
+        last: Token | ast.Expr = default
         for item in rest:
-            if item[0] == "range":
-                lo, hi = item[1], item[2]
+            if isinstance(item, _Range):
+                lo, hi, last = item.lo, item.hi, item.end
             else:
-                where = item[1]
-            last = item[-1]
+                where = last = item.expr
         return ast.Param(
             str(name),
             str(type_name),
@@ -204,41 +258,40 @@ class AstBuilder(Transformer):
             type_span=_tok(type_name),
         )
 
-    def param_override(self, children: list[Any]) -> ast.Param:
-        keyword, name, _eq, default = children
+    def param_override(
+        self, keyword: Token, name: Token, _eq: Token, default: ast.Expr
+    ) -> ast.Param:
         return ast.Param(
             str(name), None, default, span=_cover(keyword, default), name_span=_tok(name)
         )
 
-    def let_decl(self, children: list[Any]) -> ast.Let:
-        keyword, name, _eq, value = children
+    def let_decl(self, keyword: Token, name: Token, _eq: Token, value: ast.Expr) -> ast.Let:
         return ast.Let(str(name), value, span=_cover(keyword, value), name_span=_tok(name))
 
-    def assign_field(self, children: list[Any]) -> ast.Field:
-        name, _op, value = children
+    def assign_field(self, name: Token, _op: Token, value: ast.Expr) -> ast.Field:
         return ast.Field(str(name), "=", value, span=_cover(name, value), name_span=_tok(name))
 
-    def measure_field(self, children: list[Any]) -> ast.Field:
-        name, _op, value = children
+    def measure_field(self, name: Token, _op: Token, value: ast.Expr) -> ast.Field:
         return ast.Field(str(name), "~", value, span=_cover(name, value), name_span=_tok(name))
 
-    def use(self, children: list[Token]) -> ast.Use:
-        component, method = children[0], (children[2] if len(children) == 3 else None)
+    def use(self, component: Token, *rest: Token) -> ast.Use:
+        method = rest[1] if len(rest) == 2 else None
         return ast.Use(
             str(component),
             str(method) if method is not None else None,
-            span=_cover(component, children[-1]),
+            span=_cover(component, rest[-1] if rest else component),
         )
 
-    def uses(self, children: list[Any]) -> _Uses:
+    def uses(self, *children: Token | ast.Use) -> _Uses:
         return _Uses(tuple(_nodes(children)))
 
-    def per_step(self, children: list[Token]) -> _PerStep:
-        return _PerStep(_cover(children[0], children[-1]))
+    def per_step(self, per: Token, step: Token) -> _PerStep:
+        return _PerStep(_cover(per, step))
 
-    def stage_decl(self, children: list[Any]) -> ast.Stage:
-        keyword, name = children[0], children[1]
-        nodes = _nodes(children)
+    def stage_decl(
+        self, keyword: Token, name: Token, *rest: Token | _Uses | _PerStep | ast.Field
+    ) -> ast.Stage:
+        nodes = _nodes(rest)
         uses = next((n.items for n in nodes if isinstance(n, _Uses)), ())
         per_step = next((n.span for n in nodes if isinstance(n, _PerStep)), None)
         fields = tuple(n for n in nodes if isinstance(n, ast.Field))
@@ -247,20 +300,18 @@ class AstBuilder(Transformer):
             fields,
             uses,
             per_step is not None,
-            span=_cover(keyword, children[-1]),
+            span=_cover(keyword, _last_token(rest)),
             name_span=_tok(name),
             per_step_span=per_step,
         )
 
-    def call_decl(self, children: list[Any]) -> ast.CallArg:
-        keyword, name, _eq, value = children
+    def call_decl(self, keyword: Token, name: Token, _eq: Token, value: ast.Expr) -> ast.CallArg:
         return ast.CallArg(str(name), value, span=_cover(keyword, value), name_span=_tok(name))
 
-    def probe_axis(self, children: list[Any]) -> tuple[Token, int | None, Span | None, Any]:
-        """`NAME` or `NAME >= INT`: (name, minimum, the minimum's span, the last item)."""
-        if len(children) == 1:
-            return children[0], None, None, children[0]
-        name, op, value = children
+    def probe_axis(self, name: Token, op: Token | None = None, value: Token | None = None) -> _Axis:
+        """`NAME` or `NAME >= INT`: the name, the minimum, the minimum's span, the last item."""
+        if op is None or value is None:
+            return _Axis(name, None, None, name)
         span = _cover(op, value)
         number = _number(value, "integer")
         if op.value != ">=":
@@ -272,32 +323,31 @@ class AstBuilder(Transformer):
                     hints=["a probe never goes below the minimum: write '>='"],
                 )
             )
-        return name, int(number.value), span, value
+        return _Axis(name, int(number.value), span, value)
 
-    def probe_decl(self, children: list[Any]) -> ast.Probe:
-        axes = children[1:]
-        minimums = tuple(axis[1] for axis in axes)
+    def probe_decl(self, keyword: Token, *axes: _Axis) -> ast.Probe:
+        minimums = tuple(axis.minimum for axis in axes)
         return ast.Probe(
-            tuple(str(axis[0]) for axis in axes),
-            span=_cover(children[0], axes[-1][3]),
-            name_spans=tuple(_tok(axis[0]) for axis in axes),
+            tuple(str(axis.name) for axis in axes),
+            span=_cover(keyword, axes[-1].last),
+            name_spans=tuple(_tok(axis.name) for axis in axes),
             minimums=minimums if any(m is not None for m in minimums) else (),
-            minimum_spans=tuple(axis[2] for axis in axes),
+            minimum_spans=tuple(axis.minimum_span for axis in axes),
         )
 
-    def pipeline(self, children: list[Any]) -> ast.Pipeline:
-        names = [c for c in children if isinstance(c, Token) and c.type == "NAME"]
-        members = tuple(_nodes(children))
+    def pipeline(self, keyword: Token, *rest: Token | ast.Member) -> ast.Pipeline:
+        names = [c for c in rest if isinstance(c, Token) and c.type == "NAME"]
+        members: tuple[ast.Member, ...] = tuple(_nodes(rest))
         name = names[0]
         parent = names[1] if len(names) > 1 else None
         return ast.Pipeline(
             str(name),
             str(parent) if parent else None,
             members,
-            span=_cover(children[0], children[-1]),
+            span=_cover(keyword, _last_token(rest)),
             name_span=_tok(name),
             parent_span=_tok(parent) if parent else None,
         )
 
-    def module(self, children: list[Any]) -> ast.Module:
+    def module(self, *children: Token | ast.Pipeline) -> ast.Module:
         return ast.Module(tuple(_nodes(children)))

@@ -326,7 +326,9 @@ def explain_command(
     book, program = load_book(source)
     with runtime_errors():
         formulas = pipeline_named(book, pipeline, source)
-        result = explain(program.pipeline(pipeline), formulas, probe, target)
+        resolved = program.pipeline(pipeline) if program is not None else None
+        assert resolved is not None, "sources (not an artifact) that hold the pipeline named"
+        result = explain(resolved, formulas, probe, target)
     if as_json:
         ui().out.json(_explained_document(pipeline, result))
     else:

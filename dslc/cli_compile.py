@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+import attrs
 import click
 
 from dslc.cli_failures import Failure, runtime_errors
@@ -14,23 +15,37 @@ from dslc.cli_files import wf_files
 from dslc.cli_ui import ui
 from dslc.render_rich import plural
 
-__all__ = ["compile_files", "load_book", "pipeline_named", "summary"]
+if TYPE_CHECKING:
+    from dslc.compiler import CompileResult
+    from dslc.emit import Emitted
+    from dslc.model import Program
+    from runtime import FormulaBook, Pipeline
+
+__all__ = ["Compiled", "compile_files", "load_book", "pipeline_named", "summary"]
 
 
-def compile_files(files: list[Path], *, strict: bool = False) -> Any:
+@attrs.frozen
+class Compiled:
+    """A compilation without errors: the program, and the IR it emitted for `dslc.build`."""
+
+    program: Program
+    emitted: Emitted | None
+
+
+def compile_files(files: list[Path], *, strict: bool = False) -> Compiled:
     """Compile; every diagnostic to stderr; on errors, a summary and exit 1."""
     from dslc.compiler import compile_paths
 
     result = compile_paths(files, strict=strict)
     for diagnostic in result.diagnostics:
         ui().err.diagnostic(diagnostic)
-    if not result.ok:
+    if not result.ok or result.program is None:
         ui().err.line(summary(result, files), style="bold red")
         raise click.exceptions.Exit(1)
-    return result
+    return Compiled(result.program, result.emitted)
 
 
-def summary(result: Any, files: Sequence[Path]) -> str:
+def summary(result: CompileResult, files: Sequence[Path]) -> str:
     """`2 errors, 1 warning in 3 files` or `ok: 12 pipelines in 9 files`."""
     errors = len(result.errors)
     warnings = len(result.diagnostics) - errors
@@ -39,10 +54,11 @@ def summary(result: Any, files: Sequence[Path]) -> str:
         counts = [plural(errors, "error")] + ([plural(warnings, "warning")] if warnings else [])
         return f"{', '.join(counts)} in {where}"
     extra = f" ({plural(warnings, 'warning')})" if warnings else ""
-    return f"ok: {plural(len(result.program.pipelines), 'pipeline')} in {where}{extra}"
+    pipelines = result.program.pipelines if result.program is not None else ()
+    return f"ok: {plural(len(pipelines), 'pipeline')} in {where}{extra}"
 
 
-def load_book(source: Path) -> tuple[Any, Any]:
+def load_book(source: Path) -> tuple[FormulaBook, Program | None]:
     """A FormulaBook from a `.json` artifact, or from `.wf` sources compiled in memory.
 
     Returns (book, program); program is None for an artifact. Either way the values come from
@@ -62,7 +78,7 @@ def load_book(source: Path) -> tuple[Any, Any]:
     return load_program(result.program, result.emitted), result.program
 
 
-def pipeline_named(book: Any, name: str, source: Path) -> Any:
+def pipeline_named(book: FormulaBook, name: str, source: Path) -> Pipeline:
     """`book[name]`; an unknown name fails naming the closest pipelines and `dslc list SOURCE`."""
     from runtime import UnknownPipelineError
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 import click
 
@@ -23,7 +22,7 @@ class Failure(click.ClickException):
         super().__init__(message)
         self.err = ui().err
 
-    def show(self, file: Any = None) -> None:
+    def show(self, file: object = None) -> None:
         self.err.line(f"error: {self.message}", style="bold red")
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
 
 import click
 
@@ -45,7 +44,7 @@ class DslcGroup(click.Group):
             command = loaded if isinstance(loaded, click.Command) else None
         return None if command is None else with_global_options(command)
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> object:
         # Python's int-to-text digit guard stays on: huge values print as their leading digits and
         # digit count (render_rich.show_int), and `--json` refuses what it cannot print exactly.
         try:

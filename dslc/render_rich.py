@@ -14,11 +14,15 @@ import os
 import re
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 import click
 
 from dslc.diagnostics import Diagnostic, render
+
+if TYPE_CHECKING:  # rich is imported only when colouring
+    from rich.console import Console
+    from rich.text import Text
 
 COLOR_MODES = ("auto", "always", "never")
 MAX_TABLE_WIDTH = 10_000  # a larger COLUMNS is ignored (natural width)
@@ -114,10 +118,10 @@ class Output:
         self.stream = stream
         self.color = color
         self.width = table_width(stream, width)
-        self._console: Any = None
+        self._console: Console | None = None
 
     @property
-    def console(self) -> Any:
+    def console(self) -> Console:
         if self._console is None:
             from rich.console import Console  # only when colouring: keeps plain runs light
 
@@ -131,7 +135,7 @@ class Output:
             )
         return self._console
 
-    def _text(self, text: str, style: str | None = None) -> Any:
+    def _text(self, text: str, style: str | None = None) -> Text:
         from rich.text import Text
 
         return Text(printable(text), style=style or "")
@@ -166,7 +170,7 @@ class Output:
             self.console.print(self._styled_line(diagnostic, number, line))
         self.console.print()
 
-    def _styled_line(self, diagnostic: Diagnostic, number: int, line: str) -> Any:
+    def _styled_line(self, diagnostic: Diagnostic, number: int, line: str) -> Text:
         text = self._text(line)
         severity = _SEVERITY_STYLE[diagnostic.severity]
         if number == 0:

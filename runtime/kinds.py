@@ -15,6 +15,7 @@ class PhaseKind(StrEnum):
     STAGE = "stage"
     SETUP = "setup"
     COMPONENT = "component"
+    PREFETCH = "prefetch"  # a caller's window of onloading ahead: its components present, not run
 
 
 class Quantity(StrEnum):
@@ -52,3 +53,11 @@ class MarginSource(StrEnum):
 
     EVIDENCE = "evidence"
     FIXED = "fixed"
+
+
+class FitRule(StrEnum):
+    """How a modeler's policy selects and weighs the sizes (``runtime.estimate.fit.model``)."""
+
+    EXACT = "exact"  # through the independent sizes nearest the target; the others checked
+    PLANE = "plane"  # weighted least squares over every size, read at the target with a spread
+    PEAK = "peak"  # largest peak a size, nearest sizes; a negligible negative slope left out

@@ -29,9 +29,9 @@ from tests.structure import (
 #: Per package, the most each count may be (today's; lower one when the count falls).
 CEILINGS: dict[str, dict[str, int]] = {
     "artifact": {"any": 0, "enum_strings": 0, "long_functions": 0, "circles": 0},
-    "dslc": {"any": 116, "enum_strings": 8, "long_functions": 0, "circles": 0},
+    "dslc": {"any": 12, "enum_strings": 8, "long_functions": 0, "circles": 0},
     "runtime": {"any": 7, "enum_strings": 2, "long_functions": 0, "circles": 0},
-    "calibration": {"any": 27, "enum_strings": 11, "long_functions": 0, "circles": 0},
+    "calibration": {"any": 16, "enum_strings": 11, "long_functions": 0, "circles": 0},
 }
 
 #: The modules over 500 lines, each waiting to be split by its jobs; no other may grow past it.
@@ -39,7 +39,6 @@ LONG_MODULES = frozenset(
     {
         "dslc/passes/prove.py",
         "calibration/plan/search.py",
-        "calibration/probes/findings.py",
     }
 )
 

@@ -19,6 +19,7 @@ from calibration.probes.residuals import StageFit
 from calibration.probes.sizes import departures, ladder, shape_probe, towards
 from calibration.probes.time_probe import covers_memory, time_probe
 from runtime import Pipeline
+from runtime.estimate.fit.model import FitCache
 from runtime.kinds import FindingKind, Quantity
 from runtime.record import WarmupRecord
 
@@ -45,12 +46,17 @@ class Loop:
         repeat: int,
         verify: bool,
         progress: Progress | None,
+        most_added: int = 0,
     ) -> None:
         self.session, self.points, self.sizes, self.target = session, points, sizes, target
         self.repeat, self.verify = repeat, verify
         self.tick = progress or (lambda step, total, what: None)
-        self.total = 2 + repeat * (len(sizes) + 1 + (1 if verify else 0))
+        # known up front, never grown: every size ``more_sizes`` may add counted in (an upper
+        # bound the run then finishes under); the warmup and the estimate are the 2
+        runs = len(sizes) + most_added + 1 + (1 if verify else 0)
+        self.total = 2 + repeat * runs
         self.step = 0
+        self.modeler = FitCache()  # each stage and policy fitted once over the whole calibration
         self.roles: list[str] = []
         self.records: list[WarmupRecord] = []
         self.for_time: set[str] = set()  # roles of sizes chosen from measured times
@@ -82,7 +88,6 @@ class Loop:
         self.cost += relative_cost(self.session.formulas, point, self.target)
         self.points[role] = point
         self.sizes.append((role, why))
-        self.total += self.repeat
         self.measure(role, why)
         return True
 
@@ -95,7 +100,7 @@ class Loop:
     def settle(self, margin: float, uncovered: Sequence[str]) -> Settled:
         """What the records say so far (``settle``), time sizes kept to time."""
         memory, timed = self.split()
-        return settle(self.session, memory, self.target, margin, uncovered, timed)
+        return settle(self.session, memory, self.target, margin, uncovered, timed, self.modeler)
 
     def verify_target(self, k: int) -> None:
         self.step += 1
@@ -120,6 +125,12 @@ def more_sizes(
     settled = _memory_sizes(loop, probe, target, margin, uncovered)
     if time_tolerance is not None:
         _time_size(loop, settled, probe, target, time_tolerance)
+
+
+def most_added(probe: Point, target: Point, time_tolerance: float | None) -> int:
+    """The most sizes ``more_sizes`` can add: ``CONFIRM_TRIES``, one a departing param, one
+    nearer the target, one for time: the progress's total is known before the first run."""
+    return CONFIRM_TRIES + len(departures(probe, target)) + 1 + (time_tolerance is not None)
 
 
 def _memory_sizes(

@@ -21,7 +21,7 @@ from pathlib import Path
 from attrs import field, frozen
 
 from artifact.point import Point
-from calibration.calibrate.loop import Loop, Progress, more_sizes
+from calibration.calibrate.loop import Loop, Progress, more_sizes, most_added
 from calibration.calibrate.settle import Settled, fixed_margin_bounds, median_run
 from calibration.core.calls import UnprovenCall, unproven_calls
 from calibration.core.costs import relative_cost, work_ratio
@@ -109,6 +109,7 @@ class Calibration:
     unproven_calls: tuple[UnprovenCall, ...] = ()  # of those, the ones no measured pair showed used
     undo_failed: str = ""  # why the placement calibrated under could not be taken off afterwards
     left_in_place: tuple[tuple[str, str], ...] = ()  # ... and what each component kept of it
+    default_workload: Point = field(factory=dict, hash=False)  # the formulas': what it stands for
 
     @property
     def second_probe(self) -> Point | None:
@@ -245,7 +246,8 @@ def calibrate_session(
     """
     pipeline = session.formulas
     points, sizes, uncovered = _planned(pipeline, warmup, probe, target)
-    loop = Loop(session, points, sizes, target, repeat, verify, progress)
+    added = most_added(probe, target, time_tolerance)
+    loop = Loop(session, points, sizes, target, repeat, verify, progress, added)
     loop.measure("warmup")
     for k in range(repeat):
         for role, _ in list(loop.sizes):
@@ -328,7 +330,9 @@ def _calibration(
         extra_costs=tuple(float(relative_cost(pipeline, p, target)) for p, _ in extras),
         findings=settled.findings,
         margins=settled.margins,
-        fixed_bounds=fixed_margin_bounds(session, settled, target, settled.estimate.margin),
+        fixed_bounds=fixed_margin_bounds(
+            session, settled, target, settled.estimate.margin, loop.modeler
+        ),
         uncovered=uncovered,
         undeclared=unstaged_components(loop.records),
         layer_bytes=session.layer_bytes,
@@ -341,6 +345,7 @@ def _calibration(
         plan_file=None if session.saved_plan is None else session.saved_plan.path,
         plan_placement={} if session.saved_plan is None else session.saved_plan.placement(),
         capacity=session.capacity,
+        default_workload=pipeline.default_workload,
         unproven_calls=unproven_calls(
             pipeline,
             session.pipe,

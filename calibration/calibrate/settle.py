@@ -15,6 +15,7 @@ from calibration.probes.findings import Checked, Finding, check, rank
 from calibration.probes.policy import open_stages
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate, estimate, estimate_timing
+from runtime.estimate.fit.model import FitCache, Modeler
 from runtime.kinds import FindingKind, MarginSource, Quantity
 from runtime.record import WarmupRecord
 
@@ -45,6 +46,7 @@ def settle(
     margin: float,
     uncovered: Sequence[str],
     timed: Sequence[WarmupRecord] = (),
+    modeler: Modeler | None = None,
 ) -> Settled:
     """Check the records, leave out the sizes a memory finding puts outside the formulas' regime,
     give each stage its margin (evidence or fixed) and estimate, with the findings' risks added.
@@ -52,12 +54,18 @@ def settle(
     ``timed`` are the runs of sizes chosen for time (from measured times, so from a clock): they
     join the time checks and the time estimate only, so that no memory figure depends on a clock."""
     pipeline, backend = session.formulas, session.recorder.backend.name
-    everything = check(pipeline, records, target, backend)
+    modeler = modeler or FitCache()
+    everything = check(pipeline, records, target, backend, modeler=modeler)
     kept = in_regime(pipeline, records, everything.findings, target)
     fitted = _first_request_ahead(records, kept)
-    checked = everything if len(kept) == len(records) else check(pipeline, fitted, target, backend)
+    checked = (
+        everything
+        if len(kept) == len(records)
+        else check(pipeline, fitted, target, backend, modeler=modeler)
+    )
     if timed:
-        checked = _with_time(checked, check(pipeline, [*fitted, *timed], target, backend, (TIME,)))
+        both = [*fitted, *timed]
+        checked = _with_time(checked, check(pipeline, both, target, backend, (TIME,), modeler))
     regime = [f for f in everything.findings if f.kind == FindingKind.PROBE_REGIME]
     rest = (f for f in checked.findings if f.kind != FindingKind.PROBE_REGIME)
     findings = tuple(sorted([*regime, *rest], key=rank))
@@ -69,9 +77,11 @@ def settle(
         margin=margin,
         component_weight_bytes=session.weights,
         stage_margins={m.stage: m.margin for m in margins if m.source == MarginSource.EVIDENCE},
+        modeler=modeler,
     )
     if timed:
-        result = evolve(result, timing=estimate_timing([*kept, *timed], pipeline, target))
+        timing = estimate_timing([*kept, *timed], pipeline, target, modeler)
+        result = evolve(result, timing=timing)
     risks = with_risks(result, (*checked.findings, *checked.quiet))
     return Settled(checked, findings, tuple(kept), risks, margins, tuple(timed))
 
@@ -98,16 +108,22 @@ def _with_time(memory: Checked, time: Checked) -> Checked:
 
 
 def fixed_margin_bounds(
-    session: Session, settled: Settled, target: Point, margin: float
+    session: Session,
+    settled: Settled,
+    target: Point,
+    margin: float,
+    modeler: Modeler | None = None,
 ) -> dict[str, int | None]:
     """Each phase's bound (and the request's, as "request") with the fixed margin alone, on the
-    same records: what the margins from evidence are compared with."""
+    same records: what the margins from evidence are compared with (the settled peak fits and time
+    planes read from ``modeler``: the fixed margin applied to the same fits, not to new ones)."""
     fixed = estimate(
         settled.kept,
         session.formulas,
         target=target,
         margin=margin,
         component_weight_bytes=session.weights,
+        modeler=modeler,
     )
     bounds = {p.label: p.peak.bound_bytes for p in fixed.phases}
     bounds["request"] = fixed.request_peak.bound_bytes

@@ -151,7 +151,7 @@ def calibrate(
     choice = check_choice(choice)
     plot = checked_outputs(plot, save, records_path)  # before minutes of calibration
     try:
-        with progress() as tick:
+        with progress("calibrate") as tick:
             cal = run_calibration(
                 choice,
                 Shapes(warmup, probe, target),
@@ -209,4 +209,4 @@ def _write(
         if as_json:
             ui().out.json(doc)
             return
-    show(cal, plot, strict=strict)
+    show(cal, plot, strict=strict, save=save)

@@ -257,7 +257,7 @@ def infer(
         point = checked_base(checked.pipeline, [chosen.start, ("--base", base)])
         header = _header(chosen.label, Path(checked.source).name if skeleton else "--axis")
         with (
-            progress() as tick,
+            progress("infer") as tick,
             request_seconds(timeout),
             calibrating_under(placing(offload), capacity),
         ):

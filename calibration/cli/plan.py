@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
 import click
 from click.core import ParameterSource
 
@@ -156,7 +157,7 @@ def calibrated(
     out = []
     for shape in shapes:
         try:
-            with progress() as tick:
+            with progress("plan") as tick:
                 cal = run_calibration(choice, shape, config, progress=tick)
         except CalibrationError as exc:
             raise Failure(str(exc)) from None
@@ -216,6 +217,13 @@ def calibrated(
     help="Pinned host memory; over it a host copy is pageable, slower [default: unlimited].",
 )
 @click.option(
+    "--host-memory",
+    callback=_size,
+    metavar="SIZE",
+    help="Host memory for the host copies, pinned and pageable; a plan whose copies do not fit "
+    "is refused, naming the host shortfall [default: unlimited].",
+)
+@click.option(
     "--pageable-factor",
     type=FiniteRange(1, 1000),
     default=DEFAULT_PAGEABLE_FACTOR,
@@ -257,6 +265,7 @@ def plan(
     reserve: int | None,
     bandwidth: int | None,
     pin_budget: int | None,
+    host_memory: int | None,
     pageable_factor: float,
     as_json: bool,
     validate_mode: str | None,
@@ -272,7 +281,13 @@ def plan(
         _validate_usage(calibrations, targets)
     elif rank_timeout is not None:
         raise click.UsageError("--rank-timeout bounds the lifecycle's waits: give --validate")
-    devices = [_device(m, reserve, bandwidth, pin_budget, pageable_factor) for m in device_memory]
+    devices = [
+        attrs.evolve(
+            _device(m, reserve, bandwidth, pin_budget, pageable_factor),
+            host_memory_bytes=host_memory,
+        )
+        for m in device_memory
+    ]
     planned_device = _one_or_per_rank(devices, len(calibrations), validate_mode)
     choice = check_choice(choice)
     shapes = [Shapes(warmup, probe, t) for t in targets or [{}]]
@@ -438,6 +453,11 @@ def _show(result: Plan, planned: Sequence[Target]) -> None:
             show_bytes(device.capacity_bytes),
             f"reserve {show_bytes(device.reserve)}",
             f"usable {show_bytes(device.usable_bytes)}",
+            *(
+                [f"host memory {show_bytes(device.host_memory_bytes)}"]
+                if device.host_memory_bytes is not None
+                else []
+            ),
         ],
     )
     out.labelled("targets: ", [t.name for t in planned])
@@ -448,6 +468,7 @@ def _show(result: Plan, planned: Sequence[Target]) -> None:
         [
             f"{show_seconds(result.transfer_s)} ({show_bytes(result.transfer_bytes)})",
             f"pinned {show_bytes(result.pinned_bytes)}",
+            f"host copies {show_bytes(result.host_bytes)}",
             *(
                 [f"pageable {show_bytes(paged)} ({result.device.pageable_factor:g}x slower)"]
                 if (paged := sum(p.pageable_bytes for p in result.placements))

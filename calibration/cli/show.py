@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,49 +15,87 @@ from calibration.probes.findings import NOTES
 from dslc.cli_support import Failure, ui
 from runtime.record import WarmupRecord
 
+#: A step still running after this many seconds of the run shows an estimate of the time left.
+LONG_S = 10.0
+
+
+def progress_line(
+    command: str, step: int, total: int, what: str, elapsed_s: float, stepping_s: float
+) -> str:
+    """One piped progress line: the command, the step of a total known up front (none while it
+    is not known yet, at step 0), the time elapsed and, on a long run, the time left at the pace
+    of the steps so far (``stepping_s`` since step 1 began; an upper bound when the total is)."""
+    if step <= 0:
+        return f"{command} {_clock(elapsed_s)} {what}"
+    left = ""
+    if 1 < step < total and elapsed_s >= LONG_S:
+        left = f", ~{_clock(stepping_s / (step - 1) * (total - step + 1))} left"
+    return f"{command} [{step}/{total}] {_clock(elapsed_s)}{left} {what}"
+
+
+def _clock(seconds: float) -> str:
+    """``0:07``, ``12:30``, ``1:02:03``: elapsed time as a clock shows it."""
+    whole = max(int(seconds), 0)
+    hours, rest = divmod(whole, 3600)
+    text = f"{rest // 60}:{rest % 60:02d}"
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else text
+
 
 @contextmanager
-def progress_bar(enabled: bool) -> Iterator[Progress | None]:
-    """A rich progress bar on stderr (only on a terminal); yields the progress callback."""
-    if not enabled:
-        yield None
-        return
+def progress_bar(command: str) -> Iterator[Progress]:
+    """A rich progress bar on stderr: the command, the step of its total, elapsed and left."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.progress import Progress as Bar
 
     console = Console(file=sys.stderr, markup=False, emoji=False, highlight=False)
-    with Progress(
-        TextColumn("calibrate"),
-        BarColumn(),
+    columns = (TextColumn(command), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Bar(
+        *columns,
+        TimeRemainingColumn(),
         TextColumn("{task.description}"),
-        TimeElapsedColumn(),
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task("starting", total=1)
+        task = bar.add_task("starting", total=None)
 
         def tick(step: int, total: int, what: str) -> None:
-            bar.update(task, completed=step, total=total, description=what)
+            known = total if step > 0 else None  # step 0: before the total is known
+            bar.update(task, completed=max(step - 1, 0), total=known, description=what)
 
         yield tick
 
 
 @contextmanager
-def progress() -> Iterator[Progress | None]:
-    """The run's progress on stderr: a bar on a terminal, else one line per step (a piped run
-    shows where it is too); nothing with --quiet."""
+def progress(
+    command: str, clock: Callable[[], float] = time.monotonic
+) -> Iterator[Progress | None]:
+    """The run's progress on stderr, labelled ``command``: a bar on a terminal, else one line
+    per step (a piped run shows where it is too); nothing with --quiet."""
     current = ui()
     if current.quiet:
         yield None
     elif sys.stderr.isatty():
-        with progress_bar(enabled=True) as tick:
+        with progress_bar(command) as tick:
             yield tick
     else:
         last: list[str] = []
+        start = clock()
+        first: list[float] = []  # when step 1 began: the pace counts from there
 
         def line(step: int, total: int, what: str) -> None:
+            now = clock()
+            if step > 0 and not first:
+                first.append(now)
             if last != [what]:
-                current.err.line(f"calibrate [{step}/{total}] {what}")
+                since = now - first[0] if first else 0.0
+                current.err.line(progress_line(command, step, total, what, now - start, since))
                 last[:] = [what]
 
         yield line
@@ -95,15 +134,16 @@ TIME_HEADERS = ["time", "method", "predicted", "two sigma", "measured", "error"]
 TIME_RIGHT = [False, False, True, True, True, True]
 
 
-def show(cal: Calibration, plot: Path | None, *, strict: bool = False) -> None:
+def show(
+    cal: Calibration, plot: Path | None, *, strict: bool = False, save: Path | None = None
+) -> None:
+    """The tables between a headline and the verdict; a legend and the next command unless
+    --quiet."""
     from calibration.calibrate.report import memory_rows, show_bytes, show_ratio, time_rows
+    from calibration.cli.guide import LEGEND, headline, next_line
 
-    out = ui().out
-    out.line(
-        f"{cal.pipeline}: {_source(cal.example)} on {cal.device} ({cal.backend}), "
-        f"formulas {cal.formula_path}",
-        style="bold",
-    )
+    out, quiet = ui().out, ui().quiet
+    out.line(headline(cal), style="bold")
     shown = [("warmup", cal.warmup, ""), ("probe", cal.probe, "")]
     shown += [
         (f"probe {k + 2}", p, f"  ({why}; {cost:.3g}x the target)")
@@ -134,17 +174,17 @@ def show(cal: Calibration, plot: Path | None, *, strict: bool = False) -> None:
     out.table(MEMORY_HEADERS, memory_rows(cal), right=MEMORY_RIGHT)
     out.line()
     out.table(TIME_HEADERS, time_rows(cal), right=TIME_RIGHT)
+    if not quiet:
+        out.line()
+        for line in LEGEND:
+            out.line(line)
     if cal.measured is None:
         out.line()
         out.line("run with --verify to measure the target and compare")
     out.line()
     out.line(verdict(cal, strict=strict).line, style="bold")
-
-
-def _source(label: str) -> str:
-    from calibration.examples import EXAMPLES
-
-    return f"example {label}" if label in EXAMPLES else f"pipeline {label}"
+    if not quiet:
+        out.line(next_line(save))
 
 
 def warn(cal: Calibration) -> None:

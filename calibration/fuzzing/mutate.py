@@ -23,8 +23,9 @@ import os
 import random
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
+from artifact.write import JsonValue
 from dslc.fuzzing.harness import CaseClock
 
 __all__ = [
@@ -44,7 +45,9 @@ __all__ = [
 
 CASE_SECONDS = 1.0  # a case using more CPU time than this is a failure
 OK_EXITS = frozenset({0, 1, 2, 4, 5})  # 3 is an internal error: a bug of ours
-Json = Any  # a parsed JSON value, mutated in place
+#: A parsed JSON value, mutated in place; a place in one (keys and indexes from the root).
+Json: TypeAlias = JsonValue
+Place: TypeAlias = "tuple[str | int, ...]"
 
 
 STOP_FACTORY = "calibration.fuzzing.mutate:stop"
@@ -147,10 +150,10 @@ HOSTILE_VALUES: tuple[Json, ...] = (
 )
 
 
-def _paths(doc: Json, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+def _paths(doc: Json, at: Place = ()) -> list[Place]:
     """Every place in the document (iteratively: a mutated one may be deep)."""
-    out: list[tuple[Any, ...]] = []
-    stack = [(doc, at)]
+    out: list[Place] = []
+    stack: list[tuple[Json, Place]] = [(doc, at)]
     while stack:
         value, here = stack.pop()
         out.append(here)
@@ -161,16 +164,26 @@ def _paths(doc: Json, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return out
 
 
-def _get(doc: Json, path: tuple[Any, ...]) -> Json:
+def _get(doc: Json, path: Place) -> Json:
+    """The value at a place `_paths` found."""
     for key in path:
-        doc = doc[key]
+        if isinstance(doc, dict) and isinstance(key, str):  # noqa: SIM114 - each narrows its own
+            doc = doc[key]
+        elif isinstance(doc, list) and isinstance(key, int):
+            doc = doc[key]
+        else:
+            raise KeyError(path)  # not a place in this document
     return doc
 
 
-def _set(doc: Json, path: tuple[Any, ...], value: Json) -> Json:
+def _set(doc: Json, path: Place, value: Json) -> Json:
     if not path:
         return value
-    _get(doc, path[:-1])[path[-1]] = value
+    parent, key = _get(doc, path[:-1]), path[-1]
+    if isinstance(parent, dict) and isinstance(key, str):  # noqa: SIM114 - each narrows its own
+        parent[key] = value
+    elif isinstance(parent, list) and isinstance(key, int):
+        parent[key] = value
     return doc
 
 
@@ -182,7 +195,9 @@ def _drop_key(rng: random.Random, doc: Json) -> Json:
     places = [p for p in _paths(doc) if p and isinstance(_get(doc, p[:-1]), dict)]
     if places:
         place = rng.choice(places)
-        del _get(doc, place[:-1])[place[-1]]
+        parent, key = _get(doc, place[:-1]), place[-1]
+        if isinstance(parent, dict) and isinstance(key, str):  # always: `places` holds only these
+            del parent[key]
     return doc
 
 
@@ -190,7 +205,8 @@ def _grow_list(rng: random.Random, doc: Json) -> Json:
     lists = [p for p in _paths(doc) if isinstance(_get(doc, p), list) and _get(doc, p)]
     if lists:
         items = _get(doc, rng.choice(lists))
-        items.extend(copy.deepcopy(items) * rng.choice([1, 3, 20]))
+        if isinstance(items, list):  # always: `lists` holds only lists
+            items.extend(copy.deepcopy(items) * rng.choice([1, 3, 20]))
     return doc
 
 
@@ -200,8 +216,8 @@ def _rename(rng: random.Random, doc: Json) -> Json:
     placed = doc.get("components") if isinstance(doc, dict) else None
     names = list(weights) if isinstance(weights, dict) else []
     if not names and isinstance(placed, list):  # a saved plan: its components' names
-        names = [c.get("name") for c in placed if isinstance(c, dict)]
-        names = [n for n in names if isinstance(n, str)]
+        found = [c.get("name") for c in placed if isinstance(c, dict)]
+        names = [n for n in found if isinstance(n, str)]
     if names:
         old, new = rng.choice(names), rng.choice(["ghost", "", "x" * 300, "transformer\x00"])
         text = json.dumps(doc).replace(json.dumps(old), json.dumps(new), 1)
@@ -211,7 +227,8 @@ def _rename(rng: random.Random, doc: Json) -> Json:
 
 def _many_components(rng: random.Random, doc: Json) -> Json:
     """Many components in one phase: the planner's size, within its limits or refused by them."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("phases"), list) or not doc["phases"]:
+    phases = doc.get("phases") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or not isinstance(phases, list) or not phases:
         return doc
     count = rng.choice([10, 50, 200])
     weights = doc.setdefault("component_weight_bytes", {})
@@ -219,9 +236,9 @@ def _many_components(rng: random.Random, doc: Json) -> Json:
         return doc
     names = [f"c{i}" for i in range(count)]
     weights.update({n: rng.randrange(1, 1 << 30) for n in names})
-    phase = doc["phases"][0]
+    phase = phases[0]
     if isinstance(phase, dict):
-        phase["active_components"] = names
+        phase["active_components"] = [*names]
     return doc
 
 
@@ -271,7 +288,7 @@ def mutate_document(
     if rng.random() < 0.3:
         return _text_mutation(rng, json.dumps(doc))
     names = []
-    mutated = copy.deepcopy(dict(doc))
+    mutated: Json = copy.deepcopy(dict(doc))
     chosen = sorted(n for n in DOCUMENT_MUTATORS if sizes or n not in SIZE_MUTATORS)
     for _ in range(rng.choice([1, 1, 2, 3])):
         name = rng.choice(chosen)

@@ -13,13 +13,16 @@ recorder, hooks and phases as every other measurement.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypeGuard
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from calibration.infer.time_terms import BYTES_WEIGHT
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload  # torch's private module: named in annotations only
 
 
 def _tensors(value: object) -> Iterator[torch.Tensor]:
@@ -33,12 +36,16 @@ def _tensors(value: object) -> Iterator[torch.Tensor]:
             yield from _tensors(item)
 
 
-def _attention_flops(args: tuple[Any, ...]) -> int:
+def _matrix(value: object) -> TypeGuard[torch.Tensor]:
+    return isinstance(value, torch.Tensor) and value.dim() >= 2
+
+
+def _attention_flops(args: tuple[object, ...]) -> int:
     """``q @ k^T`` and ``softmax @ v`` of a fused attention the registry does not know: 2 x 2
     x batch x heads x queries x keys x the head dims (q: [..., L, E], k: [..., S, E], v: [..., S,
     Ev])."""
     q, k, v = (a for a in args[:3])
-    if not all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in (q, k, v)):
+    if not (_matrix(q) and _matrix(k) and _matrix(v)):
         return 0
     *batch, queries, dim = q.shape
     keys, value_dim = k.shape[-2], v.shape[-1]
@@ -60,11 +67,11 @@ class WorkMeter(TorchDispatchMode):
 
     def __torch_dispatch__(
         self,
-        func: Any,  # Any: torch's OpOverload, untyped
+        func: OpOverload,
         types: object,
-        args: tuple[Any, ...] = (),
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> Any:  # Any: whatever the op returns
+        args: tuple[object, ...] = (),
+        kwargs: Mapping[str, object] | None = None,
+    ) -> object:  # whatever the op returns
         kwargs = dict(kwargs or {})
         out = func(*args, **kwargs)
         packet = func._overloadpacket

@@ -173,11 +173,3 @@ def cautious_bounds(
 def worst_failure(agreement: Agreement, failure: Failure) -> Failure:
     """The most cautious validation outcome over the ranks."""
     return Failure.of_severity(agreement.max_int(failure.severity))
-
-
-def placement_key(plan: Plan) -> str:
-    """A placement as text: each component's kind and the layers it keeps."""
-    return ";".join(
-        f"{p.component}={p.kind.value}:{','.join(map(str, p.resident_layers))}"
-        for p in plan.placements
-    )

@@ -31,6 +31,7 @@ def dumps(components: Sequence[Component], targets: Sequence[Target], device: De
                 device.pin_budget_bytes,
                 device.bandwidth_bytes_per_s,
                 device.pageable_factor,
+                device.host_memory_bytes,
             ],
         },
         sort_keys=True,
@@ -40,7 +41,17 @@ def dumps(components: Sequence[Component], targets: Sequence[Target], device: De
 def _target(t: Target) -> dict[str, object]:
     return {
         "name": t.name,
-        "phases": [[p.label, p.bound_bytes, list(p.active_components)] for p in t.phases],
+        "phases": [
+            [
+                p.label,
+                p.bound_bytes,
+                list(p.active_components),
+                list(p.prefetched),
+                list(p.whole_components),
+                p.transition_bytes,
+            ]
+            for p in t.phases
+        ],
         "uses": dict(t.uses),
         "layer_uses": {k: list(v) for k, v in t.layer_uses.items()},
         "weight": t.weight,
@@ -98,13 +109,14 @@ def loads(text: str) -> Inputs:
             )
         )
     targets = tuple(_read_target(_map(t, "a target")) for t in _list(doc["targets"], "targets"))
-    capacity, reserve, pin, bandwidth, factor = _list(doc["device"], "the device")
+    capacity, reserve, pin, bandwidth, factor, host = _list(doc["device"], "the device")
     device = Device(
         _int(capacity, "the capacity"),
         _optional_int(reserve, "the reserve"),
         _optional_int(pin, "the pin budget"),
         _number(bandwidth, "the bandwidth"),
         _number(factor, "the pageable factor"),
+        host_memory_bytes=_optional_int(host, "the host memory"),
     )
     return tuple(components), targets, device
 
@@ -112,8 +124,17 @@ def loads(text: str) -> Inputs:
 def _read_target(t: dict[str, object]) -> Target:
     phases = []
     for item in _list(t["phases"], "phases"):
-        label, bound, active = _list(item, "a phase")
-        phases.append(Phase(str(label), _int(bound, "a bound"), _strs(active, "active components")))
+        label, bound, active, incoming, whole, moves = _list(item, "a phase")
+        phases.append(
+            Phase(
+                str(label),
+                _int(bound, "a bound"),
+                _strs(active, "active components"),
+                whole_components=_strs(whole, "whole components"),
+                transition_bytes=_optional_int(moves, "the transition bytes"),
+                prefetched=_strs(incoming, "prefetched components"),
+            )
+        )
     compute = t["compute_s"]
     return Target(
         str(t["name"]),

@@ -16,7 +16,7 @@ from attrs import define
 
 from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
-from calibration.lifecycle.agree import cautious_bounds, device_kind, placement_key, plan_ranks
+from calibration.lifecycle.agree import cautious_bounds, device_kind, plan_ranks
 from calibration.lifecycle.bounded import RankError, RanksStopped, bounded, default_timeout
 from calibration.lifecycle.model import (
     NO_PLAN_VALIDATES,
@@ -53,6 +53,7 @@ from calibration.lifecycle.validate import (
     with_bounds,
 )
 from calibration.plan.apply import Applied, UndoError
+from calibration.plan.costs import MeasuredCosts, placement_key
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.solver import most_conservative
 from runtime.record import WarmupRecord
@@ -74,6 +75,28 @@ class Outcome:
     applied: Applied | None = None  # ``applied.undo()`` takes the placement off again
     monitor: object | None = None  # the ``ServingMonitor`` once serving began
     calibration: Calibration | None = None
+
+
+@attrs.frozen
+class _Run:
+    """What every step after calibration reads, passed once: the log it writes, the mode, the
+    pipeline's session and shapes, the settings (rank agreement bounded), the planner's inputs
+    and the calibration they came from."""
+
+    book: Log
+    mode: Mode
+    session: Session
+    points: Shapes
+    settings: Settings
+    components: tuple[Component, ...]
+    targets: tuple[Target, ...]
+    cal: Calibration
+
+    def finish(
+        self, plan: Plan | None, applied: Applied | None, serving: bool, verdict: str, status: int
+    ) -> Outcome:
+        """`_finish` on this run's log, mode and calibration."""
+        return _finish(self.book, self.mode, plan, applied, serving, verdict, self.cal, status)
 
 
 def run_lifecycle(
@@ -100,15 +123,16 @@ def run_lifecycle(
     components, targets = plan_inputs(cal)
     timeout = settings.rank_timeout_s or default_timeout(r.duration_s for r in cal.records)
     settings = attrs.evolve(settings, agreement=bounded(settings.agreement, timeout))
+    run = _Run(book, mode, session, points, settings, components, targets, cal)
     try:
-        return _plan(book, mode, session, points, settings, components, targets, cal)
+        return _plan(run)
     except UndoError as exc:  # hooks left on some components: never serve on that
         return _stuck(book, mode, exc, cal)
     except RanksStopped as exc:  # another rank's rollback failed or it was interrupted
         book.add(StepName.REFUSE, "refused", str(exc))
         return _finish(book, mode, None, None, False, f"not serving: {exc}", cal, REFUSED)
     except RankError as exc:  # a rank lost or late: this rank goes on alone, as its mode says
-        return _alone(book, mode, session, points, settings, components, targets, cal, exc)
+        return _alone(run, exc)
     except Exception as exc:  # reported; the plan was undone where it failed
         log.debug("lifecycle failed", exc_info=True)
         book.add(StepName.ERROR, "failed", f"{type(exc).__name__}: {exc}")
@@ -116,52 +140,36 @@ def run_lifecycle(
         return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
 
 
-def _plan(
-    book: Log,
-    mode: Mode,
-    session: Session,
-    points: Shapes,
-    settings: Settings,
-    components: tuple[Component, ...],
-    targets: tuple[Target, ...],
-    cal: Calibration,
-) -> Outcome:
+def _plan(run: _Run) -> Outcome:
     """Plan over the ranks, then (mode apply or strict) apply, validate, re-plan, fall back."""
-    kind = device_kind(str(session.device), settings.device)  # each rank on its own device
-    targets = cautious_bounds(settings.agreement, targets, kind)
-    plan, ranks = plan_ranks(settings.agreement, components, targets, settings.device)
-    plan_step(book, StepName.PLAN, plan, "the estimates" + (f" ({ranks})" if ranks else ""))
-    if mode is Mode.PLAN:
-        return _finish(book, mode, plan, None, False, "planned, nothing applied (mode plan)", cal)
-    return _apply(book, mode, session, points, settings, components, targets, plan, cal)
+    settings = run.settings
+    kind = device_kind(str(run.session.device), settings.device)  # each rank on its own device
+    targets = cautious_bounds(settings.agreement, run.targets, kind)
+    plan, ranks = plan_ranks(settings.agreement, run.components, targets, settings.device)
+    plan_step(run.book, StepName.PLAN, plan, "the estimates" + (f" ({ranks})" if ranks else ""))
+    if run.mode is Mode.PLAN:
+        verdict = "planned, nothing applied (mode plan)"
+        return _finish(run.book, run.mode, plan, None, False, verdict, run.cal)
+    return _apply(attrs.evolve(run, targets=targets), plan)
 
 
-def _alone(
-    book: Log,
-    mode: Mode,
-    session: Session,
-    points: Shapes,
-    settings: Settings,
-    components: tuple[Component, ...],
-    targets: tuple[Target, ...],
-    cal: Calibration,
-    exc: RankError,
-) -> Outcome:
+def _alone(run: _Run, exc: RankError) -> Outcome:
     """A collective that failed or timed out (no plan is in force: it was undone where it
     failed): strict stops serving; apply falls back to the most conservative placement on this
     rank's own measurements, unvalidated (no collective is waited for again); plan plans nothing."""
+    book = run.book
     book.add(StepName.RANKS, "failed", str(exc))
-    if mode is Mode.PLAN:
-        return _finish(book, mode, None, None, True, f"not planned: {exc}", cal, NOTHING_FITS)
-    if mode is Mode.STRICT:
+    if run.mode is Mode.PLAN:
+        return run.finish(None, None, True, f"not planned: {exc}", NOTHING_FITS)
+    if run.mode is Mode.STRICT:
         book.add(StepName.REFUSE, "refused", "every hook removed; the pipeline is as it was")
-        return _finish(book, mode, None, None, False, f"not serving: {exc}", cal, REFUSED)
-    fallback = most_conservative(components, targets, settings.device)
+        return run.finish(None, None, False, f"not serving: {exc}", REFUSED)
+    fallback = most_conservative(run.components, run.targets, run.settings.device)
     plan_step(
         book, StepName.FALLBACK, fallback, "the ranks failed; alone, the most conservative one"
     )
     failed = Tried(None, Validation(Failure.REQUEST_ERROR, str(exc)), None)
-    return _serve(book, mode, session, points, settings, fallback, failed, cal)
+    return _serve(run, fallback, failed, together=False)
 
 
 def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:
@@ -195,53 +203,49 @@ def _calibrate(session: Session, points: Shapes, settings: Settings) -> Calibrat
     )
 
 
-def _apply(
-    book: Log,
-    mode: Mode,
-    session: Session,
-    points: Shapes,
-    settings: Settings,
-    components: tuple[Component, ...],
-    targets: tuple[Target, ...],
-    plan: Plan,
-    cal: Calibration,
-) -> Outcome:
+def _apply(run: _Run, plan: Plan) -> Outcome:
     """Apply and validate, re-plan on failure up to ``max_replans`` times, then fall back."""
+    book, session, settings, targets = run.book, run.session, run.settings, run.targets
+    request = run.points.target
     tried: set[str] = set()
     slow: set[str] = set()  # placements rolled back as slower (the machine was not)
+    costs = MeasuredCosts()  # and what each was measured above its prediction
     why = f"no plan held in {settings.max_replans + 1} tries"
     device = settings.device
-    before = attrs.evolve(baseline(cal), link_bytes_per_s=device.bandwidth_bytes_per_s)
+    before = attrs.evolve(baseline(run.cal), link_bytes_per_s=device.bandwidth_bytes_per_s)
     for attempt in range(settings.max_replans + 1):
         stop = _why_stop(settings, plan, targets, device, tried, slow, before, attempt)
         if stop:
             why = stop
             break
-        result = apply_and_validate(book, session, plan, points.target, settings, before)
+        result = apply_and_validate(book, session, plan, request, settings, before)
         if result.validation.failure is Failure.TOO_SLOW:
-            now = drifted(book, session, points.target, settings, result, before)
+            now = drifted(book, session, request, settings, result, before)
             if now is not None:  # the machine slowed, not the placement: judged again on it
                 before = now
-                result = apply_and_validate(book, session, plan, points.target, settings, before)
-            if result.validation.failure is Failure.TOO_SLOW:
+                result = apply_and_validate(book, session, plan, request, settings, before)
+            speed = result.validation.speed
+            if result.validation.failure is Failure.TOO_SLOW and speed is not None:
                 slow.add(placement_key(plan))
+                costs = costs.learn(plan, speed.measured_s, speed.predicted_s)
         if result.validation.holds:
-            return _serve(book, mode, session, points, settings, plan, result, cal)
+            return _serve(run, plan, result)
         targets, device = _revised(session, settings, targets, plan, result)
         if attempt < settings.max_replans:
-            plan, ranks = plan_ranks(settings.agreement, components, targets, device)
+            plan, ranks = plan_ranks(settings.agreement, run.components, targets, device)
+            plan = costs.charge(plan)  # the same placement keeps what it was measured to cost
             learnt = f"the measured {_what(result)} (try {attempt + 2})"
             plan_step(book, StepName.REPLAN, plan, learnt + (f"; {ranks}" if ranks else ""))
-    fallback = most_conservative(components, targets, device)
+    fallback = costs.charge(most_conservative(run.components, targets, device))
     plan_step(book, StepName.FALLBACK, fallback, f"{why}; the most conservative placement")
-    result = apply_and_validate(book, session, fallback, points.target, settings, before)
+    result = apply_and_validate(book, session, fallback, request, settings, before)
     if result.validation.holds:
-        return _serve(book, mode, session, points, settings, fallback, result, cal)
-    if mode is Mode.STRICT:
+        return _serve(run, fallback, result)
+    if run.mode is Mode.STRICT:
         book.add(StepName.REFUSE, "refused", "every hook removed; the pipeline is as it was")
         verdict = "NO PLAN VALIDATES: strict mode refuses to serve"
-        return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
-    return _serve(book, mode, session, points, settings, fallback, result, cal)
+        return run.finish(None, None, False, verdict, REFUSED)
+    return _serve(run, fallback, result)
 
 
 def _why_stop(
@@ -301,43 +305,26 @@ def _shared(session: Session) -> bool:
     return str(session.device).startswith("cpu") and not session.counts_placement
 
 
-def _serve(
-    book: Log,
-    mode: Mode,
-    session: Session,
-    points: Shapes,
-    settings: Settings,
-    plan: Plan,
-    result: Tried,
-    cal: Calibration,
-) -> Outcome:
+def _serve(run: _Run, plan: Plan, result: Tried, *, together: bool = True) -> Outcome:
     """Keep the placement (the fallback re-applied, unvalidated, when it failed too), re-warm,
-    serve; a fallback that cannot be applied leaves the pipeline as it was, serving unplanned."""
+    serve; a fallback that cannot be applied leaves the pipeline as it was, and the worker does
+    not serve (never with no placement). ``together``: the ranks agree on that (every rank
+    refuses when one cannot apply it); False for a rank that went on alone."""
+    book, session, settings = run.book, run.session, run.settings
     validated = result.validation.holds
     applied = result.applied
     if applied is None:
-        from calibration.plan.apply import apply
-
-        session.hand_over(plan)
-        try:
-            applied = apply(
-                plan, session.pipe, device=session.device, offload_device=settings.offload_device
-            )
-            session.streamed()
-        except UndoError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - never serve with no placement
-            book.add(StepName.APPLY, "failed", f"the fallback, kept unvalidated: {exc}")
-            verdict = f"NO PLAN VALIDATES: the fallback cannot be applied, not serving: {exc}"
-            return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
-        book.add(
-            StepName.APPLY,
-            "done",
-            "the fallback, kept unvalidated",
-            placement=dict(placement(plan)),
-        )
+        applied = _reapply(book, session, settings, plan)
+        if together and _any_rank(settings, applied, applied is None) and applied is not None:
+            applied.undo()
+            applied = None
+            book.add(StepName.APPLY, "failed", "another rank's fallback cannot be applied")
+        if applied is None:
+            why = book.steps[-1].detail
+            verdict = f"NO PLAN VALIDATES: the fallback cannot be applied, not serving: {why}"
+            return run.finish(None, None, False, verdict, REFUSED)
     try:
-        rewarm(book, session, applied, points.warmup)
+        rewarm(book, session, applied, run.points.warmup)
         monitor = enter_serving(book, session)
     except BaseException:  # never serve, nor fail, with a plan half in force
         applied.undo()
@@ -350,9 +337,41 @@ def _serve(
         else "NO PLAN VALIDATES: serving on the most conservative placement, unvalidated"
     )
     status = OK if validated else NO_PLAN_VALIDATES
-    outcome = _finish(book, mode, plan, applied, True, verdict, cal, status)
+    outcome = run.finish(plan, applied, True, verdict, status)
     outcome.monitor = monitor
     return outcome
+
+
+def _reapply(book: Log, session: Session, settings: Settings, plan: Plan) -> Applied | None:
+    """The fallback applied again, kept unvalidated; None when it cannot be (the log says why)."""
+    from calibration.plan.apply import apply
+
+    session.hand_over(plan)
+    try:
+        applied = apply(
+            plan, session.pipe, device=session.device, offload_device=settings.offload_device
+        )
+        session.streamed()
+    except UndoError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never serve with no placement
+        book.add(StepName.APPLY, "failed", f"the fallback, kept unvalidated: {exc}")
+        return None
+    book.add(
+        StepName.APPLY, "done", "the fallback, kept unvalidated", placement=dict(placement(plan))
+    )
+    return applied
+
+
+def _any_rank(settings: Settings, applied: Applied | None, failed: bool) -> bool:
+    """Whether any rank ``failed`` (every rank calls it at the same point); a collective that
+    fails takes this rank's placement off before the ``RankError`` leaves."""
+    try:
+        return bool(settings.agreement.max_int(int(failed)))
+    except RankError:
+        if applied is not None:
+            applied.undo()
+        raise
 
 
 def _is_fallback(book: Log) -> bool:

@@ -17,7 +17,7 @@ from artifact.units import show_bytes
 from calibration.calibrate.warmup import OOM_MARKERS as WARMUP_OOM_MARKERS
 from calibration.lifecycle.model import Baseline, Failure, PhaseCheck, SpeedCheck, Validation
 from calibration.plan.inputs import target_name
-from calibration.plan.model import Phase, PlacementKind, Plan, Target
+from calibration.plan.model import PlacementKind, Plan, Target
 from runtime.record import ErrorInfo, WarmupRecord
 
 #: The warmup's allocation-failure markers, plus the exception type names a record's error keeps
@@ -150,8 +150,10 @@ def _predicted_at(plan: Plan, target: str, link: float | None) -> float | None:
     a re-plan on the slower link a slow request implied is judged on the link before it, so the
     prediction never absorbs the slowdown it was re-planned for."""
     time = plan.predicted(target)
-    if time.compute_s is None or link is None or link <= 0:
-        return time.seconds
+    if time.compute_s is None:
+        return None
+    if link is None or link <= 0:  # a placement's kept measured cost never absorbs a slowdown
+        return time.compute_s + time.exposed_s
     transfer = time.transfer_s * plan.device.bandwidth_bytes_per_s / link
     return time.compute_s + max(transfer - time.hidden_s, 0.0)
 
@@ -204,7 +206,7 @@ def moved_bounds(plan: Plan, targets: Sequence[Target], component: str) -> list[
     phases = [p for t in targets for p in t.phases]
     return [
         u.bound_bytes + max(u.headroom_bytes, 0) + 1
-        if everywhere or component in p.active_components
+        if everywhere or component in p.present
         else u.bound_bytes
         for u, p in zip(plan.phases, phases, strict=True)
     ]
@@ -219,8 +221,6 @@ def with_bounds(targets: Sequence[Target], bounds: Sequence[int]) -> tuple[Targe
     """The targets with their phases' bounds replaced, in the order ``planned_bounds`` gives."""
     given = iter(bounds)
     return tuple(
-        attrs.evolve(
-            t, phases=tuple(Phase(p.label, next(given), p.active_components) for p in t.phases)
-        )
+        attrs.evolve(t, phases=tuple(attrs.evolve(p, bound_bytes=next(given)) for p in t.phases))
         for t in targets
     )

@@ -9,12 +9,14 @@ is written into the pinned one, which the tensor holds again, so the library's o
 has nothing left to do (diffusers' stream offloading keeps its pinned copies the same way).
 ``HostCopies.release`` on undo gives each tensor still on the host a pageable copy and drops the
 pins. torch's CPU build cannot pin (``pin_memory()`` needs an accelerator): on the CPU nothing is
-pinned and ``CUDA_ONLY`` says so. Imports torch when called.
+pinned and ``CUDA_ONLY`` says so. ``SharedPins`` keeps the pins of several owners across their
+placements (``calibration.plan.pinstate``: a shared copy is released only when no owner holds it).
+Imports torch when called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING
 
 from attrs import define, field
@@ -78,3 +80,36 @@ def pin(tensors: Iterable[torch.Tensor]) -> HostCopies:
         tensor.data = host
         copies.tensors.append((tensor, host))
     return copies
+
+
+@define
+class SharedPins:
+    """The pinned host copies of several owners (workers, pipelines sharing a component), made
+    and released as the bookkeeping says (``calibration.plan.pinstate.PinState.place``: what no
+    owner had pinned is pinned, what no owner holds any more is released, a copy another owner
+    holds stays). Where copies cannot be pinned (``pinnable``: the CPU) nothing is made."""
+
+    can_pin: bool
+    copies: dict[Hashable, HostCopies] = field(factory=dict)
+
+    def move(
+        self,
+        pin_now: Iterable[Hashable],
+        release_now: Iterable[Hashable],
+        tensors: Callable[[Hashable], Iterable[torch.Tensor]],
+    ) -> None:
+        """Release, then pin (``tensors`` gives a part's tensors): a change's ``release`` and
+        ``pin`` (``calibration.plan.pinstate.PinChange``)."""
+        if not self.can_pin:
+            return
+        for key in release_now:
+            copies = self.copies.pop(key, None)
+            if copies is not None:
+                copies.release()
+        for key in pin_now:
+            self.copies[key] = pin(tensors(key))
+
+    @property
+    def pinned_bytes(self) -> int:
+        """The bytes measured pinned over every owner's copies."""
+        return sum(c.pinned_bytes for c in self.copies.values())

@@ -2,9 +2,9 @@
 
 ``model`` holds the value types, ``candidates`` each component's possible placements, ``search``
 the exact branch and bound, ``greedy`` its fallback when stopped, ``solver`` the ``solve`` entry
-point and its explanations, ``timing`` the predicted request time, ``ranks`` plans for ranks of
-different devices, ``inputs`` reads a calibration document, ``report`` shows a plan, ``apply``
-installs one on a pipeline.
+point, ``answer`` the plan of a pick (each phase's headroom, each placement and why), ``timing``
+the predicted request time, ``ranks`` plans for ranks of different devices, ``inputs`` reads a
+calibration document, ``report`` shows a plan, ``apply`` installs one on a pipeline.
 """
 
 from calibration.plan.memory import GiB, allocator_margin
@@ -20,6 +20,7 @@ from calibration.plan.model import (
     Plan,
     PlanInputError,
     PlanLimitError,
+    Shortfall,
     Target,
     TimePrediction,
     most_cautious_device,
@@ -44,6 +45,7 @@ __all__ = [
     "PlanLimitError",
     "RankInputs",
     "RankPlans",
+    "Shortfall",
     "Target",
     "TimePrediction",
     "allocator_margin",

@@ -22,7 +22,8 @@ component that fails to come back does not stop the others: ``undo`` raises ``Un
 every failure and what each left in place. ``apply`` itself undoes what it did when it fails
 half-way (a pipeline is never left half-applied).
 
-On a CUDA device the components the plan chose pinned keep their host copies in pinned memory
+On a CUDA device the components the plan chose pinned (a pageable streamed one: the layers of its
+frontier, ``Placement.pinned_layers``) keep their host copies in pinned memory
 (``calibration.placement.pins``: made here, parked before each offload, released on undo);
 ``Applied.pinned_bytes`` is what is measured pinned, ``Applied.pin_note`` says why none is.
 
@@ -215,7 +216,10 @@ def _devices(module: nn.Module) -> dict[str, torch.device]:
 
 
 def _restore(module: nn.Module, devices: dict[str, torch.device]) -> None:
-    """Each parameter and buffer back on the device it was on (one ``to`` when they shared one)."""
+    """Each parameter and buffer back on the device it was on (one ``to`` when they shared one;
+    none when every one is home already: a move that is not needed cannot fail an undo)."""
+    if all(devices.get(name, t.device) == t.device for name, t in _tensors(module)):
+        return
     if len(set(devices.values())) == 1:
         module.to(next(iter(devices.values())))
         return
@@ -279,6 +283,7 @@ class Parts:
     sizes: Mapping[str, int]  # part -> bytes (``REST``, each layer's name)
     kept: frozenset[str]  # the parts the placement keeps on the device
     streamed: tuple[tuple[str, nn.Module], ...]  # (layer name, block) streamed
+    pinned: frozenset[str] | None = None  # the streamed layers to pin (None: every one planned)
 
     def on(self, module: nn.Module, device: torch.device) -> frozenset[str]:
         """The parts whose every tensor is on ``device`` now."""
@@ -313,7 +318,8 @@ def _parts(module: nn.Module, placement: Placement) -> Parts:
         PlacementKind.LAYERWISE: {REST, *kept_layers},
     }[placement.kind]
     streamed = tuple((n, b) for n, b in layers if n not in kept_layers)
-    return Parts(sizes, frozenset(kept), streamed)
+    pinned = frozenset(layers[i][0] for i in placement.pinned_layers if i < len(layers))
+    return Parts(sizes, frozenset(kept), streamed, pinned if placement.pageable else None)
 
 
 def _install(
@@ -380,7 +386,7 @@ def _pin(applied: Applied, name: str, parts: Parts, hook: OffloadHook | None) ->
     from calibration.placement.groups import hooked_groups
 
     module = applied.modules[name]
-    blocks = [block for _, block in parts.streamed]
+    blocks = [b for n, b in parts.streamed if parts.pinned is None or n in parts.pinned]
     held = _tensors(module) if hook is not None else (t for b in blocks for t in _tensors(b))
     copies = applied.pins[name] = pin(tensor for _, tensor in held)
     if hook is not None:

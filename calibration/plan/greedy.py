@@ -13,7 +13,7 @@ the component's candidates and the groups), whatever the layers' sizes and uses.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from artifact.limits import MAX_SEARCH_WORK
@@ -81,12 +81,16 @@ def greedy(
     groups: Sequence[Group],
     pin_budget: int | None,
     work_limit: int = MAX_SEARCH_WORK,
+    holds: Callable[[Sequence[int]], bool] | None = None,
 ) -> tuple[int, ...] | None:
-    """One candidate index per component that fits every group and the pin budget, or None when
-    the pass finds none (which proves nothing: the exact search may still find one)."""
+    """One candidate index per component that fits every group and the pin budget (and
+    ``holds``: host memory, full-weight phases, transitions), or None when the pass finds none
+    (which proves nothing: the exact search may still find one)."""
     run = _Greedy(per_component, groups)
     if any(r < 0 for r in run.room) or (pin_budget is not None and run.pinned > pin_budget):
         return None  # the smallest footprint does not fit: no move makes room
+    if holds is not None and not holds(run.choice):
+        return None  # it needs more host memory, or a transition breaks: proves nothing
     heap: list[tuple[Fraction, int, int]] = []
     work = 0
     for k in range(len(per_component)):
@@ -96,7 +100,8 @@ def greedy(
     while heap and work <= work_limit:
         _, k, x = heapq.heappop(heap)
         work += len(per_component[k]) + len(groups)
-        if run.fits(k, x, pin_budget):
+        tried = [*run.choice[:k], x, *run.choice[k + 1 :]]
+        if run.fits(k, x, pin_budget) and (holds is None or holds(tried)):
             run.move(k, x)
         else:
             run.ruled_out[k].add(x)

@@ -25,6 +25,7 @@ from calibration.plan.document_check import (
     read_document,
 )
 from calibration.plan.model import Component, Phase, PlanInputError, Target
+from runtime.kinds import PhaseKind
 
 if TYPE_CHECKING:
     from runtime.estimate import WorkloadEstimate
@@ -78,6 +79,7 @@ class Measured:
     active: Sequence[str]
     stage: str | None
     weights: int | None = None  # None: the calibration's weights (everything on the device)
+    kind: str | None = None  # the recorded phase's kind (``runtime.kinds.PhaseKind``)
 
 
 def _target(
@@ -104,6 +106,9 @@ def _target(
             raise PlanInputError(f"phase {p.label!r} has no estimate: it cannot be planned for")
         members = tuple(dict.fromkeys([*(n for n in p.active if n in known), *unobserved]))
         on_device = weights if p.weights is None else p.weights
+        if p.kind == PhaseKind.PREFETCH:  # onloading ahead: present, charged once, not a use
+            planned.append(Phase(p.label, max(0, p.bound - on_device), (), prefetched=members))
+            continue
         planned.append(Phase(p.label, max(0, p.bound - on_device), members))
         for n in members:
             stages.setdefault(n, set()).add(p.stage or p.label)
@@ -144,7 +149,14 @@ def from_estimate(
     """
     weights = phase_weights or {}
     phases = [
-        Measured(p.label, p.peak.bound_bytes, p.active_components, p.stage, weights.get(p.label))
+        Measured(
+            p.label,
+            p.peak.bound_bytes,
+            p.active_components,
+            p.stage,
+            weights.get(p.label),
+            p.kind,
+        )
         for p in estimate.phases
     ]
     return _target(
@@ -255,6 +267,7 @@ def _parse(doc: Mapping[str, Json], weight: int) -> Calibrated:
             tuple(str(n) for n in p.get("active_components", ())),
             None if p.get("stage") is None else str(p["stage"]),
             None if p.get("weights_bytes") is None else _int(p["weights_bytes"], "weights_bytes"),
+            None if p.get("kind") is None else str(p["kind"]),
         )
         for p in _items(doc, "phases")
     ]

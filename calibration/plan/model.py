@@ -39,6 +39,17 @@ class PlacementKind(str, Enum):
         return format(self.value, spec)
 
 
+class Shortfall(str, Enum):
+    """What an infeasible plan runs short of; the value is how documents spell it."""
+
+    DEVICE = "device"  # a phase's steady state (whole weights included) on the device
+    HOST = "host"  # host memory for the host copies the device needs
+    TRANSITION = "transition"  # the device at the moment a streamed layer arrives
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class PlanInputError(CalibrationError, ValueError):
     """Inputs that cannot describe a planning problem (unknown component, negative bytes, ...)."""
 
@@ -52,6 +63,11 @@ def _non_negative(_instance: object, attribute: object, value: int) -> None:
         raise PlanInputError(
             f"{getattr(attribute, 'name', '?')} must be an int >= 0, got {value!r}"
         )
+
+
+def _optional_non_negative(_instance: object, attribute: object, value: int | None) -> None:
+    if value is not None:
+        _non_negative(None, attribute, value)
 
 
 def _int_tuple(value: Iterable[int]) -> tuple[int, ...]:
@@ -104,12 +120,32 @@ class Phase:
     """A part of a request that must fit: its peak beyond the weights, and who is on the device.
 
     ``bound_bytes`` is the phase's peak *excluding* every component's weights (activations,
-    workspaces); ``active_components`` must be on the device while it runs.
+    workspaces); ``active_components`` must be on the device while it runs. ``prefetched`` are
+    being onloaded meanwhile for a later phase (present, not running): each component present is
+    charged once, active, prefetched or both (docs/planning.md "Prefetch").
     """
 
     label: str
     bound_bytes: int = field(validator=_non_negative)
     active_components: tuple[str, ...] = field(default=(), converter=_name_tuple)
+    # components this phase needs whole on the device at once (a weight refresh: a LoRA load or
+    # fuse): streaming serves them not; each is active here too (added when not listed)
+    whole_components: tuple[str, ...] = field(default=(), converter=_name_tuple)
+    # beyond the weights, what is live at the moment a streamed layer arrives here when that is
+    # more than the bound (None: the bound covers it); docs/planning.md "Transitions"
+    transition_bytes: int | None = field(default=None, validator=_optional_non_negative)
+    # components onloading during the phase for a later one (present, not running)
+    prefetched: tuple[str, ...] = field(default=(), converter=_name_tuple)
+
+    def __attrs_post_init__(self) -> None:
+        missing = tuple(n for n in self.whole_components if n not in self.active_components)
+        if missing:  # frozen: the one place a phase's active set is completed
+            object.__setattr__(self, "active_components", self.active_components + missing)
+
+    @property
+    def present(self) -> tuple[str, ...]:
+        """The components on the device in this phase, each once: the active, then the incoming."""
+        return tuple(dict.fromkeys(self.active_components + self.prefetched))
 
 
 def _phase_tuple(value: Iterable[Phase]) -> tuple[Phase, ...]:
@@ -179,6 +215,14 @@ class Device:
     )
     # a pageable copy's time per byte over a pinned one's (>= 1; a measured value: above)
     pageable_factor: float = field(default=DEFAULT_PAGEABLE_FACTOR, validator=_factor)
+    # the host memory the host copies (pinned and pageable) may fill; None: unlimited
+    host_memory_bytes: int | None = field(default=None, validator=_optional_non_negative)
+
+    @property
+    def pins_allowed(self) -> int | None:
+        """The pin budget in force: within host memory (pins are host memory too)."""
+        budgets = [b for b in (self.pin_budget_bytes, self.host_memory_bytes) if b is not None]
+        return min(budgets) if budgets else None
 
     @property
     def reserve(self) -> int:
@@ -194,17 +238,20 @@ class Device:
 
 
 def most_cautious_device(devices: Sequence[Device]) -> Device:
-    """Ranks agree on the smallest usable device, the smallest pin budget and the slowest link."""
+    """Ranks agree on the smallest usable device, the smallest pin budget and host, the slowest
+    link."""
     if not devices:
         raise PlanInputError("no device reports to agree on")
     smallest = min(devices, key=lambda d: d.usable_bytes)
     pins = [d.pin_budget_bytes for d in devices if d.pin_budget_bytes is not None]
+    hosts = [d.host_memory_bytes for d in devices if d.host_memory_bytes is not None]
     return Device(
         capacity_bytes=smallest.capacity_bytes,
         reserve_bytes=smallest.reserve,
         pin_budget_bytes=min(pins) if pins else None,
         bandwidth_bytes_per_s=min(d.bandwidth_bytes_per_s for d in devices),
         pageable_factor=max(d.pageable_factor for d in devices),
+        host_memory_bytes=min(hosts) if hosts else None,
     )
 
 
@@ -227,7 +274,13 @@ def _merge_targets(a: Target, b: Target) -> Target:
         if p.label in phases:
             q = phases[p.label]
             active = tuple(dict.fromkeys(q.active_components + p.active_components))
-            phases[p.label] = Phase(p.label, max(p.bound_bytes, q.bound_bytes), active)
+            whole = tuple(dict.fromkeys(q.whole_components + p.whole_components))
+            moves = [b for b in (p.transition_bytes, q.transition_bytes) if b is not None]
+            bound = max(p.bound_bytes, q.bound_bytes)
+            incoming = tuple(dict.fromkeys(q.prefetched + p.prefetched))
+            phases[p.label] = Phase(
+                p.label, bound, active, whole, max(moves) if moves else None, incoming
+            )
         else:
             phases[p.label] = p
     uses = dict(a.uses)
@@ -275,6 +328,8 @@ class Placement:
     missing_bytes: int  # ... by how much (0 when resident)
     pageable_bytes: int = 0  # host copy kept in pageable memory (over the pin budget)
     pageable: bool = False  # its copies come from pageable memory (``Device.pageable_factor``)
+    # pageable, yet these streamed layers pinned (the pin budget's frontier: ``plan.frontier``)
+    pinned_layers: tuple[int, ...] = field(default=(), converter=_int_tuple)
 
 
 @frozen
@@ -286,6 +341,9 @@ class PhaseUse:
     bound_bytes: int
     weights_bytes: int  # resident weights + what is onloaded for this phase
     headroom_bytes: int
+    # when a layer streams here and the phase has a transition figure: what is left at the
+    # moment a layer arrives (negative: overflow); None otherwise
+    transition_headroom_bytes: int | None = None
 
 
 @frozen
@@ -301,6 +359,8 @@ class TimePrediction:
     pageable_s: float = 0.0  # the part of ``transfer_s`` copied from pageable host memory
     # the compute's parts: each stage's, as the calibration predicts it
     stage_seconds: Mapping[str, float] = field(factory=dict, converter=_frozen_seconds, hash=False)
+    # what this placement was measured slower than predicted (``calibration.plan.costs``)
+    measured_extra_s: float = field(default=0.0, validator=_seconds_or_none)
 
     @property
     def exposed_s(self) -> float:
@@ -309,8 +369,11 @@ class TimePrediction:
 
     @property
     def seconds(self) -> float | None:
-        """The predicted request time (None when the calibration has no compute time)."""
-        return None if self.compute_s is None else self.compute_s + self.exposed_s
+        """The predicted request time (None when the calibration has no compute time): the
+        compute, the exposed transfer, and the placement's measured extra cost."""
+        if self.compute_s is None:
+            return None
+        return self.compute_s + self.exposed_s + self.measured_extra_s
 
 
 @frozen
@@ -334,6 +397,8 @@ class Plan:
     stopped_by: str | None = None
     lower_bound_bytes: int | None = None
     times: tuple[TimePrediction, ...] = ()  # per target, in the targets' order
+    host_bytes: int = 0  # host copies, pinned and pageable (within ``Device.host_memory_bytes``)
+    shortfall: Shortfall | None = None  # infeasible: what it runs short of (None: feasible)
 
     @property
     def predicted_seconds(self) -> float | None:
@@ -370,6 +435,7 @@ __all__ = [
     "Plan",
     "PlanInputError",
     "PlanLimitError",
+    "Shortfall",
     "Target",
     "TimePrediction",
     "most_cautious_device",

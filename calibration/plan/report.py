@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from artifact.units import parse_size, show_bytes, show_seconds
+from calibration.plan.frontier import ranges
 from calibration.plan.model import Component, PlacementKind, Plan
 
 VERSION = 1
@@ -43,12 +44,15 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
             "pin_budget_bytes": d.pin_budget_bytes,
             "bandwidth_bytes_per_s": d.bandwidth_bytes_per_s,
             "pageable_factor": d.pageable_factor,
+            "host_memory_bytes": d.host_memory_bytes,
         },
         "predicted_s": plan.predicted_seconds,
         "times": _times(plan),
         "transfer_bytes": plan.transfer_bytes,
         "transfer_s": plan.transfer_s,
         "pinned_bytes": plan.pinned_bytes,
+        "host_bytes": plan.host_bytes,
+        "shortfall": None if plan.shortfall is None else plan.shortfall.value,
         "components": [
             {
                 "name": p.component,
@@ -62,6 +66,7 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
                 "onload_bytes": p.onload_bytes,
                 "pinned_bytes": p.pinned_bytes,
                 "pageable_bytes": p.pageable_bytes,
+                "pinned_layers": list(p.pinned_layers),
                 "transfer_bytes": p.transfer_bytes,
                 "transfer_s": p.transfer_s,
                 "binding_phase": p.binding_phase,
@@ -76,6 +81,7 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
                 "bound_bytes": u.bound_bytes,
                 "weights_bytes": u.weights_bytes,
                 "headroom_bytes": u.headroom_bytes,
+                "transition_headroom_bytes": u.transition_headroom_bytes,
             }
             for u in plan.phases
         ],
@@ -94,6 +100,7 @@ def _times(plan: Plan) -> list[dict[str, object]]:
             "hidden_s": t.hidden_s,
             "exposed_s": t.exposed_s,
             "pageable_s": t.pageable_s,
+            "measured_extra_s": t.measured_extra_s,
             "stages_s": dict(t.stage_seconds),
         }
         for t in plan.times
@@ -124,7 +131,8 @@ def component_rows(plan: Plan) -> list[list[str]]:
         [
             p.component,
             placement_text(p.kind, len(p.resident_layers), p.layers)
-            + (" pageable" if p.pageable else ""),
+            + (" pageable" if p.pageable else "")
+            + (f" (layers {ranges(p.pinned_layers)} pinned)" if p.pinned_layers else ""),
             show_bytes(p.device_bytes),
             show_bytes(p.onload_bytes),
             show_seconds(p.transfer_s),
@@ -137,14 +145,20 @@ def component_rows(plan: Plan) -> list[list[str]]:
 
 
 def phase_rows(plan: Plan) -> list[list[str]]:
-    """target, phase, activation bound (weights excluded), weights on the device, headroom."""
+    """target, phase, activation bound (weights excluded), weights on the device, headroom (and
+    at a streamed layer's arrival, when the phase has a transition figure)."""
     return [
         [
             u.target,
             u.label,
             show_bytes(u.bound_bytes),
             show_bytes(u.weights_bytes),
-            show_bytes(u.headroom_bytes),
+            show_bytes(u.headroom_bytes)
+            + (
+                ""
+                if u.transition_headroom_bytes is None
+                else f" ({show_bytes(u.transition_headroom_bytes)} as a layer arrives)"
+            ),
         ]
         for u in plan.phases
     ]

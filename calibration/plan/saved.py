@@ -114,13 +114,14 @@ def _check_counts(doc: Mapping[str, Any]) -> None:
 def _stop_long_layers(obj: dict[str, object]) -> object:
     """The parser's hook, each object as it is finished: a component keeping more layers than a
     plan streams stops the parse there, so 80 x 100,000 indices are never read, let alone held."""
-    kept = obj.get("resident_layers")
-    if isinstance(kept, list) and len(kept) > MAX_PLAN_LAYERS:
-        raise DocumentError(
-            f"resident_layers of the component {file_value(obj.get('name'))}: {len(kept):,} "
-            f"layer indices; a plan keeps at most {MAX_PLAN_LAYERS:,} layers a component "
-            "(MAX_PLAN_LAYERS)"
-        )
+    for key, verb in (("resident_layers", "keeps"), ("pinned_layers", "pins")):
+        kept = obj.get(key)
+        if isinstance(kept, list) and len(kept) > MAX_PLAN_LAYERS:
+            raise DocumentError(
+                f"{key} of the component {file_value(obj.get('name'))}: {len(kept):,} "
+                f"layer indices; a plan {verb} at most {MAX_PLAN_LAYERS:,} layers a component "
+                "(MAX_PLAN_LAYERS)"
+            )
     return obj
 
 
@@ -137,12 +138,19 @@ def _check_layers(c: Mapping[str, Any], place: str) -> None:
             f"{place}.resident_layers: {len(kept):,} layer(s) for a {c['placement']} component; "
             "only a layerwise one keeps some layers"
         )
-    for j, index in enumerate(kept):
-        if index >= layers or (j and index <= kept[j - 1]):
-            raise DocumentError(
-                f"{place}.resident_layers[{j}]: {index} is not a layer index after the one "
-                f"before it (the component has {layers} layers: 0 to {layers - 1}, ascending)"
-            )
+    pinned = c.get("pinned_layers", [])
+    if pinned and (c["placement"] != PlacementKind.LAYERWISE or set(pinned) & set(kept)):
+        raise DocumentError(
+            f"{place}.pinned_layers: only a layerwise component's streamed layers are pinned "
+            "by range (none of its resident_layers)"
+        )
+    for key, indices in (("resident_layers", kept), ("pinned_layers", pinned)):
+        for j, index in enumerate(indices):
+            if index >= layers or (j and index <= indices[j - 1]):
+                raise DocumentError(
+                    f"{place}.{key}[{j}]: {index} is not a layer index after the one before "
+                    f"it (the component has {layers} layers: 0 to {layers - 1}, ascending)"
+                )
 
 
 def _plan(doc: Mapping[str, Any]) -> Plan:
@@ -152,6 +160,7 @@ def _plan(doc: Mapping[str, Any]) -> Plan:
         capacity_bytes=d["capacity_bytes"],
         reserve_bytes=d.get("reserve_bytes"),
         pin_budget_bytes=d.get("pin_budget_bytes"),
+        host_memory_bytes=d.get("host_memory_bytes"),
         **{k: float(d[k]) for k in ("bandwidth_bytes_per_s", "pageable_factor") if k in d},
     )
     placements = tuple(_placement(c) for c in doc["components"])
@@ -184,6 +193,7 @@ def _placement(c: Mapping[str, Any]) -> Placement:
         missing_bytes=c.get("missing_bytes", 0),
         pageable_bytes=pageable,
         pageable=pageable > 0,
+        pinned_layers=tuple(c.get("pinned_layers", ())),
     )
 
 

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING
 from attrs import define, frozen
 
 from artifact.limits import MAX_SEARCH_NODES, MAX_SEARCH_WORK
+from calibration.plan.extras import Stepper
 
 if TYPE_CHECKING:  # types only: calibration.plan.model imports the search through plan_explain
     from calibration.plan.candidates import Candidate, Group
+    from calibration.plan.extras import Extra, State
 
 
 class SearchExhausted(Exception):
@@ -125,7 +127,8 @@ def objective_parts(
 
 
 _Option = tuple[int, int, int, int]  # always-bytes, onload bytes, objective, candidate index
-_Child = tuple[int, int, int, int, int, int]  # bound, index, always, onload, objective, unpinned
+# bound, index, always, onload, objective, unpinned, the other constraints' state
+_Child = tuple[int, int, int, int, int, int, "State"]
 
 
 def _free(cands: Sequence[Candidate]) -> list[int]:
@@ -149,6 +152,7 @@ class _Search:
         rank: Sequence[int],
         limit: int = MAX_SEARCH_NODES,
         work_limit: int = MAX_SEARCH_WORK,
+        extras: Sequence[Extra] = (),
     ):
         self.limit, self.work_limit = limit, work_limit
         self.nodes = self.work = 0
@@ -163,6 +167,9 @@ class _Search:
         n = len(per_component)
         # the most used first (as a knapsack's branch and bound takes the densest items first)
         self.order = sorted(range(n), key=lambda i: rank[i])
+        # the constraints beyond the groups (``calibration.plan.extras``), in the search's order
+        self.stepper = Stepper(extras, per_component, self.order) if extras else None
+        self.per_node = 32 + len(extras)  # a node's work: its groups and those constraints
         at = {i: k for k, i in enumerate(self.order)}
         self.members = [frozenset(at[m] for m in g.members) for g in groups]
         self.limits = [g.limit for g in groups]
@@ -310,17 +317,17 @@ class _Dive:
         self.cheaper = [_next_cheaper(opts) for opts in self.options]
         self.relaxations: dict[int, _Relaxation] = {}
         # per depth and rooms: the (always-bytes, objective) front of the nodes already searched
-        self.seen: dict[tuple[int, tuple[int, ...]], tuple[list[int], list[int]]] = {}
-        self.seen_exact: dict[tuple[int, tuple[int, ...], int, int], int] = {}
+        self.seen: dict[tuple[int, tuple[object, ...]], tuple[list[int], list[int]]] = {}
+        self.seen_exact: dict[tuple[int, tuple[object, ...], int, int], int] = {}
 
-    def covered(self, depth: int, always: int, objective: int, free: int) -> bool:
+    def covered(self, depth: int, always: int, objective: int, free: int, state: State) -> bool:
         """Whether a node already searched covers this one: the same depth and rooms, at most its
         always-bytes (exactly them, and the same unpinned bytes, under a pin budget: fewer might
         not complete) and at most its objective. Every completion of this node completes that
         one as well, no dearer, and that search kept or bounded away all of them; best only
-        falls since."""
+        falls since. The other constraints' state must be the same."""
         self.search.charge(8 + len(self.rooms))
-        rooms = tuple(self.rooms)
+        rooms = (*self.rooms, state) if self.search.stepper else tuple(self.rooms)
         if self.search.min_free > 0:
             key = (depth, rooms, always, free)
             if self.seen_exact.get(key, objective + 1) <= objective:
@@ -347,12 +354,14 @@ class _Dive:
             self.relaxations[depth] = _Relaxation(hulls)
         return self.relaxations[depth]
 
-    def children(self, depth: int, always: int, objective: int, free: int) -> list[_Child]:
+    def children(
+        self, depth: int, always: int, objective: int, free: int, state: State
+    ) -> list[_Child]:
         """Component ``depth``'s candidates that may still beat the best, best bound first, as
         (bound, index, always-bytes, onload bytes, objective, unpinned bytes); the last
         component's best one
         becomes the incumbent instead (and none is returned)."""
-        if depth and self.covered(depth, always, objective, free):
+        if depth and self.covered(depth, always, objective, free, state):
             return []
         s = self.search
         relax = self.relaxation(depth + 1)
@@ -384,15 +393,18 @@ class _Dive:
                 continue
             if whole and any(total > rooms[j] for j in whole):
                 continue
+            after = state if s.stepper is None else s.stepper.step(state, depth, index)
+            if after is None:
+                continue
             s.nodes += 1
             counted += 1
             if s.nodes > s.limit:
                 raise SearchExhausted(s.nodes, s.work)
             rest = relax.bound(self.ceiling - total)
             if rest is not None and (s.best is None or value + rest < s.best):
-                children.append((value + rest, index, a, o, p, unpinned[index]))
+                children.append((value + rest, index, a, o, p, unpinned[index], after))
         # a call's own cost (the cover check, the bound lookup, the scan's set-up): ~10 us
-        s.charge(256 + 4 * scanned + 32 * counted + 8 * len(children))
+        s.charge(256 + 4 * scanned + s.per_node * counted + 8 * len(children))
         children.sort()
         if depth + 1 == len(self.options):
             if children and (s.best is None or children[0][0] < s.best):
@@ -415,7 +427,8 @@ class _Dive:
         self.path: list[int] = []  # the candidate index chosen at each depth above the top
         self.stack: list[_Frame] = []
         stack = self.stack
-        stack.append(_Frame(0, 0, 0, 0, self.children(0, 0, 0, 0)))
+        start = s.stepper.start if s.stepper else ((), 0)
+        stack.append(_Frame(0, 0, 0, 0, self.children(0, 0, 0, 0, start), start))
         while stack:
             frame = stack[-1]
             shared = s.shared[frame.depth]
@@ -428,7 +441,7 @@ class _Dive:
             if at == len(children) or (s.best is not None and children[at][0] >= s.best):
                 stack.pop()
                 continue
-            _, index, a, o, p, f = children[at]
+            _, index, a, o, p, f, state = children[at]
             frame.next = at + 1
             for j in shared:
                 self.rooms[j] -= o
@@ -436,11 +449,8 @@ class _Dive:
             self.path.append(index)
             depth, always, objective = frame.depth + 1, frame.always + a, frame.objective + p
             free = frame.free + f
-            stack.append(
-                _Frame(
-                    depth, always, objective, free, self.children(depth, always, objective, free)
-                )
-            )
+            found = self.children(depth, always, objective, free, state)
+            stack.append(_Frame(depth, always, objective, free, found, state))
 
 
 @define
@@ -452,6 +462,7 @@ class _Frame:
     objective: int
     free: int  # the unpinned bytes of the components placed so far
     children: list[_Child]
+    state: State  # the other constraints' (``calibration.plan.extras.Stepper``)
     next: int = 0  # the next child to search
     taken: int | None = None  # the onload the child being searched took from the shared rooms
 
@@ -474,15 +485,17 @@ def search(
     rank: Sequence[int],
     limit: int = MAX_SEARCH_NODES,
     work_limit: int = MAX_SEARCH_WORK,
+    extras: Sequence[Extra] = (),
 ) -> Outcome:
-    """The best choice with every group within its limit and the bytes not pinned >= min_free
-    (pinned bytes within the pin budget).
+    """The best choice with every group within its limit, the bytes not pinned >= min_free
+    (pinned bytes within the pin budget) and every one of ``extras`` held (their roles and
+    triggers in ``per_component``'s order).
 
     Past ``limit`` nodes or ``work_limit`` units of work the best choice found so far is returned,
     unproven (``Outcome.stopped``), or none with ``stopped`` set and ``lower_cost`` the least cost
     any placement could have (0 when stopped before any bound was built)."""
     try:
-        run = _Search(per_component, groups, min_free, rank, limit, work_limit)
+        run = _Search(per_component, groups, min_free, rank, limit, work_limit, extras)
         choice, nodes = run.run()
     except SearchExhausted as exc:  # before any dive began: the loosest bound of all
         return Outcome(None, 0, exc.nodes, exc, _loose_bound(per_component, groups, rank))

@@ -25,22 +25,21 @@ from artifact.limits import (
     MAX_SEARCH_WORK,
 )
 from artifact.units import show_bytes
+from calibration.plan.answer import plan_of
 from calibration.plan.candidates import Candidate, Group, candidates, with_pageable
+from calibration.plan.extras import Extra, broken, extras, reorder
 from calibration.plan.greedy import greedy
 from calibration.plan.model import (
     Component,
     Device,
-    Phase,
-    PhaseUse,
-    Placement,
-    PlacementKind,
     Plan,
     PlanInputError,
     PlanLimitError,
+    Shortfall,
     Target,
 )
 from calibration.plan.search import search
-from calibration.plan.timing import copy_seconds, predict
+from calibration.plan.shortfall import TOGETHER, diagnose
 
 
 def _over(limit: str, value: int, most: int, what: str, advice: str) -> None:
@@ -70,7 +69,7 @@ def check_limits(components: Sequence[Component], targets: Sequence[Target]) -> 
     pairs = max(
         phases * len(components),
         len(targets) * candidates_,
-        sum(len(p.active_components) for t in targets for p in t.phases),
+        sum(len(p.present) for t in targets for p in t.phases),
     )
     _over(
         "MAX_PLAN_PAIRS",
@@ -95,7 +94,7 @@ def explain(
     nodes: int = 0,
 ) -> Plan:
     """The plan of one candidate per component (in the components' order), explained."""
-    return _explain(components, picked, targets, check_inputs(components, targets), device, nodes)
+    return plan_of(components, picked, targets, check_inputs(components, targets), device, nodes)
 
 
 def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[str, int]:
@@ -112,7 +111,7 @@ def _check(components: Sequence[Component], targets: Sequence[Target]) -> dict[s
             raise PlanInputError(f"target {t.name!r} is listed twice")
         names.add(t.name)
         for p in t.phases:
-            for name in p.active_components:
+            for name in p.present:
                 if name not in index:
                     raise PlanInputError(
                         f"target {t.name!r}, phase {p.label!r}: unknown component {name!r}; "
@@ -133,7 +132,7 @@ def _groups(
     for t in targets:
         room = usable(t)
         for p in t.phases:
-            members = frozenset(position[index[n]] for n in p.active_components)
+            members = frozenset(position[index[n]] for n in p.present)
             limit = room - p.bound_bytes
             if members not in tightest or limit < tightest[members][0]:
                 tightest[members] = (limit, p.label, t.name)
@@ -163,6 +162,9 @@ class Problem:
     groups: tuple[Group, ...]
     min_free: int  # the least bytes the pin budget leaves unpinned (0: none)
     unit: int = 1  # a cost's units per pinned byte moved (pageable candidates: the factor's den)
+    # host memory, full-weight phases, transitions (``calibration.plan.extras``): in the
+    # components' order
+    extras: tuple[Extra, ...] = ()
 
     def picked(self, choice: Sequence[int]) -> list[Candidate]:
         """The candidates of a choice made in the search's positions, in the components' order."""
@@ -193,18 +195,28 @@ def problem(
         range(len(components)),
         key=lambda i: (-_uses_per_byte(base[i]), -components[i].weight_bytes, components[i].name),
     )
-    groups = _groups(targets, index, order, usable or (lambda _t: device.usable_bytes))
+    room = usable or (lambda _t: device.usable_bytes)
+    groups = _groups(targets, index, order, room)
+    more = extras(components, targets, device, room)
     _over(
         "MAX_PLAN_GROUPS",
-        len(groups),
+        len(groups) + len(more),
         MAX_PLAN_GROUPS,
-        "distinct sets of active components",
+        "distinct sets of active components (and of full-weight or transition phases)",
         "plan fewer shapes at once",
+    )
+    _over(
+        "MAX_PLAN_PAIRS",
+        len(more) * sum(len(cs) for cs in cands),
+        MAX_PLAN_PAIRS,
+        "(constraint, placement) pairs of host memory, full-weight and transition phases",
+        "plan fewer shapes or components at once",
     )
     total = sum(c.weight_bytes for c in components)
     min_free = 0 if pin is None else total - pin
     unit = 1 if pin is None else factor.denominator
-    return Problem(components, targets, index, cands, tuple(order), tuple(groups), min_free, unit)
+    made = Problem(components, targets, index, cands, tuple(order), tuple(groups), min_free, unit)
+    return attrs.evolve(made, extras=more)
 
 
 def solve(
@@ -231,12 +243,14 @@ def search_problem(
     """The search's choice (the greedy pass's when it stopped without one; None: nothing fits)
     and its plan."""
     ordered = [made.cands[i] for i in made.order]
+    more = reorder(made.extras, made.order)
     outcome = search(
-        ordered, made.groups, made.min_free, range(len(ordered)), search_limit, work_limit
+        ordered, made.groups, made.min_free, range(len(ordered)), search_limit, work_limit, more
     )
     choice = outcome.choice
     if outcome.stopped is not None:  # the greedy pass's placement when it is cheaper, or alone
-        found = greedy(ordered, made.groups, device.pin_budget_bytes, work_limit)
+        held = _holds(made, ordered, more)
+        found = greedy(ordered, made.groups, device.pin_budget_bytes, work_limit, held)
         if found is not None and (choice is None or _cost(ordered, found) < _cost(ordered, choice)):
             choice = found
         if choice is None:
@@ -248,9 +262,14 @@ def search_problem(
                 "fewer components at once"
             ) from None
     if choice is None:
-        reason = _infeasible_reason(made.components, made.cands, made.targets, made.index, device)
-        return None, Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
-    plan = _explain(
+        reason, short = _infeasible_reason(
+            made.components, made.cands, made.targets, made.index, device
+        )
+        if short is None:  # every phase fits alone: host memory, or a transition, or together
+            reason, short = diagnose(made, device, search_limit, work_limit)
+        plan = Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
+        return None, attrs.evolve(plan, shortfall=short)
+    plan = plan_of(
         made.components, made.picked(choice), made.targets, made.index, device, outcome.nodes
     )
     # in pinned-equivalent bytes (a pageable byte counts the factor): the objective's unit
@@ -281,85 +300,19 @@ def unproven_reason(limit: str, spent: str, cost: int, lower: int) -> str:
     )
 
 
-def _phase_weights(
-    picked: Sequence[Candidate], phase: Phase, index: dict[str, int], always: int
-) -> int:
-    return always + sum(picked[index[n]].onload for n in set(phase.active_components))
+def _holds(
+    made: Problem, ordered: Sequence[Sequence[Candidate]], more: Sequence[Extra]
+) -> Callable[[Sequence[int]], bool] | None:
+    """Whether a choice (in the search's order) holds host memory, full weights, transitions."""
+    if not more:
+        return None
+    components = [made.components[i] for i in made.order]
 
+    def holds(choice: Sequence[int]) -> bool:
+        picked = [cands[x] for cands, x in zip(ordered, choice)]
+        return broken(more, components, picked) is None
 
-def _explain(
-    components: Sequence[Component],
-    picked: Sequence[Candidate],
-    targets: Sequence[Target],
-    index: dict[str, int],
-    device: Device,
-    nodes: int,
-) -> Plan:
-    """The plan of the picked candidates: each phase's headroom, each component's placement, why
-    it is not resident (the phase that binds), and each target's predicted time."""
-    usable = device.usable_bytes
-    always = sum(c.always for c in picked)
-    # each phase's weights once: per component below, O(1) a phase (not O(its active set))
-    keyed = [((t.name, p.label, k), t, p) for t in targets for k, p in enumerate(t.phases)]
-    weights_of = {key: _phase_weights(picked, p, index, always) for key, _, p in keyed}
-    uses = [
-        PhaseUse(
-            t.name,
-            p.label,
-            p.bound_bytes,
-            weights_of[key],
-            usable - weights_of[key] - p.bound_bytes,
-        )
-        for key, t, p in keyed
-    ]
-    actives = {key: frozenset(p.active_components) for key, _, p in keyed}
-    placements = []
-    for component, cand in zip(components, picked):
-        binding, missing = None, 0
-        if cand.kind != PlacementKind.RESIDENT:
-            extra = component.weight_bytes - cand.always
-            for key, t, p in keyed:
-                weights = weights_of[key] + extra
-                weights -= cand.onload if component.name in actives[key] else 0
-                short = weights + p.bound_bytes - usable
-                if short > missing:
-                    binding, missing = f"{t.name}/{p.label}", short
-        placements.append(_placement(component, cand, device, binding, missing))
-    return Plan(
-        True,
-        "fits",
-        tuple(placements),
-        tuple(uses),
-        sum(p.transfer_bytes for p in placements),
-        sum(p.transfer_s for p in placements),
-        device,
-        sum(c.pinned for c in picked),
-        nodes,
-        times=predict(components, picked, targets, device),
-    )
-
-
-def _placement(
-    component: Component, cand: Candidate, device: Device, binding: str | None, missing: int
-) -> Placement:
-    """One component's placement: where it lives, its host copy, what it moves and how long."""
-    moved = cand.moved_bytes  # bytes per request, weighted over targets
-    host = component.weight_bytes - cand.always if cand.kind != PlacementKind.RESIDENT else 0
-    return Placement(
-        component=component.name,
-        kind=cand.kind,
-        resident_layers=cand.resident_layers,
-        layers=len(component.layer_bytes),
-        device_bytes=cand.always,
-        onload_bytes=cand.onload,
-        pinned_bytes=0 if cand.pageable else host,
-        transfer_bytes=moved,
-        transfer_s=copy_seconds(moved, cand.pageable, device),
-        binding_phase=binding,
-        missing_bytes=missing,
-        pageable_bytes=host if cand.pageable else 0,
-        pageable=cand.pageable,
-    )
+    return holds
 
 
 def _infeasible_reason(
@@ -368,29 +321,33 @@ def _infeasible_reason(
     targets: Sequence[Target],
     index: dict[str, int],
     device: Device,
-) -> str:
-    """Why nothing fits: a phase that overflows alone, or the phases together."""
+) -> tuple[str, Shortfall | None]:
+    """Why nothing fits: a phase that overflows alone (``Shortfall.DEVICE``), or the phases
+    together (None: ``calibration.plan.shortfall`` looks further)."""
     usable = device.usable_bytes
-    worst: tuple[int, str] | None = None
+    worst: tuple[int, str, bool] | None = None
     for t in targets:
         for p in t.phases:
-            active = set(p.active_components)
+            active, whole = set(p.present), set(p.whole_components)
             least = p.bound_bytes + sum(
-                min(c.always + (c.onload if comp.name in active else 0) for c in cs)
+                comp.weight_bytes
+                if comp.name in whole
+                else min(c.always + (c.onload if comp.name in active else 0) for c in cs)
                 for comp, cs in zip(components, cands)
             )
             short = least - usable
             if short > 0 and (worst is None or short > worst[0]):
-                worst = (short, f"{t.name}/{p.label}")
+                worst = (short, f"{t.name}/{p.label}", bool(p.whole_components))
     if worst is not None:
         return (
             f"phase {worst[1]} needs {show_bytes(worst[0])} more than the device's usable "
             f"{show_bytes(usable)} (capacity {show_bytes(device.capacity_bytes)} - reserve "
             f"{show_bytes(device.reserve)}), "
             "even with every component offloaded or streamed"
-        )
+            + (" but those it needs whole" if worst[2] else "")
+        ), Shortfall.DEVICE
     # never the pin budget: over it, a host copy is pageable (slower, never refused)
-    return "each phase fits on its own, but no single placement fits every phase at once"
+    return TOGETHER, None
 
 
 def most_conservative(
@@ -412,9 +369,17 @@ def most_conservative(
             break
         over -= picked[k].pinned  # the largest host copies pageable until the rest fit the pins
         picked[k] = attrs.evolve(picked[k], pinned=0, pageable=True)
-    plan = _explain(components, picked, targets, index, device, 0)
-    short = [u for u in plan.phases if u.headroom_bytes < 0]
+    plan = plan_of(components, picked, targets, index, device, 0)
+    short = [
+        u for u in plan.phases if u.headroom_bytes < 0 or (u.transition_headroom_bytes or 0) < 0
+    ]
     reason = "the most conservative placement: every component offloaded or streamed" + (
         f"; the estimates say {len(short)} phase(s) overflow even so" if short else ""
     )
+    host = device.host_memory_bytes
+    if host is not None and plan.host_bytes > host:
+        reason += (
+            f"; its host copies ({show_bytes(plan.host_bytes)}) exceed the host memory "
+            f"({show_bytes(host)})"
+        )
     return attrs.evolve(plan, reason=reason)

@@ -26,12 +26,13 @@ from fractions import Fraction
 
 from attrs import frozen
 
-from artifact.point import Point
+from artifact.point import Point, PointKey
 from artifact.spelling import point_text
 from calibration.errors import CalibrationError
 from calibration.probes.policy import QUANTITIES, work
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
+from runtime.estimate.fit.model import FitKey, Modeler, Policy, Refit, Sample
 from runtime.estimate.fit.noise import (
     distance,
     median_error,
@@ -134,29 +135,27 @@ class StageFit:
         return self.growing_at_target > 0 and not self.beyond
 
 
-def _grouped(
+def samples_of(
     pipeline: Pipeline,
     records: Sequence[WarmupRecord],
     stage: str,
-    quantity: Quantity,
-    phase: tuple[str, str] | None,
-    layout: Layout | None = None,
-) -> dict[tuple[tuple[str, int | bool], ...], list[float]]:
+    policy: Policy,
+) -> tuple[Sample, ...]:
     """Per size (its params), the values of its runs (memory: the phase's peak above baseline, of
-    the records whose phase had ``layout``; time: steady seconds per iteration, one sample a run:
-    ``fit.samples.stage_sample``)."""
-    kind, name = phase or (PhaseKind.STAGE, stage)
-    by_size: dict[tuple[tuple[str, int | bool], ...], list[float]] = {}
+    the records whose phase had the policy's layout; time: steady seconds per iteration, one
+    sample a run: ``fit.samples.stage_sample``)."""
+    kind, name = policy.phase or (PhaseKind.STAGE, stage)
+    by_size: dict[PointKey, list[float]] = {}
     # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
     # peak says what the formula does (the loop re-runs its size later).
     later = records[1:] if len(records) > 2 else records
     for record in later:
         if not record.ok or (
-            layout is not None and phase_layout(record, stage, kind, name) != layout
+            policy.layout is not None and phase_layout(record, stage, kind, name) != policy.layout
         ):
             continue
         params = dict(record.params)
-        if quantity == Quantity.MEMORY:
+        if policy.quantity == Quantity.MEMORY:
             above = memory_above_baseline(record, stage, kind, name)
             value = None if above is None else float(above)
         else:
@@ -164,7 +163,7 @@ def _grouped(
             value = stage_sample(record, stage, declared).seconds
         if value is not None:
             by_size.setdefault(tuple(params.items()), []).append(value)
-    return by_size
+    return tuple(Sample(key, tuple(runs)) for key, runs in by_size.items())
 
 
 def _sensitivities(
@@ -189,17 +188,27 @@ def stage_fit(
     slack: float,
     phase: tuple[str, str] | None = None,
     layout: Layout | None = None,
+    modeler: Modeler | None = None,
 ) -> StageFit | None:
     """The sizes of ``stage``'s ``quantity`` (memory: of one of its phases, ``(kind, name)``, the
     stage's own by default, in one ``layout``) against the fit through them (None: under two
-    sizes)."""
-    terms_of = QUANTITIES[quantity]
-    grouped = _grouped(pipeline, records, stage, quantity, phase, layout)
-    if len(grouped) < 2:
+    sizes), fitted by ``modeler`` (a calibration's cache: each stage and policy fitted once)."""
+    policy = Policy(quantity, phase, layout, slack)
+    samples = samples_of(pipeline, records, stage, policy)
+    if len(samples) < 2:
         return None
-    sizes = sorted(grouped.items(), key=lambda kv: work(pipeline, dict(kv[0])), reverse=True)
-    params = [dict(key) for key, _ in sizes]
-    runs = [values for _, values in sizes]
+    key = FitKey(stage, policy, samples, tuple(target.items()))
+    return (modeler or Refit()).fit(key, lambda k: fit_samples(pipeline, k))
+
+
+def fit_samples(pipeline: Pipeline, key: FitKey) -> StageFit:
+    """The exact fit of a stage's samples (``key``: two sizes at least) and each size against it."""
+    stage, quantity, slack = key.stage, key.policy.quantity, key.policy.slack
+    phase, target = key.policy.phase, dict(key.target)
+    terms_of = QUANTITIES[quantity]
+    sizes = sorted(key.samples, key=lambda s: work(pipeline, dict(s.params)), reverse=True)
+    params = [dict(s.params) for s in sizes]
+    runs = [list(s.runs) for s in sizes]
     values = [max(v) if quantity == Quantity.MEMORY else statistics.median(v) for v in runs]
     terms = [terms_of(pipeline, stage, p) for p in params]
     rows = [row(t) for t in terms]
@@ -235,7 +244,7 @@ def stage_fit(
         terms_of(pipeline, stage, target),
         _label(phase or (PhaseKind.STAGE, stage), stage) if quantity == Quantity.MEMORY else "",
         estimable([rows[i] for i in chosen], target_row),
-        layout,
+        key.policy.layout,
     )
 
 

@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
 
 import sympy
 from sympy.polys.polyerrors import BasePolynomialError
@@ -23,6 +22,7 @@ from dslc import ast
 from dslc.limits import PROVER_SECONDS
 from dslc.passes.context import Context
 from dslc.passes.intervals import Interval
+from dslc.passes.obligations import Obligation
 from dslc.to_sympy import Lowerer, LowerError
 
 MAX_NODES = 300  # nodes, lets inlined, above which sympy is not tried
@@ -59,9 +59,17 @@ def _budget(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.001))
 
 
-def prove_symbolically(ctx: Context, ob: Any) -> bool:
+def _target(ob: Obligation) -> ast.Expr:
+    """What must hold: a division's divisor, else the whole expression."""
+    if ob.kind == "divisor":
+        assert isinstance(ob.node, ast.Binary), "a divisor obligation's node is its division"
+        return ob.node.right
+    return ob.expr
+
+
+def prove_symbolically(ctx: Context, ob: Obligation) -> bool:
     """True when sympy shows the obligation holds everywhere in its params' ranges."""
-    target = ob.node.right if ob.kind == "divisor" else ob.expr
+    target = _target(ob)
     if ctx.size(target) > MAX_NODES:
         return False
     try:

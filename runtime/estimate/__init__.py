@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from artifact.point import Point
+from runtime.estimate.fit.model import Modeler
 from runtime.estimate.layers import layer_uses
 from runtime.estimate.peaks import iteration_growth, phase_peaks, request_peak
 from runtime.estimate.points import (
@@ -86,6 +87,7 @@ def estimate(
     *,
     component_weight_bytes: Weights = None,
     stage_margins: Mapping[str, float | Fraction] | None = None,
+    modeler: Modeler | None = None,
 ) -> WorkloadEstimate:
     """Everything at once: phase peaks, the request's peak, timing, layer uses and growth.
 
@@ -93,22 +95,23 @@ def estimate(
     inadmissible point raises the loader's error); ``margin`` (>= 1) pads what is extrapolated,
     ``stage_margins`` overrides it for the phases of some stages (a calibration whose sizes confirm
     a stage's terms pads it less); ``component_weight_bytes`` floors each phase's constant part at
-    its active components' weights. Records of another pipeline raise ``RecordMismatchError`` (a
-    ``ValueError``).
+    its active components' weights; ``modeler`` fits the peaks (margin aside) and the time planes (a
+    calibration's cache reads a fit made before, whatever the margin). Records of another pipeline
+    raise ``RecordMismatchError`` (a ``ValueError``).
     """
     work = Workload(records, pipeline, target)
     exact = margin_fraction(margin)
     margins = {s: margin_fraction(m) for s, m in (stage_margins or {}).items()}
     weights = dict(component_weight_bytes or {})
     growth = iteration_growth(work)
-    phases = phase_peaks(work, exact, weights, growth, margins)
+    phases = phase_peaks(work, exact, weights, growth, margins, modeler)
     return WorkloadEstimate(
         pipeline=pipeline.name,
         target=work.target,
         margin=float(exact),
         phases=phases,
-        request_peak=request_peak(work, exact, weights, growth, phases, margins),
-        timing=request_time(work),
+        request_peak=request_peak(work, exact, weights, growth, phases, margins, modeler),
+        timing=request_time(work, modeler),
         layer_uses=layer_uses(work),
         growth=growth,
         records_used=len(work.ok),
@@ -146,9 +149,11 @@ def estimate_peak_bytes(
     return request_peak(work, exact, weights, growth, phase_peaks(work, exact, weights, growth))
 
 
-def estimate_timing(records: Records, pipeline: Pipeline, target: Target = None) -> TimingEstimate:
-    """The request's and each stage's duration at the target."""
-    return request_time(Workload(records, pipeline, target))
+def estimate_timing(
+    records: Records, pipeline: Pipeline, target: Target = None, modeler: Modeler | None = None
+) -> TimingEstimate:
+    """The request's and each stage's duration at the target (planes fitted by ``modeler``)."""
+    return request_time(Workload(records, pipeline, target), modeler)
 
 
 def estimate_layerwise_layer_uses(

@@ -30,7 +30,8 @@ from itertools import pairwise
 from attrs import frozen
 
 from artifact.ir import StageValues
-from runtime.estimate.fit.exact import basic_solution, estimable, independent_rows, row
+from runtime.estimate.fit.model import Modeler, Refit
+from runtime.estimate.peak_fit import PeakPlace, fit_peak, relative_size
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
@@ -143,12 +144,6 @@ class _Where:
         )
 
 
-def _size(terms: Terms, target: Terms) -> tuple[Fraction, Fraction]:
-    """How large a size is next to the target: the sum of its terms' ratios to the target's."""
-    ratios = sum((Fraction(t) / Fraction(g) for t, g in zip(terms, target) if g), Fraction(0))
-    return ratios, Fraction(sum(terms))
-
-
 def _covers(terms: Terms, target: Terms) -> bool:
     return all(t >= g for t, g in zip(terms, target))
 
@@ -159,11 +154,13 @@ def peak_from_points(
     margin: Fraction,
     floor: int,
     stage: str | None,
+    place: PeakPlace | None = None,
 ) -> PeakEstimate:
     """Rules 1-3 of the module docstring over the measured sizes of one constraint.
 
     ``target`` is the target's measure, or the tuple of its terms when the measure has several (the
-    points' ``terms`` then have as many).
+    points' ``terms`` then have as many); rule 2's fit is read from ``place``'s modeler (made once
+    per samples whatever the margin), else fitted here.
     """
     target_terms: Terms = tuple(target) if isinstance(target, tuple) else (target,)
     target_measure = sum(target_terms) if isinstance(target, tuple) else target
@@ -175,9 +172,9 @@ def peak_from_points(
         return base.estimate(Method.NONE, None, None, 1.0, "no successful measurement")
     covering = [p for p in points if _covers(p.terms, target_terms)]
     if covering:
-        smallest = min(_size(p.terms, target_terms) for p in covering)
+        smallest = min(relative_size(p.terms, target_terms) for p in covering)
         best = max(
-            (p for p in covering if _size(p.terms, target_terms) == smallest),
+            (p for p in covering if relative_size(p.terms, target_terms) == smallest),
             key=lambda p: p.adjusted_peak_bytes,
         )
         raw = best.adjusted_peak_bytes
@@ -187,105 +184,14 @@ def peak_from_points(
             reason += f", plus {best.growth_bytes} B of per-iteration growth"
         margin_used = float(margin) if best.growth_bytes else 1.0
         return base.estimate(Method.MEASUREMENT, raw, bound, margin_used, reason, points)
-    fitted, fallback = _fit(points, target_terms, margin, floor)
-    if fitted is not None:
-        raw, bound, fit, reason = fitted
-        return base.estimate(Method.FIT, raw, bound, float(margin), reason, points, fit)
-    return _scaled(points, target_terms, margin, floor, fallback, base)
-
-
-#: A term whose negative slope moves the fit at the target by at most this share is noise (left out
-#: of the fit); a larger one means the sizes disagree with the formula: scale instead (rule 3).
-NEGLIGIBLE = Fraction(1, 100)
-
-
-def _fit(
-    points: Sequence[MeasuredPoint], target: Terms, margin: Fraction, floor: int
-) -> tuple[tuple[int, int, LinearFit | PlaneFit, str] | None, str]:
-    """Rule 2: the fit through the sizes nearest the target that determine it, or why there is
-    none.
-    """
-    largest: dict[Terms, MeasuredPoint] = {}
-    for p in points:
-        if p.terms not in largest or p.adjusted_peak_bytes > largest[p.terms].adjusted_peak_bytes:
-            largest[p.terms] = p
-    ordered = sorted(largest.values(), key=lambda p: _size(p.terms, target), reverse=True)
-    keep = list(range(len(target)))
-    left_out: list[int] = []
-    negative_slope = ""
-    while True:
-        solved = _plane(ordered, target, keep)
-        if isinstance(solved, str):  # the terms left do not determine the target: say why not
-            return None, negative_slope or solved
-        constant, slopes, chosen = solved
-        negative = [i for i in keep if slopes[i] < 0]
-        if not negative:
-            break
-        sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
-        negative_slope = f"; the fit on measures {sizes} has a negative slope (noise)"
-        value = constant + sum((s * t for s, t in zip(slopes, target)), Fraction(0))
-        if len(negative) == len(keep) or any(
-            abs(slopes[i] * target[i]) > NEGLIGIBLE * abs(value) for i in negative
-        ):
-            return None, negative_slope
-        # a term whose negative slope is worth a few bytes at the target does not grow this
-        # phase (the bytes of a scheduler's step arrays decided its sign): leave it out and fit
-        # the others, rather than scale a small size by its largest term ratio
-        left_out += negative
-        keep = [i for i in keep if i not in negative]
-    sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
-    constant = max(constant, Fraction(min(floor, chosen[0].adjusted_peak_bytes)))
-    if len(target) == 1:
-        small, large = chosen[1].measure, chosen[0].measure
-        line = LinearFit(constant, slopes[0], (small, large))
-        raw, bound = line.at(target[0]), line.at(target[0], margin)
-        reason = (
-            f"fit on measures {show_measure(small)} and {show_measure(large)}: "
-            f"{float(constant):.0f} B + {float(slopes[0]):.6g} B x measure, "
-            f"at target {show_measure(target[0])}"
-        )
-        return (ceil_bytes(raw), ceil_bytes(bound), line, reason), ""
-    plane = PlaneFit(constant, tuple(slopes), tuple(p.terms for p in reversed(chosen)))
-    linear = " + ".join(f"{float(s):.6g} B x term {i + 1}" for i, s in enumerate(slopes))
-    reason = (
-        f"fit on measures {sizes}: {float(constant):.0f} B + {linear}, at target "
-        f"{show_terms(target)}"
-    )
-    if left_out:
-        shown = ", ".join(f"term {i + 1}" for i in sorted(left_out))
-        reason += f" ({shown} fitted a negative slope, noise: left out, slope 0)"
-    if len(chosen) < len(keep) + 1:
-        reason += " (terms that do not vary among them ride in the constant, as at the target)"
-    raw, bound = plane.at(target), plane.at(target, margin)
-    return (ceil_bytes(raw), ceil_bytes(bound), plane, reason), ""
-
-
-def _plane(
-    ordered: Sequence[MeasuredPoint], target: Terms, keep: Sequence[int]
-) -> tuple[Fraction, list[Fraction], list[MeasuredPoint]] | str:
-    """The plane over the terms in ``keep`` (the others at slope 0) through the sizes nearest the
-    target that add a direction: (constant, a slope per term, those sizes), or why there is none
-    (a reason to append to the fallback's)."""
-
-    def project(terms: Terms) -> Terms:
-        return tuple(terms[i] for i in keep)
-
-    indices = independent_rows([row(project(p.terms)) for p in ordered])
-    chosen = [ordered[i] for i in indices]
-    if len(chosen) < 2:
-        return ""
-    rows = [row(project(p.terms)) for p in chosen]
-    if not estimable(rows, row(project(target))):
-        sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
-        return (
-            f"; the measured sizes {sizes} do not determine the memory terms at the target "
-            "(measure a size that varies the others)"
-        )
-    constant, *kept = basic_solution(rows, [Fraction(p.adjusted_peak_bytes) for p in chosen])
-    slopes = [Fraction(0)] * len(target)
-    for i, slope in zip(keep, kept):
-        slopes[i] = slope
-    return constant, slopes, chosen
+    if place is None or stage is None:
+        fitted = fit_peak(points, target_terms, floor)
+    else:
+        fitted = place.fit(stage, points, target_terms, floor)
+    if isinstance(fitted, str):
+        return _scaled(points, target_terms, margin, floor, fitted, base)
+    raw, bound = fitted.at(target_terms), fitted.at(target_terms, margin)
+    return base.estimate(Method.FIT, raw, bound, float(margin), fitted.reason, points, fitted.fit)
 
 
 def _scaled(
@@ -352,9 +258,10 @@ def phase_peaks(
     weights: Mapping[str, int],
     growth: Sequence[IterationGrowth],
     stage_margins: Mapping[str, Fraction] | None = None,
+    modeler: Modeler | None = None,
 ) -> tuple[PhaseEstimate, ...]:
     """One estimate per phase and component layout, in order of first appearance; a stage in
-    ``stage_margins`` pads its phases by its own margin."""
+    ``stage_margins`` pads its phases by its own margin; fits read from ``modeler``."""
     groups: dict[PhaseKey, list[tuple[int, WarmupRecord, Mapping[str, StageValues], Phase]]] = {}
     for index, record, values in work.ok:
         for phase in record.phases:
@@ -388,7 +295,8 @@ def phase_peaks(
             ]
             floor = sum(weights.get(c, 0) for c in active)
             padding = (stage_margins or {}).get(stage, margin)
-            peak = peak_from_points(points, _target(work, stage), padding, floor, stage)
+            place = PeakPlace(modeler or Refit(), tuple(work.target.items()), (kind, name), active)
+            peak = peak_from_points(points, _target(work, stage), padding, floor, stage, place)
         out.append(PhaseEstimate(label, kind, name, stage, active, used, peak))
     return tuple(out)
 
@@ -420,9 +328,10 @@ def request_peak(
     growth: Sequence[IterationGrowth],
     phases: Sequence[PhaseEstimate],
     stage_margins: Mapping[str, Fraction] | None = None,
+    modeler: Modeler | None = None,
 ) -> PeakEstimate:
     """The request's peak: its own measured peaks scaled with the dominant stage (padded by its
-    margin), and at least every phase.
+    margin, fitted by ``modeler``), and at least every phase.
     """
     blocking = work.blocking_reason()
     if blocking:
@@ -432,7 +341,8 @@ def request_peak(
     stage = _dominant_stage(work)
     candidates: list[tuple[str, PeakEstimate]] = []
     if stage is not None:
-        own = _scaled_with(work, stage, (stage_margins or {}).get(stage, margin), weights, growth)
+        padding = (stage_margins or {}).get(stage, margin)
+        own = _scaled_with(work, stage, padding, weights, growth, modeler or Refit())
         candidates.append((f"the request, scaled with {stage}", own))
     candidates += [(f"phase {p.label}", p.peak) for p in phases if p.peak.ok]
     if not candidates:
@@ -463,6 +373,7 @@ def _scaled_with(
     margin: Fraction,
     weights: Mapping[str, int],
     growth: Sequence[IterationGrowth],
+    modeler: Modeler,
 ) -> PeakEstimate:
     """The request's own measured peaks carried to the target along ``stage``'s memory."""
     points = [
@@ -479,6 +390,6 @@ def _scaled_with(
         for index, record, values in work.ok
     ]
     active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
-    return peak_from_points(
-        points, _target(work, stage), margin, sum(weights.get(c, 0) for c in active), stage
-    )
+    floor = sum(weights.get(c, 0) for c in active)
+    place = PeakPlace(modeler, tuple(work.target.items()))
+    return peak_from_points(points, _target(work, stage), margin, floor, stage, place)

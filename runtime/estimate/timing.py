@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import attrs
@@ -30,8 +30,9 @@ from attrs import frozen
 from artifact.ir import StageValues
 from artifact.point import Point
 from artifact.spelling import point_text
+from runtime.estimate.fit.model import FitKey, Modeler, Policy, Refit, Sample
 from runtime.estimate.fit.samples import StageSample, stage_sample
-from runtime.estimate.fit.time_plane import SizeTimes, fit_time
+from runtime.estimate.fit.time_plane import SizeTimes, TimeFit, fit_time
 from runtime.estimate.points import (
     Workload,
     measured_iterations,
@@ -40,7 +41,7 @@ from runtime.estimate.points import (
     time_terms,
 )
 from runtime.estimate.results import Measure, StageTime, TimingEstimate
-from runtime.kinds import Method
+from runtime.kinds import FitRule, Method, Quantity
 from runtime.record import WarmupRecord
 
 
@@ -80,9 +81,13 @@ class _Carried:
 
 
 def stage_time(
-    work: Workload, stage: str, representative: tuple[int, WarmupRecord, Mapping[str, StageValues]]
+    work: Workload,
+    stage: str,
+    representative: tuple[int, WarmupRecord, Mapping[str, StageValues]],
+    modeler: Modeler | None = None,
 ) -> StageTime:
-    """One stage's time at the target (see the module docstring)."""
+    """One stage's time at the target (see the module docstring); its plane fitted by
+    ``modeler`` (a calibration's cache reads a fit made before)."""
     target_n = work.target_iterations(stage)
     target_m = work.target_values[stage].time
     _, rep, rep_values = representative
@@ -111,7 +116,7 @@ def stage_time(
         why = "measured at the target's iterations and measure (the median of its runs)"
         return timed(Method.MEASUREMENT, seconds, why, target_n)
     sizes = stage_sizes(work, stage, repeated)
-    carried = _fitted(sizes, time_terms(work.pipeline, stage, work.target), target_n)
+    carried = _fitted(sizes, _plane(work, stage, sizes, modeler or Refit()), target_n)
     if carried is None:
         rep_terms = time_terms(work.pipeline, stage, rep.params)
         base = next((s.median for s in sizes if s.terms == rep_terms), rep_sample.seconds)
@@ -167,12 +172,23 @@ def _measured_at_target(
     return statistics.median(exact) if exact else None
 
 
-def _fitted(
-    sizes: list[SizeTimes], target_terms: tuple[Fraction, ...], target_n: int
-) -> _Carried | None:
+#: How the time estimate fits a stage: a weighted plane over every size, read at the target.
+PLANE = Policy(Quantity.TIME, rule=FitRule.PLANE)
+
+
+def _plane(
+    work: Workload, stage: str, sizes: Sequence[SizeTimes], modeler: Modeler
+) -> TimeFit | None:
+    """The plane over every measured size of the stage, read at the target's time terms."""
+    samples = tuple(Sample((), s.seconds, s.terms) for s in sizes)
+    key = FitKey(stage, PLANE, samples, tuple(work.target.items()))
+    target_terms = time_terms(work.pipeline, stage, work.target)
+    return modeler.fit(key, lambda k: fit_time(sizes, target_terms))
+
+
+def _fitted(sizes: list[SizeTimes], fitted: TimeFit | None, target_n: int) -> _Carried | None:
     """The per-iteration time of the fit over every measured size, read at the target's terms;
     None where the sizes do not determine it."""
-    fitted = fit_time(sizes, target_terms)
     if fitted is None:
         return None
     predicted = max(0.0, fitted.value)
@@ -200,13 +216,13 @@ def _scaled(base: float, measure: Measure, target_m: Measure, sizes: int) -> _Ca
     return _Carried(Method.SCALED, predicted, how)
 
 
-def request_time(work: Workload) -> TimingEstimate:
+def request_time(work: Workload, modeler: Modeler | None = None) -> TimingEstimate:
     """Every stage of the formulas and the untracked time of the representative record."""
     if not work.ok:
         return TimingEstimate(Method.NONE, None, "no successful measurement")
     representative = max(work.ok, key=lambda item: (_work(item[2], item[1]), item[0]))
     _, rep, _ = representative
-    stages = tuple(stage_time(work, s, representative) for s in work.stages)
+    stages = tuple(stage_time(work, s, representative, modeler) for s in work.stages)
     untracked = max(0.0, rep.duration_s - sum(rep.stage_durations.values()))
     missing = [s.stage for s in stages if s.seconds is None]
     if missing:

@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 
-from calibration.plan import Component, Device, Plan, Target
+from calibration.plan import Component, Device, PlacementKind, Plan, Target
 from calibration.plan.candidates import Candidate, candidates
 
 
@@ -18,15 +18,33 @@ def fits(
     device: Device,
     pageable: Sequence[bool] | None = None,
 ) -> bool:
-    """Every phase of every target within capacity - reserve, pinned bytes within the budget
-    (a pageable host copy pins nothing)."""
+    """Every phase of every target within capacity - reserve (a component it needs whole counts
+    its whole weights; at the moment a streamed layer arrives, its transition bytes in place of
+    the bound), pinned bytes within the budget (a pageable host copy pins nothing), every host
+    copy within the host memory."""
     names = [c.name for c in components]
     always = sum(c.always for c in picked)
     for t in targets:
         for p in t.phases:
-            onload = sum(picked[names.index(n)].onload for n in set(p.active_components))
+            whole = set(p.whole_components)
+            onload = sum(
+                components[names.index(n)].weight_bytes - picked[names.index(n)].always
+                if n in whole
+                else picked[names.index(n)].onload
+                for n in set(p.active_components)
+            )
             if always + onload + p.bound_bytes > device.usable_bytes:
                 return False
+            streams = any(
+                picked[names.index(n)].kind == PlacementKind.LAYERWISE
+                for n in set(p.active_components) - whole
+            )
+            moves = p.transition_bytes
+            if streams and moves is not None and always + onload + moves > device.usable_bytes:
+                return False
+    host = sum(c.weight_bytes - k.always for c, k in zip(components, picked))
+    if device.host_memory_bytes is not None and host > device.host_memory_bytes:
+        return False
     flags = pageable or [False] * len(picked)
     pinned = sum(c.pinned for c, paged in zip(picked, flags) if not paged)
     return device.pin_budget_bytes is None or pinned <= device.pin_budget_bytes

@@ -13,6 +13,8 @@ and ``dslc infer`` all fit through it. No sympy, no numpy: exact rational arithm
   judgement (``leave_one_out``, ``held_out_error``).
 - ``noise``: the one noise and tolerance model, one value per physical constant.
 - ``time_plane``: per-iteration time at the target with its spread (``fit_time``).
+- ``model``: the one modeler interface (``Modeler``: a stage, a ``Policy`` and its ``Sample``s in,
+  one model out) and a calibration's ``FitCache``, which fits each (stage, policy, samples) once.
 - the enums for phase kinds, quantities, methods, finding kinds and margin sources are
   ``runtime.kinds`` (records use them too), re-exported here.
 """

@@ -114,7 +114,8 @@ def test_flux_tables_without_verify():
     )
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert "flux1_dev: example flux on cpu" in out
+    assert out.startswith("calibrating flux1_dev (example flux, formulas ")
+    assert "target steps=4,height=96,width=96,cfg=false, as asked" in out.splitlines()[0]
     assert "target:  steps=4, height=96, width=96, cfg=false" in out
     assert "stage:DenoisingStage" in out and "run with --verify" in out
 

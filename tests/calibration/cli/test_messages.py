@@ -72,6 +72,10 @@ def test_a_compile_error_is_shown_not_a_hint_about_name(tmp_path, monkeypatch, c
 CUSTOM_SD = Path(__file__).resolve().parents[1] / "data" / "custom_sd.wf"
 
 
+#: Every progress tick of the ``exact`` calibration: (step, total, what).
+TICKS: list[tuple[int, int, str]] = []
+
+
 @pytest.fixture(scope="module")
 def exact() -> Calibration:
     """The tiny SD 1.5 calibrated and verified: every row, the request's too, within a few %."""
@@ -79,11 +83,12 @@ def exact() -> Calibration:
     from calibration.examples import tiny_sd
 
     start = {"steps": 1, "height": 32, "width": 32}
+    TICKS.clear()
     return calibrate_pipeline(
         tiny_sd.build, load_pipeline(CUSTOM_SD, "custom_sd"),
         Shapes(start, start, {"steps": 2, "height": 64, "width": 64}),
         call_kwargs=tiny_sd.call_kwargs, repeat=1, verify=True, time_tolerance=None,
-        formula_path="custom_sd.wf",
+        formula_path="custom_sd.wf", progress=lambda *tick: TICKS.append(tick),
     )  # fmt: skip
 
 
@@ -198,3 +203,52 @@ def test_quiet_drops_the_notes_and_keeps_the_warnings(
         err = capsys.readouterr().err
         assert ("note[request-over-predicted]" in err) is not quiet, err
         assert "warning[unobserved-component]" in err
+
+
+def test_the_progress_total_is_known_up_front_and_never_grows(exact: Calibration) -> None:
+    counted = [(step, total) for step, total, _ in TICKS if step > 0]
+    assert len({total for _, total in counted}) == 1, counted  # one total, from the first step
+    steps = [step for step, _ in counted]
+    assert steps == sorted(steps) and steps[-1] == counted[0][1]  # finished at it, never past
+    added = [why for why in exact.extra_reasons if "determining" not in why]
+    assert added, exact.extra_reasons  # sizes were added after the first round: the old total grew
+
+
+def test_progress_lines_name_the_command_the_step_elapsed_and_left() -> None:
+    from calibration.cli.show import progress_line
+
+    ticks = [
+        (0, 1, "building the pipeline", 0.4, 0.0),
+        (1, 12, "warmup steps=1", 2.0, 0.0),
+        (2, 12, "probe steps=1", 4.0, 2.0),
+        (3, 12, "probe 2 steps=2", 14.0, 12.0),
+        (12, 12, "done", 3725.0, 3723.0),
+    ]
+    lines = [progress_line("plan", *tick) for tick in ticks]
+    assert lines[3] == "plan [3/12] 0:14, ~1:00 left probe 2 steps=2"  # 6 s a step, 10 to go
+    golden("progress-lines.txt", "\n".join(lines) + "\n")
+
+
+def test_the_main_output_says_what_runs_why_each_term_and_what_next(
+    exact: Calibration, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import click
+
+    from calibration.cli.guide import LEGEND, headline, next_line
+    from calibration.cli.show import show
+    from dslc.cli_ui import Ui
+
+    shown: dict[tuple[bool, str], list[str]] = {}
+    for dropped in (False, True):
+        for save in (None, Path("cal.json")):
+            with click.Context(click.Command("calibrate"), obj=Ui(quiet=dropped)):
+                show(exact, None, save=save)
+            shown[dropped, str(save)] = capsys.readouterr().out.splitlines()
+    loud, saved, quiet = shown[False, "None"], shown[False, "cal.json"], shown[True, "None"]
+    assert loud[0] == quiet[0] == headline(exact)
+    assert "the formulas' default workload" not in loud[0] and "as asked" in loud[0]
+    assert loud[-1] == next_line(None) and saved[-1] == next_line(Path("cal.json"))
+    assert saved[-1].startswith("next: dslc plan --calibration cal.json --device-memory ")
+    assert quiet[-1].startswith("verdict: ") and set(LEGEND).isdisjoint(quiet)
+    assert [line for line in loud if line in LEGEND] == list(LEGEND)  # each term once
+    golden("calibrate-guide.txt", "\n".join([loud[0], *LEGEND, loud[-1], saved[-1]]) + "\n")

@@ -387,3 +387,20 @@ def test_a_calibration_is_planned_in_memory_as_its_saved_document_reads(flux) ->
     assert set(got.stage_seconds) == set(want.stage_seconds)
     for stage, seconds in got.stage_seconds.items():
         assert seconds == pytest.approx(want.stage_seconds[stage], abs=1e-6)
+
+
+def test_cli_host_memory_bounds_the_host_copies_and_names_the_shortfall(tmp_path):
+    path = _write(tmp_path, "cal.json", calibration_document())
+    runner = CliRunner()
+    args = ["--calibration", path, "--device-memory", "24GiB", "--json"]
+    free = json.loads(runner.invoke(plan, args).output)
+    assert free["device"]["host_memory_bytes"] is None and free["host_bytes"] > 0
+    enough = f"{free['host_bytes']}B"
+    held = json.loads(runner.invoke(plan, [*args, "--host-memory", enough]).output)
+    assert held["feasible"] and held["device"]["host_memory_bytes"] == free["host_bytes"]
+    short = runner.invoke(plan, [*args, "--host-memory", "1MiB"])
+    assert short.exit_code == 1
+    doc = json.loads(short.output)
+    assert doc["shortfall"] == "host" and doc["reason"].startswith("host memory 1 MiB is ")
+    bare = runner.invoke(plan, [*args, "--host-memory", "24"])
+    assert bare.exit_code == 2

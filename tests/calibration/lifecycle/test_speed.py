@@ -98,7 +98,7 @@ def test_a_slow_fault_spends_real_cpu_time_the_recorder_reads():
 
 
 def test_predicted_and_measured_time_are_shown_side_by_side():
-    outcome, _ = lifecycle(clock=REAL)
+    outcome, _ = lifecycle()  # steady: a loaded machine never makes this validation slower
     check = outcome.report.step("validate")[0].data["time"]
     assert check["predicted_s"] == outcome.plan.predicted_seconds > 0
     assert check["measured_s"] > 0 and check["previous_s"] > 0

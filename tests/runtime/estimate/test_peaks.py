@@ -16,6 +16,8 @@ from runtime.estimate import (
     estimate_peak_bytes,
     estimate_phase_peaks,
 )
+from runtime.estimate.fit.model import FitCache
+from runtime.kinds import FitRule
 from tests.runtime.estimate.conftest import phase, record, stage
 
 DENOISE = "stage:DenoisingStage"
@@ -286,3 +288,26 @@ def test_every_figure_says_how_it_was_obtained(toy):
 def test_records_of_another_pipeline_are_refused(toy):
     with pytest.raises(ValueError, match="pipeline 'other'"):
         estimate([record({"size": 20}, pipeline="other")], toy)
+
+
+def test_one_fit_serves_every_margin(toy):
+    # The fit of the test above, made once by one modeler: the estimate at margin 1.25 and the
+    # fixed margin's at 1.0 pad the same line (7450 and 6200, as when each fits on its own).
+    records = [
+        record({"size": 10}, phases=[stage("DenoisingStage", 1700)]),
+        record({"size": 20}, phases=[stage("DenoisingStage", 2200)]),
+    ]
+    cache = FitCache()
+    padded = estimate(records, toy, margin=1.25, modeler=cache)
+    fits = sum(1 for k in cache.fitted if k.policy.rule == FitRule.PEAK)
+    fixed = estimate(records, toy, margin=1.0, modeler=cache)
+    assert sum(1 for k in cache.fitted if k.policy.rule == FitRule.PEAK) == fits > 0
+    assert all(n == 1 for n in cache.fitted.values())
+    assert (padded.phase(DENOISE).peak.bound_bytes, fixed.phase(DENOISE).peak.bound_bytes) == (
+        7450,
+        6200,
+    )
+    assert padded.phase(DENOISE).peak.fit is fixed.phase(DENOISE).peak.fit
+    for margin, cached in ((1.25, padded), (1.0, fixed)):
+        alone = estimate(records, toy, margin=margin)
+        assert alone.phases == cached.phases and alone.request_peak == cached.request_peak

@@ -1,0 +1,178 @@
+"""Rule 2 of ``runtime/estimate/peaks.py`` as a modeler's policy: the fit of one constraint's
+measured peaks, margin aside, made once per (stage, policy, samples, target) by the modeler.
+
+The policy (``FitRule.PEAK``) says which sizes (the largest peak of each, the sizes nearest the
+target that add a direction), the sign rule (a negative slope worth at most ``NEGLIGIBLE`` of the
+fit at the target is left out, a larger one gives no fit) and the floor of the constant (the active
+components' weight bytes). The margin is applied by the reader (``PeakModel.at``), so the estimate
+and the fixed-margin bounds read one fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from attrs import frozen
+
+from artifact.point import PointKey
+from runtime.estimate.fit.exact import basic_solution, estimable, independent_rows, row
+from runtime.estimate.fit.model import FitKey, Modeler, Policy, Sample
+from runtime.estimate.fit.samples import Layout
+from runtime.estimate.points import ceil_bytes, show_measure, show_terms
+from runtime.estimate.results import LinearFit, Measure, MeasuredPoint, PlaneFit
+from runtime.kinds import FitRule, Quantity
+
+Terms = tuple[Measure, ...]
+
+#: A term whose negative slope moves the fit at the target by at most this share is noise (left out
+#: of the fit); a larger one means the sizes disagree with the formula: scale instead (rule 3).
+NEGLIGIBLE = Fraction(1, 100)
+
+
+@frozen
+class PeakModel:
+    """One constraint's fit, margin aside: the line (one term) or plane and its reason."""
+
+    fit: LinearFit | PlaneFit
+    reason: str
+
+    def at(self, target: Terms, margin: Fraction = Fraction(1)) -> int:
+        """The fit at the target's terms, its linear part padded by ``margin``, in whole bytes."""
+        if isinstance(self.fit, LinearFit):
+            return ceil_bytes(self.fit.at(target[0], margin))
+        return ceil_bytes(self.fit.at(target, margin))
+
+
+@frozen
+class PeakPlace:
+    """Where a constraint's fit is read from: the modeler, the phase ``(kind, name)`` (None: the
+    request's own peaks) and its component layout, and the target's params (the key's)."""
+
+    modeler: Modeler
+    target: PointKey
+    phase: tuple[str, str] | None = None
+    layout: Layout | None = None
+
+    def fit(
+        self, stage: str, points: Sequence[MeasuredPoint], target: Terms, floor: int
+    ) -> PeakModel | str:
+        """The modeler's fit of ``points`` (made once per key), or why there is none."""
+        policy = Policy(Quantity.MEMORY, self.phase, self.layout, rule=FitRule.PEAK, floor=floor)
+        key = FitKey(stage, policy, peak_samples(points), self.target)
+        return self.modeler.fit(key, lambda k: fit_peak(points, target, k.policy.floor))
+
+
+def peak_samples(points: Sequence[MeasuredPoint]) -> tuple[Sample, ...]:
+    """What a peak fit depends on, one sample a measured size: its terms and adjusted peak."""
+    return tuple(
+        Sample((), (p.adjusted_peak_bytes,), tuple(Fraction(t) for t in p.terms)) for p in points
+    )
+
+
+def relative_size(terms: Terms, target: Terms) -> tuple[Fraction, Fraction]:
+    """How large a size is next to the target: the sum of its terms' ratios to the target's."""
+    ratios = sum((Fraction(t) / Fraction(g) for t, g in zip(terms, target) if g), Fraction(0))
+    return ratios, Fraction(sum(terms))
+
+
+def fit_peak(points: Sequence[MeasuredPoint], target: Terms, floor: int) -> PeakModel | str:
+    """Rule 2: the fit through the sizes nearest the target that determine it (no margin), or why
+    there is none (the text the fallback's reason ends with)."""
+    largest: dict[Terms, MeasuredPoint] = {}
+    for p in points:
+        if p.terms not in largest or p.adjusted_peak_bytes > largest[p.terms].adjusted_peak_bytes:
+            largest[p.terms] = p
+    ordered = sorted(largest.values(), key=lambda p: relative_size(p.terms, target), reverse=True)
+    keep = list(range(len(target)))
+    left_out: list[int] = []
+    negative_slope = ""
+    while True:
+        solved = _plane(ordered, target, keep)
+        if isinstance(solved, str):  # the terms left do not determine the target: say why not
+            return negative_slope or solved
+        constant, slopes, chosen = solved
+        negative = [i for i in keep if slopes[i] < 0]
+        if not negative:
+            break
+        sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
+        negative_slope = f"; the fit on measures {sizes} has a negative slope (noise)"
+        value = constant + sum((s * t for s, t in zip(slopes, target)), Fraction(0))
+        if len(negative) == len(keep) or any(
+            abs(slopes[i] * target[i]) > NEGLIGIBLE * abs(value) for i in negative
+        ):
+            return negative_slope
+        # a term whose negative slope is worth a few bytes at the target does not grow this
+        # phase (the bytes of a scheduler's step arrays decided its sign): leave it out and fit
+        # the others, rather than scale a small size by its largest term ratio
+        left_out += negative
+        keep = [i for i in keep if i not in negative]
+    constant = max(constant, Fraction(min(floor, chosen[0].adjusted_peak_bytes)))
+    if len(target) == 1:
+        return _line(constant, slopes[0], chosen, target[0])
+    return _plane_model(constant, slopes, chosen, target, left_out, len(keep))
+
+
+def _line(
+    constant: Fraction, slope: Fraction, chosen: Sequence[MeasuredPoint], target: Measure
+) -> PeakModel:
+    """The line through the two sizes nearest the target (one memory term)."""
+    small, large = chosen[1].measure, chosen[0].measure
+    reason = (
+        f"fit on measures {show_measure(small)} and {show_measure(large)}: "
+        f"{float(constant):.0f} B + {float(slope):.6g} B x measure, "
+        f"at target {show_measure(target)}"
+    )
+    return PeakModel(LinearFit(constant, slope, (small, large)), reason)
+
+
+def _plane_model(
+    constant: Fraction,
+    slopes: Sequence[Fraction],
+    chosen: Sequence[MeasuredPoint],
+    target: Terms,
+    left_out: Sequence[int],
+    kept: int,
+) -> PeakModel:
+    """The plane through the sizes nearest the target (several memory terms)."""
+    sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
+    plane = PlaneFit(constant, tuple(slopes), tuple(p.terms for p in reversed(chosen)))
+    linear = " + ".join(f"{float(s):.6g} B x term {i + 1}" for i, s in enumerate(slopes))
+    reason = (
+        f"fit on measures {sizes}: {float(constant):.0f} B + {linear}, at target "
+        f"{show_terms(target)}"
+    )
+    if left_out:
+        shown = ", ".join(f"term {i + 1}" for i in sorted(left_out))
+        reason += f" ({shown} fitted a negative slope, noise: left out, slope 0)"
+    if len(chosen) < kept + 1:
+        reason += " (terms that do not vary among them ride in the constant, as at the target)"
+    return PeakModel(plane, reason)
+
+
+def _plane(
+    ordered: Sequence[MeasuredPoint], target: Terms, keep: Sequence[int]
+) -> tuple[Fraction, list[Fraction], list[MeasuredPoint]] | str:
+    """The plane over the terms in ``keep`` (the others at slope 0) through the sizes nearest the
+    target that add a direction: (constant, a slope per term, those sizes), or why there is none
+    (a reason to append to the fallback's)."""
+
+    def project(terms: Terms) -> Terms:
+        return tuple(terms[i] for i in keep)
+
+    indices = independent_rows([row(project(p.terms)) for p in ordered])
+    chosen = [ordered[i] for i in indices]
+    if len(chosen) < 2:
+        return ""
+    rows = [row(project(p.terms)) for p in chosen]
+    if not estimable(rows, row(project(target))):
+        sizes = " and ".join(show_terms(p.terms) for p in reversed(chosen))
+        return (
+            f"; the measured sizes {sizes} do not determine the memory terms at the target "
+            "(measure a size that varies the others)"
+        )
+    constant, *kept = basic_solution(rows, [Fraction(p.adjusted_peak_bytes) for p in chosen])
+    slopes = [Fraction(0)] * len(target)
+    for i, slope in zip(keep, kept):
+        slopes[i] = slope
+    return constant, slopes, chosen
