@@ -28,7 +28,6 @@ from attrs import define, frozen
 from artifact.point import Point
 from artifact.spelling import point_text
 from artifact.units import show_bytes
-from calibration.errors import CalibrationError
 from calibration.plan.model import Device, Plan, PlanInputError
 from calibration.serve.admission import DecisionKind
 from calibration.serve.answer import Answer, PhasePeak
@@ -139,15 +138,15 @@ class AdmittedWorker:
     def _tried(self, plan: Plan) -> bool:
         """``plan`` in force if one served target request validates it; else the one before."""
         inner, before = self.inner, self.inner.plan
-        self._place(plan)
         try:
+            self._place(plan)
             with self._kept_output(), self._cautious(self._defaults):
                 served = inner.serve(self._defaults)
             over = [p.label for p in served.phases if not p.within]
             why = f"admitted {served.decision.kind.value}" + (f", over: {over}" if over else "")
             valid = served.decision.kind is DecisionKind.RUN and not over
-        except CalibrationError as exc:
-            why, valid = str(exc), False
+        except Exception as exc:  # noqa: BLE001 - applied or ran and failed: the one before back
+            why, valid = f"{type(exc).__name__}: {exc}", False
         if not valid:
             log.warning(
                 "re-plan after drift: not validated (%s); the placement before is back", why
