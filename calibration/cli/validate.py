@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 MODES = tuple(m.value for m in Mode)
 
 
-def _built(choice: Choice, shapes: Shapes) -> Built:
+def built_choice(choice: Choice, shapes: Shapes) -> Built:
     """The chosen example or factory with its formulas (`dslc calibrate`'s choice)."""
     from calibration.calibrate.pipeline import Built
     from calibration.calibrate.run import load_pipeline
@@ -65,7 +65,7 @@ def lifecycle(
     from runtime.measure.distributed import agreement
 
     config = config.placed()  # a plan file read before anything is built
-    built = _built(choice, shapes)
+    built = built_choice(choice, shapes)
     full = full_shapes(
         built.formulas,
         built.defaults,
