@@ -23,7 +23,7 @@ RESPONSE_FORMAT = "response_format"
 class Format(enum.StrEnum):
     """What a generation answers: its metadata alone, or with the image as base64 PNG."""
 
-    JSON = "json"
+    METADATA = "metadata"
     PNG = "png"
 
 
@@ -58,7 +58,7 @@ def parse(data: bytes, pipeline: Pipeline, defaults: Mapping[str, int | bool]) -
         raise BadBody(400, f"the body is a JSON {type(doc).__name__}; send an object of params")
     if len(doc) > MAX_KEYS:
         raise BadBody(400, f"the body has {len(doc)} keys; at most {MAX_KEYS}")
-    answer = _format(doc.pop(RESPONSE_FORMAT, Format.JSON.value))
+    answer = _format(doc.pop(RESPONSE_FORMAT, Format.METADATA.value))
     point = {**defaults, **doc}
     try:
         pipeline.evaluate(**point)
