@@ -23,12 +23,12 @@ def _state(module: nn.Module) -> tuple[object, ...]:
     request leaves an empty registry on its transformer) and forward override, every tensor's
     device and dtype."""
     from calibration.placement.mechanisms import has_offload_hooks
-    from calibration.placement.private import diffusers_registry
+    from calibration.placement.private import accelerate_hook, diffusers_registry
 
     subs = tuple(
         (
             name,
-            type(getattr(sub, "_hf_hook", None)).__name__,
+            type(accelerate_hook(sub)).__name__,
             tuple(sorted(getattr(diffusers_registry(sub), "hooks", None) or ())),
             _ours(sub._forward_hooks.values()),
             _ours(sub._forward_pre_hooks.values()),
