@@ -5,6 +5,7 @@ from ``--state`` when nothing changed), then serves with uvicorn until SIGTERM o
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import signal
 from collections.abc import Iterator
@@ -75,6 +76,7 @@ EXTRA = "dslc serve needs the [serve] extra: pip install 'workload-formulas[serv
     metavar="SECONDS",
     help="A request not answered in this time: 504.",
 )
+@click.option("--json", "as_json", is_flag=True, help="The worker's log as JSON lines on stderr.")
 @packed
 def serve(
     choice: Choice,
@@ -88,6 +90,7 @@ def serve(
     port: int,
     queue: int,
     request_timeout: float,
+    as_json: bool,
 ) -> None:
     """Serve a diffusers pipeline over HTTP: POST /v1/images/generations, GET /healthz, /metrics.
 
@@ -105,7 +108,7 @@ def serve(
 
     choice = check_choice(choice)
     device = _device(config, reserve)
-    _log_to_stderr()
+    _log_to_stderr(as_json)
     given = Boot(choice, Shapes(warmup, probe, target), config, device, state)
     app = create_app(lambda: boot(given), AppSettings(queue, request_timeout))
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
@@ -113,10 +116,26 @@ def serve(
         server.run()
 
 
-def _log_to_stderr() -> None:
-    """The worker's own log (requests, drift, shutdown) beside uvicorn's, on stderr."""
+class _JsonLines(logging.Formatter):
+    """One JSON object a record: time, level, logger, message (for a log collector)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps(
+            {
+                "time": record.created,
+                "level": record.levelname,
+                "logger": record.name,
+                "message": record.getMessage(),
+            }
+        )
+
+
+def _log_to_stderr(as_json: bool = False) -> None:
+    """The worker's own log (requests, drift, shutdown) beside uvicorn's, on stderr: as text, or
+    as JSON lines (``--json``)."""
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    text = logging.Formatter("%(levelname)s:     %(name)s: %(message)s")
+    handler.setFormatter(_JsonLines() if as_json else text)
     for name in ("calibration.serve", "calibration.cli.serve"):
         logger = logging.getLogger(name)
         logger.setLevel(logging.INFO)

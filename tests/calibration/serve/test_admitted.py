@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 
 import attrs
 import pytest
@@ -76,6 +77,15 @@ def test_a_larger_request_is_refused_with_the_limits(client):
     assert error["largest_fitting"]["steps"] is None
 
 
+def _idle_replan(client: TestClient) -> None:
+    """Wait (bounded: a hang guard, no timing asserted) until the worker's idle moment has
+    re-planned: a request posted before it would be admitted under the placement before."""
+    deadline = time.monotonic() + WAIT_S
+    while "wf_replans_total 1.0" not in client.get("/metrics").text:
+        assert time.monotonic() < deadline, "no re-plan at the idle moment"
+        time.sleep(0.05)
+
+
 def test_a_drift_event_is_told_and_its_shape_and_larger_ones_are_served_conservatively(caplog):
     caplog.set_level(logging.INFO, logger="calibration.serve.admitted")
     outcome, session = lifecycle(device=RESIDENT)
@@ -88,6 +98,7 @@ def test_a_drift_event_is_told_and_its_shape_and_larger_ones_are_served_conserva
         assert c.app.state.holder.started.wait(WAIT_S)  # type: ignore[attr-defined]
         struck = c.post(ROUTE, json=target).json()
         smaller = c.post(ROUTE, json={"steps": 1, "height": 32, "width": 32}).json()
+        _idle_replan(c)  # the re-plan runs when no request waits: before `again` is queued
         again = c.post(ROUTE, json=target)
         text = c.get("/metrics").text
     assert struck["decision"] == "run" and struck["drift"] is True

@@ -159,3 +159,23 @@ def test_a_served_answer_sets_each_phase_bound_beside_the_measured_peak(client):
     assert [p["phase"] for p in phases] == [p.label for p in predicted]
     assert all(0 < p["measured_bytes"] <= p["predicted_bytes"] for p in phases)
     assert doc["drift"] is False
+
+
+def test_serve_json_logs_one_object_a_line(capsys):
+    import json as json_module
+    import logging
+
+    from calibration.cli.serve import _log_to_stderr
+
+    _log_to_stderr(as_json=True)
+    logger = logging.getLogger("calibration.serve")
+    try:
+        logger.info("drift: %s", "steps=2")
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+    finally:
+        for name in ("calibration.serve", "calibration.cli.serve"):
+            for handler in logging.getLogger(name).handlers[:]:
+                logging.getLogger(name).removeHandler(handler)
+    record = json_module.loads(line)
+    assert record["message"] == "drift: steps=2" and record["level"] == "INFO"
+    assert record["logger"] == "calibration.serve"
