@@ -328,25 +328,10 @@ def rank_process(
     rank: int, world: int, port: int, case: dict[str, object], root: str, folder: str
 ) -> None:
     """One gloo rank of ``case`` (a spawned process): writes ``folder/rankN.json``."""
-    import datetime
+    from runtime.measure.distributed import TorchDistributedAgreement, gloo_rank
 
-    import torch
-    import torch.distributed as dist
-
-    from runtime.measure.distributed import TorchDistributedAgreement
-
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=600),
-    )
-    try:
+    with gloo_rank(rank, world, port, timeout_s=600):
         result = run_rank(Case(**case), root, rank, TorchDistributedAgreement())  # type: ignore[arg-type]
-    finally:
-        dist.destroy_process_group()
     Path(folder, f"rank{rank}.json").write_text(json.dumps(result))
 
 

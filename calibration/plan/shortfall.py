@@ -18,7 +18,7 @@ from artifact.units import show_bytes
 from calibration.plan.candidates import Candidate, Group
 from calibration.plan.extras import Extra, broken, reorder
 from calibration.plan.model import Component, Device, Shortfall
-from calibration.plan.search import search
+from calibration.plan.search import Outcome, search
 
 
 class Problem(Protocol):
@@ -70,13 +70,15 @@ def diagnose(
     return TOGETHER, None
 
 
-def _least_host(made: Problem, kept: list[Extra], search_limit: int, work_limit: int) -> int | None:
-    """The least host copy of any placement that fits the device (None: none, or unproven)."""
-    ordered = []
-    for i in made.order:
-        whole = made.components[i].weight_bytes
-        ordered.append([attrs.evolve(c, cost=whole - c.always) for c in made.cands[i]])
-    outcome = search(
+def _search(
+    made: Problem,
+    ordered: Sequence[Sequence[Candidate]],
+    kept: Sequence[Extra],
+    search_limit: int,
+    work_limit: int,
+) -> Outcome:
+    """The exact search over ``ordered`` (``made``'s order) holding the ``kept`` constraints."""
+    return search(
         ordered,
         made.groups,
         made.min_free,
@@ -85,6 +87,15 @@ def _least_host(made: Problem, kept: list[Extra], search_limit: int, work_limit:
         work_limit,
         reorder(kept, made.order),
     )
+
+
+def _least_host(made: Problem, kept: list[Extra], search_limit: int, work_limit: int) -> int | None:
+    """The least host copy of any placement that fits the device (None: none, or unproven)."""
+    ordered = []
+    for i in made.order:
+        whole = made.components[i].weight_bytes
+        ordered.append([attrs.evolve(c, cost=whole - c.always) for c in made.cands[i]])
+    outcome = _search(made, ordered, kept, search_limit, work_limit)
     if outcome.choice is None or outcome.stopped is not None:
         return None
     return outcome.cost
@@ -95,15 +106,7 @@ def _transition(
 ) -> tuple[Extra, int] | None:
     """A placement that fits every steady state: the transition it breaks, and by how much."""
     ordered = [made.cands[i] for i in made.order]
-    outcome = search(
-        ordered,
-        made.groups,
-        made.min_free,
-        range(len(ordered)),
-        search_limit,
-        work_limit,
-        reorder(steady, made.order),
-    )
+    outcome = _search(made, ordered, steady, search_limit, work_limit)
     if outcome.choice is None:
         return None
     picked = made.picked(outcome.choice)

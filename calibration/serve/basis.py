@@ -18,7 +18,7 @@ from attrs import field, frozen
 
 from artifact.spelling import path_text
 from calibration.plan.document_check import DocumentError, check_document, read_document
-from calibration.plan.inputs import MAX_ITEMS, CalibrationFormatError, Json
+from calibration.plan.inputs import MAX_ITEMS, CalibrationFormatError, CalibrationLike, Json
 from runtime import FormulaError, Pipeline
 from runtime.estimate import WorkloadEstimate, estimate
 from runtime.kinds import MarginSource
@@ -36,19 +36,10 @@ class StageMargined(Protocol):
     def source(self) -> MarginSource: ...
 
 
-class CalibrationSource(Protocol):
-    """What a predictor reads of a ``calibration.calibrate.run.Calibration``."""
+class CalibrationSource(CalibrationLike, Protocol):
+    """What a predictor reads of a ``calibration.calibrate.run.Calibration``: what the planner
+    reads (``calibration.plan.inputs.CalibrationLike``) and each stage's margin."""
 
-    @property
-    def estimate(self) -> WorkloadEstimate: ...
-    @property
-    def component_weight_bytes(self) -> Mapping[str, int]: ...
-    @property
-    def layer_bytes(self) -> Mapping[str, Mapping[str, int]]: ...
-    @property
-    def phase_weights(self) -> Mapping[str, int]: ...
-    @property
-    def unobserved(self) -> tuple[str, ...]: ...
     @property
     def margins(self) -> Sequence[StageMargined]: ...
 

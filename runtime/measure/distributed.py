@@ -9,7 +9,10 @@ rank; a mismatch is detected with a fingerprint and raised, rather than silently
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import hashlib
+from collections.abc import Iterator
 from typing import Protocol, TypeVar
 
 import attrs
@@ -139,3 +142,21 @@ def reduce_record(record: WarmupRecord, group: dist.ProcessGroup | None = None) 
         phases=phases,
         iterations=iterations,
     )
+
+
+@contextlib.contextmanager
+def gloo_rank(rank: int, world: int, port: int, timeout_s: int) -> Iterator[None]:
+    """This process as ``rank`` of ``world`` over TCP on ``port`` of this host (gloo, one
+    thread), torn down after: the spawned ranks of the tests and of the lifecycle fuzzer."""
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
