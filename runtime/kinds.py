@@ -46,6 +46,7 @@ class FindingKind(StrEnum):
     STAGE_NOT_MEASURED = "stage-not-measured"
     NOT_ESTIMABLE = "not-estimable"
     TIME_UNKNOWN = "time-unknown"  # a time residual too noisy to judge: a note, never an alarm
+    FAR_AXIS = "far-axis"  # the target far past every measured size along a param, unmeasured
 
 
 class MarginSource(StrEnum):

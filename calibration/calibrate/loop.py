@@ -8,12 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 
+from attrs import evolve
+
 from artifact.point import Point
 from artifact.spelling import point_text
 from calibration.calibrate.settle import Settled, settle
 from calibration.core.costs import relative_cost
 from calibration.core.session import Session
 from calibration.probes.evidence import reach
+from calibration.probes.far import FarAxis, at_axis, far_axes, far_findings
+from calibration.probes.findings import rank
 from calibration.probes.policy import memory_terms, work
 from calibration.probes.residuals import StageFit
 from calibration.probes.sizes import departures, ladder, shape_probe, towards
@@ -27,9 +31,12 @@ Progress = Callable[[int, int, str], None]
 MEMORY, TIME = Quantity.MEMORY, Quantity.TIME
 
 
-#: The extra sizes' total cost (iterations x memory measure of the repeated stage) stays below the
-#: target's: a size is added only while the sum stays under this share of it.
-BUDGET = Fraction(1)
+#: The extra sizes' total cost (iterations x memory measure of the repeated stage) stays under
+#: half the target's: a size is added only while the sum stays under this share of it. Every size
+#: runs once a round, like the target under --verify: at a whole request, measuring the target
+#: itself would cost as much as the sizes that predict it; at half, the calibration of a request
+#: costs less than the request (the warmup and the probe are its other share).
+BUDGET = Fraction(1, 2)
 #: How many larger sizes the loop tries to decide an ``unconfirmed`` finding.
 CONFIRM_TRIES = 2
 
@@ -61,6 +68,7 @@ class Loop:
         self.records: list[WarmupRecord] = []
         self.for_time: set[str] = set()  # roles of sizes chosen from measured times
         self.runs: list[WarmupRecord] = []
+        self.far: tuple[FarAxis, ...] = ()  # params far past every size, none afforded there
         self.cost = sum(
             (relative_cost(session.formulas, points[role], target) for role, _ in sizes[1:]),
             Fraction(0),
@@ -98,9 +106,15 @@ class Loop:
         return memory, timed
 
     def settle(self, margin: float, uncovered: Sequence[str]) -> Settled:
-        """What the records say so far (``settle``), time sizes kept to time."""
+        """What the records say so far (``settle``), time sizes kept to time, with a ``far-axis``
+        finding for each param the target lies far past every size in and none was afforded."""
         memory, timed = self.split()
-        return settle(self.session, memory, self.target, margin, uncovered, timed, self.modeler)
+        settled = settle(self.session, memory, self.target, margin, uncovered, timed, self.modeler)
+        if not self.far:
+            return settled
+        pipeline = self.session.formulas
+        far = far_findings(pipeline, self.far, settled.checked.fits, self.target)
+        return evolve(settled, findings=tuple(sorted([*settled.findings, *far], key=rank)))
 
     def verify_target(self, k: int) -> None:
         self.step += 1
@@ -128,9 +142,10 @@ def more_sizes(
 
 
 def most_added(probe: Point, target: Point, time_tolerance: float | None) -> int:
-    """The most sizes ``more_sizes`` can add: ``CONFIRM_TRIES``, one a departing param, one
-    nearer the target, one for time: the progress's total is known before the first run."""
-    return CONFIRM_TRIES + len(departures(probe, target)) + 1 + (time_tolerance is not None)
+    """The most sizes ``more_sizes`` can add: ``CONFIRM_TRIES``, two a departing param (its
+    shape, its far value), one nearer the target, one for time: the progress's total is known
+    before the first run."""
+    return CONFIRM_TRIES + 2 * len(departures(probe, target)) + 1 + (time_tolerance is not None)
 
 
 def _memory_sizes(
@@ -161,7 +176,34 @@ def _memory_sizes(
         ):
             break
         settled = loop.settle(margin, uncovered)
+    settled = _far(loop, settled, target, margin, uncovered)
     return _nearer(loop, settled, probe, target, margin, uncovered)
+
+
+def _far(
+    loop: Loop, settled: Settled, target: Point, margin: float, uncovered: Sequence[str]
+) -> Settled:
+    """Each param the target lies far past every measured size in (``calibration.probes.far``):
+    the cheapest measured size with it at the target's value, lighter than the target in every
+    growing stage's memory, when the budget holds it; else ``Loop.far`` names it (a finding)."""
+    pipeline = loop.session.formulas
+    measured = [dict(r.params) for r in loop.split()[0]]
+    unmet: list[FarAxis] = []
+    for axis in far_axes(pipeline, measured, target):
+        sizes = [
+            c
+            for c in at_axis(pipeline, measured, axis, target)
+            if not covers_memory(pipeline, c, target, loop.records)
+        ]
+        if sizes and loop.add_size(sizes[0], f"measuring {axis.name} at the target's value"):
+            measured.append(sizes[0])
+            settled = loop.settle(margin, uncovered)
+        else:
+            unmet.append(axis)
+    if unmet:
+        loop.far = tuple(unmet)
+        settled = loop.settle(margin, uncovered)
+    return settled
 
 
 #: Past this reach (the target's growing part over the largest measured one) the loop measures a

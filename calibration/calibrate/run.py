@@ -21,7 +21,7 @@ from pathlib import Path
 from attrs import field, frozen
 
 from artifact.point import Point
-from calibration.calibrate.loop import Loop, Progress, more_sizes, most_added
+from calibration.calibrate.loop import BUDGET, Loop, Progress, more_sizes, most_added
 from calibration.calibrate.settle import Settled, fixed_margin_bounds, median_run
 from calibration.core.calls import UnprovenCall, unproven_calls
 from calibration.core.costs import relative_cost, work_ratio
@@ -94,7 +94,7 @@ class Calibration:
 
     @property
     def extra_cost(self) -> float:
-        """The extra probes' total cost, one run each, over the target's (kept under 1)."""
+        """The extra probes' total cost, one run each, over the target's (kept under ``BUDGET``)."""
         return sum(self.extra_costs)
 
     uncovered: tuple[str, ...] = ()  # params the target departs in that no size could move
@@ -272,14 +272,23 @@ def _planned(
 ) -> tuple[dict[str, dict[str, int | bool]], list[tuple[str, str]], tuple[str, ...]]:
     """The sizes planned before anything runs -- the probe, the extra probes that determine every
     term, one size per param no two sizes move alone -- by role, why each, and what none moves."""
+
+    def cost(point: Point) -> Fraction:
+        return relative_cost(pipeline, point, target)
+
     planned = [
         (p, "determining the declared terms at the target")
-        for p in extra_probes(
-            pipeline, warmup, probe, target, cost=lambda c: relative_cost(pipeline, c, target)
-        )
+        for p in extra_probes(pipeline, warmup, probe, target, cost=cost, budget=BUDGET)
     ]
+    left = BUDGET - sum((cost(p) for p, _ in planned), Fraction(0))
     covering, uncovered = coverage_probes(
-        pipeline, [warmup, probe, *(p for p, _ in planned)], [warmup, probe], probe, target
+        pipeline,
+        [warmup, probe, *(p for p, _ in planned)],
+        [warmup, probe],
+        probe,
+        target,
+        cost,
+        left,
     )
     planned += covering
     points: dict[str, dict[str, int | bool]] = {

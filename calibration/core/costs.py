@@ -18,12 +18,6 @@ def work_ratio(pipeline: Pipeline, probe: Point, target: Point) -> Fraction:
     return Fraction(at_target[stage].iterations * at_target[stage].memory) / Fraction(probe_work)
 
 
-# --- the session ----------------------------------------------------------------------------------
-
-#: The extra sizes' total cost (iterations x memory measure of the repeated stage) stays below the
-#: target's: a size is added only while the sum stays under this share of it.
-
-
 def relative_cost(pipeline: Pipeline, point: Point, target: Point) -> Fraction:
     """What one run at ``point`` costs next to the target: iterations x memory measure of the
     target's most repeated stage, at both (the work ratio's measure)."""

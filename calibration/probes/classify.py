@@ -203,7 +203,8 @@ def _below(pipeline: Pipeline, fit: StageFit, off: Sequence[int]) -> tuple[bool,
     beyond the fit confirms it (regime) or, with one size off, none does yet (unconfirmed)."""
     points = fit.points
     chosen_rows = {points[i].terms for i in fit.chosen}
-    confirming = [i for i in range(len(points)) if i not in fit.chosen and i not in off]
+    # a size with a chosen one's terms confirms nothing: the fit passes through its twin
+    confirming = [i for i in fit.beyond if i not in off]
     larger = [work(pipeline, points[i].params) for i in (*fit.chosen, *confirming)]
     below = all(
         points[i].terms not in chosen_rows and work(pipeline, points[i].params) < min(larger)

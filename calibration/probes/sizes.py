@@ -23,13 +23,14 @@ def extra_probes(
     target: Point,
     at_most: int = 4,
     cost: Callable[[Point], Fraction] | None = None,
+    budget: Fraction = Fraction(1),
 ) -> list[dict[str, int | bool]]:
     """Sizes beside the warmup and the probe that pin down every declared term at the target.
 
     Candidates are the corners of the warmup-probe box (cheapest first), the probe moved towards
     the target, and one size just past each kink between a base and the target (``past_kinks``);
     ``calibration.probes.policy.next_probe`` picks one at a time, from the formulas alone. With
-    ``cost`` (one run's, over the target's), the chosen sizes' total stays under 1.
+    ``cost`` (one run's, over the target's), the chosen sizes' total stays under ``budget``.
     """
     chosen: list[dict[str, int | bool]] = []
     measured: list[Point] = [warmup, probe]
@@ -44,7 +45,7 @@ def extra_probes(
                 towards(pipeline, probe, target),
                 past_kinks(pipeline, sizes, (warmup, probe), target),
             )
-            if work(pipeline, c) < ceiling and (cost is None or spent + cost(c) < 1)
+            if work(pipeline, c) < ceiling and (cost is None or spent + cost(c) < budget)
         )
         point = next_probe(pipeline, sizes, target, candidates)
         if point is None:
@@ -212,17 +213,19 @@ def _twos(value: int) -> int:
 
 
 def step_towards(
-    pipeline: Pipeline, point: Point, name: str, goal: int | bool
+    pipeline: Pipeline, point: Point, name: str, goal: int | bool, regular: int = 0
 ) -> dict[str, int | bool] | None:
     """``point`` with ``name`` moved one admissible step towards ``goal`` (a boolean: to it),
-    upwards to a value at least as even as both ends (a 64-pixel side moves to 128, not to 72: a
-    size less regular than both the probe and the target measures padding that neither has)."""
+    upwards to a value at least as even as both ends and ``regular`` (the probe's value, which is
+    measured anyway; 0: any) (a 64-pixel side moves to 128, not to 72: a size less regular than
+    both the probe and the target measures padding that neither has; beside a 96-pixel probe, to
+    96: a padding the probe has, at half the cost)."""
     value = point[name]
     if isinstance(value, bool) or isinstance(goal, bool):
         moved: dict[str, int | bool] = {**point, name: goal}
         return moved if pipeline.is_admissible(**moved) else None
     others = {k: v for k, v in point.items() if k != name}
-    grain = 1 << min(_twos(value), _twos(goal))
+    grain = 1 << min(_twos(value), _twos(goal), _twos(int(regular)))
     if goal > value:
         first = (value // grain + 1) * grain
         for candidate in range(first, min(goal, value + SCAN * grain) + 1, grain):
@@ -240,28 +243,47 @@ def coverage_probes(
     bases: Sequence[Point],
     probe: Point,
     target: Point,
+    cost: Callable[[Point], Fraction] | None = None,
+    budget: Fraction = Fraction(0),
 ) -> tuple[list[tuple[dict[str, int | bool], str]], tuple[str, ...]]:
-    """For each param the target departs in that no two measured sizes move alone, the cheapest
-    size that does: a base (the warmup, the probe) with that param one admissible step towards the
-    target, cheaper than the target. Returns (size, why) pairs and the params no size could move."""
+    """For each param the target departs in that no two measured sizes move alone, a size that
+    does: a base (the warmup, the probe) with that param one admissible step towards the target,
+    cheaper than the target. Returns (size, why) pairs and the params no size could move.
+
+    The cheapest such size, or -- with ``cost`` (one run's, over the target's) -- the probe's own
+    step while ``budget`` still holds it beside the cheapest of every param after it: a size the
+    others stay at the probe's in is also nearer the target, so it tests the fit past the probe
+    for what the cheapest costs less (``calibration.calibrate.loop`` need not add one)."""
     sizes: list[Point] = list(measured)
     ceiling = work(pipeline, target)
-    added: list[tuple[dict[str, int | bool], str]] = []
-    uncovered: list[str] = []
+    options: dict[str, list[dict[str, int | bool]]] = {}
     for name in departures(probe, target):
-        if covered(name, sizes):
-            continue
-        candidates = [
+        options[name] = [
             moved
             for base in bases
-            if (moved := step_towards(pipeline, base, name, target[name])) is not None
+            if (moved := step_towards(pipeline, base, name, target[name], probe[name])) is not None
             and moved not in [dict(s) for s in sizes]
             and work(pipeline, moved) < ceiling
         ]
+    added: list[tuple[dict[str, int | bool], str]] = []
+    uncovered: list[str] = []
+    spent = Fraction(0)
+    for k, (name, candidates) in enumerate(options.items()):
+        if covered(name, sizes):
+            continue
         if not candidates:
             uncovered.append(name)
             continue
         best = min(candidates, key=lambda c: work(pipeline, c))
+        if cost is not None:
+            later = sum(
+                (min(cost(c) for c in rest) for rest in list(options.values())[k + 1 :] if rest),
+                Fraction(0),
+            )
+            nearer = [c for c in candidates if moves_alone(c, probe, name)]
+            if nearer and spent + cost(nearer[0]) + later < budget:
+                best = nearer[0]
+            spent += cost(best)
         sizes.append(best)
         added.append((best, f"moving {name} towards the target"))
     return added, tuple(uncovered)

@@ -234,6 +234,27 @@ MISTAKES: tuple[Mistake, ...] = (
         why="the decoded video grows with the frames; the formula keeps only the chunk working set",
     ),
     Mistake(
+        "wan-decode-no-chunk",
+        "missing term",
+        "wan",
+        "formulas/wan.wf",
+        "wan2_1_t2v_1_3b",
+        (
+            Edit(
+                "num_inference_steps=50 (restated; same as the parent)\n}",
+                "num_inference_steps=50 (restated; same as the parent)\n"
+                "    stage DecodingStage { memory ~ frames * height * width }\n}",
+            ),
+        ),
+        warmup={"steps": 2, "frames": 9, "height": 32, "width": 32},
+        probe={"steps": 2, "frames": 17, "height": 32, "width": 32},
+        target={"steps": 4, "frames": 25, "height": 48, "width": 48},
+        stages=("DecodingStage",),
+        direction=None,
+        why="the decoder's chunk working set (one latent frame's, whatever the frames) left out: "
+        "a target of 25 frames from sizes of at most 17 (issue 41: +46 % over, silent)",
+    ),
+    Mistake(
         "flux-denoise-grows-with-steps",
         "a term the stage does not have",
         "flux",
