@@ -267,13 +267,13 @@ def _why_stop(
     if agree.max_int(int(not plan.feasible)):
         why = "nothing fits" + (" by the measured phases" if attempt else "")
         return why + ("" if not plan.feasible else " on another rank")
+    again = placement_key(plan) in slow and still_slower(plan, before)
+    if agree.max_int(int(again)):  # never again unless predicted no slower than before
+        return "the re-plan repeats a placement rolled back as slower"
     key = f"{placement_key(plan)}|{planned_bounds(targets)}|{device.bandwidth_bytes_per_s}"
     if agree.max_int(int(key in tried)):  # the same placement and bounds would fail again
         return "the re-plan repeats a plan that failed"
     tried.add(key)
-    again = placement_key(plan) in slow and still_slower(plan, before)
-    if agree.max_int(int(again)):  # never again unless predicted no slower than before
-        return "the re-plan repeats a placement rolled back as slower"
     return ""
 
 
