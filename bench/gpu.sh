@@ -2,7 +2,8 @@
 # Everything that needs a CUDA device, in one short run (CI has none): the CUDA tests, the
 # recorder's overhead with the allocator backend, pinned vs pageable copy rates (the measured
 # factor beside the default --pageable-factor), pins made as planned (bench/pins_gpu.py: the VAE's
-# host copy pinned after apply, not after undo), the planner applied on the device, the serving
+# host copy pinned after apply, not after undo; the pin tests: a frontier pins its layers' tensors
+# only, a copy another owner holds stays pinned), the planner applied on the device, the serving
 # lifecycle (a plan that must stream, validated; one forced to fail by an injected out-of-memory
 # error, rolled back and re-planned; undo), and `dslc calibrate --device cuda --verify` on two
 # examples (wall clock, allocator statistics) and under a saved plan that streams (`plan:FILE`),
@@ -21,7 +22,7 @@ dslc=${DSLC:-.venv/bin/dslc}
 status=0
 run() { echo "## $*"; "$@" || status=1; echo; }
 run "$py" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0), torch.__version__)"
-run "$py" -m pytest -q -rs tests/runtime/measure/test_backends.py tests/runtime/measure/test_serving.py tests/calibration/test_warmup.py tests/calibration/plan/test_pins_applied.py
+run "$py" -m pytest -q -rs tests/runtime/measure/test_backends.py tests/runtime/measure/test_serving.py tests/calibration/test_warmup.py tests/calibration/plan/test_pins_applied.py tests/calibration/plan/test_pin_book.py tests/calibration/plan/test_pin_state.py
 run "$py" bench/record.py --rounds 9
 run "$py" bench/copies.py
 run "$py" bench/pins_gpu.py

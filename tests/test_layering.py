@@ -28,9 +28,9 @@ DSLC_RUNTIME_TOOLS = frozenset(
     {"dslc.build", "dslc.cli_compile", "dslc.cli_failures", "dslc.fuzzing.harness"}
 )
 
-#: The module of `calibration.plan` that moves torch modules (`calibration.core.weights` sizes
-#: them); the planner itself is pure.
-PLAN_TORCH = frozenset({"calibration.plan.apply"})
+#: The modules of `calibration.plan` that move torch modules and pin their tensors
+#: (`calibration.core.weights` sizes them); the planner itself is pure.
+PLAN_TORCH = frozenset({"calibration.plan.apply", "calibration.plan.pinning"})
 
 FORBIDDEN = {
     "artifact": {"dslc", "runtime", "calibration", "bench", "torch", "diffusers", "lark", "sympy"},

@@ -40,6 +40,7 @@ from calibration.lifecycle.steps import (
     baseline,
     calibration_steps,
     enter_serving,
+    placed,
     placement,
     plan_inputs,
     plan_step,
@@ -49,12 +50,12 @@ from calibration.lifecycle.validate import (
     moved_bounds,
     planned_bounds,
     revised_bounds,
-    slower_link,
     with_bounds,
 )
 from calibration.plan.apply import Applied, UndoError
 from calibration.plan.costs import MeasuredCosts, placement_key
 from calibration.plan.model import Component, Device, Plan, Target
+from calibration.plan.pinning import PinBook
 from calibration.plan.solver import most_conservative
 from runtime.record import WarmupRecord
 
@@ -105,13 +106,15 @@ def run_lifecycle(
     settings: Settings,
     *,
     calibration: Calibration | None = None,
+    pins: PinBook | None = None,
 ) -> Outcome:
     """Take ``session``'s pipeline from warmup to serving as far as ``settings.mode`` says.
 
     ``calibration``: one already measured on this pipeline (its steps are marked ``given``).
+    ``pins``: the pin state this worker's placements share with other owners (None: its own).
     Never raises for a failed request, plan or validation: the report says what happened."""
     mode = settings.mode
-    book = Log()
+    book = Log(pins=PinBook() if pins is None else pins)
     try:
         cal = calibration if calibration is not None else _calibrate(session, points, settings)
     except CalibrationError as exc:
@@ -264,13 +267,13 @@ def _why_stop(
     if agree.max_int(int(not plan.feasible)):
         why = "nothing fits" + (" by the measured phases" if attempt else "")
         return why + ("" if not plan.feasible else " on another rank")
+    again = placement_key(plan) in slow and still_slower(plan, before)
+    if agree.max_int(int(again)):  # never again unless predicted no slower than before
+        return "the re-plan repeats a placement rolled back as slower"
     key = f"{placement_key(plan)}|{planned_bounds(targets)}|{device.bandwidth_bytes_per_s}"
     if agree.max_int(int(key in tried)):  # the same placement and bounds would fail again
         return "the re-plan repeats a plan that failed"
     tried.add(key)
-    again = placement_key(plan) in slow and still_slower(plan, before)
-    if agree.max_int(int(again)):  # never again unless predicted no slower than before
-        return "the re-plan repeats a placement rolled back as slower"
     return ""
 
 
@@ -282,7 +285,8 @@ def _revised(
     session: Session, settings: Settings, targets: tuple[Target, ...], plan: Plan, result: Tried
 ) -> tuple[tuple[Target, ...], Device]:
     """What a re-plan learns from a failed validation (agreed over the ranks): each phase's
-    measured bound, and after a slow request the link's measured bandwidth (the slowest rank's)."""
+    measured bound, on the ranks' slowest link. A slow request teaches no slower link: its time
+    above the prediction is the placement's measured cost (``MeasuredCosts``), counted once."""
     failed = result.validation
     if result.record is not None:
         bounds = revised_bounds(plan, failed, result.record, shared_memory=_shared(session))
@@ -292,10 +296,7 @@ def _revised(
         bounds = planned_bounds(targets)
     kind = device_kind(str(session.device), settings.device)
     targets = cautious_bounds(settings.agreement, with_bounds(targets, bounds), kind)
-    speed = result.validation.speed
     link = plan.device.bandwidth_bytes_per_s
-    if result.validation.failure is Failure.TOO_SLOW and speed is not None:
-        link = slower_link(plan, speed)
     agreed = -settings.agreement.max_int(-max(1, int(link)))  # every rank calls it
     device = attrs.evolve(plan.device, bandwidth_bytes_per_s=float(agreed))
     return targets, device
@@ -344,13 +345,9 @@ def _serve(run: _Run, plan: Plan, result: Tried, *, together: bool = True) -> Ou
 
 def _reapply(book: Log, session: Session, settings: Settings, plan: Plan) -> Applied | None:
     """The fallback applied again, kept unvalidated; None when it cannot be (the log says why)."""
-    from calibration.plan.apply import apply
-
     session.hand_over(plan)
     try:
-        applied = apply(
-            plan, session.pipe, device=session.device, offload_device=settings.offload_device
-        )
+        applied = placed(book, session, plan, settings)
         session.streamed()
     except UndoError:
         raise

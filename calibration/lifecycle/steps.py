@@ -29,6 +29,7 @@ from calibration.lifecycle.validate import is_out_of_memory, judge_speed, valida
 from calibration.plan.apply import Applied, MoveError, UndoError, apply
 from calibration.plan.inputs import components_from_bytes, from_estimate
 from calibration.plan.model import Component, Device, Plan, Target
+from calibration.plan.pinning import WORKER, PinBook
 from calibration.plan.report import placement_text, show_bytes
 from runtime.estimate import DEFAULT_MARGIN
 from runtime.measure.distributed import LOCAL, Agreement
@@ -55,11 +56,13 @@ class Settings:
 
 @define
 class Log:
-    """The steps so far and every record measured, in order."""
+    """The steps so far and every record measured, in order, and the pins of every placement
+    (one pin state across the run's placements: apply, undo, re-plan, fallback)."""
 
     steps: list[Step] = field(factory=list)
     records: list[WarmupRecord] = field(factory=list)
     placed_by: StepName | None = None  # which planning step chose the placement in force
+    pins: PinBook = field(factory=PinBook)
 
     def add(self, name: StepName, outcome: str, detail: str, **data: JsonValue) -> None:
         self.steps.append(Step(name, outcome, detail, data))
@@ -200,9 +203,7 @@ def _applied(
     (``apply`` undid itself: nothing of the plan is left)."""
     session.hand_over(plan)  # the calibration's offloading off; the CPU counts the plan's
     try:
-        applied = apply(
-            plan, session.pipe, device=session.device, offload_device=settings.offload_device
-        )
+        applied = placed(log, session, plan, settings)
         session.streamed()  # a streamed component counted block by block, as the device holds it
     except UndoError:
         raise
@@ -221,6 +222,13 @@ def _applied(
         pinned_bytes=applied.pinned_bytes,
     )
     return applied, Validation(Failure.NONE, "applied")
+
+
+def placed(log: Log, session: Session, plan: Plan, settings: Settings) -> Applied:
+    """``plan`` applied to ``session``'s pipeline, its pins placed for this worker in the run's
+    pin state (``Log.pins``)."""
+    device, offload = session.device, settings.offload_device
+    return apply(plan, session.pipe, device, offload, pins=log.pins, owner=WORKER)
 
 
 def raised(what: str, exc: BaseException) -> Validation:

@@ -146,9 +146,8 @@ def judge_speed(
 
 
 def _predicted_at(plan: Plan, target: str, link: float | None) -> float | None:
-    """The plan's predicted time at ``target`` with its copies on ``link`` (None: the plan's own):
-    a re-plan on the slower link a slow request implied is judged on the link before it, so the
-    prediction never absorbs the slowdown it was re-planned for."""
+    """The plan's predicted time at ``target`` with its copies on ``link`` (None: the plan's own),
+    without a kept measured cost: the judgement never absorbs a slowdown it measured before."""
     time = plan.predicted(target)
     if time.compute_s is None:
         return None
@@ -156,17 +155,6 @@ def _predicted_at(plan: Plan, target: str, link: float | None) -> float | None:
         return time.compute_s + time.exposed_s
     transfer = time.transfer_s * plan.device.bandwidth_bytes_per_s / link
     return time.compute_s + max(transfer - time.hidden_s, 0.0)
-
-
-def slower_link(plan: Plan, speed: SpeedCheck) -> float:
-    """The link bandwidth that would have predicted the measured time: the time above the
-    prediction taken as transfer (the plan's bandwidth when it moves nothing)."""
-    device = plan.device
-    exposed = sum(t.exposed_s * t.weight for t in plan.times)
-    extra = speed.measured_s - (speed.predicted_s or speed.measured_s)
-    if exposed <= 0 or extra <= 0:
-        return device.bandwidth_bytes_per_s
-    return device.bandwidth_bytes_per_s * exposed / (exposed + extra)
 
 
 def revised_bounds(

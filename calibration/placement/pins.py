@@ -99,14 +99,12 @@ class SharedPins:
         tensors: Callable[[Hashable], Iterable[torch.Tensor]],
     ) -> None:
         """Release, then pin (``tensors`` gives a part's tensors): a change's ``release`` and
-        ``pin`` (``calibration.plan.pinstate.PinChange``)."""
-        if not self.can_pin:
-            return
+        ``pin`` (``calibration.plan.pinstate.PinChange``); nothing pinned unless ``can_pin``."""
         for key in release_now:
             copies = self.copies.pop(key, None)
             if copies is not None:
                 copies.release()
-        for key in pin_now:
+        for key in pin_now if self.can_pin else ():
             self.copies[key] = pin(tensors(key))
 
     @property

@@ -22,10 +22,11 @@ component that fails to come back does not stop the others: ``undo`` raises ``Un
 every failure and what each left in place. ``apply`` itself undoes what it did when it fails
 half-way (a pipeline is never left half-applied).
 
-On a CUDA device the components the plan chose pinned (a pageable streamed one: the layers of its
-frontier, ``Placement.pinned_layers``) keep their host copies in pinned memory
-(``calibration.placement.pins``: made here, parked before each offload, released on undo);
-``Applied.pinned_bytes`` is what is measured pinned, ``Applied.pin_note`` says why none is.
+On a CUDA device the host copies the plan keeps pinned (``plan_pins``: per part, a pageable
+streamed component's frontier only) are pinned through the caller's ``PinBook``
+(``calibration.plan.pinning``: the pin state across placements; pinned here, parked before each
+offload, left on undo: released unless another owner holds them); ``Applied.pinned_bytes`` is
+what is measured pinned, ``Applied.pin_note`` says why none is.
 
 The mechanisms (accelerate's model offload, diffusers' group offloading per streamed block, the
 hook before each component) are ``calibration.placement``'s registry, ``MECHANISM_OF`` a kind's.
@@ -50,10 +51,11 @@ from calibration.placement.mechanisms import (
     Where,
     has_offload_hooks,
 )
-from calibration.placement.pins import CUDA_ONLY, HostCopies, pin, pinnable
-from calibration.placement.private import before_group_offload, before_model_offload
+from calibration.placement.pins import CUDA_ONLY, HostCopies, pinnable
 from calibration.plan.model import Placement, PlacementKind, Plan
 from calibration.plan.moves import REST, Move, MoveKind, move_order
+from calibration.plan.pinning import PinBook, pin_plan
+from calibration.plan.pinstate import PinKey, plan_pins
 
 if TYPE_CHECKING:
     import torch
@@ -112,14 +114,20 @@ class Applied:
     own_forward: set[int] = field(factory=set)  # ids of submodules with their own ``forward``
     moves: list[Move] = field(factory=list)  # the moves ``apply`` made, in the order it made them
     onload: str = "cpu"  # the device the plan places on (undo restores onto it last)
-    pinning: frozenset[str] = frozenset()  # components whose host copies are pinned
-    pins: dict[str, HostCopies] = field(factory=dict)  # component -> its pinned host copies
+    book: PinBook = field(factory=PinBook)  # the pin state across placements, shared
+    owner: str = "apply"  # whose pins this placement places in ``book``
+    placed: bool = False  # whether ``book`` holds this placement's pins (undo leaves)
     pin_note: str = ""  # why nothing planned pinned is pinned ("": pinned as planned)
     undone: bool = False
 
     @property
+    def pins(self) -> dict[PinKey, HostCopies]:
+        """The pinned host copies this placement holds, by part."""
+        return self.book.held(self.owner) if self.placed else {}
+
+    @property
     def pinned_bytes(self) -> int:
-        """The host bytes measured pinned (``is_pinned()``), over every component."""
+        """The host bytes measured pinned (``is_pinned()``), over every part held."""
         return sum(copies.pinned_bytes for copies in self.pins.values())
 
     def offload_others(self, name: str) -> None:
@@ -150,6 +158,9 @@ class Applied:
                 failures[name] = f"{type(exc).__name__}: {exc}"
         self.onloaded.clear()
         self.offload_hooks.clear()
+        if self.placed:  # every tensor home: the pins no other owner holds released
+            self.placed = False
+            self.book.leave(self.owner)
         if failures:
             raise UndoError(failures, {n: self.left_in_place(n) for n in failures})
         self.streamed.clear()
@@ -180,9 +191,6 @@ class Applied:
             if id(sub) not in self.own_forward:
                 sub.__dict__.pop("forward", None)
         _restore(module, self.devices[name])
-        copies = self.pins.pop(name, None)
-        if copies is not None:
-            copies.release()
 
     def left_in_place(self, name: str) -> str:
         """What a component still has of the plan: its hooks, tensors off their devices."""
@@ -234,8 +242,12 @@ def apply(
     pipe: DiffusersPipeline,
     device: str | torch.device = "cuda",
     offload_device: str | torch.device = "cpu",
+    *,
+    pins: PinBook | None = None,
+    owner: str = "apply",
 ) -> Applied:
-    """Place every planned component of ``pipe`` on ``device`` or ``offload_device``."""
+    """Place every planned component of ``pipe`` on ``device`` or ``offload_device``; its pins
+    placed for ``owner`` in ``pins`` (the pin state across placements; None: this one's own)."""
     import torch
 
     from runtime.measure.diffusers_hooks import pipeline_modules
@@ -254,9 +266,6 @@ def apply(
         )
     onload = _exact(torch.device(device))
     parts = {p.component: _parts(modules[p.component], p) for p in plan.placements}
-    planned = {
-        p.component for p in plan.placements if p.pinned_bytes and p.kind != PlacementKind.RESIDENT
-    }
     can_pin = pinnable(onload, torch.device(offload_device))
     applied = Applied(
         modules=dict(modules),
@@ -265,11 +274,14 @@ def apply(
             id(s) for m in modules.values() for s in m.modules() if "forward" in s.__dict__
         },
         onload=str(onload),
-        pinning=frozenset(planned if can_pin else ()),
-        pin_note="" if can_pin or not planned else CUDA_ONLY,
+        book=PinBook() if pins is None else pins,
+        owner=owner,
+        pin_note="" if can_pin or not plan_pins(plan) else CUDA_ONLY,
     )
     try:
         _install(applied, plan, parts, onload, torch.device(offload_device))
+        applied.placed = True  # before pinning: a failure there leaves as undo does
+        pin_plan(applied.book, owner, plan, modules, applied.offload_hooks, can_pin=can_pin)
     except BaseException:
         applied.undo()  # never half-applied
         raise
@@ -283,7 +295,6 @@ class Parts:
     sizes: Mapping[str, int]  # part -> bytes (``REST``, each layer's name)
     kept: frozenset[str]  # the parts the placement keeps on the device
     streamed: tuple[tuple[str, nn.Module], ...]  # (layer name, block) streamed
-    pinned: frozenset[str] | None = None  # the streamed layers to pin (None: every one planned)
 
     def on(self, module: nn.Module, device: torch.device) -> frozenset[str]:
         """The parts whose every tensor is on ``device`` now."""
@@ -318,8 +329,7 @@ def _parts(module: nn.Module, placement: Placement) -> Parts:
         PlacementKind.LAYERWISE: {REST, *kept_layers},
     }[placement.kind]
     streamed = tuple((n, b) for n, b in layers if n not in kept_layers)
-    pinned = frozenset(layers[i][0] for i in placement.pinned_layers if i < len(layers))
-    return Parts(sizes, frozenset(kept), streamed, pinned if placement.pageable else None)
+    return Parts(sizes, frozenset(kept), streamed)
 
 
 def _install(
@@ -370,8 +380,6 @@ def _make(
             applied.offload_hooks[name] = hook
         if kind == PlacementKind.LAYERWISE:
             applied.streamed[name] = tuple(n for n, _ in parts.streamed)
-        if name in applied.pinning:
-            _pin(applied, name, parts, hook)
     elif kind == PlacementKind.RESIDENT:
         module.to(onload)
     else:  # layerwise: what is not streamed onto the device, tensor by tensor
@@ -379,21 +387,6 @@ def _make(
         for tensor_name, tensor in _tensors(module):
             if _part_of(tensor_name, parts.sizes) not in streamed and tensor.device != onload:
                 tensor.data = tensor.data.to(onload)
-
-
-def _pin(applied: Applied, name: str, parts: Parts, hook: OffloadHook | None) -> None:
-    """The host copies ``name``'s hooks move from, pinned, and parked before each offload."""
-    from calibration.placement.groups import hooked_groups
-
-    module = applied.modules[name]
-    blocks = [b for n, b in parts.streamed if parts.pinned is None or n in parts.pinned]
-    held = _tensors(module) if hook is not None else (t for b in blocks for t in _tensors(b))
-    copies = applied.pins[name] = pin(tensor for _, tensor in held)
-    if hook is not None:
-        before_model_offload(hook, copies.park)
-    for block in blocks:
-        for _, group in hooked_groups(block):
-            before_group_offload(group, copies.park)
 
 
 def placements_by_kind(plan: Plan) -> dict[str, Sequence[str]]:

@@ -26,12 +26,12 @@ def _delay() -> float:
     return 2 * (before.previous_s + before.spread_s)  # past both of the speed check's thresholds
 
 
-def _run(device, slower):
-    """The lifecycle on a steady clock that ``slower(pipe)`` says to move on by ``_delay()`` in
-    every request's denoising."""
+def _run(device, slower, delay=None):
+    """The lifecycle on a steady clock that ``slower(pipe)`` says to move on by ``delay`` (None:
+    ``_delay()``) in every request's denoising."""
     clock = Steady()
     fresh, backend = session(clock=clock)
-    delay = _delay()
+    delay = _delay() if delay is None else delay
 
     def act():
         if slower(fresh.pipe):
@@ -67,6 +67,27 @@ def test_a_placement_rolled_back_as_slower_is_not_applied_again():
     for step in report.step("validate"):  # every round judged against the time before the plan
         time = step.data["time"]
         assert time is None or time["previous_s"] == baseline(calibration()).previous_s
+
+
+def test_a_placement_measured_twice_as_slow_is_predicted_once_slower_in_the_replan():
+    """One mechanism counts a slowdown: the placement's kept measured cost. The re-plan's link is
+    the plan's (no slower link taken from the same seconds), so the same placement is predicted
+    at the time measured (2x), not twice the extra (3x, or 4x by the link's transfer)."""
+    before = baseline(calibration()).previous_s
+    assert before is not None
+    streams = lambda pipe: has_offload_hooks(pipe.transformer)
+    outcome, _ = _run(STREAMING, streams, delay=before)  # the streamed placement takes 2x
+    report = outcome.report
+    plan, replan = report.step("plan")[0], report.step("re-plan")[0]
+    time = report.step("validate")[0].data["time"]
+    assert report.step("validate")[0].outcome == "slower"
+    assert time["measured_s"] == pytest.approx(2 * before, rel=0.05)
+    assert replan.data["placement"] == plan.data["placement"]  # the same placement, charged
+    assert replan.data["predicted_s"] == pytest.approx(time["measured_s"])  # once slower
+    assert replan.data["bandwidth_bytes_per_s"] == plan.data["bandwidth_bytes_per_s"]
+    applied = [s.data.get("placement") for s in report.step("apply")]
+    assert applied.count(plan.data["placement"]) == 1  # and not applied again: still slower
+    assert "rolled back as slower" in report.step("fallback")[0].detail
 
 
 def test_the_same_placement_is_tried_again_when_its_prediction_is_no_longer_slower():
