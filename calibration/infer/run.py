@@ -61,6 +61,7 @@ class Inference:
     repeats: tuple[WarmupRecord, ...] = ()  # the base measured again, for time's spread
     work: tuple[WarmupRecord, ...] = ()  # the sizes with their work counted, for time's terms
     switched: tuple[Measured, ...] = ()  # the sizes with a bool param flipped, work counted
+    default: Point = Factory_(dict)  # the skeleton's default workload: each term's part there
 
 
 def proposals_from(
@@ -290,6 +291,7 @@ def _inference(setup: Setup, state: State, draft: str) -> Inference:
         tuple(state.repeats),
         tuple(state.work),
         tuple(state.switched),
+        dict(setup.sk.default_workload),
     )
 
 
