@@ -82,10 +82,12 @@ def at_default(what: str, fit: TermFit, default: Point | None, unit: str) -> lis
 
 
 def _memory_sizes(p: StageProposal) -> str:
-    """The sizes the memory's fit holds: the base's (in its regimes) and each switch's."""
+    """The sizes the memory's fit holds: the base's (in its regimes) and, where a switch's factors
+    refitted it, each switch's."""
     kept = len(p.memory_samples) - len({tuple(x.items()) for r in p.regimes for x in r.dropped})
-    flipped = sum(s.sizes for s in p.switches if "memory" not in s.review and not s.unchanged)
-    more = f" (+ {flipped} with a switch flipped)" if flipped and p.base_memory else ""
+    refitted = p.base_memory is not None and p.memory != p.base_memory
+    flipped = sum(s.sizes for s in p.switches if not s.unchanged) if refitted else 0
+    more = f" (+ {flipped} with a switch flipped)" if flipped else ""
     return f"{kept} sizes{more}"
 
 
