@@ -45,11 +45,12 @@ def _at(term: Monomial, point: Point) -> float:
 
 
 def share_text(parts: Sequence[Share], unit: str) -> str:
-    """`height * width 322.8 B each (98.1 %); constant 1.2e+06 B (1.9 %)`: each part's coefficient
-    (the JSON's, to 6 significant digits) and its fraction."""
+    """`322.8 B x height * width (98.1%); constant 1.2e+06 B (1.9%)`: each part as the formula
+    reads, its coefficient (the JSON's, to 6 significant digits) times its term, and its
+    fraction."""
     out = []
     for s in parts:
         of = "" if s.fraction is None else f" ({s.fraction:.1%})"
-        each = "" if s.text == CONSTANT else " each"
-        out.append(f"{s.text} {s.coefficient:.6g} {unit}{each}{of}")
+        value = f"{s.coefficient:.6g} {unit}"
+        out.append(f"{s.text} {value}{of}" if s.text == CONSTANT else f"{value} x {s.text}{of}")
     return "; ".join(out)

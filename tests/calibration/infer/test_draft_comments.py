@@ -31,13 +31,13 @@ GOLDEN = """\
 # iterations: 0 sizes, counts []
 iterations = 1
 # memory: fits 16 sizes (+ 12 with a switch flipped), largest residual 16526 B, 57 sets tried
-# memory at the default workload (steps=50,height=512,width=512): steps 461.8 B each (0.0%); \
-height * width 322.8 B each (100.0%); constant 1000 B (0.0%)
+# memory at the default workload (steps=50,height=512,width=512): 461.8 B x steps (0.0%); \
+322.8 B x height * width (100.0%); constant 1000 B (0.0%)
 memory ~ [steps, height * width]
 # time per iteration: the smallest set that gives the counted work (FLOPs + 16 x bytes, op by \
 op) exactly at 7 sizes, 23 sets tried, largest residual 0.5 work; the measured times: the JSON \
 report
-# work at the default workload (steps=50,height=512,width=512): height * width 3.1e+06 work each \
+# work at the default workload (steps=50,height=512,width=512): 3.1e+06 work x height * width \
 (99.9%); constant 4.5e+08 work (0.1%)
 time ~ height * width
 # cfg=false measured at 12 sizes (work counted): iterations the same; memory: \
@@ -106,13 +106,15 @@ def test_the_comment_numbers_are_the_json_numbers():
     for quantity, unit, what in ((memory, "B", "memory"), (work, "work", "work")):
         (line,) = [t for t in text.splitlines() if t.startswith(f"# {what} at the default")]
         parts_text = line.split("): ", 1)[1].split("; ")
-        shown = [re.fullmatch(rf"(.+) (\S+) {unit}(?: each)? \((\S+)%\)", t) for t in parts_text]
+        shown = [
+            re.fullmatch(rf"(?:constant (\S+) {unit}|(\S+) {unit} x (.+)) \((\S+)%\)", t)
+            for t in parts_text
+        ]
         parts = quantity["at_default"]  # type: ignore[index]
         assert all(shown), parts_text
-        assert [m.group(1) for m in shown if m] == [p["term"] for p in parts]
-        for (_, coefficient, fraction), part in zip(
-            (m.groups() for m in shown if m), parts, strict=True
-        ):
+        found = [(m[3] or "constant", m[1] or m[2], m[4]) for m in shown if m]
+        assert [term for term, _, _ in found] == [p["term"] for p in parts]
+        for (_, coefficient, fraction), part in zip(found, parts, strict=True):
             assert float(coefficient) == float(f"{part['coefficient']:.6g}")
             assert float(fraction) == round(100 * part["fraction"], 1)
     assert re.search(r"23 sets tried, largest residual 0.5 work", text)
@@ -121,4 +123,6 @@ def test_the_comment_numbers_are_the_json_numbers():
 
 def test_the_draft_file_carries_the_parts_at_the_default_workload():
     draft = draft_text(SKELETON, [_decoding()], "")
-    assert "# memory at the default workload (steps=50,height=512,width=512): steps 461.8" in draft
+    assert (
+        "# memory at the default workload (steps=50,height=512,width=512): 461.8 B x steps" in draft
+    )
