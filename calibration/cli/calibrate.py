@@ -116,6 +116,11 @@ EPILOG = "\n".join(
     metavar="FILE.json",
     help="Also save the warmup records (and the target's, with --verify).",
 )
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Also explain each term of the tables in full under them (the legend's, at length).",
+)
 @run_options
 @packed
 def calibrate(
@@ -129,6 +134,7 @@ def calibrate(
     plot: Path | None,
     save: Path | None,
     records_path: Path | None,
+    explain: bool,
     config: RunConfig,
 ) -> None:
     """Calibrate a diffusers pipeline on a cheap probe and estimate a target.
@@ -161,7 +167,7 @@ def calibrate(
             )
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
-    _write(cal, records_path, plot, save, as_json, strict)
+    _write(cal, records_path, plot, save, as_json, strict, explain)
     warn(cal)
     if cal.undo_failed:  # the measurement is written; the pipeline keeps part of the placement
         left = "; ".join(f"{name}: {what}" for name, what in cal.left_in_place)
@@ -178,6 +184,7 @@ def _write(
     save: Path | None,
     as_json: bool,
     strict: bool,
+    explain: bool = False,
 ) -> None:
     """The records, the figure and the document where asked, then the JSON or the tables."""
     from calibration.cli.outputs import check_json
@@ -209,4 +216,4 @@ def _write(
         if as_json:
             ui().out.json(doc)
             return
-    show(cal, plot, strict=strict, save=save)
+    show(cal, plot, strict=strict, save=save, explain=explain)

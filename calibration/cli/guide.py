@@ -50,6 +50,79 @@ LEGEND = (
     ),
 )
 
+#: Each term of the legend in full, for `--explain` (printed under the report, --quiet or not).
+EXPLAINED = (
+    (
+        "warmup, probe, probe N, re-warm",
+        (
+            "The warmup runs first so one-time costs (lazy initialisation, the allocator growing "
+            "its pools) stay out of the sizes measured after it. The probe is the cheap size "
+            "every estimate starts from. An extra probe (probe 2, probe 3, ...) is added where one "
+            "size cannot tell a term of the formulas from another at the target (a `height * "
+            "width` from a `height` alone); its line says which term it pins and what it costs: "
+            "one run of it over one run of the target. The re-warm runs the warmup again after "
+            "the probes, so the pipeline ends as a serving worker's pool would find it."
+        ),
+    ),
+    (
+        "memory rows",
+        (
+            "stage:S is the peak of the whole stage S (every iteration); component:C@S the peak "
+            "while component C runs inside S; setup:S@S the work of S outside its loop (preparing "
+            "latents, the scheduler); request the peak of the whole call, every stage together."
+        ),
+    ),
+    (
+        "method",
+        (
+            "measurement: the target's own values were measured (nothing is extrapolated). fit: "
+            "the formulas' terms fitted through the measured sizes and evaluated at the target. "
+            "scaled: a measured peak carried to the target along the stage's memory measure (how "
+            "its terms grow between the two sizes). none: no estimate for that row."
+        ),
+    ),
+    (
+        "margin",
+        (
+            "The factor that pads the prediction into the bound. evidence N: the sizes show that "
+            "the terms explain every measurement (each param moved, a size beyond those the fit "
+            "passes through), so the margin is 1 + max(2 %, 2 x the misfit there) + 4 % x ln(how "
+            "far the target lies beyond the largest size). fixed N: --margin, used where there is "
+            "no such evidence. -: nothing extrapolated, so nothing padded."
+        ),
+    ),
+    (
+        "predicted peak, peak bound",
+        (
+            "The estimate at the target, and it times the margin. Budget with the bound. Both "
+            "include the weights on the device; `dslc plan`'s activation bound leaves them out."
+        ),
+    ),
+    (
+        "measured peak, error, bound >= measured",
+        (
+            "With --verify the target runs for real: its peak, (predicted - measured) / measured, "
+            "and whether the bound held (a bound under the measured peak exits 4)."
+        ),
+    ),
+    (
+        "two sigma, (outside stages)",
+        (
+            "The time's spread over the repeated runs, either way: a prediction within it is as "
+            "good as the runs allow. (outside stages) is the call's time spent in no declared "
+            "stage."
+        ),
+    ),
+    (
+        "the backend",
+        (
+            "How memory is measured. cpu-live-tensors: the bytes of every live tensor, exactly (on "
+            "the CPU: the fits are exact). allocator: the CUDA caching allocator's peaks (what the "
+            "device holds, its rounding and caching included)."
+        ),
+    ),
+)
+
 #: The capacity the next command's example plans for: a common consumer card.
 EXAMPLE_CAPACITY = "24GiB"
 HINT = f"your device's memory in place of {EXAMPLE_CAPACITY}"
@@ -90,3 +163,14 @@ def next_line(save: Path | None) -> str:
         "next: the same command with --save calibration.json, then "
         f"{plan.format('calibration.json')}  ({HINT})"
     )
+
+
+def explained(width: int = 100) -> list[str]:
+    """`--explain`'s lines: each term of the legend, then its full explanation, wrapped."""
+    import textwrap
+
+    out = ["each term in full:"]
+    for term, text in EXPLAINED:
+        out.append(f"  {term}")
+        out += textwrap.wrap(text, width, initial_indent="    ", subsequent_indent="    ")
+    return out

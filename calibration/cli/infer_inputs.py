@@ -125,9 +125,13 @@ def _declared(pipeline: Pipeline) -> str:
 
 
 def checked_base(pipeline: Pipeline, origins: Origins) -> dict[str, int | bool]:
-    """The base: the default workload with each origin's values in turn, every name declared,
-    every value of its param's type, admissible, and no int above its default."""
-    point: dict[str, int | bool] = pipeline.default_workload
+    """The base: the cheapest admissible size (``cheapest_base``: steps and sizes at their
+    smallest the ranges and contracts allow) with each origin's values in turn, every name
+    declared, every value of its param's type, admissible, and no int above its default; the
+    default workload under the given values where the cheapest size does not go with them."""
+    from calibration.infer.ladder import cheapest_base
+
+    given: dict[str, int | bool] = {}
     came_from: dict[str, str] = {}
     for origin, values in origins:
         for name, value in values.items():
@@ -142,11 +146,13 @@ def checked_base(pipeline: Pipeline, origins: Origins) -> dict[str, int | bool]:
                     f"{origin}: {name} takes {'a bool' if kind == 'bool' else 'an int'}; "
                     f"got {passed_value(value)} ({type(value).__name__})"
                 )
-            point[name] = value  # type: ignore[assignment]  # checked by _typed
+            given[name] = value  # type: ignore[assignment]  # checked by _typed
             came_from[name] = origin
     try:
-        admissible = pipeline.is_admissible(**point)
-        broken = () if admissible else pipeline.violations(**point)
+        point = {**cheapest_base(pipeline), **given}
+        if given and not pipeline.is_admissible(**point):
+            point = {**pipeline.default_workload, **given}
+        broken = () if pipeline.is_admissible(**point) else pipeline.violations(**point)
     except ParamError as exc:
         raise CalibrationError(f"the base: {exc}") from None
     if broken:

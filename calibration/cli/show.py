@@ -135,12 +135,17 @@ TIME_RIGHT = [False, False, True, True, True, True]
 
 
 def show(
-    cal: Calibration, plot: Path | None, *, strict: bool = False, save: Path | None = None
+    cal: Calibration,
+    plot: Path | None,
+    *,
+    strict: bool = False,
+    save: Path | None = None,
+    explain: bool = False,
 ) -> None:
     """The tables between a headline and the verdict; a legend and the next command unless
-    --quiet."""
+    --quiet; with ``explain``, each term in full under them (--quiet or not)."""
     from calibration.calibrate.report import memory_rows, show_bytes, show_ratio, time_rows
-    from calibration.cli.guide import LEGEND, headline, next_line
+    from calibration.cli.guide import LEGEND, explained, headline, next_line
 
     out, quiet = ui().out, ui().quiet
     out.line(headline(cal), style="bold")
@@ -185,6 +190,10 @@ def show(
     out.line(verdict(cal, strict=strict).line, style="bold")
     if not quiet:
         out.line(next_line(save))
+    if explain:
+        out.line()
+        for line in explained():
+            out.line(line)
 
 
 def warn(cal: Calibration) -> None:

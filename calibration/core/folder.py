@@ -66,7 +66,9 @@ def folder_factory(folder: Path, dtype: str | None = None, variant: str | None =
             options["variant"] = variant
         with warnings.catch_warnings():  # newer diffusers call it `dtype`; every one takes this
             warnings.filterwarnings("ignore", message=".*torch_dtype.*", category=FutureWarning)
-            return DiffusionPipeline.from_pretrained(str(folder), **options)
+            pipe = DiffusionPipeline.from_pretrained(str(folder), **options)
+        pipe.set_progress_bar_config(disable=True)  # the command's own progress says where it is
+        return pipe
 
     build_checked = checked_build(where, build, "loading", option="--model")
     return Factory(f"--model {where}", build_checked, None, option="--model")

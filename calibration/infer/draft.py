@@ -16,8 +16,9 @@ import attrs
 from artifact.point import Point
 from calibration.infer.analyse import StageProposal
 from calibration.infer.layout import StagePlan, stage_node
-from calibration.infer.measure import printed, skeleton_tree, with_stages
+from calibration.infer.measure import load, printed, skeleton_tree, with_stages
 from calibration.infer.search import MAX_TERMS, TermFit
+from calibration.infer.shares import share_text, shares
 from calibration.infer.terms import Monomial, terms_expr, text_of
 from calibration.infer.time_terms import BYTES_WEIGHT, WORK_APPROXIMATE, TimeChoice, TimeSource
 from dslc import ast
@@ -38,6 +39,9 @@ def _points(points: Sequence[Point], limit: int = 4) -> str:
     return "; ".join(shown) + more
 
 
+#: The counted work's unit in the comments (FLOPs + ``BYTES_WEIGHT`` x bytes).
+WORK_UNIT = "work"
+
 #: A line of a stage's body: a `# ...` comment, or a field.
 Line = str | ast.Field
 
@@ -55,17 +59,41 @@ def _sets(n: int) -> str:
     return f"{n} set" if n == 1 else f"{n} sets"
 
 
-def _fit_comment(what: str, fit: TermFit, sizes: int, unit: str) -> str:
+def _fit_comment(what: str, fit: TermFit, sizes: str, unit: str) -> str:
     rejected = "; rejected: " + "; ".join(fit.rejected[:2]) if fit.rejected else ""
-    residual = f"{round(fit.residual)} B" if unit == "B" else f"{fit.residual * 1e3:.2g} ms"
     return (
-        f"# {what}: fits {sizes} sizes, largest residual {residual}, "
+        f"# {what}: fits {sizes}, largest residual {residual_text(fit.residual, unit)}, "
         f"{_sets(fit.tried)} tried{rejected}"
     )
 
 
-def stage_body(p: StageProposal) -> list[Line]:
-    """The stage's fields, each after its evidence."""
+def residual_text(residual: float, unit: str) -> str:
+    """A largest residual as the comments write it: whole bytes, else the unit's 6 digits."""
+    return f"{round(residual)} B" if unit == "B" else f"{residual:.6g} {unit}"
+
+
+def at_default(what: str, fit: TermFit, default: Point | None, unit: str) -> list[str]:
+    """Each term's coefficient and its part of the stage at the default workload (the JSON's
+    numbers): a term that carries the stage told from one that barely moves it."""
+    parts = shares(fit, default) if default else ()
+    if not parts or default is None:
+        return []
+    return [f"# {what} at the default workload ({_points([default])}): {share_text(parts, unit)}"]
+
+
+def _memory_sizes(p: StageProposal) -> str:
+    """The sizes the memory's fit holds: the base's (in its regimes) and, where a switch's factors
+    refitted it, each switch's."""
+    kept = len(p.memory_samples) - len({tuple(x.items()) for r in p.regimes for x in r.dropped})
+    refitted = p.base_memory is not None and p.memory != p.base_memory
+    flipped = sum(s.sizes for s in p.switches if not s.unchanged) if refitted else 0
+    more = f" (+ {flipped} with a switch flipped)" if flipped else ""
+    return f"{kept} sizes{more}"
+
+
+def stage_body(p: StageProposal, default: Point | None = None) -> list[Line]:
+    """The stage's fields, each after its evidence; ``default`` (the default workload) gives
+    each term's part of the stage."""
     lines: list[Line] = []
     counts = sorted({c for _, c in p.counts})
     rejected = [t for t in p.iterations.tried if t.verdict != "chosen"]
@@ -83,18 +111,18 @@ def stage_body(p: StageProposal) -> list[Line]:
     if p.memory.terms is None:
         lines.append("# memory: no term set of the grammar explains every size exactly")
     elif p.memory.terms:
-        kept = len(p.memory_samples) - len({tuple(x.items()) for r in p.regimes for x in r.dropped})
         what = (
             "memory (APPROXIMATE: no exact set; within 2 % of every size)"
             if p.approximate
             else "memory"
         )
-        # the evidence at the base's values; a switch's line says how its factors fit
-        lines.append(_fit_comment(what, p.base_memory or p.memory, kept, "B"))
+        # the fit the `memory ~` line writes (a switch's factors included): the JSON's numbers
+        lines.append(_fit_comment(what, p.memory, _memory_sizes(p), "B"))
+        lines.extend(at_default("memory", p.memory, default, "B"))
         lines.append(_measure_line("memory", p.memory.terms))
     else:
         lines.append(f"# memory: constant over {len(p.memory_samples)} sizes (the default ~ 1)")
-    lines.extend(time_lines(p.time))
+    lines.extend(time_lines(p.time, default))
     lines.extend(switch_lines(p))
     return lines
 
@@ -133,7 +161,7 @@ def stage_tree(plan: StagePlan, body: Sequence[Line]) -> ast.Stage:
     return stage_node(plan, fields, ast.Trivia(close=tuple(above)) if above else None)
 
 
-def time_lines(t: TimeChoice) -> list[Line]:
+def time_lines(t: TimeChoice, default: Point | None = None) -> list[Line]:
     """`time ~` after its evidence: the counted work's fit, the same in every run (the measured
     times' check is the JSON report's and the command's message: it moves with the machine)."""
     shown = "; rejected: " + "; ".join(t.work.rejected[:2]) if t.work.rejected else ""
@@ -156,9 +184,15 @@ def time_lines(t: TimeChoice) -> list[Line]:
         )
         head = (
             f"# time per iteration: the smallest set that gives {counted} {how} at "
-            f"{t.work_sizes} sizes, {_sets(t.work.tried)} tried{shown}; the measured times: the "
-            "JSON report"
+            f"{t.work_sizes} sizes, {_sets(t.work.tried)} tried, largest residual "
+            f"{residual_text(t.work.residual, WORK_UNIT)}{shown}; the measured times: the JSON "
+            "report"
         )
+        return [
+            head,
+            *at_default("work", t.work, default, WORK_UNIT),
+            _measure_line("time", t.terms),
+        ]
     return [head, _measure_line("time", t.terms)] if t.terms else [head]
 
 
@@ -232,7 +266,8 @@ def draft_tree(skeleton: str, proposals: Sequence[StageProposal], header: str) -
     notes = [f"# probe {k} >= {n}: {wanted[k][1]}" for k, (n, _) in wanted.items()]
     declared: list[ast.Member] = [ast.Probe((k,), minimums=(n,)) for k, n in alone.items()]
     declared += _lets(proposals)
-    stages = [stage_tree(p.plan, stage_body(p)) for p in proposals]
+    default = load(skeleton, last.name, "<skeleton>").default_workload
+    stages = [stage_tree(p.plan, stage_body(p, default)) for p in proposals]
     if header:
         merged = attrs.evolve(merged, trivia=ast.Trivia(tuple(header.splitlines())))
     module = attrs.evolve(module, pipelines=(*before, merged))

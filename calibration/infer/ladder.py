@@ -81,13 +81,13 @@ def cost(pipeline: Pipeline, point: Point) -> int:
 
 def cheapest_base(pipeline: Pipeline) -> dict[str, int | bool]:
     """The base where neither ``--base`` nor a module's ``WARMUP`` gives one: every int param at
-    its smallest admissible value (as calibrate's demo sizes, raised to a declared probe minimum),
-    the bool params at their defaults."""
+    its smallest admissible value from 1 up (as calibrate's demo sizes, raised to a declared probe
+    minimum), the bool params at their defaults."""
     point = dict(pipeline.default_workload)
     for name in int_params(pipeline):
         low = pipeline.params[name].min
-        if low is not None:
-            point[name] = smallest_at_or_above(pipeline, point, name, low)
+        # from 1 at least: a count or a size of 0 runs nothing (a param without a range has 0)
+        point[name] = smallest_at_or_above(pipeline, point, name, max(1, low or 0))
     point = raise_to_minimums(pipeline, point)
     return point if pipeline.is_admissible(**point) else dict(pipeline.default_workload)
 

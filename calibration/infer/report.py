@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from artifact.point import Point
 from artifact.write import JsonObject, JsonValue
 from calibration.infer.analyse import StageProposal, Switched
 from calibration.infer.run import Inference
+from calibration.infer.search import TermFit
+from calibration.infer.shares import shares
 from calibration.infer.time_terms import BYTES_WEIGHT, TOLERANCE_TEXT, TimeCheck, TimeSource
 from runtime.estimate.fit import PhaseKind
 
@@ -96,13 +99,23 @@ def report(inference: Inference) -> JsonObject:
             }
             for r in (m.record for m in inference.switched)
         ],
-        "stages": [_stage(p) for p in inference.proposals],
+        "default": dict(inference.default),
+        "stages": [_stage(p, inference.default) for p in inference.proposals],
         "open": opened,
         "draft": inference.draft,
     }
 
 
-def _stage(p: StageProposal) -> JsonObject:
+def at_default(fit: TermFit, default: Point) -> list[JsonValue]:
+    """Each term's (then the constant's) coefficient, value and part of the stage at the default
+    workload: what the draft's comment gives."""
+    return [
+        {"term": s.text, "coefficient": s.coefficient, "value": s.value, "fraction": s.fraction}
+        for s in (shares(fit, default) if default else ())
+    ]
+
+
+def _stage(p: StageProposal, default: Point) -> JsonObject:
     return {
         "name": p.plan.name,
         "uses": [u.text for u in p.plan.uses],
@@ -111,7 +124,7 @@ def _stage(p: StageProposal) -> JsonObject:
             "formula": p.iterations.formula,
             "tried": [{"candidate": t.text, "verdict": t.verdict} for t in p.iterations.tried],
         },
-        "memory": _memory(p),
+        "memory": _memory(p, default),
         "time": {
             "terms": [m.text for m in p.time.terms],
             "from": p.time.source,
@@ -124,6 +137,9 @@ def _stage(p: StageProposal) -> JsonObject:
                 if p.time.source != TimeSource.MEMORY
                 else None,
                 "sets_tried": p.time.work.tried,
+                "at_default": at_default(p.time.work, default)
+                if p.time.source != TimeSource.MEMORY
+                else [],
                 "rejected": list(p.time.work.rejected),
             },
             "measured": _measured(p.time.measured),
@@ -145,7 +161,7 @@ def _stage(p: StageProposal) -> JsonObject:
     }
 
 
-def _memory(p: StageProposal) -> JsonObject:
+def _memory(p: StageProposal, default: Point) -> JsonObject:
     """The memory's proposal: its terms, fit, leave-one-out error and what it was chosen over."""
     return {
         "terms": None if p.memory.terms is None else [m.text for m in p.memory.terms],
@@ -156,6 +172,7 @@ def _memory(p: StageProposal) -> JsonObject:
         "sets_as_good_weighed": p.memory.rivals,
         "approximate": p.approximate,
         "sets_tried": p.memory.tried,
+        "at_default": at_default(p.memory, default),
         "rejected": list(p.memory.rejected),
         "moved_by": list(p.memory_moved_by),
         "probe_minimums": [

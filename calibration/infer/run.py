@@ -61,6 +61,7 @@ class Inference:
     repeats: tuple[WarmupRecord, ...] = ()  # the base measured again, for time's spread
     work: tuple[WarmupRecord, ...] = ()  # the sizes with their work counted, for time's terms
     switched: tuple[Measured, ...] = ()  # the sizes with a bool param flipped, work counted
+    default: Point = Factory_(dict)  # the skeleton's default workload: each term's part there
 
 
 def proposals_from(
@@ -203,8 +204,6 @@ def extend_steps(setup: Setup, state: State) -> None:
     ):
         return
     more = steps_across(setup.formulas, setup.base, state.sizes)
-    before = planned(setup.sk, state.sizes, steps, setup.base)
-    state.runner.total += planned(setup.sk, [*state.sizes, *more], steps, setup.base) - before
     state.measured += [Measured(state.runner.measure(s.point, s.why), s.held_out) for s in more]
     state.sizes += more
 
@@ -222,7 +221,6 @@ def recheck(setup: Setup, state: State) -> None:
     again = rechecks(fit(setup, state))
     if not again:
         return
-    state.runner.total += len(again)
     held = {point_key(m.record.params): m.held_out for m in state.measured}
     why = "again: a time off the memory's terms"
     state.measured += [
@@ -265,7 +263,7 @@ def infer(
         formulas = measuring_formulas(skeleton, name, found.stages)
         setup = Setup(factory, skeleton, name, sk, formulas, found, point, steps, seed, call_kwargs)
         sizes = plan(formulas, point)
-        total = planned(sk, sizes, steps, point) + BASE_REPEATS - 1
+        total = most_runs(setup, sizes)
         runner = Runner(
             factory, formulas, seed=seed, call_kwargs=call_kwargs, progress=progress, total=total
         )
@@ -290,7 +288,18 @@ def _inference(setup: Setup, state: State, draft: str) -> Inference:
         tuple(state.repeats),
         tuple(state.work),
         tuple(state.switched),
+        dict(setup.sk.default_workload),
     )
+
+
+def most_runs(setup: Setup, sizes: Sequence[Size]) -> int:
+    """The most runs the inference makes after discovery, known before the first: the ladder
+    with its second part, counted and flipped, the base's repeats and the rechecks (the
+    progress's total: an upper bound that never grows; the second part and the rechecks run
+    only where the fits ask for them)."""
+    more = steps_across(setup.formulas, setup.base, sizes) if setup.steps is not None else []
+    every = planned(setup.sk, [*sizes, *more], setup.steps, setup.base)
+    return every + BASE_REPEATS - 1 + RECHECKS
 
 
 def planned(skeleton: Pipeline, sizes: Sequence[Size], steps: str | None, base: Point) -> int:

@@ -252,3 +252,30 @@ def test_the_main_output_says_what_runs_why_each_term_and_what_next(
     assert quiet[-1].startswith("verdict: ") and set(LEGEND).isdisjoint(quiet)
     assert [line for line in loud if line in LEGEND] == list(LEGEND)  # each term once
     golden("calibrate-guide.txt", "\n".join([loud[0], *LEGEND, loud[-1], saved[-1]]) + "\n")
+
+
+def test_explain_gives_each_term_of_the_legend_in_full_under_the_report(
+    exact: Calibration, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`calibrate --explain`: every term the legend names explained at length after the report,
+    --quiet or not (asked for by name)."""
+    import click
+
+    from calibration.cli.calibrate import calibrate
+    from calibration.cli.guide import EXPLAINED, LEGEND, explained
+    from calibration.cli.show import show
+    from dslc.cli_ui import Ui
+
+    assert "--explain" in {o for p in calibrate.params for o in p.opts}
+    for quiet in (False, True):
+        with click.Context(click.Command("calibrate"), obj=Ui(quiet=quiet)):
+            show(exact, None, explain=True)
+        out = capsys.readouterr().out.splitlines()
+        assert out[-len(explained()) :] == explained()
+        verdict = next(k for k, line in enumerate(out) if line.startswith("verdict: "))
+        assert verdict < len(out) - len(explained())  # under the report
+    legend = " ".join(LEGEND)
+    for term, text in EXPLAINED:
+        assert all(word.strip() in legend for word in term.split(",")), term
+        assert len(text) > 150, term  # in full, not the legend's line again
+    golden("calibrate-explain.txt", "\n".join(explained()) + "\n")
