@@ -25,10 +25,11 @@ from artifact.point import Point, PointKey, point_key
 from calibration.calibrate.settle import in_regime
 from calibration.errors import CalibrationError
 from calibration.lifecycle.validate import phase_label
+from calibration.plan.inputs import CalibrationFormatError, Json
 from calibration.probes.evidence import StageMargin, stage_margins, with_risks
 from calibration.probes.finding import Finding
 from calibration.probes.findings import check
-from calibration.serve.basis import Basis, CalibrationSource
+from calibration.serve.basis import Basis, CalibrationSource, estimate_records, from_document
 from calibration.serve.predictor import RequestPredictor
 from runtime import FormulaError, Pipeline
 from runtime.estimate import estimate
@@ -109,6 +110,24 @@ class Evidence:
             basis,
             layouts,
         )
+
+    @classmethod
+    def of_document(
+        cls, doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: Pipeline
+    ) -> Evidence:
+        """A ``--save``d document and its ``--records`` file (``basis.from_document``'s checks:
+        ``CalibrationFormatError`` for anything but the pair one calibration wrote)."""
+        basis = from_document(doc, records, pipeline)
+        try:
+            kept = tuple(estimate_records(doc, records))
+            target, backend = dict(doc["target"]), str(doc["backend"])
+            uncovered = tuple(str(u) for u in doc.get("uncovered") or ())
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CalibrationFormatError(f"calibration document: {exc}") from None
+        first = records[0] if records and (not kept or kept[0] is not records[0]) else None
+        layouts = frozenset(_layout(p) for r in kept if r.ok for p in r.phases)
+        margin = basis.estimate.margin
+        return cls(kept, first, target, margin, uncovered, backend, basis, layouts)
 
     def comparable(self, record: WarmupRecord, pipeline: Pipeline) -> WarmupRecord | None:
         """``record`` as the calibration would have measured it: each phase's peak with the
