@@ -91,6 +91,7 @@ def _request_part(cal: Calibration) -> JsonObject:
                 "baseline_bytes": r.baseline_allocated,
                 "peak_bytes": r.peak_allocated,
                 "duration_ms": _ms(r.duration_s * 1e3),
+                "estimated": any(r is k for k in cal.kept),  # a predictor re-fits from these
             }
             for role, r in zip(cal.roles, cal.records)
         ],

@@ -110,6 +110,7 @@ class Calibration:
     undo_failed: str = ""  # why the placement calibrated under could not be taken off afterwards
     left_in_place: tuple[tuple[str, str], ...] = ()  # ... and what each component kept of it
     default_workload: Point = field(factory=dict, hash=False)  # the formulas': what it stands for
+    kept: tuple[WarmupRecord, ...] = ()  # of ``records``, those the estimate was made from
 
     @property
     def second_probe(self) -> Point | None:
@@ -330,6 +331,7 @@ def _calibration(
         roles=tuple(loop.roles),
         records=tuple(loop.records),
         estimate=settled.estimate,
+        kept=settled.kept,
         measured=measured_run,
         target_runs=tuple(loop.runs),
         component_weight_bytes=session.weights,

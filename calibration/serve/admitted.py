@@ -6,11 +6,15 @@ Each answer sets every phase's predicted bound beside its measured peak; a phase
 its bound is a drift event (a warning in the log, ``wf_drift_events_total``): its shape and excess
 join a bounded history, and from then on that shape and every larger one (each int param at least
 as large, the flags equal) is admitted conservatively, with the excess added to the device's
-reserve (a RUN may become a REPLACE that streams more, or a refusal). At the next idle moment
-(``idle``: no request waits) the validated target is planned again on that cautious device,
-applied, and validated on one served target request (admitted RUN, every phase within its bound);
-a plan that fails the validation is taken off and the one before it put back. ``close`` undoes the
-hooks and writes the served records to the state folder.
+reserve (a RUN may become a REPLACE that streams more, or a refusal). Every served request's
+phases are also points of the calibration's evidence (``learn.Learner``, a bounded history): at
+the next idle moment (``idle``: no request waits) after a drift, or after enough new points, the
+predictor is fitted again with them, and a drift whose point the new fit covers is no longer
+reserved. After a drift the validated target is then planned again (on the device with the
+excess of the drifts not yet learned reserved), applied, and validated on one served target
+request (admitted RUN, every phase within its bound); a plan that fails the validation is taken
+off and the one before it put back. ``close`` undoes the
+hooks and writes the served records (and the learned points) to the state folder.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from artifact.units import show_bytes
 from calibration.plan.model import Device, Plan, PlanInputError
 from calibration.serve.admission import DecisionKind
 from calibration.serve.answer import Answer, PhasePeak
-from calibration.serve.state import StateFolder
+from calibration.serve.learn import Evidence, Learner
+from calibration.serve.state import StaleState, StateFolder
 from calibration.serve.warm import Started
 from calibration.serve.worker import Served, Worker
 from runtime import FormulaError, Pipeline
@@ -51,6 +56,7 @@ class Drift:
 
     params: Point
     excess_bytes: int
+    learned: bool = False  # its served point entered the history: a re-fit covers it
 
     def covers(self, params: Point) -> bool:
         """Whether ``params`` is this shape or larger: each int param at least as large, each
@@ -86,6 +92,7 @@ class AdmittedWorker:
     ) -> None:
         self.inner = Worker.after(started.outcome, session, device)  # NotServing: said why
         self.session, self.started, self.state = session, started, state
+        self.learner = _learner(started, session.formulas, state)
         self._defaults = dict(defaults)
         self.drifts: deque[Drift] = deque(maxlen=DRIFTS_KEPT)
         self.replan = False  # a drift asks for a re-plan at the next idle moment
@@ -104,10 +111,11 @@ class AdmittedWorker:
         with self._kept_output() as output, self._cautious(params):
             served = self.inner.serve(params)
         drift = not all(p.within for p in served.phases)
+        learned = self.learner is not None and self.learner.served(served.record, drift=drift)
         if drift:
             _log_drift(served)
             excess = max((p.measured_bytes or 0) - p.predicted_bytes for p in served.phases)
-            self.drifts.append(Drift(MappingProxyType(dict(params)), excess))
+            self.drifts.append(Drift(MappingProxyType(dict(params)), excess, learned))
             self.replan = True
         rows = tuple(PhasePeak(p.label, p.predicted_bytes, p.measured_bytes) for p in served.phases)
         kind = served.decision.kind
@@ -115,14 +123,15 @@ class AdmittedWorker:
         return Answer(kind.value, rows, served.seconds, output.value, drift, replaced)
 
     def idle(self) -> bool:
-        """After a drift, with no request waiting: re-plan, apply and validate the target on the
-        device with the drifts' excess reserved (see the module docstring); whether it did."""
+        """With no request waiting: re-fit with the served points when due; after a drift,
+        re-plan, apply and validate the target (see the module docstring); whether it did."""
+        learned = self._learn()
         if not self.replan:
             return False
         self.replan = False
         inner, target = self.inner, self._defaults
         excess = max((d.excess_bytes for d in self.drifts if d.covers(target)), default=0)
-        if not excess:
+        if not excess and not learned:
             return False
         device = attrs.evolve(inner.device, reserve_bytes=inner.device.reserve + excess)
         try:
@@ -134,6 +143,19 @@ class AdmittedWorker:
             log.warning("re-plan after drift: nothing better (%s)", plan.reason or "the same plan")
             return False
         return self._tried(plan)
+
+    def _learn(self) -> bool:
+        """The predictor re-fitted with the served points, when due, in force: the plans made
+        by the one before forgotten, and the drifts whose points it covers no longer reserved."""
+        predictor = self.learner.refit() if self.learner is not None else None
+        if predictor is None:
+            return False
+        self.inner.predictor = predictor
+        self.inner.planner.plans.clear()
+        kept = [d for d in self.drifts if not d.learned]
+        self.drifts.clear()
+        self.drifts.extend(kept)
+        return True
 
     def _tried(self, plan: Plan) -> bool:
         """``plan`` in force if one served target request validates it; else the one before."""
@@ -217,8 +239,27 @@ class AdmittedWorker:
         if self.state is not None:
             served = self.session.recorder.served
             self.state.flush_served(served)
+            if self.learner is not None and self.learner.refits:
+                self.state.write_learned(self.learner.history.points())
             log.info("closed: %d served records written to %s", len(served), self.state.root)
         self.on_close()
+
+
+def _learner(started: Started, pipeline: Pipeline, state: StateFolder | None) -> Learner | None:
+    """The worker's learner from its calibration; a warm start's stored points loaded (an
+    unreadable file is logged and left: the worker learns again)."""
+    cal = started.outcome.calibration
+    if cal is None:
+        return None
+    learner = Learner(Evidence.of(cal, pipeline), pipeline, state)
+    if state is not None and started.warm:
+        try:
+            loaded = learner.load(state.read_learned())
+        except StaleState as exc:
+            log.warning("the stored served points were not read: %s", exc)
+        else:
+            log.info("%d stored served points: re-fitted at the first idle moment", loaded)
+    return learner
 
 
 def _log_drift(served: Served) -> None:

@@ -1,8 +1,9 @@
 """What a predictor is built from: a calibration's estimate at its target and what it measured
 with (weights, each phase's weights at its peak, margins), from memory or from a saved document.
 
-A ``--save``d document (``dslc calibrate --save``) holds each phase's figures at the target but
-not the sizes behind them; its ``--records`` file does. ``from_document`` reads both strictly,
+A ``--save``d document (``dslc calibrate --save``) holds each phase's figures at the target and
+marks the records its estimate used, but not their measurements; its ``--records`` file holds
+them. ``from_document`` reads both strictly,
 estimates again from the records and insists that every phase's bound is the document's (records
 of another calibration are a ``CalibrationFormatError``, never a silently different predictor).
 """
@@ -83,9 +84,12 @@ class Basis:
 def from_document(
     source: str | Path | Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: Pipeline
 ) -> Basis:
-    """A saved calibration document (checked against its schema) and the records its estimate
-    was made from, in order: its ``--records`` file (``runtime.record.load_records``) less the
-    target's verification runs and the sizes a finding put outside the formulas' regime."""
+    """A saved calibration document (checked against its schema) and its ``--records`` file
+    (``runtime.record.load_records``). The document marks each record its estimate used
+    (``records[i].estimated``), so the whole file is given and those are taken, each checked
+    against the document's params; a document without the marks (written before them) takes
+    ``records`` as the ones its estimate used: the file less the target's verification runs and
+    the sizes a finding put outside the formulas' regime."""
     where = "" if isinstance(source, Mapping) else f" {path_text(source)}"
     try:
         doc = source if isinstance(source, Mapping) else read_document(source)
@@ -113,7 +117,7 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
         if m.get("source") == MarginSource.EVIDENCE
     }
     estimated = estimate(
-        list(records),
+        list(estimate_records(doc, records)),
         pipeline,
         target=dict(doc["target"]),
         margin=float(doc["margin"]),
@@ -130,6 +134,30 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
         tuple(str(n) for n in doc.get("unobserved_components", ())),
         margins,
     )
+
+
+def estimate_records(
+    doc: Mapping[str, Json], records: Sequence[WarmupRecord]
+) -> Sequence[WarmupRecord]:
+    """The records the document's estimate used (see ``from_document``): those its entries mark,
+    the ``--records`` file's first entries in order, each at the params its entry names."""
+    entries = doc.get("records")
+    if not isinstance(entries, list) or not entries:
+        return records
+    if not all(isinstance(e, dict) and "estimated" in e for e in entries):
+        return records  # written before the marks: ``records`` are the estimate's
+    if len(records) < len(entries):
+        raise ValueError(
+            f"{len(records)} records for the document's {len(entries)}: give the --records "
+            "file saved with this calibration"
+        )
+    for i, (entry, record) in enumerate(zip(entries, records)):
+        if "params" in entry and dict(entry["params"]) != dict(record.params):
+            raise ValueError(
+                f"record {i} is at {dict(record.params)}, the document's records[{i}] at "
+                f"{dict(entry['params'])}: give the --records file saved with this calibration"
+            )
+    return [r for e, r in zip(entries, records) if e["estimated"]]
 
 
 def _agrees(doc: Mapping[str, Json], estimated: WorkloadEstimate) -> None:

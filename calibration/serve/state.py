@@ -1,5 +1,6 @@
 """Warm start: what a worker's measurements depend on (``Fingerprint``), and the state folder that
-keeps them between starts (``StateFolder``: fingerprint, records, calibration, plan).
+keeps them between starts (``StateFolder``: fingerprint, records, calibration, plan, and the
+served points the predictor learned from).
 
 Every file is written atomically (a temp file, then ``os.replace``) and read back within a size
 bound; anything unreadable is a ``StaleState`` saying why, which the worker answers by calibrating
@@ -8,6 +9,7 @@ again (docs/serving.md, "The state folder"), never by failing to start.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,6 +24,7 @@ from runtime.record import RecordFormatError, WarmupRecord, dumps_records, loads
 FINGERPRINT = "fingerprint.json"
 RECORDS = "records.json"
 SERVED = "served.json"
+LEARNED = "learned.json"  # the served points in the fit (``calibration.serve.learn.History``)
 CALIBRATION = "calibration.json"
 PLAN = "plan.json"
 #: The most a fingerprint, calibration or plan file may hold; records have their own limit.
@@ -145,6 +148,26 @@ class StateFolder:
         """The newest ``MAX_SERVED`` served records, atomically (at shutdown)."""
         self.root.mkdir(parents=True, exist_ok=True)
         write_atomically(self.root / SERVED, dumps_records(records[-MAX_SERVED:]))
+
+    def write_learned(self, records: Sequence[WarmupRecord]) -> None:
+        """The served points the predictor in force was fitted with, atomically."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.root / LEARNED, dumps_records(records))
+
+    def read_learned(self) -> tuple[WarmupRecord, ...]:
+        """The served points written before (none when there is no file); ``StaleState`` when
+        the file is unreadable or over its limit."""
+        if not (self.root / LEARNED).exists():
+            return ()
+        try:
+            return tuple(loads_records(self._bytes(LEARNED, MAX_RECORDS_BYTES)))
+        except RecordFormatError as exc:
+            raise StaleState(f"{LEARNED}: {exc}") from None
+
+    def forget_learned(self) -> None:
+        """A new calibration: the points served under the one before are not its evidence."""
+        with contextlib.suppress(OSError):  # unreadable later, or not this calibration's: refused
+            (self.root / LEARNED).unlink(missing_ok=True)
 
     def _bytes(self, name: str, limit: int) -> bytes:
         try:

@@ -75,6 +75,8 @@ def start(
         calibration, why = _stored(session, points, settings, state, fingerprint)
     if why:
         log.warning("calibrating: %s", why)
+        if state is not None:
+            state.forget_learned()
     outcome = run_lifecycle(session, points, settings, calibration=calibration)
     if state is not None and outcome.calibration is not None:
         _save(state, fingerprint, outcome)

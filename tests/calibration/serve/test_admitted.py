@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from types import MappingProxyType
 
 import attrs
 import pytest
@@ -17,7 +18,7 @@ from calibration.cli.serve_boot import boot
 from calibration.lifecycle.faults import PEAK, Fault, FaultyBackend
 from calibration.placement.mechanisms import has_offload_hooks
 from calibration.plan.model import Device, PlacementKind
-from calibration.serve.admitted import AdmittedWorker
+from calibration.serve.admitted import AdmittedWorker, Drift
 from calibration.serve.app import ROUTE, AppSettings, create_app
 from calibration.serve.warm import Started
 from runtime.measure.diffusers_hooks import pipeline_modules
@@ -88,6 +89,7 @@ def _idle_replan(client: TestClient) -> None:
 
 def test_a_drift_event_is_told_and_its_shape_and_larger_ones_are_served_conservatively(caplog):
     caplog.set_level(logging.INFO, logger="calibration.serve.admitted")
+    caplog.set_level(logging.INFO, logger="calibration.serve.learn")
     outcome, session = lifecycle(device=RESIDENT)
     backend = session.recorder.backend
     assert isinstance(backend, FaultyBackend)
@@ -101,18 +103,30 @@ def test_a_drift_event_is_told_and_its_shape_and_larger_ones_are_served_conserva
         _idle_replan(c)  # the re-plan runs when no request waits: before `again` is queued
         again = c.post(ROUTE, json=target)
         text = c.get("/metrics").text
+        reserved = list(worker.drifts)
+        # a drift whose point was not learned is served conservatively: its excess reserved
+        worker.drifts.append(Drift(MappingProxyType(dict(target)), EXTRA))
+        cautious = c.post(ROUTE, json=target)
     assert struck["decision"] == "run" and struck["drift"] is True
     over = [p for p in struck["phases"] if p["measured_bytes"] > p["predicted_bytes"]]
     assert over and all("DecodingStage" in p["phase"] for p in over)  # where the fault struck
     assert "wf_drift_events_total 1.0" in text
     assert "drift: steps=2,height=64,width=64" in caplog.text
-    [drift] = worker.drifts
-    assert EXTRA - 64 * 1024 < drift.excess_bytes <= EXTRA
+    excess = max(p["measured_bytes"] - p["predicted_bytes"] for p in over)
+    assert EXTRA - 64 * 1024 < excess <= EXTRA
     assert smaller["decision"] == "run" and smaller["drift"] is False  # not covered
-    # covered: admitted with the excess reserved; the idle moment after the drift re-planned the
-    # target on that cautious device and validated it, so the target runs again, under that plan
-    assert "serving steps=2,height=64,width=64 conservatively" in caplog.text
+    # the idle moment after the drift put the struck point into the fit: the re-fitted predictor
+    # gives the same shape, under the placement it ran with, at least what each phase measured,
+    # so its drift is no longer reserved; the target, planned again with it, validated
+    assert worker.learner is not None and worker.learner.refits == 1 and not reserved
+    refitted = worker.inner.predictor.predict(target, outcome.plan)
+    for p in struck["phases"]:
+        assert refitted.phase(p["phase"]).bound_bytes >= p["measured_bytes"], p
+    assert "re-fitted with" in caplog.text, caplog.text
     assert "re-plan after drift: the target validated" in caplog.text, caplog.text
     assert worker.inner.plan is not None and worker.inner.plan != outcome.plan
-    assert again.status_code == 200 and again.json()["decision"] == "run", again.text
+    assert again.status_code == 200, again.text
+    assert again.json()["decision"] == "run" and again.json()["drift"] is False, again.text
     assert "wf_replans_total 1.0" in text
+    assert cautious.status_code in (200, 422), cautious.text
+    assert "serving steps=2,height=64,width=64 conservatively" in caplog.text

@@ -147,13 +147,35 @@ def test_inadmissible_and_unknown_params_raise_the_runtimes_errors() -> None:
         predictor.predict({"frames": 9})
 
 
+def _saved() -> list[WarmupRecord]:
+    """The calibration's ``--records`` file (the target's run last)."""
+    cal = calibration()
+    return [*cal.records, *([cal.measured] if cal.measured is not None else [])]
+
+
 def test_a_saved_document_and_its_records_predict_the_same() -> None:
     cal = calibration()
     doc = json.loads(json.dumps(document(cal)))
-    basis = from_document(doc, _kept(), formulas())
-    saved = RequestPredictor.from_basis(basis, formulas())
-    for point in ({"steps": 3, "height": 80, "width": 96}, dict(cal.target)):
-        assert saved.predict(point).phases == _predictor().predict(point).phases
+    assert [e["estimated"] for e in doc["records"]] == [r in _kept() for r in cal.records]
+    basis = from_document(doc, _saved(), formulas())  # the document names the estimate's records
+    older = {
+        **doc,
+        "records": [{k: v for k, v in e.items() if k != "estimated"} for e in doc["records"]],
+    }
+    before_marks = from_document(older, _kept(), formulas())  # a document written before them
+    for b in (basis, before_marks):
+        saved = RequestPredictor.from_basis(b, formulas())
+        for point in ({"steps": 3, "height": 80, "width": 96}, dict(cal.target)):
+            assert saved.predict(point).phases == _predictor().predict(point).phases
+
+
+def test_records_out_of_the_documents_order_or_marks_of_another_type_are_refused() -> None:
+    doc = json.loads(json.dumps(document(calibration())))
+    with pytest.raises(CalibrationFormatError, match=r"record 0 is at .*--records"):
+        from_document(doc, _saved()[::-1], formulas())
+    doc["records"][0]["estimated"] = "yes"
+    with pytest.raises(CalibrationFormatError, match=r"records\[0\]\.estimated"):
+        from_document(doc, _saved(), formulas())
 
 
 def test_records_of_another_calibration_are_refused() -> None:

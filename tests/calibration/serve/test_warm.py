@@ -46,8 +46,11 @@ def test_a_cold_start_writes_the_state_folder(cold):
 
 def test_the_same_fingerprint_skips_the_probes(cold):
     folder, first, ran_cold = cold
+    learned = first.outcome.calibration.records[:1]  # served points a worker learned before
+    folder.write_learned(learned)
     again, ran_warm = _start(folder)
     assert again.warm and again.why == ""
+    assert folder.read_learned() == tuple(learned)  # kept: the same calibration's evidence
     assert again.outcome.report.validated
     calibrated = len(first.outcome.calibration.records)
     assert ran_warm == ran_cold - calibrated  # only the validation and the re-warm ran
@@ -68,8 +71,10 @@ def test_a_changed_part_recalibrates_and_says_which(cold, tmp_path, part, value,
     copy = StateFolder(tmp_path)
     for p in folder.root.iterdir():
         (tmp_path / p.name).write_bytes(p.read_bytes())
+    copy.write_learned(folder.read().records[:1])
     again, ran = _start(copy, **{part: value})
     assert not again.warm and said in again.why and ran == ran_cold
+    assert copy.read_learned() == ()  # the points were another calibration's: forgotten
 
 
 def test_a_corrupt_folder_recalibrates_with_a_warning(cold, tmp_path, caplog):
