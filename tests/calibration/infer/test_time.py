@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from calibration.infer.analyse import work_tiers
 from calibration.infer.draft import line_text, time_lines
 from calibration.infer.terms import features, monomials
-from calibration.infer.time_terms import WORK_APPROXIMATE, choose_time
-from runtime.estimate.fit.model import Sample
+from calibration.infer.time_terms import WORK_APPROXIMATE, check_times, choose_time
+from runtime.estimate.fit.model import FitCache, Sample
 from runtime.estimate.fit.noise import TIME_FLOOR, spread_tolerance
 
 CONTRACTS = {"frames": ("frames % 4 == 1",), "height": (), "width": ()}
@@ -225,3 +225,19 @@ def test_a_set_fits_whenever_a_subset_of_it_does(values, spread, pick):
     assert alone is not None and more is not None
     assert more.worst <= alone.worst + 1e-9
     assert all(c >= 0 for c in more.slopes)
+
+
+def test_a_missed_set_is_fitted_once_through_the_modeler():
+    """The chosen set misses, so the check tries it again first among the alternatives: the
+    modeler's cache fits it once, every set once, and reads it twice."""
+
+    def seconds(p):
+        return 0.02 + 4e-6 * p["height"] * p["width"]
+
+    times = _samples(seconds, 0.0, 7)
+    times[3] = Sample.at(times[3].point, times[3].value * 5, False, 0.002)  # a burst
+    cache = FitCache()
+    check = check_times(times, MEMORY, PLAIN, 0.0, cache)
+    assert not check.checked and check.rejected[0].text == "height * width"
+    assert set(cache.fitted.values()) == {1}
+    assert cache.reads == len(cache.fitted) + 1
