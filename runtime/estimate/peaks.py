@@ -32,7 +32,7 @@ from attrs import frozen
 from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
 from runtime.estimate.fit.samples import above_baseline
-from runtime.estimate.peak_fit import PeakPlace, fit_peak, relative_size
+from runtime.estimate.peak_fit import PeakPlace, fit_peak, peak_samples, relative_size
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
@@ -186,7 +186,7 @@ def peak_from_points(
         margin_used = float(margin) if best.growth_bytes else 1.0
         return base.estimate(Method.MEASUREMENT, raw, bound, margin_used, reason, points)
     if place is None or stage is None:
-        fitted = fit_peak(points, target_terms, floor)
+        fitted = fit_peak(peak_samples(points), target_terms, floor)
     else:
         fitted = place.fit(stage, points, target_terms, floor)
     if isinstance(fitted, str):

@@ -89,7 +89,8 @@ class Sample:
 
 @frozen
 class FitKey:
-    """What a fit depends on: the stage, its policy, its samples and the target it is read at."""
+    """What a fit depends on: the stage, its policy, its samples and the target it is read at
+    (``dslc infer``'s searches and time fits are read at no target: ``""`` and ``()``)."""
 
     stage: str
     policy: Policy
