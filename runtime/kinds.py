@@ -62,3 +62,5 @@ class FitRule(StrEnum):
     EXACT = "exact"  # through the independent sizes nearest the target; the others checked
     PLANE = "plane"  # weighted least squares over every size, read at the target with a spread
     PEAK = "peak"  # largest peak a size, nearest sizes; a negligible negative slope left out
+    SEARCH = "search"  # the fewest candidate terms that give every size its tolerance (infer)
+    NONNEGATIVE = "nonnegative"  # one term set, non-negative slopes, weighted by tolerance (infer)

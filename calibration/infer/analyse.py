@@ -20,7 +20,6 @@ from calibration.infer.search import (
     MAX_TERMS,
     MEMORY_SLACK,
     IterationFit,
-    Sample,
     TermFit,
     fit_iterations,
     fit_terms,
@@ -33,8 +32,10 @@ from calibration.infer.terms import (
     iteration_forms,
     monomials,
 )
-from calibration.infer.time_terms import WORK_SLACK, TimeChoice, choose_time, tolerance
+from calibration.infer.time_terms import WORK_SLACK, TimeChoice, choose_time
 from runtime.estimate.fit import PhaseKind, stage_sample
+from runtime.estimate.fit.model import Sample
+from runtime.estimate.fit.noise import spread_tolerance
 from runtime.record import WarmupRecord
 
 
@@ -142,7 +143,7 @@ def memory_moves_with(
     """Whether some stage's memory moves with ``param`` alone (no term search needed)."""
     for plan in plans:
         samples = [
-            Sample(dict(m.record.params), v, m.held_out)
+            Sample.at(m.record.params, v, m.held_out)
             for m in measured
             if m.record.ok and (v := memory_of(m.record, plan.name)) is not None
         ]
@@ -331,7 +332,7 @@ def propose_stage(plan: StagePlan, given: Inputs) -> StageProposal:
     ]
     iterations = fit_iterations(given.forms, counts)
     mem = [
-        Sample(dict(m.record.params), v, m.held_out)
+        Sample.at(m.record.params, v, m.held_out)
         for m in given.ok
         if (v := memory_of(m.record, plan.name)) is not None
     ]
@@ -365,13 +366,13 @@ def _time(
         if v is not None and (key not in least or v < least[key]):
             least[key] = v
     times = [
-        Sample(dict(m.record.params), v, m.held_out, tolerance(v, spread))
+        Sample.at(m.record.params, v, m.held_out, spread_tolerance(v, spread))
         for m in given.ok
         if (v := least.get(_key(m.record.params))) is not None
         and in_regimes(m.record.params, regimes)
     ]
     works = [
-        Sample(dict(r.params), v, given.held_out[key])
+        Sample.at(r.params, v, given.held_out[key])
         for key, r in sorted(given.counted.items())
         if (v := seconds_of(r, plan.name, count_of(r, plan) or 1)) is not None
         and in_regimes(r.params, regimes)

@@ -6,13 +6,15 @@ winner on the sizes held out; of the term sets that fit with the fewest terms, t
 least leave-one-out error is kept (as Extra-P selects performance models), and a set with a term
 only one size pins is never kept; every candidate tried is returned with its verdict (the JSON
 report lists them, the draft's comments cite the rejected ones). ``MAX_SETS`` bounds the term
-sets tried per stage and quantity.
+sets tried per stage and quantity. The term search is a policy of the one modeler
+(``FitRule.SEARCH``), its samples the core's one ``Sample`` (one run a size).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import cast
 
 from attrs import Factory, frozen
 
@@ -28,6 +30,8 @@ from runtime.estimate.fit import (
     leave_one_out,
     memory_slack,
 )
+from runtime.estimate.fit.model import FitKey, Modeler, Policy, Refit, Sample
+from runtime.kinds import FitRule, Quantity
 
 #: The most term sets one memory or time search tries (stage by stage).
 MAX_SETS = 60_000
@@ -60,16 +64,6 @@ class IterationFit:
     @property
     def formula(self) -> str | None:
         return None if self.expr is None else text_of(self.expr)
-
-
-@frozen
-class Sample:
-    """One measured size of one stage's quantity; ``held_out`` sizes only check the winner."""
-
-    point: Point
-    value: float
-    held_out: bool = False
-    tolerance: float = MEMORY_SLACK
 
 
 def fit_iterations(
@@ -200,31 +194,44 @@ def fit_terms(
     most: int = MAX_TERMS,
     limit: int = MAX_SETS,
     least: int = 0,
+    quantity: Quantity = Quantity.MEMORY,
+    modeler: Modeler | None = None,
 ) -> TermFit:
     """The term set whose constant + non-negative combination gives every size within its
-    tolerance (each set the core's exact fit, ``runtime.estimate.fit.subset_search``: fitted
-    without the held-out sizes and checked on them), fewest terms first; of the first that fits
-    and the sets of as many terms after it (``RIVALS`` tried, ``WEIGHED`` fitting), the one of
-    least leave-one-out error, never one with a term one size pins (then more terms).
-
-    ``tiers`` are nested candidate lists, plainest first (a clamp only where no plain set fits),
-    enumerated as the core does. At most ``limit`` sets are tried, of ``least`` terms or more.
+    tolerance: the modeler's ``FitRule.SEARCH`` policy over ``tiers`` (nested candidate lists,
+    plainest first, a clamp only where no plain set fits, enumerated by the core's
+    ``candidate_sets``), at most ``limit`` sets of ``least`` to ``most`` terms (``search_terms``).
     """
     if not samples:
         return TermFit(None, 0.0, (), 0.0, 0, ("no size measured",))
-    data = _Data.of(samples)
+    candidates = tuple(tuple(tier) for tier in tiers)
+    policy = Policy(
+        quantity, rule=FitRule.SEARCH, candidates=candidates, least=least, most=most, limit=limit
+    )
+    key = FitKey("", policy, tuple(samples), ())
+    return (modeler or Refit()).fit(key, search_terms)
+
+
+def search_terms(key: FitKey) -> TermFit:
+    """Each set the core's exact fit (``runtime.estimate.fit.subset_search``: fitted without the
+    held-out sizes and checked on them), fewest terms first; of the first that fits and the sets
+    of as many terms after it (``RIVALS`` tried, ``WEIGHED`` fitting), the one of least
+    leave-one-out error, never one with a term one size pins (then more terms)."""
+    policy = key.policy
+    tiers = cast(tuple[tuple[Monomial, ...], ...], policy.candidates)
+    data = _Data.of(key.samples)
     rejected: list[str] = []
     found: list[tuple[float, int, SubsetFit[Monomial]]] = []
     tried = 0
-    stop: tuple[int | None, int] = (None, limit)  # the size that fit first, the last set tried
-    for chosen in candidate_sets(tiers, least, most):
+    stop: tuple[int | None, int] = (None, policy.limit)  # the size that fit first, the last tried
+    for chosen in candidate_sets(tiers, policy.least, policy.most):
         if tried >= stop[1] or len(found) >= WEIGHED or stop[0] not in (None, len(chosen)):
             break
         tried += 1
         judged = _judged(data, chosen, rejected)
         if judged is not None:
             found.append((judged[1], len(found), judged[0]))
-            stop = (len(chosen), min(limit, tried + RIVALS))
+            stop = (len(chosen), min(policy.limit, tried + RIVALS))
     if not found:
         return TermFit(None, 0.0, (), 0.0, tried, tuple(rejected))
     loo, _, best = min(found, key=lambda f: (f[0], f[1]))

@@ -35,7 +35,6 @@ from calibration.infer.analyse import (
 from calibration.infer.search import (
     MEMORY_SLACK,
     IterationFit,
-    Sample,
     TermFit,
     fit_iterations,
     fit_terms,
@@ -44,6 +43,7 @@ from calibration.infer.terms import Feature, IterationForm, Monomial, iteration_
 from calibration.infer.time_terms import WORK_APPROXIMATE, WORK_SLACK, TimeChoice, TimeSource
 from dslc import ast
 from runtime.estimate.fit import point_key
+from runtime.estimate.fit.model import Sample
 
 #: The most bool params flipped (the others stay at the base's value): each costs a pass over
 #: the ladder's sizes at the base's steps and the steps ladder.
@@ -301,7 +301,7 @@ def _switch_time(
         said = f"the memory's guess kept; the work's growth changes by no factor of {FACTOR}"
         return p.time, said, True
     works = [evolve(s, tolerance=within(s.value)) for s in p.work_samples] + [
-        Sample(dict(s.point) | {param: value}, v, s.held_out, within(v)) for s, v in pairs
+        Sample.at(s.point | {param: value}, v, s.held_out, within(v)) for s, v in pairs
     ]
     found = fit_switched(p.time.terms, works, param, WORK_APPROXIMATE)
     if found.fit is None:
@@ -328,7 +328,7 @@ def _switch_memory(
         for s in p.memory_samples
         if in_regimes(s.point, p.regimes)
     ] + [
-        Sample(dict(m.record.params), v, m.held_out, within(v))
+        Sample.at(m.record.params, v, m.held_out, within(v))
         for m in ok
         if (v := memory_of(m.record, p.plan.name)) is not None
         and in_regimes(m.record.params, p.regimes)

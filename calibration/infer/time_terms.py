@@ -8,14 +8,15 @@ iteration exactly (``WORK_SLACK``), else within ``WORK_APPROXIMATE`` (flagged), 
 terms without steps (flagged: a guess). A clock on a shared machine moves from run to run by more
 than a small term of a tiny model's time; the count does not, so two runs write the same line.
 
-The measured times then check the chosen set: its constant + non-negative fit must put every
-size's time within ``TIME_JITTER`` seconds + ``max(SPREAD_FACTOR x the base's run-to-run spread,
-TIME_FLOOR)`` of the time. That verdict, noisy by nature, is the JSON report's and the command's
+The measured times then check the chosen set: its constant + non-negative fit (the modeler's
+``FitRule.NONNEGATIVE`` policy) must put every size's time within the core's
+``noise.spread_tolerance`` (the clock's jitter + ``max(Z x the base's run-to-run spread,
+TIME_FLOOR)`` of the time). That verdict, noisy by nature, is the JSON report's and the command's
 message, never the draft's. Where the chosen set misses (``TimeCheck.misses``),
 ``calibration.infer.run`` measures those sizes once more and the least time of a size counts: a
 burst of another process is not a term; a set the times fit instead is named
 (``TimeCheck.alternative``), tried in a fixed order: the chosen set, then sets of up to
-``MAX_TIME_TERMS`` monomials, smallest first.
+``MAX_TIME_TERMS`` monomials, smallest first (the core's ``candidate_sets``).
 """
 
 from __future__ import annotations
@@ -23,21 +24,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 from fractions import Fraction
+from typing import cast
 
 from attrs import evolve, frozen
 
 from artifact.point import Point
 from artifact.spelling import point_text
-from calibration.infer.search import Sample, TermFit, fit_terms
+from calibration.infer.search import TermFit, fit_terms
 from calibration.infer.terms import Monomial
-from runtime.estimate.fit import CLOCK_JITTER_S, Z, candidate_sets, nonnegative_fit
+from runtime.estimate.fit import candidate_sets, nonnegative_fit
+from runtime.estimate.fit.model import FitCache, FitKey, Modeler, Policy, Refit, Sample
+from runtime.kinds import FitRule, Quantity
 
-#: Seconds a per-iteration time may be off whatever its size: the core's clock jitter.
-TIME_JITTER = CLOCK_JITTER_S
-#: The least relative tolerance of a time fit, whatever the base's spread.
-TIME_FLOOR = 0.2
-#: How many times the base's relative spread a size's time may be off: the core's one z-score.
-SPREAD_FACTOR = Z
 #: The most terms a set the measured times fit instead gets (the report's alternative).
 MAX_TIME_TERMS = 2
 #: The tolerance in words, for docs/cli.md and the report.
@@ -100,17 +98,6 @@ class TimeChoice:
         return self.measured.checked
 
 
-def tolerance(value: float, spread: float) -> float:
-    """How far a size's time per iteration may be off the fit."""
-    return TIME_JITTER + max(SPREAD_FACTOR * spread, TIME_FLOOR) * value
-
-
-def candidates(memory: Sequence[Monomial], plain: Sequence[Monomial]) -> list[tuple[Monomial, ...]]:
-    """The fixed order of preference: the memory's set, then the search's sets, smallest first."""
-    sets = candidate_sets([plain], 0, MAX_TIME_TERMS)
-    return list(dict.fromkeys([tuple(memory), *sets]))
-
-
 def set_text(terms: Sequence[Monomial]) -> str:
     if not terms:
         return "constant"
@@ -127,14 +114,25 @@ class Fit:
     misses: tuple[Point, ...] = ()  # the sizes off their tolerance, worst first
 
 
-def time_fit(samples: Sequence[Sample], terms: Sequence[Monomial]) -> Fit | None:
+def time_fit(
+    samples: Sequence[Sample], terms: Sequence[Monomial], modeler: Modeler | None = None
+) -> Fit | None:
+    """The modeler's non-negative fit of ``terms`` (``FitRule.NONNEGATIVE``, ``nonnegative``);
+    None: no size fitted."""
+    if not any(not s.held_out for s in samples):
+        return None
+    policy = Policy(Quantity.TIME, rule=FitRule.NONNEGATIVE, candidates=(tuple(terms),))
+    return (modeler or Refit()).fit(FitKey("", policy, tuple(samples), ()), nonnegative)
+
+
+def nonnegative(key: FitKey) -> Fit | None:
     """The core's non-negative fit (``runtime.estimate.fit.nonnegative_fit``) on the fitted
     sizes, weighted by each size's tolerance, the one of its subsets of the terms whose largest
     residual over tolerance, every size, is least (a term a noisy time gives a slightly negative
     slope gets 0, never a rejection): a set fits whenever one of its subsets does, so the memory's
-    terms are never rejected where the constant is not. None: no size fitted."""
-    if not any(not s.held_out for s in samples):
-        return None
+    terms are never rejected where the constant is not. None: not determined."""
+    samples = key.samples
+    (terms,) = cast(tuple[tuple[Monomial, ...]], key.policy.candidates)
     rows = [[Fraction(m.at(s.point)) for m in terms] for s in samples]
     tolerances = [Fraction(s.tolerance) for s in samples]
     found = nonnegative_fit(
@@ -161,27 +159,31 @@ def time_fit(samples: Sequence[Sample], terms: Sequence[Monomial]) -> Fit | None
 
 
 def work_terms(
-    samples: Sequence[Sample], tiers: Sequence[Sequence[Monomial]]
+    samples: Sequence[Sample], tiers: Sequence[Sequence[Monomial]], modeler: Modeler | None = None
 ) -> tuple[TermFit, TimeSource]:
     """The smallest set giving every size's counted work exactly, else within
     ``WORK_APPROXIMATE`` of it; MEMORY when none does."""
     exact = [evolve(s, tolerance=max(1.0, WORK_SLACK * abs(s.value))) for s in samples]
-    fit = fit_terms(tiers, exact)
+    fit = fit_terms(tiers, exact, quantity=Quantity.TIME, modeler=modeler)
     if fit.terms is not None:
         return fit, TimeSource.WORK
     loose = [evolve(s, tolerance=WORK_APPROXIMATE * abs(s.value)) for s in samples]
-    approx = fit_terms(tiers, loose)
+    approx = fit_terms(tiers, loose, quantity=Quantity.TIME, modeler=modeler)
     if approx.terms is not None:
         return approx, TimeSource.APPROXIMATE
     return fit, TimeSource.MEMORY
 
 
 def check_times(
-    samples: Sequence[Sample], terms: Sequence[Monomial], plain: Sequence[Monomial], spread: float
+    samples: Sequence[Sample],
+    terms: Sequence[Monomial],
+    plain: Sequence[Monomial],
+    spread: float,
+    modeler: Modeler | None = None,
 ) -> TimeCheck:
     """The measured times (``samples`` carry their tolerance) against ``terms``; where they miss,
-    the first set of ``candidates`` they fit, named."""
-    fit = time_fit(samples, terms) if samples else None
+    the first set they fit, named: ``terms`` again, then the sets of ``plain``, smallest first."""
+    fit = time_fit(samples, terms, modeler) if samples else None
     if fit is None:
         return TimeCheck(False, len(samples), spread, 0.0, 0.0)
     if fit.worst <= 1:
@@ -190,8 +192,8 @@ def check_times(
         )
     rejected: list[Rejected] = []
     alternative = None
-    for chosen in candidates(terms, plain):
-        other = time_fit(samples, chosen)
+    for chosen in candidate_sets([plain], 0, MAX_TIME_TERMS, first=tuple(terms)):
+        other = time_fit(samples, chosen, modeler)
         if other is not None and other.worst <= 1:
             alternative = set_text(chosen)
             break
@@ -224,12 +226,15 @@ def choose_time(
     spread: float,
 ) -> TimeChoice:
     """The draft's time terms from the counted work (``memory``'s where it fits none), checked
-    against the measured times."""
+    against the measured times; one modeler's cache fits each set once."""
+    modeler = FitCache()
     if work:
-        fit, source = work_terms(work, work_candidates)
+        fit, source = work_terms(work, work_candidates, modeler)
     else:
         fit, source = TermFit(None, 0.0, (), 0.0, 0, ("no size counted",)), TimeSource.MEMORY
     terms = (
         tuple(fit.terms) if fit.terms is not None and source != TimeSource.MEMORY else tuple(memory)
     )
-    return TimeChoice(terms, source, fit, len(work), check_times(times, terms, plain, spread))
+    return TimeChoice(
+        terms, source, fit, len(work), check_times(times, terms, plain, spread, modeler)
+    )

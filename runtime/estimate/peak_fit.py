@@ -5,7 +5,8 @@ The policy (``FitRule.PEAK``) says which sizes (the largest peak of each, the si
 target that add a direction), the sign rule (a negative slope worth at most ``NEGLIGIBLE`` of the
 fit at the target is left out, a larger one gives no fit) and the floor of the constant (the active
 components' weight bytes). The margin is applied by the reader (``PeakModel.at``), so the estimate
-and the fixed-margin bounds read one fit.
+and the fixed-margin bounds read one fit. The fit reads the key's samples alone (the one
+``Sample`` type; ``peak_samples`` converts the estimate's ``MeasuredPoint`` at its edge).
 """
 
 from __future__ import annotations
@@ -60,14 +61,34 @@ class PeakPlace:
         """The modeler's fit of ``points`` (made once per key), or why there is none."""
         policy = Policy(Quantity.MEMORY, self.phase, self.layout, rule=FitRule.PEAK, floor=floor)
         key = FitKey(stage, policy, peak_samples(points), self.target)
-        return self.modeler.fit(key, lambda k: fit_peak(points, target, k.policy.floor))
+        return self.modeler.fit(key, lambda k: fit_peak(k.samples, target, k.policy.floor))
 
 
 def peak_samples(points: Sequence[MeasuredPoint]) -> tuple[Sample, ...]:
-    """What a peak fit depends on, one sample a measured size: its terms and adjusted peak."""
+    """What a peak fit reads, one sample a measured size: its terms and its absolute peak with
+    the growth to the target's last iteration (the estimate's edge: ``MeasuredPoint``)."""
     return tuple(
         Sample((), (p.adjusted_peak_bytes,), tuple(Fraction(t) for t in p.terms)) for p in points
     )
+
+
+@frozen
+class _Size:
+    """A peak sample as rule 2 reads it: its terms exact (whole ones as ``int``, as the formulas
+    give them), their sum, and its peak."""
+
+    terms: Terms
+    measure: Measure
+    adjusted_peak_bytes: int
+
+    @staticmethod
+    def of(sample: Sample) -> _Size:
+        terms = tuple(_whole(t) for t in sample.terms)
+        return _Size(terms, _whole(sum(sample.terms, Fraction(0))), int(sample.runs[0]))
+
+
+def _whole(value: Fraction) -> Measure:
+    return int(value) if value.denominator == 1 else value
 
 
 def relative_size(terms: Terms, target: Terms) -> tuple[Fraction, Fraction]:
@@ -76,11 +97,12 @@ def relative_size(terms: Terms, target: Terms) -> tuple[Fraction, Fraction]:
     return ratios, Fraction(sum(terms))
 
 
-def fit_peak(points: Sequence[MeasuredPoint], target: Terms, floor: int) -> PeakModel | str:
-    """Rule 2: the fit through the sizes nearest the target that determine it (no margin), or why
-    there is none (the text the fallback's reason ends with)."""
-    largest: dict[Terms, MeasuredPoint] = {}
-    for p in points:
+def fit_peak(samples: Sequence[Sample], target: Terms, floor: int) -> PeakModel | str:
+    """Rule 2: the fit of ``samples`` (``peak_samples``) through the sizes nearest the target
+    that determine it (no margin), or why there is none (the text the fallback's reason ends
+    with)."""
+    largest: dict[Terms, _Size] = {}
+    for p in (_Size.of(s) for s in samples):
         if p.terms not in largest or p.adjusted_peak_bytes > largest[p.terms].adjusted_peak_bytes:
             largest[p.terms] = p
     ordered = sorted(largest.values(), key=lambda p: relative_size(p.terms, target), reverse=True)
@@ -114,7 +136,7 @@ def fit_peak(points: Sequence[MeasuredPoint], target: Terms, floor: int) -> Peak
 
 
 def _line(
-    constant: Fraction, slope: Fraction, chosen: Sequence[MeasuredPoint], target: Measure
+    constant: Fraction, slope: Fraction, chosen: Sequence[_Size], target: Measure
 ) -> PeakModel:
     """The line through the two sizes nearest the target (one memory term)."""
     small, large = chosen[1].measure, chosen[0].measure
@@ -129,7 +151,7 @@ def _line(
 def _plane_model(
     constant: Fraction,
     slopes: Sequence[Fraction],
-    chosen: Sequence[MeasuredPoint],
+    chosen: Sequence[_Size],
     target: Terms,
     left_out: Sequence[int],
     kept: int,
@@ -151,8 +173,8 @@ def _plane_model(
 
 
 def _plane(
-    ordered: Sequence[MeasuredPoint], target: Terms, keep: Sequence[int]
-) -> tuple[Fraction, list[Fraction], list[MeasuredPoint]] | str:
+    ordered: Sequence[_Size], target: Terms, keep: Sequence[int]
+) -> tuple[Fraction, list[Fraction], list[_Size]] | str:
     """The plane over the terms in ``keep`` (the others at slope 0) through the sizes nearest the
     target that add a direction: (constant, a slope per term, those sizes), or why there is none
     (a reason to append to the fallback's)."""

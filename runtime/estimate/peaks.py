@@ -31,7 +31,8 @@ from attrs import frozen
 
 from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
-from runtime.estimate.peak_fit import PeakPlace, fit_peak, relative_size
+from runtime.estimate.fit.samples import above_baseline
+from runtime.estimate.peak_fit import PeakPlace, fit_peak, peak_samples, relative_size
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
@@ -185,7 +186,7 @@ def peak_from_points(
         margin_used = float(margin) if best.growth_bytes else 1.0
         return base.estimate(Method.MEASUREMENT, raw, bound, margin_used, reason, points)
     if place is None or stage is None:
-        fitted = fit_peak(points, target_terms, floor)
+        fitted = fit_peak(peak_samples(points), target_terms, floor)
     else:
         fitted = place.fit(stage, points, target_terms, floor)
     if isinstance(fitted, str):
@@ -286,7 +287,7 @@ def phase_peaks(
             points = [
                 MeasuredPoint(
                     values[stage].memory,
-                    phase.peak_allocated,
+                    above_baseline(record, phase.peak_allocated),
                     record.baseline_allocated,
                     _growth_for(growth, index, stage, phase.peak_allocated),
                     work.terms[index][stage],
@@ -379,7 +380,7 @@ def _scaled_with(
     points = [
         MeasuredPoint(
             values[stage].memory,
-            record.peak_allocated,
+            above_baseline(record, record.peak_allocated),
             record.baseline_allocated,
             max(
                 (_growth_for(growth, index, g.stage, record.peak_allocated) for g in growth),

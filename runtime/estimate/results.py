@@ -57,11 +57,13 @@ class MeasuredPoint:
     """One measured size behind a peak estimate: the stage's measure there, and what was measured.
 
     ``measure`` is the whole memory measure (the sum of its terms); ``terms`` its terms, one for a
-    plain ``memory ~ EXPR``.
+    plain ``memory ~ EXPR``. What was measured is the one measured memory
+    (``fit.samples.above_baseline``: the peak above the request's baseline); the estimate answers
+    in absolute bytes, so the baseline is added back here, at its edge (``peak_bytes``).
     """
 
     measure: Measure
-    peak_bytes: int
+    above_bytes: int
     baseline_bytes: int
     growth_bytes: int = (
         0  # added to the measured peak by per-iteration growth (see IterationGrowth)
@@ -69,6 +71,11 @@ class MeasuredPoint:
     terms: tuple[Measure, ...] = field(
         default=Factory(_one_term, takes_self=True), converter=_terms
     )
+
+    @property
+    def peak_bytes(self) -> int:
+        """The measured peak, absolute: above the baseline, plus the baseline."""
+        return self.above_bytes + self.baseline_bytes
 
     @property
     def adjusted_peak_bytes(self) -> int:

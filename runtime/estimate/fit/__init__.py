@@ -4,7 +4,8 @@ and ``dslc infer`` all fit through it. No sympy, no numpy: exact rational arithm
 
 - ``points``: ``Point`` (a size: the workload's params) and ``point_key``.
 - ``samples``: the one definition of a stage sample taken from a record (``stage_sample``:
-  count, memory above baseline, steady time per iteration) and a phase's layout.
+  count, memory above baseline (``above_baseline``), steady time per iteration) and a phase's
+  layout.
 - ``exact``: rows, rational rank, estimability (``estimable``), the exact fit through the
   independent sizes (``fit_rows``, ``basic_solution``), exact (weighted) least squares.
 - ``integer``: the subset search's least squares, fraction-free (Bareiss): the same exact answer.
@@ -14,7 +15,8 @@ and ``dslc infer`` all fit through it. No sympy, no numpy: exact rational arithm
 - ``noise``: the one noise and tolerance model, one value per physical constant.
 - ``time_plane``: per-iteration time at the target with its spread (``fit_time``).
 - ``model``: the one modeler interface (``Modeler``: a stage, a ``Policy`` and its ``Sample``s in,
-  one model out) and a calibration's ``FitCache``, which fits each (stage, policy, samples) once.
+  one model out; ``Sample`` the one sample type, of calibrate's checks, the estimates and ``dslc
+  infer``) and a calibration's ``FitCache``, which fits each (stage, policy, samples) once.
 - the enums for phase kinds, quantities, methods, finding kinds and margin sources are
   ``runtime.kinds`` (records use them too), re-exported here.
 """

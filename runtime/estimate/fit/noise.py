@@ -14,7 +14,10 @@ Memory is counted, time is sampled:
 - a plane is a *local* model: time per pixel drifts with size (caches, kernel choice), by
   ``MODEL_ERROR`` (one sigma) of a size's time per e-fold of ``distance`` between its terms and
   the point it is read at;
-- a residual is more than noise beyond ``Z`` standard deviations.
+- a residual is more than noise beyond ``Z`` standard deviations: of its own, carried and model
+  error where each size's samples say it (``tolerance``: calibrate's checks), of the base's
+  run-to-run spread where only the base was measured again (``spread_tolerance``: ``dslc
+  infer``'s check of its `time ~`, at least ``TIME_FLOOR``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ MODEL_ERROR = 0.1
 #: Standard deviations a time residual must exceed to be more than noise (about 1 in 370 for
 #: normal noise, per size and stage).
 Z = 3.0
+#: The least relative tolerance of a time checked against one spread (``spread_tolerance``): a
+#: size measured once on a shared machine moves by this much whatever the base's spread.
+TIME_FLOOR = 0.2
 #: A robust standard deviation from the median absolute deviation (normal samples).
 MAD_TO_SD = 1.4826
 #: ``1.4826 x MAD`` of a few samples is far below the standard deviation: of 3 normal samples its
@@ -124,3 +130,9 @@ def tolerance(se: float, carried: float, far: float, value: float) -> float:
     """``Z`` sigma of a residual: its own standard error ``se``, the fit's ``carried`` to it (a
     standard deviation) and the model error ``far`` e-folds away."""
     return Z * math.sqrt(se * se + carried * carried + model_error(value, far) ** 2)
+
+
+def spread_tolerance(value: float, spread: float) -> float:
+    """How far a time ``value`` measured once may be off a fit where only the base's relative
+    run-to-run ``spread`` is known: the clock's jitter + ``Z`` spreads (``TIME_FLOOR`` at least)."""
+    return CLOCK_JITTER_S + max(Z * spread, TIME_FLOOR) * value

@@ -49,9 +49,15 @@ class SubsetFit(Generic[T]):
     rejected: tuple[Rejection[T], ...]  # the first rejected sets (at most ``keep``)
 
 
-def candidate_sets(tiers: Sequence[Sequence[T]], least: int, most: int) -> Iterator[tuple[T, ...]]:
-    """Every set of each tier, fewest terms first, each once."""
+def candidate_sets(
+    tiers: Sequence[Sequence[T]], least: int, most: int, first: tuple[T, ...] | None = None
+) -> Iterator[tuple[T, ...]]:
+    """The one candidate generator: ``first`` (a set preferred, whatever its size), then every set
+    of each tier, fewest terms first, each once."""
     seen: set[tuple[T, ...]] = set()
+    if first is not None:
+        seen.add(first)
+        yield first
     for tier in tiers:
         for size in range(least, most + 1):
             for chosen in combinations(tier, size):

@@ -15,8 +15,9 @@ from calibration.infer.analyse import fit_memory
 from calibration.infer.ladder import MAX_SIZES, plan, steps_param
 from calibration.infer.layout import StagePlan, Use, stage_node
 from calibration.infer.measure import load, printed, skeleton_tree, with_stages
-from calibration.infer.search import MAX_SETS, Sample, fit_iterations, fit_terms
+from calibration.infer.search import MAX_SETS, fit_iterations, fit_terms
 from calibration.infer.terms import features, iteration_forms, monomials
+from runtime.estimate.fit.model import Sample
 
 SKELETONS = Path(__file__).resolve().parents[1] / "data" / "skeletons"
 PARAMS = ("steps", "frames", "height", "width")
@@ -73,7 +74,7 @@ def test_latent_frames_is_found_where_frames_would_need_two_terms():
         latent = (p["frames"] - 1) // 4 + 1
         return 1000 + 5 * latent * p["height"] * p["width"]
 
-    samples = [Sample(p, float(value(p))) for p in grid]
+    samples = [Sample.at(p, float(value(p))) for p in grid]
     fit, moving, regimes, approximate = fit_memory(samples, base, PARAMS, table)
     assert regimes == () and not approximate
     assert set(moving) == {"frames", "height", "width"}
@@ -89,7 +90,7 @@ def test_a_history_term_saturating_in_steps_is_found():
         pixels = p["height"] * p["width"]
         return 7 * pixels + 2 * max(min(p["steps"] - 1, 4), 2) * pixels
 
-    samples = [Sample(p, float(value(p))) for p in grid]
+    samples = [Sample.at(p, float(value(p))) for p in grid]
     fit, moving, _, _approximate = fit_memory(samples, base, PARAMS, _table())
     assert "steps" in moving
     texts = [m.text for m in fit.terms]
@@ -111,7 +112,7 @@ def test_the_smallest_sizes_off_the_fit_become_a_probe_minimum():
         bump = 777 * pixels if p["frames"] < 9 else 0  # a cache that is still filling
         return 9 * latent * pixels - bump
 
-    samples = [Sample(p, float(value(p))) for p in grid]
+    samples = [Sample.at(p, float(value(p))) for p in grid]
     fit, _, regimes, _approximate = fit_memory(samples, base, PARAMS, _table())
     assert [(r.param, r.minimum) for r in regimes] == [("frames", 9)]
     assert all(p["frames"] < 9 for p in regimes[0].dropped)
@@ -129,7 +130,8 @@ def test_any_combination_of_plain_monomials_is_reproduced_by_no_more_terms(picks
     plain = monomials({p: features(p, (), steps=False)[:1] for p in PARAMS})
     chosen = [plain[i] for i in picks]
     samples = [
-        Sample(p, float(constant + sum(s * m.at(p) for s, m in zip(slopes, chosen)))) for p in grid
+        Sample.at(p, float(constant + sum(s * m.at(p) for s, m in zip(slopes, chosen))))
+        for p in grid
     ]
     fit = fit_terms([plain], samples)
     assert fit.terms is not None and len(fit.terms) <= len(chosen)
@@ -143,7 +145,7 @@ def test_the_search_stops_at_its_limit_of_sets():
     table = _table()
     everything = monomials(table)
     # no combination of three terms gives a random-looking value: the search gives up, bounded
-    samples = [Sample(p, float((i * 7919) % 104729)) for i, p in enumerate(grid)]
+    samples = [Sample.at(p, float((i * 7919) % 104729)) for i, p in enumerate(grid)]
     fit = fit_terms([everything], samples)
     assert fit.terms is None
     assert fit.tried <= MAX_SETS

@@ -11,14 +11,10 @@ from hypothesis import strategies as st
 
 from calibration.infer.analyse import work_tiers
 from calibration.infer.draft import line_text, time_lines
-from calibration.infer.search import Sample
 from calibration.infer.terms import features, monomials
-from calibration.infer.time_terms import (
-    TIME_FLOOR,
-    WORK_APPROXIMATE,
-    choose_time,
-    tolerance,
-)
+from calibration.infer.time_terms import WORK_APPROXIMATE, check_times, choose_time
+from runtime.estimate.fit.model import FitCache, Sample
+from runtime.estimate.fit.noise import TIME_FLOOR, spread_tolerance
 
 CONTRACTS = {"frames": ("frames % 4 == 1",), "height": (), "width": ()}
 TABLE = {p: features(p, c, steps=False) for p, c in CONTRACTS.items()}
@@ -46,7 +42,7 @@ def _samples(seconds, spread: float, seed: int) -> list[Sample]:
     out = []
     for k, p in enumerate(_points()):
         value = seconds(p) * (1 + rng.uniform(-spread, spread))
-        out.append(Sample(p, value, k % 7 == 6, tolerance(value, spread)))
+        out.append(Sample.at(p, value, k % 7 == 6, spread_tolerance(value, spread)))
     return out
 
 
@@ -56,7 +52,7 @@ def _latent(p) -> int:
 
 def _work(count) -> list[Sample]:
     """Each size's counted work per iteration (``count(p)``), every 7th size held out."""
-    return [Sample(p, float(count(p)), k % 7 == 6) for k, p in enumerate(_points())]
+    return [Sample.at(p, float(count(p)), k % 7 == 6) for k, p in enumerate(_points())]
 
 
 def _texts(choice) -> list[str]:
@@ -84,7 +80,7 @@ def test_the_draft_s_time_lines_are_the_work_s_whatever_the_times(seed, spread, 
     first = _samples(seconds, spread, seed)
     second = _samples(seconds, spread, seed + 1)
     k = seed % len(second)
-    second[k] = Sample(second[k].point, second[k].value * burst, second[k].held_out, 0.01)
+    second[k] = Sample.at(second[k].point, second[k].value * burst, second[k].held_out, 0.01)
     a = choose_time(_work(count), first, MEMORY, TIERS, PLAIN, spread)
     b = choose_time(_work(count), second, MEMORY, TIERS, PLAIN, spread)
     assert time_lines(a) == time_lines(b)
@@ -221,7 +217,7 @@ def test_a_set_fits_whenever_a_subset_of_it_does(values, spread, pick):
 
     points = _points()[: len(values)]
     samples = [
-        Sample(p, v, k % 5 == 4, tolerance(v, spread))
+        Sample.at(p, v, k % 5 == 4, spread_tolerance(v, spread))
         for k, (p, v) in enumerate(zip(points, values, strict=False))
     ]
     alone = time_fit(samples, [])
@@ -229,3 +225,19 @@ def test_a_set_fits_whenever_a_subset_of_it_does(values, spread, pick):
     assert alone is not None and more is not None
     assert more.worst <= alone.worst + 1e-9
     assert all(c >= 0 for c in more.slopes)
+
+
+def test_a_missed_set_is_fitted_once_through_the_modeler():
+    """The chosen set misses, so the check tries it again first among the alternatives: the
+    modeler's cache fits it once, every set once, and reads it twice."""
+
+    def seconds(p):
+        return 0.02 + 4e-6 * p["height"] * p["width"]
+
+    times = _samples(seconds, 0.0, 7)
+    times[3] = Sample.at(times[3].point, times[3].value * 5, False, 0.002)  # a burst
+    cache = FitCache()
+    check = check_times(times, MEMORY, PLAIN, 0.0, cache)
+    assert not check.checked and check.rejected[0].text == "height * width"
+    assert set(cache.fitted.values()) == {1}
+    assert cache.reads == len(cache.fitted) + 1

@@ -122,3 +122,20 @@ def test_the_subset_search_finds_what_the_fraction_search_finds(system, data):
         assert found.terms == expected[0]
         assert (found.constant, *found.slopes) == expected[1]
         assert found.residual == expected[2]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    width=st.integers(0, 5),
+    most=st.integers(0, 3),
+    first=st.lists(st.integers(0, 6), max_size=3, unique=True),
+)
+def test_a_preferred_set_comes_first_and_once(width: int, most: int, first: list[int]) -> None:
+    """``first`` leads, then every set of the tiers in their order, none twice (infer's time check
+    tries the chosen set before the plain ones)."""
+    tiers = [list(range(width)), list(range(width + 1))]
+    plain = list(candidate_sets(tiers, 0, most))
+    preferred = list(candidate_sets(tiers, 0, most, first=tuple(first)))
+    assert preferred[0] == tuple(first)
+    assert preferred[1:] == [s for s in plain if s != tuple(first)]
+    assert len(set(preferred)) == len(preferred)
