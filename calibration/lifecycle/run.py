@@ -31,6 +31,7 @@ from calibration.lifecycle.model import (
     StepName,
     Validation,
 )
+from calibration.lifecycle.rewarm import rewarm
 from calibration.lifecycle.speed import drifted, still_slower
 from calibration.lifecycle.steps import (
     Log,
@@ -43,7 +44,6 @@ from calibration.lifecycle.steps import (
     placement,
     plan_inputs,
     plan_step,
-    rewarm,
 )
 from calibration.lifecycle.validate import (
     moved_bounds,
@@ -56,6 +56,7 @@ from calibration.plan.apply import Applied, UndoError
 from calibration.plan.costs import MeasuredCosts, placement_key
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.solver import most_conservative
+from runtime.measure.distributed import LOCAL
 from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:
@@ -323,12 +324,17 @@ def _serve(run: _Run, plan: Plan, result: Tried, *, together: bool = True) -> Ou
             why = book.steps[-1].detail
             verdict = f"NO PLAN VALIDATES: the fallback cannot be applied, not serving: {why}"
             return run.finish(None, None, False, verdict, REFUSED)
+    agreement = settings.agreement if together else LOCAL  # alone: no collective again
     try:
-        rewarm(book, session, applied, run.points.warmup)
-        monitor = enter_serving(book, session)
+        warmed = rewarm(book, session, applied, run.points.warmup, agreement)
+        monitor = enter_serving(book, session) if warmed.holds else None
+    except UndoError:  # the re-warm's rollback failed: the caller stops serving
+        raise
     except BaseException:  # never serve, nor fail, with a plan half in force
         applied.undo()
         raise
+    if not warmed.holds:  # on some rank: every rank's placement is undone
+        return _rewarm_failed(run, warmed, together)
     tries = sum(s.name == StepName.VALIDATE for s in book.steps)
     which = "the fallback" if _is_fallback(book) else "the plan"
     verdict = (
@@ -340,6 +346,21 @@ def _serve(run: _Run, plan: Plan, result: Tried, *, together: bool = True) -> Ou
     outcome = run.finish(plan, applied, True, verdict, status)
     outcome.monitor = monitor
     return outcome
+
+
+def _rewarm_failed(run: _Run, warmed: Validation, together: bool) -> Outcome:
+    """A re-warm that failed on a rank (every rank's placement undone, ``rewarm``): apply falls
+    back to the most conservative placement, re-warmed in turn; strict mode, or a failed re-warm
+    of the fallback, refuses to serve. Every rank decides alike (the failure is agreed)."""
+    book = run.book
+    if run.mode is Mode.APPLY and not _is_fallback(book):
+        fallback = most_conservative(run.components, run.targets, run.settings.device)
+        why = f"the re-warm failed ({warmed.failure.value}); the most conservative placement"
+        plan_step(book, StepName.FALLBACK, fallback, why)
+        return _serve(run, fallback, Tried(None, warmed, None), together=together)
+    book.add(StepName.REFUSE, "refused", "every hook removed; the pipeline is as it was")
+    verdict = f"not serving: the re-warm failed: {warmed.reason}"
+    return run.finish(None, None, False, verdict, REFUSED)
 
 
 def _reapply(book: Log, session: Session, settings: Settings, plan: Plan) -> Applied | None:
