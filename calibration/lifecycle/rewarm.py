@@ -22,11 +22,18 @@ if TYPE_CHECKING:
 
 
 def rewarm(
-    log: Log, session: Session, applied: Applied, warmup: Point, agreement: Agreement = LOCAL
+    log: Log,
+    session: Session,
+    applied: Applied,
+    warmup: Point,
+    agreement: Agreement = LOCAL,
+    *,
+    validated: bool = True,
 ) -> Validation:
     """One bounded request under the placement in force (its allocator state is serving's); its
-    outcome agreed over the ranks (the most cautious), as a validation's: when it failed on any
-    rank, every rank's placement is undone (``roll_back_together``) and the failure returned."""
+    outcome agreed over the ranks (the most cautious), as a validation's. When it failed on any
+    rank, every rank's ``validated`` placement is undone (``roll_back_together``); an unvalidated
+    one (a fallback kept whatever its validation said) stays, unless a rank was interrupted."""
     try:
         record = session.run(warmup)
         applied.offload_all()
@@ -47,7 +54,8 @@ def rewarm(
     shown = "" if local.holds else f": {local.reason}"
     log.add(StepName.REWARM, "done" if local.holds else "failed", f"at {shape_text(warmup)}{shown}")
     if not local.holds:
-        roll_back_together(log, applied, local, agreement)
+        undone = applied if validated or local.interrupted else None
+        roll_back_together(log, undone, local, agreement)
     return local
 
 

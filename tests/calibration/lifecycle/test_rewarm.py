@@ -1,7 +1,7 @@
 """The re-warm is agreed like a validation: a re-warm that fails (here on the only rank; the
-two-rank case is in test_rank_faults.py) rolls the placement back; apply falls back to the most
-conservative placement and re-warms it, strict refuses; never serving with a placement whose
-re-warm failed, never a hook left."""
+two-rank case is in test_rank_faults.py) rolls a validated placement back; apply falls back to the
+most conservative placement, unvalidated, and re-warms it (kept whatever that re-warm says, as
+apply keeps any unvalidated fallback), strict refuses; never a hook left."""
 
 from __future__ import annotations
 
@@ -64,10 +64,13 @@ def test_a_failed_re_warm_in_strict_mode_refuses_with_no_hook_left():
     assert outcome.applied is None and not _hooked(session)
 
 
-def test_a_fallback_whose_re_warm_fails_too_is_not_served():
+def test_an_unvalidated_fallback_whose_re_warm_fails_too_is_kept_as_apply_keeps_it():
     outcome, session = lifecycle([Fault("DenoisingStage", ERROR, after=1)])
-    assert _names(outcome)[-4:] == ["apply", "re-warm", "rollback", "refuse"]
+    tail = ["re-warm", "rollback", "fallback", "apply", "re-warm", "serving"]
+    assert _names(outcome)[-6:] == tail
     assert [s.outcome for s in outcome.report.step("re-warm")] == ["failed", "failed"]
     report = outcome.report
-    assert report.status == REFUSED and not report.serving and not report.placement
-    assert outcome.applied is None and not _hooked(session)
+    assert report.status == NO_PLAN_VALIDATES and report.serving
+    assert dict(report.placement) == CONSERVATIVE
+    outcome.applied.undo()
+    assert not _hooked(session)
