@@ -6,11 +6,11 @@ A case is drawn from a seed: a tiny example (FLUX or SDXL), a device capacity, a
 than the one before, or the real CPU clock), and a fault on one rank at one lifecycle step (a
 component's move failing while a plan is applied, a request failing or reading high or slow in a
 stage, a hook that fails to come off at undo or at a rollback, an interrupt, a re-warm failing, a
-rank stalled past the others' timeout). ``run_rank`` runs this rank's lifecycle on a fresh pipeline and says where
-it ended: the report's status, whether it serves and with what, what escaped (an interrupt is
-expected, anything else is a traceback from the internals), and which components are not as they
-were (hooks, forward overrides, tensors' devices and dtypes) after a failed run, or after the
-served plan is undone.
+rank stalled past the others' timeout). ``run_rank`` runs this rank's lifecycle on a fresh
+pipeline and says where it ended: the report's status, whether it serves and with what, what
+escaped (an interrupt is expected, anything else is a traceback from the internals), and which
+components are not as they were (hooks, forward overrides, tensors' devices and dtypes) after a
+failed run, or after the served plan is undone.
 """
 
 from __future__ import annotations
