@@ -140,7 +140,7 @@ def ranks_run(case: fuzz.Case) -> Ended:
         while not why and any(p.is_alive() for p in procs):
             for p in procs:
                 p.join(POLL_S / len(procs))
-            why = watch.hung([b.value for b in beats])
+            why = watch.hung([b.value if p.is_alive() else None for b, p in zip(beats, procs)])
         if why:
             for p in procs:
                 p.kill()

@@ -111,12 +111,15 @@ class Watch:
         self._since = [self._began] * len(self.start)
         self._moved = [False] * len(self.start)
 
-    def hung(self, beats: Sequence[int]) -> str:
-        """Why the case hangs ("": it progresses), given each rank's beats now."""
+    def hung(self, beats: Sequence[int | None]) -> str:
+        """Why the case hangs ("": it progresses), given each rank's beats now (None: a rank
+        that ended, silent by right)."""
         now = self.clock()
         if now - self._began > CAP_S:
             return f"no end within {CAP_S:.0f} s, though it progresses (a livelock?)"
         for rank, count in enumerate(beats):
+            if count is None:
+                continue
             if count != self._count[rank]:
                 self._count[rank], self._since[rank], self._moved[rank] = count, now, True
             waited = self._moved[rank] or not self.fresh[rank]

@@ -43,6 +43,14 @@ def test_a_rank_silent_past_the_guard_hangs_and_is_named():
     assert watch.hung([1, 3]).startswith("rank 0 made no progress")
 
 
+def test_a_rank_that_ended_is_silent_by_right():
+    watch, clock = _watch(ranks=2)
+    clock.now = 10.0
+    assert watch.hung([1, 1]) == ""
+    clock.now += 3 * SILENCE_S  # rank 0 ended; rank 1 beats on
+    assert watch.hung([None, 2]) == ""
+
+
 def test_a_fresh_process_has_start_s_for_its_first_beat_only():
     watch, clock = _watch(fresh=True)
     clock.now = guard.START_S - 1.0  # imports on a loaded machine
