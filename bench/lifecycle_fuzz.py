@@ -8,10 +8,14 @@ Each case (``calibration.fuzzing.lifecycle.draw``) runs the lifecycle on a fresh
 SDXL with one fault: on one rank, in a long-lived worker process (its calibrations measured once);
 on two gloo ranks, in two fresh processes; or (one case in ``CLI_EVERY``) through `dslc plan
 --validate` in a subprocess, the fault built into a ``--pipeline`` factory (a component whose
-``.to()`` fails). Each case has a hang guard (``GUARD_S``; a worker's first case also calibrates).
-A case counts as
+``.to()`` fails). Each case has a hang guard by progress (``calibration.fuzzing.lifecycle_guard``):
+every rank beats at each memory counter read, and a rank silent for longer than six rank timeouts
+(120 s; a fresh process's first beat: 600 s) hangs, however loaded the machine (a loaded machine
+slows the beats, a blocked rank stops them); a `dslc plan --validate` case, and any case that
+keeps beating, is bounded by ``CAP_S`` in all. A case counts as
 
-- a hang: a rank (or the command) did not end within the guard (the processes are killed);
+- a hang: a rank made no progress within the guard (the processes are killed; its replay command
+  is printed);
 - exit 3: the command exited 3 or printed a traceback, or an exception other than the injected
   interrupt escaped ``run_lifecycle``;
 - states differing: the ranks ended on different statuses, serving or placements (an interrupted
@@ -22,7 +26,7 @@ A case counts as
 
 Progress goes to stdout a line a case (flushed: piped too); the table at the end counts cases,
 hangs, exit 3, states differing and pipelines not restored by fault kind. Exit 0 only when every
-count but the cases is 0.
+count but the cases is 0 (``lifecycle_guard.verdict``), else 1.
 """
 
 from __future__ import annotations
@@ -47,22 +51,26 @@ sys.path.insert(0, str(ROOT))
 
 from calibration.fuzzing import lifecycle as fuzz
 from calibration.fuzzing import lifecycle_checks as checks
+from calibration.fuzzing import lifecycle_guard as guard
 
 FORMULAS = str(ROOT / "formulas")
-#: A case's hang guard (seconds) on a warm worker, and on top for a fresh one (its calibrations,
-#: imports, a gloo group): generous on a loaded machine, far below forever.
-GUARD_S, START_S = 240.0, 600.0
+#: How long a rank may make no progress (seconds): six rank timeouts.
+SILENCE_S = guard.silence_s(fuzz.RANK_TIMEOUT_S)
+POLL_S = 1.0  # how often the guard looks at the beats
 CLI_EVERY = 8  # one single-rank case in eight runs through `dslc plan --validate`
-COLUMNS = ("cases", "hangs", "exit 3", "states differing", "not restored")
+COLUMNS = ("cases", *guard.FINDINGS)
+#: What a case gives back: each rank's result, or None and why it hangs.
+Ended = tuple[list[dict] | None, str]
 
 
-def worker_loop(conn: Connection) -> None:
-    """A long-lived single-rank worker: a case in, this rank's result out."""
+def worker_loop(conn: Connection, beats: guard.Shared) -> None:
+    """A long-lived single-rank worker: a case in, this rank's result out; beats counted."""
+    beat = guard.beater(beats)
     while True:
         case = conn.recv()
         if case is None:
             return
-        conn.send([fuzz.run_rank(fuzz.Case(**case), FORMULAS)])
+        conn.send([fuzz.run_rank(fuzz.Case(**case), FORMULAS, beat=beat)])
 
 
 class Worker:
@@ -71,32 +79,31 @@ class Worker:
     def __init__(self) -> None:
         self.process: mp.process.BaseProcess | None = None
         self.conn: Connection | None = None
-        self.calibrated: set[tuple[str, bool]] = set()  # what the worker has measured once
+        self.beats: guard.Shared | None = None
 
-    def run(self, case: fuzz.Case) -> list[dict] | None:
-        """The case's result, or None when it outlived its guard (the worker is killed)."""
-        guard, measured = GUARD_S, (case.example, case.clock == fuzz.REAL)
-        if self.process is None or not self.process.is_alive():
+    def run(self, case: fuzz.Case) -> Ended:
+        """The case's result, or None and why when a rank stopped progressing (the worker is
+        killed)."""
+        fresh = self.process is None or not self.process.is_alive()
+        if fresh:
             ctx = mp.get_context("spawn")
             self.conn, child = ctx.Pipe()
-            self.process = ctx.Process(target=worker_loop, args=(child,), daemon=True)
+            self.beats = ctx.Value("q", 0, lock=False)
+            self.process = ctx.Process(target=worker_loop, args=(child, self.beats), daemon=True)
             self.process.start()
-            self.calibrated.clear()
-            guard += START_S
-        if measured not in self.calibrated:  # this case calibrates first (seed 1's case 21)
-            guard += START_S
-        assert self.conn is not None
+        assert self.conn is not None and self.beats is not None and self.process is not None
+        watch = guard.Watch(SILENCE_S, [self.beats.value], [fresh])
         self.conn.send(fuzz.as_dict(case))
-        if self.conn.poll(guard):
-            try:
-                result = self.conn.recv()
-                self.calibrated.add(measured)
-                return result
-            except EOFError:  # the worker died: a crash, not a hang
-                self.process.join()
-                return [{"escaped": f"worker died, exit {self.process.exitcode}"}]
-        self.kill()
-        return None
+        while not self.conn.poll(POLL_S):
+            why = watch.hung([self.beats.value])
+            if why:
+                self.kill()
+                return None, why
+        try:
+            return self.conn.recv(), ""
+        except EOFError:  # the worker died: a crash, not a hang
+            self.process.join()
+            return [{"escaped": f"worker died, exit {self.process.exitcode}"}], ""
 
     def kill(self) -> None:
         if self.process is not None:
@@ -111,35 +118,40 @@ class Worker:
             self.kill()
 
 
-def ranks_run(case: fuzz.Case) -> list[dict] | None:
-    """The case on two gloo ranks in fresh processes; None when a rank outlived the guard."""
+def ranks_run(case: fuzz.Case) -> Ended:
+    """The case on two gloo ranks in fresh processes; None and why when a rank stopped
+    progressing."""
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as folder:
         port = fuzz.free_port()
+        beats = [ctx.Value("q", 0, lock=False) for _ in range(case.ranks)]
         procs = [
             ctx.Process(
                 target=fuzz.rank_process,
-                args=(rank, case.ranks, port, fuzz.as_dict(case), FORMULAS, folder),
+                args=(rank, case.ranks, port, fuzz.as_dict(case), FORMULAS, folder, beats[rank]),
                 daemon=True,
             )
             for rank in range(case.ranks)
         ]
         for p in procs:
             p.start()
-        deadline = time.monotonic() + GUARD_S + START_S
-        for p in procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-        if any(p.is_alive() for p in procs):
+        watch = guard.Watch(SILENCE_S, [0] * case.ranks, [True] * case.ranks)
+        why = ""
+        while not why and any(p.is_alive() for p in procs):
+            for p in procs:
+                p.join(POLL_S / len(procs))
+            why = watch.hung([b.value if p.is_alive() else None for b, p in zip(beats, procs)])
+        if why:
             for p in procs:
                 p.kill()
                 p.join()
-            return None
+            return None, why
         out = []
         for rank, p in enumerate(procs):
             path = Path(folder, f"rank{rank}.json")
             died = {"rank": rank, "escaped": f"rank died, exit {p.exitcode}"}
             out.append(json.loads(path.read_text()) if path.exists() else died)
-        return out
+        return out, ""
 
 
 FACTORY = """
@@ -160,8 +172,9 @@ def build(seed=0):
 """
 
 
-def cli_run(case: fuzz.Case) -> list[dict] | None:
-    """The case through `dslc plan --validate` in a subprocess; None when it outlived the guard."""
+def cli_run(case: fuzz.Case) -> Ended:
+    """The case through `dslc plan --validate` in a subprocess; None and why when it outlived
+    ``CAP_S`` (one process, no collective: the cap guards a livelock)."""
     from calibration.examples import EXAMPLES
 
     probe, target = fuzz.SIZES[case.example]
@@ -185,16 +198,16 @@ def cli_run(case: fuzz.Case) -> list[dict] | None:
                 check=False,
                 capture_output=True,
                 text=True,
-                timeout=GUARD_S + START_S,
+                timeout=guard.CAP_S,
                 cwd=ROOT,
             )
         except subprocess.TimeoutExpired:
-            return None
+            return None, f"no end within {guard.CAP_S:.0f} s"
     text = done.stdout + done.stderr
     result: dict[str, object] = {"rank": 0, "exit": done.returncode, "changed": []}
     if done.returncode == 3 or "Traceback" in text:
         result["escaped"] = f"exit {done.returncode}: {text[-2000:]}"
-    return [result]
+    return [result], ""
 
 
 def judge(case: fuzz.Case, ranks: list[dict] | None) -> list[str]:
@@ -211,7 +224,7 @@ def judge(case: fuzz.Case, ranks: list[dict] | None) -> list[str]:
     return found
 
 
-def run_case(case: fuzz.Case, cli: bool, worker: Worker) -> list[dict] | None:
+def run_case(case: fuzz.Case, cli: bool, worker: Worker) -> Ended:
     if case.ranks > 1:
         return ranks_run(case)
     if cli:
@@ -251,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             cli = random.Random(f"cli:{args.seed}:{index}").randrange(CLI_EVERY) == 0
             label = ("cli " if cli and case.ranks == 1 else "") + case.label
             started = time.monotonic()
-            ranks = run_case(case, cli, worker)
+            ranks, hang = run_case(case, cli, worker)
             found = judge(case, ranks)
             counts[label].update(["cases", *found])
             shown = f"  FOUND {', '.join(found)}" if found else ""
@@ -263,12 +276,15 @@ def main(argv: list[str] | None = None) -> int:
             for r in ranks or ():
                 if found and "escaped" in r:
                     print(r["escaped"], flush=True)
+            if found:
+                why = f"{hang}; " if hang else ""
+                print(f"  {why}replay: {guard.replay(args.seed, index)}", flush=True)
             index += 1
     finally:
         worker.close()
     print(f"load at the end {os.getloadavg()[0]:.1f}", flush=True)
     table(counts, lambda line: print(line, flush=True))
-    return int(any(counts[label][c] for label in counts for c in COLUMNS[1:]))
+    return guard.verdict(counts)
 
 
 if __name__ == "__main__":

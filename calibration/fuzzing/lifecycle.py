@@ -5,12 +5,12 @@ A case is drawn from a seed: a tiny example (FLUX or SDXL), a device capacity, a
 (``Steady``, ``Slowing``: every reading a little longer than the last, so every request is slower
 than the one before, or the real CPU clock), and a fault on one rank at one lifecycle step (a
 component's move failing while a plan is applied, a request failing or reading high or slow in a
-stage, a hook that fails to come off at undo or at a rollback, an interrupt, a rank stalled past
-the others' timeout). ``run_rank`` runs this rank's lifecycle on a fresh pipeline and says where
-it ended: the report's status, whether it serves and with what, what escaped (an interrupt is
-expected, anything else is a traceback from the internals), and which components are not as they
-were (hooks, forward overrides, tensors' devices and dtypes) after a failed run, or after the
-served plan is undone.
+stage, a hook that fails to come off at undo or at a rollback, an interrupt, a re-warm failing, a
+rank stalled past the others' timeout). ``run_rank`` runs this rank's lifecycle on a fresh
+pipeline and says where it ended: the report's status, whether it serves and with what, what
+escaped (an interrupt is expected, anything else is a traceback from the internals), and which
+components are not as they were (hooks, forward overrides, tensors' devices and dtypes) after a
+failed run, or after the served plan is undone.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from attrs import asdict, frozen
 
 from calibration.fuzzing.lifecycle_checks import changed, snapshot
+from calibration.fuzzing.lifecycle_guard import Shared, beater
 
 if TYPE_CHECKING:
     from torch import nn
@@ -43,19 +44,20 @@ if TYPE_CHECKING:
 
 #: Where a fault strikes: a move while a plan is applied (the first, or any of the next few), a
 #: request, a hook failing to come off (at the final undo, or at a rollback forced by an
-#: out-of-memory error), an interrupt in a request, a rank stalled past the others' timeout.
+#: out-of-memory error), an interrupt in a request, a rank stalled past the others' timeout, the
+#: request after the first (the re-warm when the first validation held) failing.
 class Step(enum.Enum):
     """The lifecycle step a case's fault strikes."""
 
     APPLY, TO, REQUEST, UNDO = "apply", "to", "request", "undo"
-    ROLLBACK, INTERRUPT, LATE = "rollback", "interrupt", "late"
+    ROLLBACK, INTERRUPT, LATE, REWARM = "rollback", "interrupt", "late", "re-warm"
 
 
 STEPS = tuple(s.value for s in Step)
 #: The steps whose fault is a component's failing move (its kind: out of memory or an error).
 MOVES = frozenset({Step.APPLY, Step.TO})
 #: The steps whose fault kind the summary names.
-KINDED = MOVES | {Step.REQUEST}
+KINDED = MOVES | {Step.REQUEST, Step.REWARM}
 REQUEST_KINDS = ("out-of-memory", "error", "peak", "slow")
 STAGES = ("TextEncodingStage", "DenoisingStage", "DecodingStage")
 REAL = "real"  # the recorder's own clock (this thread's CPU time)
@@ -103,7 +105,7 @@ def draw(seed: int, index: int, *, ranks: int | None = None) -> Case:
     world = ranks if ranks is not None else rng.choice((1, 1, 1, 2))
     step = rng.choice([s for s in Step if world == 2 or s is not Step.LATE])
     kind = rng.choice(REQUEST_KINDS) if step is Step.REQUEST else ""
-    if step in MOVES:
+    if step in MOVES or step is Step.REWARM:
         kind = rng.choice(REQUEST_KINDS[:2])
     times = rng.choice((1, 1, 2, 3, None)) if step is Step.REQUEST else rng.choice((1, 2, 4, 12))
     return Case(
@@ -177,17 +179,23 @@ def points(root: str, example: str) -> Shapes:
 
 
 def session(
-    root: str, example: str, faults: tuple[Fault, ...], clock_name: str
+    root: str,
+    example: str,
+    faults: tuple[Fault, ...],
+    clock_name: str,
+    beat: Callable[[], None] = lambda: None,
 ) -> tuple[Session, object]:
     """A fresh tiny ``example`` on the CPU, recorded through the exact CPU backend with
-    ``faults``, on the clock named ``clock_name``; the session and its faulty backend."""
+    ``faults``, on the clock named ``clock_name``; the session and its faulty backend. Every
+    counter read calls ``beat`` (the fuzzer's hang guard sees the rank progress)."""
     from calibration.core.session import Session
     from calibration.examples import EXAMPLES as KNOWN
+    from calibration.fuzzing.lifecycle_guard import Beating
     from calibration.lifecycle.faults import FaultyBackend
     from runtime.measure.backends import LiveTensorBackend
 
     chosen = KNOWN[example]
-    backend = FaultyBackend(LiveTensorBackend(), faults)
+    backend = FaultyBackend(Beating(LiveTensorBackend(), beat), faults)
     built = Session(
         chosen.build(0),  # type: ignore[arg-type]
         formulas(root, example),
@@ -201,12 +209,14 @@ def session(
 
 
 @functools.cache
-def calibration(root: str, example: str, real: bool) -> Calibration:
+def calibration(
+    root: str, example: str, real: bool, beat: Callable[[], None] = lambda: None
+) -> Calibration:
     """One calibration of ``example`` (a round, no time probe) on a steady or the real clock,
-    shared by the cases of a process."""
+    shared by the cases of a process (``beat``: as ``session``'s)."""
     from calibration.calibrate.run import calibrate_session
 
-    measured, _ = session(root, example, (), "real" if real else "steady")
+    measured, _ = session(root, example, (), "real" if real else "steady", beat)
     p = points(root, example)
     return calibrate_session(
         measured, target=p.target, probe=p.probe, warmup=p.warmup, repeat=1, time_tolerance=None
@@ -247,6 +257,8 @@ def faults(case: Case, pipe: object) -> tuple[Fault, ...]:
         return (Fault(case.stage, case.kind, extra_bytes=extra, times=case.times, delay_s=delay),)
     if step is Step.INTERRUPT:
         return (Fault(case.stage, CALL, times=1, action=_interrupt),)
+    if step is Step.REWARM:  # out of memory or an error in the second request
+        return (Fault(case.stage, case.kind, times=1, after=1),)
     if step is Step.LATE:
         late = functools.partial(time.sleep, RANK_TIMEOUT_S * 1.5)
         return (Fault(case.stage, CALL, times=1, action=late),)
@@ -283,15 +295,22 @@ def _undo(outcome: Outcome, tries: int = 32) -> str:
     return why
 
 
-def run_rank(case: Case, root: str, rank: int = 0, agreement: object = None) -> dict[str, object]:
+def run_rank(
+    case: Case,
+    root: str,
+    rank: int = 0,
+    agreement: object = None,
+    beat: Callable[[], None] = lambda: None,
+) -> dict[str, object]:
     """This rank's lifecycle of ``case`` on a fresh pipeline; where it ended, what escaped, and
-    the components not as they were (after a failed run, or once the served plan is undone)."""
+    the components not as they were (after a failed run, or once the served plan is undone).
+    ``beat``: called at every memory counter read (the hang guard's progress)."""
     from calibration.lifecycle.run import run_lifecycle
     from calibration.lifecycle.steps import Settings
     from calibration.plan.model import Device
     from runtime.measure.distributed import LOCAL
 
-    fresh, backend = session(root, case.example, (), case.clock)
+    fresh, backend = session(root, case.example, (), case.clock, beat)
     mine = faults(case, fresh.pipe) if rank == case.rank else ()
     backend.faults = mine  # type: ignore[attr-defined]
     before = snapshot(fresh.pipe)
@@ -301,7 +320,7 @@ def run_rank(case: Case, root: str, rank: int = 0, agreement: object = None) -> 
         agreement=LOCAL if agreement is None else agreement,  # type: ignore[arg-type]
         rank_timeout_s=RANK_TIMEOUT_S if case.ranks > 1 else None,
     )
-    cal = calibration(root, case.example, case.clock == REAL)
+    cal = calibration(root, case.example, case.clock == REAL, beat)
     result: dict[str, object] = {"rank": rank}
     outcome = None
     try:
@@ -325,13 +344,21 @@ def free_port() -> int:
 
 
 def rank_process(
-    rank: int, world: int, port: int, case: dict[str, object], root: str, folder: str
+    rank: int,
+    world: int,
+    port: int,
+    case: dict[str, object],
+    root: str,
+    folder: str,
+    beats: Shared | None = None,
 ) -> None:
-    """One gloo rank of ``case`` (a spawned process): writes ``folder/rankN.json``."""
+    """One gloo rank of ``case`` (a spawned process): writes ``folder/rankN.json``; counts its
+    progress in ``beats`` (shared with the fuzzer's hang guard)."""
     from runtime.measure.distributed import TorchDistributedAgreement, gloo_rank
 
     with gloo_rank(rank, world, port, timeout_s=600):
-        result = run_rank(Case(**case), root, rank, TorchDistributedAgreement())  # type: ignore[arg-type]
+        agreement = TorchDistributedAgreement()
+        result = run_rank(Case(**case), root, rank, agreement, beater(beats))  # type: ignore[arg-type]
     Path(folder, f"rank{rank}.json").write_text(json.dumps(result))
 
 

@@ -9,7 +9,9 @@ inside the stage (a window opening: the error leaves through the pipeline's own 
 allocation failure would); a peak fault adds bytes to every peak read inside the stage. Each fault
 strikes in at most ``times`` requests (None: every one). A slow fault spends ``delay_s`` seconds of
 this thread's CPU time (real work, read by the recorder's CPU clock as any other) at the first
-counter read inside the stage: the request really is that much slower.
+counter read inside the stage: the request really is that much slower. A fault lets ``after``
+requests pass first: ``after=1`` strikes the re-warm after a first validation that held (the
+request after it), or a later validation.
 
 Undo and rollback failures are injected at accelerate's boundary: ``failing_detach`` adds a hook
 to a component that fails to come off (the component keeps its hooks). A ``CALL`` fault runs its
@@ -37,7 +39,7 @@ KINDS = (OUT_OF_MEMORY, PEAK, ERROR, SLOW, CALL)
 @frozen
 class Fault:
     """A failure: ``kind`` in ``stage``, ``extra_bytes`` for a peak, ``delay_s`` for a slow one
-    (``times`` requests)."""
+    (``times`` requests, after the first ``after`` requests passed)."""
 
     stage: str
     kind: str = OUT_OF_MEMORY
@@ -45,6 +47,7 @@ class Fault:
     times: int | None = None
     delay_s: float = 0.0
     action: Callable[[], object] | None = field(default=None, eq=False)
+    after: int = 0
 
     def __attrs_post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -67,6 +70,7 @@ class FaultyBackend:
     _struck: dict[int, int] = field(factory=dict, init=False)  # fault index -> requests struck
     _this_request: set[int] = field(factory=set, init=False)
     _depth: int = field(default=0, init=False)
+    _requests: int = field(default=0, init=False)  # requests begun (tracked) so far
 
     def __attrs_post_init__(self) -> None:
         self.name, self.device = self.inner.name, self.inner.device
@@ -87,6 +91,7 @@ class FaultyBackend:
             for i, f in enumerate(self.faults)
             if f.kind == kind
             and f.stage == stage
+            and self._requests > f.after
             and (f.times is None or self._struck.get(i, 0) < f.times)
         ]
 
@@ -140,6 +145,7 @@ class FaultyBackend:
     @contextlib.contextmanager
     def tracking(self) -> Iterator[None]:
         """The inner tracking; a request's end counts the faults that struck in it."""
+        self._requests += not self._depth
         self._depth += 1
         try:
             with self.inner.tracking():

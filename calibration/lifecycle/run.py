@@ -12,25 +12,24 @@ import logging
 from typing import TYPE_CHECKING
 
 import attrs
-from attrs import define
 
 from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
 from calibration.lifecycle.agree import cautious_bounds, device_kind, plan_ranks
 from calibration.lifecycle.bounded import RankError, RanksStopped, bounded, default_timeout
+from calibration.lifecycle.ending import Outcome, finish, not_calibrated, stuck
 from calibration.lifecycle.model import (
     NO_PLAN_VALIDATES,
     NOTHING_FITS,
     OK,
     REFUSED,
-    ROLLBACK_FAILED,
     Baseline,
     Failure,
     Mode,
-    Report,
     StepName,
     Validation,
 )
+from calibration.lifecycle.rewarm import rewarm
 from calibration.lifecycle.speed import drifted, still_slower
 from calibration.lifecycle.steps import (
     Log,
@@ -44,7 +43,6 @@ from calibration.lifecycle.steps import (
     placement,
     plan_inputs,
     plan_step,
-    rewarm,
 )
 from calibration.lifecycle.validate import (
     moved_bounds,
@@ -57,25 +55,13 @@ from calibration.plan.costs import MeasuredCosts, placement_key
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.pinning import PinBook
 from calibration.plan.solver import most_conservative
-from runtime.record import WarmupRecord
+from runtime.measure.distributed import LOCAL
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration
     from calibration.core.session import Session
 
 log = logging.getLogger(__name__)
-
-
-@define
-class Outcome:
-    """What the worker serves with: the report, every record, the plan and hooks in force."""
-
-    report: Report
-    records: tuple[WarmupRecord, ...]
-    plan: Plan | None = None
-    applied: Applied | None = None  # ``applied.undo()`` takes the placement off again
-    monitor: object | None = None  # the ``ServingMonitor`` once serving began
-    calibration: Calibration | None = None
 
 
 @attrs.frozen
@@ -97,7 +83,7 @@ class _Run:
         self, plan: Plan | None, applied: Applied | None, serving: bool, verdict: str, status: int
     ) -> Outcome:
         """`_finish` on this run's log, mode and calibration."""
-        return _finish(self.book, self.mode, plan, applied, serving, verdict, self.cal, status)
+        return finish(self.book, self.mode, plan, applied, serving, verdict, self.cal, status)
 
 
 def run_lifecycle(
@@ -119,10 +105,10 @@ def run_lifecycle(
         cal = calibration if calibration is not None else _calibrate(session, points, settings)
     except CalibrationError as exc:
         book.add(StepName.ESTIMATE, "failed", str(exc))
-        return _finish(book, mode, None, None, False, f"not calibrated: {exc}")
+        return not_calibrated(book, mode, exc)
     calibration_steps(book, cal, given=calibration is not None)
     if mode is Mode.OFF:
-        return _finish(book, mode, None, None, False, "measured only (mode off)", cal=cal)
+        return finish(book, mode, None, None, False, "measured only (mode off)", cal=cal)
     components, targets = plan_inputs(cal)
     timeout = settings.rank_timeout_s or default_timeout(r.duration_s for r in cal.records)
     settings = attrs.evolve(settings, agreement=bounded(settings.agreement, timeout))
@@ -130,17 +116,17 @@ def run_lifecycle(
     try:
         return _plan(run)
     except UndoError as exc:  # hooks left on some components: never serve on that
-        return _stuck(book, mode, exc, cal)
+        return stuck(book, mode, exc, cal)
     except RanksStopped as exc:  # another rank's rollback failed or it was interrupted
         book.add(StepName.REFUSE, "refused", str(exc))
-        return _finish(book, mode, None, None, False, f"not serving: {exc}", cal, REFUSED)
+        return finish(book, mode, None, None, False, f"not serving: {exc}", cal, REFUSED)
     except RankError as exc:  # a rank lost or late: this rank goes on alone, as its mode says
         return _alone(run, exc)
     except Exception as exc:  # reported; the plan was undone where it failed
         log.debug("lifecycle failed", exc_info=True)
         book.add(StepName.ERROR, "failed", f"{type(exc).__name__}: {exc}")
         verdict = f"the lifecycle failed, not serving: {type(exc).__name__}: {exc}"
-        return _finish(book, mode, None, None, False, verdict, cal, REFUSED)
+        return finish(book, mode, None, None, False, verdict, cal, REFUSED)
 
 
 def _plan(run: _Run) -> Outcome:
@@ -152,7 +138,7 @@ def _plan(run: _Run) -> Outcome:
     plan_step(run.book, StepName.PLAN, plan, "the estimates" + (f" ({ranks})" if ranks else ""))
     if run.mode is Mode.PLAN:
         verdict = "planned, nothing applied (mode plan)"
-        return _finish(run.book, run.mode, plan, None, False, verdict, run.cal)
+        return finish(run.book, run.mode, plan, None, False, verdict, run.cal)
     return _apply(attrs.evolve(run, targets=targets), plan)
 
 
@@ -173,23 +159,6 @@ def _alone(run: _Run, exc: RankError) -> Outcome:
     )
     failed = Tried(None, Validation(Failure.REQUEST_ERROR, str(exc)), None)
     return _serve(run, fallback, failed, together=False)
-
-
-def _stuck(book: Log, mode: Mode, exc: UndoError, cal: Calibration) -> Outcome:
-    """A rollback that failed: the worker stops serving, and says what each component kept."""
-    left = tuple(sorted(exc.left.items()))
-    book.add(
-        StepName.ROLLBACK,
-        "failed",
-        str(exc),
-        failures=dict(exc.failures),
-        left_in_place=dict(left),
-    )
-    shown = "; ".join(f"{n}: {what}" for n, what in left)
-    verdict = f"ROLLBACK FAILED: not serving; left in place: {shown}"
-    outcome = _finish(book, mode, None, None, False, verdict, cal, ROLLBACK_FAILED)
-    outcome.report = attrs.evolve(outcome.report, left_in_place=left)
-    return outcome
 
 
 def _calibrate(session: Session, points: Shapes, settings: Settings) -> Calibration:
@@ -324,12 +293,17 @@ def _serve(run: _Run, plan: Plan, result: Tried, *, together: bool = True) -> Ou
             why = book.steps[-1].detail
             verdict = f"NO PLAN VALIDATES: the fallback cannot be applied, not serving: {why}"
             return run.finish(None, None, False, verdict, REFUSED)
+    agreement = settings.agreement if together else LOCAL  # alone: no collective again
     try:
-        rewarm(book, session, applied, run.points.warmup)
-        monitor = enter_serving(book, session)
+        warmed = rewarm(book, session, applied, run.points.warmup, agreement, validated=validated)
+        monitor = enter_serving(book, session) if warmed.holds or not validated else None
+    except UndoError:  # the re-warm's rollback failed: the caller stops serving
+        raise
     except BaseException:  # never serve, nor fail, with a plan half in force
         applied.undo()
         raise
+    if monitor is None:  # a validated placement's re-warm failed on some rank: undone on all
+        return _rewarm_failed(run, warmed, together)
     tries = sum(s.name == StepName.VALIDATE for s in book.steps)
     which = "the fallback" if _is_fallback(book) else "the plan"
     verdict = (
@@ -341,6 +315,22 @@ def _serve(run: _Run, plan: Plan, result: Tried, *, together: bool = True) -> Ou
     outcome = run.finish(plan, applied, True, verdict, status)
     outcome.monitor = monitor
     return outcome
+
+
+def _rewarm_failed(run: _Run, warmed: Validation, together: bool) -> Outcome:
+    """A validated placement's re-warm that failed on a rank (every rank's placement undone,
+    ``rewarm``): apply falls back to the most conservative placement, unvalidated, re-warmed in
+    turn and kept as any unvalidated fallback; strict refuses to serve. Every rank decides alike
+    (the failure is agreed)."""
+    book = run.book
+    if run.mode is Mode.APPLY:
+        fallback = most_conservative(run.components, run.targets, run.settings.device)
+        why = f"the re-warm failed ({warmed.failure.value}); the most conservative placement"
+        plan_step(book, StepName.FALLBACK, fallback, why)
+        return _serve(run, fallback, Tried(None, warmed, None), together=together)
+    book.add(StepName.REFUSE, "refused", "every hook removed; the pipeline is as it was")
+    verdict = f"not serving: the re-warm failed: {warmed.reason}"
+    return run.finish(None, None, False, verdict, REFUSED)
 
 
 def _reapply(book: Log, session: Session, settings: Settings, plan: Plan) -> Applied | None:
@@ -374,28 +364,3 @@ def _any_rank(settings: Settings, applied: Applied | None, failed: bool) -> bool
 def _is_fallback(book: Log) -> bool:
     """Whether the placement in force is the fallback (the log's state, not its step names)."""
     return book.placed_by is StepName.FALLBACK
-
-
-def _finish(
-    book: Log,
-    mode: Mode,
-    plan: Plan | None,
-    applied: Applied | None,
-    serving: bool,
-    verdict: str,
-    cal: Calibration | None = None,
-    status: int | None = None,
-) -> Outcome:
-    """The report and the outcome; ``status`` defaults from the mode and the plan."""
-    validated = status == OK and mode in (Mode.APPLY, Mode.STRICT)
-    if status is None:
-        if mode in (Mode.APPLY, Mode.STRICT):
-            status = REFUSED if mode is Mode.STRICT else NO_PLAN_VALIDATES
-        else:
-            status = NOTHING_FITS if plan is not None and not plan.feasible else OK
-        serving = serving or mode is not Mode.STRICT  # fail open: serve unplanned
-    shown = placement(plan) if plan is not None and plan.feasible else ()
-    report = Report(
-        mode, tuple(book.steps), validated, serving, shown if applied else (), status, verdict
-    )
-    return Outcome(report, tuple(book.records), plan, applied, None, cal)

@@ -79,7 +79,7 @@ def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
     log.add(
         StepName.WARMUP,
         origin,
-        f"bounded warmup at {_shape(cal.warmup)}"
+        f"bounded warmup at {shape_text(cal.warmup)}"
         + (f": peak {show_bytes(first.peak_allocated)}" if first and first.ok else ""),
         params=dict(cal.warmup),
         ok=bool(first and first.ok),
@@ -89,14 +89,14 @@ def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
     log.add(
         StepName.PROBES,
         origin,
-        f"{len(probes)} probe request(s), {failed} failed; probe {_shape(cal.probe)}",
+        f"{len(probes)} probe request(s), {failed} failed; probe {shape_text(cal.probe)}",
         requests=len(probes),
         failed=failed,
     )
     log.add(
         StepName.ESTIMATE,
         origin,
-        f"{len(cal.estimate.phases)} phase bounds at {_shape(cal.target)}",
+        f"{len(cal.estimate.phases)} phase bounds at {shape_text(cal.target)}",
         bounds={p.label: p.peak.bound_bytes for p in cal.estimate.phases},
     )
 
@@ -330,6 +330,20 @@ def _agreed(
     )
     if validation.holds:
         return Tried(applied, validation, record)
+    roll_back_together(log, applied, local, settings.agreement, stuck)
+    return Tried(None, validation, record)
+
+
+def roll_back_together(
+    log: Log,
+    applied: Applied | None,
+    local: Validation,
+    agreement: Agreement,
+    stuck: UndoError | None = None,
+) -> None:
+    """After an agreed failure: this rank's placement undone, then every rank stopped when one's
+    rollback failed (this one: its ``UndoError`` raised) or its request was interrupted (this one:
+    ``KeyboardInterrupt``). Every rank calls it at the same point."""
     if applied is not None:
         try:
             applied.undo()
@@ -340,12 +354,11 @@ def _agreed(
                 StepName.ROLLBACK, "done", "every hook removed, every module back on its device"
             )
     mine = STUCK if stuck is not None else INTERRUPTED if local.interrupted else GOING_ON
-    stop_together(settings.agreement, mine)
+    stop_together(agreement, mine)
     if stuck is not None:
         raise stuck
     if local.interrupted:
         raise KeyboardInterrupt
-    return Tried(None, validation, record)
 
 
 def _measure(session: Session, applied: Applied, target: Point) -> WarmupRecord:
@@ -358,19 +371,6 @@ def _measure(session: Session, applied: Applied, target: Point) -> WarmupRecord:
         applied.undo()
         raise
     return record
-
-
-def rewarm(log: Log, session: Session, applied: Applied, warmup: Point) -> None:
-    """One bounded request under the placement in force (its allocator state is serving's)."""
-    record = session.run(warmup)
-    applied.offload_all()
-    log.records.append(record)
-    log.add(
-        StepName.REWARM,
-        "done" if record.ok else "failed",
-        f"at {_shape(warmup)}"
-        + (f": {record.error.type}: {record.error.message}" if record.error else ""),
-    )
 
 
 def enter_serving(log: Log, session: Session) -> object:
@@ -389,7 +389,8 @@ def enter_serving(log: Log, session: Session) -> object:
     return monitor
 
 
-def _shape(params: Point) -> str:
+def shape_text(params: Point) -> str:
+    """A point as the steps show it."""
     from calibration.plan.inputs import target_name
 
     return target_name(params)

@@ -47,6 +47,10 @@ def _faults(step: str, session) -> list:
     elif step == "rollback fails":
         stick = functools.partial(failing_detach, pipe.transformer, times=10)
         return [Fault("DenoisingStage", times=1), Fault("DenoisingStage", CALL, action=stick)]
+    elif step == "re-warm: out of memory":  # the request after the validation that held
+        return [Fault("DenoisingStage", OUT_OF_MEMORY, times=1, after=1)]
+    elif step == "re-warm: interrupted":
+        return [Fault("DenoisingStage", CALL, times=1, action=_interrupt, after=1)]
     elif step == "rank late":  # this rank stalls past the others' timeout inside its request
         late = functools.partial(time.sleep, TIMEOUT_S * 1.5)
         return [Fault("DenoisingStage", CALL, times=1, action=late)]

@@ -14,7 +14,7 @@ import pytest
 
 from calibration.fuzzing import lifecycle as fuzz
 from calibration.fuzzing import lifecycle_checks as checks
-from calibration.lifecycle.model import OK, REFUSED
+from calibration.lifecycle.model import NO_PLAN_VALIDATES, OK, REFUSED
 from tests.calibration.lifecycle_setup import run_ranks
 
 pytest.importorskip("torch.multiprocessing")
@@ -50,6 +50,18 @@ def test_an_interrupt_on_sdxl_leaves_it_as_it_was():
     case = attrs.evolve(_case(0, "sdxl"), step="interrupt", stage="DenoisingStage", mode="apply")
     result = fuzz.run_rank(case, ROOT)
     assert result.get("interrupted") and checks.not_restored(result) == []
+
+
+def test_a_re_warm_fault_rolls_back_and_leaves_the_pipeline_as_it_was():
+    # the request after the first validation (which holds at 1 MiB) fails: the re-warm
+    case = attrs.evolve(
+        _case(0), step="re-warm", kind="error", stage="DenoisingStage", mode="apply"
+    )
+    result = fuzz.run_rank(attrs.evolve(case, capacity=1 << 20), ROOT)
+    assert "escaped" not in result, result.get("escaped")
+    steps = result["steps"]
+    assert steps[steps.index("re-warm") + 1] == "rollback" and result["status"] == NO_PLAN_VALIDATES
+    assert result["serving"] and checks.not_restored(result) == []
 
 
 def test_a_plan_left_on_the_pipeline_is_a_changed_component():

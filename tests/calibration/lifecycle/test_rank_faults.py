@@ -1,7 +1,8 @@
 """Ranks never hang: each lifecycle step faulted on one of two gloo ranks in turn (a component's
 ``.to()``, an out-of-memory error or another error in the request, an interrupt, a rollback that
-fails, a rank stalled past the timeout); both ranks end in the same state, within the processes'
-join bound (``run_ranks``), never the gloo group's own 10-minute timeout."""
+fails, a rank stalled past the timeout, the re-warm failing or interrupted); both ranks end in
+the same state, within the processes' join bound (``run_ranks``), never the gloo group's own
+10-minute timeout."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ CASES = [
     ("request: interrupted", 0, "apply", REFUSED),
     ("rank late", 1, "apply", NO_PLAN_VALIDATES),
     ("rank late", 0, "strict", REFUSED),
+    ("re-warm: out of memory", 0, "apply", NO_PLAN_VALIDATES),
+    ("re-warm: out of memory", 1, "strict", REFUSED),
+    ("re-warm: interrupted", 1, "apply", REFUSED),
 ]
 
 
@@ -34,7 +38,7 @@ def test_both_ranks_end_in_the_same_state(tmp_path, step, rank, mode, status):
     (tmp_path / "scenario.json").write_text(json.dumps({"step": step, "rank": rank, "mode": mode}))
     ranks = run_ranks(_faults_worker.worker, tmp_path, 300)
     faulted, other = ranks[rank], ranks[1 - rank]
-    if step == "request: interrupted":  # the interrupted rank raised, with nothing left applied
+    if step.endswith("interrupted"):  # the interrupted rank raised, with nothing left applied
         assert faulted == {"interrupted": True, "hooked": []}
         assert other["status"] == status and not other["serving"] and other["hooked"] == []
         return
@@ -48,6 +52,9 @@ def test_both_ranks_end_in_the_same_state(tmp_path, step, rank, mode, status):
     assert bool(faulted["placement"]) == faulted["serving"]
     if step != "rollback fails":  # the same steps (a rank whose apply failed has nothing to undo)
         assert _without_rollback(faulted["steps"]) == _without_rollback(other["steps"])
+    if step.startswith("re-warm"):  # one rank's re-warm failed: both rolled back, alike
+        assert faulted["steps"] == other["steps"]
+        assert faulted["steps"][faulted["steps"].index("re-warm") + 1] == "rollback"
 
 
 def _without_rollback(steps):
