@@ -67,7 +67,7 @@ def _decoding() -> StageProposal:
         "the same terms, exactly",
         (),
     )
-    samples = tuple(Sample({**DEFAULT, "steps": k + 1}, 0.0) for k in range(16))
+    samples = tuple(Sample.at({**DEFAULT, "steps": k + 1}, 0.0) for k in range(16))
     return StageProposal(
         StagePlan("DecodingStage", (Use("vae.decode"),), False),
         IterationFit(num(1), ()),
