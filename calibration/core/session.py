@@ -275,11 +275,16 @@ class Session:
         return recorder.served[-1] if served else recorder.records[-1]
 
     def _settle(self, exc: Exception) -> None:
-        """After a failed request: the groups its forward left on the device sent home; weights
-        that cannot fit whatever the request stop the calibration (``CalibrationError``)."""
+        """After a failed request: the groups its forward left on the device sent home, the
+        pipeline's current timestep let go; weights that cannot fit whatever the request stop
+        the calibration (``CalibrationError``)."""
         from runtime.measure.diffusers_hooks import pipeline_modules
 
         offload_every_group(pipeline_modules(self.pipe))  # none, but under group or a plan
+        if getattr(self.pipe, "_current_timestep", None) is not None:
+            # diffusers clears it only when its loop ends: the failed step's timestep (a view of
+            # the request's timesteps) would stay alive above the next request's baseline
+            setattr(self.pipe, "_current_timestep", None)  # noqa: B010 - not in the Protocol
         too_big = weights_over_capacity(exc)
         if too_big is not None and not self.handed_over:  # a plan's failure is the lifecycle's
             raise CalibrationError(unfit_message(too_big, self.offload)) from None

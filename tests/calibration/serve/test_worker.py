@@ -98,6 +98,23 @@ def test_a_request_failing_mid_denoise_leaves_the_pipeline_as_before(
     assert worker.serve(params).record.ok  # and it serves on
 
 
+@pytest.mark.parametrize("kind", [ERROR, OUT_OF_MEMORY])
+def test_a_request_failing_mid_denoise_leaves_no_tensor_alive(worker: Worker, kind: str) -> None:
+    """Found by bench/serve_load.py: diffusers clears ``pipe._current_timestep`` only when its
+    loop ends, so a failed request's timestep (a view of its timesteps) outlived it."""
+    backend = worker.session.recorder.backend
+    assert isinstance(backend, FaultyBackend)
+    assert worker.serve({"steps": 1, "height": 32, "width": 32}).record.ok
+    before = backend.inner.current_allocated()
+    backend.faults = (Fault("DenoisingStage", kind),)
+    try:
+        with pytest.raises(RequestFailed):
+            worker.serve({"steps": 3, "height": 32, "width": 32})
+    finally:
+        backend.faults = ()
+    assert backend.inner.current_allocated() == before
+
+
 def test_a_lifecycle_that_did_not_enter_serving_gives_no_worker() -> None:
     outcome, session = lifecycle(mode="off")
     with pytest.raises(NotServing, match="mode off"):
