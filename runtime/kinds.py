@@ -52,8 +52,13 @@ class FindingKind(StrEnum):
 class MarginSource(StrEnum):
     """Where a stage's margin came from."""
 
-    EVIDENCE = "evidence"
+    EVIDENCE = "evidence"  # the sizes confirm the stage's terms
+    RISK = "risk"  # the evidence's margin, and an open finding's quantified risk added to the bound
     FIXED = "fixed"
+
+
+#: The margins a stage earns from its measured sizes (the others are the fixed one).
+EARNED = frozenset({MarginSource.EVIDENCE, MarginSource.RISK})
 
 
 class FitRule(StrEnum):

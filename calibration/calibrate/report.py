@@ -248,7 +248,8 @@ def _findings_part(cal: Calibration) -> JsonObject:
 
 
 def _margin_source(method: str, source: str | None) -> str | None:
-    """Which margin a phase's bound got: "evidence", "fixed", or None where nothing is padded."""
+    """Which margin a phase's bound got: "evidence", "risk", "fixed", or None where nothing is
+    padded."""
     return source if method in (Method.FIT, Method.SCALED) else None
 
 

@@ -89,7 +89,7 @@ class Calibration:
     below_minimum: tuple[BelowMinimum, ...] = ()  # warmup or probe under a `probe X >= N`
     extra_reasons: tuple[str, ...] = ()  # why each extra probe was measured (parallel)
     extra_costs: tuple[float, ...] = ()  # each extra probe's cost, one run, over the target's
-    margins: tuple[StageMargin, ...] = ()  # each stage's margin (evidence or fixed) and why
+    margins: tuple[StageMargin, ...] = ()  # each stage's margin (evidence, risk or fixed) and why
     fixed_bounds: Mapping[str, int | None] = field(factory=dict, hash=False)  # as before evidence
 
     @property

@@ -16,7 +16,7 @@ from calibration.probes.policy import open_stages
 from runtime import Pipeline
 from runtime.estimate import WorkloadEstimate, estimate, estimate_timing
 from runtime.estimate.fit.model import FitCache, Modeler
-from runtime.kinds import FindingKind, MarginSource, Quantity
+from runtime.kinds import EARNED, FindingKind, Quantity
 from runtime.record import WarmupRecord
 
 MEMORY, TIME = Quantity.MEMORY, Quantity.TIME
@@ -49,7 +49,8 @@ def settle(
     modeler: Modeler | None = None,
 ) -> Settled:
     """Check the records, leave out the sizes a memory finding puts outside the formulas' regime,
-    give each stage its margin (evidence or fixed) and estimate, with the findings' risks added.
+    give each stage its margin (evidence, risk or fixed) and estimate, with the findings' risks
+    added.
 
     ``timed`` are the runs of sizes chosen for time (from measured times, so from a clock): they
     join the time checks and the time estimate only, so that no memory figure depends on a clock."""
@@ -76,7 +77,7 @@ def settle(
         target=target,
         margin=margin,
         component_weight_bytes=session.weights,
-        stage_margins={m.stage: m.margin for m in margins if m.source == MarginSource.EVIDENCE},
+        stage_margins={m.stage: m.margin for m in margins if m.source in EARNED},
         modeler=modeler,
     )
     if timed:

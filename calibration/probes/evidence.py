@@ -1,18 +1,25 @@
 """A bound as tight as the evidence allows: each stage's margin, and the risk findings add to it.
 
-The fixed margin (``runtime.estimate.DEFAULT_MARGIN``, 1.2 on what is extrapolated) assumes nothing
-about the formula. A stage earns a margin from evidence when the sizes say its terms explain every
-measurement: every param the target departs in was moved by some size (``coverage``), a size beyond
-those the fit passes through confirms the fit, and no finding on its memory is open. Its margin is
-then ``1 + max(EVIDENCE_FLOOR, SAFETY x misfit) + PER_EFOLD x ln(reach)``, the misfit being the
-largest residual at a confirming size relative to the fit's growing part there (0 on the exact CPU
-backend when the formula is right) and the reach how far the target's growing part lies beyond the
-largest measured one: the growing part extrapolated to the target may be off by that share, more
-the farther it goes, and the allocator's granularity is already in the residuals it allows
+Each phase's bound is its prediction plus what the evidence leaves uncertain: the risk of the
+stage's memory finding (the bytes the formula may miss by at the target, ``Finding.risk``: the
+largest residual, the spread of the fit at the target and the change an explaining term makes
+there), the spread of a confirmed fit (``SAFETY x misfit`` of its growing part, the misfit being the
+largest residual at a size beyond the fit relative to the growing part there: 0 on the exact CPU
+backend when the formula is right) and a model error that grows with the distance from the
+measured sizes (``PER_EFOLD x ln(reach)`` of the growing part, the reach how far the target's
+growing part lies beyond the largest measured one: sizes on a plane say nothing of a curvature
+past them), never under ``EVIDENCE_FLOOR``. So the margin on the growing part is ``1 +
+max(EVIDENCE_FLOOR, SAFETY x misfit) + PER_EFOLD x ln(reach)`` (misfit 0 where a finding's risk
+is added instead) and the bound grows with the risk continuously: a 1 % risk costs about 1 %.
+
+The fixed margin (``runtime.estimate.DEFAULT_MARGIN``, 1.2 on what is extrapolated) assumes
+nothing about the formula; it stays only where nothing is estimable: a param the target departs in
+that no size moved (``coverage``), fewer than two sizes, no size beyond those the fit passes
+through, a finding whose consequence is not quantified (iterations, a stage not measured, a term
+not estimable, an unconfirmed fit), or an evidence margin not under it. A stage whose margin
+rests on an open finding's risk (a formula-mismatch, a probe-regime) says so
+(``MarginSource.RISK``). The allocator's granularity is already in the residuals a fit allows
 (``runtime.estimate.fit.noise.memory_slack``).
-Elsewhere the fixed margin stays. A memory finding's risk (the bytes the formula may miss by at
-the target) is added to its stage's bounds, so a residual too small to act on never leaves a bound
-under the peak.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Sequence
 
 from attrs import evolve, frozen
 
+from artifact.units import show_bytes
 from calibration.probes.findings import Checked, Finding
 from calibration.probes.residuals import StageFit
 from runtime import Pipeline
@@ -37,8 +45,14 @@ SAFETY = 2.0
 #: lie on a plane say nothing of a curvature past them (the tiny Wan transformer's memory was
 #: exactly linear in tokens up to 12 and 5.2 % of its growth above the line at 36).
 PER_EFOLD = 0.04
-#: Memory findings whose risk is added to the stage's bounds.
-AT_RISK = frozenset({FindingKind.RESIDUAL, FindingKind.FORMULA_MISMATCH, FindingKind.UNCONFIRMED})
+#: Memory findings whose risk quantifies what the formula may miss by at the target: their stage
+#: keeps the margin from evidence, and the risk is added to its bounds (a 1 % risk costs 1 %).
+QUANTIFIED = frozenset(
+    {FindingKind.RESIDUAL, FindingKind.FORMULA_MISMATCH, FindingKind.PROBE_REGIME}
+)
+#: Memory findings whose risk is added to the stage's bounds (an unconfirmed fit's on the fixed
+#: margin: nothing tests the fit, so its risk is not all it may miss by).
+AT_RISK = QUANTIFIED | {FindingKind.UNCONFIRMED}
 
 
 @frozen
@@ -51,52 +65,72 @@ class StageMargin:
     reason: str
 
 
+def _fixed_because(
+    stage: str, checked: Checked, uncovered: Sequence[str], fits: Sequence[StageFit]
+) -> str:
+    """Why nothing about the stage is estimable (its margin is the fixed one), or "" when it is."""
+    open_ = [
+        f.kind
+        for f in checked.findings
+        if f.stage == stage
+        and f.quantity in (Quantity.MEMORY, Quantity.ITERATIONS)
+        and not (f.quantity == Quantity.MEMORY and f.kind in QUANTIFIED)
+    ]
+    if uncovered:
+        return f"no size moved {', '.join(uncovered)}"
+    if open_:
+        return f"a {open_[0]} finding is open"
+    if not fits:
+        return "fewer than two sizes measured"
+    if any(f.unconfirmed for f in fits):
+        return "no size beyond those the fit passes through tests it"
+    return ""
+
+
+def _quantified(stage: str, checked: Checked) -> Finding | None:
+    """The stage's memory finding of the largest quantified risk (reported or quiet), if any."""
+    found = [
+        f
+        for f in (*checked.findings, *checked.quiet)
+        if f.stage == stage and f.quantity == Quantity.MEMORY and f.kind in QUANTIFIED
+    ]
+    return max(found, key=lambda f: f.risk, default=None)
+
+
 def stage_margins(
     pipeline: Pipeline, checked: Checked, uncovered: Sequence[str], fixed: float
 ) -> tuple[StageMargin, ...]:
-    """Each stage's margin: from the evidence where it suffices, else ``fixed``."""
+    """Each stage's margin: from the evidence where it suffices (a quantified finding's risk is
+    added to its bounds by ``with_risks``, not folded into the margin), else ``fixed``."""
     out = []
     for stage in pipeline.stages:
         fits = checked.fits_of(stage, Quantity.MEMORY)
-        open_ = [
-            f.kind
-            for f in checked.findings
-            if f.stage == stage
-            and f.quantity in (Quantity.MEMORY, Quantity.ITERATIONS)
-            and f.kind != FindingKind.RESIDUAL
-        ]
-        reason = ""
-        if uncovered:
-            reason = f"no size moved {', '.join(uncovered)}"
-        elif open_:
-            reason = f"a {open_[0]} finding is open"
-        elif not fits:
-            reason = "fewer than two sizes measured"
-        elif any(f.unconfirmed for f in fits):
-            reason = "no size beyond those the fit passes through tests it"
+        reason = _fixed_because(stage, checked, uncovered, fits)
         if reason:
             out.append(StageMargin(stage, fixed, MarginSource.FIXED, reason))
             continue
-        noted = any(
-            f.stage == stage and f.kind == FindingKind.RESIDUAL
-            for f in (*checked.findings, *checked.quiet)
-        )
-        # a residual's own risk is added instead (with_risks)
-        misfit = 0.0 if noted else max(_misfit(f) for f in fits)
+        found = _quantified(stage, checked)
+        # a finding's own risk is added instead (with_risks): it already covers the residuals
+        misfit = 0.0 if found is not None else max(_misfit(f) for f in fits)
         far = max(reach(f) for f in fits)
         margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit) + PER_EFOLD * math.log(far)
         if margin >= fixed:
-            out.append(
-                StageMargin(
-                    stage, fixed, MarginSource.FIXED, f"the misfit {misfit:.2%} is too large"
-                )
-            )
+            why = f"the evidence's margin {margin:.3g} (misfit {misfit:.2%}, the target {far:.3g}x"
+            why += f" the largest size's growth) is not under the fixed {fixed:.3g}"
+            out.append(StageMargin(stage, fixed, MarginSource.FIXED, why))
             continue
         sizes = max(len(f.beyond) for f in fits)
-        why = f"{sizes} size{'s' if sizes > 1 else ''} beyond the fit confirm it"
-        why += " (its residual's risk added" if noted else f" (misfit {misfit:.3%}"
+        why = f"{sizes} size{'s' if sizes > 1 else ''} beyond the fit "
+        why += "measure it" if found is not None else "confirm it"
+        if found is None:
+            why += f" (misfit {misfit:.3%}"
+        else:
+            why += f" (its {found.kind} finding's risk, {show_bytes(found.risk)}, added"
         why += f", the target {far:.3g}x the largest size's growth)"
-        out.append(StageMargin(stage, margin, MarginSource.EVIDENCE, why))
+        source = MarginSource.EVIDENCE
+        if found is not None and found.kind != FindingKind.RESIDUAL:
+            source = MarginSource.RISK
+        out.append(StageMargin(stage, margin, source, why))
     return tuple(out)
 
 

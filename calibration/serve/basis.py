@@ -22,7 +22,7 @@ from calibration.plan.document_check import DocumentError, check_document, read_
 from calibration.plan.inputs import MAX_ITEMS, CalibrationFormatError, CalibrationLike, Json
 from runtime import FormulaError, Pipeline
 from runtime.estimate import WorkloadEstimate, estimate
-from runtime.kinds import MarginSource
+from runtime.kinds import EARNED, MarginSource
 from runtime.record import WarmupRecord
 
 
@@ -77,7 +77,7 @@ class Basis:
             cal.layer_bytes,
             cal.phase_weights,
             tuple(cal.unobserved),
-            {m.stage: m.margin for m in cal.margins if m.source == MarginSource.EVIDENCE},
+            {m.stage: m.margin for m in cal.margins if m.source in EARNED},
         )
 
 
@@ -114,7 +114,7 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
     margins = {
         str(m["stage"]): float(m["margin"])
         for m in doc.get("margins", ())
-        if m.get("source") == MarginSource.EVIDENCE
+        if m.get("source") in EARNED
     }
     estimated = estimate(
         list(estimate_records(doc, records)),
