@@ -106,7 +106,8 @@ def test_out_of_memory_rolls_back_and_replans():
 
 
 def test_a_peak_above_the_plan_replans_with_the_measured_phases():
-    extra = 1000
+    peak = calibration().estimate.phase("stage:DenoisingStage").peak
+    extra = peak.bound_bytes - peak.raw_bytes + 1000  # past the bound's own padding
     outcome, _ = lifecycle([Fault("DenoisingStage", PEAK, extra)])  # in every request
     assert _validations(outcome) == [Failure.OVER_BOUND.value, "holds"]
     first, second = (s.data["phases"] for s in outcome.report.step("validate"))
