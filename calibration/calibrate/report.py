@@ -192,7 +192,13 @@ def _sizes_part(cal: Calibration) -> JsonObject:
         ],
         "extra_cost": round(cal.extra_cost, 5),
         "margins": [
-            {"stage": m.stage, "margin": m.margin, "source": m.source, "reason": m.reason}
+            {
+                "stage": m.stage,
+                "margin": m.margin,
+                "source": m.source,
+                "reason": m.reason,
+                "risk_bytes": m.risk_bytes,
+            }
             for m in cal.margins
         ],
         "uncovered": list(cal.uncovered),

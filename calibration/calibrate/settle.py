@@ -10,7 +10,12 @@ from attrs import evolve, frozen
 
 from artifact.point import Point
 from calibration.core.session import Session
-from calibration.probes.evidence import StageMargin, stage_margins, with_risks
+from calibration.probes.evidence import (
+    StageMargin,
+    stage_margins,
+    with_margin_risks,
+    with_risks,
+)
 from calibration.probes.findings import Checked, Finding, check, rank
 from calibration.probes.policy import open_stages
 from runtime import Pipeline
@@ -83,7 +88,9 @@ def settle(
     if timed:
         timing = estimate_timing([*kept, *timed], pipeline, target, modeler)
         result = evolve(result, timing=timing)
-    risks = with_risks(result, (*checked.findings, *checked.quiet))
+    at_risk = (*checked.findings, *checked.quiet)
+    risks = with_risks(result, at_risk)
+    margins = with_margin_risks(margins, at_risk)
     return Settled(checked, findings, tuple(kept), risks, margins, tuple(timed))
 
 

@@ -9,8 +9,10 @@ backend when the formula is right) and a model error that grows with the distanc
 measured sizes (``PER_EFOLD x ln(reach)`` of the growing part, the reach how far the target's
 growing part lies beyond the largest measured one: sizes on a plane say nothing of a curvature
 past them), never under ``EVIDENCE_FLOOR``. So the margin on the growing part is ``1 +
-max(EVIDENCE_FLOOR, SAFETY x misfit) + PER_EFOLD x ln(reach)`` (misfit 0 where a finding's risk
-is added instead) and the bound grows with the risk continuously: a 1 % risk costs about 1 %.
+max(EVIDENCE_FLOOR, SAFETY x misfit) + PER_EFOLD x ln(reach)``; where a finding's risk is added
+instead, the misfit is 0 and the floor is what the risk leaves of it (``EVIDENCE_FLOOR - share``,
+not under 0: the floor stands for an unquantified raw error, the risk quantifies it, and the two
+are not added). The bound grows with the risk continuously: a 1 % risk costs about 1 %.
 
 The fixed margin (``runtime.estimate.DEFAULT_MARGIN``, 1.2 on what is extrapolated) assumes
 nothing about the formula; it stays only where nothing is estimable: a param the target departs in
@@ -25,7 +27,7 @@ rests on an open finding's risk (a formula-mismatch, a probe-regime) says so
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from attrs import evolve, frozen
 
@@ -63,6 +65,7 @@ class StageMargin:
     margin: float
     source: MarginSource
     reason: str
+    risk_bytes: int = 0  # what ``with_risks`` adds to its phases' bounds (a finding's risk)
 
 
 def _fixed_because(
@@ -113,7 +116,8 @@ def stage_margins(
         # a finding's own risk is added instead (with_risks): it already covers the residuals
         misfit = 0.0 if found is not None else max(_misfit(f) for f in fits)
         far = max(reach(f) for f in fits)
-        margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit) + PER_EFOLD * math.log(far)
+        floor = EVIDENCE_FLOOR if found is None else max(0.0, EVIDENCE_FLOOR - found.share)
+        margin = 1 + max(floor, SAFETY * misfit) + PER_EFOLD * math.log(far)
         if margin >= fixed:
             why = f"the evidence's margin {margin:.3g} (misfit {misfit:.2%}, the target {far:.3g}x"
             why += f" the largest size's growth) is not under the fixed {fixed:.3g}"
@@ -162,25 +166,50 @@ def _padded(peak: PeakEstimate, risk: float, why: str) -> PeakEstimate:
     )
 
 
-def with_risks(result: WorkloadEstimate, findings: Sequence[Finding]) -> WorkloadEstimate:
-    """The estimate with each memory finding's risk added to its stage's bounds (and the
-    request's, when that stage dominates it or a phase's bound now exceeds it)."""
+def stage_risks(findings: Sequence[Finding]) -> dict[str, Finding]:
+    """Each stage's largest memory finding at risk: the one whose risk its bounds carry."""
     risks: dict[str, Finding] = {}
     for f in findings:
         at_risk = f.quantity == Quantity.MEMORY and f.kind in AT_RISK
         if at_risk and (f.stage not in risks or f.risk > risks[f.stage].risk):
             risks[f.stage] = f
+    return risks
+
+
+def with_margin_risks(
+    margins: Sequence[StageMargin], findings: Sequence[Finding]
+) -> tuple[StageMargin, ...]:
+    """``margins`` with the bytes ``with_risks`` adds to each stage's bounds, so that a reader of
+    the margins alone (a saved document, a serving predictor) bounds as the estimate does."""
+    risks = stage_risks(findings)
+    return tuple(
+        evolve(m, risk_bytes=_ceil(risks[m.stage].risk)) if m.stage in risks else m for m in margins
+    )
+
+
+def with_risks(result: WorkloadEstimate, findings: Sequence[Finding]) -> WorkloadEstimate:
+    """The estimate with each memory finding's risk added to its stage's bounds (and the
+    request's, when that stage dominates it or a phase's bound now exceeds it)."""
+    risks = {s: (f.risk, f.kind) for s, f in stage_risks(findings).items()}
+    return with_stage_risks(result, risks)
+
+
+def with_stage_risks(
+    result: WorkloadEstimate, risks: Mapping[str, tuple[float, str]]
+) -> WorkloadEstimate:
+    """The estimate with ``risks`` (bytes and why, by stage) added to its stages' bounds (and the
+    request's, when that stage dominates it or a phase's bound now exceeds it)."""
     if not risks:
         return result
     phases: list[PhaseEstimate] = []
     for p in result.phases:
         found = risks.get(p.stage) if p.stage is not None else None
-        peak = p.peak if found is None else _padded(p.peak, found.risk, found.kind)
+        peak = p.peak if found is None else _padded(p.peak, *found)
         phases.append(evolve(p, peak=peak))
     request = result.request_peak
     dominant = risks.get(request.stage) if request.stage is not None else None
     if dominant is not None:
-        request = _padded(request, dominant.risk, dominant.kind)
+        request = _padded(request, *dominant)
     highest = max((p.peak.bound_bytes or 0 for p in phases), default=0)
     if request.bound_bytes is not None and highest > request.bound_bytes:
         request = evolve(request, bound_bytes=highest)

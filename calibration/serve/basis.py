@@ -20,6 +20,7 @@ from attrs import field, frozen
 from artifact.spelling import path_text
 from calibration.plan.document_check import DocumentError, check_document, read_document
 from calibration.plan.inputs import MAX_ITEMS, CalibrationFormatError, CalibrationLike, Json
+from calibration.probes.evidence import with_stage_risks
 from runtime import FormulaError, Pipeline
 from runtime.estimate import WorkloadEstimate, estimate
 from runtime.kinds import EARNED, MarginSource
@@ -35,6 +36,8 @@ class StageMargined(Protocol):
     def margin(self) -> float: ...
     @property
     def source(self) -> MarginSource: ...
+    @property
+    def risk_bytes(self) -> int: ...
 
 
 class CalibrationSource(CalibrationLike, Protocol):
@@ -43,6 +46,10 @@ class CalibrationSource(CalibrationLike, Protocol):
 
     @property
     def margins(self) -> Sequence[StageMargined]: ...
+
+
+#: The largest risk a document may carry (a byte count the schema's integers allow).
+MAX_RISK_BYTES = 2**64
 
 
 def _ints(value: Mapping[str, int]) -> Mapping[str, int]:
@@ -67,6 +74,8 @@ class Basis:
     phase_weights: Mapping[str, int] = field(converter=_ints, hash=False)
     unobserved: tuple[str, ...]
     stage_margins: Mapping[str, float] = field(converter=_floats, hash=False)  # by evidence
+    # the bytes a finding's risk adds to each of a stage's bounds (``with_risks``), by stage
+    stage_risks: Mapping[str, int] = field(factory=dict, converter=_ints, hash=False)
 
     @classmethod
     def of(cls, cal: CalibrationSource) -> Basis:
@@ -78,6 +87,7 @@ class Basis:
             cal.phase_weights,
             tuple(cal.unobserved),
             {m.stage: m.margin for m in cal.margins if m.source in EARNED},
+            {m.stage: m.risk_bytes for m in cal.margins if m.risk_bytes},
         )
 
 
@@ -116,6 +126,7 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
         for m in doc.get("margins", ())
         if m.get("source") in EARNED
     }
+    risks = _risks(doc)
     estimated = estimate(
         list(estimate_records(doc, records)),
         pipeline,
@@ -124,6 +135,7 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
         component_weight_bytes=weights,
         stage_margins=margins,
     )
+    estimated = with_stage_risks(estimated, {s: (b, "saved") for s, b in risks.items()})
     _agrees(doc, estimated)
     phases = doc["phases"]
     return Basis(
@@ -133,7 +145,20 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
         {str(p["label"]): int(p["weights_bytes"]) for p in phases if p.get("weights_bytes")},
         tuple(str(n) for n in doc.get("unobserved_components", ())),
         margins,
+        risks,
     )
+
+
+def _risks(doc: Mapping[str, Json]) -> dict[str, int]:
+    """Each stage's bytes at risk its bounds carry (``risk_bytes``: 0 in documents before it)."""
+    out = {}
+    for m in doc.get("margins", ()):
+        risk = m.get("risk_bytes", 0)
+        if type(risk) is not int or not 0 <= risk <= MAX_RISK_BYTES:
+            raise ValueError(f"margins: risk_bytes {risk!r} is not an integer in [0, 2**64]")
+        if risk:
+            out[str(m["stage"])] = risk
+    return out
 
 
 def estimate_records(

@@ -26,14 +26,19 @@ from calibration.calibrate.settle import in_regime
 from calibration.errors import CalibrationError
 from calibration.lifecycle.validate import phase_label
 from calibration.plan.inputs import CalibrationFormatError, Json
-from calibration.probes.evidence import StageMargin, stage_margins, with_risks
+from calibration.probes.evidence import (
+    StageMargin,
+    stage_margins,
+    with_margin_risks,
+    with_risks,
+)
 from calibration.probes.finding import Finding
 from calibration.probes.findings import check
 from calibration.serve.basis import Basis, CalibrationSource, estimate_records, from_document
 from calibration.serve.predictor import RequestPredictor
 from runtime import FormulaError, Pipeline
 from runtime.estimate import estimate
-from runtime.kinds import MarginSource
+from runtime.kinds import EARNED
 from runtime.record import Phase, WarmupRecord
 
 log = logging.getLogger(__name__)
@@ -206,7 +211,7 @@ def refit(evidence: Evidence, points: Sequence[WarmupRecord], pipeline: Pipeline
     try:
         checked = check(pipeline, fitted, evidence.target, evidence.backend)
         margins = stage_margins(pipeline, checked, evidence.uncovered, evidence.margin)
-        by_evidence = {m.stage: m.margin for m in margins if m.source == MarginSource.EVIDENCE}
+        by_evidence = {m.stage: m.margin for m in margins if m.source in EARNED}
         result = estimate(
             kept,
             pipeline,
@@ -217,11 +222,14 @@ def refit(evidence: Evidence, points: Sequence[WarmupRecord], pipeline: Pipeline
         )
     except (FormulaError, ValueError, ArithmeticError) as exc:
         raise LearnError(f"the served points could not be fitted: {exc}") from None
-    result = with_risks(result, (*checked.findings, *checked.quiet))
+    at_risk = (*checked.findings, *checked.quiet)
+    result = with_risks(result, at_risk)
+    margins = with_margin_risks(margins, at_risk)
     before = [p.label for p in evidence.basis.estimate.phases]
     if [p.label for p in result.phases] != before:
         raise LearnError("the re-fit's phases are not the calibration's")
-    basis = evolve(evidence.basis, estimate=result, stage_margins=by_evidence)
+    risks = {m.stage: m.risk_bytes for m in margins if m.risk_bytes}
+    basis = evolve(evidence.basis, estimate=result, stage_margins=by_evidence, stage_risks=risks)
     return Refitted(basis, margins, len(points))
 
 

@@ -224,7 +224,8 @@ def _phases(basis: Basis, planned: Sequence[Phase]) -> list[_Phase]:
     for estimate, phase in zip(basis.estimate.phases, planned):
         floor = sum(basis.component_weight_bytes.get(c, 0) for c in estimate.active_components)
         margin: Fraction = margins.get(estimate.stage or "", default)
-        model = phase_model(estimate.label, estimate.peak, margin, floor)
+        risk = basis.stage_risks.get(estimate.stage or "", 0)
+        model = phase_model(estimate.label, estimate.peak, margin, floor, risk)
         index = seen.setdefault(model.rules, len(seen))
         weights = basis.phase_weights.get(estimate.label, everything)
         out.append(_Phase(model, index, weights, tuple(phase.active_components)))

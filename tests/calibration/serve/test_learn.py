@@ -50,9 +50,7 @@ def test_points_on_the_fit_beyond_the_sizes_narrow_the_bound_never_under_a_peak(
     before = from_calibration(calibration(), pipeline).predict(FAR)
     predictor, refitted = learned_predictor(evidence, [p for p in points if p], pipeline)
     after = predictor.predict(FAR)
-    sources = {m.stage: m.source for m in refitted.margins}
-    fixed = [m.stage for m in calibration().margins if m.source == MarginSource.FIXED]
-    assert fixed and all(sources[s] == MarginSource.EVIDENCE for s in fixed)  # confirmed now
+    assert all(m.source != MarginSource.FIXED for m in refitted.margins)  # confirmed, every stage
     measured = {phase_label(p.kind, p.name, p.stage): p for p in far.phases}
     for old, new in zip(before.phases, after.phases):
         assert new.bound_bytes <= old.bound_bytes, new.label

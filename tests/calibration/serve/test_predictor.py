@@ -20,11 +20,12 @@ from calibration.calibrate.settle import in_regime
 from calibration.lifecycle.steps import plan_inputs
 from calibration.plan.inputs import CalibrationFormatError
 from calibration.plan.solver import solve
+from calibration.probes.evidence import with_stage_risks
 from calibration.serve.basis import from_document
 from calibration.serve.predictor import RequestPredictor, from_calibration
 from runtime import InadmissibleError, UnknownParamError
 from runtime.estimate import estimate
-from runtime.kinds import MarginSource
+from runtime.kinds import EARNED
 from runtime.record import WarmupRecord
 from tests.calibration.lifecycle_setup import STREAMING, calibration, formulas
 
@@ -44,7 +45,7 @@ def _kept() -> list[WarmupRecord]:
 def _estimated(point: dict[str, int | bool]) -> dict[str, tuple[int | None, int | None]]:
     """Each phase's raw and bound at ``point`` as the estimator gives them from the records."""
     cal = calibration()
-    evidence = {m.stage: m.margin for m in cal.margins if m.source == MarginSource.EVIDENCE}
+    evidence = {m.stage: m.margin for m in cal.margins if m.source in EARNED}
     result = estimate(
         _kept(),
         formulas(),
@@ -53,6 +54,8 @@ def _estimated(point: dict[str, int | bool]) -> dict[str, tuple[int | None, int 
         component_weight_bytes=cal.component_weight_bytes,
         stage_margins=evidence,
     )
+    risks = {m.stage: (m.risk_bytes, m.source) for m in cal.margins if m.risk_bytes}
+    result = with_stage_risks(result, risks)  # a finding's risk pads every bound of its stage
     return {p.label: (p.peak.raw_bytes, p.peak.bound_bytes) for p in result.phases}
 
 
@@ -171,7 +174,7 @@ def test_a_saved_document_and_its_records_predict_the_same() -> None:
 
 def test_records_out_of_the_documents_order_or_marks_of_another_type_are_refused() -> None:
     doc = json.loads(json.dumps(document(calibration())))
-    with pytest.raises(CalibrationFormatError, match=r"record 0 is at .*--records"):
+    with pytest.raises(CalibrationFormatError, match=r"record \d+ is at .*--records"):
         from_document(doc, _saved()[::-1], formulas())
     doc["records"][0]["estimated"] = "yes"
     with pytest.raises(CalibrationFormatError, match=r"records\[0\]\.estimated"):
