@@ -30,14 +30,15 @@ ACTIONABLE = frozenset(
         FindingKind.ITERATION_MISMATCH,
         FindingKind.STAGE_NOT_MEASURED,
         FindingKind.NOT_ESTIMABLE,
-        FindingKind.FAR_AXIS,
     }
 )
 
 
 #: Finding kinds that are notes: nothing to act on (a residual's risk is in the bound, a time too
-#: noisy to judge), so they say what they mean rather than a next step, and --quiet drops them.
-NOTES = frozenset({FindingKind.RESIDUAL, FindingKind.TIME_UNKNOWN})
+#: noisy to judge, a target far along a param the budget could not measure: the evidence margin
+#: pads its reach, and the note names what no size saw), so they say what they mean rather than a
+#: next step, and --quiet drops them.
+NOTES = frozenset({FindingKind.RESIDUAL, FindingKind.TIME_UNKNOWN, FindingKind.FAR_AXIS})
 
 
 @frozen

@@ -26,7 +26,7 @@ peak (memory) or of the request's time:
   contract) between the probe and the target that no size within the cost budget crosses. The
   phase keeps its conservative (scaled) bound and its stage the fixed margin, never one from
   evidence.
-- *far-axis* (actionable): the target lies far past every measured size along a param some stage's
+- *far-axis* (a note): the target lies far past every measured size along a param some stage's
   memory grows in, and no size there was affordable (``calibration.probes.far``).
 - *stage-not-measured* (actionable): a stage the formula runs never opened (its `uses` names a
   component or method that did not run), so its memory and time went to other phases unseen.
