@@ -19,6 +19,7 @@ from calibration.cli.options import model_options, seed_option, shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
 from calibration.infer.deadline import REQUEST_SECONDS
+from calibration.infer.ladder import DEFAULT_SIZES, MAX_SIZES
 from dslc.cli_support import Failure, ui
 from dslc.cli_values import FiniteRange
 
@@ -190,6 +191,15 @@ within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials
     "module's WARMUP, else the cheapest admissible size).",
 )
 @click.option(
+    "--max-sizes",
+    type=click.IntRange(1, MAX_SIZES),
+    default=DEFAULT_SIZES,
+    show_default=True,
+    metavar="N",
+    help=f"The most sizes the ladder measures (at most {MAX_SIZES}): more steps and frames "
+    "where there is room, the cheapest first.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -223,6 +233,7 @@ def infer(
     axes: tuple[Axis, ...],
     name: str | None,
     base: dict[str, int | bool],
+    max_sizes: int,
     output: Path | None,
     as_json: bool,
     seed: int,
@@ -237,10 +248,8 @@ def infer(
     sizes around the base (on the CPU: exact memory), and proposes each stage's iterations (the
     smallest formula of a small grammar), memory terms (the smallest non-negative combination of
     monomials of up to three params that fits every size exactly), time terms (the smallest set
-    giving the work counted op by op, the same in every run; the measured times checked within
-    their spread), and `probe NAME >= N` minimums where the smallest sizes are off. The draft is
-    formatted as `dslc fmt` would and passes `dslc check`; each proposal carries its evidence.
-    """
+    giving the work counted op by op; the measured times checked within their spread), and
+    `probe NAME >= N` minimums where the smallest sizes are off: a checked, formatted draft."""
     from calibration.cli.infer_inputs import checked_base, pipeline_source
     from calibration.cli.outputs import check_writable
     from calibration.cli.show import progress
@@ -255,7 +264,6 @@ def infer(
         checked = _skeleton(skeleton, axes, name or _default_name(example, factory, model))
         chosen = pipeline_source(example, factory, _folder(model, dtype, variant))
         point = checked_base(checked.pipeline, [chosen.start, ("--base", base)])
-        header = _header(chosen.label, Path(checked.source).name if skeleton else "--axis")
         with (
             progress("infer") as tick,
             request_seconds(timeout),
@@ -268,7 +276,8 @@ def infer(
                 call_kwargs=chosen.call_kwargs,
                 seed=seed,
                 progress=tick,
-                header=header,
+                header=_header(chosen.label, Path(checked.source).name if skeleton else "--axis"),
+                max_sizes=max_sizes,
             )
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
