@@ -284,7 +284,7 @@ def plan(
     (--calibration) or run here, on --device, as `dslc calibrate` runs them.
     """
     _no_run_options_with(calibrations)
-    plot = checked_outputs(plot, None, None)  # before any calibration runs
+    plot = _plot_usage(plot, validate_mode, len(device_memory))  # before anything runs
     if validate_mode is not None:  # usage first: before the formulas compile or anything runs
         _validate_usage(calibrations, targets)
     elif rank_timeout is not None:
@@ -347,6 +347,13 @@ def _draw(result: Plan, path: Path) -> None:
     except OSError as exc:
         raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
     wrote(path, "the plot")
+
+
+def _plot_usage(plot: Path | None, validate_mode: str | None, ranks: int) -> Path | None:
+    """``--plot`` draws one plan: not the lifecycle's, nor one per rank (exit 2); its path."""
+    if plot is not None and (validate_mode is not None or ranks > 1):
+        raise click.UsageError("--plot draws one plan: not with --validate or several ranks")
+    return checked_outputs(plot, None, None)
 
 
 def _one_or_per_rank(devices: Sequence[Device], ranks: int, validate_mode: str | None) -> Device:

@@ -71,3 +71,18 @@ def test_plot_png_and_a_bad_format_before_anything_runs(tmp_path):
     assert (tmp_path / "plan.png").read_bytes().startswith(PNG)
     bad = _plan(tmp_path, "--plot", str(tmp_path / "plan.nope"))
     assert bad.exit_code == 2 and "--plot" in bad.output and not (tmp_path / "plan.nope").exists()
+
+
+def test_plot_draws_one_plan_not_the_lifecycles_nor_one_per_rank(tmp_path):
+    figure = str(tmp_path / "plan.png")
+    two = _plan(
+        tmp_path,
+        "--calibration",
+        str(tmp_path / "cal.json"),
+        "--device-memory",
+        "40GiB",
+        "--plot",
+        figure,
+    )
+    assert two.exit_code == 2 and "--plot draws one plan" in two.output  # two ranks
+    assert not (tmp_path / "plan.png").exists()
