@@ -3,6 +3,7 @@ column and label means (once), and the command that comes next (data only, no I/
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from artifact.spelling import path_text, point_text
@@ -165,12 +166,13 @@ def next_line(save: Path | None) -> str:
     )
 
 
-def explained(width: int = 100) -> list[str]:
-    """`--explain`'s lines: each term of the legend, then its full explanation, wrapped."""
+def explained(width: int = 100, terms: Sequence[tuple[str, str]] = EXPLAINED) -> list[str]:
+    """`--explain`'s lines: each term of the legend (``terms``: calibrate's unless given), then
+    its full explanation, wrapped."""
     import textwrap
 
     out = ["each term in full:"]
-    for term, text in EXPLAINED:
+    for term, text in terms:
         out.append(f"  {term}")
         out += textwrap.wrap(text, width, initial_indent="    ", subsequent_indent="    ")
     return out

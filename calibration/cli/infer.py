@@ -19,6 +19,7 @@ from calibration.cli.options import model_options, seed_option, shape_option
 from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
 from calibration.infer.deadline import REQUEST_SECONDS
+from calibration.infer.ladder import DEFAULT_SIZES, MAX_SIZES
 from dslc.cli_support import Failure, ui
 from dslc.cli_values import FiniteRange
 
@@ -190,11 +191,26 @@ within 2 ms + max(3 x the base's spread, 20 %) against sets of up to 2 monomials
     "module's WARMUP, else the cheapest admissible size).",
 )
 @click.option(
+    "--max-sizes",
+    type=click.IntRange(1, MAX_SIZES),
+    default=DEFAULT_SIZES,
+    show_default=True,
+    metavar="N",
+    help=f"The most sizes the ladder measures (at most {MAX_SIZES}): more steps and frames "
+    "where there is room, the cheapest first.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="DRAFT.wf",
     help="Write the draft here (default: stdout, unless --json).",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.png",
+    help="Draw each stage's measured memory per size and each fitted term's part (matplotlib).",
 )
 @offload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report (every size, candidate).")
@@ -223,7 +239,9 @@ def infer(
     axes: tuple[Axis, ...],
     name: str | None,
     base: dict[str, int | bool],
+    max_sizes: int,
     output: Path | None,
+    plot: Path | None,
     as_json: bool,
     seed: int,
     timeout: float,
@@ -235,14 +253,11 @@ def infer(
 
     Discovers which components run and which one runs once per step, measures a ladder of cheap
     sizes around the base (on the CPU: exact memory), and proposes each stage's iterations (the
-    smallest formula of a small grammar), memory terms (the smallest non-negative combination of
-    monomials of up to three params that fits every size exactly), time terms (the smallest set
-    giving the work counted op by op, the same in every run; the measured times checked within
-    their spread), and `probe NAME >= N` minimums where the smallest sizes are off. The draft is
-    formatted as `dslc fmt` would and passes `dslc check`; each proposal carries its evidence.
-    """
+    smallest formula of a small grammar), memory terms (the fewest monomials that fit every size
+    exactly), time terms (the fewest giving the work counted op by op; the measured times checked
+    within their spread), `probe NAME >= N` minimums: a checked, formatted draft."""
     from calibration.cli.infer_inputs import checked_base, pipeline_source
-    from calibration.cli.outputs import check_writable
+    from calibration.cli.outputs import check_writable, plot_path
     from calibration.cli.show import progress
     from calibration.core.offload import calibrating_under, placing
     from calibration.errors import CalibrationError
@@ -250,12 +265,12 @@ def infer(
     from calibration.infer.run import infer as run_infer
 
     _usage(example, factory, model, skeleton, axes, name, weights=(dtype, variant))
-    check_writable([("-o", output)])  # before minutes of measuring
+    plot = None if plot is None else plot_path(plot)  # `figure` is figure.png; a bad format: 2
+    check_writable([("-o", output), ("--plot", plot)])  # before minutes of measuring
     try:
         checked = _skeleton(skeleton, axes, name or _default_name(example, factory, model))
         chosen = pipeline_source(example, factory, _folder(model, dtype, variant))
         point = checked_base(checked.pipeline, [chosen.start, ("--base", base)])
-        header = _header(chosen.label, Path(checked.source).name if skeleton else "--axis")
         with (
             progress("infer") as tick,
             request_seconds(timeout),
@@ -268,11 +283,12 @@ def infer(
                 call_kwargs=chosen.call_kwargs,
                 seed=seed,
                 progress=tick,
-                header=header,
+                header=_header(chosen.label, Path(checked.source).name if skeleton else "--axis"),
+                max_sizes=max_sizes,
             )
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
-    _show(result, output, as_json, strict)
+    _show(result, output, as_json, strict, plot)
 
 
 def _header(label: str, source: str) -> str:
@@ -333,8 +349,11 @@ def _skeleton(skeleton: Path | None, axes: tuple[Axis, ...], name: str) -> Skele
     return checked_skeleton(axes_skeleton(name, axes), "--axis")
 
 
-def _show(result: Inference, output: Path | None, as_json: bool, strict: bool) -> None:
-    """The draft (file or stdout), the notes, the report, then the open items (--strict: 5)."""
+def _show(
+    result: Inference, output: Path | None, as_json: bool, strict: bool, plot: Path | None = None
+) -> None:
+    """The draft (file or stdout), the figure, the notes, the report, then the open items
+    (--strict: 5)."""
     from calibration.cli.show import wrote
     from calibration.infer.report import open_proposals, report
 
@@ -345,6 +364,8 @@ def _show(result: Inference, output: Path | None, as_json: bool, strict: bool) -
             write_atomically(output, result.draft)
         except OSError as exc:
             raise Failure(f"cannot write {output}: {exc.strerror or exc}") from None
+    if plot is not None:
+        _draw(result, plot)
     for line in [*switch_notes(result.proposals), *time_notes(result.proposals)]:
         ui().note(line, style="yellow")  # notes: --quiet drops them
     if output is not None:  # the note on stderr, with --json too (stdout carries the report)
@@ -367,3 +388,15 @@ def _show(result: Inference, output: Path | None, as_json: bool, strict: bool) -
         )
         if strict:
             raise click.exceptions.Exit(5)
+
+
+def _draw(result: Inference, path: Path) -> None:
+    """``--plot``: each stage's measured memory and its fitted terms' parts."""
+    from calibration.cli.infer_plot import plot_inference
+    from calibration.cli.show import wrote
+
+    try:
+        plot_inference(result.proposals, path)
+    except OSError as exc:
+        raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
+    wrote(path, "the plot")

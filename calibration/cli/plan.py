@@ -15,7 +15,6 @@ import attrs
 import click
 from click.core import ParameterSource
 
-from artifact.units import show_seconds
 from calibration.cli.options import (
     Choice,
     FiniteRange,
@@ -27,6 +26,8 @@ from calibration.cli.options import (
     run_options,
     shape_option,
 )
+from calibration.cli.outputs import checked_outputs
+from calibration.cli.plan_show import show_plan
 from calibration.core.config import RunConfig
 from calibration.core.shapes import Shapes
 from calibration.plan.inputs import Calibrated, from_calibration, load_calibration
@@ -40,14 +41,7 @@ from calibration.plan.model import (
     Target,
     most_cautious_targets,
 )
-from calibration.plan.report import (
-    component_rows,
-    document,
-    parse_size,
-    phase_rows,
-    show_bytes,
-    time_lines,
-)
+from calibration.plan.report import document, parse_size, show_bytes
 from calibration.plan.solver import solve
 from dslc.cli_support import POINT_METAVAR, Failure, ui
 
@@ -253,6 +247,17 @@ def calibrated(
     "collective; then strict stops serving and apply falls back alone "
     "[default: 20 slowest requests, at least 60 s].",
 )
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Also explain each term of the report in full under it (placements, transfer, headroom).",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.png",
+    help="Draw each phase's bytes on the device under the placement against usable (matplotlib).",
+)
 @packed
 def plan(
     calibrations: tuple[Path, ...],
@@ -270,6 +275,8 @@ def plan(
     as_json: bool,
     validate_mode: str | None,
     rank_timeout: float | None,
+    explain: bool,
+    plot: Path | None,
 ) -> None:
     """Plan component residency: resident, offloaded whole, or k of N layers on the device.
 
@@ -277,6 +284,7 @@ def plan(
     (--calibration) or run here, on --device, as `dslc calibrate` runs them.
     """
     _no_run_options_with(calibrations)
+    plot = _plot_usage(plot, validate_mode, len(device_memory))  # before anything runs
     if validate_mode is not None:  # usage first: before the formulas compile or anything runs
         _validate_usage(calibrations, targets)
     elif rank_timeout is not None:
@@ -304,16 +312,48 @@ def plan(
         result = solve(components, planned, planned_device)
     except PlanInputError as exc:
         raise Failure(str(exc)) from None
+    _report(result, components, planned, as_json, explain)
+    if plot is not None:
+        _draw(result, plot)
+    if not result.feasible:
+        raise click.exceptions.Exit(1)
+
+
+def _report(
+    result: Plan,
+    components: Sequence[Component],
+    planned: Sequence[Target],
+    as_json: bool,
+    explain: bool,
+) -> None:
+    """The JSON document, or the text report with its warning or error on stderr."""
     if as_json:
         ui().out.json(document(result, components))
-    else:
-        _show(result, planned)
-        if result.feasible and not result.proven:
-            ui().err.line(f"warning[plan-unproven]: {result.reason}", style="yellow")
+        return
+    show_plan(result, planned, explain)
+    if result.feasible and not result.proven:
+        ui().err.line(f"warning[plan-unproven]: {result.reason}", style="yellow")
     if not result.feasible:
-        if not as_json:
-            ui().err.line(f"error: nothing fits: {result.reason}", style="bold red")
-        raise click.exceptions.Exit(1)
+        ui().err.line(f"error: nothing fits: {result.reason}", style="bold red")
+
+
+def _draw(result: Plan, path: Path) -> None:
+    """``--plot``: each phase's bytes on the device against usable, written atomically."""
+    from calibration.cli.plan_plot import plot_plan
+    from calibration.cli.show import wrote
+
+    try:
+        plot_plan(result, path)
+    except OSError as exc:
+        raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
+    wrote(path, "the plot")
+
+
+def _plot_usage(plot: Path | None, validate_mode: str | None, ranks: int) -> Path | None:
+    """``--plot`` draws one plan: not the lifecycle's, nor one per rank (exit 2); its path."""
+    if plot is not None and (validate_mode is not None or ranks > 1):
+        raise click.UsageError("--plot draws one plan: not with --validate or several ranks")
+    return checked_outputs(plot, None, None)
 
 
 def _one_or_per_rank(devices: Sequence[Device], ranks: int, validate_mode: str | None) -> Device:
@@ -351,7 +391,7 @@ def _ranks(calibrations: Sequence[Path], devices: Sequence[Device], as_json: boo
     for number, (plan, rank) in enumerate(zip(planned.plans, ranks)):
         if not as_json:
             ui().out.line(f"rank {number} ({calibrations[number]}): {planned.agreement.value}")
-            _show(plan, rank.targets)
+            show_plan(plan, rank.targets)
             ui().out.line()
         if plan.feasible and not plan.proven:
             ui().err.line(f"warning[plan-unproven]: rank {number}: {plan.reason}", style="yellow")
@@ -441,60 +481,3 @@ def _no_run_options_with(calibrations: Sequence[Path]) -> None:
             f"give saved calibrations (--calibration) or a pipeline to calibrate ({given[0]}), "
             "not both"
         )
-
-
-def _show(result: Plan, planned: Sequence[Target]) -> None:
-    """The plan on the terminal: the device and targets, then (when it fits) the two tables."""
-    out = ui().out
-    device = result.device
-    out.labelled(
-        "device ",
-        [
-            show_bytes(device.capacity_bytes),
-            f"reserve {show_bytes(device.reserve)}",
-            f"usable {show_bytes(device.usable_bytes)}",
-            *(
-                [f"host memory {show_bytes(device.host_memory_bytes)}"]
-                if device.host_memory_bytes is not None
-                else []
-            ),
-        ],
-    )
-    out.labelled("targets: ", [t.name for t in planned])
-    if not result.feasible:
-        return
-    out.labelled(
-        "transfer per request ",
-        [
-            f"{show_seconds(result.transfer_s)} ({show_bytes(result.transfer_bytes)})",
-            f"pinned {show_bytes(result.pinned_bytes)}",
-            f"host copies {show_bytes(result.host_bytes)}",
-            *(
-                [f"pageable {show_bytes(paged)} ({result.device.pageable_factor:g}x slower)"]
-                if (paged := sum(p.pageable_bytes for p in result.placements))
-                else []
-            ),
-        ],
-    )
-    for parts in time_lines(result):
-        out.labelled("predicted ", parts)
-    if not result.proven:
-        out.labelled(
-            "not proven the least ",
-            [
-                f"the search stopped at {result.stopped_by}",
-                f"the least possible {show_bytes(result.lower_bound_bytes or 0)}",
-            ],
-        )
-    out.line()
-    out.table(COMPONENT_HEADERS, component_rows(result), right=COMPONENT_RIGHT)
-    out.line()
-    out.table(PHASE_HEADERS, phase_rows(result), right=PHASE_RIGHT)
-
-
-#: The plan's tables. "activation bound" leaves the weights out (`dslc calibrate`'s "peak bound"
-#: includes them); "binds" names the phase that keeps a component off the device and by how much.
-COMPONENT_HEADERS = ["component", "placement", "on device", "onloaded", "transfer", "binds"]
-COMPONENT_RIGHT = [False, False, True, True, True, False]
-PHASE_HEADERS = ["target", "phase", "activation bound", "weights", "headroom"]
-PHASE_RIGHT = [False, False, True, True, True]

@@ -42,7 +42,7 @@ def bytes_unit(top: float) -> tuple[str, int]:
     return next(((n, s) for n, s in _UNITS if top >= s), _UNITS[-1])
 
 
-def _bytes_axis(axis: Axes, values: Sequence[float | None]) -> None:
+def bytes_axis(axis: Axes, values: Sequence[float | None]) -> None:
     """From 0, with round ticks in one binary unit."""
     from matplotlib.ticker import FuncFormatter, MultipleLocator
 
@@ -182,15 +182,15 @@ def plot(cal: Calibration, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ((iters, stages), (phases, times)) = plt.subplots(2, 2, figsize=(14, 10))
-    _bytes_axis(iters, _iterations(iters, cal))
+    bytes_axis(iters, _iterations(iters, cal))
     iters.legend(fontsize="x-small")
-    _bytes_axis(stages, _stages(stages, cal))
+    bytes_axis(stages, _stages(stages, cal))
     stages.legend(fontsize="x-small")
 
     comparisons = [*cal.phases(), cal.request_peak()]
     bound = f"bound (margin {cal.estimate.margin:g})"
     series = [("predicted", "predicted"), ("bound", bound), ("measured", "measured")]
-    _bytes_axis(phases, _bars(phases, comparisons, series))
+    bytes_axis(phases, _bars(phases, comparisons, series))
     phases.set_ylabel("peak allocated (every phase and the request)")
     phases.set_title(f"{cal.pipeline} at {point_text(cal.target)}")
     phases.legend(fontsize="small")

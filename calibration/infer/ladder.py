@@ -10,7 +10,10 @@ then a two-level factorial over the non-steps params (products need joint moves)
 size every param two levels up (a lone param: ``HELD_OUT`` levels, past its fitted ones). No
 size costs more than the default workload (``cost``: the product of the int params), and every
 value is found by walking its level's grid from the base, at most ``MAX_LADDER_POINTS``
-admissibility checks a ladder: never by listing a range. ``MAX_SIZES`` bounds the count.
+admissibility checks a ladder: never by listing a range. ``DEFAULT_SIZES`` bounds the count
+unless asked (``MAX_SIZES`` at most): where the ladder holds more, the base, the held-out sizes,
+each param's first levels alone and the factorial stay, and the rest go in by cost, cheapest
+first (``choose``); the second part gets what the first leaves.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from calibration.infer.terms import contract_modulus
 from calibration.probes.minimums import raise_to_minimums, smallest_at_or_above
 from runtime import FormulaError, Pipeline
 
-#: The most sizes one ladder holds (both parts together).
+#: The most sizes one ladder may hold (both parts together), asked for or not.
 MAX_SIZES = 48
+#: The sizes one ladder holds unless asked for more (``dslc infer --max-sizes``).
+DEFAULT_SIZES = 20
 #: The most step counts tried for one part of the steps ladder (a base of 10**9 steps: not all).
 MAX_TRIES = 1024
 #: How far above the base the steps param climbs (a scheduler's history saturates within 4).
@@ -206,9 +211,11 @@ def _new(
     return _Ladder(pipeline, budget or Budget(), ceiling, highs, list(sizes))
 
 
-def plan(pipeline: Pipeline, base: Point, budget: Budget | None = None) -> list[Size]:
-    """The first part of the ladder: base, one param at a time, the factorial, the held-out;
-    ``budget`` counts the admissibility checks it makes."""
+def plan(
+    pipeline: Pipeline, base: Point, budget: Budget | None = None, most: int = DEFAULT_SIZES
+) -> list[Size]:
+    """The first part of the ladder: base, one param at a time, the factorial, the held-out,
+    ``most`` sizes at most (``choose``); ``budget`` counts the admissibility checks it makes."""
     base = dict(base)
     ladder = _new(pipeline, base, (), budget)
     ladder.add(base, "base")
@@ -234,7 +241,29 @@ def plan(pipeline: Pipeline, base: Point, budget: Budget | None = None) -> list[
     if steps is not None:
         up = {**base, **far, steps: int(base[steps]) + 2}
         ladder.add(up, f"held out: {steps} with every param up", True)
-    return ladder.sizes
+    return choose(pipeline, ladder.sizes, most)
+
+
+def _tier(size: Size, seen: dict[str, int]) -> int:
+    """How much a size is needed: the base, a held-out size, a param's first ``LEVELS`` alone,
+    the factorial, then the rest."""
+    if size.why == "base" or size.held_out:
+        return 0
+    if size.why.endswith(" alone"):
+        seen[size.why] = seen.get(size.why, 0) + 1
+        return 1 if seen[size.why] <= LEVELS else 3
+    return 2 if size.why.startswith("jointly") else 3
+
+
+def choose(pipeline: Pipeline, sizes: Sequence[Size], most: int) -> list[Size]:
+    """``most`` of ``sizes`` in their order: the most needed first (``_tier``), then the
+    cheapest (``cost``): more steps or frames only where there is room."""
+    if len(sizes) <= most:
+        return list(sizes)
+    seen: dict[str, int] = {}
+    tiers = [_tier(s, seen) for s in sizes]
+    ranked = sorted(range(len(sizes)), key=lambda k: (tiers[k], cost(pipeline, sizes[k].point), k))
+    return [sizes[k] for k in sorted(ranked[: max(1, most)])]
 
 
 def _steps_ladder(ladder: _Ladder, point: Point, steps: str, why: str) -> None:
@@ -243,9 +272,12 @@ def _steps_ladder(ladder: _Ladder, point: Point, steps: str, why: str) -> None:
         ladder.add({**point, steps: v}, why)
 
 
-def steps_across(pipeline: Pipeline, base: Point, measured: Sequence[Size]) -> list[Size]:
+def steps_across(
+    pipeline: Pipeline, base: Point, measured: Sequence[Size], most: int = DEFAULT_SIZES
+) -> list[Size]:
     """The second part, when memory moves with steps: the steps ladder again one level up in
-    every other param (a history term multiplies the latent size)."""
+    every other param (a history term multiplies the latent size), within ``most`` sizes in
+    all."""
     steps = steps_param(pipeline)
     if steps is None:
         return []
@@ -253,4 +285,4 @@ def steps_across(pipeline: Pipeline, base: Point, measured: Sequence[Size]) -> l
     axes = [p for p in int_params(pipeline) if p != steps]
     up = {p: moved[0] for p in axes if (moved := levels(pipeline, base, p, ladder.budget))}
     _steps_ladder(ladder, {**dict(base), **up}, steps, f"{steps} one level up")
-    return ladder.sizes[len(measured) :]
+    return ladder.sizes[len(measured) : max(len(measured), min(most, MAX_SIZES))]

@@ -14,6 +14,7 @@ from calibration.errors import CalibrationError
 from calibration.infer.analyse import Measured, StageProposal, memory_moves_with, propose
 from calibration.infer.draft import draft_text
 from calibration.infer.ladder import (
+    DEFAULT_SIZES,
     Size,
     cheapest_base,
     int_params,
@@ -154,6 +155,7 @@ class Setup:
     steps: str | None
     seed: int
     call_kwargs: Callable[[int], Mapping[str, object]] | None
+    most: int = DEFAULT_SIZES  # the sizes the ladder holds, both parts together
 
 
 @define
@@ -203,7 +205,7 @@ def extend_steps(setup: Setup, state: State) -> None:
         setup.found.stages, state.measured, setup.base, steps
     ):
         return
-    more = steps_across(setup.formulas, setup.base, state.sizes)
+    more = steps_across(setup.formulas, setup.base, state.sizes, setup.most)
     state.measured += [Measured(state.runner.measure(s.point, s.why), s.held_out) for s in more]
     state.sizes += more
 
@@ -250,9 +252,11 @@ def infer(
     seed: int = 0,
     progress: Progress | None = None,
     header: str = "",
+    max_sizes: int = DEFAULT_SIZES,
 ) -> Inference:
     """Measure ``factory(seed)``'s pipeline around ``base`` (default: the cheapest admissible
-    size) and draft the rest of ``skeleton``: plan, measure, extend, fit."""
+    size) on a ladder of ``max_sizes`` sizes at most and draft the rest of ``skeleton``: plan,
+    measure, extend, fit."""
     name = _name(skeleton)
     sk = load(skeleton, name, "<skeleton>")
     point = base_point(sk, name, base)
@@ -261,8 +265,10 @@ def infer(
         (progress or (lambda step, total, what: None))(0, 1, "discovering the stages")
         found = discover(factory, skeleton, name, point, steps, seed=seed, call_kwargs=call_kwargs)
         formulas = measuring_formulas(skeleton, name, found.stages)
-        setup = Setup(factory, skeleton, name, sk, formulas, found, point, steps, seed, call_kwargs)
-        sizes = plan(formulas, point)
+        setup = Setup(
+            factory, skeleton, name, sk, formulas, found, point, steps, seed, call_kwargs, max_sizes
+        )
+        sizes = plan(formulas, point, most=max_sizes)
         total = most_runs(setup, sizes)
         runner = Runner(
             factory, formulas, seed=seed, call_kwargs=call_kwargs, progress=progress, total=total
@@ -297,7 +303,11 @@ def most_runs(setup: Setup, sizes: Sequence[Size]) -> int:
     with its second part, counted and flipped, the base's repeats and the rechecks (the
     progress's total: an upper bound that never grows; the second part and the rechecks run
     only where the fits ask for them)."""
-    more = steps_across(setup.formulas, setup.base, sizes) if setup.steps is not None else []
+    more = (
+        steps_across(setup.formulas, setup.base, sizes, setup.most)
+        if setup.steps is not None
+        else []
+    )
     every = planned(setup.sk, [*sizes, *more], setup.steps, setup.base)
     return every + BASE_REPEATS - 1 + RECHECKS
 

@@ -47,10 +47,17 @@ def _at(term: Monomial, point: Point) -> float:
 def share_text(parts: Sequence[Share], unit: str) -> str:
     """`322.8 B x height * width (98.1%); constant 1.2e+06 B (1.9%)`: each part as the formula
     reads, its coefficient (the JSON's, to 6 significant digits) times its term, and its
-    fraction."""
+    fraction (a conditional term in parentheses: `2048 B x (if cfg then 2 else 1)`)."""
     out = []
     for s in parts:
-        of = "" if s.fraction is None else f" ({s.fraction:.1%})"
+        of = "" if s.fraction is None else f" ({_percent(s.fraction)})"
         value = f"{s.coefficient:.6g} {unit}"
-        out.append(f"{s.text} {value}{of}" if s.text == CONSTANT else f"{value} x {s.text}{of}")
+        term = f"({s.text})" if s.text.startswith("if ") else s.text
+        out.append(f"{s.text} {value}{of}" if s.text == CONSTANT else f"{value} x {term}{of}")
     return "; ".join(out)
+
+
+def _percent(fraction: float) -> str:
+    """`98.1%`; a part that rounds to nothing reads `0.0%`, never `-0.0%`."""
+    text = f"{fraction:.1%}"
+    return "0.0%" if text == "-0.0%" else text

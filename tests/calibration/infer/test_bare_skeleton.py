@@ -88,7 +88,10 @@ def test_a_bare_skeleton_drafts_the_tiny_sd_on_a_bounded_ladder(tmp_path: Path):
         )
         assert said in text, (said, text)
         for part in memory["at_default"]:
-            shown = f"{part['coefficient']:.6g} B x {part['term']}"
+            term = part["term"]  # a conditional term in parentheses
+            shown = f"{part['coefficient']:.6g} B x " + (
+                f"({term})" if term.startswith("if ") else term
+            )
             if part["term"] == "constant":
                 shown = f"constant {part['coefficient']:.6g} B"
             assert shown in text, (shown, text)

@@ -126,3 +126,20 @@ def test_the_draft_file_carries_the_parts_at_the_default_workload():
     assert (
         "# memory at the default workload (steps=50,height=512,width=512): 461.8 B x steps" in draft
     )
+
+
+def test_a_conditional_term_is_parenthesized_and_a_negative_trace_reads_zero():
+    """`2048 B x if cfg then 2 else 1` read as if the `x` were part of the condition; a
+    negative constant that rounds to nothing read `(-0.0%)`."""
+    from calibration.infer.shares import CONSTANT, Share, share_text
+
+    parts = (
+        Share("if cfg then 2 else 1", 2048.0, 4096.0, 0.9999),
+        Share("height * (if cfg then 2 else 1)", 2.0, 8.0, 0.0021),
+        Share(CONSTANT, -3.5, -3.5, -0.00001),
+    )
+    assert share_text(parts, "B") == (
+        "2048 B x (if cfg then 2 else 1) (100.0%); "
+        "2 B x height * (if cfg then 2 else 1) (0.2%); constant -3.5 B (0.0%)"
+    )
+    assert share_text((Share(CONSTANT, -9.0, -9.0, -0.25),), "B") == "constant -9 B (-25.0%)"

@@ -225,6 +225,8 @@ def test_two_runs_give_the_same_draft_and_the_report_lists_every_size(tmp_path):
             "steps=2,height=32,width=32",
             "-o",
             str(out),
+            "--plot",
+            str(tmp_path / "infer.svg"),
             "--json",
             "--strict",
         ],
@@ -253,6 +255,8 @@ def test_two_runs_give_the_same_draft_and_the_report_lists_every_size(tmp_path):
         w["stages"] for w in counted
     ]
     stages = {s["name"]: s for s in report["stages"]}
+    figure = (tmp_path / "infer.svg").read_text()  # --plot: one panel a stage
+    assert figure.count('<g id="axes_') == len(stages) and "wrote" in result.stderr
     tried = stages["DenoisingStage"]["iterations"]["tried"]
     assert [t["verdict"] for t in tried][-1] == "chosen" and len(tried) > 2
     assert stages["DenoisingStage"]["memory"]["sets_tried"] > 1

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from artifact.limits import MAX_LADDER_POINTS
 from calibration.infer.ladder import (
+    DEFAULT_SIZES,
     MAX_SIZES,
     Budget,
     cheapest_base,
@@ -86,6 +87,35 @@ def test_no_base_plans_less_than_twice_the_work_of_a_base():
     assert without < 2 * with_base, (without, with_base)
     default = _planned_work(sd, sd.default_workload)  # what no base used to mean
     assert default > 100 * without
+
+
+WAN = (SKELETONS / "wan.wf").read_text()
+
+
+@pytest.mark.parametrize("base", [{"steps": 2, "frames": 17, "height": 32, "width": 32}, None])
+def test_a_ladder_holds_twenty_sizes_unless_asked_and_keeps_what_the_fits_need(base):
+    """Wan's ladder held 27 sizes (22 + 5 steps one level up); by default 20, both parts
+    together, with the base, the held-out sizes, each param's first levels and the factorial
+    kept; the extra step counts and frames go in cheapest first. Asked for 48, all of them."""
+    wan = load(WAN, "wan2_1_t2v_1_3b", "wan.wf")
+    point = {**wan.default_workload, **base} if base else cheapest_base(wan)
+    everything = plan(wan, point, most=MAX_SIZES)
+    everything += steps_across(wan, point, everything, MAX_SIZES)
+    sizes = plan(wan, point)
+    sizes += steps_across(wan, point, sizes)
+    assert len(everything) > DEFAULT_SIZES == len(sizes)
+    kept = [s for s in everything if s.why == "base" or s.held_out or "jointly" in s.why]
+    assert all(s in sizes for s in kept)
+    for param in int_params(wan):  # every param still moves alone, twice at least
+        assert len({s.point[param] for s in sizes if s.why == f"{param} alone"}) >= 2
+    alone = [s for s in everything if s.why.endswith(" alone")]
+    extra = [s for s in alone if [t.why for t in alone[: alone.index(s)]].count(s.why) >= 2]
+    left_out = [s for s in everything if s not in sizes]
+    assert left_out and all(s in extra or "one level up" in s.why for s in left_out)
+    dearest = max(cost(wan, s.point) for s in extra if s in sizes)  # the cheapest extras went in
+    assert all(cost(wan, s.point) >= dearest for s in left_out if s in extra)
+    assert [s for s in everything if s in sizes] == sizes  # the ladder's order kept
+    assert len(plan(wan, point, most=5)) == 5 and len(steps_across(wan, point, sizes, 5)) == 0
 
 
 @st.composite
