@@ -8,9 +8,10 @@ the warmup -> serving reset — is written once on top of them (``PeakWindows`` 
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import weakref
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
@@ -139,6 +140,15 @@ def cap_device(module: Any, device: torch.device, capacity: int) -> None:
 # --- CPU: live tensor storages seen at the dispatcher ------------------------------------------
 
 
+class _Tracked(weakref.ref):  # type: ignore[type-arg]  # a ref to an UntypedStorage
+    """A weak reference to a followed storage that carries its key and counted bytes: one object
+    per storage, and one shared callback, instead of a tuple and a closure per allocation."""
+
+    __slots__ = ("key", "nbytes")
+    key: int
+    nbytes: int
+
+
 @define
 class LiveStorageCounter:
     """Live bytes per untyped storage, counted once however many views or in-place ops touch it.
@@ -153,19 +163,26 @@ class LiveStorageCounter:
     capacity: int | None = None  # the calibration's cap: more raises torch.OutOfMemoryError
     weights: int = 0  # of ``current``: resident weights (``Residency``)
     peak_weights: int = 0  # resident weights when ``peak`` was reached
-    _live: dict[int, tuple[int, weakref.ref[torch.UntypedStorage]]] = field(factory=dict)
+    _live: dict[int, _Tracked] = field(factory=dict)
 
     def add(self, storage: torch.UntypedStorage) -> None:
-        """Count a storage the first time it is seen (an op allocated it); forget it when freed."""
+        """Count a storage the first time it is seen (an op allocated it); forget it when freed.
+
+        Called for every tensor every op makes: written flat (no helper calls when uncapped)."""
         key = id(storage)
         entry = self._live.get(key)
         if entry is not None:
-            self._resize(key, entry, storage)
+            self._resize(entry, storage)
             return
         nbytes = storage.nbytes()
-        self._room(nbytes)
-        self._live[key] = (nbytes, weakref.ref(storage, self._finalizer(key)))
-        self._grow(nbytes)
+        if self.capacity is not None:
+            self._room(nbytes)
+        entry = _Tracked(storage, self._drop)
+        entry.key, entry.nbytes = key, nbytes
+        self._live[key] = entry
+        self.current += nbytes
+        if self.current > self.peak:
+            self.peak, self.peak_weights = self.current, self.weights
 
     def shift(self, nbytes: int, weights: int, *, check: bool = True) -> None:
         """Count ``nbytes`` more (or fewer) that are not a storage an op made: weights onloaded
@@ -192,28 +209,20 @@ class LiveStorageCounter:
         """An op wrote into a storage (in place, ``out=``) and may have resized it: follow it."""
         entry = self._live.get(id(storage))
         if entry is not None:
-            self._resize(id(storage), entry, storage)
+            self._resize(entry, storage)
 
-    def _resize(
-        self,
-        key: int,
-        entry: tuple[int, weakref.ref[torch.UntypedStorage]],
-        storage: torch.UntypedStorage,
-    ) -> None:
+    def _resize(self, entry: _Tracked, storage: torch.UntypedStorage) -> None:
         nbytes = storage.nbytes()
-        if nbytes != entry[0] and entry[1]() is storage:
-            self._room(nbytes - entry[0])
-            self._live[key] = (nbytes, entry[1])
-            self._grow(nbytes - entry[0])
+        if nbytes != entry.nbytes and entry() is storage:
+            self._room(nbytes - entry.nbytes)
+            grown, entry.nbytes = nbytes - entry.nbytes, nbytes
+            self._grow(grown)
 
-    def _finalizer(self, key: int) -> Callable[[weakref.ref[torch.UntypedStorage]], None]:
-        def drop(ref: weakref.ref[torch.UntypedStorage]) -> None:
-            entry = self._live.get(key)
-            if entry is not None and entry[1] is ref:
-                del self._live[key]
-                self.current -= entry[0]
-
-        return drop
+    def _drop(self, entry: _Tracked) -> None:
+        """A followed storage was freed (its weakref's callback): its bytes are no longer live."""
+        if self._live.get(entry.key) is entry:
+            del self._live[entry.key]
+            self.current -= entry.nbytes
 
     @property
     def live_storages(self) -> int:
@@ -222,6 +231,21 @@ class LiveStorageCounter:
 
     def reset_peak(self) -> None:
         self.peak, self.peak_weights = self.current, self.weights
+
+
+class _Outputs(enum.Enum):
+    """What an op's outputs are to the counter, by its schema (``_LiveStorageMode.kinds``)."""
+
+    NEW = "new"  # storages it allocated: counted
+    WRITTEN = "written"  # storages it wrote in place or through ``out=`` (maybe resized): followed
+    VIEWS = "views"  # views of its inputs' storages: a view never resizes one, nothing to do
+
+    @classmethod
+    def of(cls, func: OpOverload) -> _Outputs:
+        aliases = [r.alias_info for r in func._schema.returns if r.alias_info is not None]
+        if not aliases:
+            return cls.NEW
+        return cls.WRITTEN if any(a.is_write for a in aliases) else cls.VIEWS
 
 
 class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's is untyped
@@ -233,8 +257,9 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
         super().__init__()  # type: ignore[no-untyped-call]  # torch: untyped
         self.counter = counter
         self.device_type = device_type
+        self.cpu = device_type == "cpu"
         self.reads = reads  # weight reads attributed (and onloaded) before each op runs
-        self.aliasing: dict[OpOverload, bool] = {}  # per op: do its outputs alias its inputs?
+        self.kinds: dict[OpOverload, _Outputs] = {}  # per op: what its outputs are
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -254,18 +279,20 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
     ) -> object:
         if self.reads is not None:
             self.reads.seen(args)
-        out = func(*args, **(kwargs or {}))
-        aliasing = self.aliasing.get(func)
-        if aliasing is None:
-            aliasing = any(r.alias_info is not None for r in func._schema.returns)
-            self.aliasing[func] = aliasing
-        seen = self.counter.refresh if aliasing else self.counter.add
+        out = func(*args, **kwargs) if kwargs else func(*args)
+        kind = self.kinds.get(func)
+        if kind is None:
+            kind = self.kinds[func] = _Outputs.of(func)
+        if kind is _Outputs.VIEWS:
+            return out
+        seen = self.counter.add if kind is _Outputs.NEW else self.counter.refresh
+        cpu, device_type = self.cpu, self.device_type  # ``is_cpu``: no ``torch.device`` built
         if type(out) is torch.Tensor:
-            if out.device.type == self.device_type:
+            if out.is_cpu if cpu else out.device.type == device_type:
                 seen(out.untyped_storage())
         elif isinstance(out, (tuple, list)):
             for t in out:
-                if type(t) is torch.Tensor and t.device.type == self.device_type:
+                if type(t) is torch.Tensor and (t.is_cpu if cpu else t.device.type == device_type):
                     seen(t.untyped_storage())
         return out
 

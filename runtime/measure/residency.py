@@ -84,15 +84,6 @@ class WeightMap:
         return entry is not None and entry[1]() is storage
 
 
-def _tensors(args: Iterable[object]) -> Iterator[torch.Tensor]:
-    """Tensor arguments of an op, one list level deep (``cat``'s tensors, ``addmm``'s weight)."""
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            yield a
-        elif isinstance(a, (list, tuple)):
-            yield from (t for t in a if isinstance(t, torch.Tensor))
-
-
 class Capacity(Protocol):
     """What onloading asks of the device's counter: room for ``nbytes`` more (else OOM)."""
 
@@ -277,16 +268,30 @@ class WeightReads:
         self._marked.clear()
 
     def seen(self, args: Iterable[object]) -> None:
-        """One op's arguments (before it runs: a component is onloaded before it computes)."""
-        for t in _tensors(args):
-            name = self.weights.component_of(t)
-            if name is None:
-                continue
-            if self.residency is not None:
-                self.residency.read(name, t)
-            if name not in self._marked and self.listener is not None:
-                self._marked.add(name)
-                self.listener.component_read(name)
+        """One op's arguments (before it runs: a component is onloaded before it computes).
+
+        Called for every op: its tensor arguments one list level deep (``cat``'s tensors,
+        ``addmm``'s weight), each looked up as ``WeightMap.component_of`` does, written flat (no
+        generator, no call for a tensor that is no weight)."""
+        get = self.weights.owner.get
+        for a in args:
+            for t in a if isinstance(a, (list, tuple)) else (a,):
+                if isinstance(t, torch.Tensor):
+                    entry = get(id(t))
+                    if entry is None or entry[1]() is not t:
+                        storage = t.untyped_storage()
+                        entry = get(id(storage))
+                        if entry is None or entry[1]() is not storage:
+                            continue
+                    self._read(entry[0], t)
+
+    def _read(self, name: str, t: torch.Tensor) -> None:
+        """``t`` is one of ``name``'s weights: the residency follows it, the listener is told."""
+        if self.residency is not None:
+            self.residency.read(name, t)
+        if name not in self._marked and self.listener is not None:
+            self._marked.add(name)
+            self.listener.component_read(name)
 
 
 class _ReadMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's is untyped
