@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from artifact.spelling import path_text
 from calibration.plan.document_check import DocumentError, check_document, read_document
@@ -124,7 +124,7 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
         component_weight_bytes=weights,
         stage_margins=margins,
     )
-    _agrees(doc, estimated)
+    estimated = _with_risks(doc, estimated)
     phases = doc["phases"]
     return Basis(
         estimated,
@@ -160,13 +160,39 @@ def estimate_records(
     return [r for e, r in zip(entries, records) if e["estimated"]]
 
 
-def _agrees(doc: Mapping[str, Json], estimated: WorkloadEstimate) -> None:
-    """The records' estimate must be the document's, phase by phase."""
-    saved = {str(p["label"]): p.get("bound_peak_bytes") for p in doc["phases"]}
-    mine = {p.label: p.peak.bound_bytes for p in estimated.phases}
-    if saved != mine:
-        differ = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+def _with_risks(doc: Mapping[str, Json], estimated: WorkloadEstimate) -> WorkloadEstimate:
+    """The records' estimate, which must be the document's phase by phase, with the risk its
+    findings added to a stage's bounds (``calibration.probes.evidence.with_risks``: one
+    non-negative amount, the same for every phase of the stage) taken from the document."""
+    saved = {str(p["label"]): p for p in doc["phases"]}
+    risks: dict[str | None, set[int]] = {}
+    differ = sorted(set(saved) ^ {p.label for p in estimated.phases})
+    for p in estimated.phases:
+        s = saved.get(p.label)
+        if s is None:
+            continue
+        bound = s.get("bound_peak_bytes")
+        if s.get("predicted_peak_bytes") != p.peak.raw_bytes or (bound is None) != (
+            p.peak.bound_bytes is None
+        ):
+            differ.append(p.label)
+        elif bound is not None and p.peak.bound_bytes is not None:
+            risks.setdefault(p.stage, set()).add(int(bound) - p.peak.bound_bytes)
+    differ += sorted(
+        p.label
+        for p in estimated.phases
+        if len(risks.get(p.stage, ())) > 1 or min(risks.get(p.stage, {0})) < 0
+    )
+    if differ:
+        shown = ", ".join(sorted(set(differ)))
         raise ValueError(
-            f"the records do not give the document's estimate (phases {', '.join(differ)} "
-            "differ): give the --records file saved with this calibration"
+            f"the records do not give the document's estimate (phases {shown} differ): give the "
+            "--records file saved with this calibration"
         )
+    phases = tuple(
+        p
+        if p.peak.bound_bytes is None or not max(risks.get(p.stage, {0}))
+        else evolve(p, peak=evolve(p.peak, bound_bytes=p.peak.bound_bytes + max(risks[p.stage])))
+        for p in estimated.phases
+    )
+    return evolve(estimated, phases=phases)
