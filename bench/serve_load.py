@@ -3,7 +3,7 @@ injected, a SIGTERM mid-request, and throughput beside two policies without exac
 
     .venv/bin/python bench/serve_load.py [--examples flux sdxl] [--requests 40] [--seed 0]
 
-(sdxl is slow on a loaded CPU: its trace did not end in 15 minutes; flux, the default, in a few)
+(sdxl: about 4 minutes for 12 requests on a loaded 2-core CPU; flux, the default, fewer)
 
 Per example (the tiny example on the CPU, validated for a target under a capacity cap): the worker
 behind a real uvicorn on 127.0.0.1 (a thread of this process, a free port) gets the trace from a

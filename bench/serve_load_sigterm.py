@@ -23,7 +23,7 @@ from calibration.serve.app import ROUTE
 
 DSLC = Path(sys.executable).with_name("dslc")
 SHAPES = ["--target", "steps=2,height=64,width=64", "--probe", "steps=1,height=32,width=32"]
-#: as tests/calibration/serve/test_real_server.py (at 1 MiB the cold start found no plan: 503)
+#: as tests/calibration/serve/test_real_server.py's SIGTERM test
 RUN = ["--device", "cpu", "--device-capacity", "64MiB", "--reserve", "1B", "--repeat", "1"]
 LONG = {"steps": 12, "height": 64, "width": 64}  # running when the signal comes
 WAITING = ({"steps": 1, "height": 32, "width": 32}, {"steps": 2, "height": 48, "width": 48})

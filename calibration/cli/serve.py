@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
 import click
 
 from calibration.cli.offload_option import size_option
@@ -109,7 +110,9 @@ def serve(
     choice = check_choice(choice)
     device = _device(config, reserve)
     _log_to_stderr(as_json)
-    given = Boot(choice, Shapes(warmup, probe, target), config, device, state)
+    # measured on the device as it is, planned for the capacity (as `dslc plan --validate`)
+    measured = attrs.evolve(config, capacity=_whole_device(config.device))
+    given = Boot(choice, Shapes(warmup, probe, target), measured, device, state)
     app = create_app(lambda: boot(given), AppSettings(queue, request_timeout))
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
     with _stopped_by_signal():
@@ -157,17 +160,27 @@ def _stopped_by_signal() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def _whole_device(device: str) -> int | None:
+    """A CUDA device's own memory (the calibration's cap there, so that ``auto`` offloads a
+    pipeline larger than the card); None on the CPU, which a calibration never fills.
+
+    --device-capacity is the capacity planned for, never the calibration's cap: under a cap
+    below the pipeline's weights ``auto`` calibrates under model offload, which cannot hold a
+    target that a streaming plan serves, and no phase then has an estimate to plan from."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+
+
 def _device(config: RunConfig, reserve: int | None) -> Device:
     """The device planned for: --device-capacity, or a CUDA device's own memory."""
     from calibration.plan.model import Device
 
-    capacity = config.capacity
-    if capacity is None and config.device.startswith("cuda"):
-        import torch
-
-        if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(torch.device(config.device))
-            capacity = int(props.total_memory)
+    capacity = config.capacity if config.capacity is not None else _whole_device(config.device)
     if capacity is None:
         raise click.UsageError("give --device-capacity: the memory the worker plans for (24GiB)")
     device = Device(capacity, reserve_bytes=reserve)

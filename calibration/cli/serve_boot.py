@@ -13,9 +13,16 @@ from attrs import frozen
 from calibration.cli.options import Choice
 from calibration.core.config import RunConfig
 from calibration.core.shapes import Shapes
-from calibration.plan.model import Device
+from calibration.plan.model import Device, PlanInputError
 from calibration.serve.admitted import AdmittedWorker
 from calibration.serve.state import StateFolder, formulas_digest
+from calibration.serve.worker import NotServing
+
+#: What to do when a phase has no estimate (its reason precedes this in the message).
+UNPLANNED_FIX = (
+    "see every phase with `dslc calibrate` and the same options, then give a smaller --target "
+    "or --calibrate-offload group"
+)
 
 
 @frozen
@@ -67,7 +74,10 @@ def boot(given: Boot) -> AdmittedWorker:
         state = StateFolder(given.state) if given.state is not None else None
         fingerprint = fingerprint_of(session, digest, given.device.capacity_bytes)
         settings = Settings(given.device, "apply", margin=config.margin, repeat=config.repeat)
-        started = start(session, points, settings, state, fingerprint)
+        try:
+            started = start(session, points, settings, state, fingerprint)
+        except PlanInputError as exc:  # a phase the calibration could not estimate: said once
+            raise NotServing(f"the worker cannot serve: {exc}; {UNPLANNED_FIX}") from None
         worker = AdmittedWorker(session, started, points.target, state, given.device)
         worker.on_close = stack.pop_all().close  # the libraries' settings kept while it serves
     return worker

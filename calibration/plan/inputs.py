@@ -148,6 +148,12 @@ def from_estimate(
     estimate's ``layer_calls()`` summed over stages.
     """
     weights = phase_weights or {}
+    missing = next((p for p in estimate.phases if p.peak.bound_bytes is None), None)
+    if missing is not None:  # the estimator's reason says why (a probe that failed, too few sizes)
+        raise PlanInputError(
+            f"phase {missing.label!r} has no estimate ({missing.peak.reason}): it cannot be "
+            "planned for"
+        )
     phases = [
         Measured(
             p.label,

@@ -15,12 +15,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from artifact.spelling import path_text
 from calibration.plan.document_check import DocumentError, check_document, read_document
 from calibration.plan.inputs import MAX_ITEMS, CalibrationFormatError, CalibrationLike, Json
-from calibration.probes.evidence import with_stage_risks
 from runtime import FormulaError, Pipeline
 from runtime.estimate import WorkloadEstimate, estimate
 from runtime.kinds import EARNED, MarginSource
@@ -36,8 +35,6 @@ class StageMargined(Protocol):
     def margin(self) -> float: ...
     @property
     def source(self) -> MarginSource: ...
-    @property
-    def risk_bytes(self) -> int: ...
 
 
 class CalibrationSource(CalibrationLike, Protocol):
@@ -46,10 +43,6 @@ class CalibrationSource(CalibrationLike, Protocol):
 
     @property
     def margins(self) -> Sequence[StageMargined]: ...
-
-
-#: The largest risk a document may carry (a byte count the schema's integers allow).
-MAX_RISK_BYTES = 2**64
 
 
 def _ints(value: Mapping[str, int]) -> Mapping[str, int]:
@@ -74,8 +67,6 @@ class Basis:
     phase_weights: Mapping[str, int] = field(converter=_ints, hash=False)
     unobserved: tuple[str, ...]
     stage_margins: Mapping[str, float] = field(converter=_floats, hash=False)  # by evidence
-    # the bytes a finding's risk adds to each of a stage's bounds (``with_risks``), by stage
-    stage_risks: Mapping[str, int] = field(factory=dict, converter=_ints, hash=False)
 
     @classmethod
     def of(cls, cal: CalibrationSource) -> Basis:
@@ -87,7 +78,6 @@ class Basis:
             cal.phase_weights,
             tuple(cal.unobserved),
             {m.stage: m.margin for m in cal.margins if m.source in EARNED},
-            {m.stage: m.risk_bytes for m in cal.margins if m.risk_bytes},
         )
 
 
@@ -126,7 +116,6 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
         for m in doc.get("margins", ())
         if m.get("source") in EARNED
     }
-    risks = _risks(doc)
     estimated = estimate(
         list(estimate_records(doc, records)),
         pipeline,
@@ -135,8 +124,7 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
         component_weight_bytes=weights,
         stage_margins=margins,
     )
-    estimated = with_stage_risks(estimated, {s: (b, "saved") for s, b in risks.items()})
-    _agrees(doc, estimated)
+    estimated = _with_risks(doc, estimated)
     phases = doc["phases"]
     return Basis(
         estimated,
@@ -145,20 +133,7 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
         {str(p["label"]): int(p["weights_bytes"]) for p in phases if p.get("weights_bytes")},
         tuple(str(n) for n in doc.get("unobserved_components", ())),
         margins,
-        risks,
     )
-
-
-def _risks(doc: Mapping[str, Json]) -> dict[str, int]:
-    """Each stage's bytes at risk its bounds carry (``risk_bytes``: 0 in documents before it)."""
-    out = {}
-    for m in doc.get("margins", ()):
-        risk = m.get("risk_bytes", 0)
-        if type(risk) is not int or not 0 <= risk <= MAX_RISK_BYTES:
-            raise ValueError(f"margins: risk_bytes {risk!r} is not an integer in [0, 2**64]")
-        if risk:
-            out[str(m["stage"])] = risk
-    return out
 
 
 def estimate_records(
@@ -185,13 +160,39 @@ def estimate_records(
     return [r for e, r in zip(entries, records) if e["estimated"]]
 
 
-def _agrees(doc: Mapping[str, Json], estimated: WorkloadEstimate) -> None:
-    """The records' estimate must be the document's, phase by phase."""
-    saved = {str(p["label"]): p.get("bound_peak_bytes") for p in doc["phases"]}
-    mine = {p.label: p.peak.bound_bytes for p in estimated.phases}
-    if saved != mine:
-        differ = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+def _with_risks(doc: Mapping[str, Json], estimated: WorkloadEstimate) -> WorkloadEstimate:
+    """The records' estimate, which must be the document's phase by phase, with the risk its
+    findings added to a stage's bounds (``calibration.probes.evidence.with_risks``: one
+    non-negative amount, the same for every phase of the stage) taken from the document."""
+    saved = {str(p["label"]): p for p in doc["phases"]}
+    risks: dict[str | None, set[int]] = {}
+    differ = sorted(set(saved) ^ {p.label for p in estimated.phases})
+    for p in estimated.phases:
+        s = saved.get(p.label)
+        if s is None:
+            continue
+        bound = s.get("bound_peak_bytes")
+        if s.get("predicted_peak_bytes") != p.peak.raw_bytes or (bound is None) != (
+            p.peak.bound_bytes is None
+        ):
+            differ.append(p.label)
+        elif bound is not None and p.peak.bound_bytes is not None:
+            risks.setdefault(p.stage, set()).add(int(bound) - p.peak.bound_bytes)
+    differ += sorted(
+        p.label
+        for p in estimated.phases
+        if len(risks.get(p.stage, ())) > 1 or min(risks.get(p.stage, {0})) < 0
+    )
+    if differ:
+        shown = ", ".join(sorted(set(differ)))
         raise ValueError(
-            f"the records do not give the document's estimate (phases {', '.join(differ)} "
-            "differ): give the --records file saved with this calibration"
+            f"the records do not give the document's estimate (phases {shown} differ): give the "
+            "--records file saved with this calibration"
         )
+    phases = tuple(
+        p
+        if p.peak.bound_bytes is None or not max(risks.get(p.stage, {0}))
+        else evolve(p, peak=evolve(p.peak, bound_bytes=p.peak.bound_bytes + max(risks[p.stage])))
+        for p in estimated.phases
+    )
+    return evolve(estimated, phases=phases)

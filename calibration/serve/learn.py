@@ -228,8 +228,7 @@ def refit(evidence: Evidence, points: Sequence[WarmupRecord], pipeline: Pipeline
     before = [p.label for p in evidence.basis.estimate.phases]
     if [p.label for p in result.phases] != before:
         raise LearnError("the re-fit's phases are not the calibration's")
-    risks = {m.stage: m.risk_bytes for m in margins if m.risk_bytes}
-    basis = evolve(evidence.basis, estimate=result, stage_margins=by_evidence, stage_risks=risks)
+    basis = evolve(evidence.basis, estimate=result, stage_margins=by_evidence)
     return Refitted(basis, margins, len(points))
 
 

@@ -118,7 +118,6 @@ class PhaseModel:
     points: tuple[MeasuredPoint, ...] = field(default=(), eq=False, repr=False)
     floor: int = 0
     beyond: dict[Terms, Peak] = field(factory=dict, eq=False, repr=False)
-    risk: int = 0  # a finding's bytes at risk, added to every bound (``with_risks``' padding)
 
     @property
     def rules(self) -> tuple[object, ...]:
@@ -132,19 +131,10 @@ class PhaseModel:
             self.margin,
             self.points,
             self.floor,
-            self.risk,
         )
 
     def at(self, terms: Terms) -> Peak:
-        """The peak at a request whose stage has ``terms``: the estimator's rules, the bound
-        padded by the stage's bytes at risk as the calibration's estimate pads it."""
-        peak = self._by_rules(terms)
-        if self.risk:
-            return Peak(peak.method, peak.raw_bytes, peak.bound_bytes + self.risk)
-        return peak
-
-    def _by_rules(self, terms: Terms) -> Peak:
-        """The peak by the estimator's rules, in order."""
+        """The peak at a request whose stage has ``terms`` (the estimator's rules, in order)."""
         if self.single:
             k = bisect_left(self.measures, terms[0])
             if k < len(self.measures):
@@ -248,12 +238,9 @@ def _plane(
     return None
 
 
-def phase_model(
-    label: str, estimate: PeakEstimate, margin: Fraction, floor: int, risk: int = 0
-) -> PhaseModel:
+def phase_model(label: str, estimate: PeakEstimate, margin: Fraction, floor: int) -> PhaseModel:
     """The model of one phase from its estimate at the calibration's target: its measured sizes,
-    its margin, ``floor`` (its active components' weights, the estimator's) and ``risk`` (the
-    bytes a finding's risk adds to its bounds)."""
+    its margin, and ``floor`` (its active components' weights, the estimator's)."""
     points = estimate.points
     if not estimate.ok or not points or estimate.stage is None:
         raise ValueError(f"phase {label} has no estimate: {estimate.reason}")
@@ -276,5 +263,4 @@ def phase_model(
         margin,
         () if single else tuple(points),
         floor,
-        risk=risk,
     )

@@ -21,10 +21,11 @@ from calibration.errors import CalibrationError
 from calibration.plan.inputs import components_from_bytes, from_estimate
 from calibration.plan.model import Component, Phase, Plan, Target
 from calibration.serve.basis import Basis, CalibrationSource
-from calibration.serve.phase_model import PhaseModel, phase_model
+from calibration.serve.phase_model import PhaseModel, Terms, phase_model
 from calibration.serve.shape import ShapeTargets
 from calibration.serve.timing import StageClock, stage_clock
 from runtime import Pipeline
+from runtime.estimate import PeakEstimate
 from runtime.estimate.points import margin_fraction
 from runtime.estimate.results import Measure
 from runtime.kinds import Method
@@ -87,6 +88,9 @@ class _Phase:
     model_index: int  # in ``RequestPredictor.models``: phases with equal rules share one
     calibrated_weights: int
     members: tuple[str, ...]  # in the planner's order
+    # what the calibration's bound holds beyond the rules: a memory finding's risk at its target,
+    # added to the phase's bound at every request, as the estimator adds it
+    risk_bytes: int = 0
 
 
 def _frozen(value: Mapping[str, int]) -> Mapping[str, int]:
@@ -159,7 +163,7 @@ class RequestPredictor:
         for p, weights in zip(self.phases, held):
             method, raw, bound = peaks[p.model_index]
             raw = max(0, raw - p.calibrated_weights)
-            bound = max(0, bound - p.calibrated_weights)
+            bound = max(0, bound + p.risk_bytes - p.calibrated_weights)
             out.append(
                 PhasePrediction(
                     p.model.label,
@@ -224,12 +228,24 @@ def _phases(basis: Basis, planned: Sequence[Phase]) -> list[_Phase]:
     for estimate, phase in zip(basis.estimate.phases, planned):
         floor = sum(basis.component_weight_bytes.get(c, 0) for c in estimate.active_components)
         margin: Fraction = margins.get(estimate.stage or "", default)
-        risk = basis.stage_risks.get(estimate.stage or "", 0)
-        model = phase_model(estimate.label, estimate.peak, margin, floor, risk)
+        model = phase_model(estimate.label, estimate.peak, margin, floor)
         index = seen.setdefault(model.rules, len(seen))
         weights = basis.phase_weights.get(estimate.label, everything)
-        out.append(_Phase(model, index, weights, tuple(phase.active_components)))
+        risk = _risk(model, estimate.peak)
+        out.append(_Phase(model, index, weights, tuple(phase.active_components), risk))
     return out
+
+
+def _risk(model: PhaseModel, peak: PeakEstimate) -> int:
+    """What the calibration's bound adds at its target beyond the estimator's rules: the risk of
+    a memory finding (``calibration.probes.evidence.with_risks``), which the plan's bound holds
+    and so the prediction must too."""
+    terms: Terms = peak.target_terms or (
+        () if peak.target_measure is None else (peak.target_measure,)
+    )
+    if not terms or peak.bound_bytes is None:
+        return 0
+    return max(0, peak.bound_bytes - model.at(terms).bound_bytes)
 
 
 def _distinct(phases: Sequence[_Phase]) -> tuple[PhaseModel, ...]:

@@ -20,7 +20,6 @@ from calibration.calibrate.settle import in_regime
 from calibration.lifecycle.steps import plan_inputs
 from calibration.plan.inputs import CalibrationFormatError
 from calibration.plan.solver import solve
-from calibration.probes.evidence import with_stage_risks
 from calibration.serve.basis import from_document
 from calibration.serve.predictor import RequestPredictor, from_calibration
 from runtime import InadmissibleError, UnknownParamError
@@ -43,7 +42,22 @@ def _kept() -> list[WarmupRecord]:
 
 
 def _estimated(point: dict[str, int | bool]) -> dict[str, tuple[int | None, int | None]]:
-    """Each phase's raw and bound at ``point`` as the estimator gives them from the records."""
+    """Each phase's raw and bound at ``point`` as the estimator gives them from the records, its
+    bound with the risk the calibration's findings added (what its own estimate holds beyond the
+    estimator's at its target)."""
+    cal, at_target = calibration(), _ruled(dict(calibration().target))
+    risks = {
+        p.label: (p.peak.bound_bytes or 0) - (at_target[p.label][1] or 0)
+        for p in cal.estimate.phases
+    }
+    return {
+        label: (raw, None if bound is None else bound + risks[label])
+        for label, (raw, bound) in _ruled(point).items()
+    }
+
+
+def _ruled(point: dict[str, int | bool]) -> dict[str, tuple[int | None, int | None]]:
+    """Each phase's raw and bound at ``point`` by the estimator's rules alone (no risk)."""
     cal = calibration()
     evidence = {m.stage: m.margin for m in cal.margins if m.source in EARNED}
     result = estimate(
@@ -54,8 +68,6 @@ def _estimated(point: dict[str, int | bool]) -> dict[str, tuple[int | None, int 
         component_weight_bytes=cal.component_weight_bytes,
         stage_margins=evidence,
     )
-    risks = {m.stage: (m.risk_bytes, m.source) for m in cal.margins if m.risk_bytes}
-    result = with_stage_risks(result, risks)  # a finding's risk pads every bound of its stage
     return {p.label: (p.peak.raw_bytes, p.peak.bound_bytes) for p in result.phases}
 
 
@@ -174,6 +186,7 @@ def test_a_saved_document_and_its_records_predict_the_same() -> None:
 
 def test_records_out_of_the_documents_order_or_marks_of_another_type_are_refused() -> None:
     doc = json.loads(json.dumps(document(calibration())))
+    # the first record that differs is named (the last may be at the first's params)
     with pytest.raises(CalibrationFormatError, match=r"record \d+ is at .*--records"):
         from_document(doc, _saved()[::-1], formulas())
     doc["records"][0]["estimated"] = "yes"

@@ -123,6 +123,31 @@ def test_a_real_server_starts_serves_and_drains_at_sigterm(server):
     assert served and (state / "fingerprint.json").is_file()
 
 
+def test_a_real_server_under_the_streaming_cap_becomes_ready_and_serves_the_target(tmp_path):
+    # the cap the in-process worker validates at: the calibration must not run under it
+    port = _free_port()
+    capped = ["--device", "cpu", "--device-capacity", "1MiB", "--reserve", "1B", "--repeat", "1"]
+    args = [str(DSLC), "serve", "--example", "flux", *SHAPES, *capped, "--port", str(port)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base, lines = f"http://127.0.0.1:{port}", Lines(proc)
+    try:
+        lines.wait_for("Uvicorn running")
+        codes = [_health(base)]
+        end = time.monotonic() + HANG_S
+        while codes[-1] not in (200, None) and time.monotonic() < end and proc.poll() is None:
+            time.sleep(0.2)
+            codes.append(_health(base))
+        assert codes[-1] == 200, (codes[-3:], httpx.get(f"{base}/healthz").text)
+        body = {"steps": 2, "height": 64, "width": 64}
+        got = httpx.post(f"{base}{ROUTE}", json=body, timeout=HANG_S)
+        assert got.status_code == 200, got.text
+        assert got.json()["decision"] == "run" and not got.json()["drift"]
+        assert max(p["measured_bytes"] for p in got.json()["phases"]) <= (1 << 20) - 1
+    finally:
+        proc.terminate()
+        proc.wait(HANG_S)
+
+
 BLOCKED = """
 import sys
 sys.modules["fastapi"] = None  # the [serve] extra absent: importing it fails
