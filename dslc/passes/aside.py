@@ -1,6 +1,7 @@
 """Errors set aside only the member they lie in, so that the rest of a pipeline is still checked
 and proved: a stage field (an error in a stage's header: the stage), a let with every let, field
-and call that reads it (their one cause is said once), a call argument. An error anywhere else (a
+and call that reads it (their one cause is said once), a call argument; a member declared twice
+sets aside its first declaration (the second is already dropped). An error anywhere else (a
 param, a contract, a probe line) leaves nothing to set aside: everything may depend on it."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 import attrs
 
 from dslc import ast
+from dslc.codes import Code
 from dslc.diagnostics import Diagnostic
 from dslc.model import ResolvedPipeline
 from dslc.source import Span
@@ -44,6 +46,10 @@ def broken_members(pipeline: ResolvedPipeline, problems: Sequence[Diagnostic]) -
         if not problem.is_error:
             continue
         span = problem.span
+        if problem.code == Code.DUPLICATE and problem.notes and problem.notes[0].span:
+            # the second declaration was dropped; the first is set aside too (which one was
+            # meant is unknown), and the rest is still checked
+            span = problem.notes[0].span
         if span is None:
             return None
         owner = _stage_owner(pipeline, span)
