@@ -8,7 +8,8 @@ from pathlib import Path
 
 from tests.gloo import gloo_rank
 
-#: Per scenario, each rank's injected faults: (stage, kind, extra bytes, times); a slow one
+#: Per scenario, each rank's injected faults: (stage, kind, extra bytes, times); a peak's extra
+#: bytes lie past the stage's own bound (its padding over the raw prediction added); a slow one
 #: moves the rank's steady clock on by twice the request's time and spread before the plan (past
 #: both of the speed check's), as a request that slow would.
 SCENARIOS: dict[str, list[list[tuple[str, str, int, int | None]]]] = {
@@ -16,6 +17,16 @@ SCENARIOS: dict[str, list[list[tuple[str, str, int, int | None]]]] = {
     "peak on rank 0": [[("DenoisingStage", "peak", 1000, None)], []],
     "slow once on rank 0": [[("DenoisingStage", "slow", 0, 1)], []],
 }
+
+
+def _padding(stage: str, kind: str) -> int:
+    """A peak fault's way past the bound: the stage's bound over its raw prediction."""
+    if kind != "peak":
+        return 0
+    from tests.calibration.lifecycle_setup import calibration
+
+    peak = calibration().estimate.phase(f"stage:{stage}").peak
+    return (peak.bound_bytes or 0) - (peak.raw_bytes or 0)
 
 
 def worker(rank: int, world: int, port: int, out_dir: str) -> None:
@@ -34,7 +45,7 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
             mine = [
                 Fault(stage, CALL, times=times, action=functools.partial(clock.jump, delay))
                 if kind == "slow"
-                else Fault(stage, kind, extra, times)
+                else Fault(stage, kind, extra + _padding(stage, kind), times)
                 for stage, kind, extra, times in faults[rank]
             ]
             outcome, _ = lifecycle(mine, agreement=TorchDistributedAgreement(), clock=clock)

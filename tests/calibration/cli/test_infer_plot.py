@@ -22,7 +22,7 @@ def _measured():
     ]
     points += [{**DEFAULT, "steps": 2, "height": 16, "width": 16}]
     values = [1000 + 461.8 * p["steps"] + 322.8 * p["height"] * p["width"] for p in points]
-    samples = [Sample(p, v, held_out=k == 3) for k, (p, v) in enumerate(zip(points, values))]
+    samples = [Sample.at(p, v, held_out=k == 3) for k, (p, v) in enumerate(zip(points, values))]
     return attrs.evolve(stage, memory_samples=tuple(samples))
 
 
