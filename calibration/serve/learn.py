@@ -38,8 +38,9 @@ from calibration.serve.basis import Basis, CalibrationSource, estimate_records, 
 from calibration.serve.predictor import RequestPredictor
 from runtime import FormulaError, Pipeline
 from runtime.estimate import estimate
+from runtime.estimate.peaks import PhaseKey, phase_key
 from runtime.kinds import EARNED
-from runtime.record import Phase, WarmupRecord
+from runtime.record import WarmupRecord
 
 log = logging.getLogger(__name__)
 #: Served records kept per shape (the newest): repeats of one shape say little more.
@@ -48,8 +49,6 @@ PER_SHAPE = 4
 SHAPES = 64
 #: New points after which an idle moment re-fits even without a drift (confirming points narrow).
 REFIT_EVERY = 8
-
-Layout = tuple[str, str, str | None, tuple[str, ...], tuple[str, ...]]
 
 
 class LearnError(CalibrationError):
@@ -71,16 +70,6 @@ class Learnable(CalibrationSource, Protocol):
     def backend(self) -> str: ...
 
 
-def _layout(phase: Phase) -> Layout:
-    return (
-        phase.kind,
-        phase.name,
-        phase.stage,
-        tuple(sorted(phase.active_components)),
-        tuple(sorted(phase.used_components)),
-    )
-
-
 @frozen
 class Evidence:
     """What a re-fit starts from: the records the calibration estimated from, the session's
@@ -94,7 +83,7 @@ class Evidence:
     uncovered: tuple[str, ...]
     backend: str
     basis: Basis
-    layouts: frozenset[Layout]  # each phase's component layout the records measured
+    layouts: frozenset[PhaseKey]  # each phase's component layout the records measured
 
     @classmethod
     def of(cls, cal: Learnable, pipeline: Pipeline) -> Evidence:
@@ -103,7 +92,7 @@ class Evidence:
         first = (
             cal.records[0] if cal.records and (not kept or kept[0] is not cal.records[0]) else None
         )
-        layouts = frozenset(_layout(p) for r in kept if r.ok for p in r.phases)
+        layouts = frozenset(phase_key(p) for r in kept if r.ok for p in r.phases)
         basis = Basis.of(cal)
         return cls(
             kept,
@@ -130,7 +119,7 @@ class Evidence:
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationFormatError(f"calibration document: {exc}") from None
         first = records[0] if records and (not kept or kept[0] is not records[0]) else None
-        layouts = frozenset(_layout(p) for r in kept if r.ok for p in r.phases)
+        layouts = frozenset(phase_key(p) for r in kept if r.ok for p in r.phases)
         margin = basis.estimate.margin
         return cls(kept, first, target, margin, uncovered, backend, basis, layouts)
 
@@ -145,7 +134,7 @@ class Evidence:
             pipeline.evaluate(**{**pipeline.default_workload, **record.params})
         except (FormulaError, TypeError):
             return None
-        if not record.phases or any(_layout(p) not in self.layouts for p in record.phases):
+        if not record.phases or any(phase_key(p) not in self.layouts for p in record.phases):
             return None
         weights = self.basis.phase_weights
         shifted, top = [], (0, record.peak_allocated)

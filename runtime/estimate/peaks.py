@@ -237,7 +237,8 @@ def _scaled(
 # --- phases and the request -----------------------------------------------------------------------
 
 
-def _key(phase: Phase) -> PhaseKey:
+def phase_key(phase: Phase) -> PhaseKey:
+    """Which phase of a request a recorded phase is: its kind, name, stage and components."""
     return (
         phase.kind,
         phase.name,
@@ -266,7 +267,7 @@ def phase_peaks(
     groups: dict[PhaseKey, list[tuple[int, WarmupRecord, Mapping[str, StageValues], Phase]]] = {}
     for index, record, values in work.ok:
         for phase in record.phases:
-            groups.setdefault(_key(phase), []).append((index, record, values, phase))
+            groups.setdefault(phase_key(phase), []).append((index, record, values, phase))
     layouts: dict[tuple[str, str, str | None], int] = {}
     for kind, name, stage, _, _ in groups:
         layouts[(kind, name, stage)] = layouts.get((kind, name, stage), 0) + 1
