@@ -158,10 +158,15 @@ class WarmupRecord:
         """True when the request finished without raising."""
         return self.error is None
 
+    def above_baseline(self, peak: int) -> int:
+        """The one definition of a measured memory: a peak of this request (a phase's, or its own)
+        above what was live before it, so every reader fits and checks the same bytes."""
+        return peak - self.baseline_allocated
+
     @property
     def peak_above_baseline(self) -> int:
-        """Activation memory of the request: its allocator peak minus what was live before it."""
-        return self.peak_allocated - self.baseline_allocated
+        """Activation memory of the request: its allocator peak above its baseline."""
+        return self.above_baseline(self.peak_allocated)
 
     @property
     def stage_durations(self) -> dict[str, float]:

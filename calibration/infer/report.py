@@ -63,7 +63,7 @@ def report(inference: Inference) -> JsonObject:
                 "error": None if m.record.error is None else m.record.error.message,
                 "stages": {
                     p.name: {
-                        "peak_above_baseline": p.peak_allocated - m.record.baseline_allocated,
+                        "peak_above_baseline": m.record.above_baseline(p.peak_allocated),
                         "seconds": p.duration_s,
                     }
                     for p in m.record.phases
@@ -89,7 +89,7 @@ def report(inference: Inference) -> JsonObject:
                 "error": None if r.error is None else r.error.message,
                 "stages": {
                     p.name: {
-                        "peak_above_baseline": p.peak_allocated - r.baseline_allocated,
+                        "peak_above_baseline": r.above_baseline(p.peak_allocated),
                         "work": p.duration_s,
                     }
                     for p in r.phases

@@ -31,7 +31,6 @@ from attrs import frozen
 
 from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
-from runtime.estimate.fit.samples import above_baseline
 from runtime.estimate.peak_fit import PeakPlace, fit_peak, peak_samples, relative_size
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
@@ -286,12 +285,12 @@ def phase_peaks(
             peak = none("outside every stage of the formulas: no memory measure to scale by", stage)
         else:
             points = [
-                MeasuredPoint(
+                MeasuredPoint.of(
+                    record,
+                    phase.peak_allocated,
                     values[stage].memory,
-                    above_baseline(record, phase.peak_allocated),
-                    record.baseline_allocated,
-                    _growth_for(growth, index, stage, phase.peak_allocated),
                     work.terms[index][stage],
+                    _growth_for(growth, index, stage, phase.peak_allocated),
                 )
                 for index, record, values, phase in members
             ]
@@ -379,15 +378,15 @@ def _scaled_with(
 ) -> PeakEstimate:
     """The request's own measured peaks carried to the target along ``stage``'s memory."""
     points = [
-        MeasuredPoint(
+        MeasuredPoint.of(
+            record,
+            record.peak_allocated,
             values[stage].memory,
-            above_baseline(record, record.peak_allocated),
-            record.baseline_allocated,
+            work.terms[index][stage],
             max(
                 (_growth_for(growth, index, g.stage, record.peak_allocated) for g in growth),
                 default=0,
             ),
-            work.terms[index][stage],
         )
         for index, record, values in work.ok
     ]

@@ -24,6 +24,7 @@ from attrs import Factory, field, frozen
 
 from artifact.point import Point
 from runtime.kinds import Method
+from runtime.record import WarmupRecord
 
 METHODS = tuple(Method)
 
@@ -58,8 +59,9 @@ class MeasuredPoint:
 
     ``measure`` is the whole memory measure (the sum of its terms); ``terms`` its terms, one for a
     plain ``memory ~ EXPR``. What was measured is the one measured memory
-    (``fit.samples.above_baseline``: the peak above the request's baseline); the estimate answers
-    in absolute bytes, so the baseline is added back here, at its edge (``peak_bytes``).
+    (``WarmupRecord.above_baseline``: the peak above the request's baseline), taken by ``of``
+    alone; the estimate answers in absolute bytes, so the baseline is added back here, at its
+    edge (``peak_bytes``).
     """
 
     measure: Measure
@@ -71,6 +73,21 @@ class MeasuredPoint:
     terms: tuple[Measure, ...] = field(
         default=Factory(_one_term, takes_self=True), converter=_terms
     )
+
+    @classmethod
+    def of(
+        cls,
+        record: WarmupRecord,
+        peak: int,
+        measure: Measure,
+        terms: Iterable[Measure],
+        growth_bytes: int = 0,
+    ) -> MeasuredPoint:
+        """A peak of ``record`` (a phase's or its own) as the estimate holds it: the one measured
+        memory above the request's baseline, beside that baseline and the growth to add."""
+        return cls(
+            measure, record.above_baseline(peak), record.baseline_allocated, growth_bytes, terms
+        )
 
     @property
     def peak_bytes(self) -> int:

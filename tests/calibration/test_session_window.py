@@ -18,7 +18,7 @@ def pixart():
 
 def _above_baseline(record, stage: str) -> int:
     (phase,) = (p for p in record.phases if p.kind == "stage" and p.name == stage)
-    return phase.peak_allocated - record.baseline_allocated
+    return record.above_baseline(phase.peak_allocated)
 
 
 def test_the_previous_requests_scheduler_history_is_not_in_the_next_baseline(pixart):

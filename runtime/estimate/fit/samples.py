@@ -48,12 +48,6 @@ def counted(record: WarmupRecord, stage: str, declared: int) -> int:
     return declared
 
 
-def above_baseline(record: WarmupRecord, peak: int) -> int:
-    """The one definition of a measured memory: a peak of ``record`` above its request's
-    baseline (a phase's, or the request's own)."""
-    return peak - record.baseline_allocated
-
-
 def memory_above_baseline(
     record: WarmupRecord, stage: str, kind: str = PhaseKind.STAGE, name: str | None = None
 ) -> int | None:
@@ -64,7 +58,7 @@ def memory_above_baseline(
         for p in record.phases
         if p.kind == kind and p.name == wanted and p.stage == stage
     ]
-    return above_baseline(record, max(peaks)) if peaks else None
+    return record.above_baseline(max(peaks)) if peaks else None
 
 
 def steady_steps(record: WarmupRecord, stage: str) -> tuple[tuple[float, ...], float] | None:
