@@ -35,7 +35,7 @@ from calibration.infer.terms import (
 from calibration.infer.time_terms import WORK_SLACK, TimeChoice, choose_time
 from runtime.estimate.fit import PhaseKind, stage_sample
 from runtime.estimate.fit.model import Sample
-from runtime.estimate.fit.noise import spread_tolerance
+from runtime.estimate.fit.noise import ONE_SPREAD, tolerance
 from runtime.record import WarmupRecord
 
 
@@ -366,7 +366,7 @@ def _time(
         if v is not None and (key not in least or v < least[key]):
             least[key] = v
     times = [
-        Sample.at(m.record.params, v, m.held_out, spread_tolerance(v, spread))
+        Sample.at(m.record.params, v, m.held_out, tolerance(ONE_SPREAD, v, spread * v))
         for m in given.ok
         if (v := least.get(_key(m.record.params))) is not None
         and in_regimes(m.record.params, regimes)

@@ -9,13 +9,13 @@ terms without steps (flagged: a guess). A clock on a shared machine moves from r
 than a small term of a tiny model's time; the count does not, so two runs write the same line.
 
 The measured times then check the chosen set: its constant + non-negative fit (the modeler's
-``FitRule.NONNEGATIVE`` policy) must put every size's time within the core's
-``noise.spread_tolerance`` (the clock's jitter + ``max(Z x the base's run-to-run spread,
-TIME_FLOOR)`` of the time). That verdict, noisy by nature, is the JSON report's and the command's
-message, never the draft's. Where the chosen set misses (``TimeCheck.misses``),
-``calibration.infer.run`` measures those sizes once more and the least time of a size counts: a
-burst of another process is not a term; a set the times fit instead is named
-(``TimeCheck.alternative``), tried in a fixed order: the chosen set, then sets of up to
+``FitRule.NONNEGATIVE`` policy) must put every size's time within the core's one tolerance rule
+under the ``ONE_SPREAD`` policy (``noise.tolerance``: the clock's jitter + ``max(Z x the base's
+run-to-run spread, TIME_FLOOR)`` of the time). That verdict, noisy by nature, is the JSON
+report's and the command's message, never the draft's. Where the chosen set misses
+(``TimeCheck.misses``), ``calibration.infer.run`` measures those sizes once more and the least
+time of a size counts: a burst of another process is not a term; a set the times fit instead is
+named (``TimeCheck.alternative``), tried in a fixed order: the chosen set, then sets of up to
 ``MAX_TIME_TERMS`` monomials, smallest first (the core's ``candidate_sets``).
 """
 

@@ -34,6 +34,7 @@ from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
 from runtime.estimate.fit.model import FitKey, Modeler, Policy, Refit, Sample
 from runtime.estimate.fit.noise import (
+    RESIDUAL,
     distance,
     median_error,
     relative_noise,
@@ -291,5 +292,5 @@ def _time_tolerances(
             continue
         fit_var = sum((w * se(j)) ** 2 for w, j in zip(weights[i], chosen))
         far = max((distance(terms[j], terms[i]) for j in chosen), default=0.0)
-        out.append(tolerance(se(i), math.sqrt(fit_var), far, values[i]))
+        out.append(tolerance(RESIDUAL, values[i], se(i), math.sqrt(fit_var), far))
     return out

@@ -4,15 +4,16 @@ and ``dslc infer`` all fit through it. No sympy, no numpy: exact rational arithm
 
 - ``points``: ``Point`` (a size: the workload's params) and ``point_key``.
 - ``samples``: the one definition of a stage sample taken from a record (``stage_sample``:
-  count, memory above baseline (``above_baseline``), steady time per iteration) and a phase's
-  layout.
+  count, memory above baseline (``WarmupRecord.above_baseline``), steady time per iteration)
+  and a phase's layout.
 - ``exact``: rows, rational rank, estimability (``estimable``), the exact fit through the
   independent sizes (``fit_rows``, ``basic_solution``), exact (weighted) least squares.
 - ``integer``: the subset search's least squares, fraction-free (Bareiss): the same exact answer.
 - ``nonnegative``: weighted non-negative least squares (``nonnegative_fit``).
 - ``search``: bounded subset search over candidate term sets (``subset_search``) and held-out
   judgement (``leave_one_out``, ``held_out_error``).
-- ``noise``: the one noise and tolerance model, one value per physical constant.
+- ``noise``: the one noise and tolerance model, one value per physical constant, and the one
+  tolerance rule (``tolerance``) under a caller's ``Tolerance`` policy.
 - ``time_plane``: per-iteration time at the target with its spread (``fit_time``).
 - ``model``: the one modeler interface (``Modeler``: a stage, a ``Policy`` and its ``Sample``s in,
   one model out; ``Sample`` the one sample type, of calibrate's checks, the estimates and ``dslc
@@ -40,6 +41,9 @@ from runtime.estimate.fit.noise import (
     ALLOCATOR_SLACK,
     CLOCK_JITTER_S,
     MODEL_ERROR,
+    ONE_SPREAD,
+    RESIDUAL,
+    Tolerance,
     Z,
     distance,
     memory_slack,
@@ -64,6 +68,8 @@ __all__ = [
     "ALLOCATOR_SLACK",
     "CLOCK_JITTER_S",
     "MODEL_ERROR",
+    "ONE_SPREAD",
+    "RESIDUAL",
     "FindingKind",
     "Layout",
     "MarginSource",
@@ -80,6 +86,7 @@ __all__ = [
     "SubsetFit",
     "TermSearch",
     "TimeFit",
+    "Tolerance",
     "Z",
     "basic_solution",
     "candidate_sets",

@@ -14,10 +14,11 @@ Memory is counted, time is sampled:
 - a plane is a *local* model: time per pixel drifts with size (caches, kernel choice), by
   ``MODEL_ERROR`` (one sigma) of a size's time per e-fold of ``distance`` between its terms and
   the point it is read at;
-- a residual is more than noise beyond ``Z`` standard deviations: of its own, carried and model
-  error where each size's samples say it (``tolerance``: calibrate's checks), of the base's
-  run-to-run spread where only the base was measured again (``spread_tolerance``: ``dslc
-  infer``'s check of its `time ~`, at least ``TIME_FLOOR``).
+- a residual is more than noise beyond ``Z`` standard deviations of its combined uncertainty:
+  one rule (``tolerance``), its policy (a ``Tolerance``) passed by the caller as the modeler's
+  are: calibrate's checks (``RESIDUAL``) combine each size's own, carried and model error, the
+  clock's jitter inside its own; ``dslc infer``'s check of its `time ~` (``ONE_SPREAD``) has only
+  the base's run-to-run spread, so it adds the clock's jitter and takes at least ``TIME_FLOOR``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import math
 import statistics
 from collections.abc import Sequence
 from fractions import Fraction
+
+from attrs import frozen
 
 #: Bytes a fit may miss by on a caching allocator: each block is rounded up to 512 B, and a phase's
 #: peak holds up to about a hundred blocks beyond those its terms describe.
@@ -48,7 +51,7 @@ MODEL_ERROR = 0.1
 #: Standard deviations a time residual must exceed to be more than noise (about 1 in 370 for
 #: normal noise, per size and stage).
 Z = 3.0
-#: The least relative tolerance of a time checked against one spread (``spread_tolerance``): a
+#: The least relative tolerance of a time checked against one spread (``ONE_SPREAD``): a
 #: size measured once on a shared machine moves by this much whatever the base's spread.
 TIME_FLOOR = 0.2
 #: A robust standard deviation from the median absolute deviation (normal samples).
@@ -111,11 +114,6 @@ def median_error(median: float, count: int, noise: float) -> float:
     return math.hypot(relative, CLOCK_JITTER_S)
 
 
-def model_error(value: float, far: float) -> float:
-    """One sigma of a plane's local error at a size ``far`` e-folds from where it was fitted."""
-    return MODEL_ERROR * far * abs(value)
-
-
 def fit_weight(median: float, count: int, noise: float, far: float = 0.0) -> Fraction:
     """``1 / (se² + model²)`` of a median of ``count`` samples around ``median``, ``far`` e-folds
     from the target (a floor keeps it finite). The clock's jitter is not in ``se`` here: it is
@@ -126,13 +124,31 @@ def fit_weight(median: float, count: int, noise: float, far: float = 0.0) -> Fra
     return Fraction(1 / (se * se + model * model))
 
 
-def tolerance(se: float, carried: float, far: float, value: float) -> float:
-    """``Z`` sigma of a residual: its own standard error ``se``, the fit's ``carried`` to it (a
-    standard deviation) and the model error ``far`` e-folds away."""
-    return Z * math.sqrt(se * se + carried * carried + model_error(value, far) ** 2)
+@frozen
+class Tolerance:
+    """How a caller judges a residual (a policy, as the modeler's are): ``z`` sigma of the combined
+    uncertainty, the model error ``model_error`` (one sigma a size's value, an e-fold) among it, at
+    least ``floor`` of the value, plus ``jitter`` seconds where the sigma leaves the clock out."""
+
+    z: float = Z
+    model_error: float = MODEL_ERROR
+    floor: float = 0.0
+    jitter: float = 0.0
 
 
-def spread_tolerance(value: float, spread: float) -> float:
-    """How far a time ``value`` measured once may be off a fit where only the base's relative
-    run-to-run ``spread`` is known: the clock's jitter + ``Z`` spreads (``TIME_FLOOR`` at least)."""
-    return CLOCK_JITTER_S + max(Z * spread, TIME_FLOOR) * value
+#: Calibrate's checks: each size's ``se`` already holds the clock's jitter (``median_error``).
+RESIDUAL = Tolerance()
+#: ``dslc infer``'s time check: a time measured once against the base's run-to-run spread alone.
+ONE_SPREAD = Tolerance(floor=TIME_FLOOR, jitter=CLOCK_JITTER_S)
+
+
+def tolerance(
+    policy: Tolerance, value: float, se: float = 0.0, carried: float = 0.0, far: float = 0.0
+) -> float:
+    """The one rule of how far ``value`` may be off a fit by the measurement alone: its own
+    standard error ``se``, the fit's ``carried`` to it and the model error ``far`` e-folds away
+    combined, ``policy.z`` of that sigma (at least ``policy.floor`` of the value), plus the clock's
+    ``policy.jitter``."""
+    model = policy.model_error * far * abs(value)
+    sigma = math.sqrt(se * se + carried * carried + model**2)
+    return policy.jitter + max(policy.z * sigma, policy.floor * value)

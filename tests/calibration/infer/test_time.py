@@ -14,7 +14,7 @@ from calibration.infer.draft import line_text, time_lines
 from calibration.infer.terms import features, monomials
 from calibration.infer.time_terms import WORK_APPROXIMATE, check_times, choose_time
 from runtime.estimate.fit.model import FitCache, Sample
-from runtime.estimate.fit.noise import TIME_FLOOR, spread_tolerance
+from runtime.estimate.fit.noise import ONE_SPREAD, TIME_FLOOR, tolerance
 
 CONTRACTS = {"frames": ("frames % 4 == 1",), "height": (), "width": ()}
 TABLE = {p: features(p, c, steps=False) for p, c in CONTRACTS.items()}
@@ -42,7 +42,7 @@ def _samples(seconds, spread: float, seed: int) -> list[Sample]:
     out = []
     for k, p in enumerate(_points()):
         value = seconds(p) * (1 + rng.uniform(-spread, spread))
-        out.append(Sample.at(p, value, k % 7 == 6, spread_tolerance(value, spread)))
+        out.append(Sample.at(p, value, k % 7 == 6, tolerance(ONE_SPREAD, value, spread * value)))
     return out
 
 
@@ -217,7 +217,7 @@ def test_a_set_fits_whenever_a_subset_of_it_does(values, spread, pick):
 
     points = _points()[: len(values)]
     samples = [
-        Sample.at(p, v, k % 5 == 4, spread_tolerance(v, spread))
+        Sample.at(p, v, k % 5 == 4, tolerance(ONE_SPREAD, v, spread * v))
         for k, (p, v) in enumerate(zip(points, values, strict=False))
     ]
     alone = time_fit(samples, [])
