@@ -31,7 +31,7 @@ CEILINGS: dict[str, dict[str, int]] = {
     "artifact": {"any": 0, "enum_strings": 0, "long_functions": 0, "circles": 0},
     "dslc": {"any": 12, "enum_strings": 8, "long_functions": 0, "circles": 0},
     "runtime": {"any": 7, "enum_strings": 2, "long_functions": 0, "circles": 0},
-    "calibration": {"any": 16, "enum_strings": 11, "long_functions": 0, "circles": 0},
+    "calibration": {"any": 16, "enum_strings": 10, "long_functions": 0, "circles": 0},
 }
 
 #: The modules over 500 lines, each waiting to be split by its jobs; no other may grow past it.

@@ -18,16 +18,12 @@ from calibration.calibrate.warmup import OOM_MARKERS as WARMUP_OOM_MARKERS
 from calibration.lifecycle.model import Baseline, Failure, PhaseCheck, SpeedCheck, Validation
 from calibration.plan.inputs import target_name
 from calibration.plan.model import PlacementKind, Plan, Target
+from runtime.estimate.peaks import phase_label
 from runtime.record import ErrorInfo, WarmupRecord
 
 #: The warmup's allocation-failure markers, plus the exception type names a record's error keeps
 #: (``OutOfMemoryError``, ``MemoryError``), which the warmup tests by ``isinstance`` instead.
 OOM_MARKERS = (*WARMUP_OOM_MARKERS, "outofmemory", "memoryerror")
-
-
-def phase_label(kind: str, name: str, stage: str | None) -> str:
-    """A record phase's label as the estimators and the plan spell it (``component:vae@Decode``)."""
-    return f"{kind}:{name}" if kind == "stage" or stage is None else f"{kind}:{name}@{stage}"
 
 
 def is_out_of_memory(error: ErrorInfo) -> bool:

@@ -46,6 +46,7 @@ from runtime.estimate.fit.samples import (
     phase_layout,
     stage_sample,
 )
+from runtime.estimate.peaks import phase_label
 from runtime.kinds import PhaseKind, Quantity
 from runtime.record import WarmupRecord
 
@@ -234,6 +235,7 @@ def fit_samples(pipeline: Pipeline, key: FitKey) -> StageFit:
         predict(coefficients, target_row), f"{stage}'s {quantity} (the fit of its sizes)", target
     )
     growing = tuple(float(predict(coefficients, r)) - constant for r in rows)
+    kind, name = phase or (PhaseKind.STAGE, stage)
     return StageFit(
         stage,
         quantity,
@@ -243,7 +245,7 @@ def fit_samples(pipeline: Pipeline, key: FitKey) -> StageFit:
         at_target - constant,
         growing,
         terms_of(pipeline, stage, target),
-        _label(phase or (PhaseKind.STAGE, stage), stage) if quantity == Quantity.MEMORY else "",
+        phase_label(kind, name, stage) if quantity == Quantity.MEMORY else "",
         estimable([rows[i] for i in chosen], target_row),
         key.policy.layout,
     )
@@ -261,11 +263,6 @@ def within_float(value: Fraction | int, what: str, target: Point) -> float:
             "float holds (2**1024): calibrate for a smaller --target, or give the formula "
             "lower powers"
         ) from None
-
-
-def _label(phase: tuple[str, str], stage: str) -> str:
-    kind, name = phase
-    return f"{kind}:{name}" if kind == PhaseKind.STAGE else f"{kind}:{name}@{stage}"
 
 
 def _time_tolerances(

@@ -24,7 +24,6 @@ from attrs import evolve, frozen
 from artifact.point import Point, PointKey, point_key
 from calibration.calibrate.settle import in_regime
 from calibration.errors import CalibrationError
-from calibration.lifecycle.validate import phase_label
 from calibration.plan.inputs import CalibrationFormatError, Json
 from calibration.probes.evidence import (
     StageMargin,
@@ -38,7 +37,7 @@ from calibration.serve.basis import Basis, CalibrationSource, estimate_records, 
 from calibration.serve.predictor import RequestPredictor
 from runtime import FormulaError, Pipeline
 from runtime.estimate import estimate
-from runtime.estimate.peaks import PhaseKey, phase_key
+from runtime.estimate.peaks import PhaseKey, phase_key, phase_label
 from runtime.kinds import EARNED
 from runtime.record import WarmupRecord
 

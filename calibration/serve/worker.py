@@ -19,10 +19,11 @@ from attrs import field, frozen
 
 from artifact.point import Point
 from calibration.errors import CalibrationError
-from calibration.lifecycle.validate import is_out_of_memory, phase_label
+from calibration.lifecycle.validate import is_out_of_memory
 from calibration.plan.model import Device, Plan
 from calibration.serve.admission import Decision, DecisionKind, ShapePlanner, admit
 from calibration.serve.predictor import RequestPrediction, RequestPredictor, from_calibration
+from runtime.estimate.peaks import phase_label
 from runtime.record import WarmupRecord
 
 if TYPE_CHECKING:

@@ -247,7 +247,9 @@ def phase_key(phase: Phase) -> PhaseKey:
     )
 
 
-def _label(kind: str, name: str, stage: str | None) -> str:
+def phase_label(kind: str, name: str, stage: str | None) -> str:
+    """The one spelling of a record phase's label, the estimates', the plan's and the serving
+    worker's (``component:vae@DecodingStage``; a stage's own phase without ``@``)."""
     return (
         f"{kind}:{name}" if kind == PhaseKind.STAGE or stage is None else f"{kind}:{name}@{stage}"
     )
@@ -275,7 +277,7 @@ def phase_peaks(
     out: list[PhaseEstimate] = []
     for key, members in groups.items():
         kind, name, stage, active, used = key
-        label = _label(kind, name, stage)
+        label = phase_label(kind, name, stage)
         if layouts[(kind, name, stage)] > 1:
             seen[(kind, name, stage)] = seen.get((kind, name, stage), 0) + 1
             label += f"#layout{seen[(kind, name, stage)]}"

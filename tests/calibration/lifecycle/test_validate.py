@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from calibration.lifecycle.model import Failure
-from calibration.lifecycle.validate import is_out_of_memory, phase_label
+from calibration.lifecycle.validate import is_out_of_memory
+from runtime.estimate.peaks import phase_label
+from runtime.kinds import PhaseKind
 from runtime.record import ErrorInfo
 
 
@@ -46,13 +48,13 @@ def test_ranks_take_the_most_cautious_failure():
     assert max(Failure, key=lambda f: f.severity) is Failure.OUT_OF_MEMORY
 
 
-def test_phase_labels_are_the_estimators():
-    from runtime.estimate.peaks import _label
-
-    for key in [
-        ("stage", "DecodingStage", "DecodingStage"),
-        ("component", "vae", "Decode"),
-        ("component", "vae", None),
-        ("setup", "DenoisingStage", "DenoisingStage"),
+def test_phase_labels_are_spelled_as_the_plan_and_the_estimates_read_them():
+    """The one spelling: a stage's own phase and a stageless one without ``@``."""
+    for key, label in [
+        (("stage", "DecodingStage", "DecodingStage"), "stage:DecodingStage"),
+        ((PhaseKind.STAGE, "DecodingStage", "DecodingStage"), "stage:DecodingStage"),
+        (("component", "vae", "Decode"), "component:vae@Decode"),
+        (("component", "vae", None), "component:vae"),
+        (("setup", "DenoisingStage", "DenoisingStage"), "setup:DenoisingStage@DenoisingStage"),
     ]:
-        assert phase_label(*key) == _label(*key)
+        assert phase_label(*key) == label
