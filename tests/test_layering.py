@@ -12,11 +12,13 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.import_graph import ROOT, Graph, modules, room
+from tests.warm_interpreter import Imported, WarmInterpreter
 
 PACKAGES = ("artifact", "dslc", "runtime", "calibration", "bench")
 
@@ -278,11 +280,48 @@ print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
 MODULES = sorted(modules(("artifact", "dslc", "runtime", "calibration")))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("module", MODULES)
-def test_every_module_imports_alone_in_a_fresh_interpreter(module: str) -> None:
+def _alone(module: str) -> Imported:
     command = [sys.executable, "-c", ALONE, module]
     done = subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
+    return Imported(done.returncode, done.stdout, done.stderr)
+
+
+#: What the modules allowed torch share, imported once by the forking server (``warm``).
+PRELOAD = ("torch",)
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[WarmInterpreter]:
+    server = WarmInterpreter(PRELOAD, ROOT)
+    yield server
+    server.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", MODULES)
+def test_every_module_imports_alone_in_a_fresh_interpreter(
+    module: str, warm: WarmInterpreter, tmp_path: Path
+) -> None:
+    """A module that may load all the server preloaded is imported in a forked child of it (torch
+    imported once, not per module); any other in a new interpreter of its own."""
+    done = _alone(module) if _may_not_load(module) & warm.preloaded else warm.run(module, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = set(json.loads(done.stdout))
     assert not loaded & _may_not_load(module), sorted(loaded & _may_not_load(module))
+
+
+def test_a_warm_child_fails_as_a_fresh_interpreter_would_and_leaves_nothing(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {"good.py": "import json\n", "bad.py": "import good\nraise ImportError('bad')\n"},
+    )
+    server = WarmInterpreter(("json",), tmp_path)
+    try:
+        assert "json" in server.preloaded and "good" not in server.preloaded
+        bad = server.run("bad", tmp_path)
+        assert bad.returncode == 1 and "ImportError: bad" in bad.stderr and bad.stdout == ""
+        good = server.run("good", tmp_path)  # the first child's imports died with it
+        assert good.returncode == 0 and "good" in json.loads(good.stdout)
+        assert "bad" not in json.loads(good.stdout)
+    finally:
+        server.close()

@@ -190,7 +190,7 @@ def session(
     counter read calls ``beat`` (the fuzzer's hang guard sees the rank progress)."""
     from calibration.core.session import Session
     from calibration.examples import EXAMPLES as KNOWN
-    from calibration.fuzzing.lifecycle_guard import Beating
+    from calibration.fuzzing.lifecycle_beating import Beating
     from calibration.lifecycle.faults import FaultyBackend
     from runtime.measure.backends import LiveTensorBackend
 

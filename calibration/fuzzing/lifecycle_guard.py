@@ -1,26 +1,20 @@
 """The lifecycle fuzzer's hang guard, by progress rather than by total time: a rank beats at
-every memory counter read of its requests (``Beating``, around the backend the recorder reads),
-and a case hangs when a rank stays silent longer than ``SILENCE_TIMEOUTS`` rank timeouts (every
-collective wait is bounded by one, a late rank's stall by 1.5), or a fresh process's first beat
-(spawn, imports, a gloo group) takes longer than ``START_S``. A loaded machine slows the beats,
-it does not stop them; a rank blocked in an unbounded wait stops them. ``CAP_S`` bounds a case
-that keeps beating forever (a livelock), the only total-time bound left.
+every memory counter read of its requests (``lifecycle_beating.Beating``, around the backend the
+recorder reads, counting into ``beater``'s shared value), and a case hangs when a rank stays
+silent longer than ``SILENCE_TIMEOUTS`` rank timeouts (every collective wait is bounded by one, a
+late rank's stall by 1.5), or a fresh process's first beat (spawn, imports, a gloo group) takes
+longer than ``START_S``. A loaded machine slows the beats, it does not stop them; a rank blocked
+in an unbounded wait stops them. ``CAP_S`` bounds a case that keeps beating forever (a livelock),
+the only total-time bound left.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from attrs import define, field
-
-if TYPE_CHECKING:
-    import contextlib
-
-    import torch
-
-    from runtime.measure.backends import MemoryBackend
 
 #: How many rank timeouts a rank may stay silent (no counter read) before its case is a hang.
 SILENCE_TIMEOUTS = 6
@@ -47,49 +41,6 @@ def beater(shared: Shared | None) -> Callable[[], None]:
         shared.value += 1
 
     return beat
-
-
-@define
-class Beating:
-    """``inner``, calling ``beat`` at every counter read: a rank's progress, seen from outside."""
-
-    inner: MemoryBackend
-    beat: Callable[[], None]
-    name: str = field(init=False)
-    device: torch.device = field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self.name, self.device = self.inner.name, self.inner.device
-
-    def current_allocated(self) -> int:
-        self.beat()
-        return self.inner.current_allocated()
-
-    def peak_allocated(self) -> int:
-        self.beat()
-        return self.inner.peak_allocated()
-
-    def peak_reserved(self) -> int:
-        return self.inner.peak_reserved()
-
-    def reset_peak(self) -> None:
-        self.inner.reset_peak()
-
-    def synchronize(self) -> None:
-        self.inner.synchronize()
-
-    def release_pool(self) -> None:
-        self.inner.release_pool()
-
-    def memory_info(self) -> tuple[int, int]:
-        return self.inner.memory_info()
-
-    def tracking(self) -> contextlib.AbstractContextManager[object]:
-        self.beat()
-        return self.inner.tracking()
-
-    def track_existing(self, tensors: Iterable[torch.Tensor]) -> None:
-        self.inner.track_existing(tensors)
 
 
 @define

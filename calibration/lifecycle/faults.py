@@ -30,7 +30,7 @@ import torch
 from attrs import define, field, frozen
 from torch import nn
 
-from runtime.measure.backends import MemoryBackend
+from runtime.measure.delegating import DelegatingBackend
 
 OUT_OF_MEMORY, PEAK, ERROR, SLOW, CALL = "out-of-memory", "peak", "error", "slow", "call"
 KINDS = (OUT_OF_MEMORY, PEAK, ERROR, SLOW, CALL)
@@ -59,21 +59,15 @@ def _faults(value: Iterable[Fault]) -> tuple[Fault, ...]:
 
 
 @define
-class FaultyBackend:
+class FaultyBackend(DelegatingBackend):
     """A real backend whose counters fail or read high in chosen stages (``faults``)."""
 
-    inner: MemoryBackend
     faults: tuple[Fault, ...] = field(converter=_faults, default=())
-    name: str = field(init=False)
-    device: torch.device = field(init=False)
     _stage: Callable[[], str | None] = field(default=lambda: None, init=False)
     _struck: dict[int, int] = field(factory=dict, init=False)  # fault index -> requests struck
     _this_request: set[int] = field(factory=set, init=False)
     _depth: int = field(default=0, init=False)
     _requests: int = field(default=0, init=False)  # requests begun (tracked) so far
-
-    def __attrs_post_init__(self) -> None:
-        self.name, self.device = self.inner.name, self.inner.device
 
     def watch(self, recorder: object) -> None:
         """Key the faults on ``recorder``'s current request's stage."""
@@ -130,18 +124,6 @@ class FaultyBackend:
     def peak_reserved(self) -> int:
         return self.inner.peak_reserved() + self._extra()
 
-    def reset_peak(self) -> None:
-        self.inner.reset_peak()
-
-    def synchronize(self) -> None:
-        self.inner.synchronize()
-
-    def release_pool(self) -> None:
-        self.inner.release_pool()
-
-    def memory_info(self) -> tuple[int, int]:
-        return self.inner.memory_info()
-
     @contextlib.contextmanager
     def tracking(self) -> Iterator[None]:
         """The inner tracking; a request's end counts the faults that struck in it."""
@@ -156,9 +138,6 @@ class FaultyBackend:
                 for i in self._this_request:
                     self._struck[i] = self._struck.get(i, 0) + 1
                 self._this_request.clear()
-
-    def track_existing(self, tensors: Iterable[torch.Tensor]) -> None:
-        self.inner.track_existing(tensors)
 
 
 def spin(seconds: float) -> None:

@@ -35,8 +35,9 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
         from calibration.lifecycle.faults import CALL, Fault
         from calibration.lifecycle.steps import baseline
         from runtime.measure.distributed import TorchDistributedAgreement
-        from tests.calibration.lifecycle_setup import Steady, calibration, lifecycle
+        from tests.calibration.lifecycle_setup import Steady, calibration, lifecycle, take_over
 
+        take_over(out_dir)
         before = baseline(calibration())
         delay = 2 * ((before.previous_s or 0.0) + before.spread_s)
         results = {}

@@ -5,12 +5,16 @@ A module of its own so that the gloo workers (spawned processes) import the same
 
 from __future__ import annotations
 
+import copyreg
 import functools
+import io
 import json
+import pickle
 import socket
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import MappingProxyType
 
 from calibration.calibrate.run import Calibration, calibrate_session, load_pipeline, shapes
 from calibration.core.session import Session
@@ -84,10 +88,17 @@ def session(
     return built, backend
 
 
-@functools.cache
 def calibration(clock: str | None = None) -> Calibration:
     """One calibration of the tiny FLUX (a round, no time probe), shared by the tests: on a
-    ``Steady`` clock, or (``REAL``) the real one."""
+    ``Steady`` clock (in a spawned rank, the one its test handed over), or (``REAL``) the real
+    one."""
+    if clock is None and _HANDED:
+        return _HANDED[0]
+    return _calibrated(clock)
+
+
+@functools.cache
+def _calibrated(clock: str | None) -> Calibration:
     measured, _ = session(clock=clock)
     p = points()
     return calibrate_session(
@@ -110,6 +121,37 @@ def lifecycle(
     settings = Settings(device, mode, max_replans=max_replans, agreement=agreement)
     cal = calibration(REAL if clock == REAL else None)
     return run_lifecycle(fresh, points(), settings, calibration=cal), fresh
+
+
+#: The ``Steady`` calibration a spawned rank took over from its test (``take_over``).
+_HANDED: list[Calibration] = []
+#: The file in a test's folder that hands its calibration to the ranks it spawns.
+HANDED = "calibration.pickle"
+
+
+def _proxy(items: dict[object, object]) -> MappingProxyType[object, object]:
+    return MappingProxyType(items)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles the estimate's read-only mappings (``MappingProxyType``) as the dicts they wrap."""
+
+    dispatch_table = copyreg.dispatch_table.copy()
+    dispatch_table[MappingProxyType] = lambda m: (_proxy, (dict(m),))
+
+
+def hand_over(folder: Path) -> None:
+    """Write this process's ``Steady`` calibration where the ranks ``take_over`` it: each rank of
+    each case measured the same tiny FLUX again before (the same calibration, on a steady
+    clock), the most of its time."""
+    buffer = io.BytesIO()
+    _Pickler(buffer).dump(calibration())
+    (folder / HANDED).write_bytes(buffer.getvalue())
+
+
+def take_over(folder: str) -> None:
+    """In a spawned rank: ``calibration()`` is the one its test handed over (``hand_over``)."""
+    _HANDED[:] = [pickle.loads(Path(folder, HANDED).read_bytes())]
 
 
 def run_ranks(

@@ -66,8 +66,15 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
         from calibration.plan.apply import has_offload_hooks
         from runtime.measure.diffusers_hooks import pipeline_modules
         from runtime.measure.distributed import TorchDistributedAgreement
-        from tests.calibration.lifecycle_setup import STREAMING, calibration, points, session
+        from tests.calibration.lifecycle_setup import (
+            STREAMING,
+            calibration,
+            points,
+            session,
+            take_over,
+        )
 
+        take_over(out_dir)
         cal = calibration()
         fresh, backend = session()
         step = scenario["step"] if scenario["rank"] == rank else ""

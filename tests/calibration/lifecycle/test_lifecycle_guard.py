@@ -6,6 +6,7 @@ process's first beat may take ``START_S``; every counter read beats; any finding
 from __future__ import annotations
 
 from calibration.fuzzing import lifecycle_guard as guard
+from calibration.fuzzing.lifecycle_beating import Beating
 from runtime.measure.backends import LiveTensorBackend
 
 SILENCE_S = guard.silence_s(20.0)
@@ -74,7 +75,7 @@ def test_a_case_that_beats_forever_is_capped():
 
 def test_every_counter_read_beats():
     shared = type("Count", (), {"value": 0})()
-    backend = guard.Beating(LiveTensorBackend(), guard.beater(shared))
+    backend = Beating(LiveTensorBackend(), guard.beater(shared))
     with backend.tracking():
         backend.current_allocated()
         backend.peak_allocated()

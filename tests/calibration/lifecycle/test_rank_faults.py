@@ -12,7 +12,7 @@ import pytest
 
 from calibration.lifecycle.model import NO_PLAN_VALIDATES, OK, REFUSED, ROLLBACK_FAILED
 from tests.calibration.lifecycle import _faults_worker
-from tests.calibration.lifecycle_setup import run_ranks
+from tests.calibration.lifecycle_setup import hand_over, run_ranks
 
 pytest.importorskip("torch.multiprocessing")
 pytest.importorskip("accelerate")
@@ -36,6 +36,7 @@ CASES = [
 @pytest.mark.parametrize(("step", "rank", "mode", "status"), CASES)
 def test_both_ranks_end_in_the_same_state(tmp_path, step, rank, mode, status):
     (tmp_path / "scenario.json").write_text(json.dumps({"step": step, "rank": rank, "mode": mode}))
+    hand_over(tmp_path)
     ranks = run_ranks(_faults_worker.worker, tmp_path, 300)
     faulted, other = ranks[rank], ranks[1 - rank]
     if step.endswith("interrupted"):  # the interrupted rank raised, with nothing left applied

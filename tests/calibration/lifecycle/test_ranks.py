@@ -6,13 +6,14 @@ import pytest
 
 from calibration.lifecycle.faults import Fault
 from tests.calibration import _lifecycle_worker
-from tests.calibration.lifecycle_setup import lifecycle, run_ranks
+from tests.calibration.lifecycle_setup import hand_over, lifecycle, run_ranks
 
 pytest.importorskip("torch.multiprocessing")
 pytest.importorskip("accelerate")
 
 
 def test_two_ranks_end_on_the_same_most_cautious_placement(tmp_path):
+    hand_over(tmp_path)  # the calibration this test's own lifecycles use below, measured once
     ranks = run_ranks(_lifecycle_worker.worker, tmp_path, 300)
 
     oom = [r["oom on rank 1"] for r in ranks]

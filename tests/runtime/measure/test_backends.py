@@ -8,7 +8,14 @@ import pytest
 import torch
 from torch import nn
 
-from runtime.measure.backends import AllocatorBackend, LiveTensorBackend, PeakWindows, backend_for
+from runtime.measure.backends import (
+    AllocatorBackend,
+    LiveTensorBackend,
+    MemoryBackend,
+    PeakWindows,
+    backend_for,
+)
+from runtime.measure.delegating import DelegatingBackend
 
 F32 = 4
 B, I, H, O = 8, 16, 32, 4  # batch, in, hidden, out
@@ -167,6 +174,25 @@ def test_allocator_backend_forwards_to_the_device_module():
     assert backend.memory_info() == (5, 80)
     assert ("reset_peak_memory_stats", (torch.device("cuda", 1),)) in fake.calls
     assert ("empty_cache", ()) in fake.calls
+
+
+def test_a_delegating_backend_reads_as_its_inner_one():
+    inner = LiveTensorBackend()
+    backend = DelegatingBackend(inner)
+    assert isinstance(backend, MemoryBackend)
+    assert (backend.name, backend.device) == (inner.name, inner.device)
+    weights = torch.zeros(64)
+    with backend.tracking():
+        backend.track_existing([weights])
+        backend.reset_peak()
+        held = torch.ones(256)
+        del held
+        reads = (backend.current_allocated(), backend.peak_allocated(), backend.peak_reserved())
+        assert reads == (inner.current_allocated(), inner.peak_allocated(), inner.peak_reserved())
+        assert reads[:2] == (64 * F32, (64 + 256) * F32)
+        backend.synchronize()
+        backend.release_pool()
+        assert backend.memory_info() == inner.memory_info()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
