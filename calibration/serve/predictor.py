@@ -9,6 +9,7 @@ prediction is then the formulas evaluated at the request and a few sums. No torc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from types import MappingProxyType
@@ -27,7 +28,7 @@ from calibration.serve.timing import StageClock, stage_clock
 from runtime import Pipeline
 from runtime.estimate import PeakEstimate
 from runtime.estimate.points import margin_fraction
-from runtime.estimate.results import Measure
+from runtime.flat import Slots
 from runtime.kinds import Method
 
 
@@ -78,6 +79,17 @@ class RequestPrediction:
 
 #: How many placements' weights a predictor remembers (the one in force, and a few re-placements).
 HELD_CACHE = 8
+#: How many requests' points a predictor remembers the activations of (serving repeats shapes).
+POINTS_KEPT = 1024
+
+#: A request's params bound: every param's value in declaration order (``Pipeline.point``).
+_Point = tuple[int | bool, ...]
+#: One phase before weights: label, stage, rule, raw activations, their bound.
+_Row = tuple[str, str, Method, int, int]
+#: Every phase's row at a point, and its time before transfer (None: the calibration has none).
+_Activations = tuple[tuple[_Row, ...], float | None]
+#: Every phase at a point under a placement, and the request's time (None: unknown).
+_Placed = tuple[tuple[PhasePrediction, ...], float | None]
 
 
 @frozen
@@ -111,10 +123,34 @@ class RequestPredictor:
     multi_term: frozenset[str] = field(repr=False)  # stages whose memory has several terms
     weights: Mapping[str, int] = field(converter=_frozen, hash=False, repr=False)
     shapes: ShapeTargets = field(repr=False)
-    # placement -> each phase's weights (``_held``): a cache, outside equality
-    held_cache: dict[int, tuple[Plan | None, tuple[int, ...]]] = field(
+    # placement -> each phase's weights and the exposed transfer (``_held``): a cache
+    held_cache: dict[int, tuple[Plan | None, tuple[int, ...], float]] = field(
         factory=dict, eq=False, hash=False, repr=False
     )
+    # where each distinct model's terms lie in ``Pipeline.measures`` (its stage's memory terms
+    # when it lists several, else its memory), and each clock's time and iterations
+    term_slices: tuple[slice, ...] = field(default=(), eq=False, repr=False)
+    # each phase flat: label, stage, model index, weights calibrated with, risk at the target
+    rows: tuple[tuple[str, str, int, int, int], ...] = field(default=(), eq=False, repr=False)
+    clock_slots: tuple[tuple[StageClock, int, int], ...] = field(default=(), eq=False, repr=False)
+    # a request's point -> its phases' activations and time but the transfer (``_activations``),
+    # and (point, weights held, transfer) -> its phases and time (``_placed``): bounded caches
+    at_point: functools._lru_cache_wrapper[_Activations] = field(
+        init=False, eq=False, hash=False, repr=False
+    )
+    placed: functools._lru_cache_wrapper[_Placed] = field(
+        init=False, eq=False, hash=False, repr=False
+    )
+
+    def __attrs_post_init__(self) -> None:
+        kept = functools.lru_cache(maxsize=POINTS_KEPT)
+        object.__setattr__(self, "at_point", kept(self._activations))
+        object.__setattr__(self, "placed", kept(self._placed))
+
+    def forget(self) -> None:
+        """Drop the figures kept by point: the next prediction of each request computes them."""
+        self.at_point.cache_clear()
+        self.placed.cache_clear()
 
     @classmethod
     def from_basis(cls, basis: Basis, pipeline: Pipeline) -> RequestPredictor:
@@ -137,50 +173,59 @@ class RequestPredictor:
         except ValueError as exc:
             raise CalibrationError(f"cannot predict from this calibration: {exc}") from None
         timing = basis.estimate.timing
+        models = _distinct(phases)
+        clocks = tuple(stage_clock(s) for s in timing.stages)
+        slots = _slots(pipeline, {m.stage for m in models} | {c.stage for c in clocks})
         return cls(
             pipeline,
             components,
             phases,
-            _distinct(phases),
-            tuple(stage_clock(s) for s in timing.stages),
+            models,
+            clocks,
             None if timing.seconds is None else timing.untracked_s,
-            frozenset(s for s in pipeline.stages if len(_terms(pipeline, s)) > 1),
+            frozenset(s for s, slot in slots.items() if slot.listed > 1),
             {c.name: c.weight_bytes for c in components},
             ShapeTargets.of(target, components, basis.estimate.layer_uses),
+            term_slices=tuple(_terms_at(slots[m.stage]) for m in models),
+            rows=tuple(
+                (p.model.label, p.model.stage, p.model_index, p.calibrated_weights, p.risk_bytes)
+                for p in phases
+            ),
+            clock_slots=tuple((c, slots[c.stage].time, slots[c.stage].iterations) for c in clocks),
         )
 
     def predict(self, params: Point, placement: Plan | None = None) -> RequestPrediction:
         """Every phase under ``placement`` (None: every component resident) at ``params`` (the
         pipeline's defaults for the rest); an unknown name, a value out of range or a broken
         contract raises the runtime's ``FormulaError`` (``InadmissibleError``, ...)."""
-        values = self.pipeline.evaluate(**params)
-        terms: dict[str, tuple[Measure, ...]] = {s: (v.memory,) for s, v in values.items()}
-        for stage in self.multi_term:
-            terms[stage] = self.pipeline.memory_terms(stage, **params)
-        held = self._held(placement)
-        peaks = [m.at(terms[m.stage]) for m in self.models]
-        out = []
-        for p, weights in zip(self.phases, held):
-            method, raw, bound = peaks[p.model_index]
-            raw = max(0, raw - p.calibrated_weights)
-            bound = max(0, bound + p.risk_bytes - p.calibrated_weights)
-            out.append(
-                PhasePrediction(
-                    p.model.label,
-                    p.model.stage,
-                    method,
-                    raw + weights,
-                    bound + weights,
-                    bound,
-                    weights,
-                )
-            )
-        transfer = _exposed(placement)
-        seconds = None
-        if self.untracked_s is not None:
-            compute = sum(c.seconds(values[c.stage]) for c in self.clocks)
-            seconds = compute + self.untracked_s + transfer
-        return RequestPrediction(MappingProxyType(dict(params)), tuple(out), seconds, transfer)
+        held, transfer = self._held(placement)
+        phases, seconds = self.placed(self.pipeline.point(params), held, transfer)
+        return RequestPrediction(MappingProxyType(dict(params)), phases, seconds, transfer)
+
+    def _placed(self, point: _Point, held: tuple[int, ...], transfer: float) -> _Placed:
+        """Every phase at a request's point with the weights ``held`` in each, and its time with
+        ``transfer`` exposed."""
+        rows, before = self.at_point(point)
+        phases = tuple(
+            PhasePrediction(label, stage, method, raw + w, bound + w, bound, w)
+            for (label, stage, method, raw, bound), w in zip(rows, held)
+        )
+        return phases, None if before is None else before + transfer
+
+    def _activations(self, point: _Point) -> _Activations:
+        """Each phase's rule, raw activations and bound at a request's point, without weights,
+        and its time but the transfer (None: no time): what no placement changes, kept by point."""
+        values = self.pipeline.measures(point)
+        peaks = [m.at(values[terms]) for m, terms in zip(self.models, self.term_slices)]
+        rows = []
+        for label, stage, index, weights, risk in self.rows:
+            method, raw, bound = peaks[index]
+            raw, bound = max(0, raw - weights), max(0, bound + risk - weights)
+            rows.append((label, stage, method, raw, bound))
+        if self.untracked_s is None:
+            return tuple(rows), None
+        compute: float = sum(c.at(values[t], int(values[i])) for c, t, i in self.clock_slots)
+        return tuple(rows), compute + self.untracked_s
 
     def target(self, params: Point) -> Target:
         """The request as the planner's ``Target``: each phase's activation bound at ``params``,
@@ -193,19 +238,21 @@ class RequestPredictor:
         values = self.pipeline.evaluate(**params)
         return self.shapes.target(params, phases, values, prediction.seconds)
 
-    def _held(self, placement: Plan | None) -> tuple[int, ...]:
-        """Each phase's weights on the device under ``placement``, remembered for the last few
-        placements (a worker asks under the one in force, request after request)."""
+    def _held(self, placement: Plan | None) -> tuple[tuple[int, ...], float]:
+        """Each phase's weights on the device under ``placement`` and the transfer it exposes,
+        remembered for the last few placements (a worker asks under the one in force, request
+        after request)."""
         key = id(placement)
         found = self.held_cache.get(key)
         if found is not None and found[0] is placement:
-            return found[1]
+            return found[1], found[2]
         always, onload = _residency(placement, self.weights)
         held = tuple(always + sum(onload.get(n, 0) for n in p.members) for p in self.phases)
         if len(self.held_cache) >= HELD_CACHE:
             self.held_cache.pop(next(iter(self.held_cache)))
-        self.held_cache[key] = (placement, held)
-        return held
+        transfer = _exposed(placement)
+        self.held_cache[key] = (placement, held, transfer)
+        return held, transfer
 
 
 def from_calibration(cal: CalibrationSource, pipeline: Pipeline) -> RequestPredictor:
@@ -213,8 +260,22 @@ def from_calibration(cal: CalibrationSource, pipeline: Pipeline) -> RequestPredi
     return RequestPredictor.from_basis(Basis.of(cal), pipeline)
 
 
-def _terms(pipeline: Pipeline, stage: str) -> tuple[object, ...]:
-    return pipeline.memory_terms(stage)
+def _slots(pipeline: Pipeline, stages: set[str]) -> Mapping[str, Slots]:
+    """Where the formulas' measures of ``stages`` lie; a stage they lack is a ``CalibrationError``
+    (the calibration is of other formulas)."""
+    slots = pipeline.measure_slots
+    unknown = sorted(stages - set(slots))
+    if unknown:
+        raise CalibrationError(
+            f"the calibration names stages {unknown} the formulas of {pipeline.name!r} lack"
+        )
+    return slots
+
+
+def _terms_at(slot: Slots) -> slice:
+    """Where a phase model's terms lie in ``Pipeline.measures``: its stage's memory terms when
+    the formulas list several, else its memory alone."""
+    return slot.terms if slot.listed > 1 else slice(slot.memory, slot.memory + 1)
 
 
 def _phases(basis: Basis, planned: Sequence[Phase]) -> list[_Phase]:
