@@ -22,7 +22,7 @@ from calibration.errors import CalibrationError
 from calibration.plan.inputs import components_from_bytes, from_estimate
 from calibration.plan.model import Component, Phase, Plan, Target
 from calibration.serve.basis import Basis, CalibrationSource
-from calibration.serve.phase_model import PhaseModel, Terms, phase_model
+from calibration.serve.phase_model import Peak, PhaseModel, Terms, phase_model
 from calibration.serve.shape import ShapeTargets
 from calibration.serve.timing import StageClock, stage_clock
 from runtime import Pipeline
@@ -77,6 +77,9 @@ class RequestPrediction:
         return all(p.bound_bytes <= usable_bytes for p in self.phases)
 
 
+#: A ``PhasePrediction`` from its seven values, made in C (a named tuple's ``__new__`` is Python).
+_new_phase = functools.partial(tuple.__new__, PhasePrediction)
+
 #: How many placements' weights a predictor remembers (the one in force, and a few re-placements).
 HELD_CACHE = 8
 #: How many requests' points a predictor remembers the activations of (serving repeats shapes).
@@ -84,10 +87,8 @@ POINTS_KEPT = 1024
 
 #: A request's params bound: every param's value in declaration order (``Pipeline.point``).
 _Point = tuple[int | bool, ...]
-#: One phase before weights: label, stage, rule, raw activations, their bound.
-_Row = tuple[str, str, Method, int, int]
-#: Every phase's row at a point, and its time before transfer (None: the calibration has none).
-_Activations = tuple[tuple[_Row, ...], float | None]
+#: Every distinct phase model's peak at a point, and the time before transfer (None: unknown).
+_Peaks = tuple[tuple[Peak, ...], float | None]
 #: Every phase at a point under a placement, and the request's time (None: unknown).
 _Placed = tuple[tuple[PhasePrediction, ...], float | None]
 
@@ -133,9 +134,9 @@ class RequestPredictor:
     # each phase flat: label, stage, model index, weights calibrated with, risk at the target
     rows: tuple[tuple[str, str, int, int, int], ...] = field(default=(), eq=False, repr=False)
     clock_slots: tuple[tuple[StageClock, int, int], ...] = field(default=(), eq=False, repr=False)
-    # a request's point -> its phases' activations and time but the transfer (``_activations``),
+    # a request's point -> its phase models' peaks and time but the transfer (``_peaks``),
     # and (point, weights held, transfer) -> its phases and time (``_placed``): bounded caches
-    at_point: functools._lru_cache_wrapper[_Activations] = field(
+    at_point: functools._lru_cache_wrapper[_Peaks] = field(
         init=False, eq=False, hash=False, repr=False
     )
     placed: functools._lru_cache_wrapper[_Placed] = field(
@@ -144,7 +145,7 @@ class RequestPredictor:
 
     def __attrs_post_init__(self) -> None:
         kept = functools.lru_cache(maxsize=POINTS_KEPT)
-        object.__setattr__(self, "at_point", kept(self._activations))
+        object.__setattr__(self, "at_point", kept(self._peaks))
         object.__setattr__(self, "placed", kept(self._placed))
 
     def forget(self) -> None:
@@ -205,27 +206,29 @@ class RequestPredictor:
     def _placed(self, point: _Point, held: tuple[int, ...], transfer: float) -> _Placed:
         """Every phase at a request's point with the weights ``held`` in each, and its time with
         ``transfer`` exposed."""
-        rows, before = self.at_point(point)
-        phases = tuple(
-            PhasePrediction(label, stage, method, raw + w, bound + w, bound, w)
-            for (label, stage, method, raw, bound), w in zip(rows, held)
-        )
-        return phases, None if before is None else before + transfer
-
-    def _activations(self, point: _Point) -> _Activations:
-        """Each phase's rule, raw activations and bound at a request's point, without weights,
-        and its time but the transfer (None: no time): what no placement changes, kept by point."""
-        values = self.pipeline.measures(point)
-        peaks = [m.at(values[terms]) for m, terms in zip(self.models, self.term_slices)]
-        rows = []
-        for label, stage, index, weights, risk in self.rows:
+        peaks, before = self.at_point(point)
+        phases = []
+        for (label, stage, index, weights, risk), w in zip(self.rows, held):
             method, raw, bound = peaks[index]
-            raw, bound = max(0, raw - weights), max(0, bound + risk - weights)
-            rows.append((label, stage, method, raw, bound))
+            raw -= weights
+            bound += risk - weights
+            # `if`, not max(): a builtin call per figure was a third of this loop (bench/README)
+            if raw < 0:  # noqa: PLR1730
+                raw = 0
+            if bound < 0:  # noqa: PLR1730
+                bound = 0
+            phases.append(_new_phase((label, stage, method, raw + w, bound + w, bound, w)))
+        return tuple(phases), None if before is None else before + transfer
+
+    def _peaks(self, point: _Point) -> _Peaks:
+        """Each distinct phase model's peak at a request's point, and the request's time but the
+        transfer (None: no time): what no placement changes, kept by point."""
+        values = self.pipeline.measures(point)
+        peaks = tuple([m.at(values[terms]) for m, terms in zip(self.models, self.term_slices)])
         if self.untracked_s is None:
-            return tuple(rows), None
+            return peaks, None
         compute: float = sum(c.at(values[t], int(values[i])) for c, t, i in self.clock_slots)
-        return tuple(rows), compute + self.untracked_s
+        return peaks, compute + self.untracked_s
 
     def target(self, params: Point) -> Target:
         """The request as the planner's ``Target``: each phase's activation bound at ``params``,
