@@ -34,6 +34,7 @@ from runtime.evaluator import (
     plan_pipeline,
     valid_value,
 )
+from runtime.flat import Slots, measured_count, plain, slots
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,6 +124,8 @@ class Pipeline:
         self._domain = Domain(decl, self._materialize)
         self._defaults = self._domain.defaults
         self._default_iterations = check_defaults(decl)  # a broken artifact fails at load
+        self.measure_slots: Mapping[str, Slots] = MappingProxyType(slots(decl))
+        self._measured = measured_count(decl)
 
     def __getattr__(self, name: str) -> object:
         """The closures, on first use: generate and compile this pipeline's code, then answer."""
@@ -248,6 +251,25 @@ class Pipeline:
             )
             result[stage] = StageValues(int(iterations), memory, time)
         return result
+
+    def point(self, params: Mapping[str, object], /) -> tuple[int | bool, ...]:
+        """Every param's value in `param_names` order (defaults for the rest), checked as
+        `evaluate` checks `params`, with its errors: a request's key, and `measures`' argument."""
+        return tuple(self._domain.bind(params)) if params else self._defaults
+
+    def measures(self, point: tuple[int | bool, ...], /) -> tuple[int | Fraction, ...]:
+        """At a `point`: every stage's iterations, memory and time, then its memory terms (where,
+        `measure_slots` says), from one call computing each let once, checked as `evaluate` and
+        `memory_terms` check theirs, with their errors."""
+        values = self._every(*point)
+        head = values[: self._measured]
+        if not plain(head, len(self.stages)):  # then `evaluate` or `memory_terms` raises
+            params = dict(zip(self.param_names, point))
+            self.evaluate(**params)
+            for stage, slot in self.measure_slots.items():
+                if slot.listed:
+                    self.memory_terms(stage, **params)
+        return head  # type: ignore[return-value]
 
     def stage_iterations(
         self, probe: Point, target: Point | None = None

@@ -15,7 +15,9 @@ as its estimate carried it.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from bisect import bisect_left
 from collections.abc import Sequence
 from fractions import Fraction
@@ -30,6 +32,7 @@ from runtime.kinds import Method
 
 Terms = tuple[Measure, ...]
 
+_FIT = Method.FIT
 #: Request terms whose peak a several-term phase remembers beyond its covering sizes.
 BEYOND_KEPT = 256
 
@@ -48,6 +51,10 @@ class Peak(NamedTuple):
     method: Method
     raw_bytes: int
     bound_bytes: int
+
+
+#: A ``Peak`` from its three values, made in C (a named tuple's ``__new__`` is Python).
+_new_peak = functools.partial(tuple.__new__, Peak)
 
 
 @frozen
@@ -84,12 +91,12 @@ class Plane:
         )
 
     def at(self, terms: Terms) -> Peak:
-        linear: Measure = 0
-        for slope, term in zip(self.slopes, terms):
-            linear += slope * term
-        raw = ceil_div(self.constant + linear, self.denominator)
+        linear: Measure = sum(map(operator.mul, self.slopes, terms))  # left to right, from 0
+        raw, den = self.constant + linear, self.denominator
         padded = self.constant * self.margin_den + self.margin_num * linear
-        return Peak(Method.FIT, raw, ceil_div(padded, self.denominator * self.margin_den))
+        if type(linear) is int:  # ceil_div inline: the common case, no call
+            return _new_peak((_FIT, -(-raw // den), -(-padded // (den * self.margin_den))))
+        return _new_peak((_FIT, ceil_div(raw, den), ceil_div(padded, den * self.margin_den)))
 
 
 @frozen

@@ -9,6 +9,7 @@ prediction is then the formulas evaluated at the request and a few sums. No torc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from types import MappingProxyType
@@ -21,13 +22,13 @@ from calibration.errors import CalibrationError
 from calibration.plan.inputs import components_from_bytes, from_estimate
 from calibration.plan.model import Component, Phase, Plan, Target
 from calibration.serve.basis import Basis, CalibrationSource
-from calibration.serve.phase_model import PhaseModel, Terms, phase_model
+from calibration.serve.phase_model import Peak, PhaseModel, Terms, phase_model
 from calibration.serve.shape import ShapeTargets
 from calibration.serve.timing import StageClock, stage_clock
 from runtime import Pipeline
 from runtime.estimate import PeakEstimate
 from runtime.estimate.points import margin_fraction
-from runtime.estimate.results import Measure
+from runtime.flat import Slots
 from runtime.kinds import Method
 
 
@@ -76,8 +77,20 @@ class RequestPrediction:
         return all(p.bound_bytes <= usable_bytes for p in self.phases)
 
 
+#: A ``PhasePrediction`` from its seven values, made in C (a named tuple's ``__new__`` is Python).
+_new_phase = functools.partial(tuple.__new__, PhasePrediction)
+
 #: How many placements' weights a predictor remembers (the one in force, and a few re-placements).
 HELD_CACHE = 8
+#: How many requests' points a predictor remembers the activations of (serving repeats shapes).
+POINTS_KEPT = 1024
+
+#: A request's params bound: every param's value in declaration order (``Pipeline.point``).
+_Point = tuple[int | bool, ...]
+#: Every distinct phase model's peak at a point, and the time before transfer (None: unknown).
+_Peaks = tuple[tuple[Peak, ...], float | None]
+#: Every phase at a point under a placement, and the request's time (None: unknown).
+_Placed = tuple[tuple[PhasePrediction, ...], float | None]
 
 
 @frozen
@@ -111,10 +124,34 @@ class RequestPredictor:
     multi_term: frozenset[str] = field(repr=False)  # stages whose memory has several terms
     weights: Mapping[str, int] = field(converter=_frozen, hash=False, repr=False)
     shapes: ShapeTargets = field(repr=False)
-    # placement -> each phase's weights (``_held``): a cache, outside equality
-    held_cache: dict[int, tuple[Plan | None, tuple[int, ...]]] = field(
+    # placement -> each phase's weights and the exposed transfer (``_held``): a cache
+    held_cache: dict[int, tuple[Plan | None, tuple[int, ...], float]] = field(
         factory=dict, eq=False, hash=False, repr=False
     )
+    # where each distinct model's terms lie in ``Pipeline.measures`` (its stage's memory terms
+    # when it lists several, else its memory), and each clock's time and iterations
+    term_slices: tuple[slice, ...] = field(default=(), eq=False, repr=False)
+    # each phase flat: label, stage, model index, weights calibrated with, risk at the target
+    rows: tuple[tuple[str, str, int, int, int], ...] = field(default=(), eq=False, repr=False)
+    clock_slots: tuple[tuple[StageClock, int, int], ...] = field(default=(), eq=False, repr=False)
+    # a request's point -> its phase models' peaks and time but the transfer (``_peaks``),
+    # and (point, weights held, transfer) -> its phases and time (``_placed``): bounded caches
+    at_point: functools._lru_cache_wrapper[_Peaks] = field(
+        init=False, eq=False, hash=False, repr=False
+    )
+    placed: functools._lru_cache_wrapper[_Placed] = field(
+        init=False, eq=False, hash=False, repr=False
+    )
+
+    def __attrs_post_init__(self) -> None:
+        kept = functools.lru_cache(maxsize=POINTS_KEPT)
+        object.__setattr__(self, "at_point", kept(self._peaks))
+        object.__setattr__(self, "placed", kept(self._placed))
+
+    def forget(self) -> None:
+        """Drop the figures kept by point: the next prediction of each request computes them."""
+        self.at_point.cache_clear()
+        self.placed.cache_clear()
 
     @classmethod
     def from_basis(cls, basis: Basis, pipeline: Pipeline) -> RequestPredictor:
@@ -137,50 +174,61 @@ class RequestPredictor:
         except ValueError as exc:
             raise CalibrationError(f"cannot predict from this calibration: {exc}") from None
         timing = basis.estimate.timing
+        models = _distinct(phases)
+        clocks = tuple(stage_clock(s) for s in timing.stages)
+        slots = _slots(pipeline, {m.stage for m in models} | {c.stage for c in clocks})
         return cls(
             pipeline,
             components,
             phases,
-            _distinct(phases),
-            tuple(stage_clock(s) for s in timing.stages),
+            models,
+            clocks,
             None if timing.seconds is None else timing.untracked_s,
-            frozenset(s for s in pipeline.stages if len(_terms(pipeline, s)) > 1),
+            frozenset(s for s, slot in slots.items() if slot.listed > 1),
             {c.name: c.weight_bytes for c in components},
             ShapeTargets.of(target, components, basis.estimate.layer_uses),
+            term_slices=tuple(_terms_at(slots[m.stage]) for m in models),
+            rows=tuple(
+                (p.model.label, p.model.stage, p.model_index, p.calibrated_weights, p.risk_bytes)
+                for p in phases
+            ),
+            clock_slots=tuple((c, slots[c.stage].time, slots[c.stage].iterations) for c in clocks),
         )
 
     def predict(self, params: Point, placement: Plan | None = None) -> RequestPrediction:
         """Every phase under ``placement`` (None: every component resident) at ``params`` (the
         pipeline's defaults for the rest); an unknown name, a value out of range or a broken
         contract raises the runtime's ``FormulaError`` (``InadmissibleError``, ...)."""
-        values = self.pipeline.evaluate(**params)
-        terms: dict[str, tuple[Measure, ...]] = {s: (v.memory,) for s, v in values.items()}
-        for stage in self.multi_term:
-            terms[stage] = self.pipeline.memory_terms(stage, **params)
-        held = self._held(placement)
-        peaks = [m.at(terms[m.stage]) for m in self.models]
-        out = []
-        for p, weights in zip(self.phases, held):
-            method, raw, bound = peaks[p.model_index]
-            raw = max(0, raw - p.calibrated_weights)
-            bound = max(0, bound + p.risk_bytes - p.calibrated_weights)
-            out.append(
-                PhasePrediction(
-                    p.model.label,
-                    p.model.stage,
-                    method,
-                    raw + weights,
-                    bound + weights,
-                    bound,
-                    weights,
-                )
-            )
-        transfer = _exposed(placement)
-        seconds = None
-        if self.untracked_s is not None:
-            compute = sum(c.seconds(values[c.stage]) for c in self.clocks)
-            seconds = compute + self.untracked_s + transfer
-        return RequestPrediction(MappingProxyType(dict(params)), tuple(out), seconds, transfer)
+        held, transfer = self._held(placement)
+        phases, seconds = self.placed(self.pipeline.point(params), held, transfer)
+        return RequestPrediction(MappingProxyType(dict(params)), phases, seconds, transfer)
+
+    def _placed(self, point: _Point, held: tuple[int, ...], transfer: float) -> _Placed:
+        """Every phase at a request's point with the weights ``held`` in each, and its time with
+        ``transfer`` exposed."""
+        peaks, before = self.at_point(point)
+        phases = []
+        for (label, stage, index, weights, risk), w in zip(self.rows, held):
+            method, raw, bound = peaks[index]
+            raw -= weights
+            bound += risk - weights
+            # `if`, not max(): a builtin call per figure was a third of this loop (bench/README)
+            if raw < 0:  # noqa: PLR1730
+                raw = 0
+            if bound < 0:  # noqa: PLR1730
+                bound = 0
+            phases.append(_new_phase((label, stage, method, raw + w, bound + w, bound, w)))
+        return tuple(phases), None if before is None else before + transfer
+
+    def _peaks(self, point: _Point) -> _Peaks:
+        """Each distinct phase model's peak at a request's point, and the request's time but the
+        transfer (None: no time): what no placement changes, kept by point."""
+        values = self.pipeline.measures(point)
+        peaks = tuple([m.at(values[terms]) for m, terms in zip(self.models, self.term_slices)])
+        if self.untracked_s is None:
+            return peaks, None
+        compute: float = sum(c.at(values[t], int(values[i])) for c, t, i in self.clock_slots)
+        return peaks, compute + self.untracked_s
 
     def target(self, params: Point) -> Target:
         """The request as the planner's ``Target``: each phase's activation bound at ``params``,
@@ -193,19 +241,21 @@ class RequestPredictor:
         values = self.pipeline.evaluate(**params)
         return self.shapes.target(params, phases, values, prediction.seconds)
 
-    def _held(self, placement: Plan | None) -> tuple[int, ...]:
-        """Each phase's weights on the device under ``placement``, remembered for the last few
-        placements (a worker asks under the one in force, request after request)."""
+    def _held(self, placement: Plan | None) -> tuple[tuple[int, ...], float]:
+        """Each phase's weights on the device under ``placement`` and the transfer it exposes,
+        remembered for the last few placements (a worker asks under the one in force, request
+        after request)."""
         key = id(placement)
         found = self.held_cache.get(key)
         if found is not None and found[0] is placement:
-            return found[1]
+            return found[1], found[2]
         always, onload = _residency(placement, self.weights)
         held = tuple(always + sum(onload.get(n, 0) for n in p.members) for p in self.phases)
         if len(self.held_cache) >= HELD_CACHE:
             self.held_cache.pop(next(iter(self.held_cache)))
-        self.held_cache[key] = (placement, held)
-        return held
+        transfer = _exposed(placement)
+        self.held_cache[key] = (placement, held, transfer)
+        return held, transfer
 
 
 def from_calibration(cal: CalibrationSource, pipeline: Pipeline) -> RequestPredictor:
@@ -213,8 +263,22 @@ def from_calibration(cal: CalibrationSource, pipeline: Pipeline) -> RequestPredi
     return RequestPredictor.from_basis(Basis.of(cal), pipeline)
 
 
-def _terms(pipeline: Pipeline, stage: str) -> tuple[object, ...]:
-    return pipeline.memory_terms(stage)
+def _slots(pipeline: Pipeline, stages: set[str]) -> Mapping[str, Slots]:
+    """Where the formulas' measures of ``stages`` lie; a stage they lack is a ``CalibrationError``
+    (the calibration is of other formulas)."""
+    slots = pipeline.measure_slots
+    unknown = sorted(stages - set(slots))
+    if unknown:
+        raise CalibrationError(
+            f"the calibration names stages {unknown} the formulas of {pipeline.name!r} lack"
+        )
+    return slots
+
+
+def _terms_at(slot: Slots) -> slice:
+    """Where a phase model's terms lie in ``Pipeline.measures``: its stage's memory terms when
+    the formulas list several, else its memory alone."""
+    return slot.terms if slot.listed > 1 else slice(slot.memory, slot.memory + 1)
 
 
 def _phases(basis: Basis, planned: Sequence[Phase]) -> list[_Phase]:

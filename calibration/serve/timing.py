@@ -12,6 +12,7 @@ from attrs import frozen
 
 from artifact.ir import StageValues
 from runtime.estimate import StageTime
+from runtime.estimate.results import Measure
 
 
 @frozen
@@ -26,10 +27,15 @@ class StageClock:
 
     def seconds(self, values: StageValues) -> float:
         """The stage's time at a request whose stage evaluates to ``values``."""
+        return self.at(values.time, values.iterations)
+
+    def at(self, time: Measure, iterations: int) -> float:
+        """The stage's time at a request whose stage's ``time ~`` measure and iterations are
+        these (``seconds`` without a ``StageValues``: the predictor reads them flat)."""
         per = self.per_iteration_s
         if self.target_measure:
-            per *= float(values.time) / self.target_measure
-        return self.fixed_s + per * values.iterations
+            per *= float(time) / self.target_measure
+        return self.fixed_s + per * iterations
 
 
 def stage_clock(stage: StageTime) -> StageClock:
