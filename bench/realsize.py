@@ -212,6 +212,7 @@ def run_case(
         "work_ratio": float(cal.work_ratio),
         "rows": _rows(cal, units(cal.target)),
         "findings": [f"{f.kind}: {f.stage} {f.quantity}" for f in cal.findings],
+        "finding_texts": [f"{f.kind}: {f.message}; next: {f.next_step}" for f in cal.findings],
         "time": _timing(cal),
         "errors": list(cal.errors),
         "weights_gib": sum(cal.component_weight_bytes.values()) / 2**30,

@@ -15,6 +15,7 @@ from artifact.errors import (
     UnknownPipelineError,
     UnknownStageError,
 )
+from artifact.expr_text import expr_text
 from artifact.ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
 from artifact.point import Point
 from artifact.spelling import file_value
@@ -211,6 +212,16 @@ class Pipeline:
         `memory` is their sum.
         """
         return self._measure_terms(1, self._terms, stage, params)
+
+    def memory_texts(self, stage: str) -> tuple[str | None, ...]:
+        """Each declared term of the stage's memory as the formula file writes it (None where
+        ``artifact.expr_text`` cannot), for messages that name what a formula lacks."""
+        decl = next((s for s in self._decl.stages if s.name == stage), None)
+        if decl is None:
+            raise UnknownStageError(self.name, str(stage), self.stages)
+        lets = tuple(let.name for let in self._decl.lets)
+        fields = decl.memory_terms or (decl.memory,)
+        return tuple(expr_text(f.expr, self.param_names, lets) for f in fields)
 
     def time_terms(self, stage: str, /, **params: int | bool) -> tuple[int | Fraction, ...]:
         """Each term of the stage's time measure at this point (one term: `(time,)`), exactly.

@@ -47,6 +47,7 @@ class FindingKind(StrEnum):
     NOT_ESTIMABLE = "not-estimable"
     TIME_UNKNOWN = "time-unknown"  # a time residual too noisy to judge: a note, never an alarm
     FAR_AXIS = "far-axis"  # the target far past every measured size along a param, unmeasured
+    BOUND_UNDER = "bound-under"  # a bound under the peak --verify measured: the growth it lacks
 
 
 class MarginSource(StrEnum):

@@ -30,13 +30,14 @@ from calibration.core.shapes import Shapes
 from calibration.core.weights import phase_weights, unobserved
 from calibration.errors import CalibrationError
 from calibration.probes.evidence import StageMargin
-from calibration.probes.findings import Finding
+from calibration.probes.findings import Finding, rank
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
 from calibration.probes.sizes import (
     coverage_probes,
     extra_probes,
 )
 from calibration.probes.time_probe import TIME_TOLERANCE
+from calibration.probes.under import bound_under
 from runtime import FormulaError, Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate
 from runtime.kinds import PhaseKind
@@ -339,7 +340,7 @@ def _calibration(
         extra_probes=tuple(p for p, _ in extras),
         extra_reasons=tuple(why for _, why in extras),
         extra_costs=tuple(float(relative_cost(pipeline, p, target)) for p, _ in extras),
-        findings=settled.findings,
+        findings=_with_under(pipeline, settled, measured_run, target),
         margins=settled.margins,
         fixed_bounds=fixed_margin_bounds(
             session, settled, target, settled.estimate.margin, loop.modeler
@@ -363,6 +364,15 @@ def _calibration(
             [r for role, r in zip(loop.roles, loop.records) if role != "warmup"] + loop.runs,
         ),
     )
+
+
+def _with_under(
+    pipeline: Pipeline, settled: Settled, measured_run: WarmupRecord | None, target: Point
+) -> tuple[Finding, ...]:
+    """The settled findings and, where a bound is under the verified peak, the finding naming it."""
+    fits = settled.checked.fits
+    under = bound_under(pipeline, settled.estimate, fits, measured_run, target)
+    return tuple(sorted([*settled.findings, *under], key=rank))
 
 
 def _errors(loop: Loop, measured_run: WarmupRecord | None) -> tuple[str, ...]:

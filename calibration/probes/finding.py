@@ -30,6 +30,7 @@ ACTIONABLE = frozenset(
         FindingKind.ITERATION_MISMATCH,
         FindingKind.STAGE_NOT_MEASURED,
         FindingKind.NOT_ESTIMABLE,
+        FindingKind.BOUND_UNDER,
     }
 )
 

@@ -82,6 +82,33 @@ pipeline kinked {{
 """
 
 
+#: The same pipeline with a plain decode, `memory ~ frames * height * width` (no kinked term):
+#: right for ``Kinked(Kink("min", 64))`` (its decode holds twice that), wrong for a decode that
+#: holds more.
+PLAIN = """
+pipeline extra {
+    param steps: int = 2 in [1, 50]
+    param frames: int = 24 in [1, 64]
+    param height: int = 96 in [16, 256] where height % 16 == 0
+    param width: int = 96 in [16, 256] where width % 16 == 0
+    call num_inference_steps = steps
+    call num_frames = frames
+    call height = height
+    call width = width
+    probe frames, height, width
+    stage DenoisingStage uses transformer per step {
+        iterations = steps
+        memory ~ frames * height * width
+        time ~ frames * height * width
+    }
+    stage DecodingStage uses vae.decode {
+        memory ~ frames * height * width
+        time ~ frames * height * width
+    }
+}
+"""
+
+
 class Transformer(nn.Module):
     """One step: a work buffer of ``frames * height * width`` bytes."""
 

@@ -22,30 +22,9 @@ from calibration.probes.residuals import StageFit
 from runtime import Pipeline
 from runtime.estimate import DEFAULT_MARGIN, WorkloadEstimate, estimate
 from runtime.kinds import EARNED, FindingKind, MarginSource, Quantity
+from tests.calibration.probes.kinked import PLAIN as FORMULAS
 from tests.calibration.probes.kinked import Decoder, Kink, Kinked
 
-FORMULAS = """
-pipeline extra {
-    param steps: int = 2 in [1, 50]
-    param frames: int = 24 in [1, 64]
-    param height: int = 96 in [16, 256] where height % 16 == 0
-    param width: int = 96 in [16, 256] where width % 16 == 0
-    call num_inference_steps = steps
-    call num_frames = frames
-    call height = height
-    call width = width
-    probe frames, height, width
-    stage DenoisingStage uses transformer per step {
-        iterations = steps
-        memory ~ frames * height * width
-        time ~ frames * height * width
-    }
-    stage DecodingStage uses vae.decode {
-        memory ~ frames * height * width
-        time ~ frames * height * width
-    }
-}
-"""
 TARGET = {"steps": 2, "frames": 24, "height": 96, "width": 96}
 DECODE = "stage:DecodingStage"
 
