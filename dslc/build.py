@@ -16,7 +16,7 @@ from dslc.diagnostics import CompileError, Diagnostic, render
 from dslc.emit import Emitted, artifact, dumps
 from dslc.model import Program
 from runtime import FormulaBook, load_formulas
-from runtime.formulas import load_checked
+from runtime.book import load_checked
 
 __all__ = [
     "NotCompiled",

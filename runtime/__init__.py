@@ -19,8 +19,9 @@ from artifact.errors import (
     UnknownStageError,
 )
 from artifact.ir import ComponentUse
+from runtime.book import FormulaBook, load_formulas
 from runtime.errors import RecordFormatError, RecordMismatchError, RuntimeValueError
-from runtime.formulas import FormulaBook, ParamInfo, Pipeline, StageValues, load_formulas
+from runtime.formulas import ParamInfo, Pipeline, StageValues
 
 __all__ = [
     "ArtifactError",

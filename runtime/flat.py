@@ -9,7 +9,6 @@ terms follow in ``every`` and are left out: nothing checks them here.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import NamedTuple, cast
 
 from artifact.ir import PipelineDecl
 
@@ -19,14 +18,27 @@ _INT = frozenset({int})
 _EXACT = frozenset({int, Fraction})
 
 
-class Slots(NamedTuple):
-    """Where one stage's measures lie in the flat tuple."""
+class Slots:
+    """Where one stage's measures lie in the flat tuple (a plain class: ``typing`` stays out of the
+    serving worker's imports, tests/runtime/test_import.py)."""
 
-    iterations: int
-    memory: int
-    time: int
-    terms: slice  # its memory terms: ``memory_terms`` at the point (one term: ``(memory,)``)
-    listed: int  # how many memory terms the formulas list (0: one term, the memory itself)
+    __slots__ = ("iterations", "listed", "memory", "terms", "time")
+
+    def __init__(self, iterations: int, memory: int, time: int, terms: slice, listed: int) -> None:
+        self.iterations = iterations
+        self.memory = memory
+        self.time = time
+        self.terms = terms  # its memory terms: ``memory_terms`` at the point (one: ``(memory,)``)
+        self.listed = listed  # how many memory terms the formulas list (0: one, the memory itself)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Slots) and self._key() == other._key()
+
+    def __repr__(self) -> str:
+        return f"Slots{self._key()!r}"
+
+    def _key(self) -> tuple[int, int, int, slice, int]:
+        return (self.iterations, self.memory, self.time, self.terms, self.listed)
 
 
 def slots(decl: PipelineDecl) -> dict[str, Slots]:
@@ -53,4 +65,5 @@ def plain(head: tuple[object, ...], stages: int) -> bool:
     kinds = set(map(type, head))
     if kinds != _INT and (not kinds <= _EXACT or set(map(type, head[0 : 3 * stages : 3])) != _INT):
         return False
-    return min(cast("tuple[int | Fraction, ...]", head), default=0) >= 0
+    least: int | Fraction = min(head, default=0)  # type: ignore[type-var, assignment]
+    return least >= 0

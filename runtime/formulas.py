@@ -1,26 +1,20 @@
-"""FormulaBook and Pipeline: checked, exact evaluation of compiled formulas for a serving worker."""
+"""Pipeline: checked, exact evaluation of one pipeline's compiled formulas for a serving worker."""
 
 from __future__ import annotations
 
-import gc
-import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from types import MappingProxyType
 
-from artifact.document import parse_artifact, read_artifact
 from artifact.errors import (
     EvaluationError,
     ParamError,
-    UnknownPipelineError,
     UnknownStageError,
 )
 from artifact.expr_text import expr_text
-from artifact.ir import Artifact, ComponentUse, ParamInfo, PipelineDecl, SourceDecl, StageValues
+from artifact.ir import ComponentUse, ParamInfo, PipelineDecl, StageValues
 from artifact.point import Point
 from artifact.spelling import file_value
-from artifact.stack import retried_on_fresh_stack
-from artifact.tree_checks import CheckedTrees
 from runtime.defaults import check_defaults
 from runtime.domain import SEARCH_LIMIT, Args, Domain
 from runtime.evaluator import (
@@ -46,11 +40,9 @@ if TYPE_CHECKING:
 __all__ = [
     "SEARCH_LIMIT",
     "ComponentUse",
-    "FormulaBook",
     "ParamInfo",
     "Pipeline",
     "StageValues",
-    "load_formulas",
 ]
 
 _LAZY = frozenset({"_fields", "_iters", "_every", "_terms", "_time_terms", "_calls", "source"})
@@ -437,68 +429,3 @@ class Pipeline:
                 except ZeroDivisionError:
                     return f"{stage}.{FIELD_NAMES[k]}"
         return "a stage"
-
-
-class FormulaBook(Mapping[str, Pipeline]):
-    """Every pipeline of one artifact by name; `book["x"]` raises UnknownPipelineError (a
-    KeyError).
-    """
-
-    __slots__ = ("_pipelines", "compiler", "format_version", "sources")
-
-    def __init__(self, artifact: Artifact) -> None:
-        factories = FactoryCache()  # shared: identical formulas compile once per book
-        paths = tuple(source.path for source in artifact.sources)
-        self._pipelines = {
-            decl.name: Pipeline(decl, factories, paths) for decl in artifact.pipelines
-        }
-        self.format_version = artifact.format_version
-        self.compiler = (artifact.compiler_name, artifact.compiler_version)
-        self.sources: tuple[SourceDecl, ...] = artifact.sources
-
-    def __getitem__(self, name: str) -> Pipeline:
-        try:
-            return self._pipelines[name]
-        except (KeyError, TypeError):
-            raise UnknownPipelineError(str(name), tuple(self._pipelines)) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._pipelines)
-
-    def __len__(self) -> int:
-        return len(self._pipelines)
-
-    def __repr__(self) -> str:
-        return f"<FormulaBook: {', '.join(self._pipelines) or 'no pipelines'}>"
-
-
-def load_formulas(
-    source: str | bytes | bytearray | os.PathLike[str] | Mapping[str, object],
-) -> FormulaBook:
-    """Load and validate an artifact (a path, JSON text or bytes, or a parsed mapping) once, at
-    start-up.
-
-    The cyclic garbage collector is paused meanwhile (and resumed, if it was running): loading
-    makes tens of thousands of objects, none in a cycle, and collections walking the growing heap
-    made the load superlinear in the artifact's size (bench/README.md "load").
-    """
-    return _loaded(lambda: read_artifact(source))
-
-
-def load_checked(document: Mapping[str, object], trees: CheckedTrees) -> FormulaBook:
-    """`load_formulas(document)` for the compiler's own document, whose formulas its cost pass
-    checked already (`trees`): `dslc build` validates what it writes at the cost of what is new."""
-    return _loaded(lambda: parse_artifact(document, trees))
-
-
-def _loaded(read: Callable[[], Artifact]) -> FormulaBook:
-    """The book of what `read` validates, with the collector paused and a fresh stack if the
-    caller's is too deep for the JSON's nesting."""
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        return retried_on_fresh_stack(lambda: FormulaBook(read()))
-    finally:
-        if paused:
-            gc.enable()
