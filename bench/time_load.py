@@ -4,8 +4,10 @@ needs clean evidence; a loaded clock gives a `time-unknown` note at most).
 
     .venv/bin/python bench/time_load.py --runs 10
 
-Prints one row per example: runs, time alarms (actionable time findings), time-unknown notes,
-and the load average when it finished.
+Prints one line per run as it ends (its alarms named, so a run cut short still counts), then
+one row per example: runs, time alarms (actionable time findings), time-unknown notes, and the
+load average when it finished. Several processes, one per example (``--examples NAME``), each
+beside its own neighbour, load the machine further and finish sooner.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from runtime.kinds import FindingKind, Quantity
 from tests.calibration.examples.neighbour import busy_neighbour
 
 
-def one(name: str) -> tuple[int, int]:
-    """(time alarms, time-unknown notes) of one calibration of example ``name`` under load."""
+def one(name: str) -> tuple[list[str], int]:
+    """(the time alarms as kind and stage, the time-unknown notes) of one calibration of example
+    ``name`` under load."""
     example = EXAMPLES[name]
     pipeline = load_pipeline(ROOT / "formulas" / example.formula_file, example.pipeline)
     with busy_neighbour():
@@ -35,7 +38,7 @@ def one(name: str) -> tuple[int, int]:
         )
     timed = [f for f in cal.findings if f.quantity == Quantity.TIME]
     return (
-        sum(f.actionable for f in timed),
+        [f"{f.kind} {f.stage}" for f in timed if f.actionable],
         sum(f.kind == FindingKind.TIME_UNKNOWN for f in timed),
     )
 
@@ -48,9 +51,12 @@ def main() -> None:
     print(f"{'example':10} {'runs':>4} {'time alarms':>11} {'time-unknown':>12} {'load':>5}")
     for name in args.examples:
         alarms = unknown = 0
-        for _ in range(args.runs):
-            a, u = one(name)
-            alarms, unknown = alarms + a, unknown + u
+        for run in range(1, args.runs + 1):
+            named, u = one(name)
+            alarms, unknown = alarms + len(named), unknown + u
+            load1 = os.getloadavg()[0]
+            shown = ", ".join(named) or "no alarm"
+            print(f"# {name} run {run}: {shown}; {u} time-unknown; load {load1:.1f}", flush=True)
         load = os.getloadavg()[0]
         print(f"{name:10} {args.runs:>4} {alarms:>11} {unknown:>12} {load:>5.1f}", flush=True)
 
