@@ -5,7 +5,8 @@ The rules, in order of preference, for one phase constraint (and for the request
 1. a measurement at or above the target's ``memory ~`` measure bounds it directly (the smallest
    such measure, the tightest bound); with a measure of several terms, every term at or above;
 2. two or more measured sizes: fit ``peak = constant + slope × measure`` on the two largest (the
-   constant floored at the active components' weight bytes), extrapolate; the bound pads only the
+   constant floored at the active components' weight bytes, or at the fewest weights the records
+   held on the device at the phase's peak: ``held_floor``), extrapolate; the bound pads only the
    linear part by the margin. A negative slope is noise: fall through to 3. With several terms, the
    fit is the plane ``constant + Σ slope_i × term_i`` through the sizes nearest the target that add
    a direction, used only when they determine its value at the target (runtime/estimate/fit/
@@ -23,7 +24,7 @@ iteration index (a KV cache) first has its measured peaks carried on to the targ
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from itertools import pairwise
 
@@ -295,12 +296,33 @@ def phase_peaks(
                 )
                 for index, record, values, phase in members
             ]
-            floor = sum(weights.get(c, 0) for c in active)
+            floor = held_floor(
+                sum(weights.get(c, 0) for c in active), (p.weights_bytes for *_, p in members)
+            )
             padding = (stage_margins or {}).get(stage, margin)
             place = PeakPlace(modeler or Refit(), tuple(work.target.items()), (kind, name), active)
             peak = peak_from_points(points, _target(work, stage), padding, floor, stage, place)
         out.append(PhaseEstimate(label, kind, name, stage, active, used, peak))
     return tuple(out)
+
+
+def held_floor(floor: int, held: Iterable[int | None]) -> int:
+    """The floor of a fit's constant: the active components' weights, or fewer where every size
+    measured the weights on the device at its peak -- under offload only the groups onloaded then
+    are there, never the whole component, and a constant floored at it predicts the weights the
+    placement never holds (as activations)."""
+    seen = list(held)
+    if not seen or any(h is None for h in seen):
+        return floor
+    return min(floor, *(h for h in seen if h is not None))
+
+
+def _peak_weights(record: WarmupRecord) -> int | None:
+    """The weights on the device at the request's own peak: its highest phase's, if measured."""
+    top = max(record.phases, key=lambda p: p.peak_allocated, default=None)
+    if top is None or top.peak_allocated != record.peak_allocated:
+        return None
+    return top.weights_bytes
 
 
 def _target(work: Workload, stage: str) -> Measure | Terms:
@@ -392,6 +414,8 @@ def _scaled_with(
         for index, record, values in work.ok
     ]
     active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
-    floor = sum(weights.get(c, 0) for c in active)
+    floor = held_floor(
+        sum(weights.get(c, 0) for c in active), map(_peak_weights, (r for _, r, _ in work.ok))
+    )
     place = PeakPlace(modeler, tuple(work.target.items()))
     return peak_from_points(points, _target(work, stage), margin, floor, stage, place)
