@@ -24,7 +24,7 @@ iteration index (a KV cache) first has its measured peaks carried on to the targ
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from itertools import pairwise
 
@@ -33,7 +33,7 @@ from attrs import frozen
 from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
 from runtime.estimate.fit.samples import above_baseline
-from runtime.estimate.peak_fit import PeakPlace, fit_peak, peak_samples, relative_size
+from runtime.estimate.peak_fit import PeakPlace, fit_peak, held_floor, peak_samples, relative_size
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
@@ -304,17 +304,6 @@ def phase_peaks(
             peak = peak_from_points(points, _target(work, stage), padding, floor, stage, place)
         out.append(PhaseEstimate(label, kind, name, stage, active, used, peak))
     return tuple(out)
-
-
-def held_floor(floor: int, held: Iterable[int | None]) -> int:
-    """The floor of a fit's constant: the active components' weights, or fewer where every size
-    measured the weights on the device at its peak -- under offload only the groups onloaded then
-    are there, never the whole component, and a constant floored at it predicts the weights the
-    placement never holds (as activations)."""
-    seen = list(held)
-    if not seen or any(h is None for h in seen):
-        return floor
-    return min(floor, *(h for h in seen if h is not None))
 
 
 def _peak_weights(record: WarmupRecord) -> int | None:
