@@ -6,7 +6,8 @@ The rules, in order of preference, for one phase constraint (and for the request
    such measure, the tightest bound); with a measure of several terms, every term at or above;
 2. two or more measured sizes: fit ``peak = constant + slope × measure`` on the two largest (the
    constant floored at the active components' weight bytes, or at the fewest weights the records
-   held on the device at the phase's peak: ``held_floor``), extrapolate; the bound pads only the
+   held on the device at the phase's peak: ``held_floor``; each size first carried to the weights
+   the size nearest the target held: ``as_nearest_held``), extrapolate; the bound pads only the
    linear part by the margin. A negative slope is noise: fall through to 3. With several terms, the
    fit is the plane ``constant + Σ slope_i × term_i`` through the sizes nearest the target that add
    a direction, used only when they determine its value at the target (runtime/estimate/fit/
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from itertools import pairwise
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
@@ -296,9 +297,9 @@ def phase_peaks(
                 )
                 for index, record, values, phase in members
             ]
-            floor = held_floor(
-                sum(weights.get(c, 0) for c in active), (p.weights_bytes for *_, p in members)
-            )
+            held = [p.weights_bytes for *_, p in members]
+            points = as_nearest_held(points, held, _target_terms(work, stage))
+            floor = held_floor(sum(weights.get(c, 0) for c in active), held)
             padding = (stage_margins or {}).get(stage, margin)
             place = PeakPlace(modeler or Refit(), tuple(work.target.items()), (kind, name), active)
             peak = peak_from_points(points, _target(work, stage), padding, floor, stage, place)
@@ -312,6 +313,24 @@ def _peak_weights(record: WarmupRecord) -> int | None:
     if top is None or top.peak_allocated != record.peak_allocated:
         return None
     return top.weights_bytes
+
+
+def as_nearest_held(
+    points: Sequence[MeasuredPoint], held: Sequence[int | None], target: Terms
+) -> list[MeasuredPoint]:
+    """``points`` each carrying the weights the size nearest the target held at its peak: under
+    offload a small size peaks while a large group is onloaded, a large one where its activations
+    are largest, and a fit over both would read the weights' difference as activations."""
+    if not points or any(h is None for h in held) or len(set(held)) < 2:
+        return list(points)
+    nearest = max(range(len(points)), key=lambda i: relative_size(points[i].terms, target))
+    kept = held[nearest] or 0
+    return [evolve(p, above_bytes=p.above_bytes + kept - (h or 0)) for p, h in zip(points, held)]
+
+
+def _target_terms(work: Workload, stage: str) -> Terms:
+    target = _target(work, stage)
+    return target if isinstance(target, tuple) else (target,)
 
 
 def _target(work: Workload, stage: str) -> Measure | Terms:
