@@ -12,7 +12,10 @@ and bound, and the peer's estimator on the same records (SGLang's
 ``estimate_default_workload_peak_bytes``: width x height x frames units, a two-point fit; bench/
 accuracy.py's ``seed_estimate``, at margin 1.0). The goals (issue 31): every phase raw within
 +-2 %, every bound within +5 % of the measured peak and never under; the exit status is 1 when a
-case misses one. The ``-gpu`` cases are for ``bench/gpu.sh`` (bf16, the default workloads).
+case misses one. The ``-gpu`` cases are for ``bench/gpu.sh`` (bf16, the default workloads). A
+capped case (``sd15-cpu-capped``, or ``--device-capacity``) is then planned for its cap and one
+request validated under the plan, as `dslc plan --validate` does (``bench/realsize_plan.py``): the
+plan and the verdict are printed, and a plan that does not validate is a miss.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifact.units import parse_size
 from bench import realsize_archs as archs
 from bench.accuracy import _rows, _timing, machine, markdown, summary, units
+from bench.realsize_plan import plan_and_validate
 from calibration.calibrate.pipeline import calibrate_pipeline
 from calibration.calibrate.run import load_pipeline, work_ratio
 from calibration.core.offload import Offload
@@ -200,6 +204,18 @@ def run_case(
         offload=Offload.AUTO,
         capacity=capacity,
     )
+    planned: tuple[list[str], bool] = ([], False)
+    if capacity is not None:  # plan for the cap and validate one request under the plan
+        tick(1, 1, "planning for the cap and validating one request under the plan")
+        planned = plan_and_validate(
+            lambda seed: case.build(seed, case.dtype),
+            pipeline,
+            cal,
+            capacity,
+            call_kwargs=call_kwargs,
+            device=case.device,
+            threads=threads,
+        )
     return {
         "case": name if capacity is None else f"{name} capped at {capacity / 2**30:g} GiB",
         "what": case.what,
@@ -217,7 +233,27 @@ def run_case(
         "errors": list(cal.errors),
         "weights_gib": sum(cal.component_weight_bytes.values()) / 2**30,
         "wall_s": time.perf_counter() - started,
+        "peaks": _peaks(cal),
+        "plan": planned[0],
+        "validated": planned[1] if capacity is not None else None,
     }
+
+
+def _peaks(cal: Any) -> list[dict[str, Any]]:
+    """Each successful run's phase peaks with the weights on the device at each (the target's
+    last): what the fits read, kept in --json to see which groups a capped peak held."""
+    runs = [r for r in cal.records if r.ok] + ([cal.measured] if cal.measured else [])
+    return [
+        {
+            "params": dict(r.params),
+            "baseline": r.baseline_allocated,
+            "phases": {
+                f"{p.kind}:{p.name}@{p.stage}": [p.peak_allocated, p.weights_bytes]
+                for p in r.phases
+            },
+        }
+        for r in runs
+    ]
 
 
 def misses(case: Mapping[str, Any]) -> list[str]:
@@ -232,6 +268,8 @@ def misses(case: Mapping[str, Any]) -> list[str]:
             found.append(f"{r['phase']}: raw {(raw - measured) / measured:+.2%}")
         if not measured <= bound <= (1 + BOUND_GOAL) * measured:
             found.append(f"{r['phase']}: bound {(bound - measured) / measured:+.2%}")
+    if case.get("validated") is False:
+        found.append("no plan validated under the cap")
     return found + [f"failed request: {e}" for e in case["errors"]]
 
 
@@ -269,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         case = run_case(name, args.repeat, args.threads, not args.quiet, capacity)
         results.append(case)
         print(markdown(case), end="\n\n")
+        if case["plan"]:
+            print("Planned for the cap and validated (`dslc plan --validate`'s lifecycle):\n")
+            print("```\n" + "\n".join(case["plan"]) + "\n```\n")
         print(f"Weights {case['weights_gib']:.2f} GiB; calibrated in {case['wall_s']:.0f} s.")
         found = misses(case)
         print("Goals (raw +-2 %, bound 0..+5 %): " + ("met" if not found else "; ".join(found)))

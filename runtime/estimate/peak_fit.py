@@ -4,14 +4,15 @@ measured peaks, margin aside, made once per (stage, policy, samples, target) by 
 The policy (``FitRule.PEAK``) says which sizes (the largest peak of each, the sizes nearest the
 target that add a direction), the sign rule (a negative slope worth at most ``NEGLIGIBLE`` of the
 fit at the target is left out, a larger one gives no fit) and the floor of the constant (the active
-components' weight bytes). The margin is applied by the reader (``PeakModel.at``), so the estimate
+components' weight bytes, or the fewer weights their peaks held on the device: ``held_floor``). The
+margin is applied by the reader (``PeakModel.at``), so the estimate
 and the fixed-margin bounds read one fit. The fit reads the key's samples alone (the one
 ``Sample`` type; ``peak_samples`` converts the estimate's ``MeasuredPoint`` at its edge).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
 from attrs import frozen
@@ -89,6 +90,17 @@ class _Size:
 
 def _whole(value: Fraction) -> Measure:
     return int(value) if value.denominator == 1 else value
+
+
+def held_floor(floor: int, held: Iterable[int | None]) -> int:
+    """The floor of a fit's constant: the active components' weights, or fewer where every size
+    measured the weights on the device at its peak -- under offload only the groups onloaded then
+    are there, never the whole component, and a constant floored at it predicts the weights the
+    placement never holds (as activations)."""
+    seen = list(held)
+    if not seen or any(h is None for h in seen):
+        return floor
+    return min(floor, *(h for h in seen if h is not None))
 
 
 def relative_size(terms: Terms, target: Terms) -> tuple[Fraction, Fraction]:

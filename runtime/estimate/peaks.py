@@ -5,7 +5,9 @@ The rules, in order of preference, for one phase constraint (and for the request
 1. a measurement at or above the target's ``memory ~`` measure bounds it directly (the smallest
    such measure, the tightest bound); with a measure of several terms, every term at or above;
 2. two or more measured sizes: fit ``peak = constant + slope × measure`` on the two largest (the
-   constant floored at the active components' weight bytes), extrapolate; the bound pads only the
+   constant floored at the active components' weight bytes, or at the fewest weights the records
+   held on the device at the phase's peak: ``held_floor``; each size first carried to the weights
+   the size nearest the target held: ``as_nearest_held``), extrapolate; the bound pads only the
    linear part by the margin. A negative slope is noise: fall through to 3. With several terms, the
    fit is the plane ``constant + Σ slope_i × term_i`` through the sizes nearest the target that add
    a direction, used only when they determine its value at the target (runtime/estimate/fit/
@@ -27,11 +29,11 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from itertools import pairwise
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
-from runtime.estimate.peak_fit import PeakPlace, fit_peak, peak_samples, relative_size
+from runtime.estimate.peak_fit import PeakPlace, fit_peak, held_floor, peak_samples, relative_size
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
@@ -296,12 +298,40 @@ def phase_peaks(
                 )
                 for index, record, values, phase in members
             ]
-            floor = sum(weights.get(c, 0) for c in active)
+            held = [p.weights_bytes for *_, p in members]
+            points = as_nearest_held(points, held, _target_terms(work, stage))
+            floor = held_floor(sum(weights.get(c, 0) for c in active), held)
             padding = (stage_margins or {}).get(stage, margin)
             place = PeakPlace(modeler or Refit(), tuple(work.target.items()), (kind, name), active)
             peak = peak_from_points(points, _target(work, stage), padding, floor, stage, place)
         out.append(PhaseEstimate(label, kind, name, stage, active, used, peak))
     return tuple(out)
+
+
+def _peak_weights(record: WarmupRecord) -> int | None:
+    """The weights on the device at the request's own peak: its highest phase's, if measured."""
+    top = max(record.phases, key=lambda p: p.peak_allocated, default=None)
+    if top is None or top.peak_allocated != record.peak_allocated:
+        return None
+    return top.weights_bytes
+
+
+def as_nearest_held(
+    points: Sequence[MeasuredPoint], held: Sequence[int | None], target: Terms
+) -> list[MeasuredPoint]:
+    """``points`` each carrying the weights the size nearest the target held at its peak: under
+    offload a small size peaks while a large group is onloaded, a large one where its activations
+    are largest, and a fit over both would read the weights' difference as activations."""
+    if not points or any(h is None for h in held) or len(set(held)) < 2:
+        return list(points)
+    nearest = max(range(len(points)), key=lambda i: relative_size(points[i].terms, target))
+    kept = held[nearest] or 0
+    return [evolve(p, above_bytes=p.above_bytes + kept - (h or 0)) for p, h in zip(points, held)]
+
+
+def _target_terms(work: Workload, stage: str) -> Terms:
+    target = _target(work, stage)
+    return target if isinstance(target, tuple) else (target,)
 
 
 def _target(work: Workload, stage: str) -> Measure | Terms:
@@ -393,6 +423,8 @@ def _scaled_with(
         for index, record, values in work.ok
     ]
     active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
-    floor = sum(weights.get(c, 0) for c in active)
+    floor = held_floor(
+        sum(weights.get(c, 0) for c in active), map(_peak_weights, (r for _, r, _ in work.ok))
+    )
     place = PeakPlace(modeler, tuple(work.target.items()))
     return peak_from_points(points, _target(work, stage), margin, floor, stage, place)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from attrs import evolve
 
 from runtime import InadmissibleError
 from runtime.estimate import (
@@ -18,6 +19,7 @@ from runtime.estimate import (
 )
 from runtime.estimate.fit.model import FitCache
 from runtime.kinds import FitRule
+from runtime.record import Phase
 from tests.runtime.estimate.conftest import phase, record, stage
 
 DENOISE = "stage:DenoisingStage"
@@ -84,6 +86,49 @@ def test_the_fitted_constant_is_floored_at_the_active_weights(toy):
     ]
     peak = peaks(records, toy, component_weight_bytes={"transformer": 1500, "vae": 10**6})[DENOISE]
     assert (peak.raw_bytes, peak.bound_bytes) == (6500, 7500)
+
+
+def _held(peak: int, weights: int | None) -> Phase:
+    """A denoising phase whose peak held ``weights`` on the device (None: not measured)."""
+    held = stage("DenoisingStage", peak, active=["transformer"])
+    return evolve(held, weights_bytes=weights)
+
+
+def test_under_offload_the_constant_is_floored_at_the_weights_held_at_the_peak(toy):
+    # The transformer (10**6 B) is never on the device whole: its peaks held 300 B of it. Constant
+    # max(1200, min(300, 2200)) = 1200: raw 1200 + 5000, bound 1200 + 6000 (floored at the whole
+    # component, 2200 + 5000: the weights the placement never holds predicted as activations).
+    records = [
+        record({"size": 10}, phases=[_held(1700, 300)], peak=1700),
+        record({"size": 20}, phases=[_held(2200, 300)], peak=2200),
+    ]
+    weights = {"transformer": 10**6}
+    peak = peaks(records, toy, component_weight_bytes=weights)[DENOISE]
+    assert (peak.raw_bytes, peak.bound_bytes) == (6200, 7200)
+    request = estimate_peak_bytes(records, toy, component_weight_bytes=weights)
+    assert request.raw_bytes == 6200
+
+
+def test_a_record_without_the_weights_at_its_peak_keeps_the_whole_components_floor(toy):
+    records = [
+        record({"size": 10}, phases=[_held(1700, 300)], peak=1700),
+        record({"size": 20}, phases=[_held(2200, None)], peak=2200),
+    ]
+    peak = peaks(records, toy, component_weight_bytes={"transformer": 10**6})[DENOISE]
+    assert (peak.raw_bytes, peak.bound_bytes) == (7200, 8200)
+
+
+def test_each_size_is_fitted_with_the_weights_the_nearest_size_held_at_its_peak(toy):
+    # Size 10 peaked with 900 B of weights onloaded, size 20 with 400 B: size 10 carried to 400 B
+    # is 1700 - 500 = 1200 (else its 500 B of extra weights lower the slope to 50 B a unit).
+    # Line through (10, 1200) and (20, 2200): slope 100, constant 200, floored at the fewest
+    # weights held, 400: raw 400 + 100 x 100 = 10400.
+    records = [
+        record({"size": 10}, phases=[_held(1700, 900)], peak=1700),
+        record({"size": 20}, phases=[_held(2200, 400)], peak=2200),
+    ]
+    peak = peaks(records, toy, component_weight_bytes={"transformer": 10**6})[DENOISE]
+    assert (peak.method, peak.raw_bytes) == ("fit", 10400)
 
 
 def test_a_negative_slope_falls_back_to_single_point_scaling(toy):
