@@ -57,7 +57,8 @@ class Settings:
 @define
 class Log:
     """The steps so far and every record measured, in order, and the pins of every placement
-    (one pin state across the run's placements: apply, undo, re-plan, fallback)."""
+    (one pin state across the run's placements: apply, rollback, re-plan, fallback; a rollback
+    keeps this worker's pins for the next placement, ``unpin`` releases them)."""
 
     steps: list[Step] = field(factory=list)
     records: list[WarmupRecord] = field(factory=list)
@@ -68,6 +69,12 @@ class Log:
         self.steps.append(Step(name, outcome, detail, data))
         if name in PLANNING:
             self.placed_by = name
+
+    def unpin(self) -> None:
+        """No placement of this worker's is in force: the pins its rollbacks kept for the next
+        placement released (a copy another owner holds stays)."""
+        if self.pins.state.of(WORKER):
+            self.pins.leave(WORKER)
 
 
 def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
@@ -192,7 +199,7 @@ def apply_and_validate(
         raise
     except BaseException:  # a collective that fails: never leave the plan half in force
         if applied is not None:
-            applied.undo()
+            applied.undo(keep_pins=True)
         raise
 
 
@@ -346,7 +353,7 @@ def roll_back_together(
     ``KeyboardInterrupt``). Every rank calls it at the same point."""
     if applied is not None:
         try:
-            applied.undo()
+            applied.undo(keep_pins=True)
         except UndoError as exc:
             stuck = exc
         else:
@@ -368,7 +375,7 @@ def _measure(session: Session, applied: Applied, target: Point) -> WarmupRecord:
         applied.offload_all()
         session.recorder.backend.release_pool()
     except BaseException:
-        applied.undo()
+        applied.undo(keep_pins=True)
         raise
     return record
 
