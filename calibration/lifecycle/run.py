@@ -109,7 +109,7 @@ def run_lifecycle(
     calibration_steps(book, cal, given=calibration is not None)
     if mode is Mode.OFF:
         return finish(book, mode, None, None, False, "measured only (mode off)", cal=cal)
-    components, targets = plan_inputs(cal)
+    components, targets = plan_inputs(cal, settings.whole)
     timeout = settings.rank_timeout_s or default_timeout(r.duration_s for r in cal.records)
     settings = attrs.evolve(settings, agreement=bounded(settings.agreement, timeout))
     run = _Run(book, mode, session, points, settings, components, targets, cal)

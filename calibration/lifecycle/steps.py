@@ -27,7 +27,7 @@ from calibration.lifecycle.model import (
 )
 from calibration.lifecycle.validate import is_out_of_memory, judge_speed, validate
 from calibration.plan.apply import Applied, MoveError, UndoError, apply
-from calibration.plan.inputs import components_from_bytes, from_estimate
+from calibration.plan.inputs import Whole, from_calibration
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.pinning import WORKER, PinBook
 from calibration.plan.report import placement_text, show_bytes
@@ -52,6 +52,7 @@ class Settings:
     repeat: int = 1  # calibration rounds
     agreement: Agreement = field(default=LOCAL, eq=False)
     rank_timeout_s: float | None = None  # a collective's longest wait; None: ``default_timeout``
+    whole: Whole = ()  # (stage, component): that stage needs the component whole (``--whole``)
 
 
 @define
@@ -108,13 +109,13 @@ def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
     )
 
 
-def plan_inputs(cal: Calibration) -> tuple[tuple[Component, ...], tuple[Target, ...]]:
-    """The planner's components and target from a calibration in memory."""
-    components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
-    target = from_estimate(
-        cal.estimate, components, phase_weights=cal.phase_weights, unobserved=cal.unobserved
-    )
-    return components, (target,)
+def plan_inputs(
+    cal: Calibration, whole: Whole = ()
+) -> tuple[tuple[Component, ...], tuple[Target, ...]]:
+    """The planner's components and target from a calibration in memory (``whole``: the
+    full-weight needs, ``Settings.whole``)."""
+    found = from_calibration(cal, whole)
+    return found.components, (found.target,)
 
 
 def placement(plan: Plan) -> tuple[tuple[str, str], ...]:
