@@ -10,7 +10,8 @@ bytes come from ``calibration.core.weights.layer_bytes`` (or the document's ``la
 
 Two more inputs per phase (docs/planning.md "Where each input comes from"): its
 ``transition_bytes``, derived wherever an active component may stream (it has layers): the bound
-plus the largest such layer, the one still held while the next arrives; and its
+plus the largest such layer, the one still held while the next arrives (the bound alone when the
+calibration streamed block by block, ``STREAMED_UNDER``: its peaks measured the arrivals); and its
 ``whole_components``, from ``Whole`` (``dslc plan --whole STAGE=COMPONENT``: the phases of that
 stage need the component's full weights, a weight refresh or a LoRA load).
 """
@@ -54,6 +55,11 @@ class UnknownWholeError(PlanInputError):
 
 #: Full-weight needs, each (stage, component): the stage's phases need the component whole.
 Whole = tuple[tuple[str, str], ...]
+
+#: The placements calibrated under (``--calibrate-offload``, ``calibration.core.offload.Offload``
+#: values: this module cannot import it) that stream a component block by block while measuring:
+#: each phase's measured peak is then a layer's arrival already, and its transition adds nothing.
+STREAMED_UNDER = frozenset({"group"})
 
 
 @frozen
@@ -107,11 +113,12 @@ def _target(
     compute: tuple[float | None, Mapping[str, float]] = (None, {}),
     unobserved: Sequence[str] = (),
     whole: Whole = (),
+    streamed: bool = False,
 ) -> Target:
     known = {c.name for c in components}
     _check_known(unobserved, known)
     needs = _whole_by_stage(whole, phases, known)
-    largest = {c.name: max(c.layer_bytes) for c in components if c.layer_bytes}
+    held = {c.name: 0 if streamed else max(c.layer_bytes) for c in components if c.layer_bytes}
     weights = (
         sum(c.weight_bytes for c in components)
         if measured_weights_bytes is None
@@ -129,7 +136,7 @@ def _target(
             continue
         bound = max(0, p.bound - on_device)
         refresh = needs.get(p.stage or p.label, ())
-        streams = [largest[n] for n in members if n in largest and n not in refresh]
+        streams = [held[n] for n in members if n in held and n not in refresh]
         moves = bound + max(streams) if streams else None
         planned.append(Phase(p.label, bound, members, refresh, moves))
         for n in members:
@@ -183,10 +190,12 @@ def from_estimate(
     phase_weights: Mapping[str, int] | None = None,
     unobserved: Sequence[str] = (),
     whole: Whole = (),
+    streamed: bool = False,
 ) -> Target:
     """A ``Target`` from a ``runtime.estimate.WorkloadEstimate`` (bounds with the margin), each
     phase's weights at its peak by label (``Calibration.phase_weights``), the components no
-    phase saw (``Calibration.unobserved``) and the full-weight needs (``whole``).
+    phase saw (``Calibration.unobserved``), the full-weight needs (``whole``) and whether it
+    was measured streaming block by block (``streamed``: its peaks are the arrivals).
 
     An offloaded component is onloaded once per stage it is active in; each layer's calls are the
     estimate's ``layer_calls()`` summed over stages.
@@ -222,6 +231,7 @@ def from_estimate(
         ),
         unobserved,
         whole,
+        streamed,
     )
 
 
@@ -238,6 +248,8 @@ class CalibrationLike(Protocol):
     def phase_weights(self) -> Mapping[str, int]: ...
     @property
     def unobserved(self) -> tuple[str, ...]: ...
+    @property
+    def offload(self) -> str: ...
 
 
 def from_calibration(cal: CalibrationLike, whole: Whole = ()) -> Calibrated:
@@ -251,6 +263,7 @@ def from_calibration(cal: CalibrationLike, whole: Whole = ()) -> Calibrated:
         phase_weights=cal.phase_weights,
         unobserved=cal.unobserved,
         whole=whole,
+        streamed=cal.offload in STREAMED_UNDER,
     )
     return Calibrated(components, target)
 
@@ -350,5 +363,12 @@ def _parse(doc: Mapping[str, Json], weight: int, whole: Whole = ()) -> Calibrate
             _compute(doc),
             tuple(str(n) for n in _items(doc, "unobserved_components", [])),
             whole,
+            _streamed(doc),
         ),
     )
+
+
+def _streamed(doc: Mapping[str, Json]) -> bool:
+    """Whether the document was calibrated streaming block by block (``calibrated_under``)."""
+    under = doc.get("calibrated_under")
+    return isinstance(under, Mapping) and under.get("offload") in STREAMED_UNDER

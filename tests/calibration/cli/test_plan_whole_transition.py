@@ -165,3 +165,21 @@ def test_the_lifecycle_plans_with_the_whole_its_settings_carry():
         outcome = run_lifecycle(fresh, points(), settings, calibration=calibration())
         assert outcome.plan is not None and outcome.plan.feasible is fits
         assert (outcome.report.status == NOTHING_FITS) is not fits
+
+
+def test_a_calibration_measured_streaming_block_by_block_adds_no_transition(flux_document):
+    """Under ``--calibrate-offload group`` each phase's peak was measured with one block
+    arriving: the transition is that measurement, the bound, nothing more."""
+    from calibration.core.offload import Offload
+    from calibration.plan.inputs import STREAMED_UNDER
+
+    assert STREAMED_UNDER == {Offload.GROUP.value}
+    doc = {**flux_document, "calibrated_under": {"offload": "group", "capacity_bytes": 1 << 20}}
+    grouped = _phases(load_calibration(doc).target)
+    plain = _phases(load_calibration(flux_document).target)
+    assert plain[DENOISE].transition_bytes == plain[DENOISE].bound_bytes + LARGEST
+    assert grouped[DENOISE].transition_bytes == grouped[DENOISE].bound_bytes
+    in_memory = attrs.evolve(calibration(), offload="group")
+    assert _phases(from_calibration(in_memory).target)[DENOISE].transition_bytes == (
+        grouped[DENOISE].bound_bytes
+    )
