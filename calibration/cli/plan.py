@@ -27,10 +27,18 @@ from calibration.cli.options import (
     shape_option,
 )
 from calibration.cli.outputs import checked_outputs
+from calibration.cli.plan_device import capacities, device_from_options, size_value
 from calibration.cli.plan_show import show_plan
+from calibration.cli.plan_whole import unknown_whole, whole_option
 from calibration.core.config import RunConfig
 from calibration.core.shapes import Shapes
-from calibration.plan.inputs import Calibrated, from_calibration, load_calibration
+from calibration.plan.inputs import (
+    Calibrated,
+    UnknownWholeError,
+    Whole,
+    from_calibration,
+    load_calibration,
+)
 from calibration.plan.model import (
     DEFAULT_BANDWIDTH,
     DEFAULT_PAGEABLE_FACTOR,
@@ -41,7 +49,7 @@ from calibration.plan.model import (
     Target,
     most_cautious_targets,
 )
-from calibration.plan.report import document, parse_size, show_bytes
+from calibration.plan.report import document
 from calibration.plan.solver import solve
 from dslc.cli_support import POINT_METAVAR, Failure, ui
 
@@ -63,45 +71,6 @@ _EPILOG_LINES = (
     "planned together (transfer summed over them). Exit 1 when nothing fits.",
 )
 EPILOG = "\n".join(_EPILOG_LINES)
-
-
-def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    """A size with its unit (`24` alone is refused: 24 bytes is rarely meant); 0 needs none."""
-    if value is None:
-        return None
-    try:
-        return parse_size(value, per_second=param.name == "bandwidth", unit_required=True)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
-
-
-def _capacity(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    """--device-memory: a size, or `cuda`/`cuda:N` to read that device's total memory."""
-    if value is not None and value.strip().startswith("cuda"):
-        return _cuda_memory(value.strip())
-    return _size(ctx, param, value)
-
-
-def _capacities(
-    ctx: click.Context, param: click.Parameter, values: Sequence[str]
-) -> list[int | None]:
-    """Each --device-memory: one for every rank (each --calibration), or one for all."""
-    return [_capacity(ctx, param, value) for value in values]
-
-
-def _cuda_memory(device: str) -> int:
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        raise Failure("--device-memory cuda needs torch") from None
-    if not torch.cuda.is_available():
-        raise click.BadParameter(
-            f"no CUDA device {device!r} here; give a size (80GiB)", param_hint="--device-memory"
-        )
-    try:
-        return int(torch.cuda.get_device_properties(torch.device(device)).total_memory)
-    except (RuntimeError, AssertionError, ValueError) as exc:
-        raise click.BadParameter(f"{device}: {exc}", param_hint="--device-memory") from None
 
 
 def inputs(
@@ -140,9 +109,7 @@ _RUN_PARAMS = {  # parameter -> option: the ones that choose or shape a calibrat
 
 
 def calibrated(
-    choice: Choice,
-    shapes: Sequence[Shapes],
-    config: RunConfig,
+    choice: Choice, shapes: Sequence[Shapes], config: RunConfig, whole: Whole = ()
 ) -> list[Calibrated]:
     """Run one calibration per target shape (progress on stderr, as `dslc calibrate` shows)."""
     from calibration.cli.show import progress, warn
@@ -156,7 +123,7 @@ def calibrated(
         except CalibrationError as exc:
             raise Failure(str(exc)) from None
         warn(cal)
-        out.append(from_calibration(cal))
+        out.append(from_calibration(cal, whole))
     return out
 
 
@@ -187,32 +154,32 @@ def calibrated(
     "--device-memory",
     required=True,
     multiple=True,
-    callback=_capacities,
+    callback=capacities,
     metavar="SIZE|cuda[:N]",
     help="The capacity planned for: 80GiB, 24GB, 1024B, or cuda:0 to read that device's; "
     "repeated, one per --calibration: each calibration a rank on its own device.",
 )
 @click.option(
     "--reserve",
-    callback=_size,
+    callback=size_value,
     metavar="SIZE",
     help="Kept free, below --device-memory [default: max(1 GiB, 2 %)].",
 )
 @click.option(
     "--bandwidth",
-    callback=_size,
+    callback=size_value,
     metavar="SIZE/s",
     help=f"Host-to-device bytes/s: 25GB/s [default: {DEFAULT_BANDWIDTH // 10**9}GB/s].",
 )
 @click.option(
     "--pin-budget",
-    callback=_size,
+    callback=size_value,
     metavar="SIZE",
     help="Pinned host memory; over it a host copy is pageable, slower [default: unlimited].",
 )
 @click.option(
     "--host-memory",
-    callback=_size,
+    callback=size_value,
     metavar="SIZE",
     help="Host memory for the host copies, pinned and pageable; a plan whose copies do not fit "
     "is refused, naming the host shortfall [default: unlimited].",
@@ -225,6 +192,7 @@ def calibrated(
     metavar="FACTOR",
     help="A pageable host copy's time per byte over a pinned one's (bench/copies.py measures it).",
 )
+@whole_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON document (docs/planning.md).")
 @click.option(
     "--validate",
@@ -272,6 +240,7 @@ def plan(
     pin_budget: int | None,
     host_memory: int | None,
     pageable_factor: float,
+    whole: Whole,
     as_json: bool,
     validate_mode: str | None,
     rank_timeout: float | None,
@@ -291,7 +260,7 @@ def plan(
         raise click.UsageError("--rank-timeout bounds the lifecycle's waits: give --validate")
     devices = [
         attrs.evolve(
-            _device(m, reserve, bandwidth, pin_budget, pageable_factor),
+            device_from_options(m, reserve, bandwidth, pin_budget, pageable_factor),
             host_memory_bytes=host_memory,
         )
         for m in device_memory
@@ -300,23 +269,40 @@ def plan(
     choice = check_choice(choice)
     shapes = [Shapes(warmup, probe, t) for t in targets or [{}]]
     if validate_mode is not None:
-        _validate(choice, shapes, config, planned_device, validate_mode, as_json, rank_timeout)
+        lifecycle = (validate_mode, as_json, rank_timeout, whole)
+        _validate(choice, shapes, config, planned_device, *lifecycle)
     if len(devices) > 1:
-        raise click.exceptions.Exit(_ranks(calibrations, devices, as_json))
-    try:
-        if calibrations:
-            loaded = [load_calibration(path) for path in calibrations]
-        else:
-            loaded = calibrated(choice, shapes, config)
-        components, planned = inputs(loaded)
-        result = solve(components, planned, planned_device)
-    except PlanInputError as exc:
-        raise Failure(str(exc)) from None
+        raise click.exceptions.Exit(_ranks(calibrations, devices, as_json, whole))
+    result, components, planned = _planned(
+        calibrations, choice, shapes, config, whole, planned_device
+    )
     _report(result, components, planned, as_json, explain)
     if plot is not None:
         _draw(result, plot)
     if not result.feasible:
         raise click.exceptions.Exit(1)
+
+
+def _planned(
+    calibrations: Sequence[Path],
+    choice: Choice,
+    shapes: Sequence[Shapes],
+    config: RunConfig,
+    whole: Whole,
+    device: Device,
+) -> tuple[Plan, tuple[Component, ...], tuple[Target, ...]]:
+    """The saved calibrations read (or one run per shape), the full-weight needs in, the plan."""
+    try:
+        if calibrations:
+            loaded = [load_calibration(path, whole=whole) for path in calibrations]
+        else:
+            loaded = calibrated(choice, shapes, config, whole)
+        components, planned = inputs(loaded)
+        return solve(components, planned, device), components, planned
+    except UnknownWholeError as exc:
+        raise unknown_whole(exc) from None
+    except PlanInputError as exc:
+        raise Failure(str(exc)) from None
 
 
 def _report(
@@ -366,7 +352,9 @@ def _one_or_per_rank(devices: Sequence[Device], ranks: int, validate_mode: str |
     return devices[0]
 
 
-def _ranks(calibrations: Sequence[Path], devices: Sequence[Device], as_json: bool) -> int:
+def _ranks(
+    calibrations: Sequence[Path], devices: Sequence[Device], as_json: bool, whole: Whole = ()
+) -> int:
     """Each calibration a rank on its own device (docs/planning.md "Ranks"): one placement for
     all when one fits every rank, else each rank its own; the exit status."""
     from calibration.plan.ranks import RankInputs, solve_ranks
@@ -374,9 +362,11 @@ def _ranks(calibrations: Sequence[Path], devices: Sequence[Device], as_json: boo
     try:
         ranks = []
         for path, device in zip(calibrations, devices):
-            components, targets = inputs([load_calibration(path)])
+            components, targets = inputs([load_calibration(path, whole=whole)])
             ranks.append(RankInputs(components, targets, device))
         planned = solve_ranks(ranks)
+    except UnknownWholeError as exc:
+        raise unknown_whole(exc) from None
     except PlanInputError as exc:
         raise Failure(str(exc)) from None
     if as_json:
@@ -420,6 +410,7 @@ def _validate(
     mode: str,
     as_json: bool,
     rank_timeout: float | None = None,
+    whole: Whole = (),
 ) -> None:
     """Run the serving lifecycle (calibration.cli.validate) and exit with its status; with
     --json, whose document on stdout comes at the end, its start and end show on stderr."""
@@ -431,41 +422,11 @@ def _validate(
             "this runs the pipeline several times"
         )
     status = validate_command(
-        choice, shapes, config, planned, mode, as_json, rank_timeout_s=rank_timeout
+        choice, shapes, config, planned, mode, as_json, rank_timeout_s=rank_timeout, whole=whole
     )
     if as_json:
         ui().note(f"validate: done (exit {status})")
     raise click.exceptions.Exit(status)
-
-
-def _device(
-    capacity: int,
-    reserve: int | None,
-    bandwidth: int | None,
-    pin_budget: int | None,
-    pageable_factor: float = DEFAULT_PAGEABLE_FACTOR,
-) -> Device:
-    """The device the options describe; a reserve that leaves nothing usable is a usage error,
-    found before any calibration runs."""
-    if bandwidth == 0:
-        raise click.BadParameter("must be > 0", param_hint="--bandwidth")
-    if capacity == 0:
-        raise click.BadParameter("must be > 0", param_hint="--device-memory")
-    device = Device(
-        capacity,
-        reserve_bytes=reserve,
-        pin_budget_bytes=pin_budget,
-        bandwidth_bytes_per_s=float(bandwidth or DEFAULT_BANDWIDTH),
-        pageable_factor=pageable_factor,
-    )
-    if device.usable_bytes <= 0:
-        which = "the reserve" if reserve is not None else "the default reserve, max(1 GiB, 2 %),"
-        raise click.BadParameter(
-            f"{which} {show_bytes(device.reserve)} leaves nothing of {show_bytes(capacity)} "
-            "(give a larger --device-memory, or a smaller --reserve)",
-            param_hint="--reserve" if reserve is not None else "--device-memory",
-        )
-    return device
 
 
 def _no_run_options_with(calibrations: Sequence[Path]) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from calibration.cli.options import Choice
+from calibration.cli.plan_whole import unknown_whole
 from calibration.core.config import RunConfig
 from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
@@ -20,6 +21,7 @@ from calibration.lifecycle.model import Mode
 from calibration.lifecycle.render import document, lines
 from calibration.lifecycle.run import Outcome, run_lifecycle
 from calibration.lifecycle.steps import Settings
+from calibration.plan.inputs import UnknownWholeError, Whole
 from calibration.plan.model import Device
 from calibration.plan.report import show_bytes
 
@@ -56,6 +58,7 @@ def lifecycle(
     device: Device,
     mode: str,
     rank_timeout_s: float | None = None,
+    whole: Whole = (),
 ) -> Outcome:
     """Build the pipeline on ``config.device`` (auto, cpu, cuda:N) and run the lifecycle in
     ``mode``, planning for ``device``."""
@@ -91,6 +94,7 @@ def lifecycle(
                 repeat=config.repeat,
                 agreement=agreement(),  # the process group's when torch.distributed runs
                 rank_timeout_s=rank_timeout_s,
+                whole=whole,
             ),
         )
 
@@ -104,6 +108,7 @@ def validate_command(
     as_json: bool,
     *,
     rank_timeout_s: float | None = None,
+    whole: Whole = (),
 ) -> int:
     """Run the lifecycle, print the steps and the verdict (or the JSON); the exit status."""
     from dslc.cli_support import Failure, ui
@@ -111,7 +116,9 @@ def validate_command(
     if len(shapes) != 1:
         raise Failure("--validate plans for one --target: give the largest serving shape")
     try:
-        outcome = lifecycle(choice, shapes[0], config, device, mode, rank_timeout_s)
+        outcome = lifecycle(choice, shapes[0], config, device, mode, rank_timeout_s, whole)
+    except UnknownWholeError as exc:
+        raise unknown_whole(exc) from None
     except CalibrationError as exc:
         raise Failure(str(exc)) from None
     report = outcome.report

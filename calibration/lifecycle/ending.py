@@ -80,7 +80,10 @@ def finish(
     cal: Calibration | None = None,
     status: int | None = None,
 ) -> Outcome:
-    """The report and the outcome; ``status`` defaults from the mode and the plan."""
+    """The report and the outcome; ``status`` defaults from the mode and the plan. Ending with
+    no placement in force, the pins kept across its rollbacks are released."""
+    if applied is None:
+        book.unpin()
     validated = status == OK and mode in (Mode.APPLY, Mode.STRICT)
     if status is None:
         if mode in (Mode.APPLY, Mode.STRICT):

@@ -109,7 +109,7 @@ def run_lifecycle(
     calibration_steps(book, cal, given=calibration is not None)
     if mode is Mode.OFF:
         return finish(book, mode, None, None, False, "measured only (mode off)", cal=cal)
-    components, targets = plan_inputs(cal)
+    components, targets = plan_inputs(cal, settings.whole)
     timeout = settings.rank_timeout_s or default_timeout(r.duration_s for r in cal.records)
     settings = attrs.evolve(settings, agreement=bounded(settings.agreement, timeout))
     run = _Run(book, mode, session, points, settings, components, targets, cal)
@@ -127,6 +127,9 @@ def run_lifecycle(
         book.add(StepName.ERROR, "failed", f"{type(exc).__name__}: {exc}")
         verdict = f"the lifecycle failed, not serving: {type(exc).__name__}: {exc}"
         return finish(book, mode, None, None, False, verdict, cal, REFUSED)
+    except BaseException:  # an interrupt: no placement is in force, nor any pin of it
+        book.unpin()
+        raise
 
 
 def _plan(run: _Run) -> Outcome:
@@ -286,7 +289,7 @@ def _serve(run: _Run, plan: Plan, result: Tried, *, together: bool = True) -> Ou
     if applied is None:
         applied = _reapply(book, session, settings, plan)
         if together and _any_rank(settings, applied, applied is None) and applied is not None:
-            applied.undo()
+            applied.undo(keep_pins=True)
             applied = None
             book.add(StepName.APPLY, "failed", "another rank's fallback cannot be applied")
         if applied is None:
@@ -300,7 +303,7 @@ def _serve(run: _Run, plan: Plan, result: Tried, *, together: bool = True) -> Ou
     except UndoError:  # the re-warm's rollback failed: the caller stops serving
         raise
     except BaseException:  # never serve, nor fail, with a plan half in force
-        applied.undo()
+        applied.undo(keep_pins=True)
         raise
     if monitor is None:  # a validated placement's re-warm failed on some rank: undone on all
         return _rewarm_failed(run, warmed, together)
@@ -357,7 +360,7 @@ def _any_rank(settings: Settings, applied: Applied | None, failed: bool) -> bool
         return bool(settings.agreement.max_int(int(failed)))
     except RankError:
         if applied is not None:
-            applied.undo()
+            applied.undo(keep_pins=True)
         raise
 
 

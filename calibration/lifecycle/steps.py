@@ -27,7 +27,7 @@ from calibration.lifecycle.model import (
 )
 from calibration.lifecycle.validate import is_out_of_memory, judge_speed, validate
 from calibration.plan.apply import Applied, MoveError, UndoError, apply
-from calibration.plan.inputs import components_from_bytes, from_estimate
+from calibration.plan.inputs import Whole, from_calibration
 from calibration.plan.model import Component, Device, Plan, Target
 from calibration.plan.pinning import WORKER, PinBook
 from calibration.plan.report import placement_text, show_bytes
@@ -52,12 +52,14 @@ class Settings:
     repeat: int = 1  # calibration rounds
     agreement: Agreement = field(default=LOCAL, eq=False)
     rank_timeout_s: float | None = None  # a collective's longest wait; None: ``default_timeout``
+    whole: Whole = ()  # (stage, component): that stage needs the component whole (``--whole``)
 
 
 @define
 class Log:
     """The steps so far and every record measured, in order, and the pins of every placement
-    (one pin state across the run's placements: apply, undo, re-plan, fallback)."""
+    (one pin state across the run's placements: apply, rollback, re-plan, fallback; a rollback
+    keeps this worker's pins for the next placement, ``unpin`` releases them)."""
 
     steps: list[Step] = field(factory=list)
     records: list[WarmupRecord] = field(factory=list)
@@ -68,6 +70,12 @@ class Log:
         self.steps.append(Step(name, outcome, detail, data))
         if name in PLANNING:
             self.placed_by = name
+
+    def unpin(self) -> None:
+        """No placement of this worker's is in force: the pins its rollbacks kept for the next
+        placement released (a copy another owner holds stays)."""
+        if self.pins.state.of(WORKER):
+            self.pins.leave(WORKER)
 
 
 def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
@@ -101,13 +109,13 @@ def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
     )
 
 
-def plan_inputs(cal: Calibration) -> tuple[tuple[Component, ...], tuple[Target, ...]]:
-    """The planner's components and target from a calibration in memory."""
-    components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
-    target = from_estimate(
-        cal.estimate, components, phase_weights=cal.phase_weights, unobserved=cal.unobserved
-    )
-    return components, (target,)
+def plan_inputs(
+    cal: Calibration, whole: Whole = ()
+) -> tuple[tuple[Component, ...], tuple[Target, ...]]:
+    """The planner's components and target from a calibration in memory (``whole``: the
+    full-weight needs, ``Settings.whole``)."""
+    found = from_calibration(cal, whole)
+    return found.components, (found.target,)
 
 
 def placement(plan: Plan) -> tuple[tuple[str, str], ...]:
@@ -192,7 +200,7 @@ def apply_and_validate(
         raise
     except BaseException:  # a collective that fails: never leave the plan half in force
         if applied is not None:
-            applied.undo()
+            applied.undo(keep_pins=True)
         raise
 
 
@@ -346,7 +354,7 @@ def roll_back_together(
     ``KeyboardInterrupt``). Every rank calls it at the same point."""
     if applied is not None:
         try:
-            applied.undo()
+            applied.undo(keep_pins=True)
         except UndoError as exc:
             stuck = exc
         else:
@@ -368,7 +376,7 @@ def _measure(session: Session, applied: Applied, target: Point) -> WarmupRecord:
         applied.offload_all()
         session.recorder.backend.release_pool()
     except BaseException:
-        applied.undo()
+        applied.undo(keep_pins=True)
         raise
     return record
 

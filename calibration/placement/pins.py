@@ -53,6 +53,14 @@ class HostCopies:
                 host.copy_(tensor.data)
                 tensor.data = host
 
+    def settle(self) -> None:
+        """A copy kept across placements: each tensor the new placement left on the host (a
+        pageable copy the offload made) holds its pinned copy again, written from it."""
+        for tensor, host in self.tensors:
+            if tensor.device.type == "cpu" and not _holds(tensor, host):
+                host.copy_(tensor.data)
+                tensor.data = host
+
     def release(self) -> None:
         """Every tensor still holding its pinned copy gets a pageable one; the pins dropped."""
         import torch

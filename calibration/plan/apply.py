@@ -25,7 +25,8 @@ half-way (a pipeline is never left half-applied).
 On a CUDA device the host copies the plan keeps pinned (``plan_pins``: per part, a pageable
 streamed component's frontier only) are pinned through the caller's ``PinBook``
 (``calibration.plan.pinning``: the pin state across placements; pinned here, parked before each
-offload, left on undo: released unless another owner holds them); ``Applied.pinned_bytes`` is
+offload, left on undo: released unless another owner holds them, or kept for the owner's next
+placement by a rollback, ``undo(keep_pins=True)``); ``Applied.pinned_bytes`` is
 what is measured pinned, ``Applied.pin_note`` says why none is.
 
 The mechanisms (accelerate's model offload, diffusers' group offloading per streamed block, the
@@ -142,12 +143,14 @@ class Applied:
         """After a request: nothing offloaded-whole stays on the device."""
         self.offload_others("")
 
-    def undo(self) -> None:
+    def undo(self, *, keep_pins: bool = False) -> None:
         """Every hook off, every tensor back on its device: the pipeline as before ``apply``.
 
         Releases first (components whose tensors leave the device), then the rest; a component
         that fails does not stop the others, and ``UndoError`` names every failure afterwards
-        (calling ``undo`` again retries the ones left)."""
+        (calling ``undo`` again retries the ones left). ``keep_pins``: a rollback between two
+        placements of the same owner, whose next ``apply`` places its pins from what it holds
+        (keeps what it still wants, releases only the rest); else its pins leave the book."""
         if self.undone:
             return
         failures: dict[str, str] = {}
@@ -160,7 +163,8 @@ class Applied:
         self.offload_hooks.clear()
         if self.placed:  # every tensor home: the pins no other owner holds released
             self.placed = False
-            self.book.leave(self.owner)
+            if not keep_pins:
+                self.book.leave(self.owner)
         if failures:
             raise UndoError(failures, {n: self.left_in_place(n) for n in failures})
         self.streamed.clear()

@@ -7,6 +7,13 @@ phase's own ``weights_bytes`` (measured under the calibration's placement, offlo
 A component no phase saw active (``unobserved_components``) is charged its full weights in every
 phase: it may run in any of them, and is never planned as costing nothing. No torch: the per-layer
 bytes come from ``calibration.core.weights.layer_bytes`` (or the document's ``layer_bytes``).
+
+Two more inputs per phase (docs/planning.md "Where each input comes from"): its
+``transition_bytes``, derived wherever an active component may stream (it has layers): the bound
+plus the largest such layer, the one still held while the next arrives (the bound alone when the
+calibration streamed block by block, ``STREAMED_UNDER``: its peaks measured the arrivals); and its
+``whole_components``, from ``Whole`` (``dslc plan --whole STAGE=COMPONENT``: the phases of that
+stage need the component's full weights, a weight refresh or a LoRA load).
 """
 
 from __future__ import annotations
@@ -39,6 +46,20 @@ MAX_ITEMS = 100_000  # phases, layer uses and layers, each
 
 class CalibrationFormatError(PlanInputError):
     """A calibration document that cannot be read as one (not JSON, a key missing, a bad value)."""
+
+
+class UnknownWholeError(PlanInputError):
+    """A ``--whole STAGE=COMPONENT`` naming a stage or a component the calibration does not have
+    (the message names the known ones)."""
+
+
+#: Full-weight needs, each (stage, component): the stage's phases need the component whole.
+Whole = tuple[tuple[str, str], ...]
+
+#: The placements calibrated under (``--calibrate-offload``, ``calibration.core.offload.Offload``
+#: values: this module cannot import it) that stream a component block by block while measuring:
+#: each phase's measured peak is then a layer's arrival already, and its transition adds nothing.
+STREAMED_UNDER = frozenset({"group"})
 
 
 @frozen
@@ -91,9 +112,13 @@ def _target(
     weight: int,
     compute: tuple[float | None, Mapping[str, float]] = (None, {}),
     unobserved: Sequence[str] = (),
+    whole: Whole = (),
+    streamed: bool = False,
 ) -> Target:
     known = {c.name for c in components}
     _check_known(unobserved, known)
+    needs = _whole_by_stage(whole, phases, known)
+    held = {c.name: 0 if streamed else max(c.layer_bytes) for c in components if c.layer_bytes}
     weights = (
         sum(c.weight_bytes for c in components)
         if measured_weights_bytes is None
@@ -109,7 +134,11 @@ def _target(
         if p.kind == PhaseKind.PREFETCH:  # onloading ahead: present, charged once, not a use
             planned.append(Phase(p.label, max(0, p.bound - on_device), (), prefetched=members))
             continue
-        planned.append(Phase(p.label, max(0, p.bound - on_device), members))
+        bound = max(0, p.bound - on_device)
+        refresh = needs.get(p.stage or p.label, ())
+        streams = [held[n] for n in members if n in held and n not in refresh]
+        moves = bound + max(streams) if streams else None
+        planned.append(Phase(p.label, bound, members, refresh, moves))
         for n in members:
             stages.setdefault(n, set()).add(p.stage or p.label)
     uses = {n: len(s) for n, s in stages.items()}
@@ -120,6 +149,27 @@ def _target(
         if c.layer_names and c.name in recorded
     }
     return Target(name, tuple(planned), uses, layer_uses, weight, compute[0], compute[1])
+
+
+def _whole_by_stage(
+    whole: Whole, phases: Sequence[Measured], known: set[str]
+) -> dict[str, tuple[str, ...]]:
+    """Each stage's components needed whole; a stage or component not calibrated refused."""
+    stages = {p.stage or p.label for p in phases if p.kind != PhaseKind.PREFETCH}
+    out: dict[str, tuple[str, ...]] = {}
+    for stage, component in whole:
+        if stage not in stages:
+            raise UnknownWholeError(
+                f"--whole {stage}={component}: no stage {stage!r}; the calibration has "
+                f"{', '.join(sorted(stages))}"
+            )
+        if component not in known:
+            raise UnknownWholeError(
+                f"--whole {stage}={component}: no component {component!r}; the calibration has "
+                f"{', '.join(sorted(known))}"
+            )
+        out[stage] = (*out.get(stage, ()), component)
+    return out
 
 
 def _check_known(unobserved: Sequence[str], known: set[str]) -> None:
@@ -139,10 +189,13 @@ def from_estimate(
     weight: int = 1,
     phase_weights: Mapping[str, int] | None = None,
     unobserved: Sequence[str] = (),
+    whole: Whole = (),
+    streamed: bool = False,
 ) -> Target:
     """A ``Target`` from a ``runtime.estimate.WorkloadEstimate`` (bounds with the margin), each
-    phase's weights at its peak by label (``Calibration.phase_weights``) and the components no
-    phase saw (``Calibration.unobserved``).
+    phase's weights at its peak by label (``Calibration.phase_weights``), the components no
+    phase saw (``Calibration.unobserved``), the full-weight needs (``whole``) and whether it
+    was measured streaming block by block (``streamed``: its peaks are the arrivals).
 
     An offloaded component is onloaded once per stage it is active in; each layer's calls are the
     estimate's ``layer_calls()`` summed over stages.
@@ -177,6 +230,8 @@ def from_estimate(
             {s.stage: s.seconds for s in estimate.timing.stages if s.seconds is not None},
         ),
         unobserved,
+        whole,
+        streamed,
     )
 
 
@@ -193,15 +248,22 @@ class CalibrationLike(Protocol):
     def phase_weights(self) -> Mapping[str, int]: ...
     @property
     def unobserved(self) -> tuple[str, ...]: ...
+    @property
+    def offload(self) -> str: ...
 
 
-def from_calibration(cal: CalibrationLike) -> Calibrated:
+def from_calibration(cal: CalibrationLike, whole: Whole = ()) -> Calibrated:
     """The planner's input straight from a calibration in memory (``dslc plan`` without
-    ``--calibration``): the components, bounds, layer calls, compute and target its saved
-    document gives, without building and reading one."""
+    ``--calibration``, the lifecycle): the components, bounds, layer calls, compute and target
+    its saved document gives, without building and reading one; ``whole``: full-weight needs."""
     components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
     target = from_estimate(
-        cal.estimate, components, phase_weights=cal.phase_weights, unobserved=cal.unobserved
+        cal.estimate,
+        components,
+        phase_weights=cal.phase_weights,
+        unobserved=cal.unobserved,
+        whole=whole,
+        streamed=cal.offload in STREAMED_UNDER,
     )
     return Calibrated(components, target)
 
@@ -218,9 +280,12 @@ def _compute(doc: Mapping[str, Json]) -> tuple[float | None, dict[str, float]]:
     return (None if total is None else total / 1e3), stages
 
 
-def load_calibration(source: str | Path | Mapping[str, Json], *, weight: int = 1) -> Calibrated:
+def load_calibration(
+    source: str | Path | Mapping[str, Json], *, weight: int = 1, whole: Whole = ()
+) -> Calibrated:
     """Read a ``dslc calibrate --json`` / ``--save`` document (docs/planning.md lists the keys):
-    strictly, checked against its schema and its own component names (``document_check``)."""
+    strictly, checked against its schema and its own component names (``document_check``);
+    ``whole``: full-weight needs (a stage or component it lacks: ``UnknownWholeError``)."""
     where = "" if isinstance(source, Mapping) else f" {path_text(source)}"
     try:
         doc = source if isinstance(source, Mapping) else read_document(source)
@@ -231,7 +296,9 @@ def load_calibration(source: str | Path | Mapping[str, Json], *, weight: int = 1
     except DocumentError as exc:
         raise CalibrationFormatError(f"calibration document{where}: {exc}") from None
     try:
-        return _parse(doc, weight)
+        return _parse(doc, weight, whole)
+    except UnknownWholeError:  # an option's mistake, not the document's
+        raise
     except PlanInputError as exc:
         raise CalibrationFormatError(f"calibration document{where}: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -255,7 +322,7 @@ def _items(doc: Mapping[str, Json], key: str, default: Json = None) -> Json:
     return value
 
 
-def _parse(doc: Mapping[str, Json], weight: int) -> Calibrated:
+def _parse(doc: Mapping[str, Json], weight: int, whole: Whole = ()) -> Calibrated:
     weights = {
         str(k): _int(v, f"component_weight_bytes[{k!r}]")
         for k, v in _items(doc, "component_weight_bytes").items()
@@ -295,5 +362,13 @@ def _parse(doc: Mapping[str, Json], weight: int) -> Calibrated:
             weight,
             _compute(doc),
             tuple(str(n) for n in _items(doc, "unobserved_components", [])),
+            whole,
+            _streamed(doc),
         ),
     )
+
+
+def _streamed(doc: Mapping[str, Json]) -> bool:
+    """Whether the document was calibrated streaming block by block (``calibrated_under``)."""
+    under = doc.get("calibrated_under")
+    return isinstance(under, Mapping) and under.get("offload") in STREAMED_UNDER

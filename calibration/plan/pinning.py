@@ -6,7 +6,9 @@ copies it says to hold (``calibration.placement.pins.SharedPins``).
 an offloaded component's every part, a streamed one's streamed layers or its frontier), and
 ``Applied.undo`` leaves: each change pins only what no owner had pinned and releases only what no
 owner holds any more; ``PinBook.changes`` is the sequence of ``PinChange`` a lifecycle made (apply,
-undo, re-plan, fallback). Where copies cannot be pinned (the CPU) the bookkeeping runs and no
+re-plan, fallback, the final undo). A rollback between two placements (``undo(keep_pins=True)``)
+leaves the owner's pins in the book: the next ``apply`` keeps those it still wants, untouched, and
+releases only the rest. Where copies cannot be pinned (the CPU) the bookkeeping runs and no
 tensor is pinned. Imports torch when called. See docs/planning.md "Pin state across placements".
 """
 
@@ -122,6 +124,8 @@ def pin_plan(
         owner, wanted, lambda k: parts[k.component].get(k.part, ()), can_pin=can_pin
     )
     held = book.held(owner)
+    for copies in held.values():  # kept from this owner's placement before: held again
+        copies.settle()
     for component in sorted({k.component for k in held}):
         mine = [c for k, c in held.items() if k.component == component]
         if component in hooks:

@@ -145,3 +145,24 @@ def test_on_cuda_a_copy_another_owner_holds_stays_pinned_after_undo():
     assert key in book.copies.copies and book.changes[-1].kept == {key}
     book.leave("b")
     assert key not in book.copies.copies and not book.state.pinned
+
+
+def test_a_rollback_keeping_pins_lets_the_next_apply_keep_and_release_only_the_dropped(stand_in):
+    """A rollback between placements (``undo(keep_pins=True)``): the re-plan that keeps layer 1
+    pinned and drops layer 0 releases layer 0 once and neither releases nor re-pins layer 1 (the
+    same host copies, held by the same tensors); the final undo releases the rest."""
+    pipe = FLUX.build(0)
+    book = PinBook()
+    one, zero = PinKey("transformer", 1), PinKey("transformer", 0)
+    first = apply(_plan(pipe, (0, 1)), pipe, device=stand_in, offload_device="cpu", pins=book)
+    copies = book.copies.copies.get(one)
+    first.undo(keep_pins=True)
+    assert len(book.changes) == 1 and book.state.of("apply") == {zero, one}
+    second = apply(_plan(pipe, (1,)), pipe, device=stand_in, offload_device="cpu", pins=book)
+    moved = book.changes[-1]
+    assert (moved.pin, moved.release) == (frozenset(), {zero})  # no churn of layer 1
+    assert book.copies.copies.get(one) is copies and book.state.of("apply") == {one}
+    assert copies is not None  # the same copy, held again by layer 1's tensors
+    assert _held_tensors(second) == _ids(pipe.transformer.get_submodule(SINGLE))
+    second.undo()
+    assert book.changes[-1].release == {one} and not book.state.pinned and not book.copies.copies
