@@ -11,12 +11,13 @@ import contextlib
 import enum
 import os
 import weakref
-from collections.abc import Collection, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 from attrs import define, field
 from torch import nn
+from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from runtime.measure.residency import (
@@ -26,9 +27,6 @@ from runtime.measure.residency import (
     WeightReads,
     device_weight_bytes,
 )
-
-if TYPE_CHECKING:
-    from torch._ops import OpOverload
 
 
 @runtime_checkable
@@ -248,6 +246,21 @@ class _Outputs(enum.Enum):
         return cls.WRITTEN if any(a.is_write for a in aliases) else cls.VIEWS
 
 
+class _Plan(NamedTuple):
+    """What the dispatch mode decided once for an op: the callable to run (the overload's C++
+    entry, no Python ``__call__`` frame), what its outputs are, and the op (kept alive: the
+    mode's table is keyed by its identity)."""
+
+    op: Callable[..., object]
+    outputs: _Outputs
+    func: OpOverload
+
+    @classmethod
+    def of(cls, func: OpOverload) -> _Plan:
+        direct = type(func).__call__ is OpOverload.__call__  # a subclass may call otherwise
+        return cls(func._op if direct else func, _Outputs.of(func), func)
+
+
 class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's is untyped
     """Sees every aten op's outputs and counts the storages that the op newly allocated."""
 
@@ -259,7 +272,7 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
         self.device_type = device_type
         self.cpu = device_type == "cpu"
         self.reads = reads  # weight reads attributed (and onloaded) before each op runs
-        self.kinds: dict[OpOverload, _Outputs] = {}  # per op: what its outputs are
+        self.plans: dict[int, _Plan] = {}  # per op, by identity: what to call, what it outputs
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -277,20 +290,21 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
         args: tuple[object, ...] = (),
         kwargs: dict[str, object] | None = None,
     ) -> object:
+        plan = self.plans.get(id(func))  # by identity: an OpOverload's hash is Python code
+        if plan is None:
+            plan = self.plans[id(func)] = _Plan.of(func)
         if self.reads is not None:
             self.reads.seen(args)
-        out = func(*args, **kwargs) if kwargs else func(*args)
-        kind = self.kinds.get(func)
-        if kind is None:
-            kind = self.kinds[func] = _Outputs.of(func)
+        op, kind, _ = plan
+        out = op(*args, **kwargs) if kwargs else op(*args)
         if kind is _Outputs.VIEWS:
             return out
         seen = self.counter.add if kind is _Outputs.NEW else self.counter.refresh
-        cpu, device_type = self.cpu, self.device_type  # ``is_cpu``: no ``torch.device`` built
         if type(out) is torch.Tensor:
-            if out.is_cpu if cpu else out.device.type == device_type:
+            if out.is_cpu if self.cpu else out.device.type == self.device_type:
                 seen(out.untyped_storage())
         elif isinstance(out, (tuple, list)):
+            cpu, device_type = self.cpu, self.device_type  # ``is_cpu``: no ``torch.device`` built
             for t in out:
                 if type(t) is torch.Tensor and (t.is_cpu if cpu else t.device.type == device_type):
                     seen(t.untyped_storage())
