@@ -260,7 +260,7 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
         "pipeline": pipeline.name,
         "warmup": None if warmup is None else warmup_point,
         "probe": probe_point,
-        "more_probes": list(cal.extra_probes),
+        "more_probes": [e.point for e in cal.extras],
         "target": target_point,
         "work_ratio": float(work_ratio(pipeline, probe_point, target_point)),
         "rows": _rows(cal, units(target_point)),

@@ -98,7 +98,9 @@ def bench(name: str, calls: int, runs: int) -> list[str]:
     predictor = from_calibration(cal, pipeline)
     built_ms = (time.thread_time() - start) * 1e3
     admissible = [
-        r for r in _requests(dict(cal.target), dict(cal.probe)) if pipeline.is_admissible(**r)
+        r
+        for r in _requests(dict(cal.shapes.target), dict(cal.shapes.probe))
+        if pipeline.is_admissible(**r)
     ]
     mix = [admissible[k % len(admissible)] for k in range(calls)]
     series = _series(predictor, pipeline, plan, mix, runs)

@@ -13,7 +13,7 @@ from attrs import frozen
 
 from artifact.point import Point
 from calibration.calibrate.loop import Progress
-from calibration.calibrate.run import Calibration, calibrate_session, shapes
+from calibration.calibrate.run import Calibration, UndoFailed, calibrate_session, shapes
 from calibration.core.config import RunConfig
 from calibration.core.host import quiet_libraries, torch_threads
 from calibration.core.offload import Placing
@@ -29,7 +29,7 @@ from runtime.estimate import DEFAULT_MARGIN
 def calibrate_pipeline(
     pipe_factory: Callable[[int], object],
     pipeline: Pipeline,
-    defaults: Shapes | tuple[Point, Point, Point],
+    defaults: Shapes,
     *,
     target: Point | None = None,
     probe: Point | None = None,
@@ -50,10 +50,8 @@ def calibrate_pipeline(
     capacity: int | None = None,
 ) -> Calibration:
     """Build the pipeline (``pipe_factory(seed)``), wire it through its formulas, calibrate
-    (placed under ``offload`` on a device capped at ``capacity``: ``calibration.core.offload``);
-    ``defaults`` a ``Shapes`` or its (warmup, probe, target) as a tuple."""
-    if not isinstance(defaults, Shapes):
-        defaults = Shapes(*defaults)
+    (placed under ``offload`` on a device capped at ``capacity``: ``calibration.core.offload``)
+    from the ``defaults`` shapes, each given size over them."""
     config = RunConfig(
         device=device,
         margin=margin,
@@ -135,7 +133,7 @@ def calibrate_configured(
 
 def _released(session: Session, measure: Callable[[], Calibration]) -> Calibration:
     """``measure()``, then the session's placement taken off; a final undo that fails keeps the
-    measurement (``undo_failed``, and what each component was left with)."""
+    measurement (``undo_failed``: why, and what each component was left with)."""
     measured: list[Calibration] = []
     try:
         with session.placement():
@@ -144,5 +142,5 @@ def _released(session: Session, measure: Callable[[], Calibration]) -> Calibrati
         if not measured:
             raise
         left = tuple(sorted(exc.left.items()))
-        return attrs.evolve(measured[0], undo_failed=str(exc), left_in_place=left)
+        return attrs.evolve(measured[0], undo_failed=UndoFailed(str(exc), left))
     return measured[0]

@@ -76,10 +76,10 @@ def _request_part(cal: Calibration) -> JsonObject:
         "device": cal.device,
         "backend": cal.backend,
         "margin": cal.estimate.margin,
-        "warmup": dict(cal.warmup),
-        "probe": dict(cal.probe),
+        "warmup": dict(cal.shapes.warmup),
+        "probe": dict(cal.shapes.probe),
         "second_probe": None if cal.second_probe is None else dict(cal.second_probe),
-        "target": dict(cal.target),
+        "target": dict(cal.shapes.target),
         "work_ratio": _number(cal.work_ratio),
         "verified": cal.measured is not None,
         "records": [
@@ -185,10 +185,9 @@ def _time_part(cal: Calibration) -> JsonObject:
 def _sizes_part(cal: Calibration) -> JsonObject:
     """The extra sizes with why and their cost, each stage's margin, what no size moved."""
     return {
-        "extra_probes": [dict(p) for p in cal.extra_probes],
+        "extra_probes": [dict(e.point) for e in cal.extras],
         "extra_sizes": [
-            {"params": dict(p), "why": why, "cost": round(cost, 5)}
-            for p, why, cost in zip(cal.extra_probes, cal.extra_reasons, cal.extra_costs)
+            {"params": dict(e.point), "why": e.reason, "cost": round(e.cost, 5)} for e in cal.extras
         ],
         "extra_cost": round(cal.extra_cost, 5),
         "margins": [
@@ -209,8 +208,8 @@ def _sizes_part(cal: Calibration) -> JsonObject:
 def _calibrated_under(cal: Calibration) -> JsonObject:
     """The placement measured under and the cap; under a saved plan, its file and placement."""
     under: JsonObject = {"offload": cal.offload, "capacity_bytes": cal.capacity}
-    if cal.plan_file is not None:
-        under.update(plan_file=cal.plan_file, placement=dict(cal.plan_placement))
+    if cal.saved_plan is not None:
+        under.update(plan_file=cal.saved_plan.path, placement=dict(cal.saved_plan.placement()))
     return under
 
 

@@ -26,9 +26,10 @@ from calibration.calibrate.settle import Settled, fixed_margin_bounds, median_ru
 from calibration.core.calls import UnprovenCall, unproven_calls
 from calibration.core.costs import relative_cost, work_ratio
 from calibration.core.session import Session
-from calibration.core.shapes import Shapes
+from calibration.core.shapes import ExtraSize, Shapes
 from calibration.core.weights import phase_weights, unobserved
 from calibration.errors import CalibrationError
+from calibration.plan.saved import SavedPlan
 from calibration.probes.evidence import StageMargin
 from calibration.probes.findings import Finding, rank
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
@@ -64,6 +65,14 @@ class Comparison:
 
 
 @frozen
+class UndoFailed:
+    """Why the placement calibrated under could not be taken off, and what each component kept."""
+
+    reason: str
+    left_in_place: tuple[tuple[str, str], ...]
+
+
+@frozen
 class Calibration:
     """Everything one calibration produced."""
 
@@ -72,9 +81,7 @@ class Calibration:
     formula_path: str
     device: str
     backend: str
-    warmup: Point = field(hash=False)
-    probe: Point = field(hash=False)
-    target: Point = field(hash=False)
+    shapes: Shapes  # the warmup, probe and target it ran
     work_ratio: Fraction
     roles: tuple[str, ...]
     records: tuple[WarmupRecord, ...]
@@ -82,41 +89,36 @@ class Calibration:
     measured: WarmupRecord | None
     component_weight_bytes: Mapping[str, int] = field(hash=False)
     errors: tuple[str, ...] = ()
-    extra_probes: tuple[Point, ...] = field(default=(), hash=False)
+    extras: tuple[ExtraSize, ...] = ()  # the sizes measured beyond the probe, why, and their cost
     findings: tuple[Finding, ...] = ()
     undeclared: tuple[str, ...] = ()  # components that ran outside every declared stage
     layer_bytes: Mapping[str, Mapping[str, int]] = field(factory=dict, hash=False)
     target_runs: tuple[WarmupRecord, ...] = ()  # every verification run (``measured``: the median)
     below_minimum: tuple[BelowMinimum, ...] = ()  # warmup or probe under a `probe X >= N`
-    extra_reasons: tuple[str, ...] = ()  # why each extra probe was measured (parallel)
-    extra_costs: tuple[float, ...] = ()  # each extra probe's cost, one run, over the target's
     margins: tuple[StageMargin, ...] = ()  # each stage's margin (evidence, risk or fixed) and why
     fixed_bounds: Mapping[str, int | None] = field(factory=dict, hash=False)  # as before evidence
-
-    @property
-    def extra_cost(self) -> float:
-        """The extra probes' total cost, one run each, over the target's (kept under ``BUDGET``)."""
-        return sum(self.extra_costs)
-
     uncovered: tuple[str, ...] = ()  # params the target departs in that no size could move
     notices: tuple[str, ...] = ()  # warnings about the request itself (a target below the probe)
     call_warnings: tuple[str, ...] = ()  # `call` arguments a **kwargs pipeline may ignore
     phase_weights: Mapping[str, int] = field(factory=dict, hash=False)  # label -> weights at peak
     unobserved: tuple[str, ...] = ()  # components no phase saw active (planned conservatively)
     offload: str = "none"  # the placement calibrated under (``calibration.core.offload.Offload``)
-    plan_file: str | None = None  # under ``plan``: the saved plan's file
-    plan_placement: Mapping[str, str] = field(factory=dict, hash=False)  # ... and its placement
+    saved_plan: SavedPlan | None = field(default=None, hash=False)  # under ``plan``
     capacity: int | None = None  # the device's cap while calibrating
     unproven_calls: tuple[UnprovenCall, ...] = ()  # of those, the ones no measured pair showed used
-    undo_failed: str = ""  # why the placement calibrated under could not be taken off afterwards
-    left_in_place: tuple[tuple[str, str], ...] = ()  # ... and what each component kept of it
+    undo_failed: UndoFailed | None = None  # the placement could not be taken off afterwards
     default_workload: Point = field(factory=dict, hash=False)  # the formulas': what it stands for
     kept: tuple[WarmupRecord, ...] = ()  # of ``records``, those the estimate was made from
 
     @property
+    def extra_cost(self) -> float:
+        """The extra probes' total cost, one run each, over the target's (kept under ``BUDGET``)."""
+        return sum(e.cost for e in self.extras)
+
+    @property
     def second_probe(self) -> Point | None:
         """The first extra probe (the document's ``second_probe``), if any."""
-        return self.extra_probes[0] if self.extra_probes else None
+        return self.extras[0].point if self.extras else None
 
     def phases(self) -> list[Comparison]:
         """Per phase constraint: raw estimate, bound and (with verify) the measured peak."""
@@ -318,16 +320,18 @@ def _calibration(
     session, pipeline = loop.session, loop.session.formulas
     warmup, probe, target = shapes.warmup, shapes.probe, shapes.target
     errors = _errors(loop, measured_run)
-    extras = [(loop.points[role], why) for role, why in loop.sizes[1:]]
+    points = loop.points
+    extras = tuple(
+        ExtraSize(points[role], why, float(relative_cost(pipeline, points[role], target)))
+        for role, why in loop.sizes[1:]
+    )
     return Calibration(
         example=label,
         pipeline=pipeline.name,
         formula_path=formula_path,
         device=session.device,
         backend=session.recorder.backend.name,
-        warmup=warmup,
-        probe=probe,
-        target=target,
+        shapes=shapes,
         work_ratio=work_ratio(pipeline, probe, target),
         roles=tuple(loop.roles),
         records=tuple(loop.records),
@@ -337,9 +341,7 @@ def _calibration(
         target_runs=tuple(loop.runs),
         component_weight_bytes=session.weights,
         errors=errors,
-        extra_probes=tuple(p for p, _ in extras),
-        extra_reasons=tuple(why for _, why in extras),
-        extra_costs=tuple(float(relative_cost(pipeline, p, target)) for p, _ in extras),
+        extras=extras,
         findings=_with_under(pipeline, settled, measured_run, target),
         margins=settled.margins,
         fixed_bounds=fixed_margin_bounds(
@@ -354,8 +356,7 @@ def _calibration(
         phase_weights=phase_weights(loop.records, settled.estimate.phases),
         unobserved=unobserved(loop.records, session.weights),
         offload=str(session.offload),
-        plan_file=None if session.saved_plan is None else session.saved_plan.path,
-        plan_placement={} if session.saved_plan is None else session.saved_plan.placement(),
+        saved_plan=session.saved_plan,
         capacity=session.capacity,
         default_workload=pipeline.default_workload,
         unproven_calls=unproven_calls(

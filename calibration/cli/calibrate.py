@@ -169,9 +169,10 @@ def calibrate(
         raise Failure(str(exc)) from None
     _write(cal, records_path, plot, save, as_json, strict, explain)
     warn(cal)
-    if cal.undo_failed:  # the measurement is written; the pipeline keeps part of the placement
-        left = "; ".join(f"{name}: {what}" for name, what in cal.left_in_place)
-        raise Failure(f"calibrated, but {cal.undo_failed}; left in place: {left}")
+    undo = cal.undo_failed
+    if undo is not None:  # the measurement is written; the pipeline keeps part of the placement
+        left = "; ".join(f"{name}: {what}" for name, what in undo.left_in_place)
+        raise Failure(f"calibrated, but {undo.reason}; left in place: {left}")
     status = verdict(cal, strict=strict).status
     if status:
         raise click.exceptions.Exit(status)

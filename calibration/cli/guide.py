@@ -136,18 +136,20 @@ def headline(cal: Calibration) -> str:
     return (
         f"calibrating {cal.pipeline} ({source}formulas {cal.formula_path}) on {cal.device} "
         f"({cal.backend}): measures cheap sizes to estimate the target "
-        f"{point_text(cal.target)}, {target_why(cal)}"
+        f"{point_text(cal.shapes.target)}, {target_why(cal)}"
     )
 
 
 def target_why(cal: Calibration) -> str:
     """Why the target is the one estimated: the example's stand-in, the default or as asked."""
     default = dict(cal.default_workload)
-    if default and dict(cal.target) == default:
+    if default and dict(cal.shapes.target) == default:
         return "the formulas' default workload"
     example = EXAMPLES.get(cal.example)
     shown = f" {point_text(default)}" if default else ""
-    if example is not None and all(cal.target.get(k) == v for k, v in example.target.items()):
+    if example is not None and all(
+        cal.shapes.target.get(k) == v for k, v in example.target.items()
+    ):
         return (
             f"the example's CPU-sized stand-in for the default workload{shown} (a real "
             "pipeline's target: --target)"

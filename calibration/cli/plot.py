@@ -192,7 +192,7 @@ def plot(cal: Calibration, path: Path) -> None:
     series = [("predicted", "predicted"), ("bound", bound), ("measured", "measured")]
     bytes_axis(phases, _bars(phases, comparisons, series))
     phases.set_ylabel("peak allocated (every phase and the request)")
-    phases.set_title(f"{cal.pipeline} at {point_text(cal.target)}")
+    phases.set_title(f"{cal.pipeline} at {point_text(cal.shapes.target)}")
     phases.legend(fontsize="small")
 
     timed = [*cal.stage_times(), cal.request_time()]

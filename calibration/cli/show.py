@@ -149,14 +149,12 @@ def show(
 
     out, quiet = ui().out, ui().quiet
     out.line(headline(cal), style="bold")
-    shown = [("warmup", cal.warmup, ""), ("probe", cal.probe, "")]
+    shown = [("warmup", cal.shapes.warmup, ""), ("probe", cal.shapes.probe, "")]
     shown += [
-        (f"probe {k + 2}", p, f"  ({why}; {cost:.3g}x the target)")
-        for k, (p, why, cost) in enumerate(
-            zip(cal.extra_probes, cal.extra_reasons, cal.extra_costs)
-        )
+        (f"probe {k + 2}", e.point, f"  ({e.reason}; {e.cost:.3g}x the target)")
+        for k, e in enumerate(cal.extras)
     ]
-    for role, point, why in (*shown, ("target", cal.target, "")):
+    for role, point, why in (*shown, ("target", cal.shapes.target, "")):
         out.line(f"{role + ':':8} " + point_text(point, sep=", ") + why)
     out.line(
         f"the target is {show_ratio(cal.work_ratio)}x the probe (iterations x memory measure of "

@@ -15,3 +15,12 @@ class Shapes:
     warmup: Point = field(hash=False)
     probe: Point = field(hash=False)
     target: Point = field(hash=False)
+
+
+@frozen
+class ExtraSize:
+    """One size measured beyond the probe: where, why, and its cost (one run, over the target's)."""
+
+    point: Point = field(hash=False)
+    reason: str
+    cost: float

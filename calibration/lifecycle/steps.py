@@ -87,9 +87,9 @@ def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
     log.add(
         StepName.WARMUP,
         origin,
-        f"bounded warmup at {shape_text(cal.warmup)}"
+        f"bounded warmup at {shape_text(cal.shapes.warmup)}"
         + (f": peak {show_bytes(first.peak_allocated)}" if first and first.ok else ""),
-        params=dict(cal.warmup),
+        params=dict(cal.shapes.warmup),
         ok=bool(first and first.ok),
     )
     probes = [r for role, r in zip(roles, cal.records) if role not in ("warmup", "re-warm")]
@@ -97,14 +97,14 @@ def calibration_steps(log: Log, cal: Calibration, given: bool) -> None:
     log.add(
         StepName.PROBES,
         origin,
-        f"{len(probes)} probe request(s), {failed} failed; probe {shape_text(cal.probe)}",
+        f"{len(probes)} probe request(s), {failed} failed; probe {shape_text(cal.shapes.probe)}",
         requests=len(probes),
         failed=failed,
     )
     log.add(
         StepName.ESTIMATE,
         origin,
-        f"{len(cal.estimate.phases)} phase bounds at {shape_text(cal.target)}",
+        f"{len(cal.estimate.phases)} phase bounds at {shape_text(cal.shapes.target)}",
         bounds={p.label: p.peak.bound_bytes for p in cal.estimate.phases},
     )
 
@@ -162,7 +162,9 @@ UNMEASURED = Baseline()
 def baseline(cal: Calibration) -> Baseline:
     """The request before any plan: the median time of the calibration's requests at the target,
     and the spread of its timings (those requests' range, or the estimate's, the larger)."""
-    times = sorted(r.duration_s for r in cal.records if r.ok and dict(r.params) == dict(cal.target))
+    times = sorted(
+        r.duration_s for r in cal.records if r.ok and dict(r.params) == dict(cal.shapes.target)
+    )
     spread = max(times[-1] - times[0] if times else 0.0, cal.estimate.timing.spread_s or 0.0)
     return Baseline(statistics.median(times) if times else None, spread)
 

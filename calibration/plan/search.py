@@ -5,22 +5,22 @@ then the next one's (``rank``), encoded exactly in one integer. A node fixes the
 its lower bound is the best linear relaxation over the groups: for each group, the rest's
 candidates as points (bytes on the device in that group's phases, objective), the cheapest bytes
 to give up first on their lower convex hulls (a multiple-choice knapsack's LP, solved by slope
-order). The bound is exact arithmetic rounded up, so pruning never drops an optimum; children are
-tried best bound first, which finds a good incumbent on the first dive. See docs/planning.md.
+order: ``calibration.plan.relaxation``). The bound is exact arithmetic rounded up, so pruning
+never drops an optimum; children are tried best bound first, which finds a good incumbent on the
+first dive. See docs/planning.md.
 """
 
 from __future__ import annotations
 
-import itertools
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from attrs import define, frozen
 
 from artifact.limits import MAX_SEARCH_NODES, MAX_SEARCH_WORK
 from calibration.plan.extras import Stepper
+from calibration.plan.relaxation import Hull, Relaxation, hull, loose_bound, objective_parts
 
 if TYPE_CHECKING:  # types only: calibration.plan.model imports the search through plan_explain
     from calibration.plan.candidates import Candidate, Group
@@ -52,78 +52,6 @@ class Outcome:
     nodes: int
     stopped: SearchExhausted | None = None
     lower_cost: int = 0
-
-
-@frozen
-class _Hull:
-    """A component's cheapest way to give up device bytes: the start point and convex steps."""
-
-    start_bytes: int
-    start_objective: int
-    steps: tuple[tuple[int, int], ...]  # (bytes given up, objective added), cheapest per byte first
-
-
-def _hull(points: Sequence[tuple[int, int]]) -> _Hull:
-    """The lower convex hull of (device bytes, objective) points from the cheapest point down."""
-    p0 = min(p for _, p in points)
-    f0 = min(f for f, p in points if p == p0)
-    cheapest: dict[int, int] = {}
-    for f, p in points:
-        if f < f0 and cheapest.get(f0 - f, p - p0 + 1) > p - p0:
-            cheapest[f0 - f] = p - p0
-    chain = [(0, 0)]
-    for s in sorted(cheapest):
-        e = cheapest[s]
-        while len(chain) >= 2:
-            (s1, e1), (s2, e2) = chain[-2], chain[-1]
-            if (s2 - s1) * (e - e1) - (e2 - e1) * (s - s1) > 0:
-                break
-            chain.pop()
-        chain.append((s, e))
-    steps = tuple((b[0] - a[0], b[1] - a[1]) for a, b in itertools.pairwise(chain))
-    return _Hull(f0, p0, steps)
-
-
-class _Relaxation:
-    """The LP bound of some components within a byte budget, from their hulls."""
-
-    def __init__(self, hulls: Sequence[_Hull]):
-        self.start_bytes = sum(h.start_bytes for h in hulls)
-        self.start_objective = sum(h.start_objective for h in hulls)
-        steps = sorted((s for h in hulls for s in h.steps), key=lambda s: Fraction(s[1], s[0]))
-        self.given = [0]  # bytes given up by the first i steps
-        self.added = [0]
-        for b, e in steps:
-            self.given.append(self.given[-1] + b)
-            self.added.append(self.added[-1] + e)
-        self.steps = steps
-        self.least_bytes = self.start_bytes - self.given[-1]  # the rest's smallest footprint
-
-    def bound(self, room: int) -> int | None:
-        """The least objective of these components within ``room`` bytes (None: cannot fit)."""
-        short = self.start_bytes - room
-        if short <= 0:
-            return self.start_objective
-        if short > self.given[-1]:
-            return None
-        t = bisect_left(self.given, short)
-        b, e = self.steps[t - 1]
-        part = -(-e * (short - self.given[t - 1]) // b)
-        return self.start_objective + self.added[t - 1] + part
-
-
-def objective_parts(
-    per_component: Sequence[Sequence[Candidate]], rank: Sequence[int]
-) -> list[list[int]]:
-    """Each candidate's share of the objective: cost first, then rank-ordered missing bytes."""
-    n = len(per_component)
-    base = 1 + max((c.always for cands in per_component for c in cands), default=0)
-    heaviest = [max(c.always for c in cands) for cands in per_component]
-    scale = base**n
-    return [
-        [c.cost * scale + (heaviest[i] - c.always) * base ** (n - 1 - rank[i]) for c in cands]
-        for i, cands in enumerate(per_component)
-    ]
 
 
 _Option = tuple[int, int, int, int]  # always-bytes, onload bytes, objective, candidate index
@@ -191,7 +119,7 @@ class _Search:
         )
         self.onloads = [sorted({o for _, o, _, _ in opts}) for opts in self.options]
         self.of_component = [[j for j, m in enumerate(self.members) if k in m] for k in range(n)]
-        self.hulls: dict[tuple[int, int], _Hull] = {}
+        self.hulls: dict[tuple[int, int], Hull] = {}
         self.whole: set[int] = set()  # groups with too many onload sums to split into ceilings
         self.shared: list[list[int]] = []
         self.others_whole: list[list[int]] = []
@@ -233,13 +161,13 @@ class _Search:
         """The groups turned into onload rooms under a ceiling."""
         return [j for j in range(len(self.limits)) if j not in self.whole]
 
-    def hull(self, k: int, allowed: int) -> _Hull:
+    def hull(self, k: int, allowed: int) -> Hull:
         """Component k's hull over the candidates with one of its ``allowed`` smallest onloads."""
         key = (k, allowed)
         if key not in self.hulls:
             self.charge(8 * len(self.options[k]))
             cut = self.onloads[k][allowed - 1]
-            self.hulls[key] = _hull([(a, p) for a, o, p, _ in self.options[k] if o <= cut])
+            self.hulls[key] = hull([(a, p) for a, o, p, _ in self.options[k] if o <= cut])
         return self.hulls[key]
 
     def run(self) -> tuple[tuple[int, ...] | None, int]:
@@ -315,7 +243,7 @@ class _Dive:
         ]
         self.fall = [[-a for a, _, _, _ in opts] for opts in self.options]
         self.cheaper = [_next_cheaper(opts) for opts in self.options]
-        self.relaxations: dict[int, _Relaxation] = {}
+        self.relaxations: dict[int, Relaxation] = {}
         # per depth and rooms: the (always-bytes, objective) front of the nodes already searched
         self.seen: dict[tuple[int, tuple[object, ...]], tuple[list[int], list[int]]] = {}
         self.seen_exact: dict[tuple[int, tuple[object, ...], int, int], int] = {}
@@ -344,14 +272,14 @@ class _Dive:
         sizes[k:j], values[k:j] = [always], [objective]
         return False
 
-    def relaxation(self, depth: int) -> _Relaxation:
+    def relaxation(self, depth: int) -> Relaxation:
         """The LP bound of the components from ``depth`` on (built on first use)."""
         if depth not in self.relaxations:
             s, n = self.search, len(self.allowed)
             hulls = [s.hull(k, self.allowed[k]) for k in range(depth, n)]
             steps = sum(len(h.steps) for h in hulls)
             s.charge(4 * (n - depth) + steps * (16 + 4 * steps.bit_length()))  # a sort
-            self.relaxations[depth] = _Relaxation(hulls)
+            self.relaxations[depth] = Relaxation(hulls)
         return self.relaxations[depth]
 
     def children(
@@ -498,7 +426,7 @@ def search(
         run = _Search(per_component, groups, min_free, rank, limit, work_limit, extras)
         choice, nodes = run.run()
     except SearchExhausted as exc:  # before any dive began: the loosest bound of all
-        return Outcome(None, 0, exc.nodes, exc, _loose_bound(per_component, groups, rank))
+        return Outcome(None, 0, exc.nodes, exc, loose_bound(per_component, groups, rank))
     if choice is None:
         lower = run.lower // run.cost_scale
         return Outcome(None, 0, nodes, run.stopped, lower if run.stopped else 0)
@@ -506,19 +434,3 @@ def search(
     if run.stopped is None:
         return Outcome(choice, cost, nodes, None, cost)
     return Outcome(choice, cost, nodes, run.stopped, min(cost, run.lower // run.cost_scale))
-
-
-def _loose_bound(
-    per_component: Sequence[Sequence[Candidate]], groups: Sequence[Group], rank: Sequence[int]
-) -> int:
-    """The least cost any placement could have, from the relaxation alone: its always-bytes fit
-    within the smallest group's limit (onloads left out). One sort of every hull's steps."""
-    parts = objective_parts(per_component, rank)
-    hulls = [
-        _hull([(c.always, parts[i][x]) for x, c in enumerate(cands)])
-        for i, cands in enumerate(per_component)
-    ]
-    room = min((g.limit for g in groups), default=sum(h.start_bytes for h in hulls))
-    bound = _Relaxation(hulls).bound(room)
-    base = 1 + max((c.always for cands in per_component for c in cands), default=0)
-    return 0 if bound is None else bound // base ** len(per_component)

@@ -23,6 +23,7 @@ from attrs import evolve, frozen
 
 from artifact.point import Point, PointKey, point_key
 from calibration.calibrate.settle import in_regime
+from calibration.core.shapes import Shapes
 from calibration.errors import CalibrationError
 from calibration.plan.inputs import CalibrationFormatError, Json
 from calibration.probes.evidence import (
@@ -62,7 +63,7 @@ class Learnable(CalibrationSource, Protocol):
     @property
     def findings(self) -> Sequence[Finding]: ...
     @property
-    def target(self) -> Point: ...
+    def shapes(self) -> Shapes: ...
     @property
     def uncovered(self) -> Sequence[str]: ...
     @property
@@ -87,7 +88,7 @@ class Evidence:
     @classmethod
     def of(cls, cal: Learnable, pipeline: Pipeline) -> Evidence:
         """A calibration in memory (its records in the formulas' regime, as it estimated)."""
-        kept = tuple(in_regime(pipeline, cal.records, cal.findings, cal.target))
+        kept = tuple(in_regime(pipeline, cal.records, cal.findings, cal.shapes.target))
         first = (
             cal.records[0] if cal.records and (not kept or kept[0] is not cal.records[0]) else None
         )
@@ -96,7 +97,7 @@ class Evidence:
         return cls(
             kept,
             first,
-            dict(cal.target),
+            dict(cal.shapes.target),
             basis.estimate.margin,
             tuple(cal.uncovered),
             cal.backend,

@@ -23,9 +23,7 @@ from fractions import Fraction
 
 from artifact.spelling import proof_value
 from dslc import ast
-from dslc.codes import Code
-from dslc.diagnostics import Diagnostic, error, warning
-from dslc.fmt import format_expr
+from dslc.diagnostics import Diagnostic
 from dslc.interp import EvalError, Interpreter
 from dslc.limits import PROVER_SECONDS
 from dslc.model import ResolvedPipeline
@@ -34,7 +32,6 @@ from dslc.passes.intervals import Env, Interval
 from dslc.passes.obligations import (
     DIVISOR,
     INTEGER,
-    NONNEG,
     Obligation,
     Sites,
     admissible_prefix,
@@ -42,6 +39,7 @@ from dslc.passes.obligations import (
     guarded,
     violates,
 )
+from dslc.passes.prove_messages import over_budget, refuted, unproven
 from dslc.passes.residues import periodic_atoms, prove_integer
 from dslc.passes.search import (
     all_points,
@@ -61,7 +59,6 @@ SHRINK_SECONDS = 1.0  # a safety net on moving one counterexample towards the de
 WORK = 250_000  # nodes evaluated per pipeline by splitting (weighing 5) and search: about a second
 SYMBOLIC_SECONDS = 8 * PROVER_SECONDS  # sympy per pipeline, all formulas together
 FILE_WORK = 40 * WORK  # nodes evaluated for all the pipelines of one file (a `limit` beyond)
-MAX_QUOTED = 40  # an expression quoted in a message has at most this many characters
 
 
 def check_properties(
@@ -422,7 +419,7 @@ class Prover:
         settings = proofs.key(self.pipeline) if proofs is not None else -1
         obs = collect(self.pipeline, self.ctx, proofs.sites if proofs is not None else None)
         if proofs is not None and proofs.left(self.pipeline) <= 0:
-            return [self._over_budget(proofs)]
+            return [over_budget(self.pipeline, proofs.work_per_file)]
         ctx = self.ctx
         contract_lets = frozenset(ctx.lets_read(where) for where in ctx.contracts)
         keys = {id(ob): _key(ob, settings, (ctx.lets_read(ob.expr), contract_lets)) for ob in obs}
@@ -458,9 +455,9 @@ class Prover:
                 self.shrink(ob)
         for ob in obs:
             if ob.refuted is not None:
-                diagnostics.append(self._refuted(ob))
+                diagnostics.append(refuted(ob, self._point(ob)))
             elif not ob.proved:
-                diagnostics.append(self._unproven(ob))
+                diagnostics.append(unproven(ob))
         if proofs is not None:
             for ob in obs:
                 if keys[id(ob)] not in proofs.outcomes:
@@ -471,16 +468,6 @@ class Prover:
             proofs.spend(self.pipeline, WORK - self.work)
         return sorted(diagnostics, key=lambda d: d.sort_key())
 
-    def _over_budget(self, proofs: ProofCache) -> Diagnostic:
-        """A file whose pipelines took the prover's whole budget: the rest are not checked."""
-        return error(
-            Code.LIMIT,
-            f"the prover's work budget for this file ({proofs.work_per_file:,} evaluations) is "
-            f"spent before pipeline '{self.pipeline.name}'",
-            self.pipeline.decl.name_span,
-            hints=["split the pipelines across several files, or simplify their formulas"],
-        )
-
     def _point(self, ob: Obligation) -> str:
         assert ob.refuted is not None
         point = ob.refuted[0]
@@ -488,97 +475,6 @@ class Prover:
         shown = ", ".join(f"{n} = {proof_value(point[n])}" for n in names)
         return f" at {shown}" if shown else ""
 
-    def _refuted(self, ob: Obligation) -> Diagnostic:
-        assert ob.refuted is not None
-        where = self._point(ob)
-        if ob.kind == DIVISOR:
-            assert isinstance(ob.node, ast.Binary)
-            what = "modulo" if ob.node.op == "%" else "division"
-            divisor = _quoted(ob.node.right, "DIVISOR")
-            return error(
-                Code.DIVISION_BY_ZERO,
-                f"{what} by zero in {ob.what}{where}",
-                ob.node.right.span,
-                hints=[
-                    (
-                        f"guard it with 'if {divisor} != 0 then ... else ...', or exclude such "
-                        f"workloads with a range or a 'where' contract"
-                    )
-                ],
-            )
-        value = ob.refuted[1]
-        shown = proof_value(value)
-        said = f"{ob.what} is {shown}{where}" if where else f"{ob.what} is always {shown}"
-        if ob.kind == NONNEG:
-            return error(
-                Code.NEGATIVE,
-                said,
-                ob.node.span,
-                hints=[
-                    (
-                        "clamp it with 'max(0, ...)', or exclude such workloads with a range or a "
-                        "'where' contract"
-                    )
-                ],
-            )
-        return error(
-            Code.NON_INTEGER,
-            said,
-            ob.node.span,
-            hints=[
-                (
-                    "round it with '//', floor() or ceil(), or exclude such workloads with a "
-                    "'where' contract"
-                )
-            ],
-        )
-
-    def _unproven(self, ob: Obligation) -> Diagnostic:
-        if ob.kind == DIVISOR:
-            assert isinstance(ob.node, ast.Binary)
-            divisor = _quoted(ob.node.right, "DIVISOR")
-            subject = "the divisor" if divisor == "DIVISOR" else f"'{divisor}'"
-            return warning(
-                Code.UNPROVEN,
-                f"cannot prove that {subject} is never zero in {ob.what}",
-                ob.node.right.span,
-                hints=[
-                    (
-                        f"guard it with 'if {divisor} != 0 then ... else ...', or keep it away "
-                        f"from zero with a range or a 'where' contract"
-                    )
-                ],
-            )
-        if ob.kind == NONNEG:
-            return warning(
-                Code.UNPROVEN,
-                f"cannot prove that {ob.what} is >= 0",
-                ob.node.span,
-                hints=[
-                    (
-                        "give its params a range or a 'where' contract that keeps it >= 0, or "
-                        "write 'max(0, ...)'"
-                    )
-                ],
-            )
-        return warning(
-            Code.UNPROVEN,
-            f"cannot prove that {ob.what} is an integer",
-            ob.node.span,
-            hints=[
-                (
-                    "round it with '//', floor() or ceil(), or add a 'where' contract that "
-                    "makes it whole"
-                )
-            ],
-        )
-
 
 def _nodes(expr: ast.Expr) -> int:
     return len(ast.walk(expr))
-
-
-def _quoted(expr: ast.Expr, otherwise: str) -> str:
-    """An expression as source text when short enough to quote in a message."""
-    text = format_expr(expr)
-    return text if len(text) <= MAX_QUOTED else otherwise

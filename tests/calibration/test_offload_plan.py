@@ -99,8 +99,9 @@ def test_calibrate_pipeline_takes_the_plan_off_afterwards(tmp_path):
         offload=read_plan(_towers_offloaded(tmp_path)),
         capacity=CAP,
     )
-    assert (cal.offload, cal.plan_file) == ("plan", str(tmp_path / "plan.json"))
-    assert dict(cal.plan_placement) == {
+    assert cal.saved_plan is not None
+    assert (cal.offload, cal.saved_plan.path) == ("plan", str(tmp_path / "plan.json"))
+    assert cal.saved_plan.placement() == {
         "text_tower": "offloaded",
         "denoiser": "offloaded",
         "spare": "resident",

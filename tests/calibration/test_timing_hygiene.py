@@ -56,7 +56,9 @@ def test_the_target_is_measured_once_a_round_beside_the_sizes_that_predict_it(wa
         )
     sizes = [dict(r.params)["height"] for r in session.recorder.records]
     height = {"warmup": 16, "probe": 32, "re-warm": 16}
-    height.update({f"probe {k + 2}": p["height"] for k, p in enumerate(cal.extra_probes)})
+    height.update(
+        {f"probe {k + 2}": p["height"] for k, p in enumerate(e.point for e in cal.extras)}
+    )
     # Rounds start at the probe; each ends with the target (sizes the first round shows are
     # needed are measured at once, after its re-warm, and in every later round before it).
     starts = [i for i, role in enumerate(cal.roles) if role == "probe"]

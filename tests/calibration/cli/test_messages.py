@@ -210,8 +210,8 @@ def test_the_progress_total_is_known_up_front_and_never_grows(exact: Calibration
     assert len({total for _, total in counted}) == 1, counted  # one total, from the first step
     steps = [step for step, _ in counted]
     assert steps == sorted(steps) and steps[-1] == counted[0][1]  # finished at it, never past
-    added = [why for why in exact.extra_reasons if "determining" not in why]
-    assert added, exact.extra_reasons  # sizes were added after the first round: the old total grew
+    added = [why for why in (e.reason for e in exact.extras) if "determining" not in why]
+    assert added, exact.extras  # sizes were added after the first round: the old total grew
 
 
 def test_progress_lines_name_the_command_the_step_elapsed_and_left() -> None:

@@ -55,7 +55,7 @@ FAMILIES = {
 
 
 def _source(family: str):
-    """(factory, call_kwargs, base, (warmup, probe, target))."""
+    """(factory, call_kwargs, base, its Shapes)."""
     if family == "custom_sd":
         module = importlib.import_module("tests.calibration.custom_pipeline")
         return module.build, module.call_kwargs, SD_BASE, SD_SHAPES

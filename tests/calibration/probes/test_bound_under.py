@@ -111,7 +111,7 @@ def test_a_right_formula_gets_none(formulas: Pipeline) -> None:
 
 @pytest.fixture(scope="module")
 def decode_fit(under: Calibration, formulas: Pipeline) -> StageFit:
-    fits = check(formulas, under.records, under.target, under.backend).fits
+    fits = check(formulas, under.records, under.shapes.target, under.backend).fits
     return next(f for f in fits if f.phase == "component:vae@DecodingStage")
 
 

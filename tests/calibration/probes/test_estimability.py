@@ -61,7 +61,7 @@ def test_the_chunked_decode_gets_a_size_past_the_chunk():
         warmup={"steps": 1, "frames": 4, "height": 16, "width": 16},
     )
     assert not not_estimable(cal)
-    assert any(p["frames"] > 16 for p in cal.extra_probes)  # a size past the chunk
+    assert any(p["frames"] > 16 for p in (e.point for e in cal.extras))  # a size past the chunk
     assert_honest(cal)
     decode = next(p for p in cal.estimate.phases if p.label == "stage:DecodingStage")
     assert decode.peak.method == "fit"

@@ -86,7 +86,7 @@ def test_a_one_percent_finding_costs_about_one_percent(calibrated: Calibration) 
 def fits(calibrated: Calibration, formulas: Pipeline) -> tuple[StageFit, ...]:
     """The calibration's fits, checked once (each Hypothesis example reads them)."""
     cal = calibrated
-    return check(formulas, cal.records, cal.target, cal.backend).fits
+    return check(formulas, cal.records, cal.shapes.target, cal.backend).fits
 
 
 def _bounded(
@@ -104,7 +104,7 @@ def _bounded(
     result = estimate(
         list(cal.records),
         formulas,
-        target=cal.target,
+        target=cal.shapes.target,
         margin=DEFAULT_MARGIN,
         component_weight_bytes=cal.component_weight_bytes,
         stage_margins={m.stage: m.margin for m in margins if m.source in EARNED},
@@ -144,7 +144,7 @@ def test_the_bound_is_continuous_and_monotone_in_the_risk(
         bounds.append(result.phase(DECODE).peak.bound_bytes or 0)
         # never under a measured peak at any size no larger than the target (the target's too)
         for record in (*cal.records, *cal.target_runs):
-            if record.ok and _below(record.params, cal.target):
+            if record.ok and _below(record.params, cal.shapes.target):
                 phase = next(p for p in record.phases if p.stage == "DecodingStage")
                 assert bounds[-1] >= phase.peak_allocated, (share, record.params)
         assert (result.request_peak.bound_bytes or 0) >= bounds[-1]

@@ -36,7 +36,7 @@ def _setup() -> tuple[RequestPredictor, Plan]:
 def test_the_validated_shape_and_smaller_ones_run_under_the_placement_in_force() -> None:
     predictor, plan = _setup()
     planner = ShapePlanner()
-    for params in (dict(calibration().target), {"steps": 1, "height": 32, "width": 32}):
+    for params in (dict(calibration().shapes.target), {"steps": 1, "height": 32, "width": 32}):
         decision = admit(predictor, params, plan, DEVICE, planner)
         assert decision.kind is DecisionKind.RUN
         assert decision.prediction is not None and decision.prediction.fits(DEVICE.usable_bytes)

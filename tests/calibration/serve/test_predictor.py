@@ -38,14 +38,14 @@ def _predictor() -> RequestPredictor:
 def _kept() -> list[WarmupRecord]:
     """The records the calibration estimated from (the sizes in the formulas' regime)."""
     cal = calibration()
-    return in_regime(formulas(), cal.records, cal.findings, cal.target)
+    return in_regime(formulas(), cal.records, cal.findings, cal.shapes.target)
 
 
 def _estimated(point: dict[str, int | bool]) -> dict[str, tuple[int | None, int | None]]:
     """Each phase's raw and bound at ``point`` as the estimator gives them from the records, its
     bound with the risk the calibration's findings added (what its own estimate holds beyond the
     estimator's at its target)."""
-    cal, at_target = calibration(), _ruled(dict(calibration().target))
+    cal, at_target = calibration(), _ruled(dict(calibration().shapes.target))
     risks = {
         p.label: (p.peak.bound_bytes or 0) - (at_target[p.label][1] or 0)
         for p in cal.estimate.phases
@@ -119,14 +119,14 @@ def test_at_the_target_the_plans_phases_and_the_calibrations_time() -> None:
     components, targets = plan_inputs(cal)
     plan = solve(components, targets, STREAMING)
     assert plan.feasible
-    prediction = _predictor().predict(dict(cal.target), plan)
+    prediction = _predictor().predict(dict(cal.shapes.target), plan)
     planned = {u.label: u.bound_bytes + u.weights_bytes for u in plan.phases}
     assert {p.label: p.bound_bytes for p in prediction.phases} == planned
     assert {p.label: p.weights_bytes for p in prediction.phases} == {
         u.label: u.weights_bytes for u in plan.phases
     }
     assert prediction.fits(STREAMING.usable_bytes)
-    alone = _predictor().predict(dict(cal.target))
+    alone = _predictor().predict(dict(cal.shapes.target))
     assert alone.seconds == pytest.approx(cal.estimate.timing.seconds)
     assert alone.seconds is not None
     assert prediction.seconds == pytest.approx(alone.seconds + plan.times[0].exposed_s)
@@ -180,7 +180,7 @@ def test_a_saved_document_and_its_records_predict_the_same() -> None:
     before_marks = from_document(older, _kept(), formulas())  # a document written before them
     for b in (basis, before_marks):
         saved = RequestPredictor.from_basis(b, formulas())
-        for point in ({"steps": 3, "height": 80, "width": 96}, dict(cal.target)):
+        for point in ({"steps": 3, "height": 80, "width": 96}, dict(cal.shapes.target)):
             assert saved.predict(point).phases == _predictor().predict(point).phases
 
 
