@@ -255,23 +255,7 @@ def coverage_probes(
     others stay at the probe's in is also nearer the target, so it tests the fit past the probe
     for what the cheapest costs less (``calibration.calibrate.loop`` need not add one)."""
     sizes: list[Point] = list(measured)
-    ceiling = work(pipeline, target)
-    options: dict[str, list[dict[str, int | bool]]] = {}
-    cheaper: dict[str, list[dict[str, int | bool]]] = {}
-    for name in departures(probe, target):
-        options[name] = [
-            moved
-            for base in bases
-            if (moved := step_towards(pipeline, base, name, target[name], probe[name])) is not None
-            and moved not in [dict(s) for s in sizes]
-            and work(pipeline, moved) < ceiling
-        ]
-        cheaper[name] = [
-            c
-            for base in bases
-            for c in smaller_steps(pipeline, base, name, target[name])
-            if c not in [dict(s) for s in sizes] and work(pipeline, c) < ceiling
-        ]
+    options, cheaper = _steps(pipeline, sizes, bases, probe, target)
     added: list[tuple[dict[str, int | bool], str]] = []
     uncovered: list[str] = []
     spent = Fraction(0)
@@ -283,30 +267,54 @@ def coverage_probes(
             continue
         best = min(candidates, key=lambda c: work(pipeline, c))
         if cost is not None:
-            later = sum(
-                (
-                    min(cost(c) for c in [*rest, *cheaper[n]])
-                    for n, rest in list(options.items())[k + 1 :]
-                    if rest
-                ),
+            rest = list(options.items())[k + 1 :]
+            later = sum((min(map(cost, c)) for _, c in rest if c), Fraction(0))
+            nearer = [c for c in candidates if moves_alone(c, probe, name)]
+            least = sum(  # the cheapest step of every later param no size moves yet
+                (min(map(cost, [*c, *cheaper[n]])) for n, c in rest if c and not covered(n, sizes)),
                 Fraction(0),
             )
-            nearer = [c for c in candidates if moves_alone(c, probe, name)]
             if nearer and spent + cost(nearer[0]) + later < budget:
                 best = nearer[0]
-            elif spent + cost(best) + later >= budget:
-                best = _fitting([best, *cheaper[name]], cost, budget - spent - later)
+            elif spent + cost(best) + least >= budget:
+                steps = [c for c in cheaper[name] if cost(c) < cost(best)]
+                best = _fitting([best, *steps], cost, budget - spent - least)
             spent += cost(best)
         sizes.append(best)
         value, goal = best[name], target[name]
         down = not isinstance(value, bool) and value < min(goal, *(b[name] for b in bases))
-        added.append(
-            (
-                best,
-                f"moving {name} " + ("down, within the budget" if down else "towards the target"),
-            )
-        )
+        added.append((best, f"moving {name} " + ("down" if down else "towards the target")))
     return added, tuple(uncovered)
+
+
+Steps = dict[str, list[dict[str, int | bool]]]
+
+
+def _steps(
+    pipeline: Pipeline, sizes: Sequence[Point], bases: Sequence[Point], probe: Point, target: Point
+) -> tuple[Steps, Steps]:
+    """For each param the target departs in: the bases moved one step towards it
+    (``step_towards``), and the cheaper steps (``smaller_steps``); new sizes lighter than the
+    target only."""
+    ceiling = work(pipeline, target)
+    seen = [dict(s) for s in sizes]
+    options: Steps = {}
+    cheaper: Steps = {}
+    for name in departures(probe, target):
+        options[name] = [
+            moved
+            for base in bases
+            if (moved := step_towards(pipeline, base, name, target[name], probe[name])) is not None
+            and moved not in seen
+            and work(pipeline, moved) < ceiling
+        ]
+        cheaper[name] = [
+            c
+            for base in bases
+            for c in smaller_steps(pipeline, base, name, target[name])
+            if c not in seen and work(pipeline, c) < ceiling
+        ]
+    return options, cheaper
 
 
 def smaller_steps(
