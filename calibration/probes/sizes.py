@@ -253,7 +253,9 @@ def coverage_probes(
     The cheapest such size, or -- with ``cost`` (one run's, over the target's) -- the probe's own
     step while ``budget`` still holds it beside the cheapest of every param after it: a size the
     others stay at the probe's in is also nearer the target, so it tests the fit past the probe
-    for what the cheapest costs less (``calibration.calibrate.loop`` need not add one)."""
+    for what the cheapest costs less (``calibration.calibrate.loop`` need not add one). Where the
+    cheapest would pass ``budget`` beside the cheapest of every param still unmoved, the costliest
+    of the cheaper steps (``smaller_steps``) that fits: the extra sizes stay under the budget."""
     sizes: list[Point] = list(measured)
     options, cheaper = _steps(pipeline, sizes, bases, probe, target)
     added: list[tuple[dict[str, int | bool], str]] = []
