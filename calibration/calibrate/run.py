@@ -31,7 +31,6 @@ from calibration.core.weights import phase_weights, unobserved
 from calibration.errors import CalibrationError
 from calibration.plan.saved import SavedPlan
 from calibration.probes.evidence import StageMargin
-from calibration.probes.far import far_first
 from calibration.probes.findings import Finding, rank
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
 from calibration.probes.sizes import (
@@ -286,13 +285,15 @@ def _planned(
         for p in extra_probes(pipeline, warmup, probe, target, cost=cost, budget=BUDGET)
     ]
     left = BUDGET - sum((cost(p) for p, _ in planned), Fraction(0))
-    measured = [warmup, probe, *(p for p, _ in planned)]
-    bases = [warmup, probe]
-    covering, uncovered = coverage_probes(pipeline, measured, bases, probe, target, cost, left)
-    # sizes serving two purposes (a far axis at the target's value, a param moved) where they fit
-    both = far_first(pipeline, measured, bases, target, cost, left, covering)
-    if both is not None:
-        covering, uncovered = both, ()
+    covering, uncovered = coverage_probes(
+        pipeline,
+        [warmup, probe, *(p for p, _ in planned)],
+        [warmup, probe],
+        probe,
+        target,
+        cost,
+        left,
+    )
     planned += covering
     points: dict[str, dict[str, int | bool]] = {
         "warmup": dict(warmup),
