@@ -270,7 +270,7 @@ class WeightReads:
     def seen(self, args: Iterable[object]) -> None:
         """One op's arguments (before it runs: a component is onloaded before it computes).
 
-        Called for every op: its tensor arguments one list level deep (``cat``'s tensors,
+        Called for every op: its tensor arguments and its lists' (``cat``'s tensors,
         ``addmm``'s weight), each looked up as ``WeightMap.component_of`` does, written flat (no
         generator, no tuple built per argument, no call for a tensor that is no weight)."""
         get = self.weights.owner.get
@@ -284,20 +284,7 @@ class WeightReads:
                         continue
                 self._read(entry[0], a)
             elif isinstance(a, (list, tuple)):
-                self._seen_listed(a)
-
-    def _seen_listed(self, items: Iterable[object]) -> None:
-        """A list argument's tensors (``seen``'s lookup; its elements are never lists)."""
-        get = self.weights.owner.get
-        for t in items:
-            if isinstance(t, torch.Tensor):
-                entry = get(id(t))
-                if entry is None or entry[1]() is not t:
-                    storage = t.untyped_storage()
-                    entry = get(id(storage))
-                    if entry is None or entry[1]() is not storage:
-                        continue
-                self._read(entry[0], t)
+                self.seen(a)  # a list's tensors (aten nests no deeper)
 
     def _read(self, name: str, t: torch.Tensor) -> None:
         """``t`` is one of ``name``'s weights: the residency follows it, the listener is told."""
