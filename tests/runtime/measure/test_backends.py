@@ -177,7 +177,10 @@ def test_allocator_backend_forwards_to_the_device_module():
 
 
 def test_a_delegating_backend_reads_as_its_inner_one():
-    inner = LiveTensorBackend()
+    # A capacity: its free memory is the counter's, not the host's MemAvailable, which other
+    # processes move between two reads (uncapped, the two reads below differed under load).
+    capacity = 1 << 20
+    inner = LiveTensorBackend(capacity=capacity)
     backend = DelegatingBackend(inner)
     assert isinstance(backend, MemoryBackend)
     assert (backend.name, backend.device) == (inner.name, inner.device)
@@ -192,7 +195,7 @@ def test_a_delegating_backend_reads_as_its_inner_one():
         assert reads[:2] == (64 * F32, (64 + 256) * F32)
         backend.synchronize()
         backend.release_pool()
-        assert backend.memory_info() == inner.memory_info()
+        assert backend.memory_info() == inner.memory_info() == (capacity - 64 * F32, capacity)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
