@@ -54,10 +54,10 @@ class Kink:
         return inner * area
 
 
-def formula_text(kink: Kink, slopes: tuple[int, int] = (1, 1)) -> str:
-    """The pipeline's formulas: DecodingStage's memory has the kinked term and a plain one."""
+def _formulas(name: str, decode_memory: str) -> str:
+    """The pipeline's formulas, DecodingStage's memory as given (the rest as ``Kinked`` holds)."""
     return f"""
-pipeline kinked {{
+pipeline {name} {{
     param steps: int = 2 in [1, 50]
     param frames: int = 24 in [1, 64]
     param height: int = 96 in [16, 256] where height % 16 == 0
@@ -75,38 +75,24 @@ pipeline kinked {{
         time ~ frames * height * width
     }}
     stage DecodingStage uses vae.decode {{
-        memory ~ [{slopes[0]} * {kink.text}, {slopes[1]} * frames * height * width]
+        memory ~ {decode_memory}
         time ~ frames * height * width
     }}
 }}
 """
 
 
+def formula_text(kink: Kink, slopes: tuple[int, int] = (1, 1)) -> str:
+    """The pipeline's formulas: DecodingStage's memory has the kinked term and a plain one."""
+    return _formulas(
+        "kinked", f"[{slopes[0]} * {kink.text}, {slopes[1]} * frames * height * width]"
+    )
+
+
 #: The same pipeline with a plain decode, `memory ~ frames * height * width` (no kinked term):
 #: right for ``Kinked(Kink("min", 64))`` (its decode holds twice that), wrong for a decode that
 #: holds more.
-PLAIN = """
-pipeline extra {
-    param steps: int = 2 in [1, 50]
-    param frames: int = 24 in [1, 64]
-    param height: int = 96 in [16, 256] where height % 16 == 0
-    param width: int = 96 in [16, 256] where width % 16 == 0
-    call num_inference_steps = steps
-    call num_frames = frames
-    call height = height
-    call width = width
-    probe frames, height, width
-    stage DenoisingStage uses transformer per step {
-        iterations = steps
-        memory ~ frames * height * width
-        time ~ frames * height * width
-    }
-    stage DecodingStage uses vae.decode {
-        memory ~ frames * height * width
-        time ~ frames * height * width
-    }
-}
-"""
+PLAIN = _formulas("extra", "frames * height * width")
 
 
 class Transformer(nn.Module):
