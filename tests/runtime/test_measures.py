@@ -11,11 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import FormulaError, Pipeline, load_formulas
+from runtime import FormulaError, Pipeline
 
-from .builders import F, I, P, contract, document, int_param, op, pipeline, stage
-
-AREA = op("mul", P("height"), P("width"))
+from .builders import F, I, P, op, stage
+from .video_formulas import AREA, NOT_FOUR, RISKY_TERMS, load, video
 
 
 @pytest.fixture(scope="module")
@@ -23,36 +22,19 @@ def mixed() -> Pipeline:
     """S: memory ~ [area, 100 / (height - 2), width - 3] (divides by zero at height 2, a negative
     term below width 3); Half: iterations height / 2 (a Fraction at odd heights), memory a
     Fraction; Clock: time ~ [area, width - 3] (a negative time term, never checked); Idle."""
-    doc = document(
-        pipeline(
-            "video",
-            [
-                int_param("frames", 9, 1, 1000),
-                int_param("height", 4, 0, 1000),
-                int_param("width", 5, 0, 1000),
-            ],
-            [
-                stage(
-                    "S",
-                    memory_terms=[
-                        AREA,
-                        op("div", I(100), op("sub", P("height"), I(2))),
-                        op("sub", P("width"), I(3)),
-                    ],
-                ),
-                stage(
-                    "Half",
-                    iterations=op("div", P("height"), I(2)),
-                    memory=op("mul", P("frames"), F(1, 3)),
-                ),
-                stage("Clock", memory=AREA, time_terms=[AREA, op("sub", P("width"), I(3))]),
-                stage("Idle"),
-            ],
-            [],
-            [contract("width", "width % 5 != 4", op("ne", op("mod", P("width"), I(5)), I(4)))],
+    return load(
+        video(
+            stage("S", memory_terms=RISKY_TERMS),
+            stage(
+                "Half",
+                iterations=op("div", P("height"), I(2)),
+                memory=op("mul", P("frames"), F(1, 3)),
+            ),
+            stage("Clock", memory=AREA, time_terms=[AREA, op("sub", P("width"), I(3))]),
+            stage("Idle"),
+            contracts=[NOT_FOUR],
         )
     )
-    return load_formulas(doc)["video"]
 
 
 def outcome(call: Callable[[], Any]) -> object:

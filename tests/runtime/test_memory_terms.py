@@ -28,32 +28,15 @@ from .builders import (
     I,
     L,
     P,
-    contract,
-    document,
-    int_param,
     left_sum,
     let,
     op,
-    pipeline,
     stage,
 )
+from .video_formulas import AREA, NOT_FOUR, RISKY_TERMS, load, video
 
-PARAMS = [
-    int_param("frames", 9, 1, 1000),
-    int_param("height", 4, 0, 1000),
-    int_param("width", 5, 0, 1000),
-]
-AREA = op("mul", P("height"), P("width"))
 VOLUME = op("mul", P("frames"), AREA)
 THIRD = op("div", P("height"), I(3))  # a rational term
-
-
-def video(*stages: dict[str, Any], lets: list[Any] = (), contracts: list[Any] = ()) -> Any:  # type: ignore[assignment]
-    return document(pipeline("video", PARAMS, list(stages), lets, contracts))
-
-
-def load(doc: Any) -> Pipeline:
-    return load_formulas(doc)["video"]
 
 
 @pytest.fixture(scope="module")
@@ -388,21 +371,7 @@ def test_a_negative_term_whose_sum_is_positive_is_refused_at_the_defaults() -> N
 def risky() -> Pipeline:
     """memory ~ [area, 100 / (height - 2), width - 3]: divides by zero at height 2, negative below
     width 3; the contract `width % 5 != 4` makes width 4 inadmissible."""
-    return load(
-        video(
-            stage(
-                "S",
-                memory_terms=[
-                    AREA,
-                    op("div", I(100), op("sub", P("height"), I(2))),
-                    op("sub", P("width"), I(3)),
-                ],
-            ),
-            contracts=[
-                contract("width", "width % 5 != 4", op("ne", op("mod", P("width"), I(5)), I(4)))
-            ],
-        )
-    )
+    return load(video(stage("S", memory_terms=RISKY_TERMS), contracts=[NOT_FOUR]))
 
 
 def test_a_negative_term_is_an_evaluation_error(risky: Pipeline) -> None:

@@ -4,31 +4,17 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any
 
 import pytest
 
 from artifact.document import MAX_MEASURE_TERMS
-from runtime import ArtifactError, EvaluationError, Pipeline, load_formulas
+from runtime import ArtifactError, EvaluationError, Pipeline
 
-from .builders import I, P, document, int_param, left_sum, op, pipeline, stage
+from .builders import I, P, left_sum, op, stage
+from .video_formulas import AREA, load, video
 
-PARAMS = [
-    int_param("frames", 9, 1, 1000),
-    int_param("height", 4, 0, 1000),
-    int_param("width", 5, 0, 1000),
-]
-AREA = op("mul", P("height"), P("width"))
 SQUARED = op("mul", AREA, AREA)  # an attention-like term
 AT = "pipelines[0].stages[0]"
-
-
-def video(*stages: dict[str, Any]) -> Any:
-    return document(pipeline("video", PARAMS, list(stages)))
-
-
-def load(doc: Any) -> Pipeline:
-    return load_formulas(doc)["video"]
 
 
 @pytest.fixture(scope="module")
