@@ -25,13 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from calibration.calibrate.pipeline import calibrate_pipeline
-from calibration.calibrate.run import load_pipeline
 from calibration.examples import EXAMPLES
 from calibration.plan.inputs import components_from_bytes, from_estimate
 from calibration.plan.model import Device
 from calibration.plan.solver import solve
 from calibration.serve.predictor import from_calibration
+from tests.calibration.examples.calibrated import calibrated_example
 
 GOAL_US = 50.0
 
@@ -79,16 +78,7 @@ def _series(predictor, pipeline, plan, mix: list[dict], runs: int) -> dict[str, 
 
 
 def bench(name: str, calls: int, runs: int) -> list[str]:
-    example = EXAMPLES[name]
-    pipeline = load_pipeline(ROOT / "formulas" / example.formula_file, example.pipeline)
-    cal = calibrate_pipeline(
-        example.build,
-        pipeline,
-        example.shapes,
-        call_kwargs=example.call_kwargs,
-        repeat=1,
-        time_tolerance=None,
-    )
+    cal, pipeline = calibrated_example(name)
     components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
     target = from_estimate(
         cal.estimate, components, phase_weights=cal.phase_weights, unobserved=cal.unobserved

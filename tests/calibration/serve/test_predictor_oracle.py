@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from types import MappingProxyType
 
 import pytest
@@ -17,9 +16,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from artifact.point import Point
-from calibration.calibrate.pipeline import calibrate_pipeline
-from calibration.calibrate.run import load_pipeline
-from calibration.examples import EXAMPLES
 from calibration.lifecycle.steps import plan_inputs
 from calibration.plan.model import Device, Plan
 from calibration.plan.solver import solve
@@ -31,9 +27,8 @@ from calibration.serve.predictor import (
 )
 from runtime import FormulaError, Pipeline
 from runtime.estimate.results import Measure
+from tests.calibration.examples.calibrated import calibrated_example
 from tests.calibration.lifecycle_setup import STREAMING, calibration, formulas
-
-FORMULAS = Path(__file__).resolve().parents[3] / "formulas"
 
 
 @functools.cache
@@ -43,16 +38,7 @@ def case(name: str) -> tuple[RequestPredictor, tuple[Plan | None, ...]]:
     if name == "flux":
         cal, pipeline = calibration(), formulas()
     else:
-        example = EXAMPLES[name]
-        pipeline = load_pipeline(FORMULAS / example.formula_file, example.pipeline)
-        cal = calibrate_pipeline(
-            example.build,
-            pipeline,
-            example.shapes,
-            call_kwargs=example.call_kwargs,
-            repeat=1,
-            time_tolerance=None,
-        )
+        cal, pipeline = calibrated_example(name)
     components, targets = plan_inputs(cal)
     weights = sum(cal.component_weight_bytes.values())
     devices = [Device(4 * weights), Device(weights // 2, reserve_bytes=0)]
