@@ -39,9 +39,10 @@ from bench import realsize_archs as archs
 from bench.accuracy import _rows, _timing, machine, markdown, summary, units
 from bench.realsize_plan import plan_and_validate
 from calibration.calibrate.pipeline import calibrate_pipeline
-from calibration.calibrate.run import load_pipeline, work_ratio
+from calibration.calibrate.run import Calibration, load_pipeline, work_ratio
 from calibration.core.offload import Offload
 from calibration.core.shapes import Shapes
+from runtime import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 Point = dict[str, int | bool]
@@ -174,19 +175,8 @@ def run_case(
     the weights: the default ``auto``) and return bench/accuracy.py's case record."""
     case = CASES[name]
     capacity = capacity if capacity is not None else case.capacity
-    pipeline = load_pipeline(ROOT / case.formula_file, case.pipeline)
-    share = 1 / work_ratio(pipeline, case.probe, {**case.probe, **case.target})
-    if share > MAX_PROBE_SHARE:
-        raise SystemExit(f"{name}: the probe is {float(share):.3f} of the target's work (> 1/16)")
-
-    def call_kwargs(seed: int) -> dict[str, object]:
-        device = "cpu" if case.device == "cpu" else case.device
-        return {**case.call, "generator": torch.Generator(device).manual_seed(seed)}
-
-    def tick(step: int, total: int, what: str) -> None:
-        if progress:
-            print(f"  [{name} {step}/{total}] {what}", file=sys.stderr, flush=True)
-
+    pipeline = _formulas(name, case)
+    call_kwargs, tick = _call_kwargs(case), _ticker(name, progress)
     started = time.perf_counter()
     cal = calibrate_pipeline(
         lambda seed: case.build(seed, case.dtype),
@@ -216,6 +206,49 @@ def run_case(
             device=case.device,
             threads=threads,
         )
+    return _record(name, case, pipeline, cal, capacity, planned, started)
+
+
+def _formulas(name: str, case: Case) -> Pipeline:
+    """The case's formulas, refused when its probe is more than 1/16 of the target's work."""
+    pipeline = load_pipeline(ROOT / case.formula_file, case.pipeline)
+    share = 1 / work_ratio(pipeline, case.probe, {**case.probe, **case.target})
+    if share > MAX_PROBE_SHARE:
+        raise SystemExit(f"{name}: the probe is {float(share):.3f} of the target's work (> 1/16)")
+    return pipeline
+
+
+def _call_kwargs(case: Case) -> Callable[[int], dict[str, object]]:
+    """seed -> the case's constant call arguments and a generator on its device."""
+
+    def call_kwargs(seed: int) -> dict[str, object]:
+        device = "cpu" if case.device == "cpu" else case.device
+        return {**case.call, "generator": torch.Generator(device).manual_seed(seed)}
+
+    return call_kwargs
+
+
+def _ticker(name: str, progress: bool) -> Callable[[int, int, str], None]:
+    """The calibration's progress callback: a line on stderr a step when ``progress``."""
+
+    def tick(step: int, total: int, what: str) -> None:
+        if progress:
+            print(f"  [{name} {step}/{total}] {what}", file=sys.stderr, flush=True)
+
+    return tick
+
+
+def _record(
+    name: str,
+    case: Case,
+    pipeline: Pipeline,
+    cal: Calibration,
+    capacity: int | None,
+    planned: tuple[list[str], bool],
+    started: float,
+) -> dict[str, Any]:
+    """bench/accuracy.py's case record of the calibration, with the plan and its verdict (the
+    wall time since ``started`` read as the record is written, after its rows)."""
     return {
         "case": name if capacity is None else f"{name} capped at {capacity / 2**30:g} GiB",
         "what": case.what,
