@@ -11,19 +11,10 @@ off its fit on clean, replicated evidence: a loaded machine) is skipped, never c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 
 from calibration.examples.mistakes.catalogue import BY_NAME, MISTAKES
-from calibration.examples.mistakes.model import Mistake
 from calibration.examples.mistakes.run import compile_mistake, edited_text, run_mistake
-from calibration.probes.findings import check
-from calibration.probes.time_evidence import unclean
-from runtime.kinds import Quantity
-
-if TYPE_CHECKING:
-    from calibration.calibrate.run import Calibration
 
 #: Mistakes a calibration is silent on, and why (none since issue 18: each entry is a strict xfail).
 SILENT: dict[str, str] = {}
@@ -63,36 +54,13 @@ def test_every_edit_applies_once_and_compiles(name):
     assert set(mistake.stages) <= set(compile_mistake(mistake).stages)
 
 
-def _time_unjudged(mistake: Mistake, result: Calibration | str) -> str | None:
-    """Why this run cannot judge a mistake about time (None: it can): no size of its stages' time
-    is off its fit beyond the run-to-run noise on clean, replicated evidence (issue 41 item 4: on
-    a loaded machine the spread swamps a time residual, and the checks say nothing, or a
-    time-unknown note, never an alarm)."""
-    if Quantity.TIME not in mistake.quantities or isinstance(result, str):
-        return None
-    pipeline = compile_mistake(mistake)
-    checked = check(
-        pipeline, result.records, dict(mistake.target), result.backend, (Quantity.TIME,)
-    )
-    fits = [f for f in checked.fits if f.stage in mistake.stages]
-    if not fits or any(f.off and unclean(f) is None for f in fits):
-        return None
-    return "; ".join(
-        f"{f.stage} time: residuals "
-        + ", ".join(f"{p.residual * 1e3:+.1f} ms (noise {p.tolerance * 1e3:.1f})" for p in f.points)
-        + (f" ({unclean(f)})" if f.off else "")
-        for f in fits
-    )
-
-
 @pytest.mark.parametrize("name", [_param(m.name) for m in MISTAKES])
 def test_the_calibration_catches_the_mistake(name):
     mistake = BY_NAME[name]
-    outcome, result = run_mistake(mistake)
+    outcome, _ = run_mistake(mistake)
     shown = f"{mistake.why}: {outcome}"
-    unjudged = outcome.harmless or not outcome.caught
-    if unjudged and (why := _time_unjudged(mistake, result)) is not None:
-        pytest.skip(f"the machine's time noise swamps the evidence: {why}")
+    if (outcome.harmless or not outcome.caught) and outcome.unjudged is not None:
+        pytest.skip(f"the machine's time noise swamps the evidence: {outcome.unjudged}")
     if outcome.harmless:
         # It did not matter at these shapes (its risk went into the bound), yet the calibration is
         # never silent about it: a finding names one of its stages and the param it gets wrong.
