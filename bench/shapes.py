@@ -3,11 +3,13 @@ formula).
 
     .venv/bin/python bench/shapes.py [--example wan] [--stage DecodingStage] [--sizes 32,64]
                                      [--frames 1,5,9,13,17,21,33] [--repeat 3]
+                                     [--steps 1] [--cfg false,true]
 
-For each (size, frames): the stage's peak above the request's baseline, per pixel of one frame,
-and its time (fastest of ``--repeat`` runs, this thread's CPU time), per pixel. A memory term is
-right when the per-pixel peak is affine in what the term says (latent frames for the Wan VAE);
-a time measure when the per-pixel time is flat.
+For each (size, frames, and cfg where ``--cfg`` lists values): the stage's peak above the
+request's baseline, per pixel of one frame, and its time (fastest of ``--repeat`` runs, this
+thread's CPU time), per pixel. A memory term is right when the per-pixel peak is affine in what
+the term says (latent frames for the Wan VAE); a time measure when the per-pixel time is flat.
+``--steps 2`` or more shows what a denoising loop keeps from one step to the next.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -24,11 +27,23 @@ from calibration.core.host import quiet_libraries, torch_threads
 from calibration.core.session import Session
 from calibration.examples import EXAMPLES
 
+if TYPE_CHECKING:
+    from artifact.point import Point
+    from runtime import Pipeline
+
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 
 
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _bools(text: str) -> list[bool]:
+    values = {"true": True, "false": False}
+    try:
+        return [values[x.strip().lower()] for x in text.split(",") if x.strip()]
+    except KeyError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.args[0]!r}: give true or false") from None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -38,44 +53,51 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sizes", type=_ints, default=[32, 64], help="square sizes in pixels")
     parser.add_argument("--frames", type=_ints, default=[1, 5, 9, 13, 17, 21, 33])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--cfg", type=_bools, default=[], help="e.g. false,true (default: as set)")
     args = parser.parse_args(argv)
     example = EXAMPLES[args.example]
     pipeline = load_pipeline(FORMULAS / example.formula_file, example.pipeline)
     has_frames = "frames" in pipeline.default_workload
     frames = args.frames if has_frames else [1]
-    print("| size | frames | memory terms | peak above baseline B | B / px | ms | us / px |")
-    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+    print("| size | frames | cfg | memory terms | peak above baseline B | B / px | ms | us / px |")
+    print("| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |")
     with quiet_libraries(), torch_threads("cpu", 1):
         session = Session(example.build(0), pipeline, "cpu", call_kwargs=example.call_kwargs)
         session.run(full_point(pipeline, {**example.warmup, "steps": 1}, "warmup"))
         for size in args.sizes:
             for count in frames:
-                shape = {"steps": 1, "height": size, "width": size}
-                if has_frames:
-                    shape["frames"] = count
-                point = full_point(pipeline, {**example.target, **shape}, "point")
-                runs = [session.run(point) for _ in range(args.repeat)]
-                fastest = min(runs, key=lambda r: r.stage_durations.get(args.stage, float("inf")))
-                peak = max(
-                    (
-                        p.peak_allocated
-                        for p in fastest.phases
-                        if p.kind == "stage" and p.name == args.stage
-                    ),
-                    default=None,
-                )
-                if peak is None:
-                    print(f"| {size} | {count} | - | stage {args.stage} did not run | | | |")
-                    continue
-                above = peak - fastest.baseline_allocated
-                seconds = fastest.stage_durations[args.stage]
-                terms = ", ".join(str(t) for t in pipeline.memory_terms(args.stage, **point))
-                pixels = size * size
-                print(
-                    f"| {size} | {count} | [{terms}] | {above:,} | {above / pixels:,.0f} | "
-                    f"{seconds * 1e3:.1f} | {seconds / pixels * 1e6:.1f} |",
-                    flush=True,
-                )
+                for cfg in args.cfg or [None]:
+                    shape: dict[str, int | bool] = {"steps": args.steps, "height": size}
+                    shape["width"] = size
+                    if has_frames:
+                        shape["frames"] = count
+                    if cfg is not None:
+                        shape["cfg"] = cfg
+                    point = full_point(pipeline, {**example.target, **shape}, "point")
+                    print(_row(session, pipeline, point, args.stage, args.repeat), flush=True)
+
+
+def _row(session: Session, pipeline: Pipeline, point: Point, stage: str, repeat: int) -> str:
+    """One size's table row: the stage's peak above baseline and time, fastest of ``repeat``."""
+    runs = [session.run(point) for _ in range(repeat)]
+    fastest = min(runs, key=lambda r: r.stage_durations.get(stage, float("inf")))
+    peak = max(
+        (p.peak_allocated for p in fastest.phases if p.kind == "stage" and p.name == stage),
+        default=None,
+    )
+    size, cfg = point["height"], point.get("cfg", "-")
+    count = point.get("frames", 1)
+    if peak is None:
+        return f"| {size} | {count} | {cfg} | - | stage {stage} did not run | | | |"
+    above = peak - fastest.baseline_allocated
+    seconds = fastest.stage_durations[stage]
+    terms = ", ".join(str(t) for t in pipeline.memory_terms(stage, **point))
+    pixels = int(point["height"]) * int(point["width"])
+    return (
+        f"| {size} | {count} | {cfg} | [{terms}] | {above:,} | {above / pixels:,.0f} | "
+        f"{seconds * 1e3:.1f} | {seconds / pixels * 1e6:.1f} |"
+    )
 
 
 if __name__ == "__main__":

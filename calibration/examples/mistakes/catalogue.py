@@ -114,10 +114,12 @@ MISTAKES: tuple[Mistake, ...] = (
         "wan2_1_t2v_1_3b",
         (
             Edit(
-                "memory ~ tokens  # activations of one transformer pass over the latent tokens\n"
-                "        time ~ tokens * (if cfg then 2 else 1)",
-                "memory ~ tokens  # activations of one transformer pass over the latent tokens\n"
-                "        time ~ tokens",
+                "iterations = steps  # one expert call per step (high or low noise)\n"
+                "        memory ~ [tokens, if cfg then tokens else 0]  # one pass + predictions "
+                "held under CFG\n        time ~ tokens * (if cfg then 2 else 1)",
+                "iterations = steps  # one expert call per step (high or low noise)\n"
+                "        memory ~ [tokens, if cfg then tokens else 0]  # one pass + predictions "
+                "held under CFG\n        time ~ tokens",
             ),
         ),
         warmup={"steps": 2, "frames": 9, "height": 32, "width": 32, "cfg": False},

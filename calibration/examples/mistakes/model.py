@@ -81,6 +81,7 @@ class Outcome:
     facts: tuple[str, ...] = ()  # a refusal names one of these to catch the mistake
     noise: tuple[Miss, ...] = ()  # time misses of stages the mistake leaves alone: not counted
     direction: str | None = None  # the param a correct finding names
+    unjudged: str | None = None  # why this run's time noise cannot judge a time mistake
 
     @property
     def names_direction(self) -> bool:

@@ -92,5 +92,4 @@ def run_mistake(
 ) -> tuple[Outcome, Calibration | str]:
     """Calibrate one mistake and evaluate it."""
     result = calibrate_mistake(mistake, repeat=repeat)
-    stages = tuple(compile_mistake(mistake).stages)
-    return evaluate(mistake, result, stages), result
+    return evaluate(mistake, result, compile_mistake(mistake)), result

@@ -1,15 +1,19 @@
 """Scoring one mistake's calibration, pure: which stages miss at the target, which findings are
-actionable, and whether every missing stage is named (or the refusal names the bad fact)."""
+actionable, whether every missing stage is named (or the refusal names the bad fact), and whether
+the run's time evidence could judge a mistake about time at all."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from calibration.examples.mistakes.model import Miss, Mistake, Named, Outcome
+from calibration.probes.findings import check
+from calibration.probes.time_evidence import unclean
 from runtime.kinds import Quantity
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration
+    from runtime import Pipeline
 
 #: A stage misses when its raw prediction is off the measured peak (or time) by more than this.
 MISS = 0.05
@@ -66,8 +70,33 @@ def _time_misses(calibration: Calibration) -> list[Miss]:
     return out
 
 
-def evaluate(mistake: Mistake, result: Calibration | str, stages: tuple[str, ...]) -> Outcome:
-    """The outcome of one calibration (or refusal) of ``mistake``; ``stages``: the pipeline's."""
+def time_unjudged(mistake: Mistake, result: Calibration, pipeline: Pipeline) -> str | None:
+    """Why this calibration cannot judge a mistake about time (None: it can, or the mistake is
+    not about time): no size of its stages' time is off its fit on clean, replicated evidence
+    (issue 41 item 4: on a loaded machine the runs' spread swamps a time residual, and the checks
+    say nothing, or a time-unknown note, never an alarm). Shows each size's residual and noise."""
+    if Quantity.TIME not in mistake.quantities:
+        return None
+    target = dict(mistake.target)
+    checked = check(pipeline, result.records, target, result.backend, (Quantity.TIME,))
+    fits = [f for f in checked.fits if f.stage in mistake.stages]
+    if not fits or any(f.off and unclean(f) is None for f in fits):
+        return None
+    return "; ".join(
+        f"{f.stage} time residuals "
+        + ", ".join(
+            f"{p.residual * 1e3:+.1f} ms (noise {p.tolerance * 1e3:.1f})"
+            for p in f.points
+            if p.predicted is not None
+        )
+        + (f" ({unclean(f)})" if f.off else "")
+        for f in fits
+    )
+
+
+def evaluate(mistake: Mistake, result: Calibration | str, pipeline: Pipeline) -> Outcome:
+    """The outcome of one calibration (or refusal) of ``mistake``'s compiled ``pipeline``."""
+    stages = tuple(pipeline.stages)
     facts = (mistake.refusal,) if mistake.refusal else mistake.stages
     if isinstance(result, str):
         return Outcome(
@@ -104,4 +133,5 @@ def evaluate(mistake: Mistake, result: Calibration | str, stages: tuple[str, ...
         facts,
         noise,
         mistake.direction,
+        time_unjudged(mistake, result, pipeline),
     )

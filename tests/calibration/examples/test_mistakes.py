@@ -5,7 +5,8 @@ the measured peak; time beyond +-5 % and two sigma, for mistakes about time) is 
 actionable finding, or the calibration refuses to run with an error naming the bad fact. Each
 mistake should really miss (one that does not is skipped: harmless at its shapes) and the finding
 must name the param the mistake gets wrong. The ones today's checks are silent on are strict
-xfails (issue 18 caught them all).
+xfails (issue 18 caught them all). A mistake about time that this run's time noise swamps (no size
+off its fit on clean, replicated evidence: a loaded machine) is skipped, never counted caught.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from calibration.examples.mistakes.catalogue import BY_NAME, MISTAKES
-from calibration.examples.mistakes.run import edited_text, run_mistake
+from calibration.examples.mistakes.run import compile_mistake, edited_text, run_mistake
 
 #: Mistakes a calibration is silent on, and why (none since issue 18: each entry is a strict xfail).
 SILENT: dict[str, str] = {}
@@ -46,8 +47,6 @@ def test_the_suite_covers_the_issues_kinds_over_three_families():
 
 @pytest.mark.parametrize("name", list(BY_NAME))
 def test_every_edit_applies_once_and_compiles(name):
-    from calibration.examples.mistakes.run import compile_mistake
-
     mistake = BY_NAME[name]
     assert (
         edited_text(mistake) != (edited_text.__globals__["ROOT"] / mistake.formula_file).read_text()
@@ -60,6 +59,8 @@ def test_the_calibration_catches_the_mistake(name):
     mistake = BY_NAME[name]
     outcome, _ = run_mistake(mistake)
     shown = f"{mistake.why}: {outcome}"
+    if (outcome.harmless or not outcome.caught) and outcome.unjudged is not None:
+        pytest.skip(f"the machine's time noise swamps the evidence: {outcome.unjudged}")
     if outcome.harmless:
         # It did not matter at these shapes (its risk went into the bound), yet the calibration is
         # never silent about it: a finding names one of its stages and the param it gets wrong.
