@@ -30,7 +30,7 @@ def test_two_ranks_agree_on_gloo(tmp_path):
         nprocs=2,
         join=False,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600  # a hang guard, not a performance bound (a loaded 2-core CI)
     while not context.join(timeout=1):
         assert time.monotonic() < deadline, "ranks did not finish"
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
