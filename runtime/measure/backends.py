@@ -20,6 +20,7 @@ from torch import nn
 from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from runtime.measure.op_args import Reads
 from runtime.measure.residency import (
     Group,
     Residency,
@@ -248,17 +249,18 @@ class _Outputs(enum.Enum):
 
 class _Plan(NamedTuple):
     """What the dispatch mode decided once for an op: the callable to run (the overload's C++
-    entry, no Python ``__call__`` frame), what its outputs are, and the op (kept alive: the
-    mode's table is keyed by its identity)."""
+    entry, no Python ``__call__`` frame), what its outputs are, which arguments can be weights
+    it reads, and the op (kept alive: the mode's table is keyed by its identity)."""
 
     op: Callable[..., object]
     outputs: _Outputs
+    reads: Reads
     func: OpOverload
 
     @classmethod
     def of(cls, func: OpOverload) -> _Plan:
         direct = type(func).__call__ is OpOverload.__call__  # a subclass may call otherwise
-        return cls(func._op if direct else func, _Outputs.of(func), func)
+        return cls(func._op if direct else func, _Outputs.of(func), Reads.of(func), func)
 
 
 class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's is untyped
@@ -273,6 +275,7 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
         self.cpu = device_type == "cpu"
         self.reads = reads  # weight reads attributed (and onloaded) before each op runs
         self.plans: dict[int, _Plan] = {}  # per op, by identity: what to call, what it outputs
+        self.add, self.refresh = counter.add, counter.refresh  # bound once, not per op
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -293,13 +296,13 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
         plan = self.plans.get(id(func))  # by identity: an OpOverload's hash is Python code
         if plan is None:
             plan = self.plans[id(func)] = _Plan.of(func)
+        op, kind, reads, _ = plan
         if self.reads is not None:
-            self.reads.seen(args)
-        op, kind, _ = plan
+            self.reads.seen_at(args, reads)
         out = op(*args, **kwargs) if kwargs else op(*args)
         if kind is _Outputs.VIEWS:
             return out
-        seen = self.counter.add if kind is _Outputs.NEW else self.counter.refresh
+        seen = self.add if kind is _Outputs.NEW else self.refresh
         if type(out) is torch.Tensor:
             if out.is_cpu if self.cpu else out.device.type == self.device_type:
                 seen(out.untyped_storage())
