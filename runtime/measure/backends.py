@@ -267,14 +267,20 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
     """Sees every aten op's outputs and counts the storages that the op newly allocated."""
 
     def __init__(
-        self, counter: LiveStorageCounter, device_type: str, reads: WeightReads | None = None
+        self,
+        counter: LiveStorageCounter,
+        device_type: str,
+        reads: WeightReads | None = None,
+        plans: dict[int, _Plan] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # torch: untyped
         self.counter = counter
         self.device_type = device_type
         self.cpu = device_type == "cpu"
         self.reads = reads  # weight reads attributed (and onloaded) before each op runs
-        self.plans: dict[int, _Plan] = {}  # per op, by identity: what to call, what it outputs
+        # per op, by identity: what to call, what it outputs (shared: the backend's, kept across
+        # requests, so an op's schema is read once per process, not once per request)
+        self.plans: dict[int, _Plan] = {} if plans is None else plans
         self.add, self.refresh = counter.add, counter.refresh  # bound once, not per op
 
     @classmethod
@@ -336,6 +342,7 @@ class LiveTensorBackend:
     swapped: frozenset[str] = frozenset()  # components the placement moves on and off
     groups: tuple[Group, ...] = ()  # what it moves group by group (its hooks tell each move)
     reads: WeightReads | None = field(default=None, init=False)
+    plans: dict[int, _Plan] = field(factory=dict, init=False)  # the mode's per-op decisions
     _mode: _LiveStorageMode | None = field(default=None, init=False)
     _depth: int = field(default=0, init=False)
 
@@ -404,7 +411,7 @@ class LiveTensorBackend:
             finally:
                 self._depth -= 1
             return
-        self._mode = _LiveStorageMode(self.counter, self.device.type, self.reads)
+        self._mode = _LiveStorageMode(self.counter, self.device.type, self.reads, self.plans)
         self._depth = 1
         try:
             with self._mode:
