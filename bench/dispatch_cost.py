@@ -8,8 +8,10 @@ views kept: their reads take the recorder's other path). Replaying that list thr
 recorder's ``__torch_dispatch__`` and through an empty mode's, many thousand calls each,
 alternating, times exactly the Python work the recorder adds per op (the plan look-up, the
 weight reads, counting the outputs and forgetting them when freed), not the ops. Torch's own
-cost of entering any Python mode is measured apart (``mode_floor``): a one-element ``add``
-with and without an empty mode pushed.
+cost of entering any Python mode is measured apart (``mode_floor``): the same ops, each with its
+arguments on the meta device (sizes, strides and dtypes kept, no data: the dispatcher's work and
+the shape functions, not the arithmetic), called with and without an empty mode pushed; the few
+that cannot run there (a copy to the host, a read of a value) are left out and counted.
 """
 
 from __future__ import annotations
