@@ -20,6 +20,7 @@ from torch import nn
 from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from runtime.measure.op_args import Reads
 from runtime.measure.residency import (
     Group,
     Residency,
@@ -248,31 +249,39 @@ class _Outputs(enum.Enum):
 
 class _Plan(NamedTuple):
     """What the dispatch mode decided once for an op: the callable to run (the overload's C++
-    entry, no Python ``__call__`` frame), what its outputs are, and the op (kept alive: the
-    mode's table is keyed by its identity)."""
+    entry, no Python ``__call__`` frame), what its outputs are, which arguments can be weights
+    it reads, and the op (kept alive: the mode's table is keyed by its identity)."""
 
     op: Callable[..., object]
     outputs: _Outputs
+    reads: Reads
     func: OpOverload
 
     @classmethod
     def of(cls, func: OpOverload) -> _Plan:
         direct = type(func).__call__ is OpOverload.__call__  # a subclass may call otherwise
-        return cls(func._op if direct else func, _Outputs.of(func), func)
+        return cls(func._op if direct else func, _Outputs.of(func), Reads.of(func), func)
 
 
 class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's is untyped
     """Sees every aten op's outputs and counts the storages that the op newly allocated."""
 
     def __init__(
-        self, counter: LiveStorageCounter, device_type: str, reads: WeightReads | None = None
+        self,
+        counter: LiveStorageCounter,
+        device_type: str,
+        reads: WeightReads | None = None,
+        plans: dict[int, _Plan] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # torch: untyped
         self.counter = counter
         self.device_type = device_type
         self.cpu = device_type == "cpu"
         self.reads = reads  # weight reads attributed (and onloaded) before each op runs
-        self.plans: dict[int, _Plan] = {}  # per op, by identity: what to call, what it outputs
+        # per op, by identity: what to call, what it outputs (shared: the backend's, kept across
+        # requests, so an op's schema is read once per process, not once per request)
+        self.plans: dict[int, _Plan] = {} if plans is None else plans
+        self.add, self.refresh = counter.add, counter.refresh  # bound once, not per op
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -293,13 +302,13 @@ class _LiveStorageMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # t
         plan = self.plans.get(id(func))  # by identity: an OpOverload's hash is Python code
         if plan is None:
             plan = self.plans[id(func)] = _Plan.of(func)
+        op, kind, reads, _ = plan
         if self.reads is not None:
-            self.reads.seen(args)
-        op, kind, _ = plan
+            self.reads.seen_at(args, reads)
         out = op(*args, **kwargs) if kwargs else op(*args)
         if kind is _Outputs.VIEWS:
             return out
-        seen = self.counter.add if kind is _Outputs.NEW else self.counter.refresh
+        seen = self.add if kind is _Outputs.NEW else self.refresh
         if type(out) is torch.Tensor:
             if out.is_cpu if self.cpu else out.device.type == self.device_type:
                 seen(out.untyped_storage())
@@ -333,6 +342,7 @@ class LiveTensorBackend:
     swapped: frozenset[str] = frozenset()  # components the placement moves on and off
     groups: tuple[Group, ...] = ()  # what it moves group by group (its hooks tell each move)
     reads: WeightReads | None = field(default=None, init=False)
+    plans: dict[int, _Plan] = field(factory=dict, init=False)  # the mode's per-op decisions
     _mode: _LiveStorageMode | None = field(default=None, init=False)
     _depth: int = field(default=0, init=False)
 
@@ -401,7 +411,7 @@ class LiveTensorBackend:
             finally:
                 self._depth -= 1
             return
-        self._mode = _LiveStorageMode(self.counter, self.device.type, self.reads)
+        self._mode = _LiveStorageMode(self.counter, self.device.type, self.reads, self.plans)
         self._depth = 1
         try:
             with self._mode:

@@ -32,6 +32,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 if TYPE_CHECKING:
     from torch._ops import OpOverload
 
+    from runtime.measure.op_args import Reads
+
 _Ref = weakref.ref[object]
 
 
@@ -270,21 +272,47 @@ class WeightReads:
     def seen(self, args: Iterable[object]) -> None:
         """One op's arguments (before it runs: a component is onloaded before it computes).
 
-        Called for every op: its tensor arguments and its lists' (``cat``'s tensors,
-        ``addmm``'s weight), each looked up as ``WeightMap.component_of`` does, written flat (no
-        generator, no tuple built per argument, no call for a tensor that is no weight)."""
-        get = self.weights.owner.get
+        Its tensor arguments and its lists' (``cat``'s tensors, ``addmm``'s weight) each looked
+        up as ``WeightMap.component_of`` does (``_look``)."""
         for a in args:
             if isinstance(a, torch.Tensor):
-                entry = get(id(a))
-                if entry is None or entry[1]() is not a:
-                    storage = a.untyped_storage()
-                    entry = get(id(storage))
-                    if entry is None or entry[1]() is not storage:
-                        continue
-                self._read(entry[0], a)
+                self._look(a)
             elif isinstance(a, (list, tuple)):
                 self.seen(a)  # a list's tensors (aten nests no deeper)
+
+    def seen_at(self, args: tuple[object, ...], reads: Reads) -> None:
+        """``seen`` for a dispatch mode that knows the op's schema: only the arguments that can
+        hold a tensor are looked at (``Reads.of``), not a ``view``'s sizes or a conv's strides.
+
+        Called for every op: written flat (no generator, no tuple built per argument, no call
+        for a tensor that is no weight), the look-up inline."""
+        get = self.weights.owner.get
+        n = len(args)
+        for i in reads.tensors:
+            if i < n:
+                a = args[i]
+                if isinstance(a, torch.Tensor):
+                    entry = get(id(a))
+                    if entry is None or entry[1]() is not a:
+                        storage = a.untyped_storage()
+                        entry = get(id(storage))
+                        if entry is None or entry[1]() is not storage:
+                            continue
+                    self._read(entry[0], a)
+        for i in reads.lists:
+            if i < n:
+                self.seen((args[i],))
+
+    def _look(self, a: torch.Tensor) -> None:
+        """``a`` read: its component's, when it is (or views) a weight."""
+        get = self.weights.owner.get
+        entry = get(id(a))
+        if entry is None or entry[1]() is not a:
+            storage = a.untyped_storage()
+            entry = get(id(storage))
+            if entry is None or entry[1]() is not storage:
+                return
+        self._read(entry[0], a)
 
     def _read(self, name: str, t: torch.Tensor) -> None:
         """``t`` is one of ``name``'s weights: the residency follows it, the listener is told."""

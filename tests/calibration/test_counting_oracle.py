@@ -91,7 +91,13 @@ def _plain_seen(reads: WeightReads, args: tuple[object, ...]) -> None:
 class _PlainMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's is untyped
     """The dispatch mode as first written: every aliasing op's outputs refreshed, ``.device``."""
 
-    def __init__(self, counter: LiveStorageCounter, device_type: str, reads: WeightReads) -> None:
+    def __init__(
+        self,
+        counter: LiveStorageCounter,
+        device_type: str,
+        reads: WeightReads,
+        plans: object = None,  # the fast mode's per-op plans: this one decides op by op
+    ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # torch: untyped
         self.counter, self.device_type, self.reads = counter, device_type, reads
 

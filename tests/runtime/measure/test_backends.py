@@ -232,3 +232,16 @@ def test_cuda_recorder_against_a_known_allocation(wan):
     assert record.backend == "cuda-allocator" and record.device.startswith("cuda:")
     assert record.iterations[0].peak_allocated - record.baseline_allocated == 32 << 20
     assert record.peak_above_baseline == 32 << 20
+
+
+def test_the_per_op_decisions_outlive_one_tracking():
+    """Each request pushes a new counting mode; the ops' plans (read from their schemas) are the
+    backend's, made once, not once per request."""
+    backend = LiveTensorBackend()
+    with backend.tracking():
+        torch.ones(2).add(1)
+    plans = dict(backend.plans)
+    with backend.tracking():
+        torch.ones(2).add(1)
+    assert torch.ops.aten.add.Tensor in {plan.func for plan in plans.values()}
+    assert backend.plans == plans and all(backend.plans[k] is p for k, p in plans.items())
