@@ -10,9 +10,12 @@ measured sizes (``PER_EFOLD x ln(reach)`` of the growing part, the reach how far
 growing part lies beyond the largest measured one: sizes on a plane say nothing of a curvature
 past them), never under ``EVIDENCE_FLOOR``. So the margin on the growing part is ``1 +
 max(EVIDENCE_FLOOR, SAFETY x misfit) + PER_EFOLD x ln(reach)``; where a finding's risk is added
-instead, the misfit is 0 and the floor is what the risk leaves of it (``EVIDENCE_FLOOR - share``,
-not under 0: the floor stands for an unquantified raw error, the risk quantifies it, and the two
-are not added). The bound grows with the risk continuously: a 1 % risk costs about 1 %.
+instead, the misfit is 0 and the floor is what the risk leaves of it (``floor_left``: the floor
+less the risk's share of the growing part at the target, not under 0: the floor stands for an
+unquantified raw error, the risk quantifies it, and the two are not added). The deduction is in
+the floor's own bytes (not the finding's ``share``, a share of the stage's peak): so the bound is
+flat in the risk while the risk is under the floor and grows with it byte for byte above, and
+never falls as the risk grows; a 1 % risk costs about 1 %.
 
 The fixed margin (``runtime.estimate.DEFAULT_MARGIN``, 1.2 on what is extrapolated) assumes
 nothing about the formula; it stays only where nothing is estimable: a param the target departs in
@@ -116,7 +119,7 @@ def stage_margins(
         # a finding's own risk is added instead (with_risks): it already covers the residuals
         misfit = 0.0 if found is not None else max(_misfit(f) for f in fits)
         far = max(reach(f) for f in fits)
-        floor = EVIDENCE_FLOOR if found is None else max(0.0, EVIDENCE_FLOOR - found.share)
+        floor = EVIDENCE_FLOOR if found is None else floor_left(found.risk, fits)
         margin = 1 + max(floor, SAFETY * misfit) + PER_EFOLD * math.log(far)
         if margin >= fixed:
             why = f"the evidence's margin {margin:.3g} (misfit {misfit:.2%}, the target {far:.3g}x"
@@ -136,6 +139,14 @@ def stage_margins(
             source = MarginSource.RISK
         out.append(StageMargin(stage, margin, source, why))
     return tuple(out)
+
+
+def floor_left(risk: float, fits: Sequence[StageFit]) -> float:
+    """What the floor leaves of itself once a finding's ``risk`` is added whole: the floor pads
+    the growing part at the target, so the risk is deducted as its share of that same part (the
+    largest of the stage's phases'), and no phase's bound falls as the risk grows."""
+    growing = max((f.growing_at_target for f in fits), default=0.0)
+    return max(0.0, EVIDENCE_FLOOR - risk / growing) if growing > 0 else EVIDENCE_FLOOR
 
 
 def reach(fit: StageFit) -> float:

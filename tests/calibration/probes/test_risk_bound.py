@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from artifact.point import Point
 from calibration.calibrate.run import Calibration, calibrate_session
 from calibration.core.session import Session
-from calibration.probes.evidence import QUANTIFIED, stage_margins, with_risks
+from calibration.probes.evidence import EVIDENCE_FLOOR, QUANTIFIED, stage_margins, with_risks
 from calibration.probes.finding import MATERIAL, Checked, Finding
 from calibration.probes.findings import check
 from calibration.probes.residuals import StageFit
@@ -95,10 +95,12 @@ def _bounded(
     fits: tuple[StageFit, ...],
     kind: FindingKind,
     risk: float,
+    of: float | None = None,
 ) -> WorkloadEstimate:
-    """The estimate with one finding of ``kind`` and ``risk`` on the decode: margins, fit, risk."""
-    peak = _measured(cal)
-    finding = Finding(kind, "DecodingStage", Quantity.MEMORY, "", (), risk=risk, share=risk / peak)
+    """The estimate with one finding of ``kind`` and ``risk`` (its share of ``of`` bytes, the
+    measured peak by default) on the decode: margins, fit, risk."""
+    share = risk / (of or _measured(cal))
+    finding = Finding(kind, "DecodingStage", Quantity.MEMORY, "", (), risk=risk, share=share)
     checked = Checked((finding,), fits)
     margins = stage_margins(formulas, checked, (), DEFAULT_MARGIN)
     result = estimate(
@@ -152,6 +154,53 @@ def test_the_bound_is_continuous_and_monotone_in_the_risk(
     # of the floor's padding byte for byte), and never a step: it moves by the risk's change
     assert bounds[0] <= bounds[1] + 2
     assert bounds[1] - bounds[0] <= math.ceil((high - low) * peak) + 1
+
+
+def _growing(fits: tuple[StageFit, ...]) -> float:
+    """The decode's growing part at the target (its largest phase's): what its margin pads."""
+    return max(
+        f.growing_at_target
+        for f in fits
+        if f.stage == "DecodingStage" and f.quantity == Quantity.MEMORY
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    low=st.floats(0.0, 0.03),
+    gap=st.floats(0.0, 0.01),
+    of=st.floats(0.2, 2.0),
+    other=st.sampled_from(sorted(QUANTIFIED - {FindingKind.RESIDUAL})),
+)
+# the served re-fit's case: a share of a peak under the growing part at the target, risk falling
+@example(low=0.0001, gap=0.0004, of=0.45, other=FindingKind.FORMULA_MISMATCH)
+def test_the_bound_never_falls_as_the_risk_grows_whatever_its_share_is_of(
+    calibrated: Calibration,
+    formulas: Pipeline,
+    fits: tuple[StageFit, ...],
+    low: float,
+    gap: float,
+    of: float,
+    other: FindingKind,
+) -> None:
+    # the finding's share is of the stage's peak where it was found (a measured size's, smaller
+    # than the growing part at the target, which the margin pads): the bound must not read it
+    growing = _growing(fits)
+    bounds: list[list[int]] = []
+    for fraction in (low, low + gap):
+        risk = fraction * growing
+        kind = _kind(risk / (of * growing), other)
+        result = _bounded(calibrated, formulas, fits, kind, risk, of * growing)
+        peaks = [p.peak for p in result.phases if p.stage == "DecodingStage"]
+        peaks.append(result.request_peak)
+        assert all(p.bound_bytes is not None for p in peaks)
+        bounds.append([p.bound_bytes or 0 for p in peaks])
+    for before, after in zip(*bounds):
+        # within the rounding of two ceilings: under the floor, the risk replaces its bytes
+        assert before <= after + 2, bounds
+    at_floor = EVIDENCE_FLOOR * growing
+    if low * growing >= at_floor + 2:  # above the floor: every byte of risk is added
+        assert bounds[1][0] - bounds[0][0] >= math.floor(gap * growing) - 2, bounds
 
 
 def test_no_step_between_a_residual_and_a_finding_to_act_on(
