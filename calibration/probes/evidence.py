@@ -73,7 +73,7 @@ class StageMargin:
     margin: float
     source: MarginSource
     reason: str
-    risk_bytes: int = 0  # what ``with_risks`` adds to its phases' bounds (a finding's risk)
+    risk_bytes: int = 0  # what ``with_risks`` adds to its phases' bounds: the risk beyond the floor
     floor_bytes: float = 0.0  # the floor's bytes at the target a finding's risk takes the place of
 
 
@@ -149,7 +149,7 @@ def stage_margins(
 
 def _least_growing(fits: Sequence[StageFit]) -> float:
     """The smallest growing part at the target of a stage's phases (0 where one does not grow):
-    the floor pads at least this many bytes times itself in every phase."""
+    the floor pads every phase by at least ``EVIDENCE_FLOOR`` times it."""
     return max(0.0, min((f.growing_at_target for f in fits), default=0.0))
 
 
