@@ -206,6 +206,8 @@ def test_the_bound_never_falls_as_the_risk_grows_at_the_target_or_beyond(
             peaks.append(result.request_peak)
             assert all(p.bound_bytes is not None for p in peaks)
             bounds.append([p.bound_bytes or 0 for p in peaks])
+            if at is None:  # at the target, every phase pads at least the risk over its raw
+                assert all((p.bound_bytes or 0) - (p.raw_bytes or 0) >= risk for p in peaks)
         for before, after in zip(*bounds):
             # it moves by the risk's change, within the rounding of a ceiling
             assert before <= after <= before + math.ceil(gap * growing) + 1, (at, bounds)
