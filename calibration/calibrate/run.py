@@ -31,6 +31,7 @@ from calibration.core.weights import phase_weights, unobserved
 from calibration.errors import CalibrationError
 from calibration.plan.saved import SavedPlan
 from calibration.probes.evidence import StageMargin
+from calibration.probes.far import far_first
 from calibration.probes.findings import Finding, rank
 from calibration.probes.minimums import BelowMinimum, below_minimums, raise_to_minimums
 from calibration.probes.sizes import (
@@ -285,15 +286,13 @@ def _planned(
         for p in extra_probes(pipeline, warmup, probe, target, cost=cost, budget=BUDGET)
     ]
     left = BUDGET - sum((cost(p) for p, _ in planned), Fraction(0))
-    covering, uncovered = coverage_probes(
-        pipeline,
-        [warmup, probe, *(p for p, _ in planned)],
-        [warmup, probe],
-        probe,
-        target,
-        cost,
-        left,
-    )
+    measured = [warmup, probe, *(p for p, _ in planned)]
+    bases = [warmup, probe]
+    covering, uncovered = coverage_probes(pipeline, measured, bases, probe, target, cost, left)
+    # sizes serving two purposes (a far axis at the target's value, a param moved) where they fit
+    both = far_first(pipeline, measured, bases, target, cost, left, covering)
+    if both is not None:
+        covering, uncovered = both, ()
     planned += covering
     points: dict[str, dict[str, int | bool]] = {
         "warmup": dict(warmup),

@@ -89,7 +89,7 @@ def settle(
         timing = estimate_timing([*kept, *timed], pipeline, target, modeler)
         result = evolve(result, timing=timing)
     at_risk = (*checked.findings, *checked.quiet)
-    risks = with_risks(result, at_risk)
+    risks = with_risks(result, at_risk, margins)
     margins = with_margin_risks(margins, at_risk)
     return Settled(checked, findings, tuple(kept), risks, margins, tuple(timed))
 

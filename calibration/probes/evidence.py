@@ -10,9 +10,17 @@ measured sizes (``PER_EFOLD x ln(reach)`` of the growing part, the reach how far
 growing part lies beyond the largest measured one: sizes on a plane say nothing of a curvature
 past them), never under ``EVIDENCE_FLOOR``. So the margin on the growing part is ``1 +
 max(EVIDENCE_FLOOR, SAFETY x misfit) + PER_EFOLD x ln(reach)``; where a finding's risk is added
-instead, the misfit is 0 and the floor is what the risk leaves of it (``EVIDENCE_FLOOR - share``,
-not under 0: the floor stands for an unquantified raw error, the risk quantifies it, and the two
-are not added). The bound grows with the risk continuously: a 1 % risk costs about 1 %.
+instead, the misfit is 0 (the risk covers the residuals). The floor stands for an unquantified raw
+error and the risk quantifies it, so the two are not added: the stage's bounds get what the risk
+exceeds the floor's bytes by (``StageMargin.floor_bytes``: the floor on the smallest growing part
+of the stage's phases at the target, so every phase's padding is at least the risk), and the
+margin keeps the whole floor. The margin never depends on the risk: it multiplies each request's
+growing part while the risk's bytes are added alike at every request (the serving predictor's
+``risk_bytes``), and a margin less the risk's share would narrow the bound beyond the target as the
+risk grew (the served re-fit's decode came out 120 B wider at four times the target's area when
+its risk fell from 48 B to 8 B). So the bound is flat in the risk while the risk is under the
+floor, grows with it byte for byte above, and never falls as it grows, at any request; a 1 %
+risk costs about 1 %.
 
 The fixed margin (``runtime.estimate.DEFAULT_MARGIN``, 1.2 on what is extrapolated) assumes
 nothing about the formula; it stays only where nothing is estimable: a param the target departs in
@@ -65,7 +73,8 @@ class StageMargin:
     margin: float
     source: MarginSource
     reason: str
-    risk_bytes: int = 0  # what ``with_risks`` adds to its phases' bounds (a finding's risk)
+    risk_bytes: int = 0  # what ``with_risks`` adds to its phases' bounds: the risk beyond the floor
+    floor_bytes: float = 0.0  # the floor's bytes at the target a finding's risk takes the place of
 
 
 def _fixed_because(
@@ -116,8 +125,7 @@ def stage_margins(
         # a finding's own risk is added instead (with_risks): it already covers the residuals
         misfit = 0.0 if found is not None else max(_misfit(f) for f in fits)
         far = max(reach(f) for f in fits)
-        floor = EVIDENCE_FLOOR if found is None else max(0.0, EVIDENCE_FLOOR - found.share)
-        margin = 1 + max(floor, SAFETY * misfit) + PER_EFOLD * math.log(far)
+        margin = 1 + max(EVIDENCE_FLOOR, SAFETY * misfit) + PER_EFOLD * math.log(far)
         if margin >= fixed:
             why = f"the evidence's margin {margin:.3g} (misfit {misfit:.2%}, the target {far:.3g}x"
             why += f" the largest size's growth) is not under the fixed {fixed:.3g}"
@@ -134,8 +142,15 @@ def stage_margins(
         source = MarginSource.EVIDENCE
         if found is not None and found.kind != FindingKind.RESIDUAL:
             source = MarginSource.RISK
-        out.append(StageMargin(stage, margin, source, why))
+        floor = 0.0 if found is None else EVIDENCE_FLOOR * _least_growing(fits)
+        out.append(StageMargin(stage, margin, source, why, floor_bytes=floor))
     return tuple(out)
+
+
+def _least_growing(fits: Sequence[StageFit]) -> float:
+    """The smallest growing part at the target of a stage's phases (0 where one does not grow):
+    the floor pads every phase by at least ``EVIDENCE_FLOOR`` times it."""
+    return max(0.0, min((f.growing_at_target for f in fits), default=0.0))
 
 
 def reach(fit: StageFit) -> float:
@@ -181,17 +196,29 @@ def with_margin_risks(
 ) -> tuple[StageMargin, ...]:
     """``margins`` with the bytes ``with_risks`` adds to each stage's bounds, so that a reader of
     the margins alone (a saved document, a serving predictor) bounds as the estimate does."""
-    risks = stage_risks(findings)
+    added = _added(findings, margins)
     return tuple(
-        evolve(m, risk_bytes=_ceil(risks[m.stage].risk)) if m.stage in risks else m for m in margins
+        evolve(m, risk_bytes=_ceil(added[m.stage][0])) if m.stage in added else m for m in margins
     )
 
 
-def with_risks(result: WorkloadEstimate, findings: Sequence[Finding]) -> WorkloadEstimate:
-    """The estimate with each memory finding's risk added to its stage's bounds (and the
-    request's, when that stage dominates it or a phase's bound now exceeds it)."""
-    risks = {s: (f.risk, f.kind) for s, f in stage_risks(findings).items()}
-    return with_stage_risks(result, risks)
+def _added(
+    findings: Sequence[Finding], margins: Sequence[StageMargin]
+) -> dict[str, tuple[float, str]]:
+    """Each stage's bytes at risk beyond its floor's (``StageMargin.floor_bytes``), and why."""
+    floors = {m.stage: m.floor_bytes for m in margins}
+    return {
+        s: (max(0.0, f.risk - floors.get(s, 0.0)), f.kind) for s, f in stage_risks(findings).items()
+    }
+
+
+def with_risks(
+    result: WorkloadEstimate, findings: Sequence[Finding], margins: Sequence[StageMargin]
+) -> WorkloadEstimate:
+    """The estimate with each memory finding's risk beyond its stage's floor (``margins``'s)
+    added to its stage's bounds (and the request's, when that stage dominates it
+    or a phase's bound now exceeds it)."""
+    return with_stage_risks(result, _added(findings, margins))
 
 
 def with_stage_risks(

@@ -13,7 +13,8 @@ be afforded, a ``far-axis`` finding names the param, the distance and the memory
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from fractions import Fraction
 
 from attrs import frozen
 
@@ -21,6 +22,7 @@ from artifact.point import Point
 from calibration.probes.finding import Finding
 from calibration.probes.policy import memory_terms, work
 from calibration.probes.residuals import StageFit
+from calibration.probes.sizes import coverage_probes
 from runtime import Pipeline
 from runtime.kinds import FindingKind, Quantity
 
@@ -89,6 +91,51 @@ def at_axis(
         if moved not in out and work(pipeline, moved) < ceiling:
             out.append(moved)
     return sorted(out, key=lambda p: work(pipeline, p))
+
+
+Planned = list[tuple[dict[str, int | bool], str]]
+
+
+def far_first(
+    pipeline: Pipeline,
+    measured: Sequence[Point],
+    bases: Sequence[Point],
+    target: Point,
+    cost: Callable[[Point], Fraction],
+    left: Fraction,
+    covering: Planned,
+) -> Planned | None:
+    """Sizes that serve two purposes, in place of ``covering`` (``coverage_probes``' plan): each
+    far axis ``covering`` leaves no affordable size for, measured first at the target's value (a
+    measured size with that param alone moved there, so it moves the param for coverage too), the
+    other params covered in what ``left`` (the budget) then holds (``bases``: the warmup, then the
+    probe). None unless every param is
+    covered within it and some far axis is reached that the loop could not afford after
+    ``covering``."""
+    sizes = [*measured, *(p for p, _ in covering)]
+    after = left - sum((cost(p) for p, _ in covering), Fraction(0))
+    unmet = [
+        axis
+        for axis in far_axes(pipeline, sizes, target)
+        if not any(cost(c) < after for c in at_axis(pipeline, sizes, axis, target))
+    ]
+    first: Planned = []
+    spent = Fraction(0)
+    for axis in unmet:
+        nearer = [*measured, *(p for p, _ in first)]
+        if axis.name not in {a.name for a in far_axes(pipeline, nearer, target)}:
+            continue
+        fits = [c for c in at_axis(pipeline, nearer, axis, target) if spent + cost(c) < left]
+        if fits:
+            first.append((fits[0], f"measuring {axis.name} at the target's value"))
+            spent += cost(fits[0])
+    if not first:
+        return None
+    now = [*measured, *(p for p, _ in first)]
+    rest, uncovered = coverage_probes(pipeline, now, bases, bases[-1], target, cost, left - spent)
+    if uncovered or spent + sum((cost(p) for p, _ in rest), Fraction(0)) >= left:
+        return None
+    return [*first, *rest]
 
 
 def far_findings(

@@ -253,18 +253,11 @@ def coverage_probes(
     The cheapest such size, or -- with ``cost`` (one run's, over the target's) -- the probe's own
     step while ``budget`` still holds it beside the cheapest of every param after it: a size the
     others stay at the probe's in is also nearer the target, so it tests the fit past the probe
-    for what the cheapest costs less (``calibration.calibrate.loop`` need not add one)."""
+    for what the cheapest costs less (``calibration.calibrate.loop`` need not add one). Where the
+    cheapest would pass ``budget`` beside the cheapest of every param still unmoved, the costliest
+    of the cheaper steps (``smaller_steps``) that fits: the extra sizes stay under the budget."""
     sizes: list[Point] = list(measured)
-    ceiling = work(pipeline, target)
-    options: dict[str, list[dict[str, int | bool]]] = {}
-    for name in departures(probe, target):
-        options[name] = [
-            moved
-            for base in bases
-            if (moved := step_towards(pipeline, base, name, target[name], probe[name])) is not None
-            and moved not in [dict(s) for s in sizes]
-            and work(pipeline, moved) < ceiling
-        ]
+    options, cheaper = _steps(pipeline, sizes, bases, probe, target)
     added: list[tuple[dict[str, int | bool], str]] = []
     uncovered: list[str] = []
     spent = Fraction(0)
@@ -276,17 +269,91 @@ def coverage_probes(
             continue
         best = min(candidates, key=lambda c: work(pipeline, c))
         if cost is not None:
-            later = sum(
-                (min(cost(c) for c in rest) for rest in list(options.values())[k + 1 :] if rest),
+            rest = list(options.items())[k + 1 :]
+            later = sum((min(map(cost, c)) for _, c in rest if c), Fraction(0))
+            nearer = [c for c in candidates if moves_alone(c, probe, name)]
+            least = sum(  # the cheapest step of every later param no size moves yet
+                (min(map(cost, [*c, *cheaper[n]])) for n, c in rest if c and not covered(n, sizes)),
                 Fraction(0),
             )
-            nearer = [c for c in candidates if moves_alone(c, probe, name)]
             if nearer and spent + cost(nearer[0]) + later < budget:
                 best = nearer[0]
+            elif spent + cost(best) + least >= budget:
+                steps = [c for c in cheaper[name] if cost(c) < cost(best)]
+                best = _fitting([best, *steps], cost, budget - spent - least)
             spent += cost(best)
         sizes.append(best)
-        added.append((best, f"moving {name} towards the target"))
+        value, goal = best[name], target[name]
+        down = not isinstance(value, bool) and value < min(goal, *(b[name] for b in bases))
+        added.append((best, f"moving {name} " + ("down" if down else "towards the target")))
     return added, tuple(uncovered)
+
+
+Steps = dict[str, list[dict[str, int | bool]]]
+
+
+def _steps(
+    pipeline: Pipeline, sizes: Sequence[Point], bases: Sequence[Point], probe: Point, target: Point
+) -> tuple[Steps, Steps]:
+    """For each param the target departs in: the bases moved one step towards it
+    (``step_towards``), and the cheaper steps (``smaller_steps``); new sizes lighter than the
+    target only."""
+    ceiling = work(pipeline, target)
+    seen = [dict(s) for s in sizes]
+    options: Steps = {}
+    cheaper: Steps = {}
+    for name in departures(probe, target):
+        options[name] = [
+            moved
+            for base in bases
+            if (moved := step_towards(pipeline, base, name, target[name], probe[name])) is not None
+            and moved not in seen
+            and work(pipeline, moved) < ceiling
+        ]
+        cheaper[name] = [
+            c
+            for base in bases
+            for c in smaller_steps(pipeline, base, name, target[name])
+            if c not in seen and work(pipeline, c) < ceiling
+        ]
+    return options, cheaper
+
+
+def smaller_steps(
+    pipeline: Pipeline, base: Point, name: str, goal: int | bool
+) -> list[dict[str, int | bool]]:
+    """Cheaper ways to move ``name`` alone from ``base`` than ``step_towards``: the next admissible
+    value towards ``goal`` whatever its evenness, and the next one below (a dependence shows as
+    well in a step down; never below the formulas' probe minimum, where the regime differs)."""
+    value = base[name]
+    if isinstance(value, bool) or isinstance(goal, bool):
+        return []
+    others = {k: v for k, v in base.items() if k != name}
+    out: list[dict[str, int | bool]] = []
+    if goal > value:
+        up = next(
+            (
+                v
+                for v in range(value + 1, min(goal, value + SCAN) + 1)
+                if pipeline.is_admissible(**others, **{name: v})
+            ),
+            None,
+        )
+        if up is not None:
+            out.append({**base, name: up})
+    down = pipeline.largest_admissible(name, value - 1, **others)
+    if down is not None and 0 < down < value and down >= pipeline.probe_minimums.get(name, 0):
+        out.append({**base, name: down})
+    return out
+
+
+def _fitting(
+    options: Sequence[dict[str, int | bool]], cost: Callable[[Point], Fraction], left: Fraction
+) -> dict[str, int | bool]:
+    """The costliest of ``options`` (the nearest the target) that costs under ``left``; where none
+    does, the cheapest (a param no size moves costs every stage the fixed margin)."""
+    fits = [c for c in options if cost(c) < left]
+    return max(fits, key=cost) if fits else min(options, key=cost)
 
 
 def _grows_with(pipeline: Pipeline, name: str, probe: Point, target: Point) -> bool:

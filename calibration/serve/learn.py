@@ -212,7 +212,7 @@ def refit(evidence: Evidence, points: Sequence[WarmupRecord], pipeline: Pipeline
     except (FormulaError, ValueError, ArithmeticError) as exc:
         raise LearnError(f"the served points could not be fitted: {exc}") from None
     at_risk = (*checked.findings, *checked.quiet)
-    result = with_risks(result, at_risk)
+    result = with_risks(result, at_risk, margins)
     margins = with_margin_risks(margins, at_risk)
     before = [p.label for p in evidence.basis.estimate.phases]
     if [p.label for p in result.phases] != before:

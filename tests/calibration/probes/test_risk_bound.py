@@ -95,21 +95,25 @@ def _bounded(
     fits: tuple[StageFit, ...],
     kind: FindingKind,
     risk: float,
+    of: float | None = None,
+    at: Mapping[str, int] | None = None,
 ) -> WorkloadEstimate:
-    """The estimate with one finding of ``kind`` and ``risk`` on the decode: margins, fit, risk."""
-    peak = _measured(cal)
-    finding = Finding(kind, "DecodingStage", Quantity.MEMORY, "", (), risk=risk, share=risk / peak)
+    """The estimate with one finding of ``kind`` and ``risk`` (its share of ``of`` bytes, the
+    measured peak by default) on the decode: margins, fit, risk; at the request ``at`` (the
+    target by default) with the target's margins and risk, as the serving predictor pads one."""
+    share = risk / (of or _measured(cal))
+    finding = Finding(kind, "DecodingStage", Quantity.MEMORY, "", (), risk=risk, share=share)
     checked = Checked((finding,), fits)
     margins = stage_margins(formulas, checked, (), DEFAULT_MARGIN)
     result = estimate(
         list(cal.records),
         formulas,
-        target=cal.shapes.target,
+        target=cal.shapes.target if at is None else at,
         margin=DEFAULT_MARGIN,
         component_weight_bytes=cal.component_weight_bytes,
         stage_margins={m.stage: m.margin for m in margins if m.source in EARNED},
     )
-    return with_risks(result, checked.findings)
+    return with_risks(result, checked.findings, margins)
 
 
 def _kind(share: float, other: FindingKind) -> FindingKind:
@@ -154,6 +158,61 @@ def test_the_bound_is_continuous_and_monotone_in_the_risk(
     assert bounds[1] - bounds[0] <= math.ceil((high - low) * peak) + 1
 
 
+def _growing(fits: tuple[StageFit, ...]) -> float:
+    """The decode's growing part at the target (its largest phase's): what its margin pads."""
+    return max(
+        f.growing_at_target
+        for f in fits
+        if f.stage == "DecodingStage" and f.quantity == Quantity.MEMORY
+    )
+
+
+#: A request beyond the target (8x its decode's growing part), served with the target's margins.
+BEYOND = {"steps": 2, "frames": 48, "height": 192, "width": 192}
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    low=st.floats(0.0, 0.03),
+    gap=st.floats(0.0, 0.01),
+    of=st.floats(0.2, 2.0),
+    other=st.sampled_from(sorted(QUANTIFIED - {FindingKind.RESIDUAL})),
+)
+# the served re-fit's case: a risk under the floor, its share of a peak under the growing part
+@example(low=0.0001, gap=0.0004, of=0.45, other=FindingKind.FORMULA_MISMATCH)
+def test_the_bound_never_falls_as_the_risk_grows_at_the_target_or_beyond(
+    calibrated: Calibration,
+    formulas: Pipeline,
+    fits: tuple[StageFit, ...],
+    low: float,
+    gap: float,
+    of: float,
+    other: FindingKind,
+) -> None:
+    # the risk is bytes at the target added alike at every request, the margin multiplies each
+    # request's growing part: a margin that fell as the risk grew would narrow a bound beyond
+    growing = max(
+        f.growing_at_target
+        for f in fits
+        if f.stage == "DecodingStage" and f.quantity == Quantity.MEMORY
+    )
+    for at in (BEYOND, None):
+        bounds: list[list[int]] = []
+        for fraction in (low, low + gap):
+            risk = fraction * growing
+            kind = _kind(risk / (of * growing), other)
+            result = _bounded(calibrated, formulas, fits, kind, risk, of * growing, at)
+            peaks = [p.peak for p in result.phases if p.stage == "DecodingStage"]
+            peaks.append(result.request_peak)
+            assert all(p.bound_bytes is not None for p in peaks)
+            bounds.append([p.bound_bytes or 0 for p in peaks])
+            if at is None:  # at the target, every phase pads at least the risk over its raw
+                assert all((p.bound_bytes or 0) - (p.raw_bytes or 0) >= risk for p in peaks)
+        for before, after in zip(*bounds):
+            # it moves by the risk's change, within the rounding of a ceiling
+            assert before <= after <= before + math.ceil(gap * growing) + 1, (at, bounds)
+
+
 def test_no_step_between_a_residual_and_a_finding_to_act_on(
     calibrated: Calibration, formulas: Pipeline, fits: tuple[StageFit, ...]
 ) -> None:
@@ -161,7 +220,8 @@ def test_no_step_between_a_residual_and_a_finding_to_act_on(
     under = _bounded(cal, formulas, fits, FindingKind.RESIDUAL, 0.009 * peak).phase(DECODE)
     over = _bounded(cal, formulas, fits, FindingKind.FORMULA_MISMATCH, 0.011 * peak).phase(DECODE)
     assert under.peak.bound_bytes is not None and over.peak.bound_bytes is not None
-    assert 0 < over.peak.bound_bytes - under.peak.bound_bytes <= 0.003 * peak
+    # both under the 2 % floor: the risk takes the floor's place, so the bound is flat across
+    assert 0 <= over.peak.bound_bytes - under.peak.bound_bytes <= 0.003 * peak
     assert over.peak.bound_bytes <= 1.05 * peak
 
 
