@@ -1,0 +1,112 @@
+"""The estimator's figures for one phase at a request, in integers: a peak (``Peak``), one fitted
+plane (rule 2, ``Plane``) and one measured size scaled by the largest term ratio (rule 3,
+``Scalable``). ``runtime.estimate.peaks`` computes them in ``Fraction``; a serving worker asks
+at every request, so these compare and round over whole numbers where the terms are whole.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import NamedTuple
+
+from attrs import frozen
+
+from runtime.estimate import LinearFit, PlaneFit
+from runtime.estimate.results import Measure
+from runtime.kinds import Method
+
+Terms = tuple[Measure, ...]
+
+_FIT = Method.FIT
+_SCALED = Method.SCALED
+
+
+def ceil_div(numerator: Measure, denominator: int) -> int:
+    """``ceil(numerator / denominator)`` exactly (integers stay integers: no Fraction made)."""
+    if type(numerator) is int:
+        return -(-numerator // denominator)
+    return math.ceil(Fraction(numerator) / denominator)
+
+
+class Peak(NamedTuple):
+    """One phase's peak at a request: the rule that gave it, the raw figure and the bound (a
+    named tuple: one is made per phase and request)."""
+
+    method: Method
+    raw_bytes: int
+    bound_bytes: int
+
+
+#: A ``Peak`` from its three values, made in C (a named tuple's ``__new__`` is Python).
+new_peak = functools.partial(tuple.__new__, Peak)
+
+
+@frozen
+class Plane:
+    """``constant + Σ slope_i × term_i`` over one denominator; the bound pads the linear part by
+    ``margin`` (as ``LinearFit.at`` / ``PlaneFit.at`` with the margin, rounded up)."""
+
+    constant: int  # × ``denominator``
+    slopes: tuple[int, ...]  # × ``denominator``
+    denominator: int
+    margin_num: int
+    margin_den: int
+
+    @classmethod
+    def of(cls, fit: LinearFit | PlaneFit, margin: Fraction) -> Plane:
+        """The plane of a fit, exact."""
+        slopes = (fit.slope,) if isinstance(fit, LinearFit) else fit.slopes
+        den = math.lcm(fit.constant.denominator, *(s.denominator for s in slopes))
+        return cls(
+            int(fit.constant * den),
+            tuple(int(s * den) for s in slopes),
+            den,
+            margin.numerator,
+            margin.denominator,
+        )
+
+    def at(self, terms: Terms) -> Peak:
+        linear: Measure = sum(map(operator.mul, self.slopes, terms))  # left to right, from 0
+        raw, den = self.constant + linear, self.denominator
+        padded = self.constant * self.margin_den + self.margin_num * linear
+        if type(linear) is int:  # ceil_div inline: the common case, no call
+            return new_peak((_FIT, -(-raw // den), -(-padded // (den * self.margin_den))))
+        return new_peak((_FIT, ceil_div(raw, den), ceil_div(padded, den * self.margin_den)))
+
+
+@frozen
+class Scalable:
+    """A measured size to scale (rule 3): its terms, its floor, and what lies above it."""
+
+    terms: Terms
+    floor: int
+    above: int
+
+
+def scaled(sizes: Sequence[Scalable], terms: Terms, margin: Fraction) -> Peak | None:
+    """Rule 3 at a request whose stage has ``terms``: the size whose scaled bound is largest (the
+    first of equals), its part above its floor times the largest term ratio; None when every size
+    was measured where a term the request has is 0. Ratios compare by cross products and round by
+    floor division, exact for ints and Fractions alike and without making a Fraction from ints
+    (``ceil`` is monotone: the largest ratio gives the largest figures)."""
+    num, den = margin.numerator, margin.denominator
+    best: Peak | None = None
+    for s in sizes:
+        top: Measure = 0  # the largest ratio so far, top / bottom (0 while no term is measured)
+        bottom: Measure = 1
+        for t, g in zip(s.terms, terms):
+            if t:
+                if g * bottom > top * t:
+                    top, bottom = g, t
+            elif g:
+                break  # the request has a term this size lacks: nothing to scale
+        else:
+            above = s.above * top
+            bound = s.floor + -(-(above * num) // (bottom * den))
+            if best is None or bound > best.bound_bytes:
+                best = new_peak((_SCALED, s.floor + -(-above // bottom), bound))
+    return best
