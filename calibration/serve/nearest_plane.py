@@ -60,7 +60,17 @@ class NearestPlanes:
     """The several-term fit of one phase's measured sizes at any request beyond them (a plain
     class: it remembers each order's chain, bounded by ``ORDERS_KEPT``)."""
 
-    __slots__ = ("chains", "floor", "indices", "integral", "margin", "peaks", "sized", "terms")
+    __slots__ = (
+        "chains",
+        "floor",
+        "indices",
+        "integral",
+        "margin",
+        "outside",
+        "peaks",
+        "sized",
+        "terms",
+    )
 
     def __init__(self, points: Sequence[MeasuredPoint], floor: int, margin: Fraction) -> None:
         largest: dict[Terms, int] = {}  # each size once, its largest peak, first seen first
@@ -74,6 +84,10 @@ class NearestPlanes:
         self.integral = all(type(x) is int for t in self.terms for x in t)
         self.floor = floor
         self.margin = margin
+        rows = [row(t) for t in self.terms]
+        everywhere = [rows[i] for i in independent_rows(rows)] if rows else []
+        # the normals of all the sizes' span: a request off it is off every plane's (rule 3)
+        self.outside = tuple((n[0], n[1:]) for n in _normals(everywhere)) if rows else ()
         self.chains: dict[tuple[int, ...], _Chain] = {}
         if len(self.terms) <= SOLVED_AHEAD:
             for order in itertools.permutations(range(len(self.terms))):
@@ -82,6 +96,9 @@ class NearestPlanes:
     def at(self, target: Terms) -> Peak | None:
         """The fit's peak at ``target`` (a request no size covers), or None where the estimator
         finds no plane (it then scales one size: rule 3)."""
+        for first, rest in self.outside:  # every plane's span lies in all the sizes' span
+            if first + sum(map(operator.mul, rest, target)):
+                return None
         order = self._order(target)
         chain = self.chains.get(order)
         if chain is None:

@@ -61,6 +61,7 @@ class PhaseModel:
     points: tuple[MeasuredPoint, ...] = field(default=(), eq=False, repr=False)
     floor: int = 0
     nearest: NearestPlanes | None = field(default=None, eq=False, repr=False)
+    tops: Terms = field(default=(), eq=False, repr=False)  # each term's largest covering size
 
     @property
     def rules(self) -> tuple[object, ...]:
@@ -95,6 +96,9 @@ class PhaseModel:
         """The smallest covering size (the estimator's ``_size``: the sum of its term ratios to
         the request's, then its measure, then the largest peak): ratios in floats, and exactly
         among the sizes whose floats come within rounding of the smallest."""
+        for g, top in zip(terms, self.tops):
+            if g > top:  # beyond every size in this term: none covers
+                return None
         found: list[tuple[float, Covering]] = []
         for c in self.covering:
             if all(t >= g for t, g in zip(c.terms, terms)):
@@ -192,4 +196,7 @@ def phase_model(label: str, estimate: PeakEstimate, margin: Fraction, floor: int
         () if single else tuple(points),
         floor,
         None if single else NearestPlanes(points, floor, margin),
+        ()
+        if single
+        else tuple(max(c.terms[i] for c in ordered) for i in range(len(ordered[0].terms))),
     )
