@@ -22,14 +22,13 @@ from fractions import Fraction
 
 from attrs import frozen
 
-from calibration.serve.peak_rules import Peak, Plane
+from calibration.serve.peak_rules import Peak, Plane, ratio_weights
 from runtime.estimate import MeasuredPoint, PlaneFit
 from runtime.estimate.fit.exact import basic_solution, independent_rows, row
 from runtime.estimate.peak_fit import NEGLIGIBLE, relative_size
 from runtime.estimate.results import Measure
 
 Terms = tuple[Measure, ...]
-_INT = {int}
 #: How many orders of the sizes a phase keeps the chain of (3 sizes have 6; 5 have 120).
 ORDERS_KEPT = 1024
 #: Up to this many distinct sizes every order's chain is solved when the phase is built (5: 120
@@ -119,9 +118,8 @@ class NearestPlanes:
     def _order(self, target: Terms) -> tuple[int, ...]:
         """The sizes nearest ``target`` first (``relative_size``, descending, ties in order): with
         whole terms, the ratio sums over their common denominator, in integers."""
-        if self.integral and set(map(type, target)) == _INT:
-            common = math.prod(g for g in target if g)
-            weights = [common // g if g else 0 for g in target]
+        weights = ratio_weights(target) if self.integral else None
+        if weights is not None:
             keys: list[tuple[Measure, ...]] = [
                 (sum(map(operator.mul, terms, weights)), s) for terms, s in self.sized
             ]

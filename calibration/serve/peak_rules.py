@@ -22,6 +22,7 @@ from runtime.kinds import Method
 Terms = tuple[Measure, ...]
 
 _FIT = Method.FIT
+_INT = {int}
 _SCALED = Method.SCALED
 
 
@@ -30,6 +31,17 @@ def ceil_div(numerator: Measure, denominator: int) -> int:
     if type(numerator) is int:
         return -(-numerator // denominator)
     return math.ceil(Fraction(numerator) / denominator)
+
+
+def ratio_weights(terms: Terms) -> list[int] | None:
+    """Whole ``terms``' weights for a size's term ratios to them, over one common denominator
+    (the product of the terms that are not 0): ``Σ t_i / g_i`` is ``Σ t_i × w_i / common``, so
+    sizes compare by ``Σ t_i × w_i`` in integers; a term of 0 has no ratio (weight 0). None when
+    some term is a Fraction."""
+    if set(map(type, terms)) != _INT:
+        return None
+    common = math.prod(g for g in terms if g)
+    return [common // g if g else 0 for g in terms]
 
 
 class Peak(NamedTuple):

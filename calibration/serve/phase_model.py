@@ -16,6 +16,7 @@ carried to the calibration's target, as its estimate carried it.
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_left
 from collections.abc import Sequence
 from fractions import Fraction
@@ -23,7 +24,7 @@ from fractions import Fraction
 from attrs import field, frozen
 
 from calibration.serve.nearest_plane import NearestPlanes
-from calibration.serve.peak_rules import Peak, Plane, Scalable, scaled
+from calibration.serve.peak_rules import Peak, Plane, Scalable, ratio_weights, scaled
 from runtime.estimate import MeasuredPoint, PeakEstimate
 from runtime.estimate.peaks import peak_from_points
 from runtime.estimate.points import show_terms
@@ -42,6 +43,7 @@ class Covering:
     terms: Terms
     total: Measure  # the sum of its terms (the estimator's tie-break)
     peak: Peak
+    first: int = 0  # where its point lies among the measured ones (the estimator's last tie-break)
 
 
 @frozen
@@ -62,6 +64,7 @@ class PhaseModel:
     floor: int = 0
     nearest: NearestPlanes | None = field(default=None, eq=False, repr=False)
     tops: Terms = field(default=(), eq=False, repr=False)  # each term's largest covering size
+    whole: bool = field(default=False, eq=False, repr=False)  # every covering size's terms ints
 
     @property
     def rules(self) -> tuple[object, ...]:
@@ -93,12 +96,32 @@ class PhaseModel:
         return self._scaled(terms)
 
     def _covered(self, terms: Terms) -> Peak | None:
-        """The smallest covering size (the estimator's ``_size``: the sum of its term ratios to
-        the request's, then its measure, then the largest peak): ratios in floats, and exactly
-        among the sizes whose floats come within rounding of the smallest."""
+        """The smallest covering size (the estimator's: the sum of its term ratios to the
+        request's, then its measure, then the largest peak, then the first measured): whole terms
+        compare the ratio sums over their common denominator, in integers; others in floats, and
+        exactly among the sizes whose floats come within rounding of the smallest."""
         for g, top in zip(terms, self.tops):
             if g > top:  # beyond every size in this term: none covers
                 return None
+        weights = ratio_weights(terms) if self.whole else None
+        if weights is None:
+            return self._covered_inexact(terms)
+        best: Covering | None = None
+        least: tuple[int, Measure, int, int] = (0, 0, 0, 0)
+        for c in self.covering:
+            if all(map(operator.ge, c.terms, terms)):
+                key = (
+                    sum(map(operator.mul, c.terms, weights)),
+                    c.total,
+                    -c.peak.raw_bytes,
+                    c.first,
+                )
+                if best is None or key < least:
+                    best, least = c, key
+        return None if best is None else best.peak
+
+    def _covered_inexact(self, terms: Terms) -> Peak | None:
+        """``_covered`` for terms not all whole: ratios in floats, then exactly among the near."""
         found: list[tuple[float, Covering]] = []
         for c in self.covering:
             if all(t >= g for t, g in zip(c.terms, terms)):
@@ -110,7 +133,8 @@ class PhaseModel:
         if len(near) == 1:
             return near[0].peak
         return min(
-            near, key=lambda c: (_exact_size(c.terms, terms), c.total, -c.peak.raw_bytes)
+            near,
+            key=lambda c: (_exact_size(c.terms, terms), c.total, -c.peak.raw_bytes, c.first),
         ).peak
 
     def _beyond(self, terms: Terms) -> Peak:
@@ -135,15 +159,15 @@ def _exact_size(size: Terms, request: Terms) -> Fraction:
 
 def _covering(points: Sequence[MeasuredPoint], margin: Fraction) -> list[Covering]:
     """Each distinct measured size once, with its largest peak (the estimator keeps the largest)."""
-    best: dict[Terms, MeasuredPoint] = {}
-    for p in points:
-        if p.terms not in best or p.adjusted_peak_bytes > best[p.terms].adjusted_peak_bytes:
-            best[p.terms] = p
+    best: dict[Terms, tuple[int, MeasuredPoint]] = {}
+    for k, p in enumerate(points):
+        if p.terms not in best or p.adjusted_peak_bytes > best[p.terms][1].adjusted_peak_bytes:
+            best[p.terms] = k, p
     out = []
-    for terms, p in best.items():
+    for terms, (k, p) in best.items():
         bound = p.peak_bytes + math.ceil(p.growth_bytes * margin)
-        method = Method.MEASUREMENT
-        out.append(Covering(terms, sum(terms), Peak(method, p.adjusted_peak_bytes, bound)))
+        peak = Peak(Method.MEASUREMENT, p.adjusted_peak_bytes, bound)
+        out.append(Covering(terms, sum(terms), peak, k))
     return out
 
 
@@ -195,8 +219,7 @@ def phase_model(label: str, estimate: PeakEstimate, margin: Fraction, floor: int
         margin,
         () if single else tuple(points),
         floor,
-        None if single else NearestPlanes(points, floor, margin),
-        ()
-        if single
-        else tuple(max(c.terms[i] for c in ordered) for i in range(len(ordered[0].terms))),
+        nearest=None if single else NearestPlanes(points, floor, margin),
+        tops=() if single else tuple(map(max, zip(*(c.terms for c in ordered)))),
+        whole=all(type(t) is int for c in ordered for t in c.terms),
     )

@@ -89,3 +89,18 @@ def test_every_request_the_estimators_peak(
     for terms in requests:
         for scaled in (terms, tuple(4 * t for t in terms)):  # within the sizes, and beyond them
             assert _got(model, scaled) == _expected(points, scaled, margin, floor), scaled
+
+
+def test_sizes_equally_near_the_estimators_first_largest_peak() -> None:
+    """Two sizes as near a request, their peaks equal but not their bounds (one grows per
+    iteration): the estimator takes the first measured point of the largest peak, and so does
+    the model, whatever order the distinct sizes were first seen in."""
+    points = [
+        MeasuredPoint(4, 5, 0, 0, (1, 3)),
+        MeasuredPoint(4, 10, 0, 0, (3, 1)),  # the first point of peak 10: bound 10
+        MeasuredPoint(4, 5, 0, 5, (1, 3)),  # peak 10 too, but its growth pads the bound: 13
+    ]
+    margin = Fraction(3, 2)
+    model = _model(points, margin, 0)
+    for terms in ((1, 1), (Fraction(1, 2), Fraction(1, 2))):  # whole terms, and not (floats)
+        assert _got(model, terms) == _expected(points, terms, margin, 0) == ("measurement", 10, 10)
