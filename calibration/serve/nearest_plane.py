@@ -68,6 +68,7 @@ class NearestPlanes:
         "outside",
         "peaks",
         "sized",
+        "spread",
         "terms",
     )
 
@@ -79,6 +80,7 @@ class NearestPlanes:
         self.terms = tuple(largest)
         self.peaks = tuple(largest.values())
         self.sized = tuple((t, sum(t)) for t in self.terms)  # the measure: the tie-break
+        self.spread = 1 + max((s for _, s in self.sized), default=0)
         self.indices = range(len(self.terms))
         self.integral = all(type(x) is int for t in self.terms for x in t)
         self.floor = floor
@@ -119,12 +121,14 @@ class NearestPlanes:
         """The sizes nearest ``target`` first (``relative_size``, descending, ties in order): with
         whole terms, the ratio sums over their common denominator, in integers."""
         weights = ratio_weights(target) if self.integral else None
-        if weights is not None:
-            keys: list[tuple[Measure, ...]] = [
-                (sum(map(operator.mul, terms, weights)), s) for terms, s in self.sized
-            ]
-        else:
+        keys: list[tuple[Fraction, Fraction]] | list[Measure]
+        if weights is None:
             keys = [relative_size(terms, target) for terms in self.terms]
+        elif len(weights) == 2:  # two terms, the common case: no call per size
+            w0, w1 = weights
+            keys = [(a * w0 + b * w1) * self.spread + s for (a, b), s in self.sized]
+        else:  # (ratios, measure) as one int: the measure lies in [0, spread)
+            keys = [sum(map(operator.mul, t, weights)) * self.spread + s for t, s in self.sized]
         return tuple(sorted(self.indices, key=keys.__getitem__, reverse=True))
 
     def _chain(self, order: tuple[int, ...]) -> _Chain:

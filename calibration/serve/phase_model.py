@@ -65,6 +65,12 @@ class PhaseModel:
     nearest: NearestPlanes | None = field(default=None, eq=False, repr=False)
     tops: Terms = field(default=(), eq=False, repr=False)  # each term's largest covering size
     whole: bool = field(default=False, eq=False, repr=False)  # every covering size's terms ints
+    # each covering size flat: its terms, measure, (-peak, first point) and peak; and one above
+    # every measure (so that ratios and measure compare as one int)
+    cover_rows: tuple[tuple[Terms, Measure, tuple[int, int], Peak], ...] = field(
+        default=(), eq=False, repr=False
+    )
+    spread: Measure = field(default=1, eq=False, repr=False)
 
     @property
     def rules(self) -> tuple[object, ...]:
@@ -106,19 +112,15 @@ class PhaseModel:
         weights = ratio_weights(terms) if self.whole else None
         if weights is None:
             return self._covered_inexact(terms)
-        best: Covering | None = None
-        least: tuple[int, Measure, int, int] = (0, 0, 0, 0)
-        for c in self.covering:
-            if all(map(operator.ge, c.terms, terms)):
-                key = (
-                    sum(map(operator.mul, c.terms, weights)),
-                    c.total,
-                    -c.peak.raw_bytes,
-                    c.first,
-                )
-                if best is None or key < least:
-                    best, least = c, key
-        return None if best is None else best.peak
+        best: Peak | None = None
+        least, tie = 0, (0, 0)
+        spread = self.spread
+        for t, total, rest, peak in self.cover_rows:
+            if all(map(operator.ge, t, terms)):
+                key = sum(map(operator.mul, t, weights)) * spread + total  # (ratios, measure)
+                if best is None or key < least or (key == least and rest < tie):
+                    best, least, tie = peak, key, rest
+        return best
 
     def _covered_inexact(self, terms: Terms) -> Peak | None:
         """``_covered`` for terms not all whole: ratios in floats, then exactly among the near."""
@@ -222,4 +224,6 @@ def phase_model(label: str, estimate: PeakEstimate, margin: Fraction, floor: int
         nearest=None if single else NearestPlanes(points, floor, margin),
         tops=() if single else tuple(map(max, zip(*(c.terms for c in ordered)))),
         whole=all(type(t) is int for c in ordered for t in c.terms),
+        cover_rows=tuple((c.terms, c.total, (-c.peak.raw_bytes, c.first), c.peak) for c in ordered),
+        spread=1 + max(c.total for c in ordered),
     )
