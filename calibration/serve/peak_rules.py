@@ -106,7 +106,9 @@ def scaled(sizes: Sequence[Scalable], terms: Terms, margin: Fraction) -> Peak | 
     floor division, exact for ints and Fractions alike and without making a Fraction from ints
     (``ceil`` is monotone: the largest ratio gives the largest figures)."""
     num, den = margin.numerator, margin.denominator
-    best: Peak | None = None
+    chosen: Scalable | None = None
+    most: Measure = 0
+    ratio: tuple[Measure, Measure] = (0, 1)
     for s in sizes:
         top: Measure = 0  # the largest ratio so far, top / bottom (0 while no term is measured)
         bottom: Measure = 1
@@ -117,8 +119,10 @@ def scaled(sizes: Sequence[Scalable], terms: Terms, margin: Fraction) -> Peak | 
             elif g:
                 break  # the request has a term this size lacks: nothing to scale
         else:
-            above = s.above * top
-            bound = s.floor + -(-(above * num) // (bottom * den))
-            if best is None or bound > best.bound_bytes:
-                best = new_peak((_SCALED, s.floor + -(-above // bottom), bound))
-    return best
+            bound = s.floor + -(-(s.above * top * num) // (bottom * den))
+            if chosen is None or bound > most:
+                chosen, most, ratio = s, bound, (top, bottom)
+    if chosen is None:
+        return None
+    raw = chosen.floor + -(-(chosen.above * ratio[0]) // ratio[1])
+    return new_peak((_SCALED, raw, most))
