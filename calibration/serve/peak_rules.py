@@ -67,27 +67,32 @@ class Plane:
     denominator: int
     margin_num: int
     margin_den: int
+    padded_constant: int = 0  # ``constant × margin_den``: the bound's, over ``padded_den``
+    padded_den: int = 1  # ``denominator × margin_den``
 
     @classmethod
     def of(cls, fit: LinearFit | PlaneFit, margin: Fraction) -> Plane:
         """The plane of a fit, exact."""
         slopes = (fit.slope,) if isinstance(fit, LinearFit) else fit.slopes
         den = math.lcm(fit.constant.denominator, *(s.denominator for s in slopes))
+        constant = int(fit.constant * den)
         return cls(
-            int(fit.constant * den),
+            constant,
             tuple(int(s * den) for s in slopes),
             den,
             margin.numerator,
             margin.denominator,
+            constant * margin.denominator,
+            den * margin.denominator,
         )
 
     def at(self, terms: Terms) -> Peak:
         linear: Measure = sum(map(operator.mul, self.slopes, terms))  # left to right, from 0
-        raw, den = self.constant + linear, self.denominator
-        padded = self.constant * self.margin_den + self.margin_num * linear
+        raw = self.constant + linear
+        padded = self.padded_constant + self.margin_num * linear
         if type(linear) is int:  # ceil_div inline: the common case, no call
-            return new_peak((_FIT, -(-raw // den), -(-padded // (den * self.margin_den))))
-        return new_peak((_FIT, ceil_div(raw, den), ceil_div(padded, den * self.margin_den)))
+            return new_peak((_FIT, -(-raw // self.denominator), -(-padded // self.padded_den)))
+        return new_peak((_FIT, ceil_div(raw, self.denominator), ceil_div(padded, self.padded_den)))
 
 
 @frozen
