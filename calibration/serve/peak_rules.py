@@ -104,6 +104,31 @@ class Scalable:
     above: int
 
 
+def undominated(sizes: Sequence[Scalable]) -> tuple[Scalable, ...]:
+    """``sizes`` less each that an earlier one dominates: rule 3 never picks it at any request."""
+    kept: list[Scalable] = []
+    for s in sizes:
+        if not any(_dominates(k, s) for k in kept):
+            kept.append(s)
+    return tuple(kept)
+
+
+def _dominates(a: Scalable, b: Scalable) -> bool:
+    """Whether ``a``'s scaled bound is at least ``b``'s at every request: terms in proportion
+    (``b``'s = λ × ``a``'s, so ``b``'s ratios are ``a``'s / λ and both skip the same requests),
+    a floor at least ``b``'s, and ``above × λ`` at least ``b``'s (``ceil`` is monotone). An
+    earlier size wins ties, so ``b`` after ``a`` is never picked."""
+    if a.floor < b.floor or len(a.terms) != len(b.terms):
+        return False
+    k = next((i for i, t in enumerate(a.terms) if t), None)
+    if k is None:  # no term measured: both scale by 0 where they scale at all
+        return not any(b.terms)
+    ta, tb = a.terms[k], b.terms[k]
+    if any(x * ta != y * tb for x, y in zip(b.terms, a.terms)):  # b = (tb / ta) a, term by term
+        return False
+    return tb > 0 and a.above * tb >= b.above * ta
+
+
 def scaled(sizes: Sequence[Scalable], terms: Terms, margin: Fraction) -> Peak | None:
     """Rule 3 at a request whose stage has ``terms``: the size whose scaled bound is largest (the
     first of equals), its part above its floor times the largest term ratio; None when every size

@@ -24,7 +24,14 @@ from fractions import Fraction
 from attrs import field, frozen
 
 from calibration.serve.nearest_plane import NearestPlanes
-from calibration.serve.peak_rules import Peak, Plane, Scalable, ratio_weights, scaled
+from calibration.serve.peak_rules import (
+    Peak,
+    Plane,
+    Scalable,
+    ratio_weights,
+    scaled,
+    undominated,
+)
 from runtime.estimate import MeasuredPoint, PeakEstimate
 from runtime.estimate.peaks import peak_from_points
 from runtime.estimate.points import show_terms
@@ -205,10 +212,12 @@ def phase_model(label: str, estimate: PeakEstimate, margin: Fraction, floor: int
     covering = _covering(points, margin)
     single = len(points[0].terms) == 1
     measures, ordered = _one_term(covering) if single else ((), tuple(covering))
-    scalable = dict.fromkeys(  # equal sizes scale alike: each once, in order
-        Scalable(p.terms, f, p.adjusted_peak_bytes - f)
-        for p in points
-        for f in (min(max(p.baseline_bytes, floor), p.adjusted_peak_bytes),)
+    scalable = undominated(  # each size rule 3 may pick, in order
+        [
+            Scalable(p.terms, f, p.adjusted_peak_bytes - f)
+            for p in points
+            for f in (min(max(p.baseline_bytes, floor), p.adjusted_peak_bytes),)
+        ]
     )
     return PhaseModel(
         label,
@@ -217,7 +226,7 @@ def phase_model(label: str, estimate: PeakEstimate, margin: Fraction, floor: int
         measures,
         ordered,
         _plane(estimate, points, margin, floor) if single else None,
-        tuple(scalable),
+        scalable,
         margin,
         () if single else tuple(points),
         floor,
