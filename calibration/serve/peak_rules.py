@@ -104,6 +104,20 @@ class Scalable:
     above: int
 
 
+def _largest_ratio(measured: Terms, terms: Terms) -> tuple[Measure, Measure] | None:
+    """The largest ``g / t`` of the request's terms to a size's as (g, t), (0, 1) when no term
+    was measured; None when the request has a term the size lacks (nothing to scale)."""
+    top: Measure = 0
+    bottom: Measure = 1
+    for t, g in zip(measured, terms):
+        if t:
+            if g * bottom > top * t:
+                top, bottom = g, t
+        elif g:
+            return None
+    return top, bottom
+
+
 def undominated(sizes: Sequence[Scalable]) -> tuple[Scalable, ...]:
     """``sizes`` less each that an earlier one dominates: rule 3 never picks it at any request."""
     kept: list[Scalable] = []
@@ -139,19 +153,20 @@ def scaled(sizes: Sequence[Scalable], terms: Terms, margin: Fraction) -> Peak | 
     chosen: Scalable | None = None
     most: Measure = 0
     ratio: tuple[Measure, Measure] = (0, 1)
+    two = len(terms) == 2
+    g0, g1 = terms if two else (0, 0)
     for s in sizes:
-        top: Measure = 0  # the largest ratio so far, top / bottom (0 while no term is measured)
-        bottom: Measure = 1
-        for t, g in zip(s.terms, terms):
-            if t:
-                if g * bottom > top * t:
-                    top, bottom = g, t
-            elif g:
-                break  # the request has a term this size lacks: nothing to scale
+        if two and all(s.terms):  # two terms, both measured: the common case, inline
+            t0, t1 = s.terms
+            top, bottom = (g0, t0) if g0 * t1 >= g1 * t0 else (g1, t1)
         else:
-            bound = s.floor + -(-(s.above * top * num) // (bottom * den))
-            if chosen is None or bound > most:
-                chosen, most, ratio = s, bound, (top, bottom)
+            found = _largest_ratio(s.terms, terms)
+            if found is None:
+                continue
+            top, bottom = found
+        bound = s.floor + -(-(s.above * top * num) // (bottom * den))
+        if chosen is None or bound > most:
+            chosen, most, ratio = s, bound, (top, bottom)
     if chosen is None:
         return None
     raw = chosen.floor + -(-(chosen.above * ratio[0]) // ratio[1])
