@@ -65,6 +65,7 @@ class NearestPlanes:
         "indices",
         "integral",
         "margin",
+        "only",
         "outside",
         "peaks",
         "sized",
@@ -90,9 +91,12 @@ class NearestPlanes:
         # the normals of all the sizes' span: a request off it is off every plane's (rule 3)
         self.outside = tuple((n[0], n[1:]) for n in _normals(everywhere)) if rows else ()
         self.chains: dict[tuple[int, ...], _Chain] = {}
+        self.only: _Chain | None = None  # the one chain of every order, when they agree
         if len(self.terms) <= SOLVED_AHEAD:
             for order in itertools.permutations(range(len(self.terms))):
                 self.chains[order] = self._chain(order)
+            if len(set(self.chains.values())) == 1:  # no request needs its order
+                self.only = next(iter(self.chains.values()))
 
     def at(self, target: Terms) -> Peak | None:
         """The fit's peak at ``target`` (a request no size covers), or None where the estimator
@@ -100,13 +104,9 @@ class NearestPlanes:
         for first, rest in self.outside:  # every plane's span lies in all the sizes' span
             if first + sum(map(operator.mul, rest, target)):
                 return None
-        order = self._order(target)
-        chain = self.chains.get(order)
+        chain = self.only
         if chain is None:
-            chain = self._chain(order)
-            if len(self.chains) >= ORDERS_KEPT:
-                self.chains.pop(next(iter(self.chains)))
-            self.chains[order] = chain
+            chain = self._chain_at(target)
         for step in chain:
             for first, rest in step.normals:
                 if first + sum(map(operator.mul, rest, target)):
@@ -116,6 +116,17 @@ class NearestPlanes:
             if len(step.negative) == len(step.keep) or _too_negative(step, target):
                 return None
         return None
+
+    def _chain_at(self, target: Terms) -> _Chain:
+        """The chain of the sizes' order next to ``target``, solved now if not yet."""
+        order = self._order(target)
+        chain = self.chains.get(order)
+        if chain is None:
+            chain = self._chain(order)
+            if len(self.chains) >= ORDERS_KEPT:
+                self.chains.pop(next(iter(self.chains)))
+            self.chains[order] = chain
+        return chain
 
     def _order(self, target: Terms) -> tuple[int, ...]:
         """The sizes nearest ``target`` first (``relative_size``, descending, ties in order): with
