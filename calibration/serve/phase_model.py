@@ -8,53 +8,39 @@ bisection for a one-term measure), the plane as integers over one denominator, t
 With one term the plane is the one the calibration fitted at its own target (a target its sizes
 cover: the plane the estimator fits beyond every size), the same line through the two largest
 sizes for any request beyond them; with several terms the sizes a plane passes through depend on
-the request, so beyond the covering sizes the estimator's own rules run, once per request terms
-(remembered, bounded). The per-iteration growth of a stage is carried to the calibration's target,
-as its estimate carried it.
+the request, so beyond the covering sizes each order of the sizes next to the request has its
+planes solved once (``calibration.serve.nearest_plane``). The per-iteration growth of a stage is
+carried to the calibration's target, as its estimate carried it.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 from bisect import bisect_left
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import NamedTuple
 
 from attrs import field, frozen
 
-from runtime.estimate import LinearFit, MeasuredPoint, PeakEstimate, PlaneFit
+from calibration.serve.nearest_plane import NearestPlanes
+from calibration.serve.peak_rules import (
+    Peak,
+    Plane,
+    Scalable,
+    ratio_weights,
+    scaled,
+    undominated,
+)
+from runtime.estimate import MeasuredPoint, PeakEstimate
 from runtime.estimate.peaks import peak_from_points
+from runtime.estimate.points import show_terms
 from runtime.estimate.results import Measure
 from runtime.kinds import Method
 
+__all__ = ["Covering", "Peak", "PhaseModel", "Terms", "phase_model"]
+
 Terms = tuple[Measure, ...]
-
-_FIT = Method.FIT
-#: Request terms whose peak a several-term phase remembers beyond its covering sizes.
-BEYOND_KEPT = 256
-
-
-def ceil_div(numerator: Measure, denominator: int) -> int:
-    """``ceil(numerator / denominator)`` exactly (integers stay integers: no Fraction made)."""
-    if type(numerator) is int:
-        return -(-numerator // denominator)
-    return math.ceil(Fraction(numerator) / denominator)
-
-
-class Peak(NamedTuple):
-    """One phase's peak at a request: the rule that gave it, the raw figure and the bound (a
-    named tuple: one is made per phase and request)."""
-
-    method: Method
-    raw_bytes: int
-    bound_bytes: int
-
-
-#: A ``Peak`` from its three values, made in C (a named tuple's ``__new__`` is Python).
-_new_peak = functools.partial(tuple.__new__, Peak)
 
 
 @frozen
@@ -64,48 +50,7 @@ class Covering:
     terms: Terms
     total: Measure  # the sum of its terms (the estimator's tie-break)
     peak: Peak
-
-
-@frozen
-class Plane:
-    """``constant + Σ slope_i × term_i`` over one denominator; the bound pads the linear part by
-    ``margin`` (as ``LinearFit.at`` / ``PlaneFit.at`` with the margin, rounded up)."""
-
-    constant: int  # × ``denominator``
-    slopes: tuple[int, ...]  # × ``denominator``
-    denominator: int
-    margin_num: int
-    margin_den: int
-
-    @classmethod
-    def of(cls, fit: LinearFit | PlaneFit, margin: Fraction) -> Plane:
-        """The plane of a fit, exact."""
-        slopes = (fit.slope,) if isinstance(fit, LinearFit) else fit.slopes
-        den = math.lcm(fit.constant.denominator, *(s.denominator for s in slopes))
-        return cls(
-            int(fit.constant * den),
-            tuple(int(s * den) for s in slopes),
-            den,
-            margin.numerator,
-            margin.denominator,
-        )
-
-    def at(self, terms: Terms) -> Peak:
-        linear: Measure = sum(map(operator.mul, self.slopes, terms))  # left to right, from 0
-        raw, den = self.constant + linear, self.denominator
-        padded = self.constant * self.margin_den + self.margin_num * linear
-        if type(linear) is int:  # ceil_div inline: the common case, no call
-            return _new_peak((_FIT, -(-raw // den), -(-padded // (den * self.margin_den))))
-        return _new_peak((_FIT, ceil_div(raw, den), ceil_div(padded, den * self.margin_den)))
-
-
-@frozen
-class Scalable:
-    """A measured size to scale (rule 3): its terms, its floor, and what lies above it."""
-
-    terms: Terms
-    floor: int
-    above: int
+    first: int = 0  # where its point lies among the measured ones (the estimator's last tie-break)
 
 
 @frozen
@@ -120,11 +65,19 @@ class PhaseModel:
     plane: Plane | None
     scalable: tuple[Scalable, ...]
     margin: Fraction
-    # several terms: the measured sizes and floor for the estimator's own rules beyond them, and
-    # its answers by request terms (the nearest sizes' plane depends on the request: no one plane)
+    # several terms: the measured sizes and floor, and the planes through the sizes nearest a
+    # request beyond them (which sizes depends on the request: no one plane)
     points: tuple[MeasuredPoint, ...] = field(default=(), eq=False, repr=False)
     floor: int = 0
-    beyond: dict[Terms, Peak] = field(factory=dict, eq=False, repr=False)
+    nearest: NearestPlanes | None = field(default=None, eq=False, repr=False)
+    tops: Terms = field(default=(), eq=False, repr=False)  # each term's largest covering size
+    whole: bool = field(default=False, eq=False, repr=False)  # every covering size's terms ints
+    # each covering size flat: its terms, measure, (-peak, first point) and peak; and one above
+    # every measure (so that ratios and measure compare as one int)
+    cover_rows: tuple[tuple[Terms, Measure, tuple[int, int], Peak], ...] = field(
+        default=(), eq=False, repr=False
+    )
+    spread: Measure = field(default=1, eq=False, repr=False)
 
     @property
     def rules(self) -> tuple[object, ...]:
@@ -156,9 +109,28 @@ class PhaseModel:
         return self._scaled(terms)
 
     def _covered(self, terms: Terms) -> Peak | None:
-        """The smallest covering size (the estimator's ``_size``: the sum of its term ratios to
-        the request's, then its measure, then the largest peak): ratios in floats, and exactly
-        among the sizes whose floats come within rounding of the smallest."""
+        """The smallest covering size (the estimator's: the sum of its term ratios to the
+        request's, then its measure, then the largest peak, then the first measured): whole terms
+        compare the ratio sums over their common denominator, in integers; others in floats, and
+        exactly among the sizes whose floats come within rounding of the smallest."""
+        for g, top in zip(terms, self.tops):
+            if g > top:  # beyond every size in this term: none covers
+                return None
+        weights = ratio_weights(terms) if self.whole else None
+        if weights is None:
+            return self._covered_inexact(terms)
+        best: Peak | None = None
+        least, tie = 0, (0, 0)
+        spread = self.spread
+        for t, total, rest, peak in self.cover_rows:
+            if all(map(operator.ge, t, terms)):
+                key = sum(map(operator.mul, t, weights)) * spread + total  # (ratios, measure)
+                if best is None or key < least or (key == least and rest < tie):
+                    best, least, tie = peak, key, rest
+        return best
+
+    def _covered_inexact(self, terms: Terms) -> Peak | None:
+        """``_covered`` for terms not all whole: ratios in floats, then exactly among the near."""
         found: list[tuple[float, Covering]] = []
         for c in self.covering:
             if all(t >= g for t, g in zip(c.terms, terms)):
@@ -170,38 +142,24 @@ class PhaseModel:
         if len(near) == 1:
             return near[0].peak
         return min(
-            near, key=lambda c: (_exact_size(c.terms, terms), c.total, -c.peak.raw_bytes)
+            near,
+            key=lambda c: (_exact_size(c.terms, terms), c.total, -c.peak.raw_bytes, c.first),
         ).peak
 
     def _beyond(self, terms: Terms) -> Peak:
-        """Several terms beyond every covering size: the estimator's rules at these terms,
-        remembered (``BEYOND_KEPT`` requests' terms, the oldest forgotten first)."""
-        found = self.beyond.get(terms)
-        if found is not None:
-            return found
-        peak = peak_from_points(self.points, terms, self.margin, self.floor, self.stage)
-        if peak.raw_bytes is None or peak.bound_bytes is None:
-            raise ValueError(f"phase {self.label}: {peak.reason}")
-        found = Peak(peak.method, peak.raw_bytes, peak.bound_bytes)
-        if len(self.beyond) >= BEYOND_KEPT:
-            self.beyond.pop(next(iter(self.beyond)))
-        self.beyond[terms] = found
-        return found
+        """Several terms beyond every covering size: the plane through the sizes nearest the
+        request (``NearestPlanes``), else one size scaled."""
+        assert self.nearest is not None  # set for every several-term model
+        return self.nearest.at(terms) or self._scaled(terms)
 
     def _scaled(self, terms: Terms) -> Peak:
-        best: Peak | None = None
-        for s in self.scalable:
-            if any(g and not t for t, g in zip(s.terms, terms)):
-                continue
-            ratio = max((Fraction(g) / t for t, g in zip(s.terms, terms) if t), default=Fraction(0))
-            above = s.above * ratio
-            raw = s.floor + math.ceil(above)
-            bound = s.floor + math.ceil(above * self.margin)
-            if best is None or bound > best.bound_bytes:
-                best = Peak(Method.SCALED, raw, bound)
-        if best is None:  # measured only where this request's measure is 0: nothing to scale
-            raise ValueError(f"phase {self.label}: measured only where the measure is 0")
-        return best
+        found = scaled(self.scalable, terms, self.margin)
+        if found is None:  # measured only where this request's measure is 0: the estimator's words
+            raise ValueError(
+                f"phase {self.label}: measured only where the measure is 0; cannot scale to "
+                f"{show_terms(terms)}"
+            )
+        return found
 
 
 def _exact_size(size: Terms, request: Terms) -> Fraction:
@@ -210,15 +168,15 @@ def _exact_size(size: Terms, request: Terms) -> Fraction:
 
 def _covering(points: Sequence[MeasuredPoint], margin: Fraction) -> list[Covering]:
     """Each distinct measured size once, with its largest peak (the estimator keeps the largest)."""
-    best: dict[Terms, MeasuredPoint] = {}
-    for p in points:
-        if p.terms not in best or p.adjusted_peak_bytes > best[p.terms].adjusted_peak_bytes:
-            best[p.terms] = p
+    best: dict[Terms, tuple[int, MeasuredPoint]] = {}
+    for k, p in enumerate(points):
+        if p.terms not in best or p.adjusted_peak_bytes > best[p.terms][1].adjusted_peak_bytes:
+            best[p.terms] = k, p
     out = []
-    for terms, p in best.items():
+    for terms, (k, p) in best.items():
         bound = p.peak_bytes + math.ceil(p.growth_bytes * margin)
-        method = Method.MEASUREMENT
-        out.append(Covering(terms, sum(terms), Peak(method, p.adjusted_peak_bytes, bound)))
+        peak = Peak(Method.MEASUREMENT, p.adjusted_peak_bytes, bound)
+        out.append(Covering(terms, sum(terms), peak, k))
     return out
 
 
@@ -254,10 +212,12 @@ def phase_model(label: str, estimate: PeakEstimate, margin: Fraction, floor: int
     covering = _covering(points, margin)
     single = len(points[0].terms) == 1
     measures, ordered = _one_term(covering) if single else ((), tuple(covering))
-    scalable = tuple(
-        Scalable(p.terms, f, p.adjusted_peak_bytes - f)
-        for p in points
-        for f in (min(max(p.baseline_bytes, floor), p.adjusted_peak_bytes),)
+    scalable = undominated(  # each size rule 3 may pick, in order
+        [
+            Scalable(p.terms, f, p.adjusted_peak_bytes - f)
+            for p in points
+            for f in (min(max(p.baseline_bytes, floor), p.adjusted_peak_bytes),)
+        ]
     )
     return PhaseModel(
         label,
@@ -270,4 +230,9 @@ def phase_model(label: str, estimate: PeakEstimate, margin: Fraction, floor: int
         margin,
         () if single else tuple(points),
         floor,
+        nearest=None if single else NearestPlanes(points, floor, margin),
+        tops=() if single else tuple(map(max, zip(*(c.terms for c in ordered)))),
+        whole=all(type(t) is int for c in ordered for t in c.terms),
+        cover_rows=tuple((c.terms, c.total, (-c.peak.raw_bytes, c.first), c.peak) for c in ordered),
+        spread=1 + max(c.total for c in ordered),
     )

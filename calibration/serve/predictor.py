@@ -133,7 +133,11 @@ class RequestPredictor:
     term_slices: tuple[slice, ...] = field(default=(), eq=False, repr=False)
     # each phase flat: label, stage, model index, weights calibrated with, risk at the target
     rows: tuple[tuple[str, str, int, int, int], ...] = field(default=(), eq=False, repr=False)
-    clock_slots: tuple[tuple[StageClock, int, int], ...] = field(default=(), eq=False, repr=False)
+    # each clock flat: its fixed time, time per iteration, target measure, and where its stage's
+    # time measure and iterations lie in ``Pipeline.measures``
+    clock_slots: tuple[tuple[float, float, float, int, int], ...] = field(
+        default=(), eq=False, repr=False
+    )
     # a request's point -> its phase models' peaks and time but the transfer (``_peaks``),
     # and (point, weights held, transfer) -> its phases and time (``_placed``): bounded caches
     at_point: functools._lru_cache_wrapper[_Peaks] = field(
@@ -192,7 +196,11 @@ class RequestPredictor:
                 (p.model.label, p.model.stage, p.model_index, p.calibrated_weights, p.risk_bytes)
                 for p in phases
             ),
-            clock_slots=tuple((c, slots[c.stage].time, slots[c.stage].iterations) for c in clocks),
+            clock_slots=tuple(
+                (c.fixed_s, c.per_iteration_s, c.target_measure, slot.time, slot.iterations)
+                for c in clocks
+                for slot in (slots[c.stage],)
+            ),
         )
 
     def predict(self, params: Point, placement: Plan | None = None) -> RequestPrediction:
@@ -227,7 +235,11 @@ class RequestPredictor:
         peaks = tuple([m.at(values[terms]) for m, terms in zip(self.models, self.term_slices)])
         if self.untracked_s is None:
             return peaks, None
-        compute: float = sum(c.at(values[t], int(values[i])) for c, t, i in self.clock_slots)
+        compute: float = 0  # ``StageClock.at`` of each, inline and in its order: the same floats
+        for fixed, per, measure, t, i in self.clock_slots:
+            if measure:
+                per *= float(values[t]) / measure
+            compute += fixed + per * values[i]  # iterations: an int (``plain``)
         return peaks, compute + self.untracked_s
 
     def target(self, params: Point) -> Target:

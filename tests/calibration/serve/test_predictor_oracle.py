@@ -27,6 +27,7 @@ from calibration.serve.predictor import (
 )
 from runtime import FormulaError, Pipeline
 from runtime.estimate.results import Measure
+from tests.budget import count_calls
 from tests.calibration.examples.calibrated import calibrated_example
 from tests.calibration.lifecycle_setup import STREAMING, calibration, formulas
 
@@ -149,3 +150,20 @@ def test_any_request_the_same_prediction_or_error(
     name: str, data: st.DataObject, pick: int
 ) -> None:
     _check(name, data.draw(requests(case(name)[0].pipeline, snapped=False)), pick)
+
+
+@pytest.mark.parametrize("name", ["flux", "wan"])
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), pick=st.integers(0, 3))
+def test_a_shape_never_seen_solves_nothing(name: str, data: st.DataObject, pick: int) -> None:
+    """A cold prediction is a few dozen Python calls whatever the shape (a work budget, not a
+    clock): no fit is solved per request, no Fraction made from whole terms. The estimator's own
+    rules per new shape, which Wan's two-term decoder ran before, made up to ~1,200."""
+    predictor, placements = case(name)
+    pipeline = predictor.pipeline
+    params = data.draw(requests(pipeline, snapped=True))
+    assume(pipeline.is_admissible(**params))
+    placement = placements[pick % len(placements)]
+    predictor.predict({}, placement)  # the placement's weights, kept as for the one in force
+    predictor.forget()
+    assert count_calls(lambda: predictor.predict(params, placement))[1] <= 80
