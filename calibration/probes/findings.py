@@ -116,10 +116,13 @@ def check(
     backend: str,
     quantities: Collection[Quantity] = (Quantity.MEMORY, Quantity.TIME),
     modeler: Modeler | None = None,
+    weights: int | None = None,
 ) -> Checked:
     """Every stage's memory and time (those in ``quantities``), and the counted iterations (with
     memory), checked; findings ranked by their share at the target (actionable first). Each
-    stage is fitted through ``modeler`` (a calibration's cache reads a fit made before)."""
+    stage is fitted through ``modeler`` (a calibration's cache reads a fit made before);
+    ``weights``, the pipeline's weight bytes, make a memory share one of the stage's peak with
+    every weight on the device, whatever the placement measured under held (``_unheld``)."""
     fits = _fits(pipeline, records, target, backend, quantities, modeler or Refit())
     at_target = pipeline.evaluate(**target)
     request = sum(
@@ -136,7 +139,9 @@ def check(
     worst: dict[tuple[str, str], Finding] = {}  # one a stage and quantity: its worst phase's
     for fit in fits:
         iterations = int(at_target[fit.stage].iterations)
-        scale = _stage_peak(records, fit) if fit.quantity == Quantity.MEMORY else request
+        scale = request
+        if fit.quantity == Quantity.MEMORY:
+            scale = _stage_peak(records, fits, fit) + _unheld(records, fit.stage, weights)
         finding = classify(pipeline, fit, target, scale, iterations)
         key = (fit.stage, fit.quantity)
         if finding is not None and (key not in worst or rank(finding) < rank(worst[key])):
@@ -147,7 +152,25 @@ def check(
     return Checked(tuple(found), tuple(fits), quiet)
 
 
-def _stage_peak(records: Sequence[WarmupRecord], fit: StageFit) -> float:
-    """The stage's peak at the target: the fit above the baseline plus the typical baseline."""
+def _stage_peak(records: Sequence[WarmupRecord], fits: Sequence[StageFit], fit: StageFit) -> float:
+    """The stage's peak at the target: the highest fit of its phases above the baseline (a set-up
+    is judged against the stage it sets up: under offload its own peak holds no weights, and a
+    few bytes of it would be a share of nothing), plus the typical baseline."""
+    highest = max(
+        f.at_target for f in fits if f.stage == fit.stage and f.quantity == Quantity.MEMORY
+    )
     baselines = [r.baseline_allocated for r in records if r.ok]
-    return fit.at_target + (statistics.median(baselines) if baselines else 0.0)
+    return highest + (statistics.median(baselines) if baselines else 0.0)
+
+
+def _unheld(records: Sequence[WarmupRecord], stage: str, weights: int | None) -> int:
+    """The weights the stage's peaks left off the device, where the records show the placement
+    moving them (under offload a peak holds a block or a component, not every weight): a share is
+    of the stage's peak with them all there, so a placement never makes a residual material."""
+    held = [p.weights_bytes for r in records if r.ok for p in r.phases]
+    if weights is None or not held or None in held or len(set(held)) < 2:
+        return 0
+    return max(
+        0,
+        weights - max(p.weights_bytes or 0 for r in records for p in r.phases if p.stage == stage),
+    )

@@ -33,7 +33,14 @@ from attrs import evolve, frozen
 
 from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
-from runtime.estimate.peak_fit import PeakPlace, fit_peak, held_floor, peak_samples, relative_size
+from runtime.estimate.peak_fit import (
+    PeakPlace,
+    fit_peak,
+    held_alike,
+    held_floor,
+    peak_samples,
+    relative_size,
+)
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
@@ -299,7 +306,7 @@ def phase_peaks(
                 for index, record, values, phase in members
             ]
             held = [p.weights_bytes for *_, p in members]
-            points = as_nearest_held(points, held, _target_terms(work, stage))
+            points = as_nearest_held(points, [p for *_, p in members], _target_terms(work, stage))
             floor = held_floor(sum(weights.get(c, 0) for c in active), held)
             padding = (stage_margins or {}).get(stage, margin)
             place = PeakPlace(modeler or Refit(), tuple(work.target.items()), (kind, name), active)
@@ -317,16 +324,17 @@ def _peak_weights(record: WarmupRecord) -> int | None:
 
 
 def as_nearest_held(
-    points: Sequence[MeasuredPoint], held: Sequence[int | None], target: Terms
+    points: Sequence[MeasuredPoint], phases: Sequence[Phase], target: Terms
 ) -> list[MeasuredPoint]:
-    """``points`` each carrying the weights the size nearest the target held at its peak: under
-    offload a small size peaks while a large group is onloaded, a large one where its activations
-    are largest, and a fit over both would read the weights' difference as activations."""
-    if not points or any(h is None for h in held) or len(set(held)) < 2:
-        return list(points)
-    nearest = max(range(len(points)), key=lambda i: relative_size(points[i].terms, target))
-    kept = held[nearest] or 0
-    return [evolve(p, above_bytes=p.above_bytes + kept - (h or 0)) for p, h in zip(points, held)]
+    """``points`` (one a phase of ``phases``) each carrying the weights the size nearest the target
+    held at its peak (``held_alike``: the checks read the same numbers): under offload a small size
+    peaks while a large group is onloaded, a large one where its activations are largest, and a fit
+    over both would read the weights' difference as activations."""
+    carried = held_alike(phases, [p.terms for p in points], target)
+    return [
+        p if c == f.peak_allocated else evolve(p, above_bytes=p.above_bytes + c - f.peak_allocated)
+        for p, f, c in zip(points, phases, carried)
+    ]
 
 
 def _target_terms(work: Workload, stage: str) -> Terms:
