@@ -54,6 +54,7 @@ from calibration.probes.stage_checks import (
 from runtime import Pipeline
 from runtime.estimate.fit.model import Modeler, Refit
 from runtime.estimate.fit.noise import memory_slack
+from runtime.estimate.peaks import phase_label
 from runtime.kinds import FindingKind, PhaseKind, Quantity
 from runtime.record import WarmupRecord
 
@@ -141,7 +142,7 @@ def check(
         iterations = int(at_target[fit.stage].iterations)
         scale = request
         if fit.quantity == Quantity.MEMORY:
-            scale = _stage_peak(records, fits, fit) + _unheld(records, fit.stage, weights)
+            scale = _stage_peak(records, fit) + _unheld(records, fit, weights)
         finding = classify(pipeline, fit, target, scale, iterations)
         key = (fit.stage, fit.quantity)
         if finding is not None and (key not in worst or rank(finding) < rank(worst[key])):
@@ -152,25 +153,24 @@ def check(
     return Checked(tuple(found), tuple(fits), quiet)
 
 
-def _stage_peak(records: Sequence[WarmupRecord], fits: Sequence[StageFit], fit: StageFit) -> float:
-    """The stage's peak at the target: the highest fit of its phases above the baseline (a set-up
-    is judged against the stage it sets up: under offload its own peak holds no weights, and a
-    few bytes of it would be a share of nothing), plus the typical baseline."""
-    highest = max(
-        f.at_target for f in fits if f.stage == fit.stage and f.quantity == Quantity.MEMORY
-    )
+def _stage_peak(records: Sequence[WarmupRecord], fit: StageFit) -> float:
+    """The stage's peak at the target: the fit above the baseline plus the typical baseline."""
     baselines = [r.baseline_allocated for r in records if r.ok]
-    return highest + (statistics.median(baselines) if baselines else 0.0)
+    return fit.at_target + (statistics.median(baselines) if baselines else 0.0)
 
 
-def _unheld(records: Sequence[WarmupRecord], stage: str, weights: int | None) -> int:
-    """The weights the stage's peaks left off the device, where the records show the placement
-    moving them (under offload a peak holds a block or a component, not every weight): a share is
-    of the stage's peak with them all there, so a placement never makes a residual material."""
+def _unheld(records: Sequence[WarmupRecord], fit: StageFit, weights: int | None) -> int:
+    """The weights the phase's peaks left off the device, where the records show the placement
+    moving them (under offload a peak holds a block or a component, or none): a share is of the
+    peak with every weight there, as uncapped, so a placement never makes a residual material."""
     held = [p.weights_bytes for r in records if r.ok for p in r.phases]
     if weights is None or not held or None in held or len(set(held)) < 2:
         return 0
-    return max(
-        0,
-        weights - max(p.weights_bytes or 0 for r in records for p in r.phases if p.stage == stage),
-    )
+    ours = [
+        p.weights_bytes or 0
+        for r in records
+        if r.ok
+        for p in r.phases
+        if phase_label(p.kind, p.name, p.stage) == fit.phase
+    ]
+    return max(0, weights - max(ours, default=weights))
