@@ -315,12 +315,16 @@ def phase_peaks(
     return tuple(out)
 
 
+def _top_phase(record: WarmupRecord) -> Phase | None:
+    """The phase holding the request's own peak (None: no phase reached it)."""
+    top = max(record.phases, key=lambda p: p.peak_allocated, default=None)
+    return None if top is None or top.peak_allocated != record.peak_allocated else top
+
+
 def _peak_weights(record: WarmupRecord) -> int | None:
     """The weights on the device at the request's own peak: its highest phase's, if measured."""
-    top = max(record.phases, key=lambda p: p.peak_allocated, default=None)
-    if top is None or top.peak_allocated != record.peak_allocated:
-        return None
-    return top.weights_bytes
+    top = _top_phase(record)
+    return None if top is None else top.weights_bytes
 
 
 def as_nearest_held(
@@ -430,6 +434,9 @@ def _scaled_with(
         )
         for index, record, values in work.ok
     ]
+    tops = [_top_phase(r) for _, r, _ in work.ok]
+    if all(t is not None for t in tops):  # as the phases: each on the nearest size's weights
+        points = as_nearest_held(points, [t for t in tops if t], _target_terms(work, stage))
     active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
     floor = held_floor(
         sum(weights.get(c, 0) for c in active), map(_peak_weights, (r for _, r, _ in work.ok))

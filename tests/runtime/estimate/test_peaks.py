@@ -151,6 +151,21 @@ def test_each_size_is_fitted_on_its_activations_own_peak_with_the_nearest_weight
     assert (peak.method, peak.raw_bytes) == ("fit", 8600)
 
 
+def test_the_requests_own_peaks_are_carried_as_its_phases(toy):
+    # Size 10 peaked at 2300 B with 1500 B of weights onloaded (its activations' own peak 800 B),
+    # size 20 at 2200 B with 400 B: as measured, a negative slope (the request scaled from one
+    # size); carried to the 400 B, (10, 1200) and (20, 2200): slope 100, constant 200 floored at
+    # the 400 B held, raw 400 + 100 x 100 = 10400, the phase's and the request's alike.
+    records = [
+        record({"size": 10}, phases=[_own(2300, 1500, 800)], peak=2300),
+        record({"size": 20}, phases=[_own(2200, 400, 1800)], peak=2200),
+    ]
+    weights = {"transformer": 10**6}
+    assert peaks(records, toy, component_weight_bytes=weights)[DENOISE].raw_bytes == 10400
+    request = estimate_peak_bytes(records, toy, component_weight_bytes=weights)
+    assert (request.method, request.raw_bytes) == ("fit", 10400)
+
+
 def test_held_alike_carries_each_size_to_the_nearest_sizes_weights():
     small, large, target = (Fraction(10),), (Fraction(20),), (Fraction(100),)
     measured = [_own(1700, 900, 1000), _own(2200, 400, 1800)]
