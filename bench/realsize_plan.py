@@ -17,7 +17,6 @@ from calibration.core.config import RunConfig
 from calibration.core.host import quiet_libraries, torch_threads
 from calibration.core.offload import Offload
 from calibration.core.session import Session
-from calibration.core.shapes import Shapes
 from calibration.lifecycle.render import lines
 from calibration.lifecycle.run import run_lifecycle
 from calibration.lifecycle.steps import Settings
@@ -43,7 +42,7 @@ def plan_and_validate(
     whether a plan validated."""
     gc.collect()  # the calibration's pipeline gone before the second one is built
     config = RunConfig(device=device, capacity=capacity, offload=Offload.AUTO, threads=threads)
-    points = Shapes(dict(cal.warmup), dict(cal.probe), dict(cal.target))
+    points = cal.shapes
     target = Device(capacity, reserve_bytes=0)
     with quiet_libraries(), torch_threads(config.device, config.threads):
         session = Session.open(build(0), formulas, config, call_kwargs=call_kwargs)  # type: ignore[arg-type]
