@@ -273,15 +273,20 @@ def _record(
 
 
 def _peaks(cal: Any) -> list[dict[str, Any]]:
-    """Each successful run's phase peaks with the weights on the device at each (the target's
-    last): what the fits read, kept in --json to see which groups a capped peak held."""
+    """Each successful run's phase peaks with the weights on the device at each and the
+    activations' own peak (the target's last): what the fits read, kept in --json to see which
+    groups a capped peak held."""
     runs = [r for r in cal.records if r.ok] + ([cal.measured] if cal.measured else [])
     return [
         {
             "params": dict(r.params),
             "baseline": r.baseline_allocated,
             "phases": {
-                f"{p.kind}:{p.name}@{p.stage}": [p.peak_allocated, p.weights_bytes]
+                f"{p.kind}:{p.name}@{p.stage}": [
+                    p.peak_allocated,
+                    p.weights_bytes,
+                    p.activations_bytes,
+                ]
                 for p in r.phases
             },
         }

@@ -102,6 +102,9 @@ class Phase:
     active_components: tuple[str, ...] = field(converter=_strings, default=())
     used_components: tuple[str, ...] = field(converter=_strings, default=())
     weights_bytes: int | None = None  # of the peak: weights on the device (the rest: activations)
+    # the highest live bytes less the weights on the device: the activations' own peak (under
+    # offload the weights change within a phase, and its peak need not be theirs); None: not seen
+    activations_bytes: int | None = None
 
 
 @frozen
@@ -240,7 +243,7 @@ def _encode(value: object) -> object:
 
 
 #: Keys a record written before they existed may lack (the field's default is read).
-OPTIONAL_KEYS = frozenset({"weights_bytes"})
+OPTIONAL_KEYS = frozenset({"weights_bytes", "activations_bytes"})
 
 
 def _expect_keys(value: object, keys: set[str], where: str) -> dict[str, object]:

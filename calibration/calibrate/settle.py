@@ -61,13 +61,14 @@ def settle(
     join the time checks and the time estimate only, so that no memory figure depends on a clock."""
     pipeline, backend = session.formulas, session.recorder.backend.name
     modeler = modeler or FitCache()
-    everything = check(pipeline, records, target, backend, modeler=modeler)
+    weights = sum(session.weights.values())
+    everything = check(pipeline, records, target, backend, modeler=modeler, weights=weights)
     kept = in_regime(pipeline, records, everything.findings, target)
     fitted = _first_request_ahead(records, kept)
     checked = (
         everything
         if len(kept) == len(records)
-        else check(pipeline, fitted, target, backend, modeler=modeler)
+        else check(pipeline, fitted, target, backend, modeler=modeler, weights=weights)
     )
     if timed:
         both = [*fitted, *timed]

@@ -54,6 +54,7 @@ from calibration.probes.stage_checks import (
 from runtime import Pipeline
 from runtime.estimate.fit.model import Modeler, Refit
 from runtime.estimate.fit.noise import memory_slack
+from runtime.estimate.peaks import phase_label
 from runtime.kinds import FindingKind, PhaseKind, Quantity
 from runtime.record import WarmupRecord
 
@@ -116,10 +117,13 @@ def check(
     backend: str,
     quantities: Collection[Quantity] = (Quantity.MEMORY, Quantity.TIME),
     modeler: Modeler | None = None,
+    weights: int | None = None,
 ) -> Checked:
     """Every stage's memory and time (those in ``quantities``), and the counted iterations (with
     memory), checked; findings ranked by their share at the target (actionable first). Each
-    stage is fitted through ``modeler`` (a calibration's cache reads a fit made before)."""
+    stage is fitted through ``modeler`` (a calibration's cache reads a fit made before);
+    ``weights``, the pipeline's weight bytes, make a memory share one of the stage's peak with
+    every weight on the device, whatever the placement measured under held (``_unheld``)."""
     fits = _fits(pipeline, records, target, backend, quantities, modeler or Refit())
     at_target = pipeline.evaluate(**target)
     request = sum(
@@ -136,7 +140,9 @@ def check(
     worst: dict[tuple[str, str], Finding] = {}  # one a stage and quantity: its worst phase's
     for fit in fits:
         iterations = int(at_target[fit.stage].iterations)
-        scale = _stage_peak(records, fit) if fit.quantity == Quantity.MEMORY else request
+        scale = request
+        if fit.quantity == Quantity.MEMORY:
+            scale = _stage_peak(records, fit) + _unheld(records, fit, weights)
         finding = classify(pipeline, fit, target, scale, iterations)
         key = (fit.stage, fit.quantity)
         if finding is not None and (key not in worst or rank(finding) < rank(worst[key])):
@@ -151,3 +157,20 @@ def _stage_peak(records: Sequence[WarmupRecord], fit: StageFit) -> float:
     """The stage's peak at the target: the fit above the baseline plus the typical baseline."""
     baselines = [r.baseline_allocated for r in records if r.ok]
     return fit.at_target + (statistics.median(baselines) if baselines else 0.0)
+
+
+def _unheld(records: Sequence[WarmupRecord], fit: StageFit, weights: int | None) -> int:
+    """The weights the phase's peaks left off the device, where the records show the placement
+    moving them (under offload a peak holds a block or a component, or none): a share is of the
+    peak with every weight there, as uncapped, so a placement never makes a residual material."""
+    held = [p.weights_bytes for r in records if r.ok for p in r.phases]
+    if weights is None or not held or None in held or len(set(held)) < 2:
+        return 0
+    ours = [
+        p.weights_bytes or 0
+        for r in records
+        if r.ok
+        for p in r.phases
+        if phase_label(p.kind, p.name, p.stage) == fit.phase
+    ]
+    return max(0, weights - max(ours, default=weights))

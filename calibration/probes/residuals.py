@@ -29,7 +29,7 @@ from attrs import frozen
 from artifact.point import Point, PointKey
 from artifact.spelling import point_text
 from calibration.errors import CalibrationError
-from calibration.probes.policy import QUANTITIES, work
+from calibration.probes.policy import QUANTITIES, memory_terms, work
 from runtime import Pipeline
 from runtime.estimate.fit.exact import estimable, fit_rows, predict, row
 from runtime.estimate.fit.model import FitKey, Modeler, Policy, Refit, Sample
@@ -40,15 +40,11 @@ from runtime.estimate.fit.noise import (
     relative_noise,
     tolerance,
 )
-from runtime.estimate.fit.samples import (
-    Layout,
-    memory_above_baseline,
-    phase_layout,
-    stage_sample,
-)
+from runtime.estimate.fit.samples import Layout, phase_layout, stage_sample
+from runtime.estimate.peak_fit import held_alike
 from runtime.estimate.peaks import phase_label
 from runtime.kinds import PhaseKind, Quantity
-from runtime.record import WarmupRecord
+from runtime.record import Phase, WarmupRecord
 
 
 @frozen
@@ -142,30 +138,66 @@ def samples_of(
     records: Sequence[WarmupRecord],
     stage: str,
     policy: Policy,
+    target: Point,
 ) -> tuple[Sample, ...]:
     """Per size (its params), the values of its runs (memory: the phase's peak above baseline, of
-    the records whose phase had the policy's layout; time: steady seconds per iteration, one
-    sample a run: ``fit.samples.stage_sample``)."""
+    the records whose phase had the policy's layout, each carried to the weights the size nearest
+    ``target`` held: ``memory_values``; time: steady seconds per iteration, one sample a run:
+    ``fit.samples.stage_sample``)."""
     kind, name = policy.phase or (PhaseKind.STAGE, stage)
-    by_size: dict[PointKey, list[float]] = {}
     # The first request pays one-time costs (lazy initialisation, caches): neither its time nor its
     # peak says what the formula does (the loop re-runs its size later).
     later = records[1:] if len(records) > 2 else records
-    for record in later:
-        if not record.ok or (
-            policy.layout is not None and phase_layout(record, stage, kind, name) != policy.layout
-        ):
-            continue
-        params = dict(record.params)
-        if policy.quantity == Quantity.MEMORY:
-            above = memory_above_baseline(record, stage, kind, name)
-            value = None if above is None else float(above)
-        else:
-            declared = int(pipeline.evaluate(**params)[stage].iterations)
-            value = stage_sample(record, stage, declared).seconds
+    kept = [
+        r
+        for r in later
+        if r.ok and (policy.layout is None or phase_layout(r, stage, kind, name) == policy.layout)
+    ]
+    if policy.quantity == Quantity.MEMORY:
+        values = memory_values(pipeline, kept, stage, (kind, name), target)
+    else:
+        values = [
+            stage_sample(
+                r, stage, int(pipeline.evaluate(**dict(r.params))[stage].iterations)
+            ).seconds
+            for r in kept
+        ]
+    by_size: dict[PointKey, list[float]] = {}
+    for record, value in zip(kept, values):
         if value is not None:
-            by_size.setdefault(tuple(params.items()), []).append(value)
+            by_size.setdefault(tuple(record.params.items()), []).append(value)
     return tuple(Sample(key, tuple(runs)) for key, runs in by_size.items())
+
+
+def memory_values(
+    pipeline: Pipeline,
+    records: Sequence[WarmupRecord],
+    stage: str,
+    phase: tuple[str, str],
+    target: Point,
+) -> list[float | None]:
+    """Each record's phase peak above its baseline (None: the phase did not open), carried to the
+    weights the size nearest ``target`` held at its peak (``peak_fit.held_alike``, as the peak
+    estimate's fit reads them): under offload each size holds other weights at its peak, which
+    a check would read as the formula's miss."""
+    kind, name = phase
+    found = [_phase(r, stage, kind, name) for r in records]
+    present = [(r, p) for r, p in zip(records, found) if p is not None]
+    terms = [memory_terms(pipeline, stage, dict(r.params)) for r, _ in present]
+    carried = iter(
+        held_alike([p for _, p in present], terms, memory_terms(pipeline, stage, target))
+    )
+    return [
+        None if p is None else float(r.above_baseline(next(carried)))
+        for r, p in zip(records, found)
+    ]
+
+
+def _phase(record: WarmupRecord, stage: str, kind: str, name: str) -> Phase | None:
+    """The record's phase ``(kind, name)`` of ``stage`` (its windows are merged into one)."""
+    return next(
+        (p for p in record.phases if p.kind == kind and p.name == name and p.stage == stage), None
+    )
 
 
 def _sensitivities(
@@ -196,7 +228,7 @@ def stage_fit(
     stage's own by default, in one ``layout``) against the fit through them (None: under two
     sizes), fitted by ``modeler`` (a calibration's cache: each stage and policy fitted once)."""
     policy = Policy(quantity, phase, layout, slack)
-    samples = samples_of(pipeline, records, stage, policy)
+    samples = samples_of(pipeline, records, stage, policy, target)
     if len(samples) < 2:
         return None
     key = FitKey(stage, policy, samples, tuple(target.items()))

@@ -24,6 +24,7 @@ from runtime.estimate.fit.samples import Layout
 from runtime.estimate.points import ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import LinearFit, Measure, MeasuredPoint, PlaneFit
 from runtime.kinds import FitRule, Quantity
+from runtime.record import Phase
 
 Terms = tuple[Measure, ...]
 
@@ -101,6 +102,27 @@ def held_floor(floor: int, held: Iterable[int | None]) -> int:
     if not seen or any(h is None for h in seen):
         return floor
     return min(floor, *(h for h in seen if h is not None))
+
+
+def held_alike(phases: Sequence[Phase], terms: Sequence[Terms], target: Terms) -> list[int]:
+    """Each size's phase peak (``phases``, at ``terms``) as if it held the weights that the size
+    nearest the target held at its peak: under offload each size peaks with other weights on the
+    device, and a fit or a check over the peaks as measured reads the weights' difference as
+    activations. Where every size measured its activations' own peak (``Phase.activations_bytes``:
+    a small size peaks while a large group is onloaded, not where its activations do), that plus
+    the nearest's weights; else, where every size measured its weights, the peak less its own
+    weights plus the nearest's; else the peaks as measured. With the weights fixed (no offload),
+    the peaks as measured: activations plus the same weights."""
+    peaks = [p.peak_allocated for p in phases]
+    held = [p.weights_bytes for p in phases]
+    if not phases or any(h is None for h in held):
+        return peaks
+    nearest = max(range(len(phases)), key=lambda i: relative_size(terms[i], target))
+    kept = held[nearest] or 0
+    own = [p.activations_bytes for p in phases]
+    if all(a is not None for a in own):
+        return [(a or 0) + kept for a in own]
+    return [peak + kept - (h or 0) for peak, h in zip(peaks, held)]
 
 
 def relative_size(terms: Terms, target: Terms) -> tuple[Fraction, Fraction]:

@@ -33,7 +33,14 @@ from attrs import evolve, frozen
 
 from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
-from runtime.estimate.peak_fit import PeakPlace, fit_peak, held_floor, peak_samples, relative_size
+from runtime.estimate.peak_fit import (
+    PeakPlace,
+    fit_peak,
+    held_alike,
+    held_floor,
+    peak_samples,
+    relative_size,
+)
 from runtime.estimate.points import Workload, ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import (
     IterationGrowth,
@@ -299,7 +306,7 @@ def phase_peaks(
                 for index, record, values, phase in members
             ]
             held = [p.weights_bytes for *_, p in members]
-            points = as_nearest_held(points, held, _target_terms(work, stage))
+            points = as_nearest_held(points, [p for *_, p in members], _target_terms(work, stage))
             floor = held_floor(sum(weights.get(c, 0) for c in active), held)
             padding = (stage_margins or {}).get(stage, margin)
             place = PeakPlace(modeler or Refit(), tuple(work.target.items()), (kind, name), active)
@@ -308,25 +315,30 @@ def phase_peaks(
     return tuple(out)
 
 
+def _top_phase(record: WarmupRecord) -> Phase | None:
+    """The phase holding the request's own peak (None: no phase reached it)."""
+    top = max(record.phases, key=lambda p: p.peak_allocated, default=None)
+    return None if top is None or top.peak_allocated != record.peak_allocated else top
+
+
 def _peak_weights(record: WarmupRecord) -> int | None:
     """The weights on the device at the request's own peak: its highest phase's, if measured."""
-    top = max(record.phases, key=lambda p: p.peak_allocated, default=None)
-    if top is None or top.peak_allocated != record.peak_allocated:
-        return None
-    return top.weights_bytes
+    top = _top_phase(record)
+    return None if top is None else top.weights_bytes
 
 
 def as_nearest_held(
-    points: Sequence[MeasuredPoint], held: Sequence[int | None], target: Terms
+    points: Sequence[MeasuredPoint], phases: Sequence[Phase], target: Terms
 ) -> list[MeasuredPoint]:
-    """``points`` each carrying the weights the size nearest the target held at its peak: under
-    offload a small size peaks while a large group is onloaded, a large one where its activations
-    are largest, and a fit over both would read the weights' difference as activations."""
-    if not points or any(h is None for h in held) or len(set(held)) < 2:
-        return list(points)
-    nearest = max(range(len(points)), key=lambda i: relative_size(points[i].terms, target))
-    kept = held[nearest] or 0
-    return [evolve(p, above_bytes=p.above_bytes + kept - (h or 0)) for p, h in zip(points, held)]
+    """``points`` (one a phase of ``phases``) each carrying the weights the size nearest the target
+    held at its peak (``held_alike``: the checks read the same numbers): under offload a small size
+    peaks while a large group is onloaded, a large one where its activations are largest, and a fit
+    over both would read the weights' difference as activations."""
+    carried = held_alike(phases, [p.terms for p in points], target)
+    return [
+        p if c == f.peak_allocated else evolve(p, above_bytes=p.above_bytes + c - f.peak_allocated)
+        for p, f, c in zip(points, phases, carried)
+    ]
 
 
 def _target_terms(work: Workload, stage: str) -> Terms:
@@ -422,6 +434,9 @@ def _scaled_with(
         )
         for index, record, values in work.ok
     ]
+    tops = [_top_phase(r) for _, r, _ in work.ok]
+    if all(t is not None for t in tops):  # as the phases: each on the nearest size's weights
+        points = as_nearest_held(points, [t for t in tops if t], _target_terms(work, stage))
     active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
     floor = held_floor(
         sum(weights.get(c, 0) for c in active), map(_peak_weights, (r for _, r, _ in work.ok))

@@ -7,7 +7,6 @@ from runtime.measure.backends import (
     AllocatorBackend,
     LiveTensorBackend,
     MemoryBackend,
-    PeakWindows,
     backend_for,
 )
 from runtime.measure.diffusers_hooks import (
@@ -27,6 +26,7 @@ from runtime.measure.distributed import (
 from runtime.measure.layers import LayerUseTracker, count_hooks, repeated_layers
 from runtime.measure.recorder import AutoStages, FormulaPipeline, Request, WarmupRecorder
 from runtime.measure.serving import ServingMonitor, ServingPeak, TransitionReport, enter_serving
+from runtime.measure.windows import PeakWindows
 
 __all__ = [
     "LOCAL",

@@ -2,7 +2,8 @@
 
 Both backends expose the same four primitives (current allocated, peak allocated, peak reserved,
 reset the peak to the current value); everything else — nested phase windows, per-iteration peaks,
-the warmup -> serving reset — is written once on top of them (``PeakWindows`` here, the recorder).
+the warmup -> serving reset — is written once on top of them (``windows.PeakWindows``, the
+recorder).
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ class LiveStorageCounter:
     capacity: int | None = None  # the calibration's cap: more raises torch.OutOfMemoryError
     weights: int = 0  # of ``current``: resident weights (``Residency``)
     peak_weights: int = 0  # resident weights when ``peak`` was reached
+    peak_activations: int = 0  # the highest ``current - weights``: the activations' own peak
     _live: dict[int, _Tracked] = field(factory=dict)
 
     def add(self, storage: torch.UntypedStorage) -> None:
@@ -182,6 +184,8 @@ class LiveStorageCounter:
         self.current += nbytes
         if self.current > self.peak:
             self.peak, self.peak_weights = self.current, self.weights
+        if self.current - self.weights > self.peak_activations:  # noqa: PLR1730 (flat: no call)
+            self.peak_activations = self.current - self.weights
 
     def shift(self, nbytes: int, weights: int, *, check: bool = True) -> None:
         """Count ``nbytes`` more (or fewer) that are not a storage an op made: weights onloaded
@@ -203,6 +207,8 @@ class LiveStorageCounter:
         self.current += nbytes
         if self.current > self.peak:
             self.peak, self.peak_weights = self.current, self.weights
+        if self.current - self.weights > self.peak_activations:  # noqa: PLR1730 (flat: no call)
+            self.peak_activations = self.current - self.weights
 
     def refresh(self, storage: torch.UntypedStorage) -> None:
         """An op wrote into a storage (in place, ``out=``) and may have resized it: follow it."""
@@ -230,6 +236,7 @@ class LiveStorageCounter:
 
     def reset_peak(self) -> None:
         self.peak, self.peak_weights = self.current, self.weights
+        self.peak_activations = self.current - self.weights
 
 
 class _Outputs(enum.Enum):
@@ -367,6 +374,11 @@ class LiveTensorBackend:
         """Resident weights when the peak since the last reset was reached."""
         return self.counter.peak_weights
 
+    def peak_activations(self) -> int:
+        """The highest live bytes less the resident weights since the last reset: the
+        activations' own peak, which under offload need not be where the weights peak."""
+        return self.counter.peak_activations
+
     def group_onloaded(self, group: Group) -> None:
         """The placement's hooks are moving ``group`` onto the device (beyond the cap: OOM)."""
         if self.reads is not None and self.reads.residency is not None:
@@ -438,58 +450,3 @@ def backend_for(device: str | torch.device = "auto") -> MemoryBackend:
     if device.type == "cpu":
         return LiveTensorBackend(device)
     return AllocatorBackend(device)
-
-
-# --- nested windows over a backend whose peak is reset at every boundary -----------------------
-
-
-@define(eq=False)
-class Window:
-    """An open measuring window: the highest peaks seen in any segment while it was open."""
-
-    peak_allocated: int = 0
-    peak_reserved: int = 0
-    peak_weights: int | None = None  # resident weights at the peak (None: the backend can't say)
-
-
-@define
-class PeakWindows:
-    """Nested peak windows over one resettable counter.
-
-    At every boundary (a window opening or closing) the peak since the previous boundary is folded
-    into every open window and the device peak is reset, so an inner window's reset never hides an
-    outer window's peak. The same code serves CUDA and the CPU tracker.
-    """
-
-    backend: MemoryBackend
-    _open: list[Window] = field(factory=list)
-
-    def fold(self) -> None:
-        """Bring every open window up to date and start a new segment."""
-        allocated, reserved = self.backend.peak_allocated(), self.backend.peak_reserved()
-        weights = self._weights()
-        for window in self._open:
-            if allocated > window.peak_allocated or window.peak_weights is None:
-                window.peak_weights = weights
-            window.peak_allocated = max(window.peak_allocated, allocated)
-            window.peak_reserved = max(window.peak_reserved, reserved)
-        self.backend.reset_peak()
-
-    def _weights(self) -> int | None:
-        """Resident weights at the backend's peak, where it can tell (``peak_weights``)."""
-        read = getattr(self.backend, "peak_weights", None)
-        return int(read()) if callable(read) else None
-
-    def open(self) -> Window:
-        """Start a window at the current allocation."""
-        self.fold()
-        backend = self.backend
-        window = Window(backend.peak_allocated(), backend.peak_reserved(), self._weights())
-        self._open.append(window)
-        return window
-
-    def close(self, window: Window) -> Window:
-        """End a window (in any order) and return its final peaks."""
-        self.fold()
-        self._open.remove(window)
-        return window

@@ -126,6 +126,7 @@ def reduce_record(record: WarmupRecord, group: dist.ProcessGroup | None = None) 
             peak_reserved=next(top),
             allocated_before=-next(top),
             duration_s=next(times),
+            activations_bytes=None,  # this rank's: beside another rank's peak it says nothing
         )
         for p in record.phases
     )

@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
 
-from attrs import define, field, frozen
+from attrs import define, evolve, field, frozen
 
 from artifact.point import Point
 from runtime.kinds import PhaseKind
-from runtime.measure.backends import MemoryBackend, PeakWindows, Window
+from runtime.measure.backends import MemoryBackend
 from runtime.measure.layers import HookSet, LayerUseTracker, hook_components
 from runtime.measure.residency import WeightReads, reads_mode
+from runtime.measure.windows import PeakWindows, Window
 from runtime.record import ErrorInfo, Iteration, Phase, StageIterations, WarmupRecord
 
 if TYPE_CHECKING:
@@ -87,16 +88,14 @@ class _Open:
 
 @define
 class _Merged:
-    """Windows of one (kind, name, stage) merged into one phase."""
+    """Windows of one (kind, name, stage) merged into one phase (their peaks: ``window``)."""
 
     count: int
     allocated_before: int
-    peak_allocated: int
-    peak_reserved: int
+    window: Window
     duration_s: float
     active: dict[str, None]
     used: dict[str, None]
-    weights: int | None  # resident weights at the peak
 
 
 @define
@@ -370,19 +369,14 @@ class Request:
             self._merged[opened.key] = _Merged(
                 1,
                 opened.allocated_before,
-                opened.window.peak_allocated,
-                opened.window.peak_reserved,
+                evolve(opened.window),
                 duration,
                 dict.fromkeys(opened.active),
                 dict(opened.used),
-                opened.window.peak_weights,
             )
             return
         merged.count += 1
-        if opened.window.peak_allocated > merged.peak_allocated:
-            merged.weights = opened.window.peak_weights
-        merged.peak_allocated = max(merged.peak_allocated, opened.window.peak_allocated)
-        merged.peak_reserved = max(merged.peak_reserved, opened.window.peak_reserved)
+        merged.window.merge(opened.window)
         merged.duration_s += duration
         merged.active.update(dict.fromkeys(opened.active))
         merged.used.update(opened.used)
@@ -455,12 +449,13 @@ class Request:
                 stage,
                 m.count,
                 m.allocated_before,
-                m.peak_allocated,
-                m.peak_reserved,
+                m.window.peak_allocated,
+                m.window.peak_reserved,
                 m.duration_s,
                 tuple(m.active),
                 tuple(m.used),
-                m.weights,
+                m.window.peak_weights,
+                m.window.peak_activations,
             )
             for (kind, name, stage), m in self._merged.items()
         )

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 
 from attrs import frozen
 
-from runtime.measure.backends import MemoryBackend, PeakWindows
+from runtime.measure.backends import MemoryBackend
+from runtime.measure.windows import PeakWindows
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from calibration.calibrate.run import Calibration, load_pipeline
 from calibration.core.offload import Offload
 from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
+from runtime.kinds import FindingKind
 
 pytest.importorskip("accelerate")
 
@@ -62,9 +63,12 @@ def test_capped_phases_are_predicted_as_uncapped():
     assert capped.keys() == uncapped.keys()
     for label, (measured, raw, _) in capped.items():
         base_measured, base_raw, _ = uncapped[label]
-        # the activations above the weights are the same: so is the raw error, byte for byte
-        # within 2 % of the capped peak (uncapped, the weights are all on the device)
-        assert abs((raw - measured) - (base_raw - base_measured)) <= 0.02 * measured, label
+        # the activations are the same; each size is carried on its activations' own peak plus
+        # the weights its peak held: never further under than uncapped, and over by at most what
+        # the activations at the weights' peak are short of their own (the transformer: 7,552 B,
+        # 2.5 % of its capped peak; the others byte for byte)
+        error, base_error = raw - measured, base_raw - base_measured
+        assert base_error <= error <= base_error + 0.025 * measured, label
 
 
 def test_capped_raw_within_two_percent_where_weights_are_on_the_device():
@@ -77,6 +81,36 @@ def test_capped_raw_within_two_percent_where_weights_are_on_the_device():
             assert abs(raw - measured) <= 0.02 * measured, (p.label, raw, measured)
             checked += 1
     assert checked >= 5
+
+
+def test_capped_findings_are_the_uncapped_ones():
+    # under offload each size peaks with other weights on the device; the checks carry each to the
+    # weights the size nearest the target held (its activations' own peak plus those), and judge a
+    # residual's share against the phase's peak with every weight there, as uncapped: the set-up's
+    # 8 B a step (0.6 % of its weightless peak) was a formula-mismatch capped, a residual uncapped
+    def found(cal: Calibration) -> dict[tuple[str, str, str], float]:
+        return {(f.kind, f.stage, f.quantity): f.share for f in cal.findings}
+
+    capped, uncapped = found(_calibrated(CAP)), found(_calibrated(None))
+    assert capped.keys() == uncapped.keys()
+    assert all(k == FindingKind.RESIDUAL for k, _, _ in capped)
+    for key, share in capped.items():
+        assert share == pytest.approx(uncapped[key], rel=1e-6), key
+
+
+def test_capped_bounds_never_under_and_within_five_percent_or_the_uncapped_distance():
+    # the activations' own peak (its largest) plus the weights the peak held: never under; over by
+    # what the activations were short of their own peak at the weights' (the transformer: +1.98 %
+    # raw, +3.05 % bound); elsewhere the bound lies the same bytes over as uncapped
+    capped, uncapped = _errors(_calibrated(CAP)), _errors(_calibrated(None))
+    for label, (measured, raw, bound) in capped.items():
+        base_measured, _, base_bound = uncapped[label]
+        assert measured <= raw <= bound or abs(raw - measured) <= 0.02 * measured, label
+        assert measured <= bound <= measured + max(base_bound - base_measured, 0.05 * measured), (
+            label,
+            bound,
+            measured,
+        )
 
 
 def test_the_decode_bound_holds_capped():

@@ -18,6 +18,7 @@ from runtime.estimate import (
     estimate_phase_peaks,
 )
 from runtime.estimate.fit.model import FitCache
+from runtime.estimate.peak_fit import held_alike
 from runtime.kinds import FitRule
 from runtime.record import Phase
 from tests.runtime.estimate.conftest import phase, record, stage
@@ -129,6 +130,55 @@ def test_each_size_is_fitted_with_the_weights_the_nearest_size_held_at_its_peak(
     ]
     peak = peaks(records, toy, component_weight_bytes={"transformer": 10**6})[DENOISE]
     assert (peak.method, peak.raw_bytes) == ("fit", 10400)
+
+
+def _own(peak: int, weights: int, activations: int) -> Phase:
+    """A denoising phase whose peak held ``weights`` and whose activations peaked at their own."""
+    return evolve(_held(peak, weights), activations_bytes=activations)
+
+
+def test_each_size_is_fitted_on_its_activations_own_peak_with_the_nearest_weights(toy):
+    # Size 10 peaked at 1700 B with 900 B of weights onloaded (800 B of activations there), but its
+    # activations peaked at 1000 B while a smaller group was on: carried to the 400 B size 20 held,
+    # 1400 (not 1200: the peak's activations are not their own peak). Size 20: 1800 + 400 = 2200.
+    # Line through (10, 1400) and (20, 2200): slope 80, constant 600 (above the 400 B floor):
+    # raw 600 + 80 x 100 = 8600.
+    records = [
+        record({"size": 10}, phases=[_own(1700, 900, 1000)], peak=1700),
+        record({"size": 20}, phases=[_own(2200, 400, 1800)], peak=2200),
+    ]
+    peak = peaks(records, toy, component_weight_bytes={"transformer": 10**6})[DENOISE]
+    assert (peak.method, peak.raw_bytes) == ("fit", 8600)
+
+
+def test_the_requests_own_peaks_are_carried_as_its_phases(toy):
+    # Size 10 peaked at 2300 B with 1500 B of weights onloaded (its activations' own peak 800 B),
+    # size 20 at 2200 B with 400 B: as measured, a negative slope (the request scaled from one
+    # size); carried to the 400 B, (10, 1200) and (20, 2200): slope 100, constant 200 floored at
+    # the 400 B held, raw 400 + 100 x 100 = 10400, the phase's and the request's alike.
+    records = [
+        record({"size": 10}, phases=[_own(2300, 1500, 800)], peak=2300),
+        record({"size": 20}, phases=[_own(2200, 400, 1800)], peak=2200),
+    ]
+    weights = {"transformer": 10**6}
+    assert peaks(records, toy, component_weight_bytes=weights)[DENOISE].raw_bytes == 10400
+    request = estimate_peak_bytes(records, toy, component_weight_bytes=weights)
+    assert (request.method, request.raw_bytes) == ("fit", 10400)
+
+
+def test_held_alike_carries_each_size_to_the_nearest_sizes_weights():
+    small, large, target = (Fraction(10),), (Fraction(20),), (Fraction(100),)
+    measured = [_own(1700, 900, 1000), _own(2200, 400, 1800)]
+    # the activations' own peaks plus the 400 B the size nearest the target held
+    assert held_alike(measured, [small, large], target) == [1400, 2200]
+    # without them, each peak less its own weights plus the nearest's: 1700 - 900 + 400
+    plain = [_held(1700, 900), _held(2200, 400)]
+    assert held_alike(plain, [small, large], target) == [1200, 2200]
+    # a size whose weights were not measured: the peaks as measured
+    assert held_alike([_held(1700, None), _held(2200, 400)], [small, large], target) == [1700, 2200]
+    # weights fixed (nothing offloaded): activations + the same weights are the peaks themselves
+    fixed = [_own(1700, 500, 1200), _own(2200, 500, 1700)]
+    assert held_alike(fixed, [small, large], target) == [1700, 2200]
 
 
 def test_a_negative_slope_falls_back_to_single_point_scaling(toy):

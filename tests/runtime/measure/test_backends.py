@@ -12,10 +12,10 @@ from runtime.measure.backends import (
     AllocatorBackend,
     LiveTensorBackend,
     MemoryBackend,
-    PeakWindows,
     backend_for,
 )
 from runtime.measure.delegating import DelegatingBackend
+from runtime.measure.windows import PeakWindows
 
 F32 = 4
 B, I, H, O = 8, 16, 32, 4  # batch, in, hidden, out
@@ -128,6 +128,31 @@ def test_nested_windows_keep_the_outer_peak():
         windows.close(outer)
         assert (inner.peak_allocated, outer.peak_allocated) == (10 * F32, 1000 * F32)
         del small
+
+
+def test_the_activations_own_peak_is_kept_apart_from_where_the_weights_peak():
+    # 100 B of weights pinned; 80 + 40 B of activations (their own peak, 120 B, at 220 B live);
+    # 80 B freed; a 200 B group onloaded (300 B of weights) and 16 B more: the peak, 356 B, holds
+    # 300 B of weights and 56 B of activations, and the activations' own peak stays 120 B. A window
+    # opened after it sees only its own: 56 B.
+    backend = LiveTensorBackend()
+    counter, windows = backend.counter, PeakWindows(backend)
+    counter.shift(100, 100)
+    outer = windows.open()
+    first, second = torch.UntypedStorage(80), torch.UntypedStorage(40)
+    counter.add(first)
+    counter.add(second)
+    del first  # its weakref's callback forgets its 80 B
+    counter.shift(200, 200)
+    inner = windows.open()
+    third = torch.UntypedStorage(16)
+    counter.add(third)
+    assert (counter.peak, counter.peak_weights, counter.peak_activations) == (356, 300, 56)
+    windows.close(inner)
+    windows.close(outer)
+    assert (outer.peak_allocated, outer.peak_weights, outer.peak_activations) == (356, 300, 120)
+    assert (inner.peak_allocated, inner.peak_weights, inner.peak_activations) == (356, 300, 56)
+    del second, third
 
 
 def test_backend_for():
