@@ -72,15 +72,18 @@ def _time_misses(calibration: Calibration) -> list[Miss]:
 
 def time_unjudged(mistake: Mistake, result: Calibration, pipeline: Pipeline) -> str | None:
     """Why this calibration cannot judge a mistake about time (None: it can, or the mistake is
-    not about time): no size of its stages' time is off its fit on clean, replicated evidence
-    (issue 41 item 4: on a loaded machine the runs' spread swamps a time residual, and the checks
-    say nothing, or a time-unknown note, never an alarm). Shows each size's residual and noise."""
+    not about time): a size of its stages' time is off its fit, but no such residual is clean,
+    replicated evidence (issue 41 item 4: on a loaded machine the runs' spread swamps a time
+    residual, and the checks say nothing, or a time-unknown note, never an alarm). Where no size
+    is off at all the sizes showed nothing to judge: the mistake is judged (and missed), never
+    excused as noise. Shows each size's residual and noise."""
     if Quantity.TIME not in mistake.quantities:
         return None
     target = dict(mistake.target)
     checked = check(pipeline, result.records, target, result.backend, (Quantity.TIME,))
     fits = [f for f in checked.fits if f.stage in mistake.stages]
-    if not fits or any(f.off and unclean(f) is None for f in fits):
+    off = [f for f in fits if f.off]
+    if not off or any(unclean(f) is None for f in off):
         return None
     return "; ".join(
         f"{f.stage} time residuals "
