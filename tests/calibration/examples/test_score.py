@@ -54,3 +54,19 @@ def test_the_same_miss_under_bursts_is_unjudged_and_says_why():
     assert why.startswith("DenoisingStage time residuals") and "ms (noise" in why
     assert "the runs spread" in why
     assert time_unjudged(_mistake(("memory",)), cal, _pipeline()) is None  # not about time
+
+
+def test_a_residual_within_its_own_runs_spread_shows_no_miss_and_one_beyond_it_does():
+    """The rule that keeps "unjudged" honest: noise excuses a missed time mistake only where a
+    size's runs agree on a miss (its residual beyond their range) that the fit's noise hides."""
+    from fractions import Fraction
+
+    from calibration.examples.mistakes.score import _beyond_own_runs
+    from calibration.probes.residuals import SizePoint
+
+    def point(value: float, samples: tuple[float, ...]) -> SizePoint:
+        return SizePoint({"steps": 2}, (Fraction(1),), value, 0.004, samples, tolerance=0.02)
+
+    assert _beyond_own_runs(point(0.0077, (0.0079, 0.0077, 0.0073)))  # +3.7 ms, runs 0.6 ms apart
+    assert not _beyond_own_runs(point(0.0041, (0.0040, 0.0071, 0.0041)))  # +0.1 ms, a 3.1 ms burst
+    assert not _beyond_own_runs(point(0.0077, (0.0077,)))  # one run: no spread to judge against
