@@ -261,6 +261,7 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
         "warmup": None if warmup is None else warmup_point,
         "probe": probe_point,
         "more_probes": [e.point for e in cal.extras],
+        "extra_cost": sum(e.cost for e in cal.extras),
         "target": target_point,
         "work_ratio": float(work_ratio(pipeline, probe_point, target_point)),
         "rows": _rows(cal, units(target_point)),
@@ -441,13 +442,14 @@ def machine() -> str:
 
 
 def summary(results: Sequence[dict[str, Any]]) -> str:
-    """One line per case: the worst raw peak error over every phase, the bound, the request time."""
+    """One line per case: the worst raw peak error over every phase, the bound (and how far over the
+    measured peak it reaches) beside the extra sizes' cost, the request time."""
     lines = [
         (
-            "| case | target/probe | worst raw peak error | bound >= measured "
-            "| request time error | two sigma | target runs apart | a miss: why |"
+            "| case | target/probe | worst raw peak error | bound >= measured | bound over (max) "
+            "| extra cost | request time error | two sigma | target runs apart | a miss: why |"
         ),
-        "| --- | ---: | ---: | :---: | ---: | ---: | ---: | --- |",
+        "| --- | ---: | ---: | :---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for case in results:
         errors = [
@@ -461,11 +463,24 @@ def summary(results: Sequence[dict[str, Any]]) -> str:
             for r in case["rows"]
             if r["bound"] is not None and r["measured"] is not None
         )
+        over = max(
+            (
+                r["bound"] / r["measured"] - 1
+                for r in case["rows"]
+                if r["bound"] is not None and r["measured"]
+            ),
+            default=None,
+        )
+        cost = case.get("extra_cost")
         t = case["time"]
         lines.append(
             f"| {case['case']} | {case['work_ratio']:.3g}x | "
             + ("-" if worst is None else f"{worst * 100:+.1f} %")
-            + f" | {'yes' if holds else 'NO'} | {_err(t['predicted_ms'], t['measured_ms'])} | "
+            + f" | {'yes' if holds else 'NO'} | "
+            + ("-" if over is None else f"{over * 100:+.2f} %")
+            + " | "
+            + ("-" if cost is None else f"{cost:.2f}x")
+            + f" | {_err(t['predicted_ms'], t['measured_ms'])} | "
             + _sigma(t)
             + " | "
             + (_apart(t["target_runs_ms"]) if len(t.get("target_runs_ms") or []) > 1 else "-")

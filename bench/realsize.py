@@ -257,6 +257,7 @@ def _record(
         "warmup": dict(cal.shapes.warmup),
         "probe": dict(cal.shapes.probe),
         "more_probes": [e.point for e in cal.extras],
+        "extra_cost": sum(e.cost for e in cal.extras),
         "target": dict(cal.shapes.target),
         "work_ratio": float(cal.work_ratio),
         "rows": _rows(cal, units(cal.shapes.target)),
