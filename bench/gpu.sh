@@ -5,7 +5,8 @@
 # host copy pinned after apply, not after undo; the pin tests: a frontier pins its layers' tensors
 # only, a copy another owner holds stays pinned), the planner applied on the device, the serving
 # lifecycle (a plan that must stream, validated; one forced to fail by an injected out-of-memory
-# error, rolled back and re-planned; undo), and `dslc calibrate --device cuda --verify` on two
+# error, rolled back and re-planned; undo), a served trace on the GPU (`dslc serve --device cuda`:
+# a request running and two queued, answered through a SIGTERM that drains them), and `dslc calibrate --device cuda --verify` on two
 # examples (wall clock, allocator statistics) and under a saved plan that streams (`plan:FILE`),
 # and real architectures at their default workloads (bench/realsize.py: SD 1.5, SDXL, Wan 2.1
 # 1.3B, FLUX.1-dev in bf16; random weights, nothing downloaded).
@@ -36,6 +37,7 @@ saved=$(mktemp --suffix=.json)
 small="--probe steps=1,height=32,width=32 --target steps=2,height=64,width=64"
 run bash -c "\"$dslc\" plan --example flux --device cuda:0 $small --device-memory 1MiB --reserve 0 --json > $saved"
 run "$dslc" calibrate --example flux --device cuda:0 $small --calibrate-offload "plan:$saved" --verify
+run "$py" bench/serve_load.py --examples flux --requests 12 --serve-device cuda
 run "$py" bench/realsize.py --params
 run "$py" bench/realsize.py --cases sd15-gpu,sdxl-gpu,wan13b-gpu,flux-gpu --quiet
 run "$py" bench/realsize.py --cases sdxl-gpu,flux-gpu --quiet --device-capacity 24GiB

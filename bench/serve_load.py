@@ -61,6 +61,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--no-sigterm", action="store_true", help="Skip the dslc serve process.")
+    parser.add_argument(
+        "--serve-device",
+        default="cpu",
+        help="The dslc serve process's --device (bench/gpu.sh: cuda, a served trace on the GPU).",
+    )
     args = parser.parse_args()
     python = sys.version.split()[0]
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}; python {python}")
@@ -72,8 +77,8 @@ def main() -> int:
         policies += _policy_rows(example, result.policies)
         held = held and result.figures.hold
     if not args.no_sigterm:
-        sig = sigterm_figures()
-        figures += _figure_rows("flux (dslc serve)", sig)
+        sig = sigterm_figures(args.serve_device)
+        figures += _figure_rows(f"flux (dslc serve, {args.serve_device})", sig)
         held = held and sig.hold
     print("| example | figure | measured | wanted | holds |")
     print("| --- | --- | ---: | --- | --- |")

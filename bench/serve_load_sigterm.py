@@ -23,8 +23,8 @@ from calibration.serve.app import ROUTE
 
 DSLC = Path(sys.executable).with_name("dslc")
 SHAPES = ["--target", "steps=2,height=64,width=64", "--probe", "steps=1,height=32,width=32"]
-#: as tests/calibration/serve/test_real_server.py's SIGTERM test
-RUN = ["--device", "cpu", "--device-capacity", "64MiB", "--reserve", "1B", "--repeat", "1"]
+#: as tests/calibration/serve/test_real_server.py's SIGTERM test (the device given apart)
+RUN = ["--device-capacity", "64MiB", "--reserve", "1B", "--repeat", "1"]
 LONG = {"steps": 12, "height": 64, "width": 64}  # running when the signal comes
 WAITING = ({"steps": 1, "height": 32, "width": 32}, {"steps": 2, "height": 48, "width": 48})
 
@@ -98,11 +98,27 @@ def _ready(base: str, proc: subprocess.Popen[str]) -> bool:
     return False
 
 
-def sigterm_figures() -> SigtermFigures:
-    """Start `dslc serve`, send the long request and the waiting ones, SIGTERM mid-request."""
+def _queued(base: str, count: int) -> None:
+    """Wait (bounded) until the worker's queue holds ``count`` requests (its /metrics gauge): a
+    request still connecting when the signal comes is refused, not drained."""
+    end = time.monotonic() + HANG_S
+    while time.monotonic() < end:
+        text = httpx.get(f"{base}/metrics", timeout=HANG_S).text
+        depth = [
+            line.split()[-1] for line in text.splitlines() if line.startswith("wf_queue_depth")
+        ]
+        if depth and float(depth[0]) >= count:
+            return
+        time.sleep(0.05)
+
+
+def sigterm_figures(device: str = "cpu") -> SigtermFigures:
+    """Start `dslc serve` on ``device`` (bench/gpu.sh: a CUDA one), send the long request and the
+    waiting ones, SIGTERM mid-request."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    args = [str(DSLC), "serve", "--example", "flux", *SHAPES, *RUN, "--port", str(port)]
+    run = ["--device", device, *RUN, "--port", str(port)]
+    args = [str(DSLC), "serve", "--example", "flux", *SHAPES, *run]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str | None] = queue.Queue()
     seen: list[str] = []
@@ -115,7 +131,7 @@ def sigterm_figures() -> SigtermFigures:
             running = pool.submit(_post, base, LONG)
             _wait_for(lines, seen, "request started: steps=12")
             waiting = [pool.submit(_post, base, body) for body in WAITING]
-            time.sleep(0.2)  # the waiting ones reach the queue (they finish either way)
+            _queued(base, len(WAITING))  # in the queue before the signal (then they must finish)
             proc.send_signal(signal.SIGTERM)
             answers = (running.result(HANG_S), *(w.result(HANG_S) for w in waiting))
         status = proc.wait(HANG_S)
