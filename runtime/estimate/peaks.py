@@ -25,7 +25,7 @@ iteration index (a KV cache) first has its measured peaks carried on to the targ
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from itertools import pairwise
 
@@ -35,6 +35,7 @@ from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
 from runtime.estimate.peak_fit import (
     PeakPlace,
+    by_level,
     fit_peak,
     held_alike,
     held_floor,
@@ -305,12 +306,12 @@ def phase_peaks(
                 )
                 for index, record, values, phase in members
             ]
-            held = [p.weights_bytes for *_, p in members]
-            points = as_nearest_held(points, [p for *_, p in members], _target_terms(work, stage))
-            floor = held_floor(sum(weights.get(c, 0) for c in active), held)
+            phases = [p for *_, p in members]
+            full = sum(weights.get(c, 0) for c in active)
             padding = (stage_margins or {}).get(stage, margin)
             place = PeakPlace(modeler or Refit(), tuple(work.target.items()), (kind, name), active)
-            peak = peak_from_points(points, _target(work, stage), padding, floor, stage, place)
+            fitted = _fitter(_target(work, stage), padding, full, stage, place)
+            peak = phase_peak(points, phases, _target_terms(work, stage), fitted)
         out.append(PhaseEstimate(label, kind, name, stage, active, used, peak))
     return tuple(out)
 
@@ -327,6 +328,54 @@ def _peak_weights(record: WarmupRecord) -> int | None:
     return None if top is None else top.weights_bytes
 
 
+def phase_peak(
+    points: Sequence[MeasuredPoint],
+    phases: Sequence[Phase],
+    target: Terms,
+    fitted: Callable[[list[MeasuredPoint], list[int | None]], PeakEstimate],
+) -> PeakEstimate:
+    """A phase's peak at the target from ``points`` (one a phase of ``phases``), ``fitted`` given
+    the weights each size held: where the records hold the activations' peak per weights level
+    (``by_level``), the highest level's estimate (its bound the highest of theirs); else each size
+    carried to the nearest size's weights."""
+    series = by_level(phases, [p.terms for p in points], target)
+    if not series:
+        return fitted(as_nearest_held(points, phases, target), [p.weights_bytes for p in phases])
+    estimates = [fitted(_carried(points, phases, s), [w] * len(s)) for w, s in series]
+    if any(not e.ok for e in estimates):
+        return next(e for e in estimates if not e.ok)
+    top = max(range(len(series)), key=lambda i: (estimates[i].raw_bytes or 0, i))
+    weights, levels = series[top][0], len(series)
+    return evolve(
+        estimates[top],
+        bound_bytes=max(e.bound_bytes or 0 for e in estimates),
+        reason=f"with {weights} B of weights on the device (the highest of {levels} levels at "
+        f"the target): {estimates[top].reason}",
+    )
+
+
+def _fitter(
+    target: Measure | Terms, margin: Fraction, full: int, stage: str, place: PeakPlace
+) -> Callable[[list[MeasuredPoint], list[int | None]], PeakEstimate]:
+    """``peak_from_points`` at one phase's target, its floor the weights each size held (or all
+    ``full`` weights of its active components: ``held_floor``)."""
+
+    def fitted(carried: list[MeasuredPoint], held: list[int | None]) -> PeakEstimate:
+        return peak_from_points(carried, target, margin, held_floor(full, held), stage, place)
+
+    return fitted
+
+
+def _carried(
+    points: Sequence[MeasuredPoint], phases: Sequence[Phase], peaks: Sequence[int]
+) -> list[MeasuredPoint]:
+    """``points`` each at the peak in ``peaks`` in place of its phase's measured peak."""
+    return [
+        p if c == f.peak_allocated else evolve(p, above_bytes=p.above_bytes + c - f.peak_allocated)
+        for p, f, c in zip(points, phases, peaks)
+    ]
+
+
 def as_nearest_held(
     points: Sequence[MeasuredPoint], phases: Sequence[Phase], target: Terms
 ) -> list[MeasuredPoint]:
@@ -334,11 +383,7 @@ def as_nearest_held(
     held at its peak (``held_alike``: the checks read the same numbers): under offload a small size
     peaks while a large group is onloaded, a large one where its activations are largest, and a fit
     over both would read the weights' difference as activations."""
-    carried = held_alike(phases, [p.terms for p in points], target)
-    return [
-        p if c == f.peak_allocated else evolve(p, above_bytes=p.above_bytes + c - f.peak_allocated)
-        for p, f, c in zip(points, phases, carried)
-    ]
+    return _carried(points, phases, held_alike(phases, [p.terms for p in points], target))
 
 
 def _target_terms(work: Workload, stage: str) -> Terms:
