@@ -479,12 +479,11 @@ def _scaled_with(
         )
         for index, record, values in work.ok
     ]
-    tops = [_top_phase(r) for _, r, _ in work.ok]
-    if all(t is not None for t in tops):  # as the phases: each on the nearest size's weights
-        points = as_nearest_held(points, [t for t in tops if t], _target_terms(work, stage))
     active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
-    floor = held_floor(
-        sum(weights.get(c, 0) for c in active), map(_peak_weights, (r for _, r, _ in work.ok))
-    )
+    full = sum(weights.get(c, 0) for c in active)
     place = PeakPlace(modeler, tuple(work.target.items()))
-    return peak_from_points(points, _target(work, stage), margin, floor, stage, place)
+    fitted = _fitter(_target(work, stage), margin, full, stage, place)
+    tops = [t for t in map(_top_phase, (r for _, r, _ in work.ok)) if t is not None]
+    if len(tops) == len(points):  # as the phases: per weights level, or on the nearest's weights
+        return phase_peak(points, tops, _target_terms(work, stage), fitted)
+    return fitted(points, [_peak_weights(r) for _, r, _ in work.ok])

@@ -183,10 +183,14 @@ def test_a_phase_is_predicted_per_weights_level(toy):
         record({"size": 10}, phases=[_levels(1050, 1000, (200, 300), (1000, 50))], peak=1050),
         record({"size": 20}, phases=[_levels(1100, 1000, (200, 600), (1000, 100))], peak=1100),
     ]
-    peak = peaks(records, toy, component_weight_bytes={"transformer": 10**6})[DENOISE]
+    weights = {"transformer": 10**6}
+    peak = peaks(records, toy, component_weight_bytes=weights)[DENOISE]
     assert (peak.method, peak.raw_bytes) == ("fit", 3200)
     assert peak.bound_bytes is not None and peak.bound_bytes >= 3200
     assert "200 B of weights" in peak.reason
+    # the request's own peaks are its top phase's: read per level alike
+    request = estimate_peak_bytes(records, toy, component_weight_bytes=weights)
+    assert (request.method, request.raw_bytes) == ("fit", 3200)
 
 
 def test_a_size_that_never_held_a_level_reads_the_activations_of_a_larger_one(toy):
