@@ -21,7 +21,7 @@ from torch import nn
 from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from runtime.levels import MAX_WEIGHT_LEVELS, Level, frontier
+from runtime.levels import MAX_WEIGHT_LEVELS, Level, bounded, frontier
 from runtime.measure.op_args import Reads
 from runtime.measure.residency import (
     Group,
@@ -257,9 +257,10 @@ class LiveStorageCounter:
         self._levels = {}
 
     def peak_levels(self) -> tuple[Level, ...]:
-        """The activations' own peak per weights level since the last reset (``runtime.levels``)."""
+        """The activations' own peak per weights level since the last reset (``runtime.levels``:
+        every level, or past ``MAX_WEIGHT_LEVELS`` their frontier merged upward)."""
         now = max(self._levels.get(self.weights, self.level_activations), self.level_activations)
-        return frontier({**self._levels, self.weights: now})
+        return bounded({**self._levels, self.weights: now})
 
 
 class _Outputs(enum.Enum):

@@ -160,8 +160,8 @@ def test_the_activations_own_peak_is_kept_apart_from_where_the_weights_peak():
 def test_the_activations_peak_is_kept_per_weights_level():
     # A 1000 B group on with 100 B of activations: the peak, 1100 B. The group off, a 200 B one on
     # and 250 B more: 550 B live, the activations' own peak 350 B under the smaller group. Their
-    # peak plus the largest weights (1350 B) is over the peak; per level it is exact: the frontier
-    # (200 B, 350 B), (1000 B, 100 B) -- the 0 B level's 100 B lies under the 200 B one's.
+    # peak plus the largest weights (1350 B) is over the peak; per level it is exact: (0 B, 100 B)
+    # between the groups, (200 B, 350 B), (1000 B, 100 B).
     backend = LiveTensorBackend()
     counter, windows = backend.counter, PeakWindows(backend)
     window = windows.open()
@@ -173,9 +173,9 @@ def test_the_activations_peak_is_kept_per_weights_level():
     second = torch.UntypedStorage(250)
     counter.add(second)
     assert (counter.peak, counter.peak_weights, counter.peak_activations) == (1100, 1000, 350)
-    assert counter.peak_levels() == ((200, 350), (1000, 100))
+    assert counter.peak_levels() == ((0, 100), (200, 350), (1000, 100))
     windows.close(window)
-    assert window.peak_levels == ((200, 350), (1000, 100))
+    assert window.peak_levels == ((0, 100), (200, 350), (1000, 100))
     assert max(w + a for w, a in window.peak_levels) == window.peak_allocated
     del first, second
 
@@ -187,7 +187,7 @@ def test_the_weights_levels_are_bounded_and_never_under():
     held = []
     for i in range(5 * MAX_WEIGHT_LEVELS):
         counter.shift(10, 10)
-        storage = torch.UntypedStorage(1000 - 20 * i)
+        storage = torch.UntypedStorage(1000 - 5 * i)
         counter.add(storage)
         held.append((counter.weights, counter.current - counter.weights))
         del storage
