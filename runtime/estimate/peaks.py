@@ -341,7 +341,7 @@ def phase_peak(
     series = by_level(phases, [p.terms for p in points], target)
     if not series:
         return fitted(as_nearest_held(points, phases, target), [p.weights_bytes for p in phases])
-    estimates = [fitted(_carried(points, phases, s), [w] * len(s)) for w, s in series]
+    estimates = [_level_peak(points, phases, w, s, fitted) for w, s in series]
     if any(not e.ok for e in estimates):
         return next(e for e in estimates if not e.ok)
     top = max(range(len(series)), key=lambda i: (estimates[i].raw_bytes or 0, i))
@@ -352,6 +352,24 @@ def phase_peak(
         reason=f"with {weights} B of weights on the device (the highest of {levels} levels at "
         f"the target): {estimates[top].reason}",
     )
+
+
+def _level_peak(
+    points: Sequence[MeasuredPoint],
+    phases: Sequence[Phase],
+    weights: int,
+    peaks: Sequence[int],
+    fitted: Callable[[list[MeasuredPoint], list[int | None]], PeakEstimate],
+) -> PeakEstimate:
+    """One weights level's peak at the target; where its own sizes give no fit (a level's
+    activations need not follow the formula's terms: the phase's peak does), the activations' own
+    peak (at least the level's at every size) fitted on those weights, if lower."""
+    own = fitted(_carried(points, phases, peaks), [weights] * len(peaks))
+    if own.method != Method.SCALED:
+        return own
+    highest = [weights + (p.activations_bytes or 0) for p in phases]
+    alike = fitted(_carried(points, phases, highest), [weights] * len(peaks))
+    return alike if alike.ok and (alike.raw_bytes or 0) < (own.raw_bytes or 0) else own
 
 
 def _fitter(

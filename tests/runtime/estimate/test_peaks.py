@@ -206,6 +206,19 @@ def test_a_size_that_never_held_a_level_reads_the_activations_of_a_larger_one(to
     assert (peak.method, peak.raw_bytes) == ("fit", 5700)
 
 
+def test_a_level_without_a_fit_reads_the_activations_own_peak_on_its_weights(toy):
+    # The 1000 B level's activations fall with size (560 B, 540 B: a negative slope, no fit; scaled
+    # they say about 1000 + 5 x 540). Its activations are never above the phase's own peak (560,
+    # 600: slope 4, constant 520), so that on its 1000 B: 1520 + 4 x 100 = 1920, over the 200 B
+    # level's 200 + 400 + 10 x 100 = 1600.
+    records = [
+        record({"size": 10}, phases=[_levels(1560, 1000, (200, 500), (1000, 560))], peak=1560),
+        record({"size": 20}, phases=[_levels(1600, 1000, (200, 600), (1000, 540))], peak=1600),
+    ]
+    peak = peaks(records, toy, component_weight_bytes={"transformer": 10**6})[DENOISE]
+    assert (peak.method, peak.raw_bytes) == ("fit", 1920)
+
+
 def test_held_alike_carries_each_size_to_the_nearest_sizes_weights():
     small, large, target = (Fraction(10),), (Fraction(20),), (Fraction(100),)
     measured = [_own(1700, 900, 1000), _own(2200, 400, 1800)]
