@@ -261,6 +261,7 @@ def _record(
         "target": dict(cal.shapes.target),
         "work_ratio": float(cal.work_ratio),
         "rows": _rows(cal, units(cal.shapes.target)),
+        "reasons": {p.label: p.peak.reason for p in cal.estimate.phases},
         "findings": [f"{f.kind}: {f.stage} {f.quantity}" for f in cal.findings],
         "finding_texts": [f"{f.kind}: {f.message}; next: {f.next_step}" for f in cal.findings],
         "time": _timing(cal),
@@ -274,9 +275,9 @@ def _record(
 
 
 def _peaks(cal: Any) -> list[dict[str, Any]]:
-    """Each successful run's phase peaks with the weights on the device at each and the
-    activations' own peak (the target's last): what the fits read, kept in --json to see which
-    groups a capped peak held."""
+    """Each successful run's phase peaks with the weights on the device at each, the
+    activations' own peak and its weights levels (the target's last): what the fits read, kept in
+    --json to see which groups a capped peak held."""
     runs = [r for r in cal.records if r.ok] + ([cal.measured] if cal.measured else [])
     return [
         {
@@ -287,6 +288,7 @@ def _peaks(cal: Any) -> list[dict[str, Any]]:
                     p.peak_allocated,
                     p.weights_bytes,
                     p.activations_bytes,
+                    p.weight_levels,
                 ]
                 for p in r.phases
             },

@@ -26,6 +26,7 @@ from artifact.spelling import file_value
 from artifact.strict_json import read_regular, strict_loads
 from runtime.errors import RecordFormatError
 from runtime.kinds import PhaseKind
+from runtime.levels import MAX_WEIGHT_LEVELS
 
 RECORD_FORMAT = "warmup-records"
 RECORD_VERSION = 1
@@ -46,6 +47,31 @@ def _freeze_params(value: Mapping[str, ParamValue]) -> Mapping[str, ParamValue]:
 def _strings(value: Iterable[str]) -> tuple[str, ...]:
     """Component lists are stored as tuples so records stay immutable and comparable."""
     return tuple(value)
+
+
+def _levels(value: Iterable[Iterable[int]] | None) -> tuple[tuple[int, int], ...] | None:
+    """Weights levels are stored as tuples of pairs (a loaded record's lists become them)."""
+    if value is None:
+        return None
+    pairs = [tuple(pair) for pair in value]
+    return tuple((int(pair[0]), int(pair[1])) for pair in pairs)
+
+
+LEVELS_TEXT = f"null or at most {MAX_WEIGHT_LEVELS} [weights, activations] pairs of integers"
+
+
+def _is_levels(value: object) -> bool:
+    """A record's weights levels: a bounded list of pairs of non-negative integers."""
+    return (
+        isinstance(value, list)
+        and len(value) <= MAX_WEIGHT_LEVELS
+        and all(
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(type(v) is int and v >= 0 for v in pair)
+            for pair in value
+        )
+    )
 
 
 def _phases(value: Iterable[Phase]) -> tuple[Phase, ...]:
@@ -105,6 +131,9 @@ class Phase:
     # the highest live bytes less the weights on the device: the activations' own peak (under
     # offload the weights change within a phase, and its peak need not be theirs); None: not seen
     activations_bytes: int | None = None
+    # the activations' own peak per amount of weights on the device: (weights, activations) pairs
+    # on their pareto frontier, fewest weights first (``runtime.levels``); None: not seen
+    weight_levels: tuple[tuple[int, int], ...] | None = field(default=None, converter=_levels)
 
 
 @frozen
@@ -243,7 +272,7 @@ def _encode(value: object) -> object:
 
 
 #: Keys a record written before they existed may lack (the field's default is read).
-OPTIONAL_KEYS = frozenset({"weights_bytes", "activations_bytes"})
+OPTIONAL_KEYS = frozenset({"weights_bytes", "activations_bytes", "weight_levels"})
 
 
 def _expect_keys(value: object, keys: set[str], where: str) -> dict[str, object]:
@@ -285,6 +314,8 @@ def _scalar(kind: object, value: object, where: str) -> object:
             _fail(where, "a finite non-negative number", value)  # (no bool, nor a subclass)
         _check(math.isfinite(value) and value >= 0, where, "a finite non-negative number", value)
         value = float(value)
+    elif kind == "tuple[tuple[int, int], ...] | None":
+        _check(value is None or _is_levels(value), where, LEVELS_TEXT, value)
     elif kind == "tuple[str, ...]":
         _check(
             isinstance(value, list) and all(isinstance(v, str) for v in value),

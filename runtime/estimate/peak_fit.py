@@ -24,6 +24,7 @@ from runtime.estimate.fit.samples import Layout
 from runtime.estimate.points import ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import LinearFit, Measure, MeasuredPoint, PlaneFit
 from runtime.kinds import FitRule, Quantity
+from runtime.levels import activations_at
 from runtime.record import Phase
 
 Terms = tuple[Measure, ...]
@@ -123,6 +124,30 @@ def held_alike(phases: Sequence[Phase], terms: Sequence[Terms], target: Terms) -
     if all(a is not None for a in own):
         return [(a or 0) + kept for a in own]
     return [peak + kept - (h or 0) for peak, h in zip(peaks, held)]
+
+
+def by_level(
+    phases: Sequence[Phase], terms: Sequence[Terms], target: Terms
+) -> list[tuple[int, list[int]]]:
+    """Each size's phase peak at each weights level of the size nearest the target (a level's
+    weights and one peak a size, ``Phase.weight_levels``): that level's weights plus the
+    activations' own peak while the size held them (or held more: ``levels.activations_at``, never
+    under). The phase's peak at the target is the highest level's fit: under offload its peak may
+    hold the largest group with few activations while its activations peak under a smaller group.
+    Empty where a size lacks levels or the nearest saw one level (``held_alike`` is then exact)."""
+    levels = [p.weight_levels for p in phases]
+    if not phases or any(lv is None for lv in levels):
+        return []
+    nearest = levels[max(range(len(phases)), key=lambda i: relative_size(terms[i], target))]
+    if nearest is None or len(nearest) < 2:  # one level: nothing to separate
+        return []
+    series: list[tuple[int, list[int]]] = []
+    for weights, _ in nearest:
+        # a size that never held as many weights: its activations' highest (never under)
+        own = [activations_at(lv or (), weights) for lv in levels]
+        top = [max((a for _, a in lv or ()), default=0) for lv in levels]
+        series.append((weights, [weights + (t if a is None else a) for a, t in zip(own, top)]))
+    return series
 
 
 def relative_size(terms: Terms, target: Terms) -> tuple[Fraction, Fraction]:

@@ -25,18 +25,18 @@ iteration index (a KV cache) first has its measured peaks carried on to the targ
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from itertools import pairwise
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
+from runtime.estimate.level_peaks import phase_peak
 from runtime.estimate.peak_fit import (
     PeakPlace,
     fit_peak,
-    held_alike,
     held_floor,
     peak_samples,
     relative_size,
@@ -305,12 +305,12 @@ def phase_peaks(
                 )
                 for index, record, values, phase in members
             ]
-            held = [p.weights_bytes for *_, p in members]
-            points = as_nearest_held(points, [p for *_, p in members], _target_terms(work, stage))
-            floor = held_floor(sum(weights.get(c, 0) for c in active), held)
+            phases = [p for *_, p in members]
+            full = sum(weights.get(c, 0) for c in active)
             padding = (stage_margins or {}).get(stage, margin)
             place = PeakPlace(modeler or Refit(), tuple(work.target.items()), (kind, name), active)
-            peak = peak_from_points(points, _target(work, stage), padding, floor, stage, place)
+            fitted = _fitter(_target(work, stage), padding, full, stage, place)
+            peak = phase_peak(points, phases, _target_terms(work, stage), fitted)
         out.append(PhaseEstimate(label, kind, name, stage, active, used, peak))
     return tuple(out)
 
@@ -327,18 +327,16 @@ def _peak_weights(record: WarmupRecord) -> int | None:
     return None if top is None else top.weights_bytes
 
 
-def as_nearest_held(
-    points: Sequence[MeasuredPoint], phases: Sequence[Phase], target: Terms
-) -> list[MeasuredPoint]:
-    """``points`` (one a phase of ``phases``) each carrying the weights the size nearest the target
-    held at its peak (``held_alike``: the checks read the same numbers): under offload a small size
-    peaks while a large group is onloaded, a large one where its activations are largest, and a fit
-    over both would read the weights' difference as activations."""
-    carried = held_alike(phases, [p.terms for p in points], target)
-    return [
-        p if c == f.peak_allocated else evolve(p, above_bytes=p.above_bytes + c - f.peak_allocated)
-        for p, f, c in zip(points, phases, carried)
-    ]
+def _fitter(
+    target: Measure | Terms, margin: Fraction, full: int, stage: str, place: PeakPlace
+) -> Callable[[list[MeasuredPoint], list[int | None]], PeakEstimate]:
+    """``peak_from_points`` at one phase's target, its floor the weights each size held (or all
+    ``full`` weights of its active components: ``held_floor``)."""
+
+    def fitted(carried: list[MeasuredPoint], held: list[int | None]) -> PeakEstimate:
+        return peak_from_points(carried, target, margin, held_floor(full, held), stage, place)
+
+    return fitted
 
 
 def _target_terms(work: Workload, stage: str) -> Terms:
@@ -434,12 +432,11 @@ def _scaled_with(
         )
         for index, record, values in work.ok
     ]
-    tops = [_top_phase(r) for _, r, _ in work.ok]
-    if all(t is not None for t in tops):  # as the phases: each on the nearest size's weights
-        points = as_nearest_held(points, [t for t in tops if t], _target_terms(work, stage))
     active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
-    floor = held_floor(
-        sum(weights.get(c, 0) for c in active), map(_peak_weights, (r for _, r, _ in work.ok))
-    )
+    full = sum(weights.get(c, 0) for c in active)
     place = PeakPlace(modeler, tuple(work.target.items()))
-    return peak_from_points(points, _target(work, stage), margin, floor, stage, place)
+    fitted = _fitter(_target(work, stage), margin, full, stage, place)
+    tops = [t for t in map(_top_phase, (r for _, r, _ in work.ok)) if t is not None]
+    if len(tops) == len(points):  # as the phases: per weights level, or on the nearest's weights
+        return phase_peak(points, tops, _target_terms(work, stage), fitted)
+    return fitted(points, [_peak_weights(r) for _, r, _ in work.ok])

@@ -21,6 +21,7 @@ from torch import nn
 from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from runtime.levels import MAX_WEIGHT_LEVELS, Level, bounded, frontier
 from runtime.measure.op_args import Reads
 from runtime.measure.residency import (
     Group,
@@ -164,6 +165,8 @@ class LiveStorageCounter:
     weights: int = 0  # of ``current``: resident weights (``Residency``)
     peak_weights: int = 0  # resident weights when ``peak`` was reached
     peak_activations: int = 0  # the highest ``current - weights``: the activations' own peak
+    level_activations: int = 0  # the highest ``current - weights`` at the current ``weights``
+    _levels: dict[int, int] = field(factory=dict)  # of earlier weights: their activations' peak
     _live: dict[int, _Tracked] = field(factory=dict)
 
     def add(self, storage: torch.UntypedStorage) -> None:
@@ -184,16 +187,28 @@ class LiveStorageCounter:
         self.current += nbytes
         if self.current > self.peak:
             self.peak, self.peak_weights = self.current, self.weights
-        if self.current - self.weights > self.peak_activations:  # noqa: PLR1730 (flat: no call)
-            self.peak_activations = self.current - self.weights
+        if self.current - self.weights > self.level_activations:  # flat: no call
+            self.level_activations = self.current - self.weights
+            if self.level_activations > self.peak_activations:  # noqa: PLR1730 (flat: no call)
+                self.peak_activations = self.level_activations
 
     def shift(self, nbytes: int, weights: int, *, check: bool = True) -> None:
         """Count ``nbytes`` more (or fewer) that are not a storage an op made: weights onloaded
         (beyond the capacity: ``torch.OutOfMemoryError``, unless not ``check``)."""
         if check:
             self._room(nbytes)
-        self.weights += weights
+        if weights:
+            self._to_level(self.weights + weights)
         self._grow(nbytes)
+
+    def _to_level(self, weights: int) -> None:
+        """Close the current weights level (its activations' peak kept) and open ``weights``'."""
+        levels, was = self._levels, self.weights
+        levels[was] = max(levels.get(was, self.level_activations), self.level_activations)
+        if len(levels) > 4 * MAX_WEIGHT_LEVELS:  # bounded: merged upward, never under
+            self._levels = dict(frontier(levels))
+        self.weights = weights
+        self.level_activations = self._levels.get(weights, self.current - weights)
 
     def _room(self, nbytes: int) -> None:
         """Refuse an allocation over the capacity, as the CUDA allocator does (before counting)."""
@@ -207,8 +222,10 @@ class LiveStorageCounter:
         self.current += nbytes
         if self.current > self.peak:
             self.peak, self.peak_weights = self.current, self.weights
-        if self.current - self.weights > self.peak_activations:  # noqa: PLR1730 (flat: no call)
-            self.peak_activations = self.current - self.weights
+        if self.current - self.weights > self.level_activations:  # flat: no call
+            self.level_activations = self.current - self.weights
+            if self.level_activations > self.peak_activations:  # noqa: PLR1730 (flat: no call)
+                self.peak_activations = self.level_activations
 
     def refresh(self, storage: torch.UntypedStorage) -> None:
         """An op wrote into a storage (in place, ``out=``) and may have resized it: follow it."""
@@ -236,7 +253,14 @@ class LiveStorageCounter:
 
     def reset_peak(self) -> None:
         self.peak, self.peak_weights = self.current, self.weights
-        self.peak_activations = self.current - self.weights
+        self.peak_activations = self.level_activations = self.current - self.weights
+        self._levels = {}
+
+    def peak_levels(self) -> tuple[Level, ...]:
+        """The activations' own peak per weights level since the last reset (``runtime.levels``:
+        every level, or past ``MAX_WEIGHT_LEVELS`` their frontier merged upward)."""
+        now = max(self._levels.get(self.weights, self.level_activations), self.level_activations)
+        return bounded({**self._levels, self.weights: now})
 
 
 class _Outputs(enum.Enum):
@@ -378,6 +402,10 @@ class LiveTensorBackend:
         """The highest live bytes less the resident weights since the last reset: the
         activations' own peak, which under offload need not be where the weights peak."""
         return self.counter.peak_activations
+
+    def peak_levels(self) -> tuple[Level, ...]:
+        """The activations' own peak per amount of weights on the device since the last reset."""
+        return self.counter.peak_levels()
 
     def group_onloaded(self, group: Group) -> None:
         """The placement's hooks are moving ``group`` onto the device (beyond the cap: OOM)."""

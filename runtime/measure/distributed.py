@@ -127,6 +127,7 @@ def reduce_record(record: WarmupRecord, group: dist.ProcessGroup | None = None) 
             allocated_before=-next(top),
             duration_s=next(times),
             activations_bytes=None,  # this rank's: beside another rank's peak it says nothing
+            weight_levels=None,
         )
         for p in record.phases
     )

@@ -456,6 +456,7 @@ class Request:
                 tuple(m.used),
                 m.window.peak_weights,
                 m.window.peak_activations,
+                m.window.peak_levels,
             )
             for (kind, name, stage), m in self._merged.items()
         )

@@ -166,6 +166,59 @@ def test_the_requests_own_peaks_are_carried_as_its_phases(toy):
     assert (request.method, request.raw_bytes) == ("fit", 10400)
 
 
+def _levels(peak: int, weights: int, *levels: tuple[int, int]) -> Phase:
+    """A denoising phase whose activations peaked at each weights level as ``levels`` say."""
+    own = max(a for _, a in levels)
+    return evolve(_held(peak, weights), activations_bytes=own, weight_levels=levels)
+
+
+def test_a_phase_is_predicted_per_weights_level(toy):
+    # Under a 200 B group the activations reach 30 B a unit of size, under a 1000 B one 5 B. Size
+    # 10: levels (200, 300) and (1000, 50), peak 1050 with the large group; size 20: (200, 600) and
+    # (1000, 100), peak 1100. At size 100: 200 + 3000 = 3200 under the small group, 1000 + 500 =
+    # 1500 under the large: 3200. The activations' own peak plus the large group's weights (1300,
+    # 1600: slope 30, constant 1000) said 4000; per level the lines are 200 + 30 x size (its
+    # constant floored at the 200 B that level holds) and 1000 + 5 x size.
+    records = [
+        record({"size": 10}, phases=[_levels(1050, 1000, (200, 300), (1000, 50))], peak=1050),
+        record({"size": 20}, phases=[_levels(1100, 1000, (200, 600), (1000, 100))], peak=1100),
+    ]
+    weights = {"transformer": 10**6}
+    peak = peaks(records, toy, component_weight_bytes=weights)[DENOISE]
+    assert (peak.method, peak.raw_bytes) == ("fit", 3200)
+    assert peak.bound_bytes is not None and peak.bound_bytes >= 3200
+    assert "200 B of weights" in peak.reason
+    # the request's own peaks are its top phase's: read per level alike
+    request = estimate_peak_bytes(records, toy, component_weight_bytes=weights)
+    assert (request.method, request.raw_bytes) == ("fit", 3200)
+
+
+def test_a_size_that_never_held_a_level_reads_the_activations_of_a_larger_one(toy):
+    # Size 10 saw only the 1000 B level (its activations 50 B); the nearest, size 20, saw (200, 600)
+    # and (1000, 100): at the 200 B level size 10 reads the 50 B it had with more weights on
+    # (never under what it had at 200 B), 250; line through (10, 250) and (20, 800): slope 55,
+    # constant -300 floored at 200: 200 + 5500 = 5700 over the large level's 1500.
+    records = [
+        record({"size": 10}, phases=[_levels(1050, 1000, (1000, 50))], peak=1050),
+        record({"size": 20}, phases=[_levels(1100, 1000, (200, 600), (1000, 100))], peak=1100),
+    ]
+    peak = peaks(records, toy, component_weight_bytes={"transformer": 10**6})[DENOISE]
+    assert (peak.method, peak.raw_bytes) == ("fit", 5700)
+
+
+def test_a_level_without_a_fit_reads_the_activations_own_peak_on_its_weights(toy):
+    # The 1000 B level's activations fall with size (560 B, 540 B: a negative slope, no fit; scaled
+    # they say about 1000 + 5 x 540). Its activations are never above the phase's own peak (560,
+    # 600: slope 4, constant 520), so that on its 1000 B: 1520 + 4 x 100 = 1920, over the 200 B
+    # level's 200 + 400 + 10 x 100 = 1600.
+    records = [
+        record({"size": 10}, phases=[_levels(1560, 1000, (200, 500), (1000, 560))], peak=1560),
+        record({"size": 20}, phases=[_levels(1600, 1000, (200, 600), (1000, 540))], peak=1600),
+    ]
+    peak = peaks(records, toy, component_weight_bytes={"transformer": 10**6})[DENOISE]
+    assert (peak.method, peak.raw_bytes) == ("fit", 1920)
+
+
 def test_held_alike_carries_each_size_to_the_nearest_sizes_weights():
     small, large, target = (Fraction(10),), (Fraction(20),), (Fraction(100),)
     measured = [_own(1700, 900, 1000), _own(2200, 400, 1800)]

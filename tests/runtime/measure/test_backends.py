@@ -8,8 +8,10 @@ import pytest
 import torch
 from torch import nn
 
+from runtime.levels import MAX_WEIGHT_LEVELS
 from runtime.measure.backends import (
     AllocatorBackend,
+    LiveStorageCounter,
     LiveTensorBackend,
     MemoryBackend,
     backend_for,
@@ -153,6 +155,46 @@ def test_the_activations_own_peak_is_kept_apart_from_where_the_weights_peak():
     assert (outer.peak_allocated, outer.peak_weights, outer.peak_activations) == (356, 300, 120)
     assert (inner.peak_allocated, inner.peak_weights, inner.peak_activations) == (356, 300, 56)
     del second, third
+
+
+def test_the_activations_peak_is_kept_per_weights_level():
+    # A 1000 B group on with 100 B of activations: the peak, 1100 B. The group off, a 200 B one on
+    # and 250 B more: 550 B live, the activations' own peak 350 B under the smaller group. Their
+    # peak plus the largest weights (1350 B) is over the peak; per level it is exact: (0 B, 100 B)
+    # between the groups, (200 B, 350 B), (1000 B, 100 B).
+    backend = LiveTensorBackend()
+    counter, windows = backend.counter, PeakWindows(backend)
+    window = windows.open()
+    counter.shift(1000, 1000)
+    first = torch.UntypedStorage(100)
+    counter.add(first)
+    counter.shift(-1000, -1000)
+    counter.shift(200, 200)
+    second = torch.UntypedStorage(250)
+    counter.add(second)
+    assert (counter.peak, counter.peak_weights, counter.peak_activations) == (1100, 1000, 350)
+    assert counter.peak_levels() == ((0, 100), (200, 350), (1000, 100))
+    windows.close(window)
+    assert window.peak_levels == ((0, 100), (200, 350), (1000, 100))
+    assert max(w + a for w, a in window.peak_levels) == window.peak_allocated
+    del first, second
+
+
+def test_the_weights_levels_are_bounded_and_never_under():
+    # 5 * MAX levels (the counter merges past 4 * MAX as it goes), each more weights and fewer
+    # activations: all on the frontier, merged upward to MAX, each level under a kept one.
+    counter = LiveStorageCounter()
+    held = []
+    for i in range(5 * MAX_WEIGHT_LEVELS):
+        counter.shift(10, 10)
+        storage = torch.UntypedStorage(1000 - 5 * i)
+        counter.add(storage)
+        held.append((counter.weights, counter.current - counter.weights))
+        del storage
+    levels = counter.peak_levels()
+    assert len(levels) == MAX_WEIGHT_LEVELS
+    for w, a in held:
+        assert any(kw >= w and ka >= a for kw, ka in levels), (w, a)
 
 
 def test_backend_for():

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import record as rec
+from runtime.levels import MAX_WEIGHT_LEVELS
 from runtime.record import (
     ErrorInfo,
     Iteration,
@@ -41,6 +42,8 @@ phases = st.builds(
     duration_s=seconds,
     active_components=components,
     used_components=components,
+    weight_levels=st.none()
+    | st.lists(st.tuples(sizes, sizes), max_size=MAX_WEIGHT_LEVELS).map(tuple),
 )
 iterations = st.builds(
     Iteration,
@@ -175,6 +178,13 @@ def test_error_info_keeps_strings_only() -> None:
         (lambda d: d["phases"][0].update(count="1"), "record.phases[0].count"),
         (lambda d: d["phases"][0].pop("kind"), "record.phases[0]: missing keys ['kind']"),
         (lambda d: d.update(error={"type": "E"}), "record.error: missing keys ['message']"),
+        (
+            lambda d: d["phases"][0].update(weight_levels=[[1, 2]] * (MAX_WEIGHT_LEVELS + 1)),
+            f"record.phases[0].weight_levels: expected null or at most {MAX_WEIGHT_LEVELS}",
+        ),
+        (lambda d: d["phases"][0].update(weight_levels=[[1, -2]]), "weight_levels: expected"),
+        (lambda d: d["phases"][0].update(weight_levels=[[1, 2, 3]]), "weight_levels: expected"),
+        (lambda d: d["phases"][0].update(weight_levels=[[1, True]]), "weight_levels: expected"),
     ],
 )
 def test_from_json_refuses_malformed(mutate, fragment) -> None:
@@ -183,6 +193,14 @@ def test_from_json_refuses_malformed(mutate, fragment) -> None:
     with pytest.raises(RecordFormatError) as err:
         WarmupRecord.from_json(doc)
     assert fragment in str(err.value)
+
+
+def test_a_record_without_weight_levels_still_loads() -> None:
+    doc = _simple().to_json()
+    phases = doc["phases"]
+    assert isinstance(phases, list)
+    assert phases[0].pop("weight_levels") is None  # written before they existed
+    assert WarmupRecord.from_json(doc) == _simple()
 
 
 def test_file_header_checked() -> None:
