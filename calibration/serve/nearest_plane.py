@@ -24,7 +24,7 @@ from attrs import frozen
 
 from calibration.serve.peak_rules import Peak, Plane, ratio_weights
 from runtime.estimate import MeasuredPoint, PlaneFit
-from runtime.estimate.fit.exact import basic_solution, independent_rows, row
+from runtime.estimate.fit.exact import basic_solution, independent_rows, row, row_reduce
 from runtime.estimate.peak_fit import NEGLIGIBLE, relative_size
 from runtime.estimate.results import Measure
 
@@ -210,21 +210,7 @@ def _normals(rows: Sequence[Sequence[Fraction]]) -> tuple[tuple[int, ...], ...]:
     """Integer vectors spanning the orthogonal complement of independent ``rows``: a row lies in
     their span exactly when its dot product with each is 0."""
     width = len(rows[0])
-    reduced = [list(r) for r in rows]
-    pivots: list[int] = []
-    for column in range(width):
-        line = len(pivots)
-        found = next((i for i in range(line, len(reduced)) if reduced[i][column]), None)
-        if found is None:
-            continue
-        reduced[line], reduced[found] = reduced[found], reduced[line]
-        lead = reduced[line][column]
-        reduced[line] = [x / lead for x in reduced[line]]
-        for i, other in enumerate(reduced):
-            if i != line and other[column]:
-                factor = other[column]
-                reduced[i] = [x - factor * y for x, y in zip(other, reduced[line])]
-        pivots.append(column)
+    reduced, pivots = row_reduce([list(r) for r in rows], width)
     out = []
     for free in (c for c in range(width) if c not in pivots):
         vector = [Fraction(0)] * width

@@ -86,6 +86,27 @@ def estimable(rows: Sequence[Row], target: Row) -> bool:
     return bool(rows) and not any(_reduce(target, basis))
 
 
+def row_reduce(rows: list[list[Fraction]], width: int) -> tuple[list[list[Fraction]], list[int]]:
+    """Gauss-Jordan over the first ``width`` columns, pivoting left to right: the reduced rows
+    (pivot rows first) and each pivot's column (shared by the fit and the predictor's planes)."""
+    reduced = [list(r) for r in rows]
+    pivots: list[int] = []
+    for column in range(width):
+        line = len(pivots)
+        found = next((i for i in range(line, len(reduced)) if reduced[i][column]), None)
+        if found is None:
+            continue
+        reduced[line], reduced[found] = reduced[found], reduced[line]
+        lead = reduced[line][column]
+        reduced[line] = [x / lead for x in reduced[line]]
+        for i, other in enumerate(reduced):
+            if i != line and other[column]:
+                factor = other[column]
+                reduced[i] = [x - factor * y for x, y in zip(other, reduced[line])]
+        pivots.append(column)
+    return reduced, pivots
+
+
 def basic_solution(rows: Sequence[Row], values: Sequence[Fraction]) -> tuple[Fraction, ...]:
     """Coefficients ``(constant, slope_1, ...)`` with ``rows · x == values`` exactly.
 
@@ -93,24 +114,8 @@ def basic_solution(rows: Sequence[Row], values: Sequence[Fraction]) -> tuple[Fra
     and a column without a pivot gets coefficient 0.
     """
     width = len(rows[0])
-    augmented = [list(r) + [Fraction(v)] for r, v in zip(rows, values)]
-    pivots: list[int] = []
-    line = 0
-    for column in range(width):
-        found = next((i for i in range(line, len(augmented)) if augmented[i][column]), None)
-        if found is None:
-            continue
-        augmented[line], augmented[found] = augmented[found], augmented[line]
-        lead = augmented[line][column]
-        augmented[line] = [x / lead for x in augmented[line]]
-        for i, other in enumerate(augmented):
-            if i != line and other[column]:
-                factor = other[column]
-                augmented[i] = [x - factor * y for x, y in zip(other, augmented[line])]
-        pivots.append(column)
-        line += 1
-        if line == len(augmented):
-            break
+    augmented, pivots = row_reduce([list(r) + [Fraction(v)] for r, v in zip(rows, values)], width)
+    line = len(pivots)
     if line != len(augmented):
         raise ValueError("the rows are not linearly independent")
     solution = [ZERO] * width
