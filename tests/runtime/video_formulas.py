@@ -3,6 +3,7 @@ height 4, width 5 by default), and the risky memory terms two of them evaluate."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from runtime import Pipeline, load_formulas
@@ -25,11 +26,15 @@ RISKY_TERMS = [
 NOT_FOUR = contract("width", "width % 5 != 4", op("ne", op("mod", P("width"), I(5)), I(4)))
 
 
-def video(*stages: dict[str, Any], lets: list[Any] = (), contracts: list[Any] = ()) -> Any:  # type: ignore[assignment]
+def video(
+    *stages: dict[str, Any],
+    lets: Sequence[dict[str, Any]] = (),
+    contracts: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
     """A document of the one `video` pipeline with ``stages``."""
     return document(pipeline("video", PARAMS, list(stages), lets, contracts))
 
 
-def load(doc: Any) -> Pipeline:
+def load(doc: dict[str, Any]) -> Pipeline:
     """The document's `video` pipeline, through the loader."""
     return load_formulas(doc)["video"]
