@@ -140,8 +140,8 @@ MISTAKES: tuple[Mistake, ...] = (
         "flux1_dev",
         (
             Edit(
-                "memory ~ height * width  # decoded pixels (one image)",
-                "memory ~ 1  # decoded pixels (one image)",
+                "memory ~ [height * width, if cfg then tokens else 0]  # pixels + the held neg",
+                "memory ~ 1  # pixels + the held neg",
             ),
         ),
         warmup={"steps": 2, "height": 32, "width": 32},
@@ -264,8 +264,8 @@ MISTAKES: tuple[Mistake, ...] = (
         "flux1_dev",
         (
             Edit(
-                "memory ~ tokens  # one transformer pass over the image tokens",
-                "memory ~ tokens * steps  # one transformer pass over the image tokens",
+                "memory ~ [tokens, if cfg then tokens else 0]  # one pass",
+                "memory ~ [tokens * steps, if cfg then tokens else 0]  # one pass",
             ),
         ),
         warmup={"steps": 2, "height": 32, "width": 32},
