@@ -94,8 +94,8 @@ MISTAKES: tuple[Mistake, ...] = (
         "sdxl_base",
         (
             Edit(
-                "memory ~ latent_pixels * batch  # UNet activations of one batched call",
-                "memory ~ latent_pixels  # UNet activations of one batched call",
+                "memory ~ [latent_pixels * batch, if cfg then 1 else 0]",
+                "memory ~ latent_pixels",
             ),
         ),
         warmup={"steps": 2, "height": 32, "width": 32, "cfg": False},
@@ -159,8 +159,8 @@ MISTAKES: tuple[Mistake, ...] = (
         "pixart_sigma_1024",
         (
             Edit(
-                "memory ~ tokens * batch  # activations of one batched transformer call",
-                "memory ~ batch  # activations of one batched transformer call",
+                "memory ~ [tokens * batch, if cfg then tokens else 0]  # batched call",
+                "memory ~ batch  # batched call",
             ),
         ),
         warmup={"steps": 2, "height": 32, "width": 32},

@@ -1,14 +1,17 @@
-"""Under CFG run as a sequential second pass, diffusers' denoising loops keep latent-sized
-predictions alive across passes (formulas/flux.wf, qwen_image.wf, hunyuan_video.wf, helios.wf):
-the shipped formulas declare that term, so sizes with and without CFG leave nothing to act on and
-a target with CFG calibrated from probes without it holds (bench/README.md, "CFG beyond Wan")."""
+"""Under CFG, diffusers' denoising loops keep more than the pass: latent-sized predictions across
+a sequential second pass (formulas/flux.wf, qwen_image.wf, hunyuan_video.wf, helios.wf), beyond
+the doubled batch of a batched one (pixart_sigma.wf, cogvideox.wf), the negative embeddings
+(sdxl.wf). The shipped formulas declare that term, so sizes with and without CFG leave nothing to
+act on and a target with CFG calibrated from probes without it holds (bench/README.md, "CFG
+beyond Wan")."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import attrs
 import pytest
 from click.testing import CliRunner
 
@@ -28,18 +31,29 @@ FORMULAS = ROOT / "formulas"
 HELD = ("DenoisingStage", "DecodingStage")
 
 
-def _sizes(
-    extra: dict[str, int], sides: Sequence[tuple[int, int, bool]]
-) -> list[dict[str, object]]:
-    return [{"steps": 3, **extra, "height": h, "width": w, "cfg": cfg} for h, w, cfg in sides]
+@attrs.frozen
+class Family:
+    """A tiny pipeline, its shipped formulas, and the sizes that probe it (in pixels a side)."""
+
+    build: Callable[[int], object]
+    call_kwargs: Callable[[int], Mapping[str, object]]
+    file: str
+    name: str
+    extra: Mapping[str, int] = attrs.field(factory=dict)  # frames where the pipeline has them
+    sides: tuple[int, int, int] = (32, 48, 64)  # pixels: small, medium, the target's
 
 
-#: Sizes without CFG and one with it, the target with it: what `dslc calibrate` measures for such a
-#: target from a probe without CFG (it moves cfg alone towards the target).
-MIXED = ((32, 32, False), (48, 32, False), (48, 48, False), (48, 48, True))
+def _example(
+    name: str, file: str, pipeline: str, sides: tuple[int, int, int] = (32, 48, 64)
+) -> Family:
+    example = EXAMPLES[name]
+    return Family(example.build, example.call_kwargs, file, pipeline, sides=sides)
+
+
 FAMILIES = {
-    "flux": (EXAMPLES["flux"].build, EXAMPLES["flux"].call_kwargs, "flux.wf", "flux1_dev", {}),
-    "hunyuan_video": (
+    # sequential CFG: a second transformer call per step
+    "flux": _example("flux", "flux.wf", "flux1_dev"),
+    "hunyuan_video": Family(
         hunyuan_video.build,
         hunyuan_video.call_kwargs,
         "hunyuan_video.wf",
@@ -47,19 +61,39 @@ FAMILIES = {
         {"frames": 5},
     ),
     # one chunk of 33 frames; steps >= 3: the UniPC scheduler holds two outputs from then on
-    "helios": (helios.build, helios.call_kwargs, "helios.wf", "helios", {"frames": 33}),
+    "helios": Family(helios.build, helios.call_kwargs, "helios.wf", "helios", {"frames": 33}),
+    # batched CFG: cond and uncond in one call of twice the batch
+    # latent sides of 8 and more (multiples of 4: no UNet padding); SDXL's CFG constant (its
+    # negative embeddings) shows against a pass of 128 x 128
+    "sdxl": _example("sdxl", "sdxl.wf", "sdxl_base", (64, 128, 256)),
+    "pixart": _example("pixart", "pixart_sigma.wf", "pixart_sigma_1024", (64, 96, 128)),
+    "cogvideox": attrs.evolve(
+        _example("cogvideox", "cogvideox.wf", "cogvideox_2b"), extra={"frames": 17}
+    ),
 }
 
 
+def _mixed(family: Family) -> list[dict[str, object]]:
+    """Sizes without CFG and one with it: what `dslc calibrate` measures for a target with CFG
+    from a probe without it (it moves cfg alone towards the target)."""
+    small, medium, _ = family.sides
+    sides = ((small, small, False), (medium, small, False), (medium, medium, False))
+    return [
+        {"steps": 3, **family.extra, "height": h, "width": w, "cfg": cfg}
+        for h, w, cfg in (*sides, (medium, medium, True))
+    ]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_sizes_with_and_without_cfg_leave_nothing_to_act_on(family):
-    build, call_kwargs, file, name, extra = FAMILIES[family]
-    formulas = load_pipeline(FORMULAS / file, name)
-    shapes = [{**formulas.default_workload, **s} for s in _sizes(extra, MIXED)]
-    target = {**shapes[0], "steps": 8, "height": 64, "width": 64, "cfg": True}
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_sizes_with_and_without_cfg_leave_nothing_to_act_on(name):
+    family = FAMILIES[name]
+    formulas = load_pipeline(FORMULAS / family.file, family.name)
+    shapes = [{**formulas.default_workload, **s} for s in _mixed(family)]
+    side = family.sides[2]
+    target = {**shapes[0], "steps": 8, "height": side, "width": side, "cfg": True}
     with quiet_libraries():
-        session = Session(build(0), formulas, "cpu", call_kwargs=call_kwargs)
+        session = Session(family.build(0), formulas, "cpu", call_kwargs=family.call_kwargs)
         records = [session.run(shape) for shape in [shapes[0], *shapes]]
     assert all(r.ok for r in records), [r.error for r in records]
     findings = check(formulas, records, target, session.recorder.backend.name).findings
