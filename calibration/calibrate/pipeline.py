@@ -15,6 +15,7 @@ from artifact.point import Point
 from calibration.calibrate.loop import Progress
 from calibration.calibrate.run import Calibration, UndoFailed, calibrate_session, shapes
 from calibration.core.config import RunConfig
+from calibration.core.heap import keep_freed_memory
 from calibration.core.host import quiet_libraries, torch_threads
 from calibration.core.offload import Placing
 from calibration.core.session import Session
@@ -105,6 +106,8 @@ def calibrate_configured(
     for point in (full.target, full.probe, full.warmup):  # before the pipeline is built
         call_arguments(pipeline, point)
     config = attrs.evolve(config.placed(), device=resolve_device(config.device))
+    if config.device == "cpu":
+        keep_freed_memory()  # no page faults in a request's CPU time (calibration.core.heap)
     with quiet_libraries(), torch_threads(config.device, config.threads):
         (progress or (lambda step, total, what: None))(0, 1, "building the pipeline")
         session = Session.open(

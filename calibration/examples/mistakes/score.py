@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from calibration.examples.mistakes.model import Miss, Mistake, Named, Outcome
 from calibration.probes.findings import check
-from calibration.probes.time_evidence import unclean
+from calibration.probes.time_evidence import median_spread, unclean
 from runtime.kinds import Quantity
 
 if TYPE_CHECKING:
@@ -101,9 +101,9 @@ def time_unjudged(mistake: Mistake, result: Calibration, pipeline: Pipeline) -> 
 
 
 def _beyond_own_runs(point: SizePoint) -> bool:
-    """Whether a size's residual exceeds the range of its own runs (a miss its runs agree on)."""
-    spread = max(point.samples) - min(point.samples) if point.samples else 0.0
-    return len(point.samples) > 1 and abs(point.residual) > spread
+    """Whether a size's residual exceeds the spread of its own runs (a miss its runs agree on:
+    ``time_evidence.median_spread``, the one reading of a median's runs)."""
+    return len(point.samples) > 1 and abs(point.residual) > median_spread(point)
 
 
 def evaluate(mistake: Mistake, result: Calibration | str, pipeline: Pipeline) -> Outcome:

@@ -10,7 +10,8 @@ Memory is counted, time is sampled:
   pooled over the sizes measured more than once (``relative_noise``: ``1.4826 x MAD / median``,
   made median-unbiased for small counts by ``SMALL_SAMPLE``), at least ``NOISE_FLOOR``,
   ``DEFAULT_NOISE`` when no size has two samples; a median of ``n`` samples has the standard error
-  ``MEDIAN_SE x noise x median / sqrt(n)``, never under the clock's ``CLOCK_JITTER_S``;
+  ``MEDIAN_SE x noise x median / sqrt(n)``, never under the clock's ``CLOCK_JITTER_S`` where
+  fewer than ``REPLICATED`` runs could show the jitter themselves;
 - a plane is a *local* model: time per pixel drifts with size (caches, kernel choice), by
   ``MODEL_ERROR`` (one sigma) of a size's time per e-fold of ``distance`` between its terms and
   the point it is read at;
@@ -40,6 +41,11 @@ NOISE_FLOOR = 0.005
 #: Seconds a per-iteration sample may be off whatever its size: the timer, dispatch and a shared
 #: core's scheduling (a one-shot stage of a few milliseconds is mostly that).
 CLOCK_JITTER_S = 0.002
+#: The fewest runs of a size whose own spread stands for the clock's jitter: every run's sample
+#: holds the timer's, the dispatch's and the scheduler's share, so a median of this many runs
+#: (their robust spread pooled over the sizes) shows it, and ``CLOCK_JITTER_S`` is a prior only
+#: for a size timed in fewer. A median of three also outlives one burst.
+REPLICATED = 3
 #: One sigma of how far a plane may be off a size's time, relative to it, per e-fold of distance
 #: between the size's time terms and where the plane is read. Measured on the CPU (bench/README.md,
 #: "Time near the target", ``bench/drift.py``): the Wan VAE's decode time per pixel rose 16 % and
@@ -108,10 +114,11 @@ def distance(terms: Sequence[Fraction], target: Sequence[Fraction]) -> float:
 
 
 def median_error(median: float, count: int, noise: float) -> float:
-    """The standard error of a median of ``count`` samples at relative ``noise``, the clock's
-    jitter included."""
+    """The standard error of a median of ``count`` samples at relative ``noise``, with the clock's
+    jitter as a prior where fewer than ``REPLICATED`` runs cannot show it (``noise`` does from
+    there on: the jitter lands in the runs it measures)."""
     relative = MEDIAN_SE * noise * abs(median) / math.sqrt(max(count, 1))
-    return math.hypot(relative, CLOCK_JITTER_S)
+    return relative if count >= REPLICATED else math.hypot(relative, CLOCK_JITTER_S)
 
 
 def fit_weight(median: float, count: int, noise: float, far: float = 0.0) -> Fraction:

@@ -48,7 +48,7 @@ def test_a_time_miss_on_clean_replicated_evidence_is_judged():
 
 
 def test_the_same_miss_under_bursts_is_unjudged_and_says_why():
-    cal = calibrate(WorkClock(burst=True), repeat=3)
+    cal = calibrate(WorkClock(disagree=True), repeat=3)
     why = time_unjudged(_mistake(), cal, _pipeline())
     assert why is not None
     assert why.startswith("DenoisingStage time residuals") and "ms (noise" in why
