@@ -444,7 +444,8 @@ def _scaled_with(
     ]
     active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
     full = sum(weights.get(c, 0) for c in active)
-    place = PeakPlace(modeler, tuple(work.target.items()))
+    slack = max(memory_slack(r.backend) for _, r, _ in work.ok)
+    place = PeakPlace(modeler, tuple(work.target.items()), slack=slack)
     fitted = _fitter(_target(work, stage), margin, full, stage, place)
     tops = [t for t in map(_top_phase, (r for _, r, _ in work.ok)) if t is not None]
     if len(tops) == len(points):  # as the phases: per weights level, or on the nearest's weights
