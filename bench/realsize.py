@@ -1,6 +1,7 @@
 """Calibration of public architectures at their real sizes: predicted vs measured at the target.
 
     .venv/bin/python bench/realsize.py [--cases sd15-cpu,wan13b-cpu] [--repeat 1] [--json FILE]
+        [--records DIR]                                   # DIR/CASE.records, to re-estimate
     .venv/bin/python bench/realsize.py --params          # the configs against published counts
 
 Each case builds a real architecture (``bench/realsize_archs.py``: the published configs, random
@@ -43,6 +44,7 @@ from calibration.calibrate.run import Calibration, load_pipeline, work_ratio
 from calibration.core.offload import Offload
 from calibration.core.shapes import Shapes
 from runtime import Pipeline
+from runtime.record import save_records
 
 ROOT = Path(__file__).resolve().parent.parent
 Point = dict[str, int | bool]
@@ -169,10 +171,17 @@ CASES["wan13b-cpu-math"] = evolve(  # the CPU's attention holds a tokens x token
 
 
 def run_case(
-    name: str, repeat: int, threads: int, progress: bool, capacity: int | None = None
+    name: str,
+    repeat: int,
+    threads: int,
+    progress: bool,
+    capacity: int | None = None,
+    records: Path | None = None,
 ) -> dict[str, Any]:
     """Calibrate one case with ``verify`` (under offload when ``capacity`` caps the device below
-    the weights: the default ``auto``) and return bench/accuracy.py's case record."""
+    the weights: the default ``auto``) and return bench/accuracy.py's case record; its warmup
+    records (the target's last) saved as ``records/NAME.records`` when given, to re-estimate
+    offline."""
     case = CASES[name]
     capacity = capacity if capacity is not None else case.capacity
     pipeline = _formulas(name, case)
@@ -194,6 +203,10 @@ def run_case(
         offload=Offload.AUTO,
         capacity=capacity,
     )
+    if records is not None:
+        records.mkdir(parents=True, exist_ok=True)
+        measured = [cal.measured] if cal.measured is not None else []
+        save_records(records / f"{name}.records", [*cal.records, *measured])
     planned: tuple[list[str], bool] = ([], False)
     if capacity is not None:  # plan for the cap and validate one request under the plan
         tick(1, 1, "planning for the cap and validating one request under the plan")
@@ -334,6 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="cap the device (24GiB): a pipeline whose weights exceed it calibrates under offload",
     )
     parser.add_argument("--json", type=Path, help="also write every number to this file")
+    parser.add_argument(
+        "--records", type=Path, help="save each case's warmup records in this folder (NAME.records)"
+    )
     args = parser.parse_args(argv)
     if args.params:
         parameters()
@@ -345,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results, failed = [], []
     for name in names:
         capacity = None if args.device_capacity is None else parse_size(args.device_capacity)
-        case = run_case(name, args.repeat, args.threads, not args.quiet, capacity)
+        case = run_case(name, args.repeat, args.threads, not args.quiet, capacity, args.records)
         results.append(case)
         print(markdown(case), end="\n\n")
         if case["plan"]:

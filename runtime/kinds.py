@@ -68,5 +68,6 @@ class FitRule(StrEnum):
     EXACT = "exact"  # through the independent sizes nearest the target; the others checked
     PLANE = "plane"  # weighted least squares over every size, read at the target with a spread
     PEAK = "peak"  # largest peak a size, nearest sizes; a negligible negative slope left out
+    LEVEL = "level"  # PEAK for a weights level: any negative slope left out, the fit over each size
     SEARCH = "search"  # the fewest candidate terms that give every size its tolerance (infer)
     NONNEGATIVE = "nonnegative"  # one term set, non-negative slopes, weighted by tolerance (infer)

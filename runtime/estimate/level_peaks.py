@@ -6,17 +6,25 @@ weights the size nearest the target held (``peak_fit.held_alike``). The fit itse
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from attrs import evolve
 
 from runtime.estimate.peak_fit import by_level, held_alike
 from runtime.estimate.results import Measure, MeasuredPoint, PeakEstimate
-from runtime.kinds import Method
+from runtime.kinds import FitRule, Method
 from runtime.record import Phase
 
 Terms = tuple[Measure, ...]
-Fitted = Callable[[list[MeasuredPoint], list[int | None]], PeakEstimate]
+
+
+class Fitted(Protocol):
+    """A phase's fit at the target of sizes carried to some peaks, given the weights each held."""
+
+    def __call__(
+        self, carried: list[MeasuredPoint], held: list[int | None], rule: FitRule = ...
+    ) -> PeakEstimate: ...
 
 
 def phase_peak(
@@ -53,11 +61,16 @@ def _level_peak(
     fitted: Fitted,
 ) -> PeakEstimate:
     """One weights level's peak at the target; where its own sizes give no fit (a level's
-    activations need not follow the formula's terms: the phase's peak does), the activations' own
-    peak (at least the level's at every size) fitted on those weights, if lower."""
+    activations need not follow the formula's terms: the phase's peak does), the fit through the
+    nearest sizes with the terms of a negative slope left out, where every size of the level lies
+    at or under it (``FitRule.LEVEL``); else the activations' own peak (at least the level's at
+    every size) fitted on those weights, if lower."""
     own = fitted(_carried(points, phases, peaks), [weights] * len(peaks))
     if own.method != Method.SCALED:
         return own
+    near = fitted(_carried(points, phases, peaks), [weights] * len(peaks), FitRule.LEVEL)
+    if near.method == Method.FIT:
+        return near
     highest = [weights + (p.activations_bytes or 0) for p in phases]
     alike = fitted(_carried(points, phases, highest), [weights] * len(peaks))
     return alike if alike.ok and (alike.raw_bytes or 0) < (own.raw_bytes or 0) else own

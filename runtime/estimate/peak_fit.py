@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from artifact.point import PointKey
 from runtime.estimate.fit.exact import basic_solution, estimable, independent_rows, row
 from runtime.estimate.fit.model import FitKey, Modeler, Policy, Sample
+from runtime.estimate.fit.regimes import split_fit
 from runtime.estimate.fit.samples import Layout
 from runtime.estimate.points import ceil_bytes, show_measure, show_terms
 from runtime.estimate.results import LinearFit, Measure, MeasuredPoint, PlaneFit
@@ -57,14 +58,25 @@ class PeakPlace:
     target: PointKey
     phase: tuple[str, str] | None = None
     layout: Layout | None = None
+    rule: FitRule = FitRule.PEAK  # or ``FitRule.LEVEL``: a weights level's series
+    slack: float = 0.0  # the residual the memory backend alone can produce (``FitRule.LEVEL``)
 
     def fit(
         self, stage: str, points: Sequence[MeasuredPoint], target: Terms, floor: int
     ) -> PeakModel | str:
         """The modeler's fit of ``points`` (made once per key), or why there is none."""
-        policy = Policy(Quantity.MEMORY, self.phase, self.layout, rule=FitRule.PEAK, floor=floor)
+        level = self.rule == FitRule.LEVEL
+        policy = Policy(
+            Quantity.MEMORY,
+            self.phase,
+            self.layout,
+            self.slack if level else 0.0,
+            rule=self.rule,
+            floor=floor,
+        )
         key = FitKey(stage, policy, peak_samples(points), self.target)
-        return self.modeler.fit(key, lambda k: fit_peak(k.samples, target, k.policy.floor))
+        over = key.policy.slack if level else None
+        return self.modeler.fit(key, lambda k: fit_peak(k.samples, target, k.policy.floor, over))
 
 
 def peak_samples(points: Sequence[MeasuredPoint]) -> tuple[Sample, ...]:
@@ -156,15 +168,53 @@ def relative_size(terms: Terms, target: Terms) -> tuple[Fraction, Fraction]:
     return ratios, Fraction(sum(terms))
 
 
-def fit_peak(samples: Sequence[Sample], target: Terms, floor: int) -> PeakModel | str:
+def fit_peak(
+    samples: Sequence[Sample], target: Terms, floor: int, level: float | None = None
+) -> PeakModel | str:
     """Rule 2: the fit of ``samples`` (``peak_samples``) through the sizes nearest the target
     that determine it (no margin), or why there is none (the text the fallback's reason ends
-    with)."""
+    with); for a weights level (``level``: the backend's slack), ``_level_fit``."""
     largest: dict[Terms, _Size] = {}
     for p in (_Size.of(s) for s in samples):
         if p.terms not in largest or p.adjusted_peak_bytes > largest[p.terms].adjusted_peak_bytes:
             largest[p.terms] = p
     ordered = sorted(largest.values(), key=lambda p: relative_size(p.terms, target), reverse=True)
+    if level is not None:
+        return _level_fit(ordered, target, floor, level)
+    return _peak_fit(ordered, target, floor)
+
+
+def _level_fit(
+    ordered: Sequence[_Size], target: Terms, floor: int, slack: float
+) -> PeakModel | str:
+    """A weights level's fit: its activations need not follow the formula's terms over all sizes
+    (the phase's peak does; a level is one part of it) -- under offload a small size's activations
+    under a large group carry a fixed part the larger sizes' lack, and the plane through the
+    nearest sizes that span every term reaches down to it for a direction, a slope negative. Where
+    the plain fit gives none, the plane on which the sizes nearest the target lie exactly, the
+    smaller ones on a constant of their own (``fit.regimes.split_fit``: the least far
+    extrapolation its checks allow, within the backend's ``slack``), never under the level's
+    largest measured peak at the target."""
+    plain = _peak_fit(ordered, target, floor)
+    if not isinstance(plain, str):
+        return plain
+    values = [Fraction(p.adjusted_peak_bytes) for p in ordered]
+    split = split_fit([p.terms for p in ordered], values, target, slack)
+    if len(target) < 2 or split is None:
+        return plain
+    constant = max(split.constant, Fraction(min(floor, ordered[0].adjusted_peak_bytes)))
+    chosen = [ordered[i] for i in split.chosen if i < split.near]
+    model = _plane_model(constant, split.slopes, chosen, target, (), len(chosen) - 1)
+    if model.at(target) < max(values[: split.near]):
+        return plain
+    far = " and ".join(show_terms(p.terms) for p in reversed(ordered[split.near :]))
+    reason = f"{model.reason} (the smaller sizes {far} on a constant of their own)"
+    return evolve(model, reason=reason)
+
+
+def _peak_fit(ordered: Sequence[_Size], target: Terms, floor: int) -> PeakModel | str:
+    """The fit through the sizes in ``ordered`` (nearest the target first) that determine it, or
+    why there is none."""
     keep = list(range(len(target)))
     left_out: list[int] = []
     negative_slope = ""

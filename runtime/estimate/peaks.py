@@ -25,15 +25,16 @@ iteration index (a KV cache) first has its measured peaks carried on to the targ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from itertools import pairwise
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from artifact.ir import StageValues
 from runtime.estimate.fit.model import Modeler, Refit
-from runtime.estimate.level_peaks import phase_peak
+from runtime.estimate.fit.noise import memory_slack
+from runtime.estimate.level_peaks import Fitted, phase_peak
 from runtime.estimate.peak_fit import (
     PeakPlace,
     fit_peak,
@@ -51,7 +52,7 @@ from runtime.estimate.results import (
     PhaseEstimate,
     PlaneFit,
 )
-from runtime.kinds import Method, PhaseKind
+from runtime.kinds import FitRule, Method, PhaseKind
 from runtime.record import Iteration, Phase, WarmupRecord
 
 Terms = tuple[Measure, ...]
@@ -308,7 +309,13 @@ def phase_peaks(
             phases = [p for *_, p in members]
             full = sum(weights.get(c, 0) for c in active)
             padding = (stage_margins or {}).get(stage, margin)
-            place = PeakPlace(modeler or Refit(), tuple(work.target.items()), (kind, name), active)
+            place = PeakPlace(
+                modeler or Refit(),
+                tuple(work.target.items()),
+                (kind, name),
+                active,
+                slack=max(memory_slack(r.backend) for _, r, _, _ in members),
+            )
             fitted = _fitter(_target(work, stage), padding, full, stage, place)
             peak = phase_peak(points, phases, _target_terms(work, stage), fitted)
         out.append(PhaseEstimate(label, kind, name, stage, active, used, peak))
@@ -329,12 +336,15 @@ def _peak_weights(record: WarmupRecord) -> int | None:
 
 def _fitter(
     target: Measure | Terms, margin: Fraction, full: int, stage: str, place: PeakPlace
-) -> Callable[[list[MeasuredPoint], list[int | None]], PeakEstimate]:
+) -> Fitted:
     """``peak_from_points`` at one phase's target, its floor the weights each size held (or all
-    ``full`` weights of its active components: ``held_floor``)."""
+    ``full`` weights of its active components: ``held_floor``), fitted by ``rule``."""
 
-    def fitted(carried: list[MeasuredPoint], held: list[int | None]) -> PeakEstimate:
-        return peak_from_points(carried, target, margin, held_floor(full, held), stage, place)
+    def fitted(
+        carried: list[MeasuredPoint], held: list[int | None], rule: FitRule = FitRule.PEAK
+    ) -> PeakEstimate:
+        floor, ruled = held_floor(full, held), evolve(place, rule=rule)
+        return peak_from_points(carried, target, margin, floor, stage, ruled)
 
     return fitted
 
@@ -434,7 +444,8 @@ def _scaled_with(
     ]
     active = {c for _, r, _ in work.ok for p in r.phases for c in p.active_components}
     full = sum(weights.get(c, 0) for c in active)
-    place = PeakPlace(modeler, tuple(work.target.items()))
+    slack = max(memory_slack(r.backend) for _, r, _ in work.ok)
+    place = PeakPlace(modeler, tuple(work.target.items()), slack=slack)
     fitted = _fitter(_target(work, stage), margin, full, stage, place)
     tops = [t for t in map(_top_phase, (r for _, r, _ in work.ok)) if t is not None]
     if len(tops) == len(points):  # as the phases: per weights level, or on the nearest's weights
