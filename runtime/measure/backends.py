@@ -198,17 +198,19 @@ class LiveStorageCounter:
         if check:
             self._room(nbytes)
         if weights:
-            self._to_level(self.weights + weights)
+            self._to_level(self.weights + weights, self.current + nbytes)
         self._grow(nbytes)
 
-    def _to_level(self, weights: int) -> None:
-        """Close the current weights level (its activations' peak kept) and open ``weights``'."""
+    def _to_level(self, weights: int, current: int) -> None:
+        """Close the current weights level (its activations' peak kept) and open ``weights``',
+        whose activations are those of ``current`` (the live bytes once the move is counted: an
+        offload's weights are no activations of the level it leaves for)."""
         levels, was = self._levels, self.weights
         levels[was] = max(levels.get(was, self.level_activations), self.level_activations)
         if len(levels) > 4 * MAX_WEIGHT_LEVELS:  # bounded: merged upward, never under
             self._levels = dict(frontier(levels))
         self.weights = weights
-        self.level_activations = self._levels.get(weights, self.current - weights)
+        self.level_activations = self._levels.get(weights, current - weights)
 
     def _room(self, nbytes: int) -> None:
         """Refuse an allocation over the capacity, as the CUDA allocator does (before counting)."""

@@ -180,6 +180,24 @@ def test_the_activations_peak_is_kept_per_weights_level():
     del first, second
 
 
+def test_a_level_first_opened_by_an_offload_holds_the_activations_not_the_weights_leaving():
+    # A window opened with a 1000 B component on the device, 100 B of activations made, the
+    # component offloaded (model offload between two components): the level it leaves for (no
+    # weights) holds the same 100 B of activations. Opened before the move was counted, it read
+    # 1100 B there: the offloaded weights taken for activations at a level never seen before.
+    backend = LiveTensorBackend()
+    counter, windows = backend.counter, PeakWindows(backend)
+    counter.shift(1000, 1000)
+    window = windows.open()
+    activations = torch.UntypedStorage(100)
+    counter.add(activations)
+    counter.shift(-1000, -1000)
+    windows.close(window)
+    assert window.peak_levels == ((0, 100), (1000, 100))
+    assert window.peak_activations == 100
+    del activations
+
+
 def test_the_weights_levels_are_bounded_and_never_under():
     # 5 * MAX levels (the counter merges past 4 * MAX as it goes), each more weights and fewer
     # activations: all on the frontier, merged upward to MAX, each level under a kept one.
