@@ -303,13 +303,13 @@ class Request:
         self._component_depth[name] = depth + 1
         if depth:
             return
-        residency = self._recorder.reads.residency
-        if residency is not None:  # the placement onloads it as it starts (accelerate's hook)
-            residency.entered(name)
         auto = self._recorder.auto_stages
         stage = auto.stage_of(name, method) if auto is not None else None
         if auto is not None and stage is not None:
             self._auto_stage(stage, name, auto.iterative)
+        residency = self._recorder.reads.residency
+        if residency is not None:  # the placement onloads it as it starts (accelerate's hook),
+            residency.entered(name)  # in the stage its start opens, never the one before
         for opened in self._open_windows():
             opened.used[name] = None
         active = (*(self._stage.active if self._stage else ()), name)

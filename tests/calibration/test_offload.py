@@ -72,6 +72,22 @@ def test_each_phase_holds_one_component_under_diffusers_offloading(offload):
     assert all(has_offload_hooks(m) for m in (session.pipe.text_tower, session.pipe.denoiser))
 
 
+def test_a_component_onloaded_as_its_stage_starts_counts_in_that_stage():
+    # model offload onloads the denoiser when it starts, and that start opens the denoising stage:
+    # the move belongs to the new stage. Counted before the switch, the text stage held the
+    # denoiser's weights (a level of 270,464 B) and the denoising stage's set-up a VAE's (on the
+    # tiny Wan under a plan offloading it whole: 1.05 MiB measured, 113 KiB planned)
+    session = _session(Offload.MODEL)
+    record = session.run(POINT)
+    assert record.ok, record.error
+    text = next(p for p in record.phases if p.kind == "stage" and p.name == "TextEncodingStage")
+    denoising = next(p for p in record.phases if p.kind == "stage" and p.name == "DenoisingStage")
+    assert text.weight_levels is not None and denoising.weight_levels is not None
+    assert {w for w, _ in text.weight_levels} <= {0, session.weights["text_tower"]}
+    assert session.weights["denoiser"] in {w for w, _ in denoising.weight_levels}
+    assert max(a for _, a in text.weight_levels) == text.activations_bytes
+
+
 def test_the_placement_in_force_reaches_a_session_that_names_none():
     with calibrating_under(Offload.MODEL, CAP):
         session = _session(None, None)
