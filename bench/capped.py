@@ -10,10 +10,10 @@ calibrate it (``calibrate_pipeline``, ``verify``: the target measured too, repea
 
 - uncapped (everything resident);
 - ``--calibrate-offload group`` on a device capped below the largest component (90 % of it), but
-  never below what group offload needs at the target: the weights outside that component's blocks,
-  its largest block, and the largest activations the uncapped target measured (+2 %). Where that
-  need reaches the component itself (the tiny models' activations or position tables dwarf their
-  blocks), the cap is the need and the case says so (``whole fits``);
+  never below what group offload needs at the target (one request at the target under group
+  offload on an unbounded device: its highest phase peak, +2 %). Where that need reaches the
+  component itself (the tiny models' activations or position tables dwarf their blocks), the cap
+  is the need and the case says so (``whole fits``);
 - ``auto`` under the same cap: resolved as ``dslc calibrate`` resolves it
   (``calibration.core.offload.chosen``); calibrated again only where it resolves to another
   placement than ``group`` (the same placement, the same run).
@@ -57,7 +57,6 @@ from runtime.kinds import Quantity
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration
     from runtime import Pipeline
-    from runtime.record import Phase
 
 RAW_CLOSE = 0.01  # uncapped raw within this: the capped bound must be within BOUND_OVER
 BOUND_OVER = 0.05
@@ -190,26 +189,33 @@ def groups(pipe: object) -> dict[str, Groups]:
         remove_group_offload(modules)
 
 
-def cap_for(parts: Mapping[str, Groups], uncapped: Calibration) -> tuple[int, int, str]:
-    """The cap below the largest component, at least what group offload needs at the target;
-    the need itself; and why the cap is what it is."""
+def cap_for(parts: Mapping[str, Groups], need: int) -> tuple[int, str]:
+    """The cap: below the largest component (``CAP_SHARE`` of it), never below ``need``; and why
+    it is what it is."""
     largest = max(parts.values(), key=lambda g: g.whole)
-    assert uncapped.measured is not None
-    need = int(max(_need(p, parts) for p in uncapped.measured.phases) * (1 + NEED_SLACK))
     below = int(largest.whole * CAP_SHARE)
     if below >= need:
-        return below, need, f"{CAP_SHARE:.0%} of {largest.component}"
+        return below, f"{CAP_SHARE:.0%} of {largest.component}"
     if need < largest.whole:
-        return need, need, f"need, below {largest.component}"
-    return need, need, f"need (whole fits: {largest.component} {largest.whole:,} B)"
+        return need, f"need, below {largest.component}"
+    return need, f"need (whole fits: {largest.component} {largest.whole:,} B)"
 
 
-def _need(phase: Phase, parts: Mapping[str, Groups]) -> int:
-    """A phase under group offload: its activations beside what its components' groups hold at
-    once (the weights outside their blocks and the largest block)."""
-    components = {*phase.used_components, *phase.active_components} & set(parts)
-    held = max((parts[c].outside + parts[c].largest_block for c in components), default=0)
-    return (phase.activations_bytes or 0) + held
+def group_need(case: Case) -> int:
+    """What group offload holds at the target, measured: the highest phase peak of one request
+    at the target under group offload on a device too large to refuse it (+2 %)."""
+    from calibration.core.config import RunConfig
+    from calibration.core.session import Session
+
+    gc.collect()
+    config = RunConfig(capacity=1 << 40, offload=Offload.GROUP, threads=1)
+    with quiet_libraries(), case.context():
+        session = Session.open(case.build(0), case.formulas, config, call_kwargs=case.call_kwargs)  # type: ignore[arg-type]
+        with session.placement():
+            record = session.run(case.shapes.target)
+    if not record.ok:
+        raise RuntimeError(f"{case.name}: the target failed under group offload: {record.error}")
+    return int(max(p.peak_allocated for p in record.phases) * (1 + NEED_SLACK))
 
 
 # --- the runs ---------------------------------------------------------------------------------
@@ -257,7 +263,8 @@ def run_case(case: Case) -> dict[str, Any]:
     with quiet_libraries():
         parts = groups(case.build(0))
     uncapped = calibrate(case, Offload.NONE, None)
-    cap, need, why = cap_for(parts, uncapped)
+    need = group_need(case)
+    cap, why = cap_for(parts, need)
     weights = {g.component: g.whole for g in parts.values()}
     auto = chosen(Offload.AUTO, weights, cap)
     grouped = _guarded(lambda: calibrate(case, Offload.GROUP, cap))
