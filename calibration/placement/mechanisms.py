@@ -40,11 +40,13 @@ class OffloadHook(Protocol):
 @frozen
 class Where:
     """Where a mechanism moves weights: onto ``onload`` for a forward, back to ``offload``; the
-    blocks a layerwise placement streams (the others stay where they are)."""
+    blocks a layerwise placement streams (the others stay where they are); the children group
+    offloading looks into for blocks (None: the model's own ``_group_offload_block_modules``)."""
 
     onload: torch.device
     offload: torch.device
     blocks: tuple[nn.Module, ...] = ()
+    block_modules: tuple[str, ...] | None = None  # group: children whose blocks lie below them
 
 
 class Mechanism(Protocol):
@@ -120,6 +122,7 @@ class GroupOffload:
             offload_device=where.offload,
             offload_type="block_level",
             num_blocks_per_group=1,
+            block_modules=None if where.block_modules is None else list(where.block_modules),
         )
         return None
 

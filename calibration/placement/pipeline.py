@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+import attrs
+
 from calibration.errors import CalibrationError
 from calibration.placement.mechanisms import GROUP, Where
 from calibration.placement.private import excluded, pipeline_hooks
@@ -62,8 +64,40 @@ def offload_groups(device: str, modules: Mapping[str, nn.Module]) -> frozenset[s
 
     where = Where(torch.device(device), torch.device("cpu"))
     for module in modules.values():
-        GROUP.install(module, where)
+        GROUP.install(module, attrs.evolve(where, block_modules=nested_blocks(module)))
     return frozenset(modules)
+
+
+def nested_blocks(module: nn.Module) -> tuple[str, ...] | None:
+    """The children whose blocks group offloading must look into, where the model names none and
+    has no block list of its own: block level would onload it whole, one group (CogVideoX's VAE,
+    its blocks in an encoder and a decoder). None where diffusers finds the blocks itself."""
+    from torch import nn
+
+    lists = (nn.ModuleList, nn.Sequential)
+    children = dict(module.named_children())
+    named = getattr(module, "_group_offload_block_modules", None)
+    if named is not None or any(isinstance(c, lists) for c in children.values()):
+        return None
+    found = tuple(
+        name
+        for name, child in children.items()
+        if any(isinstance(m, lists) for m in child.modules()) and not _shares(module, child)
+    )
+    return found or None
+
+
+def _shares(module: nn.Module, child: nn.Module) -> bool:
+    """Whether ``child`` holds a tensor the rest of ``module`` holds too (T5's embedding, shared by
+    the model and its encoder): two groups would move it, each counting it."""
+    mine = {id(t) for t in (*child.parameters(), *child.buffers())}
+    inside = {id(m) for m in child.modules()}
+    rest = (m for m in module.modules() if id(m) not in inside)
+    return any(
+        id(t) in mine
+        for m in rest
+        for t in (*m.parameters(recurse=False), *m.buffers(recurse=False))
+    )
 
 
 def remove_model_offload(pipe: object) -> None:

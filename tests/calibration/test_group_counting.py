@@ -88,3 +88,35 @@ def test_a_block_that_cannot_fit_beside_the_unmatched_group_is_named():
     assert (raised.value.component, raised.value.part) == ("net", "blocks.1")
     assert raised.value.nbytes == large and raised.value.held == top
     assert raised.value.whole == _bytes(net)
+
+
+class Nested(nn.Module):
+    """A model whose blocks lie one level down (CogVideoX's VAE: an encoder and a decoder holding
+    the ModuleLists) and that names no ``_group_offload_block_modules``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Net()
+        self.out = nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.inner(x))
+
+
+def test_blocks_one_level_down_are_found_when_the_model_names_none():
+    # diffusers groups the top-level ModuleLists and the block modules a model names; a model with
+    # neither was one group, onloaded whole (the tiny CogVideoX's VAE: 4,052,108 B at once)
+    from calibration.placement.pipeline import offload_groups
+
+    nested = Nested()
+    offload_groups("cpu", {"nested": nested})
+    backend = LiveTensorBackend(capacity=1 << 20)
+    backend.groups = count_groups({"nested": nested}, backend)
+    backend.watch_weights({"nested": nested})
+    with torch.no_grad(), backend.tracking():
+        nested(torch.ones(1, WIDTH))
+    inner = nested.inner
+    outside = _bytes(nested.out) + _bytes(inner.embed) + _bytes(inner.out)
+    assert backend.counter.peak_weights == outside + _bytes(inner.blocks[1]) < _bytes(nested)
+    assert {g.label for g in backend.groups} >= {"inner.blocks.0", "inner.blocks.1"}
+    assert backend.counter.weights == 0
