@@ -424,23 +424,34 @@ def summary(results: Sequence[Mapping[str, Any]], same_bytes: bool = False) -> s
     """One line per case: the worst capped raw and bound errors, the findings, the plan."""
     lines = [
         (
-            "| case | cap | auto | worst raw capped / uncapped | bound over capped (max) "
-            "| bound >= measured | findings same | plan held | problems |"
+            "| case | cap | auto | worst raw capped / uncapped | raw error apart, B (max) "
+            "| bound over capped (max) | bound >= measured | findings same | plan held | problems |"
         ),
-        "| --- | --- | --- | ---: | ---: | :---: | :---: | :---: | ---: |",
+        "| --- | --- | --- | ---: | ---: | ---: | :---: | :---: | :---: | ---: |",
     ]
     for r in results:
         capped, base = r["group"]["phases"], r["uncapped"]["phases"]
         bounds = [_share(b, m) for m, _, b in capped.values()]
         lines.append(
             f"| {r['case']} | {r['cap_why']} | {r['auto']} | "
-            f"{_pct(_worst(capped))} / {_pct(_worst(base))} | "
+            f"{_pct(_worst(capped))} / {_pct(_worst(base))} | {_apart(capped, base)} | "
             f"{_pct(max((b for b in bounds if b is not None), default=None))} | "
             f"{'yes' if capped and all(b is not None and b >= 0 for b in bounds) else 'NO'} | "
             f"{'yes' if r['group']['findings'] == r['uncapped']['findings'] else 'NO'} | "
             f"{'yes' if r['validated'] else 'NO'} | {len(problems(r, same_bytes))} |"
         )
     return "\n".join(lines)
+
+
+def _apart(capped: Mapping[str, Sequence[Any]], base: Mapping[str, Sequence[Any]]) -> str:
+    """How far the capped raw error lies from the uncapped one, in bytes, at the worst phase: the
+    capped peaks hold fewer weights, so the same bytes off read as a larger share."""
+    gaps = [
+        abs((c[1] - c[0]) - (base[label][1] - base[label][0]))
+        for label, c in capped.items()
+        if label in base and c[1] is not None and base[label][1] is not None
+    ]
+    return f"{max(gaps):,}" if gaps else "-"
 
 
 def _worst(rows: Mapping[str, Sequence[int | None]]) -> float | None:
