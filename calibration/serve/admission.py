@@ -7,7 +7,8 @@ bytes (capacity minus the reserve) under the placement in force -> RUN; else the
 for a placement of this request's shape (stream or offload more; plans cached per shape, bounded
 LRU) -> REPLACE with that plan and its transfer; nothing fits, or the params are inadmissible ->
 REFUSE with a ``RequestRefused`` naming, for each axis the request set, the largest admissible
-value and the largest that fits the device.
+value and the largest that fits the device; a request that moves a measure no size of the
+calibration moved (``Unpredictable``) -> REFUSE, not calibrated.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from artifact.units import show_bytes
 from calibration.errors import CalibrationError
 from calibration.plan.model import Component, Device, Plan, PlanInputError, Target
 from calibration.plan.solver import solve
+from calibration.serve.phase_model import Unpredictable
 from calibration.serve.predictor import RequestPrediction, RequestPredictor
 from runtime import FormulaError
 
@@ -47,11 +49,13 @@ class RefusalReason(Enum):
 
     INADMISSIBLE = "inadmissible"
     TOO_LARGE = "too large"
+    NOT_CALIBRATED = "not calibrated"  # moves a measure no size of the calibration moved
 
 
 class RequestRefused(CalibrationError):
     """A request admission refused before any work: inadmissible params (``reason``
-    INADMISSIBLE), or a shape no placement fits on the device (TOO_LARGE). ``largest`` is, for
+    INADMISSIBLE), a shape no placement fits on the device (TOO_LARGE), or one the calibration
+    cannot predict (NOT_CALIBRATED). ``largest`` is, for
     each int axis the request set, the largest admissible value at most the one asked (the other
     params as given); ``fitting`` the largest that also fits the device (None: none found)."""
 
@@ -120,6 +124,8 @@ def admit(
         prediction = predictor.predict(params, placement_in_force)
     except FormulaError as exc:
         return _inadmissible(predictor, params, exc)
+    except Unpredictable as exc:
+        return _not_calibrated(params, exc)
     usable = device.usable_bytes
     if prediction.fits(usable):
         return Decision(DecisionKind.RUN, prediction)
@@ -136,9 +142,9 @@ def _fits_somewhere(
     """Whether a plan of this shape fits (its phases checked again by the predictor)."""
     try:
         plan = planner.plan_for(predictor, params, device)
-    except (PlanInputError, FormulaError):
+        return plan.feasible and predictor.predict(params, plan).fits(device.usable_bytes)
+    except (PlanInputError, FormulaError, Unpredictable):
         return False
-    return plan.feasible and predictor.predict(params, plan).fits(device.usable_bytes)
 
 
 def _inadmissible(predictor: RequestPredictor, params: Point, exc: FormulaError) -> Decision:
@@ -149,6 +155,15 @@ def _inadmissible(predictor: RequestPredictor, params: Point, exc: FormulaError)
         largest,
         {},
     )
+    return Decision(DecisionKind.REFUSE, None, refused=refused)
+
+
+def _not_calibrated(params: Point, exc: Unpredictable) -> Decision:
+    message = (
+        f"request refused (not calibrated): {point_text(params)} moves what no size of the "
+        f"calibration moved ({exc}); calibrate again with a probe or target at these params"
+    )
+    refused = RequestRefused(RefusalReason.NOT_CALIBRATED, message, {}, {})
     return Decision(DecisionKind.REFUSE, None, refused=refused)
 
 

@@ -23,6 +23,7 @@ from fractions import Fraction
 
 from attrs import field, frozen
 
+from calibration.errors import CalibrationError
 from calibration.serve.nearest_plane import NearestPlanes
 from calibration.serve.peak_rules import (
     Peak,
@@ -38,9 +39,15 @@ from runtime.estimate.points import show_terms
 from runtime.estimate.results import Measure
 from runtime.kinds import Method
 
-__all__ = ["Covering", "Peak", "PhaseModel", "Terms", "phase_model"]
+__all__ = ["Covering", "Peak", "PhaseModel", "Terms", "Unpredictable", "phase_model"]
 
 Terms = tuple[Measure, ...]
+
+
+class Unpredictable(CalibrationError, ValueError):
+    """A request that moves a measure every size the calibration ran left at 0 (e.g. ``cfg`` on a
+    calibration that never ran it): nothing measured grows with it, so there is nothing to scale;
+    a calibration with a probe that moves it predicts it."""
 
 
 @frozen
@@ -155,7 +162,7 @@ class PhaseModel:
     def _scaled(self, terms: Terms) -> Peak:
         found = scaled(self.scalable, terms, self.margin)
         if found is None:  # measured only where this request's measure is 0: the estimator's words
-            raise ValueError(
+            raise Unpredictable(
                 f"phase {self.label}: measured only where the measure is 0; cannot scale to "
                 f"{show_terms(terms)}"
             )

@@ -99,3 +99,19 @@ def test_the_plan_cache_is_bounded() -> None:
     assert len(planner.plans) == 2 and planner.asked == 3
     planner.plan_for(predictor, {"steps": 1, "height": 32, "width": 64}, DEVICE)
     assert planner.asked == 3
+
+
+def test_a_request_the_calibration_never_moved_is_refused_as_not_calibrated() -> None:
+    """The shared calibration ran FLUX without CFG; under CFG its memory grows with the tokens
+    (flux.wf's cfg term), which no size moved: refused, naming the phase, never a ValueError."""
+    predictor, plan = _setup()
+    params = {**calibration().shapes.target, "cfg": True}
+    decision = admit(predictor, params, plan, DEVICE, ShapePlanner())
+    assert decision.kind is DecisionKind.REFUSE and decision.prediction is None
+    refused = decision.refused
+    assert refused is not None and refused.reason is RefusalReason.NOT_CALIBRATED
+    assert "not calibrated" in str(refused) and "DenoisingStage" in str(refused)
+    assert admit(predictor, {**params, "cfg": False}, plan, DEVICE, ShapePlanner()).kind in (
+        DecisionKind.RUN,
+        DecisionKind.REPLACE,
+    )

@@ -19,6 +19,7 @@ from artifact.point import Point
 from calibration.lifecycle.steps import plan_inputs
 from calibration.plan.model import Device, Plan
 from calibration.plan.solver import solve
+from calibration.serve.phase_model import Unpredictable
 from calibration.serve.predictor import (
     PhasePrediction,
     RequestPrediction,
@@ -166,4 +167,11 @@ def test_a_shape_never_seen_solves_nothing(name: str, data: st.DataObject, pick:
     placement = placements[pick % len(placements)]
     predictor.predict({}, placement)  # the placement's weights, kept as for the one in force
     predictor.forget()
-    assert count_calls(lambda: predictor.predict(params, placement))[1] <= 80
+
+    def cold() -> RequestPrediction | None:  # a request no size moved raises, as cheaply
+        try:
+            return predictor.predict(params, placement)
+        except Unpredictable:
+            return None
+
+    assert count_calls(cold)[1] <= 80
