@@ -73,3 +73,13 @@ def test_a_level_that_is_the_phases_own_activations_keeps_its_bound(toy):
     peak = _denoise(records, toy)
     assert (peak.raw_bytes, peak.bound_bytes) == (5100, 5900)
     assert "less the" not in peak.reason
+
+
+def test_a_record_without_the_activations_own_peak_reads_its_highest_level(toy):
+    # A record from a file may hold the levels without ``activations_bytes``: the phase's own
+    # activations are then its highest level's (the small group's here), the same 4,450.
+    records = [
+        evolve(r, phases=tuple(evolve(p, activations_bytes=None) for p in r.phases))
+        for r in _records({10: 250, 20: 450})
+    ]
+    assert _denoise(records, toy).bound_bytes == 4450
