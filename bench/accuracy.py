@@ -44,6 +44,9 @@ from runtime.estimate import DEFAULT_MARGIN
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration
+    from calibration.core.shapes import Shapes
+    from calibration.examples import Example
+    from runtime import Pipeline
 
 FORMULAS = Path(__file__).resolve().parent.parent / "formulas"
 
@@ -180,7 +183,8 @@ def math_attention() -> Iterator[None]:
 
 
 #: example variants: name -> (example, the formula pipeline that describes it, what every run is in)
-VARIANTS: dict[str, tuple[str, str, Callable[[], contextlib.AbstractContextManager[None]]]] = {
+Context = Callable[[], contextlib.AbstractContextManager[None]]
+VARIANTS: dict[str, tuple[str, str, Context]] = {
     "wan-math-attention": ("wan", "wan2_1_t2v_1_3b_math_attention", math_attention),
 }
 
@@ -229,9 +233,11 @@ def single_point(points: Sequence[tuple[int, int, int]], target: int) -> int | N
 # --- one case -------------------------------------------------------------------------------------
 
 
-def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
-    example_name, warmup, probes, target, what = CASES[name]
-    context: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+def resolved(name: str) -> tuple[Example, Pipeline, Shapes, Context]:
+    """Case ``name``'s example, its formulas (a variant's where it names one), its complete
+    shapes and the context it runs in: what this script and bench/capped.py calibrate."""
+    example_name, warmup, probes, target, _ = CASES[name]
+    context: Context = contextlib.nullcontext
     formula_pipeline = None
     if example_name in VARIANTS:
         example_name, formula_pipeline, context = VARIANTS[example_name]
@@ -239,6 +245,12 @@ def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
     pipeline = load_pipeline(FORMULAS / example.formula_file, formula_pipeline or example.pipeline)
     probe = probes[0] if isinstance(probes, tuple) else probes
     full = shapes(pipeline, example.shapes, target=target, probe=probe, warmup=warmup)
+    return example, pipeline, full, context
+
+
+def run_case(name: str, repeat: int, threads: int) -> dict[str, Any]:
+    warmup, what = CASES[name][1], CASES[name][4]
+    example, pipeline, full, context = resolved(name)
     target_point, probe_point, warmup_point = full.target, full.probe, full.warmup
     with quiet_libraries(), torch_threads("cpu", threads), context():
         session = Session(example.build(0), pipeline, "cpu", call_kwargs=example.call_kwargs)

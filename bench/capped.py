@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from artifact.point import Point
-from bench.accuracy import CASES, FORMULAS, VARIANTS, machine
+from bench.accuracy import CASES, FORMULAS, machine, resolved
 from bench.realsize_plan import plan_and_validate
 from calibration.calibrate.pipeline import calibrate_pipeline
 from calibration.calibrate.run import load_pipeline, shapes
@@ -77,15 +77,7 @@ class Case:
 
 
 def _accuracy_case(name: str) -> Case:
-    example_name, warmup, probes, target, _ = CASES[name]
-    context: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
-    formula_pipeline = None
-    if example_name in VARIANTS:
-        example_name, formula_pipeline, context = VARIANTS[example_name]
-    example = EXAMPLES[example_name]
-    pipeline = load_pipeline(FORMULAS / example.formula_file, formula_pipeline or example.pipeline)
-    probe = probes[0] if isinstance(probes, tuple) else probes
-    full = shapes(pipeline, example.shapes, target=target, probe=probe, warmup=warmup)
+    example, pipeline, full, context = resolved(name)
     return Case(name, example.build, example.call_kwargs, pipeline, full, context)
 
 

@@ -87,3 +87,20 @@ def quiet_pipeline(pipe: Any) -> DiffusionPipeline:
     """
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+#: A prompt, a negative prompt (true CFG runs only with one), short text, tensor output.
+PROMPTS: dict[str, object] = {
+    "prompt": "a cat dance",
+    "negative_prompt": "negative",
+    "max_sequence_length": 16,
+    "output_type": "pt",
+}
+
+
+def prompted(seed: int, **extra: object) -> dict[str, object]:
+    """``PROMPTS`` with a pipeline's own ``extra`` arguments and a generator seeded ``seed``: the
+    call arguments of a tiny pipeline."""
+    import torch
+
+    return {**PROMPTS, **extra, "generator": torch.Generator().manual_seed(seed)}

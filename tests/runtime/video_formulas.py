@@ -3,7 +3,7 @@ height 4, width 5 by default), and the risky memory terms two of them evaluate."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runtime import Pipeline, load_formulas
@@ -35,6 +35,6 @@ def video(
     return document(pipeline("video", PARAMS, list(stages), lets, contracts))
 
 
-def load(doc: dict[str, Any]) -> Pipeline:
+def load(doc: Mapping[str, object]) -> Pipeline:
     """The document's `video` pipeline, through the loader."""
     return load_formulas(doc)["video"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import types
 
-from calibration.examples.tiny import quiet_pipeline, tiny_t5_config, tiny_tokenizer
+from calibration.examples.tiny import prompted, quiet_pipeline, tiny_t5_config, tiny_tokenizer
 
 
 def _plain_text_cleaner() -> None:
@@ -70,12 +70,4 @@ def build(seed: int = 0) -> object:
 
 def call_kwargs(seed: int) -> dict[str, object]:
     """The prompt and a negative prompt (CFG), short text, tensor output."""
-    import torch
-
-    return {
-        "prompt": "a cat dance",
-        "negative_prompt": "negative",
-        "max_sequence_length": 16,
-        "output_type": "pt",
-        "generator": torch.Generator().manual_seed(seed),
-    }
+    return prompted(seed)

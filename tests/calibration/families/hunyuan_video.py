@@ -6,7 +6,7 @@ formula's cfg) and the negative prompt given here."""
 
 from __future__ import annotations
 
-from calibration.examples.tiny import TINY_WORDS, quiet_pipeline, tiny_tokenizer
+from calibration.examples.tiny import TINY_WORDS, prompted, quiet_pipeline, tiny_tokenizer
 
 
 def build(seed: int = 0) -> object:
@@ -88,14 +88,4 @@ def build(seed: int = 0) -> object:
 def call_kwargs(seed: int) -> dict[str, object]:
     """The prompt without the Llama chat template (the tiny tokenizer does not know it), a
     negative prompt (true CFG needs one), the embedded guidance, short text, tensor output."""
-    import torch
-
-    return {
-        "prompt": "a cat dance",
-        "negative_prompt": "negative",
-        "prompt_template": {"template": "{}", "crop_start": 0},
-        "max_sequence_length": 16,
-        "guidance_scale": 6.0,
-        "output_type": "pt",
-        "generator": torch.Generator().manual_seed(seed),
-    }
+    return prompted(seed, prompt_template={"template": "{}", "crop_start": 0}, guidance_scale=6.0)

@@ -5,7 +5,7 @@ formula's cfg) and the negative prompt given here."""
 
 from __future__ import annotations
 
-from calibration.examples.tiny import TINY_WORDS, quiet_pipeline, tiny_tokenizer
+from calibration.examples.tiny import TINY_WORDS, prompted, quiet_pipeline, tiny_tokenizer
 
 #: The chat template leaves a few tokens of "a cat dance" after its 34 dropped ones; the formula's
 #: `prompt_tokens` only shifts its terms, so any fixed value calibrates.
@@ -68,12 +68,4 @@ def build(seed: int = 0) -> object:
 
 def call_kwargs(seed: int) -> dict[str, object]:
     """The prompt and a negative prompt (true CFG needs one), short text, tensor output."""
-    import torch
-
-    return {
-        "prompt": "a cat dance",
-        "negative_prompt": "negative",
-        "max_sequence_length": 16,
-        "output_type": "pt",
-        "generator": torch.Generator().manual_seed(seed),
-    }
+    return prompted(seed)
