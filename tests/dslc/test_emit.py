@@ -115,3 +115,46 @@ def test_attention_heavy_denoisers_declare_a_quadratic_time_term() -> None:
     for name in ("qwen_image", "ltx2"):
         assert len(book[name].time_terms("DenoisingStage")) == 2, name
     assert len(book["ltx2"].time_terms("RefinerStage")) == 2
+
+
+def test_video_formulas_follow_the_vae_tiles_and_the_scheduler_regimes() -> None:
+    """HunyuanVideo's decode: one 17-frame tile at most in flight plus the whole tiles held before
+    the last one; Helios: the scheduler's state from the second and third step, the history term."""
+    from dslc.build import load_sources
+
+    book = load_sources([ROOT / "formulas"], strict=True)
+    hunyuan = book["hunyuan_video_t2v"]
+    pixels = 32 * 32
+    held = {
+        frames: hunyuan.memory_terms("DecodingStage", frames=frames, height=32, width=32)[3]
+        for frames in (1, 13, 17, 25, 29, 37, 41, 129)
+    }
+    assert held == {
+        1: 0,
+        13: 0,
+        17: 0,
+        25: 0,
+        29: 17 * pixels,
+        37: 17 * pixels,
+        41: 2 * 17 * pixels,
+        129: 9 * 17 * pixels,
+    }
+    tile = hunyuan.memory_terms("DecodingStage", frames=41, height=32, width=32)
+    assert tile[:3] == (pixels, 17 * pixels, 41 * pixels)
+    helios = book["helios"]
+    tokens = 9 * 2 * 2
+    steps = {
+        n: helios.memory_terms("DenoisingStage", steps=n, height=32, width=32, cfg=False)
+        for n in (1, 2, 3, 50)
+    }
+    assert steps == {
+        1: (tokens, 0, 0, 0),
+        2: (tokens, tokens, tokens, 0),
+        3: (tokens, tokens, 2 * tokens, 0),
+        50: (tokens, tokens, 2 * tokens, 0),
+    }
+    assert helios.memory_terms("DecodingStage", steps=1, height=32, width=32, cfg=False)[1] == 0
+    assert (
+        helios.memory_terms("DecodingStage", steps=9, height=32, width=32, cfg=False)[1] == tokens
+    )
+    assert helios.memory_terms("TextEncodingStage", height=32, width=64) == (4 * 8, 1)
