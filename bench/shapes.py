@@ -3,16 +3,18 @@ formula).
 
     .venv/bin/python bench/shapes.py [--example wan] [--stage DecodingStage] [--sizes 32,64]
                                      [--frames 1,5,9,13,17,21,33] [--repeat 3]
-                                     [--steps 1] [--cfg false,true]
+                                     [--steps 1,2,3] [--cfg false,true]
     .venv/bin/python bench/shapes.py --pipeline FILE.py:build --formulas FILE.wf --name NAME ...
 
-For each (size, frames, and cfg where ``--cfg`` lists values): the stage's peak above the
+For each (size, frames, steps, and cfg where ``--cfg`` lists values): the stage's peak above the
 request's baseline, per pixel of one frame, and its time (fastest of ``--repeat`` runs, this
 thread's CPU time), per pixel. A memory term is right when the per-pixel peak is affine in what
 the term says (latent frames for the Wan VAE); a time measure when the per-pixel time is flat.
-``--steps 2`` or more shows what a denoising loop keeps from one step to the next. ``--pipeline``
-takes a factory as ``dslc calibrate --pipeline`` does (its module's ``call_kwargs``, ``WARMUP`` and
-``TARGET`` when it has them), with the formulas' pipeline ``--name`` in ``--formulas``.
+``--steps 2`` or more shows what a denoising loop keeps from one step to the next; ``--steps
+1,2,3`` measures each count in turn (a scheduler keeping more from the second or third step on).
+``--pipeline`` takes a factory as ``dslc calibrate --pipeline`` does (its module's ``call_kwargs``,
+``WARMUP`` and ``TARGET`` when it has them), with the formulas' pipeline ``--name`` in
+``--formulas``.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sizes", type=_ints, default=[32, 64], help="square sizes in pixels")
     parser.add_argument("--frames", type=_ints, default=[1, 5, 9, 13, 17, 21, 33])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--steps", type=_ints, default=[1], help="e.g. 1,2,3")
     parser.add_argument("--cfg", type=_bools, default=[], help="e.g. false,true (default: as set)")
     parser.add_argument("--pipeline", help="FILE.py:FACTORY, instead of --example")
     parser.add_argument("--formulas", type=Path, help="with --pipeline: a .wf file or folder")
@@ -95,13 +97,16 @@ def _factory(args: argparse.Namespace) -> Source:
 
 
 def _table(source: Source, args: argparse.Namespace) -> None:
-    """One row a (size, frames, cfg): the stage's peak above baseline and time."""
+    """One row a (size, frames, steps, cfg): the stage's peak above baseline and time."""
     pipeline, build, call_kwargs, warmup, target = source
     points = [
         full_point(pipeline, {**target, **shape}, "point") for shape in _shapes(pipeline, args)
     ]
-    print("| size | frames | cfg | memory terms | peak above baseline B | B / px | ms | us / px |")
-    print("| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |")
+    print(
+        "| size | frames | steps | cfg | memory terms | peak above baseline B | B / px | ms "
+        "| us / px |"
+    )
+    print("| ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |")
     with quiet_libraries(), torch_threads("cpu", 1):
         pipe = build(0)  # any diffusers pipeline, as `dslc calibrate --pipeline` takes it
         session = Session(pipe, pipeline, "cpu", call_kwargs=call_kwargs)  # type: ignore[arg-type]
@@ -112,18 +117,19 @@ def _table(source: Source, args: argparse.Namespace) -> None:
 
 
 def _shapes(pipeline: Pipeline, args: argparse.Namespace) -> list[dict[str, int | bool]]:
-    """Every (size, frames, cfg) asked for, in that nesting order."""
+    """Every (size, frames, steps, cfg) asked for, in that nesting order."""
     has_frames = "frames" in pipeline.default_workload
     shapes: list[dict[str, int | bool]] = []
     for size in args.sizes:
         for count in args.frames if has_frames else [1]:
-            for cfg in args.cfg or [None]:
-                shape: dict[str, int | bool] = {"steps": args.steps, "height": size, "width": size}
-                if has_frames:
-                    shape["frames"] = count
-                if cfg is not None:
-                    shape["cfg"] = cfg
-                shapes.append(shape)
+            for steps in args.steps:
+                for cfg in args.cfg or [None]:
+                    shape: dict[str, int | bool] = {"steps": steps, "height": size, "width": size}
+                    if has_frames:
+                        shape["frames"] = count
+                    if cfg is not None:
+                        shape["cfg"] = cfg
+                    shapes.append(shape)
     return shapes
 
 
@@ -135,16 +141,16 @@ def _row(session: Session, pipeline: Pipeline, point: Point, stage: str, repeat:
         (p.peak_allocated for p in fastest.phases if p.kind == "stage" and p.name == stage),
         default=None,
     )
-    size, cfg = point["height"], point.get("cfg", "-")
+    size, cfg, steps = point["height"], point.get("cfg", "-"), point["steps"]
     count = point.get("frames", 1)
     if peak is None:
-        return f"| {size} | {count} | {cfg} | - | stage {stage} did not run | | | |"
+        return f"| {size} | {count} | {steps} | {cfg} | - | stage {stage} did not run | | | |"
     above = peak - fastest.baseline_allocated
     seconds = fastest.stage_durations[stage]
     terms = ", ".join(str(t) for t in pipeline.memory_terms(stage, **point))
     pixels = int(point["height"]) * int(point["width"])
     return (
-        f"| {size} | {count} | {cfg} | [{terms}] | {above:,} | {above / pixels:,.0f} | "
+        f"| {size} | {count} | {steps} | {cfg} | [{terms}] | {above:,} | {above / pixels:,.0f} | "
         f"{seconds * 1e3:.1f} | {seconds / pixels * 1e6:.1f} |"
     )
 

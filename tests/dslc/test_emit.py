@@ -148,11 +148,13 @@ def test_video_formulas_follow_the_vae_tiles_and_the_scheduler_regimes() -> None
         for n in (1, 2, 3, 50)
     }
     assert steps == {
-        1: (tokens, 0, 0, 0),
-        2: (tokens, tokens, tokens, 0),
-        3: (tokens, tokens, 2 * tokens, 0),
-        50: (tokens, tokens, 2 * tokens, 0),
+        1: (tokens, 0, 0, 0, 0),
+        2: (tokens, tokens, tokens, 0, 0),
+        3: (tokens, tokens, 2 * tokens, 0, 0),
+        50: (tokens, tokens, 2 * tokens, 0, 0),
     }
+    cfg = [helios.memory_terms("DenoisingStage", steps=n, height=32, width=32)[3:] for n in (1, 2)]
+    assert cfg == [(tokens, 0), (tokens, tokens)]  # CFG: one more latent from the second step
     assert helios.memory_terms("DecodingStage", steps=1, height=32, width=32, cfg=False)[1] == 0
     assert (
         helios.memory_terms("DecodingStage", steps=9, height=32, width=32, cfg=False)[1] == tokens

@@ -75,12 +75,25 @@ def test_hunyuan_video_decoding_past_its_temporal_tiles_leaves_nothing_to_act_on
 
 
 def test_helios_across_the_scheduler_steps_and_the_history_leaves_nothing_to_act_on():
-    # steps 1, 2 and 3+ (the scheduler's regimes); 48 x 48 and larger: the history latents above
-    # the tiny encoder's peak in the text stage's window, 32 x 32 below it (probe-regime at most).
-    spec = ((1, 48, 48), (2, 48, 48), (3, 48, 48), (4, 48, 48), (2, 64, 48), (3, 64, 64))
-    sizes = [{"steps": n, "frames": 33, "height": h, "width": w, "cfg": False} for n, h, w in spec]
-    sizes.append({"steps": 2, "frames": 33, "height": 32, "width": 32, "cfg": False})
-    target = {"steps": 8, "frames": 33, "height": 64, "width": 64, "cfg": False}
+    # steps 1, 2 and 3+ (the scheduler's regimes), with and without CFG (one latent more from the
+    # second step with it); 48 x 48 and larger: the history latents above the tiny encoder's peak
+    # in the text stage's window, 32 x 32 below it (probe-regime at most).
+    spec = (
+        (1, 48, 48, False),
+        (2, 48, 48, False),
+        (3, 48, 48, False),
+        (4, 48, 48, False),
+        (2, 64, 48, False),
+        (3, 64, 64, False),
+        (2, 32, 32, False),
+        (1, 48, 48, True),
+        (2, 48, 48, True),
+        (3, 64, 48, True),
+    )
+    sizes = [
+        {"steps": n, "frames": 33, "height": h, "width": w, "cfg": cfg} for n, h, w, cfg in spec
+    ]
+    target = {"steps": 8, "frames": 33, "height": 64, "width": 64, "cfg": True}
     findings = _memory_findings(
         "helios.wf", "helios", helios.build, helios.call_kwargs, sizes, target
     )
