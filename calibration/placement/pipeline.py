@@ -4,7 +4,7 @@ every component through the registry. Imports torch, diffusers and accelerate wh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -71,20 +71,31 @@ def offload_groups(device: str, modules: Mapping[str, nn.Module]) -> frozenset[s
 def nested_blocks(module: nn.Module) -> tuple[str, ...] | None:
     """The children whose blocks group offloading must look into, where the model names none and
     has no block list of its own: block level would onload it whole, one group (CogVideoX's VAE,
-    its blocks in an encoder and a decoder). None where diffusers finds the blocks itself."""
+    its blocks in an encoder and a decoder). None where diffusers finds the blocks itself.
+
+    diffusers looks into a named child with the same names, so a list further down is reached by
+    naming every module on the way to it (CLIP's ``text_model`` and ``encoder``, its layers in
+    ``text_model.encoder.layers``)."""
     from torch import nn
 
     lists = (nn.ModuleList, nn.Sequential)
-    children = dict(module.named_children())
     named = getattr(module, "_group_offload_block_modules", None)
-    if named is not None or any(isinstance(c, lists) for c in children.values()):
+    if named is not None or any(isinstance(c, lists) for c in module.children()):
         return None
-    found = tuple(
-        name
-        for name, child in children.items()
-        if any(isinstance(m, lists) for m in child.modules()) and not _shares(module, child)
-    )
-    return found or None
+    return tuple(dict.fromkeys(_on_the_way(module, module, lists))) or None
+
+
+def _on_the_way(
+    root: nn.Module, module: nn.Module, lists: tuple[type[nn.Module], ...]
+) -> Iterator[str]:
+    """The names of ``module``'s children (and theirs, down to the block lists) that hold a block
+    list, skipping a child that shares a tensor with the rest of ``root``."""
+    for name, child in module.named_children():
+        if isinstance(child, lists) or _shares(root, child):
+            continue
+        if any(isinstance(m, lists) for m in child.modules()):
+            yield name
+            yield from _on_the_way(root, child, lists)
 
 
 def _shares(module: nn.Module, child: nn.Module) -> bool:

@@ -120,3 +120,49 @@ def test_blocks_one_level_down_are_found_when_the_model_names_none():
     assert backend.counter.peak_weights == outside + _bytes(inner.blocks[1]) < _bytes(nested)
     assert {g.label for g in backend.groups} >= {"inner.blocks.0", "inner.blocks.1"}
     assert backend.counter.weights == 0
+
+
+def _two_layer_clip() -> nn.Module:
+    """A real CLIP text encoder with projection (SD3's two): its layers two levels down, in
+    ``text_model.encoder.layers``."""
+    from transformers import CLIPTextConfig, CLIPTextModelWithProjection
+
+    torch.manual_seed(0)
+    return CLIPTextModelWithProjection(
+        CLIPTextConfig(
+            vocab_size=11,
+            hidden_size=16,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            max_position_embeddings=8,
+            projection_dim=16,
+            bos_token_id=0,
+            eos_token_id=1,
+            pad_token_id=0,
+        )
+    )
+
+
+def test_blocks_two_levels_down_are_found_when_the_model_names_none():
+    # CLIP's layers sit in text_model.encoder.layers: naming text_model alone made diffusers
+    # recurse into it and find no list there, so text_model was one group, onloaded whole (the
+    # real SD3's CLIP-G: 1.3 GB at once under a cap meant for one of its 32 layers)
+    from calibration.placement.pipeline import offload_groups
+
+    clip = _two_layer_clip()
+    layers = clip.text_model.encoder.layers
+    offload_groups("cpu", {"clip": clip})
+    backend = LiveTensorBackend(capacity=1 << 20)
+    backend.groups = count_groups({"clip": clip}, backend)
+    backend.watch_weights({"clip": clip})
+    with torch.no_grad(), backend.tracking():
+        clip(input_ids=torch.tensor([[3, 4, 5, 1]]))
+    assert {g.label for g in backend.groups} >= {
+        "text_model.encoder.layers.0",
+        "text_model.encoder.layers.1",
+    }
+    whole = sum(t.numel() * t.element_size() for t in (*clip.parameters(), *clip.buffers()))
+    one_layer = sum(t.numel() * F32 for t in layers[1].parameters())
+    assert backend.counter.peak_weights == whole - one_layer
+    assert backend.counter.weights == 0
