@@ -14,17 +14,20 @@ from artifact.point import Point
 from artifact.spelling import point_text
 from calibration.calibrate.settle import Settled, settle
 from calibration.core.costs import relative_cost
+from calibration.core.offload import allocator_reserve
 from calibration.core.session import Session
 from calibration.probes.evidence import reach
 from calibration.probes.far import FarAxis, at_axis, far_axes, far_findings
 from calibration.probes.findings import rank
+from calibration.probes.level_floor import floored, nearer_sizes
 from calibration.probes.policy import memory_terms, work
 from calibration.probes.residuals import StageFit
 from calibration.probes.sizes import departures, ladder, shape_probe, towards
 from calibration.probes.time_probe import covers_memory, time_probe
 from runtime import Pipeline
+from runtime.estimate import estimate
 from runtime.estimate.fit.model import FitCache
-from runtime.kinds import FindingKind, Quantity
+from runtime.kinds import EARNED, FindingKind, Quantity
 from runtime.record import WarmupRecord
 
 Progress = Callable[[int, int, str], None]
@@ -143,9 +146,9 @@ def more_sizes(
 
 def most_added(probe: Point, target: Point, time_tolerance: float | None) -> int:
     """The most sizes ``more_sizes`` can add: ``CONFIRM_TRIES``, two a departing param (its
-    shape, its far value), one nearer the target, one for time: the progress's total is known
-    before the first run."""
-    return CONFIRM_TRIES + 2 * len(departures(probe, target)) + 1 + (time_tolerance is not None)
+    shape, its far value), one nearer the target, one for a weights level's floor, one for time:
+    the progress's total is known before the first run."""
+    return CONFIRM_TRIES + 2 * len(departures(probe, target)) + 2 + (time_tolerance is not None)
 
 
 def _memory_sizes(
@@ -177,7 +180,8 @@ def _memory_sizes(
             break
         settled = loop.settle(margin, uncovered)
     settled = _far(loop, settled, target, margin, uncovered)
-    return _nearer(loop, settled, probe, target, margin, uncovered)
+    settled = _nearer(loop, settled, probe, target, margin, uncovered)
+    return _near_level(loop, settled, probe, target, margin, uncovered)
 
 
 def _far(
@@ -234,6 +238,49 @@ def _nearer(
     if best is None or not loop.add_size(steps[best[1]], "bringing the sizes nearer the target"):
         return settled
     return loop.settle(margin, uncovered)
+
+
+def _near_level(
+    loop: Loop,
+    settled: Settled,
+    probe: Point,
+    target: Point,
+    margin: float,
+    uncovered: Sequence[str],
+) -> Settled:
+    """Where a weights level's floor, not its fit, sets a phase's bound (``level_floor.floored``):
+    one size nearer the target in that stage's memory (``level_floor.nearer_sizes``), the nearest
+    the budget affords and the cap holds, so the gap the floor subtracts is read nearer the target.
+    One weights level (no offload, or every size at the same weights) never adds one."""
+    pipeline = loop.session.formulas
+    stages = floored(settled.estimate.phases)
+    measured = [dict(r.params) for r in settled.kept]
+    for size in nearer_sizes(pipeline, stages, loop.records, measured, probe, target):
+        if not loop.affordable(size) or not _held(loop, settled, size, margin):
+            continue
+        if loop.add_size(size, "reading a weights level's floor nearer the target"):
+            return loop.settle(margin, uncovered)
+    return settled
+
+
+def _held(loop: Loop, settled: Settled, size: Point, margin: float) -> bool:
+    """Whether the calibration's cap holds a run at ``size``: uncapped, always; capped, when every
+    phase's bound there from the sizes so far (the formulas' terms, each weights level the
+    placement holds, each stage's margin as settled) fits the cap less the allocator's reserve."""
+    session = loop.session
+    if session.capacity is None:
+        return True
+    there = estimate(
+        settled.kept,
+        session.formulas,
+        target=size,
+        margin=margin,
+        component_weight_bytes=session.weights,
+        stage_margins={m.stage: m.margin for m in settled.margins if m.source in EARNED},
+    )
+    usable = session.capacity - allocator_reserve(session.device, session.capacity)
+    bounds = [p.peak.bound_bytes for p in there.phases]
+    return bool(bounds) and all(b is not None and b <= usable for b in bounds)
 
 
 def _candidates(loop: Loop, probe: Point, target: Point) -> list[dict[str, int | bool]]:
