@@ -40,6 +40,13 @@ MEMORY, TIME = Quantity.MEMORY, Quantity.TIME
 #: itself would cost as much as the sizes that predict it; at half, the calibration of a request
 #: costs less than the request (the warmup and the probe are its other share).
 BUDGET = Fraction(1, 2)
+#: A size that reads a weights level's floor nearer the target (``_near_level``) may spend what one
+#: request leaves: the warmup, the probe and every extra size, it included, under the target's
+#: cost, so the calibration of a request still costs less than the request (``BUDGET``'s ground).
+#: Under ``BUDGET`` alone the sizes planned before the first round leave it no room in any case
+#: whose bound the floor sets (the tiny SD's and SDXL's UNets, the tiny FLUX's transformer, SD 1.5
+#: at real size: 0.05 to 0.13 of the target's cost left, a nearer size 0.22 to 0.48).
+WHOLE = Fraction(1)
 #: How many larger sizes the loop tries to decide an ``unconfirmed`` finding.
 CONFIRM_TRIES = 2
 
@@ -76,6 +83,10 @@ class Loop:
             (relative_cost(session.formulas, points[role], target) for role, _ in sizes[1:]),
             Fraction(0),
         )
+        self.base = sum(  # the warmup's and the probe's (``WHOLE``)
+            (relative_cost(session.formulas, points[r], target) for r in ("warmup", "probe")),
+            Fraction(0),
+        )
 
     def measure(self, role: str, why: str = "") -> None:
         self.step += 1
@@ -84,14 +95,19 @@ class Loop:
         self.roles.append(role)
         self.records.append(self.session.run(self.points[role]))
 
-    def affordable(self, point: Point) -> bool:
-        """Whether one more size at ``point`` keeps the extra sizes' cost under the budget."""
-        return self.cost + relative_cost(self.session.formulas, point, self.target) < BUDGET
+    def affordable(self, point: Point, whole: bool = False) -> bool:
+        """Whether one more size at ``point`` keeps the extra sizes' cost under the budget; with
+        ``whole``, the warmup's, the probe's and theirs under the target's (``WHOLE``)."""
+        cost = self.cost + relative_cost(self.session.formulas, point, self.target)
+        return cost + self.base < WHOLE if whole else cost < BUDGET
 
-    def add_size(self, point: dict[str, int | bool], why: str, for_time: bool = False) -> bool:
-        """One more size, if affordable and new: measured now, and once in every later round. A
-        size ``for_time`` was chosen from measured times: it never enters a memory figure."""
-        if point in self.points.values() or not self.affordable(point):
+    def add_size(
+        self, point: dict[str, int | bool], why: str, for_time: bool = False, whole: bool = False
+    ) -> bool:
+        """One more size, if affordable (``whole``: see ``affordable``) and new: measured now, and
+        once in every later round. A size ``for_time`` was chosen from measured times: it never
+        enters a memory figure."""
+        if point in self.points.values() or not self.affordable(point, whole):
             return False
         role = f"probe {len(self.sizes) + 1}"
         if for_time:
@@ -250,15 +266,16 @@ def _near_level(
 ) -> Settled:
     """Where a weights level's floor, not its fit, sets a phase's bound (``level_floor.floored``):
     one size nearer the target in that stage's memory (``level_floor.nearer_sizes``), the nearest
-    the budget affords and the cap holds, so the gap the floor subtracts is read nearer the target.
-    One weights level (no offload, or every size at the same weights) never adds one."""
+    that what one request leaves affords (``WHOLE``) and the cap holds, so the gap the floor
+    subtracts is read nearer the target. One weights level (no offload, or every size at the same
+    weights) never adds one."""
     pipeline = loop.session.formulas
     stages = floored(settled.estimate.phases)
     measured = [dict(r.params) for r in settled.kept]
     for size in nearer_sizes(pipeline, stages, loop.records, measured, probe, target):
-        if not loop.affordable(size) or not _held(loop, settled, size, margin):
+        if not loop.affordable(size, whole=True) or not _held(loop, settled, size, margin):
             continue
-        if loop.add_size(size, "reading a weights level's floor nearer the target"):
+        if loop.add_size(size, "reading a weights level's floor nearer the target", whole=True):
             return loop.settle(margin, uncovered)
     return settled
 
