@@ -45,7 +45,7 @@ BUDGET = Fraction(1, 2)
 #: cost, so the calibration of a request still costs less than the request (``BUDGET``'s ground).
 #: Under ``BUDGET`` alone the sizes planned before the first round leave it no room in any case
 #: whose bound the floor sets (the tiny SD's and SDXL's UNets, the tiny FLUX's transformer, SD 1.5
-#: at real size: 0.05 to 0.13 of the target's cost left, a nearer size 0.22 to 0.48).
+#: at real size: 0.05 to 0.14 of the target's cost left, a nearer size 0.22 to 0.48).
 WHOLE = Fraction(1)
 #: How many larger sizes the loop tries to decide an ``unconfirmed`` finding.
 CONFIRM_TRIES = 2
