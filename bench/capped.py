@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from artifact.point import Point
 from bench.accuracy import CASES, FORMULAS, machine, resolved
 from bench.realsize_plan import plan_and_validate
+from calibration.calibrate.loop import describe
 from calibration.calibrate.pipeline import calibrate_pipeline
 from calibration.calibrate.run import load_pipeline, shapes
 from calibration.core.host import quiet_libraries
@@ -316,6 +317,8 @@ def _summary(cal: Calibration | str) -> dict[str, Any]:
         "phases": phases(cal),
         "findings": sorted(memory_findings(cal)),
         "errors": list(cal.errors),
+        "extra_cost": float(cal.extra_cost),
+        "extras": [f"{describe(e.point)} ({e.reason})" for e in cal.extras],
     }
 
 
@@ -400,12 +403,24 @@ def markdown(result: Mapping[str, Any], same_bytes: bool = False) -> str:
         lines += ["", f"auto: {result['auto_run']}."]
     lines += ["", "Memory findings: uncapped " + _listed(result["uncapped"]["findings"])]
     lines[-1] += "; capped " + _listed(result["group"]["findings"]) + "."
+    lines += ["", _extras(result["uncapped"], result["group"])]
     lines += ["", f"Plan for the cap: {'held' if result['validated'] else 'NOT held'}."]
     if not result["validated"]:
         lines += ["", "```", *result["plan"], "```"]
     trouble = problems(result, same_bytes)
     lines += ["", "Problems: " + ("; ".join(trouble) if trouble else "none") + "."]
     return "\n".join(lines)
+
+
+def _extras(uncapped: Mapping[str, Any], capped: Mapping[str, Any]) -> str:
+    """The sizes each run added beyond the probe and their cost next to the target's (a --json
+    file written before they were kept has none)."""
+    if "extra_cost" not in capped:
+        return "Extra sizes: not recorded."
+    return (
+        f"Extra sizes' cost (of the target's): uncapped {uncapped.get('extra_cost', 0):.4f}; "
+        f"capped {capped['extra_cost']:.4f}: {_listed(capped['extras'])}."
+    )
 
 
 def _listed(items: Sequence[str]) -> str:

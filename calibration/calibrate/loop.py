@@ -14,17 +14,20 @@ from artifact.point import Point
 from artifact.spelling import point_text
 from calibration.calibrate.settle import Settled, settle
 from calibration.core.costs import relative_cost
+from calibration.core.offload import allocator_reserve
 from calibration.core.session import Session
 from calibration.probes.evidence import reach
 from calibration.probes.far import FarAxis, at_axis, far_axes, far_findings
 from calibration.probes.findings import rank
+from calibration.probes.level_floor import floored, nearer_sizes
 from calibration.probes.policy import memory_terms, work
 from calibration.probes.residuals import StageFit
 from calibration.probes.sizes import departures, ladder, shape_probe, towards
 from calibration.probes.time_probe import covers_memory, time_probe
 from runtime import Pipeline
+from runtime.estimate import estimate
 from runtime.estimate.fit.model import FitCache
-from runtime.kinds import FindingKind, Quantity
+from runtime.kinds import EARNED, FindingKind, Quantity
 from runtime.record import WarmupRecord
 
 Progress = Callable[[int, int, str], None]
@@ -37,6 +40,13 @@ MEMORY, TIME = Quantity.MEMORY, Quantity.TIME
 #: itself would cost as much as the sizes that predict it; at half, the calibration of a request
 #: costs less than the request (the warmup and the probe are its other share).
 BUDGET = Fraction(1, 2)
+#: A size that reads a weights level's floor nearer the target (``_near_level``) may spend what one
+#: request leaves: the warmup, the probe and every extra size, it included, under the target's
+#: cost, so the calibration of a request still costs less than the request (``BUDGET``'s ground).
+#: Under ``BUDGET`` alone the sizes planned before the first round leave it no room in any case
+#: whose bound the floor sets (the tiny SD's and SDXL's UNets, the tiny FLUX's transformer, SD 1.5
+#: at real size: 0.05 to 0.14 of the target's cost left, a nearer size 0.22 to 0.48).
+WHOLE = Fraction(1)
 #: How many larger sizes the loop tries to decide an ``unconfirmed`` finding.
 CONFIRM_TRIES = 2
 
@@ -73,6 +83,10 @@ class Loop:
             (relative_cost(session.formulas, points[role], target) for role, _ in sizes[1:]),
             Fraction(0),
         )
+        self.base = sum(  # the warmup's and the probe's (``WHOLE``)
+            (relative_cost(session.formulas, points[r], target) for r in ("warmup", "probe")),
+            Fraction(0),
+        )
 
     def measure(self, role: str, why: str = "") -> None:
         self.step += 1
@@ -81,14 +95,19 @@ class Loop:
         self.roles.append(role)
         self.records.append(self.session.run(self.points[role]))
 
-    def affordable(self, point: Point) -> bool:
-        """Whether one more size at ``point`` keeps the extra sizes' cost under the budget."""
-        return self.cost + relative_cost(self.session.formulas, point, self.target) < BUDGET
+    def affordable(self, point: Point, whole: bool = False) -> bool:
+        """Whether one more size at ``point`` keeps the extra sizes' cost under the budget; with
+        ``whole``, the warmup's, the probe's and theirs under the target's (``WHOLE``)."""
+        cost = self.cost + relative_cost(self.session.formulas, point, self.target)
+        return cost + self.base < WHOLE if whole else cost < BUDGET
 
-    def add_size(self, point: dict[str, int | bool], why: str, for_time: bool = False) -> bool:
-        """One more size, if affordable and new: measured now, and once in every later round. A
-        size ``for_time`` was chosen from measured times: it never enters a memory figure."""
-        if point in self.points.values() or not self.affordable(point):
+    def add_size(
+        self, point: dict[str, int | bool], why: str, for_time: bool = False, whole: bool = False
+    ) -> bool:
+        """One more size, if affordable (``whole``: see ``affordable``) and new: measured now, and
+        once in every later round. A size ``for_time`` was chosen from measured times: it never
+        enters a memory figure."""
+        if point in self.points.values() or not self.affordable(point, whole):
             return False
         role = f"probe {len(self.sizes) + 1}"
         if for_time:
@@ -143,9 +162,9 @@ def more_sizes(
 
 def most_added(probe: Point, target: Point, time_tolerance: float | None) -> int:
     """The most sizes ``more_sizes`` can add: ``CONFIRM_TRIES``, two a departing param (its
-    shape, its far value), one nearer the target, one for time: the progress's total is known
-    before the first run."""
-    return CONFIRM_TRIES + 2 * len(departures(probe, target)) + 1 + (time_tolerance is not None)
+    shape, its far value), one nearer the target, one for a weights level's floor, one for time:
+    the progress's total is known before the first run."""
+    return CONFIRM_TRIES + 2 * len(departures(probe, target)) + 2 + (time_tolerance is not None)
 
 
 def _memory_sizes(
@@ -177,7 +196,8 @@ def _memory_sizes(
             break
         settled = loop.settle(margin, uncovered)
     settled = _far(loop, settled, target, margin, uncovered)
-    return _nearer(loop, settled, probe, target, margin, uncovered)
+    settled = _nearer(loop, settled, probe, target, margin, uncovered)
+    return _near_level(loop, settled, probe, target, margin, uncovered)
 
 
 def _far(
@@ -234,6 +254,50 @@ def _nearer(
     if best is None or not loop.add_size(steps[best[1]], "bringing the sizes nearer the target"):
         return settled
     return loop.settle(margin, uncovered)
+
+
+def _near_level(
+    loop: Loop,
+    settled: Settled,
+    probe: Point,
+    target: Point,
+    margin: float,
+    uncovered: Sequence[str],
+) -> Settled:
+    """Where a weights level's floor, not its fit, sets a phase's bound (``level_floor.floored``):
+    one size nearer the target in that stage's memory (``level_floor.nearer_sizes``), the nearest
+    that what one request leaves affords (``WHOLE``) and the cap holds, so the gap the floor
+    subtracts is read nearer the target. One weights level (no offload, or every size at the same
+    weights) never adds one."""
+    pipeline = loop.session.formulas
+    stages = floored(settled.estimate.phases)
+    measured = [dict(r.params) for r in settled.kept]
+    for size in nearer_sizes(pipeline, stages, loop.records, measured, probe, target):
+        if not loop.affordable(size, whole=True) or not _held(loop, settled, size, margin):
+            continue
+        if loop.add_size(size, "reading a weights level's floor nearer the target", whole=True):
+            return loop.settle(margin, uncovered)
+    return settled
+
+
+def _held(loop: Loop, settled: Settled, size: Point, margin: float) -> bool:
+    """Whether the calibration's cap holds a run at ``size``: uncapped, always; capped, when every
+    phase's bound there from the sizes so far (the formulas' terms, each weights level the
+    placement holds, each stage's margin as settled) fits the cap less the allocator's reserve."""
+    session = loop.session
+    if session.capacity is None:
+        return True
+    there = estimate(
+        settled.kept,
+        session.formulas,
+        target=size,
+        margin=margin,
+        component_weight_bytes=session.weights,
+        stage_margins={m.stage: m.margin for m in settled.margins if m.source in EARNED},
+    )
+    usable = session.capacity - allocator_reserve(session.device, session.capacity)
+    bounds = [p.peak.bound_bytes for p in there.phases]
+    return bool(bounds) and all(b is not None and b <= usable for b in bounds)
 
 
 def _candidates(loop: Loop, probe: Point, target: Point) -> list[dict[str, int | bool]]:

@@ -53,7 +53,10 @@ def phase_peak(
     )
     if estimates[bounding].bound_bytes != estimates[top].bound_bytes:
         reason += f"; the bound with {series[bounding][0]} B: {estimates[bounding].reason}"
-    return evolve(estimates[top], bound_bytes=estimates[bounding].bound_bytes, reason=reason)
+    bound = estimates[bounding]
+    return evolve(
+        estimates[top], bound_bytes=bound.bound_bytes, reason=reason, lift_bytes=bound.lift_bytes
+    )
 
 
 def _level_peak(
@@ -116,7 +119,7 @@ def _covered(
         f"{ceiling} B, less the {gap} B the level lay under it at {show_terms(pairs[0][0].terms)} "
         "(past the sizes a level's peak may move to another op; it never passes the phase's)"
     )
-    return evolve(level, bound_bytes=cover, reason=reason)
+    return evolve(level, bound_bytes=cover, reason=reason, lift_bytes=cover - level.bound_bytes)
 
 
 def _activations(phase: Phase) -> int:

@@ -153,6 +153,9 @@ class PeakEstimate:
     points: tuple[MeasuredPoint, ...] = ()
     fit: LinearFit | PlaneFit | None = None
     target_terms: tuple[Measure, ...] = ()  # the memory measure's terms at the target (2+ terms)
+    #: what a weights level's floor (``level_peaks._covered``) raised the bound by over the
+    #: level's own padded fit: a calibration measures nearer the target where it is large
+    lift_bytes: int = 0
 
     def __attrs_post_init__(self) -> None:
         if (self.method == Method.NONE) != (self.raw_bytes is None):

@@ -54,6 +54,7 @@ def test_a_level_bending_past_the_sizes_is_bounded_by_the_phases_own_activations
     assert peak.bound_bytes >= 3850
     assert "the bound with 1000 B: " in peak.reason
     assert "less the 250 B the level lay under it at 20 " in peak.reason
+    assert peak.lift_bytes == 4450 - 3450  # over the big level's own padded fit: what it says
     request = estimate_peak_bytes(records, toy, component_weight_bytes=WEIGHTS)
     assert (request.raw_bytes, request.bound_bytes) == (3200, 4450)
 
@@ -73,6 +74,7 @@ def test_a_level_that_is_the_phases_own_activations_keeps_its_bound(toy):
     peak = _denoise(records, toy)
     assert (peak.raw_bytes, peak.bound_bytes) == (5100, 5900)
     assert "less the" not in peak.reason
+    assert peak.lift_bytes == 0
 
 
 def test_a_record_without_the_activations_own_peak_reads_its_highest_level(toy):
