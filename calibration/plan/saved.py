@@ -47,8 +47,8 @@ class SavedPlan:
     path: str
     plan: Plan
 
-    def __str__(self) -> str:
-        return f"plan:{self.path}"
+    def __str__(self) -> str:  # on one line in every message, whatever the path holds
+        return f"plan:{path_text(self.path)}"
 
     def placement(self) -> dict[str, str]:
         """Each component's placement as `dslc plan` prints it (``layerwise 1/2``)."""
