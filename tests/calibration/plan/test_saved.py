@@ -144,6 +144,8 @@ BAD = [
         "device.reserve_bytes: expected integer or null, got number 0.0",
     ),
     (lambda d: d.update(transfer_bytes=0.0), "transfer_bytes: expected integer, got number 0.0"),
+    (lambda d: d.update(version=1.0), "version: expected integer, got number 1.0"),  # as the rest
+    (lambda d: d.update(version=True), "version True is not supported"),
 ]
 
 
