@@ -19,7 +19,12 @@ from typing import Any, NoReturn
 
 from attrs import define, frozen
 
-from artifact.limits import MAX_PLAN_CANDIDATES, MAX_PLAN_COMPONENTS, MAX_PLAN_LAYERS
+from artifact.limits import (
+    MAX_PLAN_CANDIDATES,
+    MAX_PLAN_COMPONENTS,
+    MAX_PLAN_LAYERS,
+    MAX_PLAN_PHASES,
+)
 from artifact.spelling import file_value, path_text
 from calibration.plan.document_check import (
     SCHEMA,
@@ -34,6 +39,9 @@ PLAN_SCHEMA = SCHEMA.parent / "plan.schema.json"
 #: What every refusal ends with: where a good file comes from.
 FIX = "--calibrate-offload plan:FILE reads what `dslc plan --json` writes (docs/planning.md)"
 _SHOWN = 8  # component names a message lists
+#: JSON objects a plan document may hold: its phases (MAX_PLAN_PHASES at most), its times (two
+#: objects a target), components and device come to under 75,000; twice the phases bounds them.
+MAX_PLAN_OBJECTS = 2 * MAX_PLAN_PHASES
 
 
 class PlanFileError(PlanInputError):
@@ -116,12 +124,20 @@ class _LayerCount:
     """The parser's hook, each object as it is finished: a component keeping more layers than a
     plan streams, or components listing more layer indices in all than the planner weighs
     placements (each index is a layer of its component: the layers of a plan sum to at most
-    MAX_PLAN_CANDIDATES), stop the parse there. So 80 x 100,000 indices are never read, nor 256
-    components of 4,096 walked by the schema (about 9 us an index: 9 s)."""
+    MAX_PLAN_CANDIDATES), or more objects than MAX_PLAN_OBJECTS, stop the parse there. So 80 x
+    100,000 indices are never read, nor 256 components of 4,096 walked by the schema (about 9 us
+    an index: 9 s), nor a million empty objects held (76 MiB)."""
 
     total: int = 0
+    objects: int = 0
 
     def __call__(self, obj: dict[str, object]) -> object:
+        self.objects += 1
+        if self.objects > MAX_PLAN_OBJECTS:
+            raise DocumentError(
+                f"more than {MAX_PLAN_OBJECTS:,} JSON objects; a plan document holds one a "
+                f"phase (at most {MAX_PLAN_PHASES:,}: MAX_PLAN_PHASES) and a few more"
+            )
         for key, verb in (("resident_layers", "keeps"), ("pinned_layers", "pins")):
             kept = obj.get(key)
             if not isinstance(kept, list):

@@ -18,7 +18,7 @@ from calibration.errors import CalibrationError
 from calibration.plan import Component, Device, Phase, Target, solve
 from calibration.plan.document_check import MAX_DOCUMENT_BYTES, _validator
 from calibration.plan.report import document
-from calibration.plan.saved import FIX, PlanFileError, SavedPlan, read_plan
+from calibration.plan.saved import FIX, MAX_PLAN_OBJECTS, PlanFileError, SavedPlan, read_plan
 from tests.calibration.plan.test_properties import problems
 
 COMPONENTS = [
@@ -356,3 +356,19 @@ def test_a_plan_of_the_planners_most_layers_in_all_is_read(tmp_path):
     saved = read_plan(_written(tmp_path, _hostile_plan(components)))
     kept = sum(len(p.resident_layers) + len(p.pinned_layers) for p in saved.plan.placements)
     assert kept == MAX_PLAN_CANDIDATES
+
+
+def test_a_million_empty_objects_stop_the_parse_past_the_objects_a_plan_holds(tmp_path):
+    """3 MB of `{}` as components: the parse held them all (76 MiB, 0.5 s) before the count
+    refused them (issue 39, a variant of 100,000 components); it stops past MAX_PLAN_OBJECTS."""
+    head = json.dumps(_hostile_plan([]), separators=(",", ":"))[: -len("]}")]
+    path = tmp_path / "empty.json"
+    path.write_text(head + ",".join(["{}"] * 1_000_000) + "]}")
+    walks = _schema_walks()
+
+    def refused() -> None:
+        with pytest.raises(PlanFileError, match=f"more than {MAX_PLAN_OBJECTS:,} JSON objects"):
+            read_plan(path)
+
+    assert _peak(refused) < 16 * MiB
+    assert _schema_walks() == walks
