@@ -23,17 +23,23 @@ _SIZE_UNITS = {
     "gib": 1 << 30,
     "tib": 1 << 40,
 }
+#: From 2**60 bytes (1 EiB, a million TiB) a size is shown by its power of two: a fit beyond any
+#: device printed in TiB would be a number of hundreds of digits.
+_HUGE_BITS = 60
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*")
 MAX_SIZE_DIGITS = 30  # a size option longer than this is refused, not parsed
 
 
 def show_bytes(value: float | None) -> str:
-    """`-` for unknown, else binary units with three significant figures: `28.6 GiB`, `-512 B`."""
-    if isinstance(value, int) and value.bit_length() > 1000:  # past a float: by its size
+    """`-` for unknown, else binary units with three significant figures: `28.6 GiB`, `-512 B`;
+    from 1 EiB, by its power of two (`~2**996 B`)."""
+    if isinstance(value, int) and value.bit_length() > _HUGE_BITS:  # past a float too
         return f"{'-' if value < 0 else ''}~2**{abs(value).bit_length() - 1} B"
     if value is None or not math.isfinite(value):
         return "-"
     sign, size = ("-", -value) if value < 0 else ("", value)
+    if size >= 1 << _HUGE_BITS:
+        return f"{sign}~2**{math.floor(math.log2(size))} B"
     for unit, scale in _BINARY:
         if size >= scale:
             return f"{sign}{_three(size / scale)} {unit}"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from artifact.point import Point
+from artifact.spelling import path_text
 from artifact.units import parse_size
 from calibration.calibrate.run import Calibration
 from calibration.core.offload import Offload
@@ -133,7 +134,9 @@ def _only_pipeline(path: Path) -> str:
         raise CalibrationError(str(exc)) from None
     if len(names) != 1:
         held = ", ".join(names) or "none"
-        raise CalibrationError(f"{path} holds {held}: pass name= (the pipeline to calibrate)")
+        raise CalibrationError(
+            f"{path_text(path)} holds {held}: pass name= (the pipeline to calibrate)"
+        )
     return names[0]
 
 

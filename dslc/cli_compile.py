@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import attrs
 import click
 
-from dslc.cli_failures import Failure, runtime_errors
+from dslc.cli_failures import Failure, cannot, runtime_errors
 from dslc.cli_files import wf_files
 from dslc.cli_ui import ui
 from dslc.render_rich import plural
@@ -71,7 +71,7 @@ def load_book(source: Path) -> tuple[FormulaBook, Program | None]:
             with runtime_errors():
                 return load_formulas(source), None
         except OSError as exc:
-            raise Failure(f"cannot read {source}: {exc.strerror or exc}") from None
+            raise cannot("read", source, exc) from None
     from dslc.build import load_program
 
     result = compile_files(wf_files([source]))

@@ -4,13 +4,15 @@ typed errors), one line and exit 3 for a bug (`internal_error`)."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 import click
 
+from artifact.spelling import path_text
 from dslc.cli_ui import Ui, ui
 
-__all__ = ["Failure", "internal_error", "runtime_errors"]
+__all__ = ["Failure", "cannot", "internal_error", "runtime_errors"]
 
 
 class Failure(click.ClickException):
@@ -24,6 +26,12 @@ class Failure(click.ClickException):
 
     def show(self, file: object = None) -> None:
         self.err.line(f"error: {self.message}", style="bold red")
+
+
+def cannot(verb: str, path: str | os.PathLike[str], exc: OSError) -> Failure:
+    """``cannot write PATH: why``, the path on one line whatever it holds (a newline, a tab, an
+    undecodable byte): what every command says when the system refuses one of its files."""
+    return Failure(f"cannot {verb} {path_text(path)}: {exc.strerror or exc}")
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from dslc.cli_failures import Failure
+from dslc.cli_failures import cannot
 
 __all__ = ["PATHS", "REPO_FORMULAS", "default_formulas", "wf_files", "write_file"]
 
@@ -46,7 +46,7 @@ def write_file(path: Path, text: str) -> None:
     try:
         write_atomically(path, text)
     except OSError as exc:
-        raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise cannot("write", path, exc) from None
 
 
 #: The `[PATH...]` argument of check, build and fmt (none: the repository's formulas/).

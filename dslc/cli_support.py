@@ -8,7 +8,7 @@ concern: `cli_ui` (streams, `--quiet`), `cli_failures` (exit 1 and 3), `cli_valu
 from __future__ import annotations
 
 from dslc.cli_compile import compile_files, load_book, pipeline_named, summary
-from dslc.cli_failures import Failure, internal_error, runtime_errors
+from dslc.cli_failures import Failure, cannot, internal_error, runtime_errors
 from dslc.cli_files import PATHS, REPO_FORMULAS, default_formulas, wf_files, write_file
 from dslc.cli_group import PLUGIN_GROUP, DslcGroup, plugin_commands
 from dslc.cli_ui import Ui, examples, ui
@@ -23,6 +23,7 @@ __all__ = [
     "Failure",
     "Ui",
     "assignments",
+    "cannot",
     "compile_files",
     "default_formulas",
     "examples",

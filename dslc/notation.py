@@ -54,11 +54,24 @@ def to_ast(expr: sympy.Basic) -> ast.Expr:
         condition, then, orelse = (to_ast(a) for a in expr.args)
         return ast.IfElse(condition, then, orelse)
     name = type(expr).__name__
+    if name == "floor" and (division := _division(expr.args[0])) is not None:
+        return division
     if name in _CALLS:
         return ast.Call(_CALLS[name], tuple(to_ast(a) for a in expr.args))
     if isinstance(expr, sympy.core.relational.Relational) and expr.rel_op in _RELATIONS:
         return ast.Binary(expr.rel_op, to_ast(expr.lhs), to_ast(expr.rhs))
     return _logic(expr)
+
+
+def _division(quotient: sympy.Basic) -> ast.Expr | None:
+    """``a // k`` for ``floor(a / k)`` with a whole ``k`` above 1, the integer division as a
+    formula writes it (``(frames - 1) // 4``, not ``floor(frames / 4 - 1 / 4)``); None else."""
+    import sympy
+
+    numerator, denominator = sympy.fraction(sympy.together(quotient))
+    if not isinstance(denominator, sympy.Integer) or denominator <= 1:
+        return None
+    return ast.Binary("//", to_ast(sympy.expand(numerator)), _number(Fraction(int(denominator))))
 
 
 def _logic(expr: sympy.Basic) -> ast.Expr:

@@ -21,6 +21,7 @@ from pathlib import Path
 from attrs import field, frozen
 
 from artifact.point import Point
+from artifact.spelling import path_text
 from calibration.calibrate.loop import BUDGET, Loop, Progress, more_sizes, most_added
 from calibration.calibrate.settle import Settled, fixed_margin_bounds, median_run
 from calibration.core.calls import UnprovenCall, unproven_calls
@@ -197,7 +198,7 @@ def load_pipeline(formula_path: Path, name: str) -> Pipeline:
     from dslc.build import NotCompiled, load_sources
 
     if not formula_path.exists():
-        raise CalibrationError(f"no formula file or folder {formula_path}")
+        raise CalibrationError(f"no formula file or folder {path_text(formula_path)}")
     try:
         book = load_sources([formula_path])
     except NotCompiled as exc:

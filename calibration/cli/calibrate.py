@@ -28,7 +28,7 @@ from calibration.cli.options import (
 from calibration.core.config import RunConfig
 from calibration.core.shapes import Shapes
 from calibration.examples import EXAMPLES
-from dslc.cli_support import POINT_METAVAR, Failure, ui
+from dslc.cli_support import POINT_METAVAR, Failure, cannot, ui
 
 if TYPE_CHECKING:
     from calibration.calibrate.run import Calibration
@@ -199,7 +199,7 @@ def _write(
         try:
             draw(cal, plot)
         except OSError as exc:
-            raise Failure(f"cannot write {plot}: {exc.strerror or exc}") from None
+            raise cannot("write", plot, exc) from None
         wrote(plot, "the plot")
     if as_json or save is not None:
         from calibration.calibrate.report import document
@@ -212,7 +212,7 @@ def _write(
             try:
                 write_atomically(save, json.dumps(doc, indent=2) + "\n")
             except OSError as exc:
-                raise Failure(f"cannot write {save}: {exc.strerror or exc}") from None
+                raise cannot("write", save, exc) from None
             wrote(save, "the calibration document")
         if as_json:
             ui().out.json(doc)

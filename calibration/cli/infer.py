@@ -20,7 +20,7 @@ from calibration.examples import EXAMPLES
 from calibration.infer.axes import Axis, AxisError, parse_axis, skeleton_text
 from calibration.infer.deadline import REQUEST_SECONDS
 from calibration.infer.ladder import DEFAULT_SIZES, MAX_SIZES
-from dslc.cli_support import Failure, ui
+from dslc.cli_support import Failure, cannot, ui
 from dslc.cli_values import FiniteRange
 
 if TYPE_CHECKING:
@@ -363,7 +363,7 @@ def _show(
         try:
             write_atomically(output, result.draft)
         except OSError as exc:
-            raise Failure(f"cannot write {output}: {exc.strerror or exc}") from None
+            raise cannot("write", output, exc) from None
     if plot is not None:
         _draw(result, plot)
     for line in [*switch_notes(result.proposals), *time_notes(result.proposals)]:
@@ -398,5 +398,5 @@ def _draw(result: Inference, path: Path) -> None:
     try:
         plot_inference(result.proposals, path)
     except OSError as exc:
-        raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise cannot("write", path, exc) from None
     wrote(path, "the plot")

@@ -51,7 +51,7 @@ from calibration.plan.model import (
 )
 from calibration.plan.report import document
 from calibration.plan.solver import solve
-from dslc.cli_support import POINT_METAVAR, Failure, ui
+from dslc.cli_support import POINT_METAVAR, Failure, cannot, ui
 
 _EPILOG_LINES = (
     "\b",
@@ -331,7 +331,7 @@ def _draw(result: Plan, path: Path) -> None:
     try:
         plot_plan(result, path)
     except OSError as exc:
-        raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise cannot("write", path, exc) from None
     wrote(path, "the plot")
 
 

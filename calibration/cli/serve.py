@@ -99,6 +99,8 @@ def serve(
     (on CUDA: the device's memory when not given), applies the plan and validates it on one
     measured request before /healthz says ready.
     """
+    choice = check_choice(choice)  # usage errors before torch, fastapi and uvicorn load
+    device = _device(config, reserve)
     try:
         import uvicorn
 
@@ -107,8 +109,6 @@ def serve(
         raise Failure(EXTRA) from None
     from calibration.cli.serve_boot import Boot, boot
 
-    choice = check_choice(choice)
-    device = _device(config, reserve)
     _log_to_stderr(as_json)
     # measured on the device as it is, planned for the capacity (as `dslc plan --validate`)
     measured = attrs.evolve(config, capacity=_whole_device(config.device))

@@ -12,7 +12,7 @@ from artifact.spelling import path_text, point_text
 from calibration.calibrate.run import Calibration, Progress
 from calibration.calibrate.verdict import OVER_PREDICTED, over_prediction, verdict
 from calibration.probes.findings import NOTES
-from dslc.cli_support import Failure, ui
+from dslc.cli_support import cannot, ui
 from runtime.record import WarmupRecord
 
 #: A step still running after this many seconds of the run shows an estimate of the time left.
@@ -113,7 +113,7 @@ def save_records(path: Path, cal: Calibration) -> None:
     try:
         save(path, records)
     except OSError as exc:
-        raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise cannot("write", path, exc) from None
     wrote(path, "the warmup records")
 
 

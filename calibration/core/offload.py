@@ -155,11 +155,33 @@ def placed(
             f"the pipeline does not fit the device under --calibrate-offload {offload}: "
             f"{str(exc).splitlines()[0]}; use --calibrate-offload model or group"
         ) from None
+    except Exception as exc:  # noqa: BLE001 - a component's move failing (any type): typed
+        raise _not_placed(pipe, offload, modules, exc) from None
     if isinstance(backend, LiveTensorBackend):
         if offload is Offload.GROUP:  # counted group by group, as its hooks move them
             backend.groups = count_groups(modules, backend)
         backend.swapped = moved - {group.component for group in backend.groups}
     return backend, applied
+
+
+def _not_placed(
+    pipe: object, offload: Placing, modules: Mapping[str, nn.Module], exc: Exception
+) -> CalibrationError:
+    """Placing ``pipe`` under ``offload`` raised ``exc`` (a component's ``.to()``, a hook):
+    what it installed taken off again (a saved plan's ``apply`` undid itself), the error typed."""
+    left = ""
+    if isinstance(offload, Offload):
+        try:
+            release(pipe, offload, modules)
+        except Exception as undo:  # noqa: BLE001 - said in the error, never a traceback
+            left = f"; taking its hooks off failed too ({type(undo).__name__}: {undo})"
+    if isinstance(exc, CalibrationError):
+        return CalibrationError(f"{exc}{left}")
+    first = (str(exc).splitlines() or [""])[0]
+    return CalibrationError(
+        f"placing the pipeline under --calibrate-offload {offload} failed: "
+        f"{type(exc).__name__}: {first}{left}"
+    )
 
 
 def install(

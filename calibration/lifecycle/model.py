@@ -99,6 +99,7 @@ class Baseline:
     previous_s: float | None = None
     spread_s: float = 0.0
     link_bytes_per_s: float | None = None  # the link predictions are judged on (None: the plan's)
+    judged: bool = True  # False: the time is recorded, not judged (the machine was what slowed)
 
 
 @frozen

@@ -196,9 +196,11 @@ def _apply(run: _Run, plan: Plan) -> Outcome:
         result = apply_and_validate(book, session, plan, request, settings, before)
         if result.validation.failure is Failure.TOO_SLOW:
             now = drifted(book, session, request, settings, result, before)
-            if now is not None:  # the machine slowed, not the placement: judged again on it
-                before = now
-                result = apply_and_validate(book, session, plan, request, settings, before)
+            if now is not None:  # the machine slowed, not the placement: the plan holds,
+                before = now  # applied again and its memory validated; its time is recorded,
+                unjudged = attrs.evolve(now, judged=False)  # not judged: a machine still
+                result = apply_and_validate(book, session, plan, request, settings, unjudged)
+                # slowing would make the plan slower than the request just before it
             speed = result.validation.speed
             if result.validation.failure is Failure.TOO_SLOW and speed is not None:
                 slow.add(placement_key(plan))

@@ -3,9 +3,10 @@
 A placement rolled back as ``slower`` may be the machine, not the placement: ``drifted`` runs one
 request with the plan undone, and when that one is as slow (the placement within 5 % of it, or
 within the validation's own allowance for noise, as ``SpeedCheck.too_slow`` judges) the
-machine slowed down: the plan is tried again against the new time before. A placement that was
-slower is never applied again unless its prediction says it is no longer slower than before
-(``still_slower``).
+machine slowed down: the plan holds, applied again with its memory validated and its time
+recorded against the new time before but not judged (a machine that slows with every request
+would make any request slower than the one before it). A placement that was slower is never
+applied again unless its prediction says it is no longer slower than before (``still_slower``).
 """
 
 from __future__ import annotations

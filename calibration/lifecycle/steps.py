@@ -217,6 +217,9 @@ def _applied(
         session.streamed()  # a streamed component counted block by block, as the device holds it
     except UndoError:
         raise
+    except KeyboardInterrupt:  # ``apply`` undid itself; the ranks stop together (``_agreed``)
+        log.add(StepName.APPLY, "failed", "interrupted")
+        return None, Validation(Failure.REQUEST_ERROR, "interrupted", interrupted=True)
     except Exception as exc:  # noqa: BLE001 - any failure while applying is a failed validation
         failure = raised("apply failed", exc)
         log.add(StepName.APPLY, "failed", str(exc), component=failure.failed_component)

@@ -128,7 +128,7 @@ def judge_speed(
         predicted = None
     speed = SpeedCheck(predicted, record.duration_s, baseline.spread_s, baseline.previous_s)
     judged = attrs.evolve(validation, speed=speed)
-    if not validation.holds or not speed.too_slow:
+    if not validation.holds or not speed.too_slow or not baseline.judged:
         return judged
     assert speed.predicted_s is not None and speed.previous_s is not None  # too_slow says so
     slower = speed.measured_s / speed.previous_s - 1

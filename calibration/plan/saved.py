@@ -17,9 +17,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from attrs import frozen
+from attrs import define, frozen
 
-from artifact.limits import MAX_PLAN_COMPONENTS, MAX_PLAN_LAYERS
+from artifact.limits import (
+    MAX_PLAN_CANDIDATES,
+    MAX_PLAN_COMPONENTS,
+    MAX_PLAN_LAYERS,
+    MAX_PLAN_PHASES,
+)
 from artifact.spelling import file_value, path_text
 from calibration.plan.document_check import (
     SCHEMA,
@@ -34,6 +39,9 @@ PLAN_SCHEMA = SCHEMA.parent / "plan.schema.json"
 #: What every refusal ends with: where a good file comes from.
 FIX = "--calibrate-offload plan:FILE reads what `dslc plan --json` writes (docs/planning.md)"
 _SHOWN = 8  # component names a message lists
+#: JSON objects a plan document may hold: its phases (MAX_PLAN_PHASES at most), its times (two
+#: objects a target), components and device come to under 75,000; twice the phases bounds them.
+MAX_PLAN_OBJECTS = 2 * MAX_PLAN_PHASES
 
 
 class PlanFileError(PlanInputError):
@@ -47,8 +55,8 @@ class SavedPlan:
     path: str
     plan: Plan
 
-    def __str__(self) -> str:
-        return f"plan:{self.path}"
+    def __str__(self) -> str:  # on one line in every message, whatever the path holds
+        return f"plan:{path_text(self.path)}"
 
     def placement(self) -> dict[str, str]:
         """Each component's placement as `dslc plan` prints it (``layerwise 1/2``)."""
@@ -61,7 +69,7 @@ class SavedPlan:
 def read_plan(path: str | Path) -> SavedPlan:
     """The plan in ``path`` (a ``dslc plan --json`` document), checked; ``PlanFileError``."""
     try:
-        doc = read_document(path, "a plan document", _stop_long_layers)
+        doc = read_document(path, "a plan document", _LayerCount())
     except DocumentError as exc:  # its message names the file already
         raise PlanFileError(f"plan file {exc}; {FIX}") from None
     try:
@@ -102,7 +110,7 @@ def _check(doc: Mapping[str, Any]) -> None:
 
 def _check_counts(doc: Mapping[str, Any]) -> None:
     """The components counted before the schema walks them (a walk of 100,000 takes seconds, a
-    count no time; ``_stop_long_layers`` counted each one's kept layers as it was parsed)."""
+    count no time; ``_LayerCount`` counted their layer indices as they were parsed)."""
     components = doc.get("components")
     if isinstance(components, list) and len(components) > MAX_PLAN_COMPONENTS:
         raise DocumentError(  # more than the planner ever places
@@ -111,18 +119,43 @@ def _check_counts(doc: Mapping[str, Any]) -> None:
         )
 
 
-def _stop_long_layers(obj: dict[str, object]) -> object:
+@define
+class _LayerCount:
     """The parser's hook, each object as it is finished: a component keeping more layers than a
-    plan streams stops the parse there, so 80 x 100,000 indices are never read, let alone held."""
-    for key, verb in (("resident_layers", "keeps"), ("pinned_layers", "pins")):
-        kept = obj.get(key)
-        if isinstance(kept, list) and len(kept) > MAX_PLAN_LAYERS:
+    plan streams, or components listing more layer indices in all than the planner weighs
+    placements (each index is a layer of its component: the layers of a plan sum to at most
+    MAX_PLAN_CANDIDATES), or more objects than MAX_PLAN_OBJECTS, stop the parse there. So 80 x
+    100,000 indices are never read, nor 256 components of 4,096 walked by the schema (about 9 us
+    an index: 9 s), nor a million empty objects held (76 MiB)."""
+
+    total: int = 0
+    objects: int = 0
+
+    def __call__(self, obj: dict[str, object]) -> object:
+        self.objects += 1
+        if self.objects > MAX_PLAN_OBJECTS:
             raise DocumentError(
-                f"{key} of the component {file_value(obj.get('name'))}: {len(kept):,} "
-                f"layer indices; a plan {verb} at most {MAX_PLAN_LAYERS:,} layers a component "
-                "(MAX_PLAN_LAYERS)"
+                f"more than {MAX_PLAN_OBJECTS:,} JSON objects; a plan document holds one a "
+                f"phase (at most {MAX_PLAN_PHASES:,}: MAX_PLAN_PHASES) and a few more"
             )
-    return obj
+        for key, verb in (("resident_layers", "keeps"), ("pinned_layers", "pins")):
+            kept = obj.get(key)
+            if not isinstance(kept, list):
+                continue
+            if len(kept) > MAX_PLAN_LAYERS:
+                raise DocumentError(
+                    f"{key} of the component {file_value(obj.get('name'))}: {len(kept):,} "
+                    f"layer indices; a plan {verb} at most {MAX_PLAN_LAYERS:,} layers a "
+                    "component (MAX_PLAN_LAYERS)"
+                )
+            self.total += len(kept)
+            if self.total > MAX_PLAN_CANDIDATES:
+                raise DocumentError(
+                    f"{key} of the component {file_value(obj.get('name'))}: {self.total:,} "
+                    f"layer indices in all so far; a plan's components have at most "
+                    f"{MAX_PLAN_CANDIDATES:,} layers in all (MAX_PLAN_CANDIDATES)"
+                )
+        return obj
 
 
 def _check_layers(c: Mapping[str, Any], place: str) -> None:

@@ -116,22 +116,36 @@ def stage_time(
         why = "measured at the target's iterations and measure (the median of its runs)"
         return timed(Method.MEASUREMENT, seconds, why, target_n)
     sizes = stage_sizes(work, stage, repeated)
-    carried = _fitted(sizes, _plane(work, stage, sizes, modeler or Refit()), target_n)
-    if carried is None:
-        rep_terms = time_terms(work.pipeline, stage, rep.params)
-        base = next((s.median for s in sizes if s.terms == rep_terms), rep_sample.seconds)
-        carried = _scaled(base, rep_values[stage].time, target_m, len(sizes))
-    if carried is None:
+    carried: _Carried | None = None
+    try:
+        carried = _fitted(sizes, _plane(work, stage, sizes, modeler or Refit()), target_n)
+        if carried is None:
+            rep_terms = time_terms(work.pipeline, stage, rep.params)
+            base = next((s.median for s in sizes if s.terms == rep_terms), rep_sample.seconds)
+            carried = _scaled(base, rep_values[stage].time, target_m, len(sizes))
+        seconds = None if carried is None else fixed + carried.per_iteration * target_n
+    except OverflowError:  # a fit or ratio past a float (a term in height ** 120, say)
+        return timed(Method.NONE, None, _PAST_A_FLOAT, rep_n)
+    if carried is None or seconds is None:
         return timed(Method.NONE, None, "measured where its time measure is 0; cannot scale", rep_n)
+    if not math.isfinite(seconds):
+        return timed(Method.NONE, None, _PAST_A_FLOAT, rep_n)
     what = "median steady iteration" if repeated else "time per iteration"
     reason = f"{carried.how}; {what} x {target_n} target iterations" + (
         f" + {fixed:.4g} s outside iterations" if fixed else ""
     )
     return attrs.evolve(
-        timed(carried.method, fixed + carried.per_iteration * target_n, reason, rep_n),
+        timed(carried.method, seconds, reason, rep_n),
         per_iteration_s=carried.per_iteration,
         spread_s=carried.spread,
     )
+
+
+#: Why a stage has no time at the target when carrying its measured time there overflows.
+_PAST_A_FLOAT = (
+    "its time carried to the target is past what a float holds (2**1024 s): calibrate for a "
+    "smaller target, or give `time ~` lower powers"
+)
 
 
 def _not_measured(stage: str, rep_n: int, target_n: int, target_m: Measure) -> StageTime:

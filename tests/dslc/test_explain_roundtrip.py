@@ -110,3 +110,21 @@ def test_a_huge_formula_is_summarised() -> None:
     text = f"pipeline p {{\n    param x: int = 2 in [0, 3]\n    let a0 = x\n{lets}\n"
     formula = formula_of(text + "    stage S { memory ~ a13 }\n}\n")
     assert formula == f"(a formula of more than {MAX_SHOWN_NODES} nodes; too large to show)"
+
+
+@pytest.mark.parametrize(
+    ("formula", "shown"),
+    [
+        ("(x - 1) // 4", "(x - 1) // 4"),  # printed floor(x / 4 - 1 / 4) before
+        ("(x + 7) // 8 + x // 16", "x // 16 + (x + 7) // 8"),  # in sympy's order
+        ("3 * (x // 2)", "3 * (x // 2)"),
+        ("floor(x / (y + 1))", "floor(x / (y + 1))"),  # a divisor that is no number stays
+        ("ceil(x / 8)", "ceil(x / 8)"),
+    ],
+)
+def test_an_integer_division_is_printed_as_written(formula: str, shown: str) -> None:
+    text = (
+        "pipeline p {\n    param x: int = 2 in [1, 100]\n    param y: int = 2 in [1, 100]\n"
+        f"    stage S {{ memory ~ {formula} }}\n}}\n"
+    )
+    assert formula_of(text) == shown

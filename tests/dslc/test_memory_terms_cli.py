@@ -88,8 +88,8 @@ def test_explain_shows_the_total_then_each_term(vae: Path) -> None:
         ["time", str(2 * PIXELS), str(21 * PIXELS), "10.5"],
     ]
     assert rows[2][5] == "~ height * width"
-    assert rows[3][5] == rows[4][5] == "~ height * width * (floor(frames / 4 - 1 / 4) + 1)"
-    assert rows[1][5] == "~ height * width * (floor(frames / 4 - 1 / 4) + 1) + height * width"
+    assert rows[3][5] == rows[4][5] == "~ height * width * ((frames - 1) // 4 + 1)"
+    assert rows[1][5] == "~ height * width * ((frames - 1) // 4 + 1) + height * width"
 
 
 def test_explain_json_nests_the_terms_under_the_memory(vae: Path) -> None:
@@ -103,7 +103,7 @@ def test_explain_json_nests_the_terms_under_the_memory(vae: Path) -> None:
     assert memory["terms"] == [
         {"formula": "height * width", "probe": PIXELS, "target": PIXELS, "ratio": 1},
         {
-            "formula": "height * width * (floor(frames / 4 - 1 / 4) + 1)",
+            "formula": "height * width * ((frames - 1) // 4 + 1)",
             "probe": 2 * PIXELS,
             "target": 21 * PIXELS,
             "ratio": 10.5,

@@ -109,8 +109,23 @@ def distance(terms: Sequence[Fraction], target: Sequence[Fraction]) -> float:
     """E-folds between a size's time terms and the target's: the largest ``|ln(target / size)|``
     over the terms above 0 at both (0 when none is: nothing says how far)."""
     return max(
-        (abs(math.log(t / x)) for x, t in zip(terms, target) if x > 0 and t > 0), default=0.0
+        (abs(log_ratio(t, x)) for x, t in zip(terms, target) if x > 0 and t > 0), default=0.0
     )
+
+
+def log_ratio(top: Fraction | float, bottom: Fraction | float) -> float:
+    """``ln(top / bottom)`` of two positive numbers; a ratio past a float either way (a term in
+    ``height ** 120`` at a large target) is a large number of e-folds read from its exact parts,
+    never an ``OverflowError`` nor the log of a ratio rounded to 0 (``math.log`` takes an int of
+    any size)."""
+    ratio = Fraction(top) / Fraction(bottom)
+    try:
+        rounded = float(ratio)
+    except OverflowError:
+        rounded = math.inf
+    if 0 < rounded < math.inf:
+        return math.log(rounded)
+    return math.log(ratio.numerator) - math.log(ratio.denominator)
 
 
 def median_error(median: float, count: int, noise: float) -> float:

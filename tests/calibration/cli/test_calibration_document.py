@@ -61,6 +61,7 @@ CASES = [
     ),
     ('doc["version"] = 2', "version 2 is not supported"),
     ('doc["version"] = "1"', "version '1' is not supported"),
+    ('doc["version"] = 1.0', "version: expected integer, got number 1.0"),  # as every int field
     ('del doc["version"]', "missing key 'version'"),
     (
         'doc["layer_uses"][0]["calls"] = 10 ** 3999',

@@ -1,6 +1,6 @@
 """A path holding a newline (or any character that does not print) is named on one line by every
-error of `dslc calibrate`, `plan` and `infer` that names a file: as Python writes the string
-(``artifact.spelling.path_text``), never split over two lines (issue 39)."""
+error of `dslc calibrate`, `plan`, `infer` and `build` that names a file: as Python writes the
+string (``artifact.spelling.path_text``), never split over two lines (issue 39)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,14 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
             ["calibrate", "--pipeline", f"{tmp / NAME}.py:build", "--name", "custom_sd"],
             f"error: --pipeline: no file {str(tmp / NAME) + '.py'!r}",
         ),
+        "a missing --formulas": (
+            ["calibrate", "--example", "flux", "--formulas", str(tmp / "x" / NAME)],
+            f"error: no formula file or folder {str(tmp / 'x' / NAME)!r}",
+        ),
+        "an unwritable build -o": (
+            ["build", FORMULAS, "-o", str(folder_file / NAME)],
+            f"error: cannot write {str(folder_file / NAME)!r}: ",
+        ),
     }
 
 
@@ -53,6 +61,8 @@ CASES = [
     "a calibration document",
     "an unwritable --save",
     "a missing --pipeline file",
+    "a missing --formulas",
+    "an unwritable build -o",
 ]
 
 

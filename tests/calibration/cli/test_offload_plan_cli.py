@@ -268,3 +268,32 @@ def test_a_final_undo_that_fails_keeps_the_saved_calibration(flux_plan, monkeypa
     )  # fmt: skip
     assert validated.exit_code == 5, validated.output  # a rollback that failed: not serving
     assert "ROLLBACK FAILED" in validated.stdout and "Traceback" not in validated.stderr
+
+
+@pytest.mark.parametrize("error", [KeyError, MemoryError, AssertionError])
+def test_any_error_of_a_move_under_model_offload_is_a_typed_error_with_no_hook_left(
+    monkeypatch, error
+):
+    """issue 39 item 3 variant: only ImportError, ValueError, RuntimeError and AttributeError
+    of diffusers' model offload were typed; a KeyError or a MemoryError of a component's
+    ``.to()`` exited 3 and left the hooks it had installed."""
+    from diffusers import AutoencoderKL
+
+    from calibration.core.offload import Offload, placed
+    from calibration.errors import CalibrationError
+    from calibration.examples import EXAMPLES
+    from calibration.placement.mechanisms import has_offload_hooks
+    from runtime.measure.diffusers_hooks import pipeline_modules
+
+    def to(self, *args, **kwargs):
+        raise error("a move that fails (injected)")
+
+    monkeypatch.setattr(AutoencoderKL, "to", to)
+    result = _dslc("calibrate", *SMALL_FLUX, "--calibrate-offload", "model")
+    assert result.exit_code == 1, result.output
+    assert f"model CPU offload failed on FluxPipeline: {error.__name__}" in result.stderr
+    assert "Traceback" not in result.stderr
+    pipe = EXAMPLES["flux"].build(0)
+    with pytest.raises(CalibrationError, match=error.__name__):
+        placed(pipe, Offload.MODEL, "cpu", None)
+    assert not [n for n, m in pipeline_modules(pipe).items() if has_offload_hooks(m)]

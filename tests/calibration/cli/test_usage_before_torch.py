@@ -1,4 +1,4 @@
-"""A usage error or the help of `dslc calibrate`, `plan` and `infer` never imports torch or
+"""A usage error or the help of `dslc calibrate`, `plan`, `infer` and `serve` never imports torch or
 diffusers (issue 39: `dslc calibrate --bogus` took 2-3 s and 225 MiB because the command's help
 listed the examples' demo shapes, and four example modules imported torch at module level). Each
 case runs in a fresh interpreter, so nothing an earlier test imported hides an import."""
@@ -34,6 +34,11 @@ CASES = [
     ["plan", "--device-memory", "1GiB", "--pageable-factor", "nan"],
     ["infer", "--bogus"],
     ["infer", "--help"],
+    ["serve", "--bogus"],
+    ["serve", "--help"],
+    ["serve"],
+    ["serve", "--device-capacity", "1GiB", "--reserve", "2GiB"],
+    ["serve", "--request-timeout", "nan"],
     ["--help"],
 ]
 

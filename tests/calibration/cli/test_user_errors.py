@@ -180,6 +180,13 @@ def test_measures_and_bytes_past_a_float_or_str_are_shown_by_their_size():
     assert _number(Fraction(3, 2)) == 1.5
 
 
+def test_bytes_beyond_any_device_are_shown_by_their_power_of_two_not_hundreds_of_digits():
+    """issue 39: a plan at a huge target said it needed a 290-digit number of TiB more."""
+    assert show_bytes(10**300) == "~2**996 B" and show_bytes(-(10**300)) == "-~2**996 B"
+    assert show_bytes(1e300) == "~2**996 B" and show_bytes(float(1 << 60)) == "~2**60 B"
+    assert show_bytes(1 << 60) == "~2**60 B" and show_bytes((1 << 60) - 1) == "1048576 TiB"
+
+
 def test_a_document_with_an_integer_over_4300_digits_names_its_place():
     with pytest.raises(Failure, match=r"--json: phases\[1\].predicted_peak_bytes has over 4,300"):
         check_json({"phases": [{}, {"predicted_peak_bytes": 10**4300}]}, "--json")

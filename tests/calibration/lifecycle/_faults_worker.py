@@ -36,6 +36,8 @@ def _faults(step: str, session) -> list:
     pipe = session.pipe
     if step == "apply: out of memory":
         failing_to(pipe.text_encoder_2, lambda: torch.OutOfMemoryError("CUDA out of memory"))
+    elif step == "apply: interrupted":
+        failing_to(pipe.vae, KeyboardInterrupt)
     elif step == "apply: an error":
         failing_to(pipe.vae, lambda: RuntimeError("CUDA error: an illegal memory access"))
     elif step == "request: out of memory":

@@ -1,8 +1,8 @@
 """Ranks never hang: each lifecycle step faulted on one of two gloo ranks in turn (a component's
-``.to()``, an out-of-memory error or another error in the request, an interrupt, a rollback that
-fails, a rank stalled past the timeout, the re-warm failing or interrupted); both ranks end in
-the same state, within the processes' join bound (``run_ranks``), never the gloo group's own
-10-minute timeout."""
+``.to()`` failing or interrupted, an out-of-memory error or another error in the request, an
+interrupt, a rollback that fails, a rank stalled past the timeout, the re-warm failing or
+interrupted); both ranks end in the same state, within the processes' join bound
+(``run_ranks``), never the gloo group's own 10-minute timeout."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ pytest.importorskip("accelerate")
 CASES = [
     ("apply: out of memory", 1, "apply", OK),
     ("apply: an error", 0, "apply", OK),
+    ("apply: interrupted", 0, "apply", REFUSED),
     ("request: out of memory", 0, "apply", OK),
     ("request: an error", 1, "apply", OK),
     ("rollback fails", 1, "apply", ROLLBACK_FAILED),

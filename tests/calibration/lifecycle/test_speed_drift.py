@@ -54,6 +54,29 @@ def test_a_whole_machine_slower_keeps_the_resident_plan_and_updates_the_time_bef
     assert held["previous_s"] == unplanned.data["measured_s"]  # the time before, updated
 
 
+def test_a_machine_slowing_with_every_request_keeps_the_resident_plan():
+    """issue 39 item 4, a machine that keeps slowing: each request slower than the one before by
+    more than 5 %, planned or not. The plan judged again after the unplanned request was slower
+    than it too, and the worst placement (everything offloaded or streamed) replaced the best."""
+    clock, requests = Steady(), [0]
+    fresh, backend = session(clock=clock)
+    delay = _delay()
+
+    def slower_each_time():
+        requests[0] += 1
+        clock.jump(requests[0] * delay)
+
+    backend.faults = (Fault("DenoisingStage", CALL, action=slower_each_time),)
+    outcome = run_lifecycle(fresh, points(), Settings(ROOMY, "apply"), calibration=calibration())
+    report = outcome.report
+    assert set(dict(report.placement).values()) == {"resident"}  # not the worst fallback
+    assert report.status == OK and report.validated and not report.step("fallback")
+    assert [s.outcome for s in report.step("validate")] == ["slower", "holds"]
+    (unplanned,) = report.step("unplanned")
+    held = report.step("validate")[-1].data["time"]
+    assert held["previous_s"] == unplanned.data["measured_s"] < held["measured_s"]  # recorded
+
+
 def test_a_placement_rolled_back_as_slower_is_not_applied_again():
     # only the requests whose transformer streams are slower: the placement, not the machine
     outcome, _ = _run(STREAMING, lambda pipe: has_offload_hooks(pipe.transformer))

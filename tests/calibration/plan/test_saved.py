@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from artifact.limits import MAX_PLAN_CANDIDATES
 from calibration.core.offload import Offload, placing
 from calibration.errors import CalibrationError
 from calibration.plan import Component, Device, Phase, Target, solve
 from calibration.plan.document_check import MAX_DOCUMENT_BYTES, _validator
 from calibration.plan.report import document
-from calibration.plan.saved import FIX, PlanFileError, SavedPlan, read_plan
+from calibration.plan.saved import FIX, MAX_PLAN_OBJECTS, PlanFileError, SavedPlan, read_plan
 from tests.calibration.plan.test_properties import problems
 
 COMPONENTS = [
@@ -143,6 +144,8 @@ BAD = [
         "device.reserve_bytes: expected integer or null, got number 0.0",
     ),
     (lambda d: d.update(transfer_bytes=0.0), "transfer_bytes: expected integer, got number 0.0"),
+    (lambda d: d.update(version=1.0), "version: expected integer, got number 1.0"),  # as the rest
+    (lambda d: d.update(version=True), "version True is not supported"),
 ]
 
 
@@ -308,4 +311,64 @@ def test_80_components_of_100000_layers_stop_the_parse_at_the_first(tmp_path):
         assert "100,000 layer indices; a plan keeps at most 4,096 layers a component" in text
 
     assert _peak(refused) < 64 * MiB
+    assert _schema_walks() == walks
+
+
+def test_256_components_of_4096_layers_stop_the_parse_past_the_planners_layers_in_all(tmp_path):
+    """Each component within MAX_PLAN_LAYERS, 256 of them within MAX_PLAN_COMPONENTS: 1,048,576
+    indices the schema took 9 s to walk (issue 39, a variant of 80 x 100,000). The planner weighs
+    at most MAX_PLAN_CANDIDATES layers in all, so the parse stops past that many indices."""
+    assert 4 * 4096 == MAX_PLAN_CANDIDATES
+    component = {
+        "name": "c0",
+        "placement": "layerwise",
+        "layers": 4096,
+        "resident_layers": list(range(4096)),
+    }
+    head = json.dumps(_hostile_plan([component]), separators=(",", ":"))[: -len("]}")]
+    more = [json.dumps(dict(component, name=f"c{i}"), separators=(",", ":")) for i in range(1, 256)]
+    path = tmp_path / "layers.json"
+    path.write_text(head + "," + ",".join(more) + ",{nope")  # a parse that went on would say so
+    walks = _schema_walks()
+
+    def refused() -> None:
+        with pytest.raises(PlanFileError) as caught:
+            read_plan(path)
+        text = str(caught.value)
+        assert text.startswith(f"plan file {path}: resident_layers of the component 'c4': "), text
+        assert "20,480 layer indices in all so far; a plan's components have at most 16,384" in text
+
+    assert _peak(refused) < 64 * MiB
+    assert _schema_walks() == walks
+
+
+def test_a_plan_of_the_planners_most_layers_in_all_is_read(tmp_path):
+    components = [  # 4 x 4,096 = 16,384 indices in all, no more
+        {
+            "name": f"c{i}",
+            "placement": "layerwise",
+            "layers": 4096,
+            "resident_layers": list(range(4095)),
+            "pinned_layers": [4095],
+        }
+        for i in range(4)
+    ]
+    saved = read_plan(_written(tmp_path, _hostile_plan(components)))
+    kept = sum(len(p.resident_layers) + len(p.pinned_layers) for p in saved.plan.placements)
+    assert kept == MAX_PLAN_CANDIDATES
+
+
+def test_a_million_empty_objects_stop_the_parse_past_the_objects_a_plan_holds(tmp_path):
+    """3 MB of `{}` as components: the parse held them all (76 MiB, 0.5 s) before the count
+    refused them (issue 39, a variant of 100,000 components); it stops past MAX_PLAN_OBJECTS."""
+    head = json.dumps(_hostile_plan([]), separators=(",", ":"))[: -len("]}")]
+    path = tmp_path / "empty.json"
+    path.write_text(head + ",".join(["{}"] * 1_000_000) + "]}")
+    walks = _schema_walks()
+
+    def refused() -> None:
+        with pytest.raises(PlanFileError, match=f"more than {MAX_PLAN_OBJECTS:,} JSON objects"):
+            read_plan(path)
+
+    assert _peak(refused) < 16 * MiB
     assert _schema_walks() == walks

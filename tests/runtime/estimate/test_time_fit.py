@@ -79,6 +79,17 @@ def test_distance_counts_e_folds_of_the_terms_both_sides_have():
     assert distance((), ()) == 0.0
 
 
+def test_distance_past_a_float_either_way_is_its_e_folds_not_an_overflow():
+    """issue 39: `time ~ height ** 60 * height ** 60` planned at height 4096 from sizes of height
+    16 made the ratio 2**1440, and ``math.log`` of it an OverflowError (exit 3)."""
+    small, large = Fraction(16**120), Fraction(4096**120)
+    assert distance((small,), (large,)) == pytest.approx(120 * math.log(256))
+    assert distance((large,), (small,)) == pytest.approx(120 * math.log(256))
+    assert distance((Fraction(1, 3**700),), (Fraction(3**700),)) == pytest.approx(
+        1400 * math.log(3)
+    )
+
+
 def test_a_size_at_the_target_carries_no_model_error():
     # Three sizes on a bent curve; the one at the target's terms decides the value nearly alone.
     sizes = [size(10, 1.0, 1.0, 1.0), size(20, 2.0, 2.0, 2.0), size(40, 6.0, 6.0, 6.0)]

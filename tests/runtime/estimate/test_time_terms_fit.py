@@ -83,3 +83,20 @@ def test_one_time_term_misses_the_quadratic_part(attention: Pipeline) -> None:
     linear = estimate_timing(RECORDS, single).stage("DenoisingStage")
     assert linear.per_iteration_s is not None
     assert linear.per_iteration_s < 0.6 * per_iteration(100)
+
+
+POWERS = ATTENTION.replace("time ~ [size, size * size]", "time ~ size ** 60 * size ** 60")
+
+
+@pytest.mark.parametrize("records", [RECORDS, RECORDS[:1]], ids=["fitted", "scaled"])
+def test_a_time_carried_past_a_float_is_no_estimate_with_its_reason(records) -> None:
+    """issue 39: `time ~ height ** 60 * height ** 60` at a large target was an OverflowError in
+    the fit's arithmetic (exit 3 from `dslc plan`); it is a stage without a time, saying why."""
+    powers = compiled(POWERS, "toy")
+    target = {"steps": 10, "size": 100_000, "blocks": 1}
+    timing = estimate_timing(records, powers, target)
+    denoise = timing.stage("DenoisingStage")
+    assert denoise.method == "none" and denoise.seconds is None
+    assert "past what a float holds" in denoise.reason
+    assert timing.seconds is None
+    assert estimate_timing(records, powers, {**target, "size": 20}).seconds is not None
