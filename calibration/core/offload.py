@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from calibration.errors import CalibrationError
 from calibration.placement.groups import count_groups
 from calibration.placement.pipeline import (
+    block_groups,
     offload_groups,
     offload_model,
     remove_group_offload,
@@ -191,7 +192,12 @@ def _plan_offload(
     from calibration.plan.apply import PlanApplyError, apply
     from runtime.measure.layers import repeated_layers
 
-    check_pipeline(saved, {name: len(repeated_layers(m)) for name, m in modules.items()})
+    grouped = {p.component for p in saved.plan.placements if p.kind is PlacementKind.GROUPED}
+    check_pipeline(
+        saved,
+        {name: len(repeated_layers(m)) for name, m in modules.items()},
+        {name: block_groups(m) for name, m in modules.items() if name in grouped},
+    )
     try:
         applied = apply(saved.plan, pipe, device=device, offload_device="cpu")  # type: ignore[arg-type]
     except PlanApplyError as exc:

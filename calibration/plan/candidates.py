@@ -1,10 +1,11 @@
 """The residency candidates: every way to place one component, and the problem's shapes.
 
 Every component has candidates (resident; layerwise with k of N layers resident, k = N-1 .. 0;
-offloaded whole), each using ``always`` bytes in every phase and ``onload`` bytes in the phases
-where the component is active, and costing ``cost`` transfer bytes per request. Phases with the
-same active set collapse to their largest bound: one constraint per active set (a *group*). The
-exact search over them is ``calibration.plan.search``; see docs/planning.md.
+offloaded whole; grouped, where it has block groups), each using ``always`` bytes in every phase
+and ``onload`` bytes in the phases where the component is active, and costing ``cost`` transfer
+bytes per request. Phases with the same active set collapse to their largest bound: one
+constraint per active set (a *group*). The exact search over them is
+``calibration.plan.search``; see docs/planning.md.
 """
 
 from __future__ import annotations
@@ -98,8 +99,27 @@ def layer_uses(component: Component, targets: Sequence[Target]) -> tuple[int, ..
     return tuple(totals)
 
 
+def grouped_moved(component: Component, targets: Sequence[Target]) -> int:
+    """Bytes moved per request when grouped, weighted: its whole weights once per call of the
+    module (a component with layers: its most called layer's calls, a transformer's steps;
+    without: once per onload, as offloaded whole)."""
+    total = 0
+    for t in targets:
+        once = (Target(t.name, t.phases, t.uses, t.layer_uses),)
+        calls = max(layer_uses(component, once), default=whole_uses(component, once))
+        total += t.weight * calls * component.weight_bytes
+    return total
+
+
 def candidates(component: Component, targets: Sequence[Target]) -> tuple[Candidate, ...]:
-    """The component's candidates, most resident first."""
+    """The component's candidates, most resident first.
+
+    Every component with block groups (``Component.group_bytes``) is also *grouped*: nothing on
+    the device between its calls, its largest group and what lies outside its groups while it
+    runs, its whole weights moved every call. A component with layers gets it too: layerwise
+    with no layer kept still keeps the rest resident in every phase, which grouped does not (it
+    moves more: the rest as well, every call). Offloaded whole comes first: on equal cost and
+    device bytes, the one mechanism that moves the component in one copy is kept."""
     w = component.weight_bytes
     out = [Candidate(PlacementKind.RESIDENT, w, 0, 0, 0)]
     sizes = component.layer_bytes
@@ -116,6 +136,9 @@ def candidates(component: Component, targets: Sequence[Target]) -> tuple[Candida
                 Candidate(PlacementKind.LAYERWISE, w - moved, largest, cost, moved, k, order)
             )
     out.append(Candidate(PlacementKind.OFFLOADED, 0, w, w * whole_uses(component, targets), w))
+    if component.group_bytes:
+        moved = grouped_moved(component, targets)
+        out.append(Candidate(PlacementKind.GROUPED, 0, component.grouped_onload_bytes, moved, w))
     return tuple(out)
 
 
@@ -125,6 +148,8 @@ def recost(component: Component, cand: Candidate, targets: Sequence[Target]) -> 
         return cand
     if cand.kind == PlacementKind.OFFLOADED:
         moved = component.weight_bytes * whole_uses(component, targets)
+    elif cand.kind == PlacementKind.GROUPED:
+        moved = grouped_moved(component, targets)
     else:
         uses = layer_uses(component, targets)
         moved = sum(component.layer_bytes[i] * uses[i] for i in cand.order[cand.kept :])

@@ -40,6 +40,7 @@ from calibration.plan.model import (
 )
 from calibration.plan.search import search
 from calibration.plan.shortfall import TOGETHER, diagnose
+from calibration.plan.ties import one_copy
 
 
 def _over(limit: str, value: int, most: int, what: str, advice: str) -> None:
@@ -60,8 +61,15 @@ def check_limits(components: Sequence[Component], targets: Sequence[Target]) -> 
             f"layers of component {c.name!r}",
             "group the layers into blocks",
         )
+        _over(
+            "MAX_PLAN_LAYERS",
+            len(c.group_bytes),
+            MAX_PLAN_LAYERS,
+            f"block groups of component {c.name!r}",
+            "group the blocks into fewer groups",
+        )
     layers = sum(len(c.layer_bytes) for c in components)
-    candidates_ = layers + 2 * len(components)
+    candidates_ = layers + sum(2 + bool(c.group_bytes) for c in components)
     _over("MAX_PLAN_CANDIDATES", candidates_, MAX_PLAN_CANDIDATES, "placements", fewer)
     _over("MAX_PLAN_TARGETS", len(targets), MAX_PLAN_TARGETS, "targets", "plan fewer shapes")
     phases = sum(len(t.phases) for t in targets)
@@ -269,6 +277,8 @@ def search_problem(
             reason, short = diagnose(made, device, search_limit, work_limit)
         plan = Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
         return None, attrs.evolve(plan, shortfall=short)
+    components = [made.components[i] for i in made.order]
+    choice = one_copy(ordered, choice, made.groups, more, components)
     plan = plan_of(
         made.components, made.picked(choice), made.targets, made.index, device, outcome.nodes
     )

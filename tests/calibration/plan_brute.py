@@ -11,6 +11,31 @@ from calibration.plan import Component, Device, PlacementKind, Plan, Target
 from calibration.plan.candidates import Candidate, candidates
 
 
+def _onload(component: Component, cand: Candidate) -> int:
+    """What a candidate adds in the phases it is active in, from the definition: a grouped
+    component its largest block group and every byte outside its groups."""
+    if cand.kind == PlacementKind.GROUPED:
+        groups = component.group_bytes
+        return component.weight_bytes - sum(groups) + max(groups)
+    return cand.onload
+
+
+def _cost(component: Component, cand: Candidate, targets: Sequence[Target]) -> int:
+    """What a candidate moves per request, weighted, from the definition: grouped, its whole
+    weights every call (its layers' most calls, else its onloads, else 1 where a phase uses it)."""
+    if cand.kind != PlacementKind.GROUPED:
+        return cand.cost
+    total = 0
+    for t in targets:
+        used = any(component.name in p.active_components for p in t.phases)
+        calls = t.uses.get(component.name, int(used))
+        layer_calls = t.layer_uses.get(component.name, ())
+        if component.layer_bytes and layer_calls:
+            calls = max(layer_calls)
+        total += t.weight * calls * component.weight_bytes
+    return total
+
+
 def fits(
     components: Sequence[Component],
     picked: Sequence[Candidate],
@@ -30,7 +55,7 @@ def fits(
             onload = sum(
                 components[names.index(n)].weight_bytes - picked[names.index(n)].always
                 if n in whole
-                else picked[names.index(n)].onload
+                else _onload(components[names.index(n)], picked[names.index(n)])
                 for n in set(p.active_components)
             )
             if always + onload + p.bound_bytes > device.usable_bytes:
@@ -74,7 +99,10 @@ def _options(
             if fits(components, picked, targets, device, paged):
                 yield (
                     sum(
-                        (c.cost * (factor if p else Fraction(1)) for c, p in zip(picked, paged)),
+                        (
+                            _cost(k, c, targets) * (factor if p else Fraction(1))
+                            for k, c, p in zip(components, picked, paged)
+                        ),
                         Fraction(0),
                     ),
                     picked,
