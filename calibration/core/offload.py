@@ -159,6 +159,9 @@ def placed(
     if isinstance(backend, LiveTensorBackend):
         if offload is Offload.GROUP:  # counted group by group, as its hooks move them
             backend.groups = count_groups(modules, backend)
+        elif isinstance(offload, SavedPlan):  # its grouped components alike
+            grouped = {n for n in _grouped(offload) if n in modules}
+            backend.groups = count_groups({n: modules[n] for n in grouped}, backend)
         backend.swapped = moved - {group.component for group in backend.groups}
     return backend, applied
 
@@ -192,7 +195,7 @@ def _plan_offload(
     from calibration.plan.apply import PlanApplyError, apply
     from runtime.measure.layers import repeated_layers
 
-    grouped = {p.component for p in saved.plan.placements if p.kind is PlacementKind.GROUPED}
+    grouped = _grouped(saved)
     check_pipeline(
         saved,
         {name: len(repeated_layers(m)) for name, m in modules.items()},
@@ -204,6 +207,11 @@ def _plan_offload(
         raise CalibrationError(f"--calibrate-offload {saved}: {exc}") from None
     moved = (p.component for p in saved.plan.placements if p.kind != PlacementKind.RESIDENT)
     return applied, frozenset(moved)
+
+
+def _grouped(saved: SavedPlan) -> frozenset[str]:
+    """The components a saved plan group-offloads whole."""
+    return frozenset(p.component for p in saved.plan.placements if p.kind is PlacementKind.GROUPED)
 
 
 def weights_over_capacity(exc: BaseException) -> WeightsOverCapacity | None:
