@@ -10,7 +10,7 @@ constraint per active set (a *group*). The exact search over them is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import attrs
@@ -118,8 +118,8 @@ def candidates(component: Component, targets: Sequence[Target]) -> tuple[Candida
     the device between its calls, its largest group and what lies outside its groups while it
     runs, its whole weights moved every call. A component with layers gets it too: layerwise
     with no layer kept still keeps the rest resident in every phase, which grouped does not (it
-    moves more: the rest as well, every call). Offloaded whole comes first: on equal cost and
-    device bytes, the one mechanism that moves the component in one copy is kept."""
+    moves more: the rest as well, every call). The planner offers it only where it is needed
+    (``offered``)."""
     w = component.weight_bytes
     out = [Candidate(PlacementKind.RESIDENT, w, 0, 0, 0)]
     sizes = component.layer_bytes
@@ -140,6 +140,32 @@ def candidates(component: Component, targets: Sequence[Target]) -> tuple[Candida
         moved = grouped_moved(component, targets)
         out.append(Candidate(PlacementKind.GROUPED, 0, component.grouped_onload_bytes, moved, w))
     return tuple(out)
+
+
+def needs_groups(
+    component: Component, targets: Sequence[Target], usable: Callable[[Target], int]
+) -> bool:
+    """Whether the component cannot be on the device whole beside the bound of some phase it runs
+    in (``usable``: a target's usable bytes), even with every other component off it."""
+    return any(
+        component.weight_bytes + p.bound_bytes > usable(t)
+        for t in targets
+        for p in t.phases
+        if component.name in p.active_components and component.name not in p.whole_components
+    )
+
+
+def offered(
+    component: Component, targets: Sequence[Target], usable: Callable[[Target], int]
+) -> tuple[Candidate, ...]:
+    """The candidates the planner weighs: grouped only where the component needs it
+    (``needs_groups``). Group offloading copies block by block, a synchronization each (no
+    prefetch stream), which the objective, bytes moved, does not see: grouped is never traded
+    for bytes elsewhere, only chosen where whole the component does not fit where it runs."""
+    cands = candidates(component, targets)
+    if needs_groups(component, targets, usable):
+        return cands
+    return tuple(c for c in cands if c.kind != PlacementKind.GROUPED)
 
 
 def recost(component: Component, cand: Candidate, targets: Sequence[Target]) -> Candidate:

@@ -26,7 +26,7 @@ from artifact.limits import (
 )
 from artifact.units import show_bytes
 from calibration.plan.answer import plan_of
-from calibration.plan.candidates import Candidate, Group, candidates, with_pageable
+from calibration.plan.candidates import Candidate, Group, offered, with_pageable
 from calibration.plan.extras import Extra, broken, extras, reorder
 from calibration.plan.greedy import greedy
 from calibration.plan.model import (
@@ -40,7 +40,6 @@ from calibration.plan.model import (
 )
 from calibration.plan.search import search
 from calibration.plan.shortfall import TOGETHER, diagnose
-from calibration.plan.ties import one_copy
 
 
 def _over(limit: str, value: int, most: int, what: str, advice: str) -> None:
@@ -193,7 +192,8 @@ def problem(
     components, targets = tuple(components), tuple(targets)
     check_limits(components, targets)
     index = _check(components, targets)
-    base = tuple(candidates(c, targets) for c in components)
+    room = usable or (lambda _t: device.usable_bytes)
+    base = tuple(offered(c, targets, room) for c in components)
     pin = device.pin_budget_bytes
     factor = Fraction(device.pageable_factor).limit_denominator(1000)
     # under a pin budget each host copy is pinned or pageable (never "resident or fail")
@@ -203,7 +203,6 @@ def problem(
         range(len(components)),
         key=lambda i: (-_uses_per_byte(base[i]), -components[i].weight_bytes, components[i].name),
     )
-    room = usable or (lambda _t: device.usable_bytes)
     groups = _groups(targets, index, order, room)
     more = extras(components, targets, device, room)
     _over(
@@ -277,8 +276,6 @@ def search_problem(
             reason, short = diagnose(made, device, search_limit, work_limit)
         plan = Plan(False, reason, (), (), 0, 0.0, device, 0, outcome.nodes)
         return None, attrs.evolve(plan, shortfall=short)
-    components = [made.components[i] for i in made.order]
-    choice = one_copy(ordered, choice, made.groups, more, components)
     plan = plan_of(
         made.components, made.picked(choice), made.targets, made.index, device, outcome.nodes
     )
@@ -370,7 +367,10 @@ def most_conservative(
     components, targets = tuple(components), tuple(targets)
     index = _check(components, targets)
     picked = [
-        min(candidates(c, targets), key=lambda k: (k.always + k.onload, k.always, k.cost))
+        min(
+            offered(c, targets, lambda _t: device.usable_bytes),
+            key=lambda k: (k.always + k.onload, k.always, k.cost),
+        )
         for c in components
     ]
     over = sum(c.pinned for c in picked) - (device.pin_budget_bytes or 0)

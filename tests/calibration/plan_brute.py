@@ -4,11 +4,11 @@ pinned or pageable host copies, checked from the definition (docs/planning.md "T
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 
 from calibration.plan import Component, Device, PlacementKind, Plan, Target
-from calibration.plan.candidates import Candidate, candidates
+from calibration.plan.candidates import Candidate, offered
 
 
 def _onload(component: Component, cand: Candidate) -> int:
@@ -75,6 +75,11 @@ def fits(
     return device.pin_budget_bytes is None or pinned <= device.pin_budget_bytes
 
 
+def _usable(device: Device) -> Callable[[Target], int]:
+    """Every target's usable bytes: the device's."""
+    return lambda _target: device.usable_bytes
+
+
 def _factor(device: Device) -> Fraction:
     return Fraction(device.pageable_factor)
 
@@ -94,7 +99,8 @@ def _options(
     """Every feasible combination and its transfer time in pinned bytes' time (a pageable byte
     counts the device's factor)."""
     factor = _factor(device)
-    for picked in itertools.product(*[candidates(c, targets) for c in components]):
+    room = _usable(device)
+    for picked in itertools.product(*[offered(c, targets, room) for c in components]):
         for paged in _copies(picked, device):
             if fits(components, picked, targets, device, paged):
                 yield (
@@ -125,12 +131,12 @@ def objective(plan: Plan) -> Fraction:
     )
 
 
-def ranked(components: Sequence[Component], targets: Sequence[Target]) -> list[int]:
+def ranked(components: Sequence[Component], targets: Sequence[Target], device: Device) -> list[int]:
     """Component indices, most used first: the most transfer per byte were it not resident, then
     the heaviest, then the name (the tie-breaking order of docs/planning.md)."""
 
     def density(i: int) -> Fraction:
-        cands = candidates(components[i], targets)
+        cands = offered(components[i], targets, _usable(device))
         return max((Fraction(c.cost, c.pinned) for c in cands if c.pinned), default=Fraction(0))
 
     return sorted(
@@ -144,7 +150,7 @@ def brute_force_ties(
 ) -> tuple[int, ...] | None:
     """The always-bytes per component of the best combination with ties broken as documented:
     least cost, then the most used component's always-bytes largest, then the next one's."""
-    rank = ranked(components, targets)
+    rank = ranked(components, targets, device)
     best: tuple[Fraction, tuple[int, ...]] | None = None
     for cost, picked in _options(components, targets, device):
         key = (cost, tuple(-picked[i].always for i in rank))

@@ -14,7 +14,7 @@ from calibration.placement.mechanisms import GROUPED, Where, has_offload_hooks
 from calibration.placement.pipeline import block_groups, nested_blocks, offload_groups
 from calibration.placement.private import intercept_moves, offload_group
 from calibration.plan import Component, Device, Phase, PlacementKind, Target, solve
-from calibration.plan.candidates import candidates
+from calibration.plan.candidates import candidates, needs_groups, offered
 
 pytest.importorskip("accelerate")
 
@@ -70,13 +70,17 @@ def test_grouped_onloads_its_largest_group_and_everything_outside_them():
     assert not [c for c in candidates(_vae(()), (target,)) if c.kind == PlacementKind.GROUPED]
 
 
-def test_the_planner_groups_the_component_only_where_whole_it_does_not_fit():
+def test_the_planner_offers_grouped_only_where_whole_it_does_not_fit_where_it_runs():
     target = Target("t", (Phase("decode", 10, ("vae",)),))
+    assert not needs_groups(_vae(), [target], lambda _t: 110)  # 100 + 10: whole it fits
+    assert needs_groups(_vae(), [target], lambda _t: 109)
+    kinds = [c.kind for c in offered(_vae(), [target], lambda _t: 110)]
+    assert PlacementKind.GROUPED not in kinds and PlacementKind.OFFLOADED in kinds
     whole = solve([_vae()], [target], Device(110, reserve_bytes=0))
     assert whole.placement("vae").kind == PlacementKind.RESIDENT
     two = Target("t", (Phase("encode", 0, ("te",)), Phase("decode", 10, ("vae",))))
     offloaded = solve([_vae(), Component("te", 50)], [two], Device(110, reserve_bytes=0))
-    assert offloaded.placement("vae").kind == PlacementKind.OFFLOADED  # ties: one copy
+    assert offloaded.placement("vae").kind == PlacementKind.OFFLOADED  # one copy, not groups
     grouped = solve([_vae()], [target], Device(80, reserve_bytes=0))
     p = grouped.placement("vae")
     assert (p.kind, p.onload_bytes, p.group_bytes, p.transfer_bytes) == (
