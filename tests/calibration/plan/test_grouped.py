@@ -15,6 +15,8 @@ from calibration.placement.pipeline import block_groups, nested_blocks, offload_
 from calibration.placement.private import intercept_moves, offload_group
 from calibration.plan import Component, Device, Phase, PlacementKind, Target, solve
 from calibration.plan.candidates import candidates, needs_groups, offered
+from calibration.plan.inputs import CalibrationFormatError, load_calibration
+from tests.calibration.cli.test_plan import WEIGHTS, calibration_document
 
 pytest.importorskip("accelerate")
 
@@ -102,3 +104,32 @@ def test_a_grouped_transformer_moves_everything_every_step():
     plan = solve([dit], [target], Device(60, reserve_bytes=0))
     p = plan.placement("dit")  # grouped: nothing in the decode; 20 + a group of 40 in a step
     assert (p.kind, p.onload_bytes, p.transfer_bytes) == (PlacementKind.GROUPED, 60, 4 * 100)
+
+
+def _document(groups: object) -> dict:
+    doc = calibration_document()
+    doc["group_bytes"] = groups
+    return doc
+
+
+def test_a_calibration_documents_block_groups_reach_the_planner():
+    vae = WEIGHTS["vae"]
+    cal = load_calibration(_document({"vae": [vae // 4, vae // 4]}))
+    component = next(c for c in cal.components if c.name == "vae")
+    assert component.group_bytes == (vae // 4, vae // 4)
+    assert component.grouped_onload_bytes == vae - vae // 4
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        ({"nowhere": [1]}, "group bytes for unknown components"),
+        ({"vae": [WEIGHTS["vae"], 1]}, "block groups .* weigh more than the whole component"),
+        ({"vae": [-1]}, "group_bytes"),
+        ({"vae": [1.0]}, "group_bytes"),
+        ({"vae": [1] * 100_001}, "group_bytes"),
+    ],
+)
+def test_a_hostile_calibrations_block_groups_are_refused(groups, message):
+    with pytest.raises(CalibrationFormatError, match=message):
+        load_calibration(_document(groups))
