@@ -26,7 +26,7 @@ from artifact.limits import (
 )
 from artifact.units import show_bytes
 from calibration.plan.answer import plan_of
-from calibration.plan.candidates import Candidate, Group, offered, with_pageable
+from calibration.plan.candidates import Candidate, Group, candidates, offered, with_pageable
 from calibration.plan.extras import Extra, broken, extras, reorder
 from calibration.plan.greedy import greedy
 from calibration.plan.model import (
@@ -360,17 +360,15 @@ def _infeasible_reason(
 def most_conservative(
     components: Sequence[Component], targets: Sequence[Target], device: Device
 ) -> Plan:
-    """Every component in its smallest footprint (offloaded whole or streamed, whichever needs
-    less in its phases), whatever it costs in transfer: the placement a worker falls back to.
+    """Every component in its smallest footprint (offloaded whole, streamed or grouped, whichever
+    needs least in its phases, grouped wherever it has block groups: the fallback weighs no copy),
+    whatever it costs in transfer: the placement a worker falls back to.
 
     Feasible as a placement whether or not the estimates say it fits (``reason`` says which)."""
     components, targets = tuple(components), tuple(targets)
     index = _check(components, targets)
     picked = [
-        min(
-            offered(c, targets, lambda _t: device.usable_bytes),
-            key=lambda k: (k.always + k.onload, k.always, k.cost),
-        )
+        min(candidates(c, targets), key=lambda k: (k.always + k.onload, k.always, k.cost))
         for c in components
     ]
     over = sum(c.pinned for c in picked) - (device.pin_budget_bytes or 0)
