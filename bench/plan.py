@@ -120,7 +120,9 @@ def fits(
 
 def summary(kind: PlacementKind, kept: int, layers: int) -> str:
     return (
-        {PlacementKind.RESIDENT: "R", PlacementKind.OFFLOADED: "O"}.get(kind, f"L{kept}/{layers}")
+        {PlacementKind.RESIDENT: "R", PlacementKind.OFFLOADED: "O", PlacementKind.GROUPED: "G"}.get(
+            kind, f"L{kept}/{layers}"
+        )
         if kind != PlacementKind.LAYERWISE
         else f"L{kept}/{layers}"
     )

@@ -167,6 +167,10 @@ class Calibrated:
         return Planned(plan, device)
 
 
+#: The placements whose component lives on the host between its uses.
+_ON_THE_HOST = frozenset({PlacementKind.OFFLOADED, PlacementKind.GROUPED})
+
+
 @frozen
 class Planned:
     """A feasible plan for ``device``: applied to a pipeline, or spelt as accelerate's or
@@ -187,7 +191,7 @@ class Planned:
         CPU) and ``max_memory`` (the device's usable bytes) the plan amounts to; a layerwise
         component maps to the device with its streamed blocks left to ``to_diffusers``."""
         device_map = {
-            p.component: self.device if p.kind != PlacementKind.OFFLOADED else "cpu"
+            p.component: "cpu" if p.kind in _ON_THE_HOST else self.device
             for p in self.plan.placements
         }
         index = self.device.partition(":")[2] or 0
@@ -204,6 +208,11 @@ class Planned:
             elif p.kind == PlacementKind.OFFLOADED:
                 calls.append(
                     f"accelerate.cpu_offload_with_hook(pipe.{p.component}, {self.device!r})"
+                )
+            elif p.kind == PlacementKind.GROUPED:
+                calls.append(
+                    f"pipe.{p.component}.enable_group_offload({self.device!r}, "
+                    f"offload_type='block_level', num_blocks_per_group=1)  # every block group"
                 )
             else:
                 streamed = p.layers - len(p.resident_layers)

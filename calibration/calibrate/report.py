@@ -249,6 +249,7 @@ def _findings_part(cal: Calibration) -> JsonObject:
         ],
         "component_weight_bytes": dict(cal.component_weight_bytes),
         "layer_bytes": {c: dict(per) for c, per in cal.layer_bytes.items()},
+        "group_bytes": {c: list(sizes) for c, sizes in cal.group_bytes.items()},
     }
 
 

@@ -95,6 +95,8 @@ class Calibration:
     findings: tuple[Finding, ...] = ()
     undeclared: tuple[str, ...] = ()  # components that ran outside every declared stage
     layer_bytes: Mapping[str, Mapping[str, int]] = field(factory=dict, hash=False)
+    # each component's block groups under group offloading (``block_groups``), bytes in order
+    group_bytes: Mapping[str, tuple[int, ...]] = field(factory=dict, hash=False)
     target_runs: tuple[WarmupRecord, ...] = ()  # every verification run (``measured``: the median)
     below_minimum: tuple[BelowMinimum, ...] = ()  # warmup or probe under a `probe X >= N`
     margins: tuple[StageMargin, ...] = ()  # each stage's margin (evidence, risk or fixed) and why
@@ -350,6 +352,7 @@ def _calibration(
         uncovered=uncovered,
         undeclared=unstaged_components(loop.records),
         layer_bytes=session.layer_bytes,
+        group_bytes=session.group_bytes,
         below_minimum=below_minimums(pipeline, {"warmup": warmup, "probe": probe}),
         notices=_notices(pipeline, probe, target),
         call_warnings=session.call_warnings,

@@ -52,13 +52,15 @@ PLAN_EXPLAINED = (
         ),
     ),
     (
-        "placement: resident, offloaded, layerwise k/N (streamed)",
+        "placement: resident, offloaded, layerwise k/N (streamed), grouped",
         (
             "resident: the component's weights stay on the device for the whole request. "
             "offloaded: its weights live on the host and are onloaded whole for each phase that "
             "uses it, then dropped. layerwise k/N: a component of N layers keeps k of them "
             "resident and streams the others through a one-layer buffer, each onloaded as its "
-            "turn comes."
+            "turn comes. grouped: its weights live on the host and are onloaded block group by "
+            "block group while it runs (its largest group and what lies outside its blocks on "
+            "the device at once), all of them moved on every call of it."
         ),
     ),
     (

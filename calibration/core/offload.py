@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from calibration.errors import CalibrationError
 from calibration.placement.groups import count_groups
 from calibration.placement.pipeline import (
+    block_groups,
     offload_groups,
     offload_model,
     remove_group_offload,
@@ -160,6 +161,9 @@ def placed(
     if isinstance(backend, LiveTensorBackend):
         if offload is Offload.GROUP:  # counted group by group, as its hooks move them
             backend.groups = count_groups(modules, backend)
+        elif isinstance(offload, SavedPlan):  # its grouped components alike
+            grouped = {n for n in _grouped(offload) if n in modules}
+            backend.groups = count_groups({n: modules[n] for n in grouped}, backend)
         backend.swapped = moved - {group.component for group in backend.groups}
     return backend, applied
 
@@ -213,13 +217,23 @@ def _plan_offload(
     from calibration.plan.apply import PlanApplyError, apply
     from runtime.measure.layers import repeated_layers
 
-    check_pipeline(saved, {name: len(repeated_layers(m)) for name, m in modules.items()})
+    grouped = _grouped(saved)
+    check_pipeline(
+        saved,
+        {name: len(repeated_layers(m)) for name, m in modules.items()},
+        {name: block_groups(m) for name, m in modules.items() if name in grouped},
+    )
     try:
         applied = apply(saved.plan, pipe, device=device, offload_device="cpu")  # type: ignore[arg-type]
     except PlanApplyError as exc:
         raise CalibrationError(f"--calibrate-offload {saved}: {exc}") from None
     moved = (p.component for p in saved.plan.placements if p.kind != PlacementKind.RESIDENT)
     return applied, frozenset(moved)
+
+
+def _grouped(saved: SavedPlan) -> frozenset[str]:
+    """The components a saved plan group-offloads whole."""
+    return frozenset(p.component for p in saved.plan.placements if p.kind is PlacementKind.GROUPED)
 
 
 def weights_over_capacity(exc: BaseException) -> WeightsOverCapacity | None:

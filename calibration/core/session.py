@@ -32,6 +32,7 @@ from calibration.core.weights import module_layers, module_weights
 from calibration.core.wiring import PipelineFacts, call_arguments, check_call, pipeline_facts
 from calibration.errors import CalibrationError
 from calibration.placement.groups import count_groups, offload_every_group
+from calibration.placement.pipeline import module_groups
 from calibration.plan.model import PlacementKind
 from calibration.plan.saved import SavedPlan
 from runtime import Pipeline
@@ -111,6 +112,7 @@ class Session:
         self.facts: PipelineFacts = pipeline_facts(formulas, modules)
         self.weights = module_weights(modules)
         self.layer_bytes = module_layers(modules, self.facts.layerwise)
+        self.group_bytes = module_groups(modules)  # before any placement hooks the modules
         if offload is None:  # none named: the one in force (``calibrating_under``)
             offload, capacity = placement_in_force()
         reserve = allocator_reserve(self.device, capacity)

@@ -21,7 +21,13 @@ def dumps(components: Sequence[Component], targets: Sequence[Target], device: De
     return json.dumps(
         {
             "components": [
-                [c.name, c.weight_bytes, list(c.layer_bytes), list(c.layer_names)]
+                [
+                    c.name,
+                    c.weight_bytes,
+                    list(c.layer_bytes),
+                    list(c.layer_names),
+                    list(c.group_bytes),
+                ]
                 for c in components
             ],
             "targets": [_target(t) for t in targets],
@@ -102,10 +108,14 @@ def loads(text: str) -> Inputs:
     doc = _map(json.loads(text), "the inputs")
     components = []
     for item in _list(doc["components"], "components"):
-        name, weight, layers, names = _list(item, "a component")
+        name, weight, layers, names, groups = _list(item, "a component")
         components.append(
             Component(
-                str(name), _int(weight, "weights"), _ints(layers, "layers"), _strs(names, "names")
+                str(name),
+                _int(weight, "weights"),
+                _ints(layers, "layers"),
+                _strs(names, "names"),
+                _ints(groups, "groups"),
             )
         )
     targets = tuple(_read_target(_map(t, "a target")) for t in _list(doc["targets"], "targets"))

@@ -186,7 +186,8 @@ def moved_bounds(plan: Plan, targets: Sequence[Target], component: str) -> list[
     when the plan keeps it there, else those it is active in) gets all the plan left plus one byte.
     """
     kind = next((p.kind for p in plan.placements if p.component == component), None)
-    everywhere = kind is not None and kind is not PlacementKind.OFFLOADED
+    on_the_host = (PlacementKind.OFFLOADED, PlacementKind.GROUPED)
+    everywhere = kind is not None and kind not in on_the_host
     phases = [p for t in targets for p in t.phases]
     return [
         u.bound_bytes + max(u.headroom_bytes, 0) + 1

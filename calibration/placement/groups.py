@@ -47,10 +47,20 @@ def _storages(group: ModuleGroup) -> dict[int, torch.UntypedStorage]:
     return out
 
 
+def group_nbytes(group: ModuleGroup) -> int:
+    """The bytes ``group`` moves, each storage once."""
+    return sum(s.nbytes() for s in _storages(group).values())
+
+
+def is_block(group: ModuleGroup) -> bool:
+    """Whether ``group`` is a block's (its forward onloads it), not the weights outside them."""
+    return group.onload_leader is not None and group.onload_leader in group.modules
+
+
 def _label(module: nn.Module, holder: str, group: ModuleGroup) -> str:
     """``transformer_blocks.0`` for a block; the weights outside the blocks for the rest."""
     names = {id(m): n for n, m in module.named_modules()}
-    if group.onload_leader is not None and group.onload_leader in group.modules:
+    if is_block(group):
         return ", ".join(names.get(id(m), "?") for m in group.modules)
     return f"{holder} (outside its blocks)" if holder else "weights outside its blocks"
 
@@ -66,7 +76,7 @@ def count_groups(modules: Mapping[str, nn.Module], listener: GroupListener) -> t
             group = Group(
                 component,
                 _label(module, holder, hooked),
-                sum(s.nbytes() for s in storages.values()),
+                group_nbytes(hooked),
                 tuple(storages.values()),
             )
             intercept_moves(

@@ -6,7 +6,9 @@ an object that installs the mechanism on a module, tells whether it is there and
 - ``group``: diffusers' ``apply_group_offloading`` (block level, one block a group): each block
   onloaded for its forward and offloaded after it;
 - ``layerwise``: a plan's streaming, diffusers' group offloading on each streamed block of a
-  component (``Where.blocks``) while the rest of it stays on the device.
+  component (``Where.blocks``) while the rest of it stays on the device;
+- ``grouped``: a plan's grouped component, ``group`` on the whole module, its weights outside the
+  blocks onloaded whenever it starts (``vae.decode`` too, which its forward hook never sees).
 
 Imports torch, diffusers and accelerate when called; their private names are in ``private``.
 """
@@ -17,13 +19,15 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
-from attrs import frozen
+from attrs import define, frozen
 
 from calibration.placement.private import (
     GROUP_HOOKS,
+    ModuleGroup,
     accelerate_hook,
     diffusers_registry,
     drop_registry,
+    offload_group,
 )
 
 if TYPE_CHECKING:
@@ -158,13 +162,51 @@ class LayerwiseStreaming:
         GROUP.remove(module)
 
 
+@define
+class TopGroup:
+    """A grouped module's weights outside its blocks (the group its own hook moves): onloaded
+    when the module starts by any method, sent home when another component starts."""
+
+    group: ModuleGroup | None = None
+
+    def onload(self) -> None:
+        if self.group is not None:
+            self.group.onload_()
+
+    def offload(self) -> None:
+        if self.group is not None:
+            self.group.offload_()
+
+
+class GroupedComponent:
+    """A whole component group-offloaded (``group``), its top group onloaded at every entry."""
+
+    name = "grouped"
+
+    def install(self, module: nn.Module, where: Where) -> OffloadHook | None:
+        top = TopGroup()
+        MODEL.before(module, top.onload)  # first: diffusers' forward wraps accelerate's
+        GROUP.install(module, where)
+        top.group = offload_group(module)
+        return top
+
+    def installed(self, module: nn.Module) -> bool:
+        return GROUP.installed(module)
+
+    def remove(self, module: nn.Module) -> None:
+        """diffusers' hooks off first (they wrap accelerate's), then accelerate's."""
+        GROUP.remove(module)
+        MODEL.remove(module)
+
+
 MODEL = ModelOffload()
 GROUP = GroupOffload()
 LAYERWISE = LayerwiseStreaming()
+GROUPED = GroupedComponent()
 
 #: Every placement mechanism by name.
 MECHANISMS: Mapping[str, Mechanism] = MappingProxyType(
-    {mechanism.name: mechanism for mechanism in (MODEL, GROUP, LAYERWISE)}
+    {mechanism.name: mechanism for mechanism in (MODEL, GROUP, LAYERWISE, GROUPED)}
 )
 
 

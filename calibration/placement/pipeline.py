@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 from calibration.errors import CalibrationError
-from calibration.placement.mechanisms import GROUP, Where
+from calibration.placement.groups import group_nbytes, hooked_groups, is_block
+from calibration.placement.mechanisms import GROUP, Where, has_offload_hooks
 from calibration.placement.private import excluded, pipeline_hooks
 
 if TYPE_CHECKING:
@@ -66,6 +67,31 @@ def offload_groups(device: str, modules: Mapping[str, nn.Module]) -> frozenset[s
     for module in modules.values():
         GROUP.install(module, attrs.evolve(where, block_modules=nested_blocks(module)))
     return frozenset(modules)
+
+
+def block_groups(module: nn.Module) -> tuple[int, ...]:
+    """The bytes of each block group ``offload_groups`` forms on ``module``, read from the hooks
+    themselves: installed where its weights are (no move), read, taken off again. () where it
+    forms none, its weights lie on several devices, or it carries offloading hooks already."""
+    devices = {t.device for t in (*module.parameters(), *module.buffers())}
+    if len(devices) != 1 or has_offload_hooks(module):
+        return ()
+    here = next(iter(devices))
+    own = {id(s) for s in module.modules() if "forward" in s.__dict__}
+    GROUP.install(module, Where(here, here, block_modules=nested_blocks(module)))
+    try:
+        return tuple(group_nbytes(g) for _, g in hooked_groups(module) if is_block(g))
+    finally:
+        GROUP.remove(module)
+        for sub in module.modules():  # diffusers leaves ``forward`` on the instance
+            if id(sub) not in own:
+                sub.__dict__.pop("forward", None)
+
+
+def module_groups(modules: Mapping[str, nn.Module]) -> dict[str, tuple[int, ...]]:
+    """``block_groups`` of each module that forms some (a calibration's ``group_bytes``)."""
+    groups = {name: block_groups(module) for name, module in modules.items()}
+    return {name: sizes for name, sizes in groups.items() if sizes}
 
 
 def nested_blocks(module: nn.Module) -> tuple[str, ...] | None:

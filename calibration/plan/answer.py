@@ -139,4 +139,5 @@ def _placement(
         pageable_bytes=host - pinned if cand.pageable else 0,
         pageable=cand.pageable,
         pinned_layers=tuple(pinned_layers),
+        group_bytes=component.group_bytes if cand.kind == PlacementKind.GROUPED else (),
     )

@@ -5,6 +5,10 @@
   offload_type="block_level", num_blocks_per_group=1)`` on each streamed block (the recorder's
   repeated layers, so indices match the plan's), which onloads a block for its forward and
   offloads it after; the other blocks and the rest of the module stay resident;
+- grouped: diffusers' ``apply_group_offloading`` on the whole module (block level, one block a
+  group, ``nested_blocks`` as calibration's ``group`` mode), each block onloaded for its forward,
+  the weights outside the blocks for the module's call (``vae.decode`` included: an accelerate
+  hook onloads them at every entry, the next component's start sends them home);
 - offloaded whole: accelerate's ``cpu_offload_with_hook`` (what ``enable_model_cpu_offload``
   installs per component), onloaded when the component starts. The planner counts an offloaded
   component on the device only in the phases that use it, so every component also gets one
@@ -45,6 +49,7 @@ from attrs import define, field, frozen
 
 from calibration.errors import CalibrationError
 from calibration.placement.mechanisms import (
+    GROUPED,
     LAYERWISE,
     MECHANISMS,
     MODEL,
@@ -53,6 +58,7 @@ from calibration.placement.mechanisms import (
     has_offload_hooks,
 )
 from calibration.placement.pins import CUDA_ONLY, HostCopies, pinnable
+from calibration.placement.pipeline import nested_blocks
 from calibration.plan.model import Placement, PlacementKind, Plan
 from calibration.plan.moves import REST, Move, MoveKind, move_order
 from calibration.plan.pinning import PinBook, pin_plan
@@ -97,7 +103,11 @@ class UndoError(CalibrationError):
 
 #: The mechanism (``calibration.placement``'s registry) that moves each kind of placement.
 MECHANISM_OF = MappingProxyType(
-    {PlacementKind.OFFLOADED: MODEL.name, PlacementKind.LAYERWISE: LAYERWISE.name}
+    {
+        PlacementKind.OFFLOADED: MODEL.name,
+        PlacementKind.LAYERWISE: LAYERWISE.name,
+        PlacementKind.GROUPED: GROUPED.name,
+    }
 )
 
 
@@ -330,6 +340,7 @@ def _parts(module: nn.Module, placement: Placement) -> Parts:
     kept = {
         PlacementKind.RESIDENT: set(sizes),
         PlacementKind.OFFLOADED: set(),
+        PlacementKind.GROUPED: set(),
         PlacementKind.LAYERWISE: {REST, *kept_layers},
     }[placement.kind]
     streamed = tuple((n, b) for n, b in layers if n not in kept_layers)
@@ -375,12 +386,14 @@ def _make(
     """One move: offload whole or stream blocks (release), or place on the device (acquire)."""
     name = move.component
     module = applied.modules[name]
-    if move.kind is MoveKind.RELEASE:  # offloaded whole, or a layerwise one's streamed blocks
+    if move.kind is MoveKind.RELEASE:  # offloaded or grouped, or a layerwise one's streamed blocks
         where = Where(onload, offload, tuple(block for _, block in parts.streamed))
-        for block in where.blocks:
-            applied.blocks.setdefault(name, []).append(block)
+        if kind == PlacementKind.GROUPED:  # the whole module, its blocks as calibration finds them
+            where = Where(onload, offload, block_modules=nested_blocks(module))
+        for block in (module,) if kind == PlacementKind.GROUPED else where.blocks:
+            applied.blocks.setdefault(name, []).append(block)  # undo takes their hooks off
         hook = MECHANISMS[MECHANISM_OF[kind]].install(module, where)
-        if hook is not None:  # offloaded whole: accelerate's hook sends it home
+        if hook is not None:  # offloaded whole or grouped: its hook sends it home
             applied.offload_hooks[name] = hook
         if kind == PlacementKind.LAYERWISE:
             applied.streamed[name] = tuple(n for n, _ in parts.streamed)

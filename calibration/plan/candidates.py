@@ -1,15 +1,16 @@
 """The residency candidates: every way to place one component, and the problem's shapes.
 
 Every component has candidates (resident; layerwise with k of N layers resident, k = N-1 .. 0;
-offloaded whole), each using ``always`` bytes in every phase and ``onload`` bytes in the phases
-where the component is active, and costing ``cost`` transfer bytes per request. Phases with the
-same active set collapse to their largest bound: one constraint per active set (a *group*). The
-exact search over them is ``calibration.plan.search``; see docs/planning.md.
+offloaded whole; grouped, where it has block groups), each using ``always`` bytes in every phase
+and ``onload`` bytes in the phases where the component is active, and costing ``cost`` transfer
+bytes per request. Phases with the same active set collapse to their largest bound: one
+constraint per active set (a *group*). The exact search over them is
+``calibration.plan.search``; see docs/planning.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import attrs
@@ -98,8 +99,27 @@ def layer_uses(component: Component, targets: Sequence[Target]) -> tuple[int, ..
     return tuple(totals)
 
 
+def grouped_moved(component: Component, targets: Sequence[Target]) -> int:
+    """Bytes moved per request when grouped, weighted: its whole weights once per call of the
+    module (a component with layers: its most called layer's calls, a transformer's steps;
+    without: once per onload, as offloaded whole)."""
+    total = 0
+    for t in targets:
+        once = (Target(t.name, t.phases, t.uses, t.layer_uses),)
+        calls = max(layer_uses(component, once), default=whole_uses(component, once))
+        total += t.weight * calls * component.weight_bytes
+    return total
+
+
 def candidates(component: Component, targets: Sequence[Target]) -> tuple[Candidate, ...]:
-    """The component's candidates, most resident first."""
+    """The component's candidates, most resident first.
+
+    Every component with block groups (``Component.group_bytes``) is also *grouped*: nothing on
+    the device between its calls, its largest group and what lies outside its groups while it
+    runs, its whole weights moved every call. A component with layers gets it too: layerwise
+    with no layer kept still keeps the rest resident in every phase, which grouped does not (it
+    moves more: the rest as well, every call). The planner offers it only where it is needed
+    (``offered``)."""
     w = component.weight_bytes
     out = [Candidate(PlacementKind.RESIDENT, w, 0, 0, 0)]
     sizes = component.layer_bytes
@@ -116,7 +136,36 @@ def candidates(component: Component, targets: Sequence[Target]) -> tuple[Candida
                 Candidate(PlacementKind.LAYERWISE, w - moved, largest, cost, moved, k, order)
             )
     out.append(Candidate(PlacementKind.OFFLOADED, 0, w, w * whole_uses(component, targets), w))
+    if component.group_bytes:
+        moved = grouped_moved(component, targets)
+        out.append(Candidate(PlacementKind.GROUPED, 0, component.grouped_onload_bytes, moved, w))
     return tuple(out)
+
+
+def needs_groups(
+    component: Component, targets: Sequence[Target], usable: Callable[[Target], int]
+) -> bool:
+    """Whether the component cannot be on the device whole beside the bound of some phase it runs
+    in (``usable``: a target's usable bytes), even with every other component off it."""
+    return any(
+        component.weight_bytes + p.bound_bytes > usable(t)
+        for t in targets
+        for p in t.phases
+        if component.name in p.active_components and component.name not in p.whole_components
+    )
+
+
+def offered(
+    component: Component, targets: Sequence[Target], usable: Callable[[Target], int]
+) -> tuple[Candidate, ...]:
+    """The candidates the planner weighs: grouped only where the component needs it
+    (``needs_groups``). Group offloading copies block by block, a synchronization each (no
+    prefetch stream), which the objective, bytes moved, does not see: grouped is never traded
+    for bytes elsewhere, only chosen where whole the component does not fit where it runs."""
+    cands = candidates(component, targets)
+    if needs_groups(component, targets, usable):
+        return cands
+    return tuple(c for c in cands if c.kind != PlacementKind.GROUPED)
 
 
 def recost(component: Component, cand: Candidate, targets: Sequence[Target]) -> Candidate:
@@ -125,6 +174,8 @@ def recost(component: Component, cand: Candidate, targets: Sequence[Target]) -> 
         return cand
     if cand.kind == PlacementKind.OFFLOADED:
         moved = component.weight_bytes * whole_uses(component, targets)
+    elif cand.kind == PlacementKind.GROUPED:
+        moved = grouped_moved(component, targets)
     else:
         uses = layer_uses(component, targets)
         moved = sum(component.layer_bytes[i] * uses[i] for i in cand.order[cand.kept :])

@@ -73,16 +73,20 @@ class Calibrated:
 def components_from_bytes(
     component_weight_bytes: Mapping[str, int],
     layer_bytes: Mapping[str, Mapping[str, int]] | None = None,
+    group_bytes: Mapping[str, Sequence[int]] | None = None,
 ) -> tuple[Component, ...]:
-    """Components with their weights and, for layerwise ones, each named layer's bytes."""
-    layer_bytes = layer_bytes or {}
-    unknown = sorted(set(layer_bytes) - set(component_weight_bytes))
-    if unknown:
-        raise PlanInputError(f"layer bytes for unknown components {unknown}")
+    """Components with their weights and, for layerwise ones, each named layer's bytes; for
+    those group offloading forms block groups on, each group's bytes."""
+    layer_bytes, group_bytes = layer_bytes or {}, group_bytes or {}
+    for what, given in (("layer", layer_bytes), ("group", group_bytes)):
+        unknown = sorted(set(given) - set(component_weight_bytes))
+        if unknown:
+            raise PlanInputError(f"{what} bytes for unknown components {unknown}")
     out = []
     for name, weight in component_weight_bytes.items():
         layers = layer_bytes.get(name, {})
-        out.append(Component(name, weight, tuple(layers.values()), tuple(layers)))
+        groups = tuple(group_bytes.get(name, ()))
+        out.append(Component(name, weight, tuple(layers.values()), tuple(layers), groups))
     return tuple(out)
 
 
@@ -245,6 +249,8 @@ class CalibrationLike(Protocol):
     @property
     def layer_bytes(self) -> Mapping[str, Mapping[str, int]]: ...
     @property
+    def group_bytes(self) -> Mapping[str, Sequence[int]]: ...
+    @property
     def phase_weights(self) -> Mapping[str, int]: ...
     @property
     def unobserved(self) -> tuple[str, ...]: ...
@@ -256,7 +262,7 @@ def from_calibration(cal: CalibrationLike, whole: Whole = ()) -> Calibrated:
     """The planner's input straight from a calibration in memory (``dslc plan`` without
     ``--calibration``, the lifecycle): the components, bounds, layer calls, compute and target
     its saved document gives, without building and reading one; ``whole``: full-weight needs."""
-    components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes)
+    components = components_from_bytes(cal.component_weight_bytes, cal.layer_bytes, cal.group_bytes)
     target = from_estimate(
         cal.estimate,
         components,
@@ -332,7 +338,7 @@ def _parse(doc: Mapping[str, Json], weight: int, whole: Whole = ()) -> Calibrate
         if len(per) > MAX_ITEMS:
             raise PlanInputError(f"layer_bytes[{c!r}] has {len(per)} layers; at most {MAX_ITEMS}")
         layers[str(c)] = {str(n): _int(b, f"layer_bytes[{c!r}][{n!r}]") for n, b in per.items()}
-    components = components_from_bytes(weights, layers)
+    components = components_from_bytes(weights, layers, _groups(doc))
     phases = [
         Measured(
             str(p["label"]),
@@ -366,6 +372,16 @@ def _parse(doc: Mapping[str, Json], weight: int, whole: Whole = ()) -> Calibrate
             _streamed(doc),
         ),
     )
+
+
+def _groups(doc: Mapping[str, Json]) -> dict[str, tuple[int, ...]]:
+    """Each component's block groups (``group_bytes``), counted before they are read."""
+    out = {}
+    for c, sizes in _items(doc, "group_bytes", {}).items():
+        if len(sizes) > MAX_ITEMS:
+            raise PlanInputError(f"group_bytes[{c!r}] has {len(sizes)} groups; at most {MAX_ITEMS}")
+        out[str(c)] = tuple(_int(b, f"group_bytes[{c!r}][{i}]") for i, b in enumerate(sizes))
+    return out
 
 
 def _streamed(doc: Mapping[str, Json]) -> bool:

@@ -31,6 +31,8 @@ class PlacementKind(str, Enum):
     RESIDENT = "resident"  # on the device for the whole request
     OFFLOADED = "offloaded"  # on the host, onloaded whole for the phases that use it
     LAYERWISE = "layerwise"  # on the device but for the repeated layers streamed one by one
+    # on the host, onloaded group by group (diffusers' block-level group offloading) for each call
+    GROUPED = "grouped"
 
     def __str__(self) -> str:
         return self.value
@@ -89,12 +91,16 @@ class Component:
 
     ``layer_bytes[i]`` is layer i's weights, in the module's own order; the rest of
     ``weight_bytes`` (embeddings, norms, heads) stays on the device while any layer does.
+    ``group_bytes`` are the block groups diffusers' group offloading forms on the module
+    (``calibration.placement.groups.block_groups``): grouped, one of them is on the device at a
+    time beside the rest (its groups outside the blocks, on for the whole call).
     """
 
     name: str
     weight_bytes: int = field(validator=_non_negative)
     layer_bytes: tuple[int, ...] = field(default=(), converter=_int_tuple)
     layer_names: tuple[str, ...] = field(default=(), converter=_name_tuple)  # optional
+    group_bytes: tuple[int, ...] = field(default=(), converter=_int_tuple)
 
     def __attrs_post_init__(self) -> None:
         _all_non_negative(None, "layer_bytes", self.layer_bytes)
@@ -103,11 +109,18 @@ class Component:
                 f"component {self.name!r}: {len(self.layer_names)} layer names for "
                 f"{len(self.layer_bytes)} layers"
             )
-        if sum(self.layer_bytes) > self.weight_bytes:
-            raise PlanInputError(
-                f"component {self.name!r}: its layers ({show_bytes(sum(self.layer_bytes))}) weigh "
-                f"more than the whole component ({show_bytes(self.weight_bytes)})"
-            )
+        _all_non_negative(None, "group_bytes", self.group_bytes)
+        for what, parts in (("layers", self.layer_bytes), ("block groups", self.group_bytes)):
+            if sum(parts) > self.weight_bytes:
+                raise PlanInputError(
+                    f"component {self.name!r}: its {what} ({show_bytes(sum(parts))}) weigh "
+                    f"more than the whole component ({show_bytes(self.weight_bytes)})"
+                )
+
+    @property
+    def grouped_onload_bytes(self) -> int:
+        """On the device while it runs grouped: the largest block group and what is outside them."""
+        return self.weight_bytes - sum(self.group_bytes) + max(self.group_bytes, default=0)
 
     @classmethod
     def uniform(cls, name: str, weight_bytes: int, layers: int, bytes_per_layer: int) -> Component:
@@ -330,6 +343,8 @@ class Placement:
     pageable: bool = False  # its copies come from pageable memory (``Device.pageable_factor``)
     # pageable, yet these streamed layers pinned (the pin budget's frontier: ``plan.frontier``)
     pinned_layers: tuple[int, ...] = field(default=(), converter=_int_tuple)
+    # grouped: the block groups' bytes it was planned with (``Component.group_bytes``)
+    group_bytes: tuple[int, ...] = field(default=(), converter=_int_tuple)
 
 
 @frozen

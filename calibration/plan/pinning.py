@@ -126,8 +126,13 @@ def pin_plan(
     held = book.held(owner)
     for copies in held.values():  # kept from this owner's placement before: held again
         copies.settle()
+    grouped = {p.component for p in plan.placements if p.kind is PlacementKind.GROUPED}
     for component in sorted({k.component for k in held}):
         mine = [c for k, c in held.items() if k.component == component]
+        if component in grouped:  # every group of it parks every copy of it before its offload
+            for _, group in hooked_groups(modules[component]):
+                before_group_offload(group, functools.partial(_park, mine))
+            continue
         if component in hooks:
             before_model_offload(hooks[component], functools.partial(_park, mine))
             continue

@@ -35,11 +35,11 @@ def _owners(value: Mapping[PinKey, Iterable[str]]) -> Mapping[PinKey, frozenset[
 
 
 def placement_pins(p: Placement) -> frozenset[PinKey]:
-    """The host copies one placement keeps pinned: an offloaded one's every part when pinned, a
-    streamed one's streamed layers (all when pinned, its frontier when pageable)."""
+    """The host copies one placement keeps pinned: an offloaded or grouped one's every part when
+    pinned, a streamed one's streamed layers (all when pinned, its frontier when pageable)."""
     if p.kind is PlacementKind.RESIDENT:
         return frozenset()
-    if p.kind is PlacementKind.OFFLOADED:
+    if p.kind in (PlacementKind.OFFLOADED, PlacementKind.GROUPED):
         parts = (REST, *range(p.layers)) if p.pinned_bytes and not p.pageable else ()
     elif p.pageable:
         parts = p.pinned_layers

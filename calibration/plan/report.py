@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from artifact.units import parse_size, show_bytes, show_seconds
 from calibration.plan.frontier import ranges
-from calibration.plan.model import Component, PlacementKind, Plan
+from calibration.plan.model import Component, Placement, PlacementKind, Plan
 
 VERSION = 1
 __all__ = [
@@ -53,27 +53,7 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
         "pinned_bytes": plan.pinned_bytes,
         "host_bytes": plan.host_bytes,
         "shortfall": None if plan.shortfall is None else plan.shortfall.value,
-        "components": [
-            {
-                "name": p.component,
-                "placement": p.kind.value,
-                "layers": p.layers,
-                "resident_layers": list(p.resident_layers),
-                "resident_layer_names": [
-                    names[p.component][i] for i in p.resident_layers if names.get(p.component)
-                ],
-                "device_bytes": p.device_bytes,
-                "onload_bytes": p.onload_bytes,
-                "pinned_bytes": p.pinned_bytes,
-                "pageable_bytes": p.pageable_bytes,
-                "pinned_layers": list(p.pinned_layers),
-                "transfer_bytes": p.transfer_bytes,
-                "transfer_s": p.transfer_s,
-                "binding_phase": p.binding_phase,
-                "missing_bytes": p.missing_bytes,
-            }
-            for p in plan.placements
-        ],
+        "components": [_component(p, names.get(p.component, ())) for p in plan.placements],
         "phases": [
             {
                 "target": u.target,
@@ -85,6 +65,27 @@ def document(plan: Plan, components: Sequence[Component] = ()) -> dict[str, obje
             }
             for u in plan.phases
         ],
+    }
+
+
+def _component(p: Placement, layer_names: Sequence[str]) -> dict[str, object]:
+    """One component's placement as the document writes it."""
+    return {
+        "name": p.component,
+        "placement": p.kind.value,
+        "layers": p.layers,
+        "resident_layers": list(p.resident_layers),
+        "resident_layer_names": [layer_names[i] for i in p.resident_layers if layer_names],
+        "device_bytes": p.device_bytes,
+        "onload_bytes": p.onload_bytes,
+        "pinned_bytes": p.pinned_bytes,
+        "pageable_bytes": p.pageable_bytes,
+        "pinned_layers": list(p.pinned_layers),
+        "transfer_bytes": p.transfer_bytes,
+        "transfer_s": p.transfer_s,
+        "binding_phase": p.binding_phase,
+        "missing_bytes": p.missing_bytes,
+        "group_bytes": list(p.group_bytes),
     }
 
 

@@ -13,7 +13,7 @@ the device and the totals; the phases and times the plan predicted are not.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sized
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -138,21 +138,25 @@ class _LayerCount:
                 f"more than {MAX_PLAN_OBJECTS:,} JSON objects; a plan document holds one a "
                 f"phase (at most {MAX_PLAN_PHASES:,}: MAX_PLAN_PHASES) and a few more"
             )
-        for key, verb in (("resident_layers", "keeps"), ("pinned_layers", "pins")):
+        for key, verb, noun in (
+            ("resident_layers", "keeps", "layer indices"),
+            ("pinned_layers", "pins", "layer indices"),
+            ("group_bytes", "groups", "group sizes"),
+        ):
             kept = obj.get(key)
             if not isinstance(kept, list):
                 continue
             if len(kept) > MAX_PLAN_LAYERS:
                 raise DocumentError(
                     f"{key} of the component {file_value(obj.get('name'))}: {len(kept):,} "
-                    f"layer indices; a plan {verb} at most {MAX_PLAN_LAYERS:,} layers a "
+                    f"{noun}; a plan {verb} at most {MAX_PLAN_LAYERS:,} layers a "
                     "component (MAX_PLAN_LAYERS)"
                 )
             self.total += len(kept)
             if self.total > MAX_PLAN_CANDIDATES:
                 raise DocumentError(
                     f"{key} of the component {file_value(obj.get('name'))}: {self.total:,} "
-                    f"layer indices in all so far; a plan's components have at most "
+                    f"{noun} in all so far; a plan's components have at most "
                     f"{MAX_PLAN_CANDIDATES:,} layers in all (MAX_PLAN_CANDIDATES)"
                 )
         return obj
@@ -177,6 +181,7 @@ def _check_layers(c: Mapping[str, Any], place: str) -> None:
             f"{place}.pinned_layers: only a layerwise component's streamed layers are pinned "
             "by range (none of its resident_layers)"
         )
+    _check_groups(c["placement"], c.get("group_bytes", []), place)
     for key, indices in (("resident_layers", kept), ("pinned_layers", pinned)):
         for j, index in enumerate(indices):
             if index >= layers or (j and index <= indices[j - 1]):
@@ -184,6 +189,21 @@ def _check_layers(c: Mapping[str, Any], place: str) -> None:
                     f"{place}.{key}[{j}]: {index} is not a layer index after the one before "
                     f"it (the component has {layers} layers: 0 to {layers - 1}, ascending)"
                 )
+
+
+def _check_groups(kind: str, groups: Sized, place: str) -> None:
+    """Block groups for a grouped placement, and only for one (their sizes are checked against
+    the pipeline's own groups when it is applied: ``check_pipeline``)."""
+    if kind == PlacementKind.GROUPED and not groups:
+        raise DocumentError(
+            f"{place}.group_bytes: a grouped component needs its block groups' bytes (what "
+            "`dslc plan --json` writes for it)"
+        )
+    if kind != PlacementKind.GROUPED and groups:
+        raise DocumentError(
+            f"{place}.group_bytes: {len(groups):,} block group(s) for a {kind} "
+            "component; only a grouped one is onloaded group by group"
+        )
 
 
 def _plan(doc: Mapping[str, Any]) -> Plan:
@@ -227,12 +247,19 @@ def _placement(c: Mapping[str, Any]) -> Placement:
         pageable_bytes=pageable,
         pageable=pageable > 0,
         pinned_layers=tuple(c.get("pinned_layers", ())),
+        group_bytes=tuple(c.get("group_bytes", ())),
     )
 
 
-def check_pipeline(saved: SavedPlan, layers: Mapping[str, int]) -> None:
+def check_pipeline(
+    saved: SavedPlan,
+    layers: Mapping[str, int],
+    groups: Mapping[str, tuple[int, ...]] | None = None,
+) -> None:
     """The plan places every component of the pipeline (``layers``: each one's repeated layers),
-    no other, a layerwise one with those layers (``PlanFileError`` naming the file and place)."""
+    no other, a layerwise one with those layers, a grouped one with the block groups the pipeline
+    forms (``groups``: each grouped one's, by ``calibration.placement.groups.block_groups``;
+    None: not checked) (``PlanFileError`` naming the file and place)."""
     has = _names(layers)
     placed = {p.component for p in saved.plan.placements}
     for i, p in enumerate(saved.plan.placements):
@@ -248,6 +275,14 @@ def check_pipeline(saved: SavedPlan, layers: Mapping[str, int]) -> None:
                 saved,
                 f"components[{i}].layers: {p.layers}, but the pipeline's "
                 f"{p.component} has {count} repeated layers",
+            )
+        mine = None if groups is None else groups.get(p.component, ())
+        if p.kind == PlacementKind.GROUPED and mine is not None and mine != p.group_bytes:
+            _refuse(
+                saved,
+                f"components[{i}].group_bytes: {len(p.group_bytes)} block group(s) of "
+                f"{sum(p.group_bytes):,} bytes, but the pipeline's {p.component} forms "
+                f"{len(mine)} of {sum(mine):,} bytes",
             )
     missing = [n for n in layers if n not in placed]
     if missing:

@@ -26,7 +26,7 @@ from artifact.limits import (
 )
 from artifact.units import show_bytes
 from calibration.plan.answer import plan_of
-from calibration.plan.candidates import Candidate, Group, candidates, with_pageable
+from calibration.plan.candidates import Candidate, Group, candidates, offered, with_pageable
 from calibration.plan.extras import Extra, broken, extras, reorder
 from calibration.plan.greedy import greedy
 from calibration.plan.model import (
@@ -60,8 +60,15 @@ def check_limits(components: Sequence[Component], targets: Sequence[Target]) -> 
             f"layers of component {c.name!r}",
             "group the layers into blocks",
         )
+        _over(
+            "MAX_PLAN_LAYERS",
+            len(c.group_bytes),
+            MAX_PLAN_LAYERS,
+            f"block groups of component {c.name!r}",
+            "group the blocks into fewer groups",
+        )
     layers = sum(len(c.layer_bytes) for c in components)
-    candidates_ = layers + 2 * len(components)
+    candidates_ = layers + sum(2 + bool(c.group_bytes) for c in components)
     _over("MAX_PLAN_CANDIDATES", candidates_, MAX_PLAN_CANDIDATES, "placements", fewer)
     _over("MAX_PLAN_TARGETS", len(targets), MAX_PLAN_TARGETS, "targets", "plan fewer shapes")
     phases = sum(len(t.phases) for t in targets)
@@ -185,7 +192,8 @@ def problem(
     components, targets = tuple(components), tuple(targets)
     check_limits(components, targets)
     index = _check(components, targets)
-    base = tuple(candidates(c, targets) for c in components)
+    room = usable or (lambda _t: device.usable_bytes)
+    base = tuple(offered(c, targets, room) for c in components)
     pin = device.pin_budget_bytes
     factor = Fraction(device.pageable_factor).limit_denominator(1000)
     # under a pin budget each host copy is pinned or pageable (never "resident or fail")
@@ -195,7 +203,6 @@ def problem(
         range(len(components)),
         key=lambda i: (-_uses_per_byte(base[i]), -components[i].weight_bytes, components[i].name),
     )
-    room = usable or (lambda _t: device.usable_bytes)
     groups = _groups(targets, index, order, room)
     more = extras(components, targets, device, room)
     _over(
@@ -353,8 +360,9 @@ def _infeasible_reason(
 def most_conservative(
     components: Sequence[Component], targets: Sequence[Target], device: Device
 ) -> Plan:
-    """Every component in its smallest footprint (offloaded whole or streamed, whichever needs
-    less in its phases), whatever it costs in transfer: the placement a worker falls back to.
+    """Every component in its smallest footprint (offloaded whole, streamed or grouped, whichever
+    needs least in its phases, grouped wherever it has block groups: the fallback weighs no copy),
+    whatever it costs in transfer: the placement a worker falls back to.
 
     Feasible as a placement whether or not the estimates say it fits (``reason`` says which)."""
     components, targets = tuple(components), tuple(targets)

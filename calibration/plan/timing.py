@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 import attrs
 
-from calibration.plan.candidates import Candidate, layer_uses, whole_uses
+from calibration.plan.candidates import Candidate, grouped_moved, layer_uses, whole_uses
 from calibration.plan.frontier import pinned_moved
 from calibration.plan.model import Component, Device, PlacementKind, Target, TimePrediction
 
@@ -28,6 +28,8 @@ def target_transfer_bytes(component: Component, cand: Candidate, target: Target)
         return 0
     if cand.kind == PlacementKind.OFFLOADED:
         return component.weight_bytes * whole_uses(component, once)
+    if cand.kind == PlacementKind.GROUPED:
+        return grouped_moved(component, once)
     calls = layer_uses(component, once)
     return sum(component.layer_bytes[i] * calls[i] for i in cand.order[cand.kept :])
 

@@ -4,11 +4,36 @@ pinned or pageable host copies, checked from the definition (docs/planning.md "T
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 
 from calibration.plan import Component, Device, PlacementKind, Plan, Target
-from calibration.plan.candidates import Candidate, candidates
+from calibration.plan.candidates import Candidate, offered
+
+
+def _onload(component: Component, cand: Candidate) -> int:
+    """What a candidate adds in the phases it is active in, from the definition: a grouped
+    component its largest block group and every byte outside its groups."""
+    if cand.kind == PlacementKind.GROUPED:
+        groups = component.group_bytes
+        return component.weight_bytes - sum(groups) + max(groups)
+    return cand.onload
+
+
+def _cost(component: Component, cand: Candidate, targets: Sequence[Target]) -> int:
+    """What a candidate moves per request, weighted, from the definition: grouped, its whole
+    weights every call (its layers' most calls, else its onloads, else 1 where a phase uses it)."""
+    if cand.kind != PlacementKind.GROUPED:
+        return cand.cost
+    total = 0
+    for t in targets:
+        used = any(component.name in p.active_components for p in t.phases)
+        calls = t.uses.get(component.name, int(used))
+        layer_calls = t.layer_uses.get(component.name, ())
+        if component.layer_bytes and layer_calls:
+            calls = max(layer_calls)
+        total += t.weight * calls * component.weight_bytes
+    return total
 
 
 def fits(
@@ -30,7 +55,7 @@ def fits(
             onload = sum(
                 components[names.index(n)].weight_bytes - picked[names.index(n)].always
                 if n in whole
-                else picked[names.index(n)].onload
+                else _onload(components[names.index(n)], picked[names.index(n)])
                 for n in set(p.active_components)
             )
             if always + onload + p.bound_bytes > device.usable_bytes:
@@ -48,6 +73,11 @@ def fits(
     flags = pageable or [False] * len(picked)
     pinned = sum(c.pinned for c, paged in zip(picked, flags) if not paged)
     return device.pin_budget_bytes is None or pinned <= device.pin_budget_bytes
+
+
+def _usable(device: Device) -> Callable[[Target], int]:
+    """Every target's usable bytes: the device's."""
+    return lambda _target: device.usable_bytes
 
 
 def _factor(device: Device) -> Fraction:
@@ -69,12 +99,16 @@ def _options(
     """Every feasible combination and its transfer time in pinned bytes' time (a pageable byte
     counts the device's factor)."""
     factor = _factor(device)
-    for picked in itertools.product(*[candidates(c, targets) for c in components]):
+    room = _usable(device)
+    for picked in itertools.product(*[offered(c, targets, room) for c in components]):
         for paged in _copies(picked, device):
             if fits(components, picked, targets, device, paged):
                 yield (
                     sum(
-                        (c.cost * (factor if p else Fraction(1)) for c, p in zip(picked, paged)),
+                        (
+                            _cost(k, c, targets) * (factor if p else Fraction(1))
+                            for k, c, p in zip(components, picked, paged)
+                        ),
                         Fraction(0),
                     ),
                     picked,
@@ -97,12 +131,12 @@ def objective(plan: Plan) -> Fraction:
     )
 
 
-def ranked(components: Sequence[Component], targets: Sequence[Target]) -> list[int]:
+def ranked(components: Sequence[Component], targets: Sequence[Target], device: Device) -> list[int]:
     """Component indices, most used first: the most transfer per byte were it not resident, then
     the heaviest, then the name (the tie-breaking order of docs/planning.md)."""
 
     def density(i: int) -> Fraction:
-        cands = candidates(components[i], targets)
+        cands = offered(components[i], targets, _usable(device))
         return max((Fraction(c.cost, c.pinned) for c in cands if c.pinned), default=Fraction(0))
 
     return sorted(
@@ -116,7 +150,7 @@ def brute_force_ties(
 ) -> tuple[int, ...] | None:
     """The always-bytes per component of the best combination with ties broken as documented:
     least cost, then the most used component's always-bytes largest, then the next one's."""
-    rank = ranked(components, targets)
+    rank = ranked(components, targets, device)
     best: tuple[Fraction, tuple[int, ...]] | None = None
     for cost, picked in _options(components, targets, device):
         key = (cost, tuple(-picked[i].always for i in rank))

@@ -72,7 +72,9 @@ def test_a_move_that_failed_leaves_nothing_to_put_back():
     assert [s.outcome for s in report.step("rollback")].count("failed") == 0
     assert report.status in (OK, NO_PLAN_VALIDATES) and report.serving and report.placement
     assert not report.left_in_place and not report.step("error")
-    assert [s.outcome for s in report.step("apply")][:2] == ["failed", "failed"]
+    # the fallback groups the vae: its hooks move the tensors without the module's failing .to()
+    assert [s.outcome for s in report.step("apply")][:2] == ["failed", "done"]
+    assert report.step("fallback")[0].data["placement"]["vae"] == "grouped"
     assert outcome.applied is not None
     outcome.applied.undo()
     assert not _hooked(fresh)

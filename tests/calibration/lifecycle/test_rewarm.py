@@ -15,11 +15,11 @@ from tests.calibration.lifecycle_setup import lifecycle
 
 pytest.importorskip("accelerate")
 
-CONSERVATIVE = {
-    "vae": "offloaded",
+CONSERVATIVE = {  # the least footprint: the VAE and the transformer grouped
+    "vae": "grouped",
     "text_encoder": "offloaded",
     "text_encoder_2": "offloaded",
-    "transformer": "layerwise 0/2",
+    "transformer": "grouped",
 }
 #: The re-warm: the request after the first validation (which holds at 1 MiB).
 REWARM_OOM = Fault("DenoisingStage", OUT_OF_MEMORY, times=1, after=1)

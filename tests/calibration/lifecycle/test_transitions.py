@@ -21,11 +21,11 @@ FIRST = {  # what the estimates plan at 1 MiB (no reserve): the transformer stre
     "text_encoder_2": "offloaded",
     "transformer": "layerwise 1/2",
 }
-CONSERVATIVE = {
-    "vae": "offloaded",
+CONSERVATIVE = {  # the least footprint: the VAE and the transformer grouped
+    "vae": "grouped",
     "text_encoder": "offloaded",
     "text_encoder_2": "offloaded",
-    "transformer": "layerwise 0/2",
+    "transformer": "grouped",
 }
 
 

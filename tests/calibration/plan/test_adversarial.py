@@ -17,14 +17,17 @@ NAMES = ("a", "b", "c", "d", "e")
 
 @st.composite
 def layered(draw: st.DrawFn) -> tuple[list[Component], list[Target], Device]:
-    """Up to 5 components of 1-4 layers each (sizes from a few values, so sums collide), uses
-    from {0, 1, 2} (densities tie), phases over one to three components, an optional pin budget."""
+    """Up to 5 components of 1-4 layers each (sizes from a few values, so sums collide; some in
+    block groups, one a layer as a transformer's), uses from {0, 1, 2} (densities tie), phases
+    over one to three components, an optional pin budget."""
     count = draw(st.integers(2, 5))
     names = NAMES[:count]
     components = []
     for name in names:
         layers = draw(st.lists(st.sampled_from([1, 2, 3, 5, 8]), min_size=1, max_size=4))
-        components.append(Component(name, sum(layers) + draw(st.integers(0, 3)), layers))
+        groups = layers if draw(st.booleans()) else []
+        rest = draw(st.integers(0, 3))
+        components.append(Component(name, sum(layers) + rest, layers, group_bytes=groups))
     targets = []
     for t in range(draw(st.integers(1, 2))):
         phases = [

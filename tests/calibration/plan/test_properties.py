@@ -17,13 +17,16 @@ NAMES = ("a", "b", "c", "d")
 
 @st.composite
 def problems(draw: st.DrawFn) -> tuple[list[Component], list[Target], Device]:
-    """Up to 4 components of up to 4 layers, up to 2 targets of up to 4 phases: brute-forceable."""
+    """Up to 4 components of up to 4 layers and 3 block groups, up to 2 targets of up to 4
+    phases: brute-forceable."""
     count = draw(st.integers(1, 4))
     components = []
     for name in NAMES[:count]:
         layers = draw(st.lists(st.integers(0, 40), max_size=4))
+        groups = draw(st.lists(st.integers(0, 40), max_size=3))
         rest = draw(st.integers(0, 40))
-        components.append(Component(name, sum(layers) + rest, layers))
+        weight = max(sum(layers), sum(groups)) + rest
+        components.append(Component(name, weight, layers, group_bytes=groups))
     targets = []
     for t in range(draw(st.integers(1, 2))):
         phases = [

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from calibration.core.calls import reset_scheduler
 from calibration.examples import EXAMPLES
+from calibration.placement.groups import hooked_groups
 from calibration.placement.mechanisms import has_offload_hooks
 from calibration.plan.apply import PlanApplyError, apply
 from calibration.plan.model import Device, Placement, PlacementKind, Plan
@@ -95,6 +96,29 @@ def test_undo_removes_every_hook_and_gives_the_same_images(pipe, reference):
     assert _state(pipe) == before
 
 
+GROUPED = _plan(
+    [
+        _placement("vae", PlacementKind.GROUPED),
+        _placement("text_encoder", PlacementKind.OFFLOADED),
+        _placement("text_encoder_2", PlacementKind.RESIDENT),
+        _placement("transformer", PlacementKind.GROUPED),
+    ]
+)
+
+
+def test_grouped_components_are_group_offloaded_and_undone_to_the_same_images(pipe, reference):
+    before = _state(pipe)
+    applied = apply(GROUPED, pipe, device="cpu", offload_device="cpu")
+    for name in ("vae", "transformer"):  # diffusers' groups over the whole module, as calibrated
+        module = getattr(pipe, name)
+        assert [n for n, _ in hooked_groups(module) if n] and name in applied.offload_hooks
+    assert torch.equal(_run(pipe), reference)
+    applied.undo()
+    assert _state(pipe) == before and _state(pipe)[1] == set()
+    assert not any(hasattr(m, "_diffusers_hook") for m in pipe.vae.modules())
+    assert torch.equal(_run(pipe), reference)
+
+
 def test_a_second_apply_without_undo_is_refused(pipe):
     applied = apply(MIXED, pipe, device="cpu", offload_device="cpu")
     try:
@@ -126,7 +150,7 @@ def test_a_failed_apply_leaves_nothing_half_applied(pipe, reference):
 def _random_plan(draw) -> Plan:
     placements = []
     for name in NAMES:
-        kinds = [PlacementKind.RESIDENT, PlacementKind.OFFLOADED]
+        kinds = [PlacementKind.RESIDENT, PlacementKind.OFFLOADED, PlacementKind.GROUPED]
         if name == "transformer":
             kinds.append(PlacementKind.LAYERWISE)
         kind = draw(st.sampled_from(kinds))
