@@ -179,8 +179,8 @@ def _not_placed(
             release(pipe, offload, modules)
         except Exception as undo:  # noqa: BLE001 - said in the error, never a traceback
             left = f"; taking its hooks off failed too ({type(undo).__name__}: {undo})"
-    if isinstance(exc, CalibrationError):
-        return CalibrationError(f"{exc}{left}")
+    if isinstance(exc, CalibrationError):  # already typed (a plan of another pipeline): kept
+        return exc if not left else CalibrationError(f"{exc}{left}")
     first = (str(exc).splitlines() or [""])[0]
     return CalibrationError(
         f"placing the pipeline under --calibrate-offload {offload} failed: "

@@ -152,7 +152,8 @@ BLOCKED = """
 import sys
 sys.modules["fastapi"] = None  # the [serve] extra absent: importing it fails
 from dslc.cli import main
-main(["serve", "--example", "flux", "--device", "cpu", "--device-capacity", "64MiB"])
+main(["serve", "--example", "flux", "--device", "cpu", "--device-capacity", "64MiB",
+      "--reserve", "1MiB"])
 """
 
 
