@@ -8,6 +8,7 @@
 # error, rolled back and re-planned; undo), a served trace on the GPU (`dslc serve --device cuda`:
 # a request running and two queued, answered through a SIGTERM that drains them), and `dslc calibrate --device cuda --verify` on two
 # examples (wall clock, allocator statistics) and under a saved plan that streams (`plan:FILE`),
+# a plan with the VAE grouped validated on the device,
 # and real architectures at their default workloads (bench/realsize.py: SD 1.5, SDXL, Wan 2.1
 # 1.3B, FLUX.1-dev in bf16; random weights, nothing downloaded).
 #
@@ -37,6 +38,10 @@ saved=$(mktemp --suffix=.json)
 small="--probe steps=1,height=32,width=32 --target steps=2,height=64,width=64"
 run bash -c "\"$dslc\" plan --example flux --device cuda:0 $small --device-memory 1MiB --reserve 0 --json > $saved"
 run "$dslc" calibrate --example flux --device cuda:0 $small --calibrate-offload "plan:$saved" --verify
+# the grouped placement on CUDA: at 736 KiB the VAE whole does not fit its decode, grouped it
+# does (on the CPU: "vae grouped", decode 733 KiB of 733 KiB predicted, holds); fails when no
+# plan validates (exit 4) or the plan has the VAE otherwise
+run bash -c "set -o pipefail; \"$dslc\" plan --example flux --device cuda:0 $small --device-memory 736KiB --reserve 0 --validate | awk '{print} /vae grouped/ {n++} END {exit !n}'"
 run "$py" bench/serve_load.py --examples flux --requests 12 --serve-device cuda
 run "$py" bench/realsize.py --params
 run "$py" bench/realsize.py --cases sd15-gpu,sdxl-gpu,wan13b-gpu,flux-gpu --quiet

@@ -338,7 +338,7 @@ def _parse(doc: Mapping[str, Json], weight: int, whole: Whole = ()) -> Calibrate
         if len(per) > MAX_ITEMS:
             raise PlanInputError(f"layer_bytes[{c!r}] has {len(per)} layers; at most {MAX_ITEMS}")
         layers[str(c)] = {str(n): _int(b, f"layer_bytes[{c!r}][{n!r}]") for n, b in per.items()}
-    components = components_from_bytes(weights, layers, _groups(doc))
+    components = components_from_bytes(weights, layers, group_sizes(doc))
     phases = [
         Measured(
             str(p["label"]),
@@ -374,8 +374,9 @@ def _parse(doc: Mapping[str, Json], weight: int, whole: Whole = ()) -> Calibrate
     )
 
 
-def _groups(doc: Mapping[str, Json]) -> dict[str, tuple[int, ...]]:
-    """Each component's block groups (``group_bytes``), counted before they are read."""
+def group_sizes(doc: Mapping[str, Json]) -> dict[str, tuple[int, ...]]:
+    """Each component's block groups (``group_bytes``), counted before they are read; none in
+    a document written before them. A bad one is a ``PlanInputError``."""
     out = {}
     for c, sizes in _items(doc, "group_bytes", {}).items():
         if len(sizes) > MAX_ITEMS:

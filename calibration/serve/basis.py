@@ -1,11 +1,13 @@
 """What a predictor is built from: a calibration's estimate at its target and what it measured
 with (weights, each phase's weights at its peak, margins), from memory or from a saved document.
 
-A ``--save``d document (``dslc calibrate --save``) holds each phase's figures at the target and
-marks the records its estimate used, but not their measurements; its ``--records`` file holds
-them. ``from_document`` reads both strictly,
-estimates again from the records and insists that every phase's bound is the document's (records
-of another calibration are a ``CalibrationFormatError``, never a silently different predictor).
+A ``--save``d document (``dslc calibrate --save``) holds each phase's figures at the target, the
+components' layers and block groups (read as the planner reads them, ``calibration.plan.inputs``;
+a document written before ``group_bytes`` has none: nothing is planned grouped) and marks the
+records its estimate used, but not their measurements; its ``--records`` file holds them.
+``from_document`` reads both strictly, estimates again from the records and insists that every
+phase's bound is the document's (records of another calibration are a
+``CalibrationFormatError``, never a silently different predictor).
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from attrs import evolve, field, frozen
 
 from artifact.spelling import path_text
 from calibration.plan.document_check import DocumentError, check_document, read_document
-from calibration.plan.inputs import MAX_ITEMS, CalibrationFormatError, CalibrationLike, Json
+from calibration.plan.inputs import (
+    MAX_ITEMS,
+    CalibrationFormatError,
+    CalibrationLike,
+    Json,
+    components_from_bytes,
+    group_sizes,
+)
+from calibration.plan.model import PlanInputError
 from runtime import FormulaError, Pipeline
 from runtime.estimate import WorkloadEstimate, estimate
 from runtime.kinds import EARNED, MarginSource
@@ -53,6 +63,10 @@ def _layers(value: Mapping[str, Mapping[str, int]]) -> Mapping[str, Mapping[str,
     return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in value.items()})
 
 
+def _groups(value: Mapping[str, Sequence[int]]) -> Mapping[str, tuple[int, ...]]:
+    return MappingProxyType({k: tuple(v) for k, v in value.items()})
+
+
 def _floats(value: Mapping[str, float]) -> Mapping[str, float]:
     return MappingProxyType(dict(value))
 
@@ -67,6 +81,9 @@ class Basis:
     phase_weights: Mapping[str, int] = field(converter=_ints, hash=False)
     unobserved: tuple[str, ...]
     stage_margins: Mapping[str, float] = field(converter=_floats, hash=False)  # by evidence
+    #: each component's block groups (``calibration.plan.model.Component.group_bytes``): the
+    #: planner offers the grouped placement only to a component with some
+    group_bytes: Mapping[str, tuple[int, ...]] = field(converter=_groups, hash=False, factory=dict)
 
     @classmethod
     def of(cls, cal: CalibrationSource) -> Basis:
@@ -78,6 +95,7 @@ class Basis:
             cal.phase_weights,
             tuple(cal.unobserved),
             {m.stage: m.margin for m in cal.margins if m.source in EARNED},
+            cal.group_bytes,
         )
 
 
@@ -97,7 +115,7 @@ def from_document(
         return _basis(doc, records, pipeline)
     except DocumentError as exc:
         raise CalibrationFormatError(f"calibration document{where}: {exc}") from None
-    except FormulaError as exc:
+    except (FormulaError, PlanInputError) as exc:
         raise CalibrationFormatError(f"calibration document{where}: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CalibrationFormatError(
@@ -111,6 +129,11 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
     if doc["pipeline"] != pipeline.name:
         raise ValueError(f"it is of pipeline {doc['pipeline']!r}, not {pipeline.name!r}")
     weights = {str(k): int(v) for k, v in doc["component_weight_bytes"].items()}
+    layers = {
+        str(c): {str(n): int(b) for n, b in per.items()} for c, per in doc["layer_bytes"].items()
+    }
+    groups = group_sizes(doc)  # the planner's own reading: counted, typed, none in an older one
+    components_from_bytes(weights, layers, groups)  # the planner's check: no unknown component
     margins = {
         str(m["stage"]): float(m["margin"])
         for m in doc.get("margins", ())
@@ -129,10 +152,11 @@ def _basis(doc: Mapping[str, Json], records: Sequence[WarmupRecord], pipeline: P
     return Basis(
         estimated,
         weights,
-        {str(c): {str(n): int(b) for n, b in per.items()} for c, per in doc["layer_bytes"].items()},
+        layers,
         {str(p["label"]): int(p["weights_bytes"]) for p in phases if p.get("weights_bytes")},
         tuple(str(n) for n in doc.get("unobserved_components", ())),
         margins,
+        groups,
     )
 
 

@@ -166,7 +166,9 @@ class RequestPredictor:
                 f"the calibration is of pipeline {basis.estimate.pipeline!r}, the formulas "
                 f"loaded are {pipeline.name!r}"
             )
-        components = components_from_bytes(basis.component_weight_bytes, basis.layer_bytes)
+        components = components_from_bytes(
+            basis.component_weight_bytes, basis.layer_bytes, basis.group_bytes
+        )
         try:
             target = from_estimate(
                 basis.estimate,
