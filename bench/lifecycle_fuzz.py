@@ -164,7 +164,8 @@ call_kwargs = EXAMPLES[{example!r}].call_kwargs
 
 def build(seed=0):
     pipe = EXAMPLES[{example!r}].build(seed)
-    error = torch.OutOfMemoryError if {kind!r} == "out-of-memory" else RuntimeError
+    errors = {{"out-of-memory": torch.OutOfMemoryError, "interrupt": KeyboardInterrupt}}
+    error = errors.get({kind!r}, RuntimeError)
     modules = {{n: m for n, m in pipe.components.items() if isinstance(m, torch.nn.Module)}}
     failing_to(modules.get({component!r}) or modules[sorted(modules)[0]],
                lambda: error("moving (injected)"), {times})

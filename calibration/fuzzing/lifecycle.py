@@ -1,16 +1,17 @@
 """Fuzzing of the lifecycle (`dslc plan --validate`'s ``run_lifecycle``, shared by
 bench/lifecycle_fuzz.py and tests/calibration/lifecycle/test_lifecycle_fuzz.py).
 
-A case is drawn from a seed: a tiny example (FLUX or SDXL), a device capacity, a mode, a clock
-(``Steady``, ``Slowing``: every reading a little longer than the last, so every request is slower
-than the one before, or the real CPU clock), and a fault on one rank at one lifecycle step (a
-component's move failing while a plan is applied, a request failing or reading high or slow in a
-stage, a hook that fails to come off at undo or at a rollback, an interrupt, a re-warm failing, a
-rank stalled past the others' timeout). ``run_rank`` runs this rank's lifecycle on a fresh
-pipeline and says where it ended: the report's status, whether it serves and with what, what
-escaped (an interrupt is expected, anything else is a traceback from the internals), and which
-components are not as they were (hooks, forward overrides, tensors' devices and dtypes) after a
-failed run, or after the served plan is undone.
+A case is drawn from a seed: a tiny example (FLUX or SDXL), a device capacity (one where the tiny
+FLUX's VAE is grouped among them), a mode, a clock (``Steady``, ``Slowing``: every reading a little
+longer than the last, so every request is slower than the one before, or the real CPU clock), and a
+fault on one rank at one lifecycle step (a component's move failing while a plan is applied (out of
+memory, an error, an interrupt), a request failing or reading high or slow in a stage, a hook that
+fails to come off at undo or at a rollback, an interrupt, a re-warm failing, a rank stalled past
+the others' timeout). ``run_rank`` runs this rank's lifecycle on a fresh pipeline and says where it
+ended: the report's status, whether it serves and with what, what escaped (an interrupt is
+expected, anything else is a traceback from the internals), and which components are not as they
+were (hooks, forward overrides, tensors' devices and dtypes) after a failed run, or after the
+served plan is undone.
 """
 
 from __future__ import annotations
@@ -59,12 +60,18 @@ MOVES = frozenset({Step.APPLY, Step.TO})
 #: The steps whose fault kind the summary names.
 KINDED = MOVES | {Step.REQUEST, Step.REWARM}
 REQUEST_KINDS = ("out-of-memory", "error", "peak", "slow")
+#: A failing move's kinds: out of memory, an error, an interrupt (``KeyboardInterrupt`` from the
+#: component's ``.to()``: every rank stops, the interrupted one raises it).
+MOVE_KINDS = ("out-of-memory", "error", "interrupt")
 STAGES = ("TextEncodingStage", "DenoisingStage", "DecodingStage")
 REAL = "real"  # the recorder's own clock (this thread's CPU time)
 CLOCKS = ("steady", "slowing", REAL)
 EXAMPLES = ("flux", "sdxl")
 MODES = ("apply", "strict", "plan")
-CAPACITIES = (1 << 20, 3 << 20, 64 << 20)
+#: Where the tiny FLUX's planner groups the VAE: below its decode's peak with the VAE whole
+#: (about 761 KiB), above it with the VAE grouped (tests/calibration/cli/test_grouped_cli.py).
+GROUPED_CAP = 720 << 10
+CAPACITIES = (GROUPED_CAP, 1 << 20, 3 << 20, 64 << 20)
 #: The components a fault may pick (each example names its own; a name it lacks is skipped).
 COMPONENTS = ("transformer", "unet", "vae", "text_encoder", "text_encoder_2")
 #: The rank timeout a 2-rank case sets (seconds); a late rank stalls 1.5 times as long.
@@ -105,7 +112,9 @@ def draw(seed: int, index: int, *, ranks: int | None = None) -> Case:
     world = ranks if ranks is not None else rng.choice((1, 1, 1, 2))
     step = rng.choice([s for s in Step if world == 2 or s is not Step.LATE])
     kind = rng.choice(REQUEST_KINDS) if step is Step.REQUEST else ""
-    if step in MOVES or step is Step.REWARM:
+    if step in MOVES:
+        kind = rng.choice(MOVE_KINDS)
+    if step is Step.REWARM:
         kind = rng.choice(REQUEST_KINDS[:2])
     times = rng.choice((1, 1, 2, 3, None)) if step is Step.REQUEST else rng.choice((1, 2, 4, 12))
     return Case(
@@ -248,7 +257,9 @@ def faults(case: Case, pipe: object) -> tuple[Fault, ...]:
     module = modules.get(case.component) or modules[min(modules)]
     times, step = case.times or 1, Step(case.step)
     if step in MOVES:
-        error = torch.OutOfMemoryError if case.kind == OUT_OF_MEMORY else RuntimeError
+        error = {OUT_OF_MEMORY: torch.OutOfMemoryError, "interrupt": KeyboardInterrupt}.get(
+            case.kind, RuntimeError
+        )
         failing_to(module, lambda: error(f"{case.kind} moving (injected)"), times)
         return ()
     if step is Step.REQUEST:

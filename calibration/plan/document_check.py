@@ -16,6 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from attrs import define
+
 from artifact.atomic import NotARegularFileError
 from artifact.spelling import file_value, passed_value, path_text
 from artifact.strict_json import read_regular, strict_loads
@@ -27,10 +29,32 @@ MAX_DOCUMENT_BYTES = 16 << 20  # a calibration document is a few KiB; refuse any
 DOCUMENT_VERSION = (
     1  # the version `dslc calibrate` writes (calibration.calibrate.report.DOCUMENT_VERSION)
 )
+#: JSON objects a calibration document may hold: one a phase, layer use, stage, record (and its
+#: params) and component of ``layer_bytes``, the planner and the server reading at most
+#: ``MAX_ITEMS`` (100,000) of each list; a `dslc calibrate` document holds tens. Three times
+#: ``MAX_ITEMS`` holds the largest list with room to spare and stops a million empty phases
+#: (113 MB held, then refused by the schema) a third of the way.
+MAX_DOCUMENT_OBJECTS = 300_000
 
 
 class DocumentError(ValueError):
     """Why a calibration document is refused (the caller adds which document)."""
+
+
+@define
+class ObjectCount:
+    """The parser's hook (``strict_loads``), each object as it is finished: more than ``limit``
+    objects stop the parse there, before they are all held and the schema walks them."""
+
+    limit: int = MAX_DOCUMENT_OBJECTS
+    holds: str = "a calibration document holds one a phase, layer use, stage or record"
+    objects: int = 0
+
+    def __call__(self, obj: dict[str, object]) -> object:
+        self.objects += 1
+        if self.objects > self.limit:
+            raise DocumentError(f"more than {self.limit:,} JSON objects; {self.holds}")
+        return obj
 
 
 def read_document(
@@ -39,8 +63,10 @@ def read_document(
     objects: Callable[[dict[str, object]], object] | None = None,
 ) -> Mapping[str, Any]:
     """A calibration file's JSON object (or ``what`` else), read strictly (``DocumentError``
-    naming the file); ``objects`` sees each object as the parser finishes it (``strict_loads``)."""
+    naming the file); ``objects`` sees each object as the parser finishes it (``strict_loads``;
+    by default ``ObjectCount``: at most MAX_DOCUMENT_OBJECTS)."""
     shown = path_text(path)
+    objects = ObjectCount() if objects is None else objects
     try:
         data = read_regular(path, MAX_DOCUMENT_BYTES)
     except NotARegularFileError as exc:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sized
 from pathlib import Path
 from typing import Any, NoReturn
 
-from attrs import define, frozen
+from attrs import Factory, define, frozen
 
 from artifact.limits import (
     MAX_PLAN_CANDIDATES,
@@ -29,6 +29,7 @@ from artifact.spelling import file_value, path_text
 from calibration.plan.document_check import (
     SCHEMA,
     DocumentError,
+    ObjectCount,
     first_violation,
     read_document,
 )
@@ -42,6 +43,10 @@ _SHOWN = 8  # component names a message lists
 #: JSON objects a plan document may hold: its phases (MAX_PLAN_PHASES at most), its times (two
 #: objects a target), components and device come to under 75,000; twice the phases bounds them.
 MAX_PLAN_OBJECTS = 2 * MAX_PLAN_PHASES
+_PLAN_HOLDS = (
+    f"a plan document holds one a phase (at most {MAX_PLAN_PHASES:,}: MAX_PLAN_PHASES) and a few "
+    "more"
+)
 
 
 class PlanFileError(PlanInputError):
@@ -129,15 +134,10 @@ class _LayerCount:
     an index: 9 s), nor a million empty objects held (76 MiB)."""
 
     total: int = 0
-    objects: int = 0
+    count: ObjectCount = Factory(lambda: ObjectCount(MAX_PLAN_OBJECTS, _PLAN_HOLDS))
 
     def __call__(self, obj: dict[str, object]) -> object:
-        self.objects += 1
-        if self.objects > MAX_PLAN_OBJECTS:
-            raise DocumentError(
-                f"more than {MAX_PLAN_OBJECTS:,} JSON objects; a plan document holds one a "
-                f"phase (at most {MAX_PLAN_PHASES:,}: MAX_PLAN_PHASES) and a few more"
-            )
+        self.count(obj)
         for key, verb, noun in (
             ("resident_layers", "keeps", "layer indices"),
             ("pinned_layers", "pins", "layer indices"),

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from calibration.plan.document_check import MAX_DOCUMENT_OBJECTS
+from calibration.plan.inputs import MAX_ITEMS
 from dslc.cli import cli
 
 from .test_plan import calibration_document
@@ -157,3 +159,21 @@ def test_an_oversized_file_is_refused_by_what_was_read(tmp_path):
     path.write_bytes(b" " * (16 * MiB + 1))
     code, output = bounded(path)
     assert code == 1 and "over 16,777,216 bytes" in output, output
+
+
+def test_a_million_empty_phases_stop_the_parse_past_the_objects_a_document_holds(tmp_path):
+    """3 MB of `{}` as phases: the parse held them all (113 MB, then the schema's item limit
+    refused them) before the count (issue 39); it stops past MAX_DOCUMENT_OBJECTS, which still
+    holds the largest list the planner reads (MAX_ITEMS records, each with its params)."""
+    path = tmp_path / "cal.json"
+    head = '{"version": 1, "component_weight_bytes": {}, "phases": ['
+    path.write_text(head + ",".join(["{}"] * 1_000_000) + "]}")
+    tracemalloc.start()
+    try:
+        code, output = plan_exit(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code == 1 and f"more than {MAX_DOCUMENT_OBJECTS:,} JSON objects" in output, output
+    assert peak < 40 * MiB
+    assert MAX_DOCUMENT_OBJECTS > 2 * MAX_ITEMS + 1_000

@@ -43,12 +43,23 @@ def test_each_step_is_drawn_and_the_draw_repeats():
     assert {c.step for c in cases} == set(fuzz.STEPS)
     assert {c.ranks for c in cases} == {1, 2}
     assert all(c.step != "late" for c in cases if c.ranks == 1)  # a late rank needs another
+    assert fuzz.GROUPED_CAP in {c.capacity for c in cases}
+    assert {c.kind for c in cases if c.step in ("apply", "to")} == set(fuzz.MOVE_KINDS)
     assert cases == [fuzz.draw(7, i) for i in range(200)]
 
 
 def test_an_interrupt_on_sdxl_leaves_it_as_it_was():
     case = attrs.evolve(_case(0, "sdxl"), step="interrupt", stage="DenoisingStage", mode="apply")
     result = fuzz.run_rank(case, ROOT)
+    assert result.get("interrupted") and checks.not_restored(result) == []
+
+
+def test_an_interrupted_move_under_the_grouped_cap_leaves_the_pipeline_as_it_was():
+    # the transformer's `.to()` raises KeyboardInterrupt while the plan grouping the VAE is applied
+    case = attrs.evolve(
+        _case(0), step="to", kind="interrupt", component="transformer", times=1, mode="apply"
+    )
+    result = fuzz.run_rank(attrs.evolve(case, capacity=fuzz.GROUPED_CAP), ROOT)
     assert result.get("interrupted") and checks.not_restored(result) == []
 
 
@@ -87,7 +98,7 @@ def test_ranks_on_two_statuses_differ():
     assert checks.differing([ok, {"interrupted": True}])  # the other serves on
 
 
-def test_a_request_fault_on_one_of_two_ranks_ends_both_alike(tmp_path):
+def test_a_request_fault_on_one_of_two_ranks_ends_both_alike_with_the_vae_grouped(tmp_path):
     case = attrs.evolve(
         fuzz.draw(1, 0, ranks=2),
         example="flux",
@@ -98,13 +109,13 @@ def test_a_request_fault_on_one_of_two_ranks_ends_both_alike(tmp_path):
         times=1,
         clock="steady",
         mode="apply",
-        capacity=1 << 20,
+        capacity=fuzz.GROUPED_CAP,
     )
     (tmp_path / "case.json").write_text(json.dumps({"case": fuzz.as_dict(case), "root": ROOT}))
     ranks = run_ranks(fuzz.rank_in, tmp_path, 300)
     assert not any("escaped" in r for r in ranks)
     assert not checks.differing(ranks)
-    assert ranks[0]["serving"] and ranks[0]["placement"]
+    assert ranks[0]["serving"] and ranks[0]["placement"]["vae"] == "grouped"
     assert all(checks.not_restored(r) == [] for r in ranks)
 
 
