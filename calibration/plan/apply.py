@@ -387,11 +387,13 @@ def _make(
     name = move.component
     module = applied.modules[name]
     if move.kind is MoveKind.RELEASE:  # offloaded or grouped, or a layerwise one's streamed blocks
-        where = Where(onload, offload, tuple(block for _, block in parts.streamed))
+        hooked: tuple[nn.Module, ...]
         if kind == PlacementKind.GROUPED:  # the whole module, its blocks as calibration finds them
-            where = Where(onload, offload, block_modules=nested_blocks(module))
-        for block in (module,) if kind == PlacementKind.GROUPED else where.blocks:
-            applied.blocks.setdefault(name, []).append(block)  # undo takes their hooks off
+            where, hooked = Where(onload, offload, block_modules=nested_blocks(module)), (module,)
+        else:
+            where = Where(onload, offload, tuple(block for _, block in parts.streamed))
+            hooked = where.blocks
+        applied.blocks.setdefault(name, []).extend(hooked)  # undo takes their hooks off
         hook = MECHANISMS[MECHANISM_OF[kind]].install(module, where)
         if hook is not None:  # offloaded whole or grouped: its hook sends it home
             applied.offload_hooks[name] = hook

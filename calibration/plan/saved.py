@@ -138,10 +138,10 @@ class _LayerCount:
 
     def __call__(self, obj: dict[str, object]) -> object:
         self.count(obj)
-        for key, verb, noun in (
-            ("resident_layers", "keeps", "layer indices"),
-            ("pinned_layers", "pins", "layer indices"),
-            ("group_bytes", "groups", "group sizes"),
+        for key, verb, noun, unit in (
+            ("resident_layers", "keeps", "layer indices", "layers"),
+            ("pinned_layers", "pins", "layer indices", "layers"),
+            ("group_bytes", "moves", "group sizes", "block groups"),
         ):
             kept = obj.get(key)
             if not isinstance(kept, list):
@@ -149,7 +149,7 @@ class _LayerCount:
             if len(kept) > MAX_PLAN_LAYERS:
                 raise DocumentError(
                     f"{key} of the component {file_value(obj.get('name'))}: {len(kept):,} "
-                    f"{noun}; a plan {verb} at most {MAX_PLAN_LAYERS:,} layers a "
+                    f"{noun}; a plan {verb} at most {MAX_PLAN_LAYERS:,} {unit} a "
                     "component (MAX_PLAN_LAYERS)"
                 )
             self.total += len(kept)
@@ -157,7 +157,7 @@ class _LayerCount:
                 raise DocumentError(
                     f"{key} of the component {file_value(obj.get('name'))}: {self.total:,} "
                     f"{noun} in all so far; a plan's components have at most "
-                    f"{MAX_PLAN_CANDIDATES:,} layers in all (MAX_PLAN_CANDIDATES)"
+                    f"{MAX_PLAN_CANDIDATES:,} {unit} in all (MAX_PLAN_CANDIDATES)"
                 )
         return obj
 
